@@ -1,0 +1,237 @@
+// Kiln's ops. Every op records a node into the calling thread's trace and
+// returns at once; bad input throws kiln::Error at the call.
+//
+// Broadcasting follows NumPy: shapes are aligned at the right, an extent of 1
+// stretches, otherwise extents must be equal.
+//
+// Type promotion follows PyTorch. Operands have three priorities: tensors of
+// rank >= 1, rank-0 tensors, and C++ scalars. The result type is the
+// promotion (see promote_types in dtype.h) of the highest-priority operands,
+// unless a lower-priority operand is of a higher category (bool < integer <
+// floating): then a rank-0 tensor contributes its dtype and a C++ scalar the
+// default of its category (f32 for floating, i64 for integer). So
+// `f16_tensor * 2.5` stays f16, `i32_tensor * 2.5` is f32, `i8_tensor + 300`
+// is i8 (wrapping like a cast), `u8_tensor + i64_tensor` is i64.
+// Division is true division: integer operands give f32. Comparisons and
+// logical ops give bool. Transcendental unary ops (exp, tanh, ...) on integer
+// or bool tensors compute in f32. Reductions: sum and prod of bool/integer
+// give i64; mean gives a floating type; argmax/argmin give i64.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+/// A C++ number used as an operand. Integral and floating values keep their
+/// category for type promotion.
+class Scalar {
+ public:
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  Scalar(T v) {  // NOLINT(google-explicit-constructor): numbers convert implicitly
+    if constexpr (std::is_same_v<T, bool>) {
+      kind_ = Kind::Bool;
+      i_ = v ? 1 : 0;
+      d_ = static_cast<double>(i_);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      kind_ = Kind::Floating;
+      d_ = static_cast<double>(v);
+      i_ = static_cast<int64_t>(v);
+    } else {
+      kind_ = Kind::Integral;
+      i_ = static_cast<int64_t>(v);
+      d_ = static_cast<double>(v);
+    }
+  }
+  enum class Kind : uint8_t { Bool, Integral, Floating };
+  Kind kind() const { return kind_; }
+  double to_double() const { return d_; }
+  int64_t to_int() const { return i_; }
+
+ private:
+  Kind kind_ = Kind::Floating;
+  double d_ = 0;
+  int64_t i_ = 0;
+};
+
+/// A tensor or a C++ number: what binary ops accept on either side.
+class Operand {
+ public:
+  Operand(const Tensor& t) : tensor_(t), isTensor_(true), scalar_(0) {}  // NOLINT
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  Operand(T v) : scalar_(v) {}  // NOLINT
+  bool is_tensor() const { return isTensor_; }
+  const Tensor& tensor() const { return tensor_; }
+  const Scalar& scalar() const { return scalar_; }
+
+ private:
+  Tensor tensor_;
+  bool isTensor_ = false;
+  Scalar scalar_;
+};
+
+// ---- creation --------------------------------------------------------------
+Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = {});
+Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = {});
+Tensor full(const Shape& shape, Scalar value, DType dtype = DType::f32, Device device = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+/// Rank-0 tensor holding one value.
+Tensor scalar_tensor(Scalar value, DType dtype = DType::f32, Device device = {});
+/// [start, start+step, ...) while < end (> end for negative step), like NumPy.
+Tensor arange(double start, double end, double step = 1, DType dtype = DType::f32, Device device = {});
+Tensor arange(int64_t n, DType dtype = DType::i64, Device device = {});
+/// Copies host data into a new materialized tensor. shape.numel() must equal
+/// values.size(). bool values are stored as 0/1 bytes.
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = {});
+/// Wraps caller-owned memory without copying (dense row-major unless strides
+/// are given, in elements). `deleter(data)` runs once, when the last tensor
+/// or trace using the memory is gone. The memory must stay unchanged.
+Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device,
+                 std::function<void(void*)> deleter, std::vector<int64_t> strides = {});
+/// Uniform [low, high) and standard normal (scaled by stddev, shifted by mean)
+/// random values from a counter-based generator: element i depends only on
+/// (seed, i), so every tier and thread count gives the same bits.
+Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::f32, double low = 0, double high = 1);
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32, double mean = 0, double stddev = 1);
+
+// ---- elementwise -----------------------------------------------------------
+Tensor add(const Operand& a, const Operand& b);
+Tensor sub(const Operand& a, const Operand& b);
+Tensor mul(const Operand& a, const Operand& b);
+Tensor div(const Operand& a, const Operand& b);
+Tensor pow(const Operand& a, const Operand& b);
+Tensor maximum(const Operand& a, const Operand& b);  ///< NaN propagates
+Tensor minimum(const Operand& a, const Operand& b);  ///< NaN propagates
+Tensor eq(const Operand& a, const Operand& b);
+Tensor ne(const Operand& a, const Operand& b);
+Tensor lt(const Operand& a, const Operand& b);
+Tensor le(const Operand& a, const Operand& b);
+Tensor gt(const Operand& a, const Operand& b);
+Tensor ge(const Operand& a, const Operand& b);
+Tensor logical_and(const Operand& a, const Operand& b);
+Tensor logical_or(const Operand& a, const Operand& b);
+Tensor logical_not(const Tensor& x);
+
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+/// tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Tensor gelu(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+/// Rounds half to even, like NumPy and PyTorch.
+Tensor round(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor square(const Tensor& x);
+
+/// cond is cast to bool; a and b are promoted together.
+Tensor where(const Tensor& cond, const Operand& a, const Operand& b);
+Tensor clamp(const Tensor& x, const Operand& low, const Operand& high);
+Tensor cast(const Tensor& x, DType dtype);
+
+// ---- reductions (empty axes = all axes; negative axes count from the end) ---
+Tensor sum(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false);
+Tensor max(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false);
+Tensor min(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false);
+/// Index of the first maximum along `axis` (i64).
+Tensor argmax(const Tensor& x, int axis, bool keepdim = false);
+Tensor argmin(const Tensor& x, int axis, bool keepdim = false);
+
+// ---- linear algebra -----------------------------------------------------------
+/// [..., M, K] @ [..., K, N] -> [..., M, N], batch dims broadcast. A 1-D
+/// operand is treated as a row (left) or column (right) vector and that axis
+/// is dropped from the result, as in NumPy.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- shape ------------------------------------------------------------------
+/// One extent may be -1 (inferred). A view when the input is contiguous.
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor transpose(const Tensor& x, int a = -2, int b = -1);
+Tensor permute(const Tensor& x, const std::vector<int>& perm);
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+/// Drops the given extent-1 axes (all extent-1 axes when empty).
+Tensor squeeze(const Tensor& x, const std::vector<int>& axes = {});
+Tensor unsqueeze(const Tensor& x, int axis);
+/// Elements start, start+step, ... < stop along `axis` (step > 0). start and
+/// stop are clamped to the extent like Python slices; negative ones count
+/// from the end.
+Tensor slice(const Tensor& x, int axis, int64_t start, int64_t stop, int64_t step = 1);
+Tensor concat(const std::vector<Tensor>& xs, int axis);
+/// out = x with `axis` replaced by the elements at `index` (an integer tensor
+/// of any shape): out.shape = x.shape[:axis] + index.shape + x.shape[axis+1:].
+Tensor index_select(const Tensor& x, int axis, const Tensor& index);
+/// PyTorch's gather / NumPy's take_along_axis: index has x's rank and
+/// out[i..., j, k...] = x[i..., index[i..., j, k...], k...] along `axis`.
+Tensor gather(const Tensor& x, int axis, const Tensor& index);
+/// [..] integer class ids -> [.., num_classes] of dtype.
+Tensor one_hot(const Tensor& index, int64_t num_classes, DType dtype = DType::f32);
+
+// ---- nn (recorded as their primitives) ----------------------------------------
+Tensor softmax(const Tensor& x, int axis = -1);
+Tensor log_softmax(const Tensor& x, int axis = -1);
+/// Normalises over the trailing axes that `weight` covers (or the last axis
+/// when weight is undefined): (x - mean) / sqrt(var + eps) * weight + bias.
+Tensor layer_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
+/// Mean cross entropy of logits [N, C] against integer targets [N].
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
+
+// ---- operators -------------------------------------------------------------
+inline Tensor operator+(const Tensor& a, const Operand& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Operand& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Operand& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Operand& b) { return div(a, b); }
+inline Tensor operator==(const Tensor& a, const Operand& b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, const Operand& b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, const Operand& b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, const Operand& b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, const Operand& b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, const Operand& b) { return ge(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+template <class S>
+  requires std::is_arithmetic_v<S>
+Tensor operator+(S a, const Tensor& b) { return add(a, b); }
+template <class S>
+  requires std::is_arithmetic_v<S>
+Tensor operator-(S a, const Tensor& b) { return sub(a, b); }
+template <class S>
+  requires std::is_arithmetic_v<S>
+Tensor operator*(S a, const Tensor& b) { return mul(a, b); }
+template <class S>
+  requires std::is_arithmetic_v<S>
+Tensor operator/(S a, const Tensor& b) { return div(a, b); }
+
+// ---- from_vector ---------------------------------------------------------------
+namespace detail {
+Tensor fromHost(const void* data, std::size_t count, DType dtype, const Shape& shape, Device device);
+}  // namespace detail
+
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> bytes(values.begin(), values.end());
+    return detail::fromHost(bytes.data(), bytes.size(), DType::boolean, shape, device);
+  } else {
+    return detail::fromHost(values.data(), values.size(), dtype_of<T>(), shape, device);
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,49 @@
+// Trace boundaries, statistics and settings of the Kiln runtime.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+
+/// Flushes this thread's trace and waits until its results are computed.
+void sync();
+/// Training-loop boundary: flushes this thread's trace, so that each
+/// iteration records one trace whose TraceKey repeats.
+void step();
+
+/// Process-wide counters. Read with stats(); reset with reset_stats().
+struct Stats {
+  uint64_t traces_recorded = 0;    ///< flushed traces (non-empty)
+  uint64_t ops_recorded = 0;       ///< nodes recorded, parameters excluded
+  uint64_t ops_eliminated = 0;     ///< dead nodes never executed
+  uint64_t interpreted_runs = 0;   ///< traces run by the interpreter
+  uint64_t interpreted_ops = 0;    ///< nodes run by the interpreter
+  uint64_t distinct_trace_keys = 0;
+  uint64_t bytes_allocated = 0;    ///< bytes handed out by device allocators
+  uint64_t allocator_cache_hits = 0;
+  uint64_t allocator_bytes_reserved = 0;  ///< held by caching allocators now
+  uint64_t allocator_bytes_peak = 0;
+  uint64_t flushes_size_limit = 0;   ///< flushes caused by KILN_MAX_TRACE_OPS
+  uint64_t flushes_cross_thread = 0; ///< flushes caused by another thread
+  /// One line per counter, "name value".
+  std::string str() const;
+};
+Stats stats();
+void reset_stats();
+
+/// Returns cached, unused device memory to the system.
+void empty_cache();
+
+/// Settings read once from the environment (see README): KILN_LOG,
+/// KILN_MAX_TRACE_OPS, KILN_NUM_THREADS, KILN_JIT, KILN_JIT_THRESHOLD.
+struct Settings {
+  std::string log_level = "warn";
+  int64_t max_trace_ops = 4096;
+  int num_threads = 0;  ///< 0: TBB's default
+  std::string jit = "async";
+  int64_t jit_threshold = 2;
+};
+const Settings& settings();
+
+}  // namespace kiln

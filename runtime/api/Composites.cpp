@@ -1,0 +1,111 @@
+// Composite ops, recorded as their primitives so the compiler sees few op
+// kinds and fuses across them.
+#include <cmath>
+
+#include "runtime/api/OpSupport.h"
+
+namespace kiln {
+
+using namespace api;
+
+Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
+  checkTensor("mean", x);
+  Tensor f = castTo(x, core::floatingResult(x.dtype()));
+  Shape out;
+  core::AxisMask mask;
+  check("mean", core::reduceShape(x.shape(), axes, keepdim, &out, &mask));
+  int64_t count = 1;
+  for (int d = 0; d < x.rank(); ++d)
+    if (mask & (1u << d)) count *= x.shape()[d];
+  // An empty mean is NaN, as in NumPy and PyTorch.
+  double scale = count == 0 ? std::nan("") : 1.0 / static_cast<double>(count);
+  return mul(sum(f, axes, keepdim), scale);
+}
+
+Tensor gelu(const Tensor& x) {
+  checkTensor("gelu", x);
+  Tensor f = castTo(x, core::floatingResult(x.dtype()));
+  constexpr double kSqrt2OverPi = 0.7978845608028654;
+  Tensor inner = mul(add(f, mul(mul(f, mul(f, f)), 0.044715)), kSqrt2OverPi);
+  return mul(mul(f, 0.5), add(tanh(inner), 1.0));
+}
+
+Tensor clamp(const Tensor& x, const Operand& low, const Operand& high) {
+  checkTensor("clamp", x);
+  const core::TypedOperand ops[3] = {typedOperand(x), typedOperand(low), typedOperand(high)};
+  DType t = core::resultType(ops);
+  if (t == DType::boolean) fail("clamp", "not defined for bool tensors");
+  Tensor xt = castTo(x, t);
+  return minimum(maximum(xt, operandAs(low, t)), operandAs(high, t));
+}
+
+Tensor one_hot(const Tensor& index, int64_t num_classes, DType dtype) {
+  checkTensor("one_hot", index, "index");
+  if (!is_integral(index.dtype()))
+    fail("one_hot", "index must be an integer tensor, got " + std::string(dtype_name(index.dtype())));
+  if (num_classes <= 0) fail("one_hot", "num_classes must be positive, got " + std::to_string(num_classes));
+  if (index.rank() + 1 > Shape::kMaxRank) fail("one_hot", "result rank would exceed " + std::to_string(Shape::kMaxRank));
+  if (index.is_materialized()) {
+    for (int64_t v : index.to_vector<int64_t>())
+      if (v < 0 || v >= num_classes)
+        fail("one_hot", "class id " + std::to_string(v) + " is outside [0, " + std::to_string(num_classes) + ")");
+  }
+  // Pending indices outside the range give an all-zero row.
+  Tensor classes = arange(0, static_cast<double>(num_classes), 1, DType::i64, index.device());
+  return cast(eq(unsqueeze(castTo(index, DType::i64), -1), classes), dtype);
+}
+
+Tensor softmax(const Tensor& x, int axis) {
+  checkTensor("softmax", x);
+  Tensor f = castTo(x, core::floatingResult(x.dtype()));
+  int a = 0;
+  if (f.rank() > 0) check("softmax", core::normalizeAxis(axis, f.rank(), &a));
+  Tensor e = exp(sub(f, max(f, {a}, true)));
+  return div(e, sum(e, {a}, true));
+}
+
+Tensor log_softmax(const Tensor& x, int axis) {
+  checkTensor("log_softmax", x);
+  Tensor f = castTo(x, core::floatingResult(x.dtype()));
+  int a = 0;
+  if (f.rank() > 0) check("log_softmax", core::normalizeAxis(axis, f.rank(), &a));
+  Tensor z = sub(f, max(f, {a}, true));
+  return sub(z, log(sum(exp(z), {a}, true)));
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  checkTensor("layer_norm", x);
+  const int k = weight.defined() ? weight.rank() : 1;
+  if (x.rank() < k || x.rank() == 0)
+    fail("layer_norm", "input " + x.shape().str() + " has fewer axes than the normalized shape");
+  Shape normalized(x.shape().dims().subspan(x.rank() - k));
+  for (const Tensor* p : {&weight, &bias}) {
+    if (p->defined() && p->shape() != normalized)
+      fail("layer_norm", std::string(p == &weight ? "weight" : "bias") + " has shape " + p->shape().str() +
+                             " but must match the trailing axes " + normalized.str() + " of input " + x.shape().str());
+  }
+  std::vector<int> axes;
+  for (int d = x.rank() - k; d < x.rank(); ++d) axes.push_back(d);
+  Tensor f = castTo(x, core::floatingResult(x.dtype()));
+  Tensor d = sub(f, mean(f, axes, true));
+  Tensor var = mean(mul(d, d), axes, true);
+  Tensor y = mul(d, rsqrt(add(var, eps)));
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+  checkTensor("cross_entropy", logits, "logits");
+  checkTensor("cross_entropy", targets, "targets");
+  if (logits.rank() != 2 || targets.rank() != 1 || logits.shape()[0] != targets.shape()[0])
+    fail("cross_entropy", "expects logits [N, C] and targets [N], got " + logits.shape().str() + " and " +
+                              targets.shape().str());
+  if (!is_integral(targets.dtype()))
+    fail("cross_entropy", "targets must hold integer class ids, got " + std::string(dtype_name(targets.dtype())));
+  Tensor lp = log_softmax(logits, 1);
+  Tensor picked = gather(lp, 1, unsqueeze(targets, 1));
+  return neg(mean(picked));
+}
+
+}  // namespace kiln

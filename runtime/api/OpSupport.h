@@ -1,0 +1,43 @@
+// Shared helpers of the op implementations: validation that names the op,
+// recording, and dtype conversions inserted by type promotion.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "kiln/error.h"
+#include "kiln/ops.h"
+#include "runtime/core/ShapeRules.h"
+#include "runtime/trace/Recorder.h"
+
+namespace kiln::api {
+
+[[noreturn]] inline void fail(const char* op, const std::string& msg) { throw Error(std::string(op) + ": " + msg); }
+
+/// Throws "<op>: <message>" when a core rule reports a problem.
+inline void check(const char* op, const std::string& ruleResult) {
+  if (!ruleResult.empty()) fail(op, ruleResult);
+}
+
+/// The tensor must be defined and on a device with a driver.
+void checkTensor(const char* op, const Tensor& t, const char* name = "input");
+/// All tensors on one device.
+void checkSameDevice(const char* op, std::initializer_list<const Tensor*> ts);
+
+inline Tensor record(const trace::NodeSpec& spec, std::initializer_list<const Tensor*> inputs) {
+  return trace::Recorder::current().record(spec, std::span<const Tensor* const>(inputs.begin(), inputs.size()));
+}
+
+/// x converted to dtype (x itself when it already has it).
+Tensor castTo(const Tensor& x, DType dtype);
+/// A rank-0 constant.
+Tensor constant(const Scalar& v, DType dtype);
+/// The dtype Operand `o` promotes as (its category's dtype for a scalar).
+core::TypedOperand typedOperand(const Operand& o);
+/// o as a tensor of dtype (a rank-0 constant for a scalar).
+Tensor operandAs(const Operand& o, DType dtype);
+Shape operandShape(const Operand& o);
+
+std::string dtypeList(std::initializer_list<DType> ts);
+
+}  // namespace kiln::api

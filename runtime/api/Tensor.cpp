@@ -1,0 +1,142 @@
+// kiln::Tensor: handle management, reads (which flush) and method sugar.
+#include <mutex>
+
+#include "kiln/error.h"
+#include "kiln/ops.h"
+#include "runtime/core/TensorImpl.h"
+#include "runtime/interp/Kernels.h"
+#include "runtime/trace/Recorder.h"
+
+namespace kiln {
+
+namespace {
+detail::TensorImpl* checked(const detail::TensorImpl* impl, const char* what) {
+  if (!impl)
+    throw Error(std::string("Tensor::") + what +
+                ": the tensor is undefined (default-constructed); assign the result of an op to it first");
+  return const_cast<detail::TensorImpl*>(impl);
+}
+detail::TensorImpl* materialized(const detail::TensorImpl* impl, const char* what) {
+  detail::TensorImpl* i = checked(impl, what);
+  trace::Recorder::materialize(i);
+  return i;
+}
+std::mutex gDensifyMutex;
+}  // namespace
+
+Tensor::Tensor(const Tensor& o) : impl_(o.impl_) {
+  if (impl_) impl_->retain();
+}
+
+Tensor& Tensor::operator=(const Tensor& o) {
+  if (o.impl_) o.impl_->retain();
+  if (impl_) impl_->release();
+  impl_ = o.impl_;
+  return *this;
+}
+
+Tensor& Tensor::operator=(Tensor&& o) noexcept {
+  if (this != &o) {
+    if (impl_) impl_->release();
+    impl_ = o.impl_;
+    o.impl_ = nullptr;
+  }
+  return *this;
+}
+
+Tensor::~Tensor() {
+  if (impl_) impl_->release();
+}
+
+DType Tensor::dtype() const { return checked(impl_, "dtype")->dtype; }
+const Shape& Tensor::shape() const { return checked(impl_, "shape")->shape; }
+Device Tensor::device() const { return checked(impl_, "device")->device; }
+
+int64_t Tensor::size(int axis) const {
+  const Shape& s = shape();
+  int a = axis < 0 ? axis + s.rank() : axis;
+  if (a < 0 || a >= s.rank())
+    throw Error("Tensor::size: axis " + std::to_string(axis) + " is out of range for shape " + s.str());
+  return s[a];
+}
+
+bool Tensor::is_materialized() const {
+  return checked(impl_, "is_materialized")->owner.load(std::memory_order_acquire) == nullptr;
+}
+
+std::vector<int64_t> Tensor::strides() const {
+  detail::TensorImpl* i = materialized(impl_, "strides");
+  return {i->view.strides, i->view.strides + i->shape.rank()};
+}
+
+bool Tensor::is_contiguous() const {
+  detail::TensorImpl* i = materialized(impl_, "is_contiguous");
+  return core::isContiguous(i->shape, i->view.strides);
+}
+
+void Tensor::checkSingleElement() const {
+  const Shape& s = shape();
+  if (s.numel() != 1)
+    throw Error("Tensor::item: the tensor has shape " + s.str() + " (" + std::to_string(s.numel()) +
+                " elements); item() needs exactly one element (use to_vector() or index it first)");
+}
+
+void Tensor::copyOut(void* dst, DType dstType) const {
+  detail::TensorImpl* i = materialized(impl_, "to_vector");
+  if (i->shape.numel() == 0) return;
+  interp::Arg a;
+  a.data = i->view.bytes(i->dtype);
+  a.dtype = i->dtype;
+  a.shape = i->shape;
+  for (int d = 0; d < i->shape.rank(); ++d) a.strides[d] = i->view.strides[d];
+  if (dstType == i->dtype) interp::copyKernel(a, static_cast<char*>(dst));
+  else interp::castKernel(a, dstType, static_cast<char*>(dst));
+}
+
+const void* Tensor::data() const {
+  detail::TensorImpl* i = materialized(impl_, "data");
+  if (i->device.kind != Device::CPU)
+    throw Error("Tensor::data: the tensor lives on " + i->device.str() + "; copy it with to(Device::cpu()) first");
+  std::lock_guard<std::mutex> lock(gDensifyMutex);
+  if (!core::isContiguous(i->shape, i->view.strides)) {
+    // data() promises a dense row-major buffer: replace the strided view by a
+    // dense copy of the same values.
+    core::View dense;
+    dense.storage = core::Storage::allocateHost(static_cast<size_t>(i->shape.numel()) * dtype_size(i->dtype));
+    core::contiguousStrides(i->shape, dense.strides);
+    copyOut(dense.storage->data(), i->dtype);
+    i->view = dense;
+  }
+  return i->view.bytes(i->dtype);
+}
+
+Tensor Tensor::to(Device d) const {
+  detail::TensorImpl* i = checked(impl_, "to");
+  if (i->device == d) return *this;
+  throw Error("Tensor::to: no copy path from " + i->device.str() + " to " + d.str() +
+              " in this build; Kiln runs on cpu here");
+}
+
+Tensor Tensor::contiguous() const {
+  detail::TensorImpl* i = checked(impl_, "contiguous");
+  if (i->owner.load(std::memory_order_acquire) == nullptr && core::isContiguous(i->shape, i->view.strides))
+    return *this;
+  // A reshape to the same shape copies exactly when its input is strided.
+  trace::NodeSpec spec{core::OpKind::Reshape, i->dtype, i->shape};
+  const Tensor* ins[] = {this};
+  return trace::Recorder::current().record(spec, ins);
+}
+
+Tensor Tensor::reshape(const Shape& s) const { return kiln::reshape(*this, s); }
+Tensor Tensor::transpose(int a, int b) const { return kiln::transpose(*this, a, b); }
+Tensor Tensor::permute(const std::vector<int>& perm) const { return kiln::permute(*this, perm); }
+Tensor Tensor::sum(const std::vector<int>& axes, bool keepdim) const { return kiln::sum(*this, axes, keepdim); }
+Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const { return kiln::mean(*this, axes, keepdim); }
+Tensor Tensor::cast(DType t) const { return kiln::cast(*this, t); }
+
+Tensor& Tensor::operator+=(const Tensor& o) { return *this = add(*this, o); }
+Tensor& Tensor::operator-=(const Tensor& o) { return *this = sub(*this, o); }
+Tensor& Tensor::operator*=(const Tensor& o) { return *this = mul(*this, o); }
+Tensor& Tensor::operator/=(const Tensor& o) { return *this = div(*this, o); }
+
+}  // namespace kiln

@@ -1,0 +1,76 @@
+#include <algorithm>
+#include <mutex>
+
+#include "kiln/error.h"
+#include "runtime/backends/Hal.h"
+#include "runtime/backends/cpu/CpuBackend.h"
+
+namespace kiln::hal {
+
+namespace {
+struct Registry {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Driver>> drivers;
+};
+Registry& registry() {
+  static Registry* r = new Registry();  // leaked: outlives every tensor at exit
+  return *r;
+}
+void addLocked(Registry& r, std::unique_ptr<Driver> d) {
+  for (auto& existing : r.drivers)
+    if (existing->kind() == d->kind()) throw Error("registerDriver: a driver for " + d->name() + " is already registered");
+  r.drivers.push_back(std::move(d));
+}
+}  // namespace
+
+void initializeBackends() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    addLocked(r, createCpuDriver());
+  });
+}
+
+void registerDriver(std::unique_ptr<Driver> driver) {
+  initializeBackends();
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  addLocked(r, std::move(driver));
+}
+
+Driver* findDriver(Device::Kind kind) {
+  initializeBackends();
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (auto& d : r.drivers)
+    if (d->kind() == kind) return d.get();
+  return nullptr;
+}
+
+std::vector<Driver*> drivers() {
+  initializeBackends();
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<Driver*> out;
+  for (auto& d : r.drivers) out.push_back(d.get());
+  return out;
+}
+
+DeviceContext& deviceContext(Device device) {
+  Driver* d = findDriver(device.kind);
+  if (!d)
+    throw Error("device " + device.str() + ": no driver for this device kind is available in this process " +
+                "(Kiln runs on cpu here; GPU drivers load when their runtime library is installed)");
+  if (device.index < 0 || device.index >= d->deviceCount())
+    throw Error("device " + device.str() + ": the " + d->name() + " driver has " + std::to_string(d->deviceCount()) +
+                " device(s)");
+  return d->device(device.index);
+}
+
+Allocator& hostAllocator() {
+  static Allocator* a = &deviceContext(Device::cpu()).allocator();
+  return *a;
+}
+
+}  // namespace kiln::hal

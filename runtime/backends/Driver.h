@@ -1,0 +1,41 @@
+// hal::Driver and hal::DeviceContext: one backend (cpu, cuda, level_zero)
+// and one device it exposes.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kiln/device.h"
+#include "runtime/backends/Allocator.h"
+#include "runtime/backends/Stream.h"
+
+namespace kiln::hal {
+
+/// One device of a driver: its allocator and streams.
+class DeviceContext {
+ public:
+  virtual ~DeviceContext() = default;
+  virtual Device device() const = 0;
+  /// Human-readable name, e.g. the CPU model or GPU name.
+  virtual std::string name() const = 0;
+  /// Can the host dereference this device's pointers?
+  virtual bool hostAccessible() const = 0;
+  virtual Allocator& allocator() = 0;
+  virtual std::unique_ptr<Stream> createStream() = 0;
+  /// The stream that runtime work on this device is ordered on.
+  virtual Stream& defaultStream() = 0;
+};
+
+/// A backend. Registered explicitly by initializeBackends(), never by a
+/// static constructor. A driver whose runtime library is missing registers
+/// nothing and reports why through BackendRegistry::unavailable().
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  virtual std::string name() const = 0;
+  virtual Device::Kind kind() const = 0;
+  virtual int deviceCount() const = 0;
+  virtual DeviceContext& device(int index) = 0;
+};
+
+}  // namespace kiln::hal

@@ -1,0 +1,90 @@
+#include "runtime/backends/cpu/CachingHostAllocator.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "kiln/error.h"
+
+namespace kiln::hal {
+
+namespace {
+constexpr std::size_t kAlignment = 64;
+}  // namespace
+
+CachingHostAllocator::CachingHostAllocator(std::size_t maxCachedBytes) : maxCachedBytes_(maxCachedBytes) {}
+
+CachingHostAllocator::~CachingHostAllocator() { emptyCache(); }
+
+std::size_t CachingHostAllocator::bucketSize(std::size_t bytes) {
+  if (bytes <= kAlignment) return kAlignment;
+  std::size_t p = std::size_t{1} << (64 - __builtin_clzll(bytes - 1));  // next power of two
+  if (p <= (std::size_t{1} << 20)) return p;
+  std::size_t step = p / 8;
+  return (bytes + step - 1) / step * step;
+}
+
+void* CachingHostAllocator::allocate(std::size_t bytes) {
+  std::size_t size = bucketSize(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.allocations;
+  stats_.bytes_requested += bytes;
+  void* p = nullptr;
+  auto it = free_.find(size);
+  if (it != free_.end() && !it->second.empty()) {
+    p = it->second.back();
+    it->second.pop_back();
+    cachedBytes_ -= size;
+    ++stats_.cache_hits;
+  } else {
+    p = std::aligned_alloc(kAlignment, size);
+    if (!p && cachedBytes_ > 0) {
+      // Out of memory: give the cache back to the system and retry once.
+      ++stats_.retries;
+      emptyCacheLocked();
+      p = std::aligned_alloc(kAlignment, size);
+    }
+    if (!p)
+      throw Error("allocate: out of host memory for " + std::to_string(bytes) +
+                  " bytes; reduce batch or tensor sizes, or call kiln::empty_cache()");
+    ++stats_.system_allocs;
+    stats_.bytes_reserved += size;
+  }
+  stats_.bytes_active += size;
+  if (stats_.bytes_active > stats_.bytes_peak_active) stats_.bytes_peak_active = stats_.bytes_active;
+  return p;
+}
+
+void CachingHostAllocator::deallocate(void* ptr, std::size_t bytes) {
+  if (!ptr) return;
+  std::size_t size = bucketSize(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.bytes_active -= size;
+  if (cachedBytes_ + size > maxCachedBytes_) {
+    std::free(ptr);
+    stats_.bytes_reserved -= size;
+    return;
+  }
+  free_[size].push_back(ptr);
+  cachedBytes_ += size;
+}
+
+AllocatorStats CachingHostAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CachingHostAllocator::emptyCache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  emptyCacheLocked();
+}
+
+void CachingHostAllocator::emptyCacheLocked() {
+  for (auto& [size, list] : free_) {
+    for (void* p : list) std::free(p);
+    stats_.bytes_reserved -= size * list.size();
+  }
+  free_.clear();
+  cachedBytes_ = 0;
+}
+
+}  // namespace kiln::hal

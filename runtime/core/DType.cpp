@@ -1,0 +1,60 @@
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+
+namespace kiln {
+
+std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f64:
+    case DType::i64: return 8;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::f16:
+    case DType::bf16: return 2;
+    case DType::i8:
+    case DType::u8:
+    case DType::boolean: return 1;
+  }
+  throw Error("dtype_size: invalid DType value");
+}
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::i64: return "i64";
+    case DType::i32: return "i32";
+    case DType::i8: return "i8";
+    case DType::u8: return "u8";
+    case DType::boolean: return "bool";
+  }
+  return "invalid";
+}
+
+bool is_floating(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16; }
+
+bool is_integral(DType t) { return t == DType::i64 || t == DType::i32 || t == DType::i8 || t == DType::u8; }
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  auto cat = [](DType t) { return t == DType::boolean ? 0 : is_integral(t) ? 1 : 2; };
+  int ca = cat(a), cb = cat(b);
+  if (ca != cb) return ca > cb ? a : b;
+  if (ca == 2) {
+    if ((a == DType::f16 && b == DType::bf16) || (a == DType::bf16 && b == DType::f16)) return DType::f32;
+    return dtype_size(a) >= dtype_size(b) ? a : b;
+  }
+  // Integers: i8 with u8 has no common 8-bit type; Kiln has no i16, so i32.
+  if ((a == DType::i8 && b == DType::u8) || (a == DType::u8 && b == DType::i8)) return DType::i32;
+  return dtype_size(a) >= dtype_size(b) ? a : b;
+}
+
+std::string Device::str() const {
+  const char* k = kind == CPU ? "cpu" : kind == CUDA ? "cuda" : "level_zero";
+  return std::string(k) + ":" + std::to_string(index);
+}
+
+}  // namespace kiln

@@ -1,0 +1,260 @@
+#include "runtime/core/ShapeRules.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace kiln::core {
+
+namespace {
+int category(DType t) {
+  if (t == DType::boolean) return 0;
+  return is_integral(t) ? 1 : 2;
+}
+DType categoryDefault(int cat) {
+  return cat == 0 ? DType::boolean : cat == 1 ? DType::i64 : DType::f32;
+}
+}  // namespace
+
+std::string broadcastShapes(const Shape& a, const Shape& b, Shape* out) {
+  int rank = std::max(a.rank(), b.rank());
+  Shape r;
+  r.resize(rank);
+  for (int i = 0; i < rank; ++i) {
+    int ia = a.rank() - rank + i, ib = b.rank() - rank + i;
+    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      return "shapes " + a.str() + " and " + b.str() + " do not broadcast: axis " + std::to_string(i - rank) +
+             " has extents " + std::to_string(da) + " and " + std::to_string(db) +
+             "; extents must be equal or 1 (reshape or slice one operand)";
+    r[i] = da == 1 ? db : da;
+  }
+  *out = r;
+  return {};
+}
+
+std::string checkBroadcastTo(const Shape& from, const Shape& to) {
+  if (from.rank() > to.rank())
+    return "cannot broadcast " + from.str() + " to the lower-rank shape " + to.str();
+  for (int i = 0; i < from.rank(); ++i) {
+    int64_t f = from[i], t = to[to.rank() - from.rank() + i];
+    if (f != t && f != 1)
+      return "cannot broadcast " + from.str() + " to " + to.str() + ": extent " + std::to_string(f) +
+             " must equal " + std::to_string(t) + " or be 1";
+  }
+  return {};
+}
+
+std::string normalizeAxis(int64_t axis, int rank, int* out) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) {
+    return "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank) +
+           " (valid: " + std::to_string(-rank) + " to " + std::to_string(rank - 1) + ")";
+  }
+  *out = static_cast<int>(a);
+  return {};
+}
+
+Shape reducedShape(const Shape& in, AxisMask mask, bool keepdim) {
+  Shape r;
+  for (int i = 0; i < in.rank(); ++i) {
+    if (mask & (1u << i)) {
+      if (keepdim) r.push_back(1);
+    } else {
+      r.push_back(in[i]);
+    }
+  }
+  return r;
+}
+
+std::string reduceShape(const Shape& in, std::span<const int> axes, bool keepdim, Shape* out, AxisMask* mask) {
+  AxisMask m = 0;
+  if (axes.empty()) {
+    m = in.rank() == 0 ? 0 : ((1u << in.rank()) - 1);
+  }
+  for (int a : axes) {
+    int n;
+    if (in.rank() == 0 && (a == 0 || a == -1)) continue;  // rank 0: axis 0/-1 means "the value"
+    if (auto e = normalizeAxis(a, in.rank(), &n); !e.empty()) return e;
+    if (m & (1u << n)) return "axis " + std::to_string(a) + " is listed twice";
+    m |= 1u << n;
+  }
+  *mask = m;
+  *out = reducedShape(in, m, keepdim);
+  return {};
+}
+
+std::string matmulShape(const Shape& a, const Shape& b, Shape* out) {
+  if (a.rank() < 2 || b.rank() < 2)
+    return "operands must have rank >= 2, got " + a.str() + " and " + b.str();
+  int64_t k1 = a[a.rank() - 1], k2 = b[b.rank() - 2];
+  if (k1 != k2)
+    return "inner extents differ: " + a.str() + " @ " + b.str() + " needs a's last extent (" + std::to_string(k1) +
+           ") to equal b's second-to-last (" + std::to_string(k2) + "); transpose one operand?";
+  Shape ba(a.dims().subspan(0, a.rank() - 2)), bb(b.dims().subspan(0, b.rank() - 2)), batch;
+  if (auto e = broadcastShapes(ba, bb, &batch); !e.empty())
+    return "batch dimensions of " + a.str() + " and " + b.str() + " do not broadcast";
+  batch.push_back(a[a.rank() - 2]);
+  batch.push_back(b[b.rank() - 1]);
+  *out = batch;
+  return {};
+}
+
+std::string reshapeShape(const Shape& in, const Shape& requested, Shape* out) {
+  int inferred = -1;
+  int64_t known = 1;
+  for (int i = 0; i < requested.rank(); ++i) {
+    if (requested[i] == -1) {
+      if (inferred >= 0) return "only one extent of " + requested.str() + " may be -1";
+      inferred = i;
+    } else if (requested[i] < 0) {
+      return "extent " + std::to_string(requested[i]) + " in " + requested.str() + " is negative";
+    } else {
+      known *= requested[i];
+    }
+  }
+  Shape r = requested;
+  if (inferred >= 0) {
+    if (known == 0 || in.numel() % known != 0)
+      return "cannot infer the -1 extent of " + requested.str() + " for " + std::to_string(in.numel()) +
+             " elements of " + in.str();
+    r[inferred] = in.numel() / known;
+  }
+  if (r.numel() != in.numel())
+    return "cannot reshape " + in.str() + " (" + std::to_string(in.numel()) + " elements) to " + requested.str() +
+           " (" + std::to_string(r.numel()) + " elements)";
+  *out = r;
+  return {};
+}
+
+std::string permuteShape(const Shape& in, std::span<const int64_t> perm, Shape* out) {
+  if (static_cast<int>(perm.size()) != in.rank())
+    return "permutation has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(in.rank());
+  AxisMask seen = 0;
+  Shape r;
+  for (int64_t p : perm) {
+    int n;
+    if (auto e = normalizeAxis(p, in.rank(), &n); !e.empty()) return "permutation: " + e;
+    if (seen & (1u << n)) return "permutation lists axis " + std::to_string(n) + " twice";
+    seen |= 1u << n;
+    r.push_back(in[n]);
+  }
+  *out = r;
+  return {};
+}
+
+std::string normalizeSlice(int64_t extent, int64_t start, int64_t stop, int64_t step, int64_t* normStart,
+                           int64_t* outExtent) {
+  if (step <= 0) return "slice step must be positive, got " + std::to_string(step);
+  auto clampIdx = [extent](int64_t v) {
+    if (v < 0) v += extent;
+    return std::clamp<int64_t>(v, 0, extent);
+  };
+  int64_t s = clampIdx(start), e = clampIdx(stop);
+  *normStart = s;
+  *outExtent = e > s ? (e - s + step - 1) / step : 0;
+  return {};
+}
+
+std::string checkSlice(const Shape& in, std::span<const int64_t> starts, std::span<const int64_t> steps,
+                       const Shape& out) {
+  if (static_cast<int>(starts.size()) != in.rank() || static_cast<int>(steps.size()) != in.rank() ||
+      out.rank() != in.rank())
+    return "slice needs one start and one step per axis of " + in.str();
+  for (int i = 0; i < in.rank(); ++i) {
+    if (steps[i] <= 0) return "slice step must be positive on axis " + std::to_string(i);
+    if (starts[i] < 0 || starts[i] > in[i])
+      return "slice start " + std::to_string(starts[i]) + " is outside [0, " + std::to_string(in[i]) + "] on axis " +
+             std::to_string(i);
+    if (out[i] < 0 || (out[i] > 0 && starts[i] + (out[i] - 1) * steps[i] >= in[i]))
+      return "slice of " + std::to_string(out[i]) + " elements from " + std::to_string(starts[i]) + " by " +
+             std::to_string(steps[i]) + " runs past extent " + std::to_string(in[i]) + " on axis " + std::to_string(i);
+  }
+  return {};
+}
+
+std::string concatShape(std::span<const Shape* const> ins, int axis, Shape* out) {
+  if (ins.empty()) return "needs at least one tensor";
+  const Shape& first = *ins[0];
+  if (first.rank() == 0) return "cannot concatenate rank-0 tensors (unsqueeze them first)";
+  int a;
+  if (auto e = normalizeAxis(axis, first.rank(), &a); !e.empty()) return e;
+  Shape r = first;
+  r[a] = 0;
+  for (const Shape* s : ins) {
+    if (s->rank() != first.rank())
+      return "all tensors need the same rank: " + first.str() + " vs " + s->str();
+    for (int i = 0; i < first.rank(); ++i) {
+      if (i != a && (*s)[i] != first[i])
+        return "extents differ off the concatenation axis " + std::to_string(a) + ": " + first.str() + " vs " +
+               s->str();
+    }
+    r[a] += (*s)[a];
+  }
+  *out = r;
+  return {};
+}
+
+std::string indexSelectShape(const Shape& x, int axis, const Shape& index, Shape* out) {
+  int a;
+  if (auto e = normalizeAxis(axis, x.rank(), &a); !e.empty()) return e;
+  if (x.rank() - 1 + index.rank() > Shape::kMaxRank)
+    return "result rank would exceed " + std::to_string(Shape::kMaxRank);
+  Shape r;
+  for (int i = 0; i < a; ++i) r.push_back(x[i]);
+  for (int64_t d : index) r.push_back(d);
+  for (int i = a + 1; i < x.rank(); ++i) r.push_back(x[i]);
+  *out = r;
+  return {};
+}
+
+std::string gatherShape(const Shape& x, int axis, const Shape& index, Shape* out) {
+  int a;
+  if (auto e = normalizeAxis(axis, x.rank(), &a); !e.empty()) return e;
+  if (index.rank() != x.rank())
+    return "index " + index.str() + " must have the rank of the input " + x.str();
+  for (int i = 0; i < x.rank(); ++i) {
+    if (i != a && index[i] > x[i])
+      return "index " + index.str() + " is larger than the input " + x.str() + " on axis " + std::to_string(i);
+  }
+  *out = index;
+  return {};
+}
+
+DType resultType(std::span<const TypedOperand> operands) {
+  // Promote within each priority tier, then let a lower tier of a higher
+  // category win, as PyTorch does.
+  bool has[3] = {false, false, false};
+  DType tier[3] = {DType::boolean, DType::boolean, DType::boolean};
+  for (const TypedOperand& o : operands) {
+    int p = static_cast<int>(o.priority);
+    DType t = o.dtype;
+    if (o.priority == OperandPriority::Scalar) t = categoryDefault(category(t));
+    tier[p] = has[p] ? promote_types(tier[p], t) : t;
+    has[p] = true;
+  }
+  DType r{};
+  bool any = false;
+  for (int p = 2; p >= 0; --p) {
+    if (!has[p]) continue;
+    if (!any) {
+      r = tier[p];
+      any = true;
+    } else if (category(tier[p]) > category(r)) {
+      r = p == 0 ? categoryDefault(category(tier[p])) : tier[p];
+    }
+  }
+  return r;
+}
+
+DType floatingResult(DType t) { return is_floating(t) ? t : DType::f32; }
+
+DType sumResult(DType t) { return is_floating(t) ? t : DType::i64; }
+
+std::string checkArithmetic(const char* what, DType t) {
+  if (t == DType::boolean)
+    return std::string(what) + " is not defined for bool tensors; use logical_not/logical_xor or cast to an "
+                               "integer type first";
+  return {};
+}
+
+}  // namespace kiln::core

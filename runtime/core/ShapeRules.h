@@ -1,0 +1,73 @@
+// The one place for Kiln's shape and type rules. Plain C++ (no MLIR): the
+// recorder, the interpreter and the kiln dialect's verifiers all call these,
+// so a trace the recorder accepts always verifies and one it rejects never
+// does.
+//
+// Each check returns an empty string on success, otherwise a message that
+// says what is wrong with the shapes and how to fix it; callers prefix the
+// op name and throw or emit a diagnostic.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "kiln/dtype.h"
+#include "kiln/shape.h"
+
+namespace kiln::core {
+
+/// Bit i set = axis i. Rank is at most Shape::kMaxRank, so 8 bits suffice.
+using AxisMask = uint32_t;
+
+/// NumPy broadcasting of two shapes.
+std::string broadcastShapes(const Shape& a, const Shape& b, Shape* out);
+/// Can `from` be broadcast to `to` (to's rank >= from's, trailing-aligned)?
+std::string checkBroadcastTo(const Shape& from, const Shape& to);
+/// Maps a possibly negative axis into [0, rank).
+std::string normalizeAxis(int64_t axis, int rank, int* out);
+/// Output shape of a reduction; empty `axes` means all. `mask` receives the
+/// normalized axes. Repeated axes are an error.
+std::string reduceShape(const Shape& in, std::span<const int> axes, bool keepdim, Shape* out,
+                        AxisMask* mask);
+/// Output shape of a reduction given the normalized mask.
+Shape reducedShape(const Shape& in, AxisMask mask, bool keepdim);
+/// [..., M, K] x [..., K, N] -> [..., M, N] with broadcast batch dims; both
+/// ranks >= 2.
+std::string matmulShape(const Shape& a, const Shape& b, Shape* out);
+/// Resolves one -1 and checks the element count.
+std::string reshapeShape(const Shape& in, const Shape& requested, Shape* out);
+std::string permuteShape(const Shape& in, std::span<const int64_t> perm, Shape* out);
+/// Python-style normalization of one axis' slice (clamps start/stop); step
+/// must be positive. Gives the normalized start and the output extent.
+std::string normalizeSlice(int64_t extent, int64_t start, int64_t stop, int64_t step,
+                           int64_t* normStart, int64_t* outExtent);
+/// Checks a primitive slice: per-axis start and step, output extents.
+std::string checkSlice(const Shape& in, std::span<const int64_t> starts, std::span<const int64_t> steps,
+                       const Shape& out);
+std::string concatShape(std::span<const Shape* const> ins, int axis, Shape* out);
+/// x.shape[:axis] + index.shape + x.shape[axis+1:].
+std::string indexSelectShape(const Shape& x, int axis, const Shape& index, Shape* out);
+/// take_along_axis: index has x's rank and index.shape[d] <= x.shape[d] for
+/// d != axis; the result has index's shape.
+std::string gatherShape(const Shape& x, int axis, const Shape& index, Shape* out);
+
+/// Type priority of an operand for promotion (see ops.h).
+enum class OperandPriority : uint8_t { Scalar, RankZero, Tensor };
+struct TypedOperand {
+  DType dtype;
+  OperandPriority priority;
+};
+/// PyTorch-style result type of an elementwise op over operands. A C++
+/// scalar enters with its category's widest "natural" dtype: bool, i64 or
+/// f32 (f32 is the default floating type).
+DType resultType(std::span<const TypedOperand> operands);
+/// Dtype that transcendental unary ops and true division compute in.
+DType floatingResult(DType t);
+/// Result dtype of sum and prod.
+DType sumResult(DType t);
+/// Are the elements of this dtype allowed for arithmetic op `what`? Returns
+/// an error message for sub/neg on bool, ... (empty when allowed).
+std::string checkArithmetic(const char* what, DType t);
+
+}  // namespace kiln::core

@@ -1,0 +1,45 @@
+// Storage: one device buffer shared by all tensor views of it.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "kiln/device.h"
+
+namespace kiln::hal {
+class Allocator;
+}  // namespace kiln::hal
+
+namespace kiln::core {
+
+/// A buffer that is returned to its allocator (or passed to a user deleter)
+/// when the last view of it is gone.
+class Storage {
+ public:
+  /// `bytes` from `allocator`; returned to it on destruction.
+  static std::shared_ptr<Storage> allocate(hal::Allocator& allocator, std::size_t bytes);
+  /// Caller-owned memory; `deleter(data)` runs once at destruction.
+  static std::shared_ptr<Storage> wrap(void* data, std::size_t bytes, Device device,
+                                       std::function<void(void*)> deleter);
+  /// `bytes` on the host device from the default CPU allocator.
+  static std::shared_ptr<Storage> allocateHost(std::size_t bytes);
+
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  Storage() = default;
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  Device device_;
+  hal::Allocator* allocator_ = nullptr;
+  std::function<void(void*)> deleter_;
+};
+
+}  // namespace kiln::core

@@ -1,0 +1,81 @@
+#include <sstream>
+
+#include "kiln/runtime.h"
+#include "runtime/backends/Hal.h"
+#include "runtime/exec/StatsCounters.h"
+
+namespace kiln {
+
+namespace exec {
+Counters& counters() {
+  static Counters* c = new Counters();
+  return *c;
+}
+}  // namespace exec
+
+namespace {
+// Allocator figures are cumulative in the allocator; reset_stats() records a
+// baseline so that stats() reports what happened since.
+std::atomic<uint64_t> gAllocBase{0}, gAllocHitBase{0};
+}  // namespace
+
+Stats stats() {
+  exec::Counters& c = exec::counters();
+  Stats s;
+  s.traces_recorded = c.tracesRecorded.load();
+  s.ops_recorded = c.opsRecorded.load();
+  s.ops_eliminated = c.opsEliminated.load();
+  s.interpreted_runs = c.interpretedRuns.load();
+  s.interpreted_ops = c.interpretedOps.load();
+  s.distinct_trace_keys = c.distinctTraceKeys.load();
+  s.flushes_size_limit = c.flushesSizeLimit.load();
+  s.flushes_cross_thread = c.flushesCrossThread.load();
+  for (hal::Driver* d : hal::drivers()) {
+    for (int i = 0; i < d->deviceCount(); ++i) {
+      hal::AllocatorStats a = d->device(i).allocator().stats();
+      s.bytes_allocated += a.bytes_requested;
+      s.allocator_cache_hits += a.cache_hits;
+      s.allocator_bytes_reserved += a.bytes_reserved;
+      s.allocator_bytes_peak += a.bytes_peak_active;
+    }
+  }
+  s.bytes_allocated -= gAllocBase.load();
+  s.allocator_cache_hits -= gAllocHitBase.load();
+  return s;
+}
+
+void reset_stats() {
+  exec::Counters& c = exec::counters();
+  for (auto* a : {&c.tracesRecorded, &c.opsRecorded, &c.opsEliminated, &c.interpretedRuns, &c.interpretedOps,
+                  &c.distinctTraceKeys, &c.flushesSizeLimit, &c.flushesCrossThread})
+    a->store(0);
+  gAllocBase.store(0);
+  gAllocHitBase.store(0);
+  Stats now = stats();
+  gAllocBase.store(now.bytes_allocated);
+  gAllocHitBase.store(now.allocator_cache_hits);
+}
+
+std::string Stats::str() const {
+  std::ostringstream o;
+  o << "traces_recorded " << traces_recorded << "\n"
+    << "ops_recorded " << ops_recorded << "\n"
+    << "ops_eliminated " << ops_eliminated << "\n"
+    << "interpreted_runs " << interpreted_runs << "\n"
+    << "interpreted_ops " << interpreted_ops << "\n"
+    << "distinct_trace_keys " << distinct_trace_keys << "\n"
+    << "bytes_allocated " << bytes_allocated << "\n"
+    << "allocator_cache_hits " << allocator_cache_hits << "\n"
+    << "allocator_bytes_reserved " << allocator_bytes_reserved << "\n"
+    << "allocator_bytes_peak " << allocator_bytes_peak << "\n"
+    << "flushes_size_limit " << flushes_size_limit << "\n"
+    << "flushes_cross_thread " << flushes_cross_thread << "\n";
+  return o.str();
+}
+
+void empty_cache() {
+  for (hal::Driver* d : hal::drivers())
+    for (int i = 0; i < d->deviceCount(); ++i) d->device(i).allocator().emptyCache();
+}
+
+}  // namespace kiln

@@ -1,0 +1,22 @@
+// Process-wide counters behind kiln::stats().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace kiln::exec {
+
+struct Counters {
+  std::atomic<uint64_t> tracesRecorded{0};
+  std::atomic<uint64_t> opsRecorded{0};
+  std::atomic<uint64_t> opsEliminated{0};
+  std::atomic<uint64_t> interpretedRuns{0};
+  std::atomic<uint64_t> interpretedOps{0};
+  std::atomic<uint64_t> distinctTraceKeys{0};
+  std::atomic<uint64_t> flushesSizeLimit{0};
+  std::atomic<uint64_t> flushesCrossThread{0};
+};
+
+Counters& counters();
+
+}  // namespace kiln::exec

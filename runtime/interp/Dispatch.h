@@ -1,0 +1,47 @@
+// Calls a templated lambda with the C++ type of a (non-half) dtype.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+
+namespace kiln::interp {
+
+[[noreturn]] inline void unsupportedDType(const char* what, DType t) {
+  throw Error(std::string(what) + ": dtype " + std::string(dtype_name(t)) + " is not supported here");
+}
+
+template <class F>
+void dispatchFloat(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: f.template operator()<float>(); return;
+    case DType::f64: f.template operator()<double>(); return;
+    default: unsupportedDType("kernel", t);
+  }
+}
+
+template <class F>
+void dispatchNumeric(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: f.template operator()<float>(); return;
+    case DType::f64: f.template operator()<double>(); return;
+    case DType::i64: f.template operator()<int64_t>(); return;
+    case DType::i32: f.template operator()<int32_t>(); return;
+    case DType::i8: f.template operator()<int8_t>(); return;
+    case DType::u8: f.template operator()<uint8_t>(); return;
+    default: unsupportedDType("kernel", t);
+  }
+}
+
+template <class F>
+void dispatchAll(DType t, F&& f) {
+  if (t == DType::boolean) {
+    f.template operator()<bool>();
+    return;
+  }
+  dispatchNumeric(t, std::forward<F>(f));
+}
+
+}  // namespace kiln::interp

@@ -1,0 +1,415 @@
+// Unary, binary, comparison, select, cast, copy and fill kernels.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "runtime/core/Half.h"
+#include "runtime/core/Random.h"
+#include "runtime/interp/Dispatch.h"
+#include "runtime/interp/ElementwiseLoop.h"
+#include "runtime/interp/Kernels.h"
+
+namespace kiln::interp {
+
+namespace {
+
+template <class T>
+inline T wrapAdd(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+template <class T>
+inline T wrapSub(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+  } else {
+    return a - b;
+  }
+}
+template <class T>
+inline T wrapMul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    if constexpr (sizeof(T) < sizeof(unsigned)) {
+      return static_cast<T>(static_cast<unsigned>(static_cast<U>(a)) * static_cast<unsigned>(static_cast<U>(b)));
+    } else {
+      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    }
+  } else {
+    return a * b;
+  }
+}
+template <class T>
+inline T intPow(T base, T e) {
+  if (e < 0) {
+    if (base == 1) return 1;
+    if constexpr (std::is_signed_v<T>) {
+      if (base == -1) return (e % 2) ? T(-1) : T(1);
+    }
+    return 0;
+  }
+  T r = 1;
+  while (e) {
+    if (e & 1) r = wrapMul(r, base);
+    base = wrapMul(base, base);
+    e = static_cast<T>(e >> 1);
+  }
+  return r;
+}
+template <class T>
+inline T maxNan(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return a > b ? a : b;
+}
+template <class T>
+inline T minNan(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return a < b ? a : b;
+}
+
+/// Runs f elementwise over one input into a dense output.
+template <class TIn, class TOut, class F>
+void mapUnary(const Arg& in, char* out, F f) {
+  char* base[2] = {out, const_cast<char*>(in.data)};
+  int64_t st[2][Shape::kMaxRank];
+  denseByteStrides(in.shape, sizeof(TOut), st[0]);
+  for (int d = 0; d < in.shape.rank(); ++d) st[1][d] = in.strides[d] * static_cast<int64_t>(sizeof(TIn));
+  forEachStrided<2>(in.shape, base, st, [&](char* const* p, const int64_t* s, int64_t n) {
+    TOut* o = reinterpret_cast<TOut*>(p[0]);
+    const TIn* a = reinterpret_cast<const TIn*>(p[1]);
+    if (s[1] == sizeof(TIn)) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+    } else {
+      const int64_t sa = s[1] / static_cast<int64_t>(sizeof(TIn));
+      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i * sa]);
+    }
+  });
+}
+
+/// Runs f elementwise over two inputs (already broadcast) into a dense output.
+template <class TIn, class TOut, class F>
+void mapBinary(const Arg& a, const Arg& b, const Shape& shape, char* out, F f) {
+  char* base[3] = {out, const_cast<char*>(a.data), const_cast<char*>(b.data)};
+  int64_t st[3][Shape::kMaxRank];
+  denseByteStrides(shape, sizeof(TOut), st[0]);
+  for (int d = 0; d < shape.rank(); ++d) {
+    st[1][d] = a.strides[d] * static_cast<int64_t>(sizeof(TIn));
+    st[2][d] = b.strides[d] * static_cast<int64_t>(sizeof(TIn));
+  }
+  constexpr auto E = static_cast<int64_t>(sizeof(TIn));
+  forEachStrided<3>(shape, base, st, [&](char* const* p, const int64_t* s, int64_t n) {
+    TOut* o = reinterpret_cast<TOut*>(p[0]);
+    const TIn* x = reinterpret_cast<const TIn*>(p[1]);
+    const TIn* y = reinterpret_cast<const TIn*>(p[2]);
+    if (s[1] == E && s[2] == E) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    } else if (s[1] == E && s[2] == 0) {
+      const TIn yv = *y;
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+    } else if (s[1] == 0 && s[2] == E) {
+      const TIn xv = *x;
+      for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+    } else {
+      const int64_t sx = s[1] / E, sy = s[2] / E;
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i * sx], y[i * sy]);
+    }
+  });
+}
+
+template <class T>
+struct UnaryFloat {
+  OpKind op;
+  T operator()(T x) const {
+    switch (op) {
+      case OpKind::Exp: return std::exp(x);
+      case OpKind::Log: return std::log(x);
+      case OpKind::Sqrt: return std::sqrt(x);
+      case OpKind::Rsqrt: return T(1) / std::sqrt(x);
+      case OpKind::Tanh: return std::tanh(x);
+      case OpKind::Sigmoid: return T(1) / (T(1) + std::exp(-x));
+      case OpKind::Sin: return std::sin(x);
+      case OpKind::Cos: return std::cos(x);
+      case OpKind::Floor: return std::floor(x);
+      case OpKind::Ceil: return std::ceil(x);
+      case OpKind::Round: return std::nearbyint(x);
+      case OpKind::Reciprocal: return T(1) / x;
+      default: return x;
+    }
+  }
+};
+
+}  // namespace
+
+Arg broadcastArg(const Arg& a, const Shape& shape) {
+  Arg r = a;
+  r.shape = shape;
+  const int off = shape.rank() - a.shape.rank();
+  for (int d = 0; d < shape.rank(); ++d) {
+    int src = d - off;
+    r.strides[d] = (src < 0 || a.shape[src] == 1) ? 0 : a.strides[src];
+  }
+  return r;
+}
+
+void unaryKernel(OpKind op, const Arg& in, char* out) {
+  switch (op) {
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Sqrt:
+    case OpKind::Rsqrt:
+    case OpKind::Tanh:
+    case OpKind::Sigmoid:
+    case OpKind::Sin:
+    case OpKind::Cos:
+    case OpKind::Floor:
+    case OpKind::Ceil:
+    case OpKind::Round:
+    case OpKind::Reciprocal:
+      dispatchFloat(in.dtype, [&]<class T>() {
+        // Dedicated loops for the hot ops let the compiler inline them.
+        if (op == OpKind::Exp) return mapUnary<T, T>(in, out, [](T x) { return std::exp(x); });
+        if (op == OpKind::Tanh) return mapUnary<T, T>(in, out, [](T x) { return std::tanh(x); });
+        mapUnary<T, T>(in, out, UnaryFloat<T>{op});
+      });
+      return;
+    case OpKind::Neg:
+      dispatchNumeric(in.dtype, [&]<class T>() { mapUnary<T, T>(in, out, [](T x) { return wrapSub(T(0), x); }); });
+      return;
+    case OpKind::Abs:
+      dispatchNumeric(in.dtype, [&]<class T>() {
+        mapUnary<T, T>(in, out, [](T x) {
+          if constexpr (std::is_floating_point_v<T>) return std::fabs(x);
+          else if constexpr (std::is_unsigned_v<T>) return x;
+          else return x < 0 ? wrapSub(T(0), x) : x;
+        });
+      });
+      return;
+    case OpKind::Sign:
+      dispatchNumeric(in.dtype, [&]<class T>() {
+        mapUnary<T, T>(in, out, [](T x) {
+          if constexpr (std::is_floating_point_v<T>) {
+            if (x != x) return x;
+          }
+          return static_cast<T>((T(0) < x) - (x < T(0)));
+        });
+      });
+      return;
+    case OpKind::Square:
+      dispatchNumeric(in.dtype, [&]<class T>() { mapUnary<T, T>(in, out, [](T x) { return wrapMul(x, x); }); });
+      return;
+    case OpKind::Relu:
+      dispatchNumeric(in.dtype, [&]<class T>() { mapUnary<T, T>(in, out, [](T x) { return x < T(0) ? T(0) : x; }); });
+      return;
+    case OpKind::LogicalNot:
+      mapUnary<bool, bool>(in, out, [](bool x) { return !x; });
+      return;
+    default: throw Error("interpreter: op " + std::string(core::opName(op)) + " is not unary");
+  }
+}
+
+void binaryKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) {
+  switch (op) {
+    case OpKind::Add:
+      dispatchNumeric(a.dtype, [&]<class T>() { mapBinary<T, T>(a, b, shape, out, [](T x, T y) { return wrapAdd(x, y); }); });
+      return;
+    case OpKind::Sub:
+      dispatchNumeric(a.dtype, [&]<class T>() { mapBinary<T, T>(a, b, shape, out, [](T x, T y) { return wrapSub(x, y); }); });
+      return;
+    case OpKind::Mul:
+      dispatchNumeric(a.dtype, [&]<class T>() { mapBinary<T, T>(a, b, shape, out, [](T x, T y) { return wrapMul(x, y); }); });
+      return;
+    case OpKind::Div:
+      dispatchFloat(a.dtype, [&]<class T>() { mapBinary<T, T>(a, b, shape, out, [](T x, T y) { return x / y; }); });
+      return;
+    case OpKind::Pow:
+      dispatchNumeric(a.dtype, [&]<class T>() {
+        mapBinary<T, T>(a, b, shape, out, [](T x, T y) {
+          if constexpr (std::is_floating_point_v<T>) return std::pow(x, y);
+          else return intPow(x, y);
+        });
+      });
+      return;
+    case OpKind::Maximum:
+      dispatchNumeric(a.dtype, [&]<class T>() { mapBinary<T, T>(a, b, shape, out, [](T x, T y) { return maxNan(x, y); }); });
+      return;
+    case OpKind::Minimum:
+      dispatchNumeric(a.dtype, [&]<class T>() { mapBinary<T, T>(a, b, shape, out, [](T x, T y) { return minNan(x, y); }); });
+      return;
+    case OpKind::LogicalAnd:
+      mapBinary<bool, bool>(a, b, shape, out, [](bool x, bool y) { return x && y; });
+      return;
+    case OpKind::LogicalOr:
+      mapBinary<bool, bool>(a, b, shape, out, [](bool x, bool y) { return x || y; });
+      return;
+    default: throw Error("interpreter: op " + std::string(core::opName(op)) + " is not binary");
+  }
+}
+
+void compareKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) {
+  dispatchAll(a.dtype, [&]<class T>() {
+    switch (op) {
+      case OpKind::Eq: return mapBinary<T, bool>(a, b, shape, out, [](T x, T y) { return x == y; });
+      case OpKind::Ne: return mapBinary<T, bool>(a, b, shape, out, [](T x, T y) { return x != y; });
+      case OpKind::Lt: return mapBinary<T, bool>(a, b, shape, out, [](T x, T y) { return x < y; });
+      case OpKind::Le: return mapBinary<T, bool>(a, b, shape, out, [](T x, T y) { return x <= y; });
+      case OpKind::Gt: return mapBinary<T, bool>(a, b, shape, out, [](T x, T y) { return x > y; });
+      case OpKind::Ge: return mapBinary<T, bool>(a, b, shape, out, [](T x, T y) { return x >= y; });
+      default: throw Error("interpreter: op " + std::string(core::opName(op)) + " is not a comparison");
+    }
+  });
+}
+
+void whereKernel(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out) {
+  dispatchAll(a.dtype, [&]<class T>() {
+    char* base[4] = {out, const_cast<char*>(cond.data), const_cast<char*>(a.data), const_cast<char*>(b.data)};
+    int64_t st[4][Shape::kMaxRank];
+    denseByteStrides(shape, sizeof(T), st[0]);
+    for (int d = 0; d < shape.rank(); ++d) {
+      st[1][d] = cond.strides[d];
+      st[2][d] = a.strides[d] * static_cast<int64_t>(sizeof(T));
+      st[3][d] = b.strides[d] * static_cast<int64_t>(sizeof(T));
+    }
+    forEachStrided<4>(shape, base, st, [&](char* const* p, const int64_t* s, int64_t n) {
+      T* o = reinterpret_cast<T*>(p[0]);
+      const bool* c = reinterpret_cast<const bool*>(p[1]);
+      const int64_t sx = s[2] / static_cast<int64_t>(sizeof(T)), sy = s[3] / static_cast<int64_t>(sizeof(T));
+      const T* x = reinterpret_cast<const T*>(p[2]);
+      const T* y = reinterpret_cast<const T*>(p[3]);
+      for (int64_t i = 0; i < n; ++i) o[i] = c[i * s[1]] ? x[i * sx] : y[i * sy];
+    });
+  });
+}
+
+namespace {
+
+/// Storage type of a dtype, half types as their bits.
+template <class F>
+void dispatchStorage(DType t, F&& f) {
+  if (t == DType::f16 || t == DType::bf16) {
+    f.template operator()<uint16_t>();
+    return;
+  }
+  dispatchAll(t, std::forward<F>(f));
+}
+
+template <class Dst>
+inline Dst fromDouble(double v, DType dst) {
+  if constexpr (std::is_same_v<Dst, bool>) {
+    return v != 0;
+  } else if constexpr (std::is_same_v<Dst, uint16_t>) {  // f16 / bf16
+    return dst == DType::f16 ? core::floatToHalf(static_cast<float>(v)) : core::floatToBf16(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<Dst>) {
+    return static_cast<Dst>(v);
+  } else {
+    // Saturate, NaN to 0: C++ leaves out-of-range float->int undefined.
+    if (v != v) return 0;
+    if (v <= static_cast<double>(std::numeric_limits<Dst>::min())) return std::numeric_limits<Dst>::min();
+    if (v >= static_cast<double>(std::numeric_limits<Dst>::max())) return std::numeric_limits<Dst>::max();
+    return static_cast<Dst>(v);
+  }
+}
+
+}  // namespace
+
+void castKernel(const Arg& in, DType to, char* out) {
+  const DType from = in.dtype;
+  dispatchStorage(from, [&]<class Src>() {
+    dispatchStorage(to, [&]<class Dst>() {
+      const bool srcHalf = std::is_same_v<Src, uint16_t>;
+      const bool srcFloat = srcHalf || std::is_floating_point_v<Src>;
+      mapUnary<Src, Dst>(in, out, [from, to, srcFloat](Src x) -> Dst {
+        if constexpr (std::is_same_v<Src, uint16_t>) {
+          float f = from == DType::f16 ? core::halfToFloat(x) : core::bf16ToFloat(x);
+          if constexpr (std::is_same_v<Dst, uint16_t>) {
+            return to == DType::f16 ? core::floatToHalf(f) : core::floatToBf16(f);
+          } else {
+            return fromDouble<Dst>(f, to);
+          }
+        } else if constexpr (std::is_floating_point_v<Src>) {
+          if constexpr (std::is_same_v<Dst, uint16_t>) {
+            float f = static_cast<float>(x);
+            return to == DType::f16 ? core::floatToHalf(f) : core::floatToBf16(f);
+          } else {
+            return fromDouble<Dst>(static_cast<double>(x), to);
+          }
+        } else {
+          // Integer or bool source: integer destinations wrap like C++ casts.
+          (void)srcFloat;
+          if constexpr (std::is_same_v<Dst, bool>) return x != 0;
+          else if constexpr (std::is_integral_v<Dst>) return static_cast<Dst>(x);
+          else return fromDouble<Dst>(static_cast<double>(x), to);
+        }
+      });
+    });
+  });
+}
+
+void copyKernel(const Arg& in, char* out) {
+  const auto E = static_cast<int64_t>(dtype_size(in.dtype));
+  char* base[2] = {out, const_cast<char*>(in.data)};
+  int64_t st[2][Shape::kMaxRank];
+  denseByteStrides(in.shape, E, st[0]);
+  for (int d = 0; d < in.shape.rank(); ++d) st[1][d] = in.strides[d] * E;
+  forEachStrided<2>(in.shape, base, st, [E](char* const* p, const int64_t* s, int64_t n) {
+    if (s[1] == E) {
+      std::memcpy(p[0], p[1], static_cast<size_t>(n * E));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * E, p[1] + i * s[1], static_cast<size_t>(E));
+  });
+}
+
+void fullKernel(DType t, int64_t n, double f, int64_t i, char* out) {
+  dispatchStorage(t, [&]<class T>() {
+    T v;
+    if constexpr (std::is_same_v<T, bool>) v = (is_floating(t) ? f : static_cast<double>(i)) != 0;
+    else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, uint16_t>) v = static_cast<T>(i);
+    else v = fromDouble<T>(f, t);
+    T* o = reinterpret_cast<T*>(out);
+    std::fill(o, o + n, v);
+  });
+}
+
+void arangeKernel(DType t, int64_t n, double start, double step, char* out) {
+  dispatchStorage(t, [&]<class T>() {
+    T* o = reinterpret_cast<T*>(out);
+    for (int64_t k = 0; k < n; ++k) o[k] = fromDouble<T>(start + static_cast<double>(k) * step, t);
+  });
+}
+
+void randomKernel(OpKind op, DType t, int64_t n, uint64_t seed, char* out) {
+  dispatchStorage(t, [&]<class T>() {
+    if constexpr (std::is_same_v<T, uint16_t> || std::is_floating_point_v<T>) {
+      T* o = reinterpret_cast<T*>(out);
+      auto fill = [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) {
+          double v = op == OpKind::RandUniform ? core::uniformAt(seed, static_cast<uint64_t>(k))
+                                               : core::normalAt(seed, static_cast<uint64_t>(k));
+          o[k] = fromDouble<T>(v, t);
+        }
+      };
+      if (n < kParallelGrain) {
+        fill(0, n);
+      } else {
+        tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kParallelGrain / 4),
+                          [&](const tbb::blocked_range<int64_t>& r) { fill(r.begin(), r.end()); });
+      }
+    } else {
+      unsupportedDType("rand", t);
+    }
+  });
+}
+
+}  // namespace kiln::interp

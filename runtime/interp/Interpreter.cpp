@@ -1,0 +1,228 @@
+#include "runtime/interp/Interpreter.h"
+
+#include <span>
+
+#include "kiln/error.h"
+#include "runtime/backends/Hal.h"
+#include "runtime/interp/Kernels.h"
+
+namespace kiln::interp {
+
+namespace {
+
+using core::OpCategory;
+using core::View;
+using trace::Node;
+
+View allocDense(DType t, const Shape& shape) {
+  View v;
+  v.storage = core::Storage::allocateHost(static_cast<size_t>(shape.numel()) * dtype_size(t));
+  core::contiguousStrides(shape, v.strides);
+  return v;
+}
+
+Arg argOf(const View& v, DType t, const Shape& shape) {
+  Arg a;
+  a.data = v.bytes(t);
+  a.dtype = t;
+  a.shape = shape;
+  for (int d = 0; d < shape.rank(); ++d) a.strides[d] = v.strides[d];
+  return a;
+}
+
+bool isHalf(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+/// Executes one node. f16/bf16 operands of compute ops are widened to f32
+/// first and the result rounded back: "stored natively, computed in f32".
+class NodeRunner {
+ public:
+  NodeRunner(const trace::Trace& trace, const std::vector<View>& values) : trace_(trace), values_(values) {}
+
+  View run(const Node& n) {
+    temps_.clear();
+    const auto ins = trace_.inputsOf(n);
+    switch (core::opCategory(n.op)) {
+      case OpCategory::Leaf: return leaf(n);
+      case OpCategory::Shape: return shapeOp(n, ins);
+      case OpCategory::Index: return indexOp(n, ins);
+      case OpCategory::Cast: {
+        View out = allocDense(n.dtype, n.shape);
+        castKernel(input(ins[0]), n.dtype, out.bytes(n.dtype));
+        return out;
+      }
+      default: return compute(n, ins);
+    }
+  }
+
+ private:
+  Arg input(uint32_t id) const {
+    const Node& in = trace_.nodes[id];
+    return argOf(values_[id], in.dtype, in.shape);
+  }
+
+  /// The input as f32 when it is half precision (kept alive in temps_).
+  Arg widened(uint32_t id) {
+    Arg a = input(id);
+    if (!isHalf(a.dtype)) return a;
+    View w = allocDense(DType::f32, a.shape);
+    castKernel(a, DType::f32, w.bytes(DType::f32));
+    temps_.push_back(w.storage);
+    return argOf(w, DType::f32, a.shape);
+  }
+
+  View compute(const Node& n, std::span<const uint32_t> ins) {
+    const bool halfOut = isHalf(n.dtype);
+    const DType workType = halfOut ? DType::f32 : n.dtype;
+    View out = allocDense(workType, n.shape);
+    char* o = out.bytes(workType);
+    switch (core::opCategory(n.op)) {
+      case OpCategory::Unary: unaryKernel(n.op, widened(ins[0]), o); break;
+      case OpCategory::Binary:
+        binaryKernel(n.op, broadcastArg(widened(ins[0]), n.shape), broadcastArg(widened(ins[1]), n.shape), n.shape, o);
+        break;
+      case OpCategory::Compare:
+        compareKernel(n.op, broadcastArg(widened(ins[0]), n.shape), broadcastArg(widened(ins[1]), n.shape), n.shape, o);
+        break;
+      case OpCategory::Select:
+        whereKernel(broadcastArg(input(ins[0]), n.shape), broadcastArg(widened(ins[1]), n.shape),
+                    broadcastArg(widened(ins[2]), n.shape), n.shape, o);
+        break;
+      case OpCategory::Reduce: {
+        core::AxisMask mask = 0;
+        for (int64_t a : trace_.attrsOf(n)) mask |= 1u << a;
+        reduceKernel(n.op, widened(ins[0]), mask, o);
+        break;
+      }
+      case OpCategory::ArgReduce: argReduceKernel(n.op, widened(ins[0]), static_cast<int>(n.i0), o); break;
+      case OpCategory::Matmul: {
+        Arg a = widened(ins[0]), b = widened(ins[1]);
+        const int r = n.shape.rank();
+        Shape as = n.shape, bs = n.shape;
+        as[r - 1] = a.shape[a.shape.rank() - 1];
+        bs[r - 2] = b.shape[b.shape.rank() - 2];
+        matmulKernel(broadcastArg(a, as), broadcastArg(b, bs), n.shape, o);
+        break;
+      }
+      default: throw Error("interpreter: unexpected op " + std::string(core::opName(n.op)));
+    }
+    if (!halfOut) return out;
+    View h = allocDense(n.dtype, n.shape);
+    castKernel(argOf(out, DType::f32, n.shape), n.dtype, h.bytes(n.dtype));
+    return h;
+  }
+
+  View leaf(const Node& n) {
+    if (n.op == core::OpKind::Param) return trace_.params[n.i0].view;
+    if (n.op == core::OpKind::Full) {
+      // A constant is one element broadcast by stride 0: no memory traffic.
+      View v;
+      v.storage = core::Storage::allocateHost(dtype_size(n.dtype));
+      fullKernel(n.dtype, 1, n.f0, n.i0, static_cast<char*>(v.storage->data()));
+      return v;
+    }
+    View out = allocDense(n.dtype, n.shape);
+    char* o = out.bytes(n.dtype);
+    if (n.op == core::OpKind::Arange) arangeKernel(n.dtype, n.shape.numel(), n.f0, n.f1, o);
+    else randomKernel(n.op, n.dtype, n.shape.numel(), static_cast<uint64_t>(n.i0), o);
+    return out;
+  }
+
+  View shapeOp(const Node& n, std::span<const uint32_t> ins) {
+    const Node& in = trace_.nodes[ins[0]];
+    const View& src = values_[ins[0]];
+    switch (n.op) {
+      case core::OpKind::Reshape: {
+        if (core::isContiguous(in.shape, src.strides)) {
+          View v = src;
+          core::contiguousStrides(n.shape, v.strides);
+          return v;
+        }
+        View out = allocDense(n.dtype, n.shape);
+        copyKernel(input(ins[0]), out.bytes(n.dtype));
+        return out;
+      }
+      case core::OpKind::Permute: {
+        View v = src;
+        auto perm = trace_.attrsOf(n);
+        for (size_t d = 0; d < perm.size(); ++d) v.strides[d] = src.strides[perm[d]];
+        return v;
+      }
+      case core::OpKind::BroadcastTo: {
+        View v = src;
+        const int off = n.shape.rank() - in.shape.rank();
+        for (int d = 0; d < n.shape.rank(); ++d) {
+          int s = d - off;
+          v.strides[d] = (s < 0 || in.shape[s] == 1) ? 0 : src.strides[s];
+        }
+        return v;
+      }
+      case core::OpKind::Slice: {
+        View v = src;
+        auto a = trace_.attrsOf(n);  // starts..., steps...
+        const int r = n.shape.rank();
+        for (int d = 0; d < r; ++d) {
+          v.offset += a[d] * src.strides[d];
+          v.strides[d] = src.strides[d] * a[r + d];
+        }
+        return v;
+      }
+      case core::OpKind::Concat: {
+        View out = allocDense(n.dtype, n.shape);
+        const int axis = static_cast<int>(n.i0);
+        int64_t offset = 0;
+        for (uint32_t id : ins) {
+          Arg part = input(id);
+          char* dst = out.bytes(n.dtype) + offset * out.strides[axis] * static_cast<int64_t>(dtype_size(n.dtype));
+          copyIntoKernel(part, dst, out.strides);
+          offset += part.shape[axis];
+        }
+        return out;
+      }
+      default: throw Error("interpreter: unexpected shape op " + std::string(core::opName(n.op)));
+    }
+  }
+
+  View indexOp(const Node& n, std::span<const uint32_t> ins) {
+    View out = allocDense(n.dtype, n.shape);
+    const int axis = static_cast<int>(n.i0);
+    if (n.op == core::OpKind::IndexSelect) indexSelectKernel(input(ins[0]), axis, input(ins[1]), n.shape, out.bytes(n.dtype));
+    else gatherKernel(input(ins[0]), axis, input(ins[1]), out.bytes(n.dtype));
+    return out;
+  }
+
+  const trace::Trace& trace_;
+  const std::vector<View>& values_;
+  std::vector<std::shared_ptr<core::Storage>> temps_;
+};
+
+}  // namespace
+
+void Interpreter::run(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                      const std::vector<uint32_t>& lastUse, NodeResults& results) const {
+  const size_t n = trace.nodes.size();
+  results.values.assign(n, View{});
+  results.errors.assign(n, nullptr);
+  NodeRunner runner(trace, results.values);
+  for (size_t i = 0; i < n; ++i) {
+    if (!needed[i]) continue;
+    const Node& node = trace.nodes[i];
+    std::shared_ptr<const std::string> failedInput;
+    for (uint32_t in : trace.inputsOf(node))
+      if (results.errors[in]) failedInput = results.errors[in];
+    if (failedInput) {
+      results.errors[i] = failedInput;
+    } else {
+      try {
+        results.values[i] = runner.run(node);
+      } catch (const std::exception& e) {
+        results.errors[i] = std::make_shared<const std::string>(e.what());
+      }
+    }
+    // Free inputs whose last reader was this node, unless a tensor holds them.
+    for (uint32_t in : trace.inputsOf(node)) {
+      if (lastUse[in] == i && !trace.holders[in]) results.values[in] = View{};
+    }
+  }
+}
+
+}  // namespace kiln::interp

@@ -1,0 +1,28 @@
+// The tier-0 interpreter: runs a flushed trace node by node.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/core/TensorImpl.h"
+#include "runtime/trace/Trace.h"
+
+namespace kiln::interp {
+
+/// Result of one node: a view, or the error that stopped it (dependents of a
+/// failed node fail with the same message; independent nodes still run).
+struct NodeResults {
+  std::vector<core::View> values;
+  std::vector<std::shared_ptr<const std::string>> errors;
+};
+
+class Interpreter {
+ public:
+  /// Runs the needed nodes in order; frees a value right after its last use
+  /// unless a live tensor holds it. Fills results for every needed node.
+  void run(const trace::Trace& trace, const std::vector<uint8_t>& needed, const std::vector<uint32_t>& lastUse,
+           NodeResults& results) const;
+};
+
+}  // namespace kiln::interp

@@ -1,0 +1,63 @@
+// Reference kernels of the tier-0 interpreter. Inputs are strided views
+// (broadcast axes have stride 0); outputs are fresh dense row-major buffers.
+// f16/bf16 never reach the compute kernels: the interpreter converts them to
+// f32 around each op (see Interpreter.cpp); castKernel and copyKernel handle
+// every dtype.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/dtype.h"
+#include "kiln/shape.h"
+#include "runtime/core/OpKind.h"
+#include "runtime/core/ShapeRules.h"
+
+namespace kiln::interp {
+
+using core::OpKind;
+
+/// A strided input view; strides count elements.
+struct Arg {
+  const char* data = nullptr;
+  DType dtype = DType::f32;
+  Shape shape;
+  int64_t strides[Shape::kMaxRank] = {};
+};
+
+/// The view of `a` broadcast to `shape` (stride 0 on stretched axes).
+Arg broadcastArg(const Arg& a, const Shape& shape);
+
+/// Elements below this count run on the calling thread.
+inline constexpr int64_t kParallelGrain = 32768;
+
+void unaryKernel(OpKind op, const Arg& in, char* out);
+/// a and b are already broadcast to `shape`; out has a's dtype.
+void binaryKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out);
+/// Comparisons: bool out.
+void compareKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out);
+void whereKernel(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out);
+void castKernel(const Arg& in, DType to, char* out);
+/// Dense row-major copy of any view, any dtype.
+void copyKernel(const Arg& in, char* out);
+
+void reduceKernel(OpKind op, const Arg& in, core::AxisMask mask, char* out);
+void argReduceKernel(OpKind op, const Arg& in, int axis, char* out);
+
+/// a: [..., M, K], b: [..., K, N], both already broadcast to the batch dims
+/// of `outShape` ([..., M, N]).
+void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out);
+
+/// Integer index (i64) ops; throw kiln::Error on an out-of-range index.
+void indexSelectKernel(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out);
+void gatherKernel(const Arg& x, int axis, const Arg& index, char* out);
+
+void fullKernel(DType t, int64_t n, double f, int64_t i, char* out);
+void arangeKernel(DType t, int64_t n, double start, double step, char* out);
+void randomKernel(OpKind op, DType t, int64_t n, uint64_t seed, char* out);
+
+}  // namespace kiln::interp
+
+namespace kiln::interp {
+/// Copies `in` into `out` laid out with element strides `outStrides`.
+void copyIntoKernel(const Arg& in, char* out, const int64_t* outStrides);
+}  // namespace kiln::interp

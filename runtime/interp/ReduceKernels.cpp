@@ -1,0 +1,221 @@
+// Reductions over any set of axes, and argmax/argmin over one axis.
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
+
+#include "runtime/interp/Dispatch.h"
+#include "runtime/interp/Kernels.h"
+
+namespace kiln::interp {
+
+namespace {
+
+/// Axes as (extent, stride) pairs with neighbours merged where the memory
+/// walk allows it; extent-1 axes dropped.
+struct Axes {
+  int n = 0;
+  int64_t extent[Shape::kMaxRank];
+  int64_t stride[Shape::kMaxRank];
+  int64_t count() const {
+    int64_t c = 1;
+    for (int i = 0; i < n; ++i) c *= extent[i];
+    return c;
+  }
+  void add(int64_t e, int64_t s) {
+    if (e == 1) return;
+    if (n > 0 && stride[n - 1] == s * e) {
+      extent[n - 1] *= e;
+      stride[n - 1] = s;
+      return;
+    }
+    extent[n] = e;
+    stride[n] = s;
+    ++n;
+  }
+  /// Element offset of the i-th position (row-major over the axes).
+  int64_t offset(int64_t i) const {
+    int64_t off = 0;
+    for (int d = n - 1; d >= 0; --d) {
+      off += (i % extent[d]) * stride[d];
+      i /= extent[d];
+    }
+    return off;
+  }
+};
+
+template <class T, class Acc>
+struct Reducer {
+  OpKind op;
+  Acc identity() const {
+    switch (op) {
+      case OpKind::ReduceSum: return Acc(0);
+      case OpKind::ReduceProd: return Acc(1);
+      case OpKind::ReduceMax:
+        if constexpr (std::is_floating_point_v<Acc>) return -std::numeric_limits<Acc>::infinity();
+        else return std::numeric_limits<Acc>::lowest();
+      default:
+        if constexpr (std::is_floating_point_v<Acc>) return std::numeric_limits<Acc>::infinity();
+        else return std::numeric_limits<Acc>::max();
+    }
+  }
+  Acc combine(Acc a, Acc b) const {
+    switch (op) {
+      case OpKind::ReduceSum:
+        if constexpr (std::is_integral_v<Acc> && !std::is_same_v<Acc, bool>)
+          return static_cast<Acc>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+        else return a + b;
+      case OpKind::ReduceProd:
+        if constexpr (std::is_integral_v<Acc> && !std::is_same_v<Acc, bool>)
+          return static_cast<Acc>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+        else return a * b;
+      case OpKind::ReduceMax:
+        if constexpr (std::is_floating_point_v<Acc>) {
+          if (a != a) return a;
+          if (b != b) return b;
+        }
+        return a > b ? a : b;
+      default:
+        if constexpr (std::is_floating_point_v<Acc>) {
+          if (a != a) return a;
+          if (b != b) return b;
+        }
+        return a < b ? a : b;
+    }
+  }
+  /// Reduces a strided run of n elements.
+  Acc run(const T* p, int64_t n, int64_t stride, Acc acc) const {
+    if (op == OpKind::ReduceSum && stride == 1) {
+      // Independent partial sums vectorise and keep f32 error small.
+      Acc part[8] = {Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0)};
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; ++l) part[l] = combine(part[l], static_cast<Acc>(p[i + l]));
+      for (; i < n; ++i) part[0] = combine(part[0], static_cast<Acc>(p[i]));
+      for (int l = 0; l < 8; ++l) acc = combine(acc, part[l]);
+      return acc;
+    }
+    for (int64_t i = 0; i < n; ++i) acc = combine(acc, static_cast<Acc>(p[i * stride]));
+    return acc;
+  }
+};
+
+template <class T>
+using AccOf = std::conditional_t<std::is_floating_point_v<T>, double,
+                                 std::conditional_t<std::is_same_v<T, bool>, bool, int64_t>>;
+
+template <class T>
+void reduceTyped(OpKind op, const Arg& in, core::AxisMask mask, T* out) {
+  // Sum and product accumulate wide; max/min compare in the element type.
+  using Acc = std::conditional_t<std::is_same_v<T, bool>, bool, AccOf<T>>;
+  Reducer<T, Acc> red{op};
+  const T* src = reinterpret_cast<const T*>(in.data);
+  Axes kept, reduced;
+  for (int d = 0; d < in.shape.rank(); ++d) {
+    if (mask & (1u << d)) reduced.add(in.shape[d], in.strides[d]);
+    else kept.add(in.shape[d], in.strides[d]);
+  }
+  const int64_t outCount = kept.count(), redCount = reduced.count();
+  if (outCount == 0) return;
+  auto finish = [](Acc a) { return static_cast<T>(a); };
+
+  // One run of contiguous (or singly strided) elements per output.
+  if (reduced.n <= 1) {
+    const int64_t rs = reduced.n ? reduced.stride[0] : 1;
+    if (outCount == 1) {
+      // Whole-range reduction: split the run over threads.
+      Acc total = tbb::parallel_reduce(
+          tbb::blocked_range<int64_t>(0, redCount, 1 << 16), red.identity(),
+          [&](const tbb::blocked_range<int64_t>& r, Acc acc) {
+            return red.run(src + kept.offset(0) + r.begin() * rs, r.end() - r.begin(), rs, acc);
+          },
+          [&](Acc a, Acc b) { return red.combine(a, b); });
+      out[0] = finish(total);
+      return;
+    }
+    // Kept axes contiguous and the reduced axis outer: accumulate whole rows.
+    if (kept.n == 1 && kept.stride[0] == 1 && rs != 1) {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, outCount, 1024), [&](const tbb::blocked_range<int64_t>& r) {
+        std::vector<Acc> acc(static_cast<size_t>(r.end() - r.begin()), red.identity());
+        for (int64_t j = 0; j < redCount; ++j) {
+          const T* row = src + j * rs + r.begin();
+          for (int64_t k = 0; k < r.end() - r.begin(); ++k) acc[k] = red.combine(acc[k], static_cast<Acc>(row[k]));
+        }
+        for (int64_t k = 0; k < r.end() - r.begin(); ++k) out[r.begin() + k] = finish(acc[k]);
+      });
+      return;
+    }
+    const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(redCount, 1));
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, outCount, grain), [&](const tbb::blocked_range<int64_t>& r) {
+      for (int64_t o = r.begin(); o < r.end(); ++o)
+        out[o] = finish(red.run(src + kept.offset(o), redCount, rs, red.identity()));
+    });
+    return;
+  }
+  // General case: several non-mergeable reduced axes.
+  const int64_t inner = reduced.extent[reduced.n - 1], innerStride = reduced.stride[reduced.n - 1];
+  Axes outerRed = reduced;
+  outerRed.n -= 1;
+  const int64_t outerCount = outerRed.count();
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(redCount, 1));
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, outCount, grain), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t o = r.begin(); o < r.end(); ++o) {
+      const T* base = src + kept.offset(o);
+      Acc acc = red.identity();
+      for (int64_t j = 0; j < outerCount; ++j) acc = red.run(base + outerRed.offset(j), inner, innerStride, acc);
+      out[o] = finish(acc);
+    }
+  });
+}
+
+}  // namespace
+
+void reduceKernel(OpKind op, const Arg& in, core::AxisMask mask, char* out) {
+  if (op == OpKind::ReduceSum || op == OpKind::ReduceProd) {
+    dispatchNumeric(in.dtype, [&]<class T>() { reduceTyped<T>(op, in, mask, reinterpret_cast<T*>(out)); });
+  } else {
+    dispatchAll(in.dtype, [&]<class T>() { reduceTyped<T>(op, in, mask, reinterpret_cast<T*>(out)); });
+  }
+}
+
+void argReduceKernel(OpKind op, const Arg& in, int axis, char* out) {
+  dispatchAll(in.dtype, [&]<class T>() {
+    const T* src = reinterpret_cast<const T*>(in.data);
+    int64_t* o = reinterpret_cast<int64_t*>(out);
+    Axes kept;
+    for (int d = 0; d < in.shape.rank(); ++d)
+      if (d != axis) kept.add(in.shape[d], in.strides[d]);
+    const int64_t n = in.shape.rank() ? in.shape[axis] : 1, s = in.shape.rank() ? in.strides[axis] : 0;
+    const bool isMax = op == OpKind::ArgMax;
+    const int64_t outCount = kept.count();
+    const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1));
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, outCount, grain), [&](const tbb::blocked_range<int64_t>& r) {
+      for (int64_t k = r.begin(); k < r.end(); ++k) {
+        const T* p = src + kept.offset(k);
+        int64_t best = 0;
+        T bv = p[0];
+        for (int64_t i = 1; i < n; ++i) {
+          T v = p[i * s];
+          if constexpr (std::is_floating_point_v<T>) {
+            if (bv != bv) break;  // the first NaN is the extreme
+            if (v != v) {
+              best = i;
+              bv = v;
+              break;
+            }
+          }
+          if (isMax ? v > bv : v < bv) {
+            best = i;
+            bv = v;
+          }
+        }
+        o[k] = best;
+      }
+    });
+  });
+}
+
+}  // namespace kiln::interp

@@ -1,0 +1,121 @@
+// Data-movement kernels: strided copies, index_select and gather.
+#include <cstring>
+#include <string>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "kiln/error.h"
+#include "runtime/interp/ElementwiseLoop.h"
+#include "runtime/interp/Kernels.h"
+
+namespace kiln::interp {
+
+namespace {
+[[noreturn]] void badIndex(const char* op, int64_t index, int axis, int64_t extent) {
+  throw Error(std::string(op) + ": index " + std::to_string(index) + " is out of range for axis " +
+              std::to_string(axis) + " of extent " + std::to_string(extent) + " (valid: 0 to " +
+              std::to_string(extent - 1) + ")");
+}
+}  // namespace
+
+void copyIntoKernel(const Arg& in, char* out, const int64_t* outStrides) {
+  const auto E = static_cast<int64_t>(dtype_size(in.dtype));
+  char* base[2] = {out, const_cast<char*>(in.data)};
+  int64_t st[2][Shape::kMaxRank];
+  for (int d = 0; d < in.shape.rank(); ++d) {
+    st[0][d] = outStrides[d] * E;
+    st[1][d] = in.strides[d] * E;
+  }
+  forEachStrided<2>(in.shape, base, st, [E](char* const* p, const int64_t* s, int64_t n) {
+    if (s[0] == E && s[1] == E) {
+      std::memcpy(p[0], p[1], static_cast<size_t>(n * E));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * s[0], p[1] + i * s[1], static_cast<size_t>(E));
+  });
+}
+
+void indexSelectKernel(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out) {
+  // out[pre, j..., post] = x[pre, index[j...], post]
+  const auto E = static_cast<int64_t>(dtype_size(x.dtype));
+  const int64_t extent = x.shape[axis];
+  int64_t pre = 1, post = 1;
+  for (int d = 0; d < axis; ++d) pre *= x.shape[d];
+  for (int d = axis + 1; d < x.shape.rank(); ++d) post *= x.shape[d];
+  const int64_t nIdx = index.shape.numel();
+  // Index values in row-major order of the index tensor, checked once.
+  std::vector<int64_t> idx(static_cast<size_t>(nIdx));
+  copyKernel(index, reinterpret_cast<char*>(idx.data()));
+  for (int64_t v : idx)
+    if (v < 0 || v >= extent) badIndex("index_select", v, axis, extent);
+  // View x as [pre, extent, post] via its strides (pre/post axes may be
+  // non-contiguous: copy each [post] run through copyIntoKernel).
+  Arg row = x;
+  Shape postShape;
+  for (int d = axis + 1; d < x.shape.rank(); ++d) postShape.push_back(x.shape[d]);
+  row.shape = postShape;
+  for (int d = axis + 1; d < x.shape.rank(); ++d) row.strides[d - axis - 1] = x.strides[d];
+  int64_t denseStrides[Shape::kMaxRank];
+  {
+    int64_t s = 1;
+    for (int d = postShape.rank() - 1; d >= 0; --d) {
+      denseStrides[d] = s;
+      s *= postShape[d];
+    }
+  }
+  (void)outShape;
+  auto body = [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      // Offset of pre-index p in x.
+      int64_t off = 0, rem = p;
+      for (int d = axis - 1; d >= 0; --d) {
+        off += (rem % x.shape[d]) * x.strides[d];
+        rem /= x.shape[d];
+      }
+      for (int64_t j = 0; j < nIdx; ++j) {
+        Arg src = row;
+        src.data = x.data + (off + idx[j] * x.strides[axis]) * E;
+        copyIntoKernel(src, out + ((p * nIdx + j) * post) * E, denseStrides);
+      }
+    }
+  };
+  if (pre * nIdx * post < kParallelGrain) {
+    body(0, pre);
+  } else {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, pre, 1),
+                      [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
+  }
+}
+
+void gatherKernel(const Arg& x, int axis, const Arg& index, char* out) {
+  const auto E = static_cast<int64_t>(dtype_size(x.dtype));
+  const Shape& shape = index.shape;
+  const int rank = shape.rank();
+  const int64_t extent = x.shape[axis];
+  const int64_t total = shape.numel();
+  const int64_t* ip = reinterpret_cast<const int64_t*>(index.data);
+  auto body = [&](int64_t b, int64_t e) {
+    for (int64_t lin = b; lin < e; ++lin) {
+      int64_t rem = lin, xoff = 0, ioff = 0, axisIdx = 0;
+      for (int d = rank - 1; d >= 0; --d) {
+        int64_t c = rem % shape[d];
+        rem /= shape[d];
+        ioff += c * index.strides[d];
+        if (d != axis) xoff += c * x.strides[d];
+      }
+      axisIdx = ip[ioff];
+      if (axisIdx < 0 || axisIdx >= extent) badIndex("gather", axisIdx, axis, extent);
+      xoff += axisIdx * x.strides[axis];
+      std::memcpy(out + lin * E, x.data + xoff * E, static_cast<size_t>(E));
+    }
+  };
+  if (total < kParallelGrain) {
+    body(0, total);
+  } else {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, total, kParallelGrain / 4),
+                      [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
+  }
+}
+
+}  // namespace kiln::interp

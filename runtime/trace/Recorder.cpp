@@ -1,0 +1,190 @@
+#include "runtime/trace/Recorder.h"
+
+#include <atomic>
+#include <vector>
+
+#include "kiln/error.h"
+#include "kiln/runtime.h"
+#include "runtime/exec/Engine.h"
+#include "runtime/exec/StatsCounters.h"
+
+namespace kiln::trace {
+
+namespace {
+
+std::atomic<uint64_t> gNextEpoch{1};
+
+/// Recorders of exited threads, reused by new threads. Recorders are never
+/// destroyed, so a TensorImpl may always lock the recorder it points to.
+struct RecorderPool {
+  std::mutex mutex;
+  std::vector<Recorder*> free;
+};
+RecorderPool& pool() {
+  static RecorderPool* p = new RecorderPool();
+  return *p;
+}
+
+struct ThreadRecorder {
+  Recorder* recorder = nullptr;
+  ~ThreadRecorder() {
+    if (!recorder) return;
+    try {
+      recorder->flush(FlushReason::ThreadExit);
+    } catch (...) {
+      // Failures are stored in the tensors themselves; nothing to report here.
+    }
+    std::lock_guard<std::mutex> lock(pool().mutex);
+    pool().free.push_back(recorder);
+  }
+};
+thread_local ThreadRecorder tRecorder;
+
+}  // namespace
+
+Recorder::Recorder() { trace_.epoch = gNextEpoch.fetch_add(1); }
+
+Recorder& Recorder::current() {
+  if (!tRecorder.recorder) {
+    {
+      std::lock_guard<std::mutex> lock(pool().mutex);
+      if (!pool().free.empty()) {
+        tRecorder.recorder = pool().free.back();
+        pool().free.pop_back();
+      }
+    }
+    if (!tRecorder.recorder) tRecorder.recorder = new Recorder();
+  }
+  return *tRecorder.recorder;
+}
+
+uint32_t Recorder::operandLocked(detail::TensorImpl* impl) {
+  if (impl->owner.load(std::memory_order_relaxed) == this) return impl->value;
+  if (impl->error) throw Error("input tensor was produced by a failed computation: " + *impl->error);
+  uint64_t tag = impl->paramTag.load(std::memory_order_relaxed);
+  uint32_t epochLow = static_cast<uint32_t>(trace_.epoch);
+  if (tag != 0 && static_cast<uint32_t>(tag >> 32) == epochLow) return static_cast<uint32_t>(tag);
+  Node n;
+  n.op = OpKind::Param;
+  n.dtype = impl->dtype;
+  n.shape = impl->shape;
+  n.i0 = static_cast<int64_t>(trace_.params.size());
+  trace_.params.push_back(Param{impl->view});
+  auto id = static_cast<uint32_t>(trace_.nodes.size());
+  trace_.nodes.push_back(n);
+  trace_.holders.push_back(nullptr);
+  impl->paramTag.store((static_cast<uint64_t>(epochLow) << 32) | id, std::memory_order_relaxed);
+  return id;
+}
+
+Tensor Recorder::record(const NodeSpec& spec, std::span<const Tensor* const> inputs) {
+  // Inputs pending in another thread's trace are computed first, without
+  // holding our own lock (two threads may exchange tensors both ways).
+  for (const Tensor* t : inputs) {
+    detail::TensorImpl* impl = t->impl();
+    Recorder* o = impl->owner.load(std::memory_order_acquire);
+    if (o && o != this) o->flushFor(impl, FlushReason::CrossThread);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto inputsBegin = static_cast<uint32_t>(trace_.operands.size());
+  try {
+    for (const Tensor* t : inputs) trace_.operands.push_back(operandLocked(t->impl()));
+  } catch (...) {
+    trace_.operands.resize(inputsBegin);
+    throw;
+  }
+  Node n;
+  n.op = spec.op;
+  n.dtype = spec.dtype;
+  n.shape = spec.shape;
+  n.keepdim = spec.keepdim;
+  n.numInputs = static_cast<uint16_t>(inputs.size());
+  n.inputs = inputsBegin;
+  n.attrs = static_cast<uint32_t>(trace_.attrs.size());
+  n.numAttrs = static_cast<uint16_t>(spec.attrs.size());
+  trace_.attrs.insert(trace_.attrs.end(), spec.attrs.begin(), spec.attrs.end());
+  n.f0 = spec.f0;
+  n.f1 = spec.f1;
+  n.i0 = spec.i0;
+  auto id = static_cast<uint32_t>(trace_.nodes.size());
+  trace_.nodes.push_back(n);
+  detail::TensorImpl* impl = detail::TensorImpl::create(spec.dtype, spec.shape, trace_.device);
+  impl->value = id;
+  impl->owner.store(this, std::memory_order_release);
+  trace_.holders.push_back(impl);
+  ++trace_.opCount;
+  exec::counters().opsRecorded.fetch_add(1, std::memory_order_relaxed);
+  Tensor result(impl);
+  if (trace_.opCount >= settings().max_trace_ops) {
+    exec::counters().flushesSizeLimit.fetch_add(1, std::memory_order_relaxed);
+    flushLocked();
+  }
+  return result;
+}
+
+void Recorder::flush(FlushReason reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  flushLocked();
+}
+
+void Recorder::flushFor(detail::TensorImpl* impl, FlushReason reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (impl->owner.load(std::memory_order_relaxed) != this) return;
+  if (reason == FlushReason::CrossThread) exec::counters().flushesCrossThread.fetch_add(1, std::memory_order_relaxed);
+  flushLocked();
+}
+
+void Recorder::forget(detail::TensorImpl* impl) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (impl->owner.load(std::memory_order_relaxed) != this) return;
+  trace_.holders[impl->value] = nullptr;
+  impl->owner.store(nullptr, std::memory_order_relaxed);
+}
+
+void Recorder::flushLocked() {
+  if (trace_.nodes.empty()) return;
+  exec::TraceResult result;
+  try {
+    exec::Engine::instance().run(trace_, result);
+  } catch (const std::exception& e) {
+    // The whole trace failed (e.g. out of memory): every live tensor reports it.
+    auto msg = std::make_shared<const std::string>(e.what());
+    for (detail::TensorImpl* h : trace_.holders) {
+      if (!h) continue;
+      h->error = msg;
+      h->owner.store(nullptr, std::memory_order_release);
+    }
+    trace_.clear();
+    trace_.epoch = gNextEpoch.fetch_add(1);
+    throw;
+  }
+  for (size_t i = 0; i < trace_.nodes.size(); ++i) {
+    detail::TensorImpl* h = trace_.holders[i];
+    if (!h) continue;
+    h->view = std::move(result.values[i]);
+    h->error = std::move(result.errors[i]);
+    h->owner.store(nullptr, std::memory_order_release);
+  }
+  trace_.clear();
+  trace_.epoch = gNextEpoch.fetch_add(1);
+}
+
+void Recorder::materialize(detail::TensorImpl* impl, FlushReason reason) {
+  if (Recorder* o = impl->owner.load(std::memory_order_acquire)) {
+    if (o != &current()) reason = FlushReason::CrossThread;
+    o->flushFor(impl, reason);
+  }
+  if (impl->error) throw Error(*impl->error);
+}
+
+size_t Recorder::pendingNodes() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return trace_.nodes.size();
+}
+
+std::string Recorder::traceListing() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return trace_.str();
+}
+
+}  // namespace kiln::trace

@@ -1,0 +1,66 @@
+// Recorder: each thread's trace and the rules for flushing it.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <span>
+
+#include "kiln/tensor.h"
+#include "runtime/trace/Trace.h"
+
+namespace kiln::trace {
+
+/// What an op call records (besides its inputs).
+struct NodeSpec {
+  OpKind op;
+  DType dtype;
+  Shape shape;
+  std::span<const int64_t> attrs = {};
+  double f0 = 0, f1 = 0;
+  int64_t i0 = 0;
+  bool keepdim = false;
+};
+
+enum class FlushReason : uint8_t { Read, Sync, Step, SizeLimit, CrossThread, ThreadExit };
+
+/// Owns one thread's trace. Recording appends a node and returns at once;
+/// flushing runs the trace through the Engine and materializes every tensor
+/// still referring to it. Other threads may flush this recorder (when they
+/// read or use one of its pending tensors) and drop references to its
+/// tensors, so the trace is guarded by a mutex.
+class Recorder {
+ public:
+  /// The calling thread's recorder (created on first use, recycled after the
+  /// thread exits).
+  static Recorder& current();
+
+  /// Records one node; inputs may be pending here, pending in another
+  /// thread's trace (flushed first) or materialized (become parameters).
+  Tensor record(const NodeSpec& spec, std::span<const Tensor* const> inputs);
+  /// Runs and clears the trace (no-op when empty).
+  void flush(FlushReason reason);
+  /// Flushes if `impl` is still pending in this recorder.
+  void flushFor(detail::TensorImpl* impl, FlushReason reason);
+  /// Called when the last handle of a pending tensor goes away.
+  void forget(detail::TensorImpl* impl);
+
+  /// Makes sure `impl` is materialized: flushes its owner if pending. Throws
+  /// the stored error if its computation failed.
+  static void materialize(detail::TensorImpl* impl, FlushReason reason = FlushReason::Read);
+
+  /// Number of nodes currently recorded (parameters included).
+  size_t pendingNodes();
+  /// A copy of the current trace's listing (for tests and logs).
+  std::string traceListing();
+
+  Recorder();
+
+ private:
+  uint32_t operandLocked(detail::TensorImpl* impl);
+  void flushLocked();
+
+  std::mutex mutex_;
+  Trace trace_;
+};
+
+}  // namespace kiln::trace
