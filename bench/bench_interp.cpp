@@ -24,12 +24,12 @@ void BM_RecordOp(benchmark::State& state) {
     y = exp(y);
     if (++n % 2000 == 0) {
       state.PauseTiming();
-      sync();
+      kiln::sync();
       y = x;
       state.ResumeTiming();
     }
   }
-  sync();
+  kiln::sync();
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_RecordOp);
@@ -42,7 +42,7 @@ void BM_RecordAndInterpretTinyOp(benchmark::State& state) {
   for (auto _ : state) {
     y = x;
     for (int i = 0; i < chain; ++i) y = y * 1.0001f;
-    sync();
+    kiln::sync();
   }
   state.SetItemsProcessed(state.iterations() * chain * 2);  // mul + its constant
 }
@@ -53,10 +53,10 @@ constexpr int64_t kBig = int64_t{1} << 24;
 /// Interpreted a*b+c on 2^24 f32.
 void BM_InterpretFma(benchmark::State& state) {
   Tensor a = rand({kBig}, 1), b = rand({kBig}, 2), c = rand({kBig}, 3);
-  sync();
+  kiln::sync();
   for (auto _ : state) {
     Tensor r = a * b + c;
-    sync();
+    kiln::sync();
     benchmark::DoNotOptimize(r);
   }
   state.SetBytesProcessed(state.iterations() * kBig * 4 * 4);
@@ -81,10 +81,10 @@ BENCHMARK(BM_HandLoopFma)->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_InterpretMatmul(benchmark::State& state) {
   const int64_t n = state.range(0);
   Tensor a = rand({n, n}, 1), b = rand({n, n}, 2);
-  sync();
+  kiln::sync();
   for (auto _ : state) {
     Tensor c = matmul(a, b);
-    sync();
+    kiln::sync();
     benchmark::DoNotOptimize(c);
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n * state.iterations(), benchmark::Counter::kIsRate);

@@ -15,7 +15,7 @@ void step();
 /// Process-wide counters. Read with stats(); reset with reset_stats().
 struct Stats {
   uint64_t traces_recorded = 0;    ///< flushed traces (non-empty)
-  uint64_t ops_recorded = 0;       ///< nodes recorded, parameters excluded
+  uint64_t ops_recorded = 0;       ///< nodes of flushed traces, parameters excluded
   uint64_t ops_eliminated = 0;     ///< dead nodes never executed
   uint64_t interpreted_runs = 0;   ///< traces run by the interpreter
   uint64_t interpreted_ops = 0;    ///< nodes run by the interpreter
@@ -26,6 +26,12 @@ struct Stats {
   uint64_t allocator_bytes_peak = 0;
   uint64_t flushes_size_limit = 0;   ///< flushes caused by KILN_MAX_TRACE_OPS
   uint64_t flushes_cross_thread = 0; ///< flushes caused by another thread
+  uint64_t compiles = 0;           ///< traces compiled successfully
+  uint64_t compile_failures = 0;   ///< traces the compiler rejected (run interpreted)
+  double compile_ms = 0;           ///< total compile time
+  double compile_import_ms = 0, compile_lower_ms = 0, compile_llvm_ms = 0, compile_jit_ms = 0;
+  uint64_t compiled_runs = 0;      ///< traces run as compiled code
+  uint64_t kernel_launches = 0;    ///< fused kernels launched by compiled runs
   /// One line per counter, "name value".
   std::string str() const;
 };
@@ -36,14 +42,20 @@ void reset_stats();
 void empty_cache();
 
 /// Settings read once from the environment (see README): KILN_LOG,
-/// KILN_MAX_TRACE_OPS, KILN_NUM_THREADS, KILN_JIT, KILN_JIT_THRESHOLD.
+/// KILN_MAX_TRACE_OPS, KILN_NUM_THREADS, KILN_JIT, KILN_JIT_THRESHOLD,
+/// KILN_COMPILE_THREADS.
 struct Settings {
   std::string log_level = "warn";
   int64_t max_trace_ops = 4096;
   int num_threads = 0;  ///< 0: TBB's default
   std::string jit = "async";
   int64_t jit_threshold = 2;
+  int compile_threads = 1;
 };
 const Settings& settings();
+/// Replaces the settings (the C ABI's kiln_set_option uses this). New values
+/// apply to traces flushed afterwards; references returned by settings()
+/// before stay valid (they keep the old values).
+void set_settings(const Settings& s);
 
 }  // namespace kiln

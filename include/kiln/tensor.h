@@ -72,6 +72,28 @@ class Tensor {
   Tensor mean(const std::vector<int>& axes = {}, bool keepdim = false) const;
   Tensor cast(DType t) const;
 
+  // Autograd (see autograd.h).
+  /// Marks this tensor as a leaf whose gradient backward() fills in (true;
+  /// no effect on a result already computed from such leaves), or drops its
+  /// gradient and graph (false). Floating tensors only. Shared by all
+  /// handles of this value. Returns *this.
+  Tensor& requires_grad(bool on = true);
+  /// True for leaves marked with requires_grad() and for results computed
+  /// from them while grad mode was on.
+  bool requires_grad_enabled() const;
+  /// The gradient backward() accumulated into this leaf (undefined before
+  /// the first backward() and after set_grad({})).
+  Tensor grad() const;
+  /// Replaces the accumulated gradient (an undefined tensor clears it).
+  void set_grad(const Tensor& g);
+  /// Computes the gradients of this one-element tensor (or, with
+  /// grad_output, of sum(grad_output * this)) and adds them to the .grad()
+  /// of every leaf it depends on.
+  void backward() const;
+  void backward(const Tensor& grad_output, bool retain_graph = false) const;
+  /// The same value without autograd history.
+  Tensor detach() const;
+
   Tensor& operator+=(const Tensor& o);
   Tensor& operator-=(const Tensor& o);
   Tensor& operator*=(const Tensor& o);

@@ -35,6 +35,9 @@ Tensor clamp(const Tensor& x, const Operand& low, const Operand& high) {
   const core::TypedOperand ops[3] = {typedOperand(x), typedOperand(low), typedOperand(high)};
   DType t = core::resultType(ops);
   if (t == DType::boolean) fail("clamp", "not defined for bool tensors");
+  Shape lowShape, highShape;
+  check("clamp", core::broadcastShapes(x.shape(), operandShape(low), &lowShape));
+  check("clamp", core::broadcastShapes(lowShape, operandShape(high), &highShape));
   Tensor xt = castTo(x, t);
   return minimum(maximum(xt, operandAs(low, t)), operandAs(high, t));
 }

@@ -7,6 +7,7 @@
 
 #include "kiln/error.h"
 #include "kiln/ops.h"
+#include "runtime/autograd/GradInfo.h"
 #include "runtime/core/ShapeRules.h"
 #include "runtime/trace/Recorder.h"
 
@@ -24,8 +25,15 @@ void checkTensor(const char* op, const Tensor& t, const char* name = "input");
 /// All tensors on one device.
 void checkSameDevice(const char* op, std::initializer_list<const Tensor*> ts);
 
+/// Records one primitive and attaches its autograd node when an input
+/// requires grad. Every op records through here.
+inline Tensor record(const trace::NodeSpec& spec, std::span<const Tensor* const> inputs) {
+  Tensor out = trace::Recorder::current().record(spec, inputs);
+  autograd::onRecorded(out, spec, inputs);
+  return out;
+}
 inline Tensor record(const trace::NodeSpec& spec, std::initializer_list<const Tensor*> inputs) {
-  return trace::Recorder::current().record(spec, std::span<const Tensor* const>(inputs.begin(), inputs.size()));
+  return record(spec, std::span<const Tensor* const>(inputs.begin(), inputs.size()));
 }
 
 /// x converted to dtype (x itself when it already has it).

@@ -345,7 +345,11 @@ Tensor round(const Tensor& x) { return rounding(OpKind::Round, x); }
 
 Tensor where(const Tensor& cond, const Operand& a, const Operand& b) {
   checkTensor("where", cond, "condition");
-  checkOperands("where", a, b);
+  // Both branches may be C++ scalars: the condition gives the shape.
+  if (a.is_tensor()) checkTensor("where", a.tensor(), "first branch");
+  if (b.is_tensor()) checkTensor("where", b.tensor(), "second branch");
+  for (const Operand* o : {&a, &b})
+    if (o->is_tensor()) checkSameDevice("where", {&cond, &o->tensor()});
   const core::TypedOperand ops[2] = {typedOperand(a), typedOperand(b)};
   DType t = core::resultType(ops);
   Shape ab, shape;
@@ -517,7 +521,7 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
   }
   NodeSpec spec{OpKind::Concat, t, out};
   spec.i0 = a;
-  return trace::Recorder::current().record(spec, ins);
+  return record(spec, ins);
 }
 
 Tensor index_select(const Tensor& x, int axis, const Tensor& index) {

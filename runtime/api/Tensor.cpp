@@ -3,6 +3,7 @@
 
 #include "kiln/error.h"
 #include "kiln/ops.h"
+#include "runtime/autograd/GradInfo.h"
 #include "runtime/core/TensorImpl.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/trace/Recorder.h"
@@ -124,7 +125,9 @@ Tensor Tensor::contiguous() const {
   // A reshape to the same shape copies exactly when its input is strided.
   trace::NodeSpec spec{core::OpKind::Reshape, i->dtype, i->shape};
   const Tensor* ins[] = {this};
-  return trace::Recorder::current().record(spec, ins);
+  Tensor out = trace::Recorder::current().record(spec, ins);
+  autograd::onRecorded(out, spec, ins);
+  return out;
 }
 
 Tensor Tensor::reshape(const Shape& s) const { return kiln::reshape(*this, s); }

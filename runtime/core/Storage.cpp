@@ -5,7 +5,7 @@
 namespace kiln::core {
 
 std::shared_ptr<Storage> Storage::allocate(hal::Allocator& allocator, std::size_t bytes) {
-  std::shared_ptr<Storage> s(new Storage());
+  auto s = std::make_shared<Storage>(Key{});
   s->data_ = allocator.allocate(bytes);
   s->bytes_ = bytes;
   s->device_ = allocator.device();
@@ -15,7 +15,7 @@ std::shared_ptr<Storage> Storage::allocate(hal::Allocator& allocator, std::size_
 
 std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t bytes, Device device,
                                        std::function<void(void*)> deleter) {
-  std::shared_ptr<Storage> s(new Storage());
+  auto s = std::make_shared<Storage>(Key{});
   s->data_ = data;
   s->bytes_ = bytes;
   s->device_ = device;

@@ -25,6 +25,9 @@ class Storage {
   /// `bytes` on the host device from the default CPU allocator.
   static std::shared_ptr<Storage> allocateHost(std::size_t bytes);
 
+  /// Use the factories above; public only for std::make_shared.
+  struct Key {};
+  explicit Storage(Key) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage();
@@ -34,7 +37,6 @@ class Storage {
   Device device() const { return device_; }
 
  private:
-  Storage() = default;
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
   Device device_;

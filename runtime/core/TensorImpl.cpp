@@ -32,16 +32,22 @@ namespace {
 /// thread joins that thread's list; all blocks have the same size.
 struct ImplPool {
   std::vector<void*> free;
-  ~ImplPool() {
-    for (void* p : free) ::operator delete(p);
-  }
+  ~ImplPool();
 };
 thread_local ImplPool tPool;
+/// Trivially destructible, so still readable while the thread's other
+/// thread_locals (and a late flush at thread exit) are torn down.
+thread_local bool tPoolGone = false;
+ImplPool::~ImplPool() {
+  tPoolGone = true;
+  for (void* p : free) ::operator delete(p);
+  free.clear();
+}
 constexpr std::size_t kPoolCap = 4096;
 }  // namespace
 
 void* TensorImpl::operator new(std::size_t size) {
-  if (size == sizeof(TensorImpl) && !tPool.free.empty()) {
+  if (size == sizeof(TensorImpl) && !tPoolGone && !tPool.free.empty()) {
     void* p = tPool.free.back();
     tPool.free.pop_back();
     return p;
@@ -50,7 +56,7 @@ void* TensorImpl::operator new(std::size_t size) {
 }
 
 void TensorImpl::operator delete(void* p) {
-  if (tPool.free.size() < kPoolCap) {
+  if (!tPoolGone && tPool.free.size() < kPoolCap) {
     if (tPool.free.capacity() == 0) tPool.free.reserve(kPoolCap);
     tPool.free.push_back(p);
     return;

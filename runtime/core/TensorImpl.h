@@ -15,6 +15,10 @@ namespace kiln::trace {
 class Recorder;
 }  // namespace kiln::trace
 
+namespace kiln::autograd {
+struct GradInfo;
+}  // namespace kiln::autograd
+
 namespace kiln::core {
 
 /// A strided view of a storage: what a materialized tensor (and every value
@@ -63,6 +67,10 @@ class TensorImpl {
   /// Caches this tensor's parameter slot in the current trace:
   /// (trace epoch << 32) | node index.
   std::atomic<uint64_t> paramTag{0};
+
+  /// Autograd state (runtime/autograd): null unless this tensor is a leaf
+  /// that requires grad or was computed from one.
+  std::shared_ptr<autograd::GradInfo> autograd;
 
   static void* operator new(std::size_t size);
   static void operator delete(void* p);

@@ -1,16 +1,86 @@
 #include "runtime/exec/Engine.h"
 
 #include <chrono>
+#include <thread>
 
+#include "kiln/runtime.h"
+#include "runtime/core/TensorImpl.h"
+#include "runtime/exec/CompileQueue.h"
 #include "runtime/exec/Log.h"
 #include "runtime/exec/StatsCounters.h"
+#include "runtime/interp/Kernels.h"
+#include "runtime/trace/Recorder.h"
+#include "runtime/trace/TraceGraph.h"
 
 namespace kiln::exec {
 
 namespace {
-thread_local trace::TraceKey tLastKey;
-thread_local std::vector<uint8_t> tNeeded;
-thread_local std::vector<uint32_t> tLastUse;
+/// Per-run scratch. Not thread_local: a thread's recorder flushes at thread
+/// exit, after thread_local objects constructed later are already gone.
+struct RunScratch {
+  std::vector<uint8_t> needed;
+  std::vector<uint32_t> lastUse;
+  std::vector<int64_t> paramOfInput;
+  std::vector<uint32_t> nodeOfOutput;
+};
+
+using core::OpKind;
+
+bool jitEnabled() {
+  const std::string& mode = settings().jit;
+  return mode == "async" || mode == "sync";
+}
+
+uint64_t toUs(double ms) { return static_cast<uint64_t>(ms * 1000.0); }
+
+/// Finds the index checks a compiled kernel needs. Kernels clamp indices, so
+/// an out-of-range index must be caught before launch; that is possible when
+/// the index comes from a parameter through shape-only ops. Returns false
+/// (with a reason) when an index is computed inside the trace.
+bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                     std::vector<std::pair<uint32_t, int64_t>>* checks, std::string* reason) {
+  std::vector<int64_t> inputPos(trace.nodes.size(), -1);
+  int64_t nextInput = 0;
+  for (size_t i = 0; i < trace.nodes.size(); ++i)
+    if (needed[i] && trace.nodes[i].op == OpKind::Param) inputPos[i] = nextInput++;
+  for (size_t i = 0; i < trace.nodes.size(); ++i) {
+    const trace::Node& n = trace.nodes[i];
+    if (!needed[i] || (n.op != OpKind::IndexSelect && n.op != OpKind::Gather)) continue;
+    auto ins = trace.inputsOf(n);
+    const int64_t extent = trace.nodes[ins[0]].shape[static_cast<int>(n.i0)];
+    uint32_t src = ins[1];
+    for (;;) {
+      const trace::Node& s = trace.nodes[src];
+      const bool passThrough = s.op == OpKind::Reshape || s.op == OpKind::Permute || s.op == OpKind::BroadcastTo ||
+                               s.op == OpKind::Slice ||
+                               (s.op == OpKind::Cast && is_integral(trace.nodes[trace.inputsOf(s)[0]].dtype));
+      if (!passThrough) break;
+      src = trace.inputsOf(s)[0];
+    }
+    if (trace.nodes[src].op != OpKind::Param) {
+      *reason = std::string(core::opName(n.op)) + " uses an index computed inside the trace";
+      return false;
+    }
+    checks->emplace_back(static_cast<uint32_t>(inputPos[src]), extent);
+  }
+  return true;
+}
+
+core::View allocDense(DType t, const Shape& shape) {
+  core::View v;
+  v.storage = core::Storage::allocateHost(static_cast<size_t>(shape.numel()) * dtype_size(t));
+  core::contiguousStrides(shape, v.strides);
+  return v;
+}
+
+interp::Arg argOf(const core::View& v, DType t, const Shape& shape) {
+  interp::Arg a;
+  a.data = v.bytes(t);
+  a.dtype = t;
+  a.shape = shape;
+  for (int d = 0; d < shape.rank(); ++d) a.strides[d] = v.strides[d];
+  return a;
+}
 }  // namespace
 
 Engine& Engine::instance() {
@@ -18,7 +88,20 @@ Engine& Engine::instance() {
   return *e;
 }
 
-const trace::TraceKey& Engine::lastKey() { return tLastKey; }
+const trace::TraceKey& Engine::lastKey() { return trace::Recorder::current().lastKey(); }
+
+CompileQueue& Engine::queue() {
+  std::call_once(queueOnce_, [this] { queue_ = std::make_unique<CompileQueue>(settings().compile_threads); });
+  return *queue_;
+}
+
+void Engine::drainCompiles() {
+  if (queue_) queue_->drain();
+}
+
+void Engine::shutdownCompiles() {
+  if (queue_) queue_->shutdown();
+}
 
 uint64_t Engine::runCount(const trace::TraceKey& key) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -26,31 +109,164 @@ uint64_t Engine::runCount(const trace::TraceKey& key) {
   return it == profiles_.end() ? 0 : it->second.runs;
 }
 
-void Engine::run(const trace::Trace& trace, TraceResult& out) {
+Tier Engine::tierOf(const trace::TraceKey& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = profiles_.find(key);
+  return it == profiles_.end() ? Tier::Interpreted : it->second.tier;
+}
+
+void Engine::compileJob(TraceProfile* profile, std::shared_ptr<const trace::TraceGraph> graph, uint64_t hash) {
+  if (int delay = compileDelayMs_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+  char name[32];
+  std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(hash));
+  CompileResult result;
+  if (TraceCompiler* compiler = loadCompiler()) {
+    result = compiler->compile(*graph, name);
+  } else {
+    result.error = "the compiler library is not available";
+  }
+  Counters& c = counters();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (result.executable) {
+    profile->executable = result.executable;
+    profile->tier = Tier::Compiled;
+    c.compiles.fetch_add(1);
+    c.compileUs.fetch_add(toUs(result.timings.totalMs()));
+    c.importUs.fetch_add(toUs(result.timings.importMs));
+    c.lowerUs.fetch_add(toUs(result.timings.lowerMs));
+    c.llvmUs.fetch_add(toUs(result.timings.llvmMs));
+    c.jitUs.fetch_add(toUs(result.timings.jitMs));
+    log().info("tier-up: trace {} ({} ops) compiled into {} fused kernel(s) in {:.1f} ms (import {:.1f}, lower "
+               "{:.1f}, llvm {:.1f}, jit {:.1f})",
+               name, profile->ops, result.executable->kernelCount(), result.timings.totalMs(),
+               result.timings.importMs, result.timings.lowerMs, result.timings.llvmMs, result.timings.jitMs);
+  } else {
+    profile->tier = Tier::InterpretOnly;
+    profile->failure = result.error;
+    c.compileFailures.fetch_add(1);
+    log().warn("trace {} ({} ops) stays interpreted: compilation failed: {}", name, profile->ops, result.error);
+  }
+}
+
+bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                            const TraceProfile& profile, const Executable& exe, TraceResult& out) {
+  std::vector<int64_t> tParamOfInput;
+  std::vector<uint32_t> tNodeOfOutput;
+  trace::graphBindings(trace, needed, &tParamOfInput, &tNodeOfOutput);
+  // Indices out of range: let the interpreter report them as errors.
+  for (auto [pos, extent] : profile.indexChecks) {
+    const int64_t p = tParamOfInput[pos];
+    const core::View& v = trace.params[p].view;
+    const trace::Node* node = nullptr;
+    for (const trace::Node& n : trace.nodes)
+      if (n.op == OpKind::Param && n.i0 == p) node = &n;
+    std::vector<int64_t> values(static_cast<size_t>(node->shape.numel()));
+    if (!values.empty()) interp::castKernel(argOf(v, node->dtype, node->shape), DType::i64, reinterpret_cast<char*>(values.data()));
+    for (int64_t x : values)
+      if (x < 0 || x >= extent) return false;
+  }
+  std::vector<void*> args;
+  std::vector<core::View> keep;  // inputs copied to dense layout
+  args.reserve(tParamOfInput.size() + tNodeOfOutput.size() + 1);
+  for (int64_t p : tParamOfInput) {
+    const core::View& v = trace.params[p].view;
+    const trace::Node* node = nullptr;
+    for (const trace::Node& n : trace.nodes)
+      if (n.op == OpKind::Param && n.i0 == p) {
+        node = &n;
+        break;
+      }
+    if (core::isContiguous(node->shape, v.strides)) {
+      args.push_back(v.bytes(node->dtype));
+    } else {
+      core::View dense = allocDense(node->dtype, node->shape);
+      interp::copyKernel(argOf(v, node->dtype, node->shape), dense.bytes(node->dtype));
+      args.push_back(dense.bytes(node->dtype));
+      keep.push_back(std::move(dense));
+    }
+  }
+  const size_t n = trace.nodes.size();
+  out.values.assign(n, core::View{});
+  out.errors.assign(n, nullptr);
+  for (uint32_t id : tNodeOfOutput) {
+    const trace::Node& node = trace.nodes[id];
+    out.values[id] = allocDense(node.dtype, node.shape);
+    args.push_back(out.values[id].bytes(node.dtype));
+  }
+  std::shared_ptr<core::Storage> scratch;
+  if (exe.scratchBytes() > 0) scratch = core::Storage::allocateHost(exe.scratchBytes());
+  args.push_back(scratch ? scratch->data() : nullptr);
+  exe.launch(args.data());
+  Counters& c = counters();
+  c.compiledRuns.fetch_add(1, std::memory_order_relaxed);
+  c.kernelLaunches.fetch_add(static_cast<uint64_t>(exe.kernelCount()), std::memory_order_relaxed);
+  return true;
+}
+
+void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& tLastKey) {
   auto start = std::chrono::steady_clock::now();
+  RunScratch scratch;
+  std::vector<uint8_t>& tNeeded = scratch.needed;
+  std::vector<uint32_t>& tLastUse = scratch.lastUse;
   trace.liveness(tNeeded, tLastUse);
   uint32_t needed = 0, neededOps = 0, paramCount = 0;
   for (size_t i = 0; i < trace.nodes.size(); ++i) {
-    const bool isParam = trace.nodes[i].op == core::OpKind::Param;
+    const bool isParam = trace.nodes[i].op == OpKind::Param;
     paramCount += isParam;
     needed += tNeeded[i];
     neededOps += tNeeded[i] && !isParam;
   }
   Counters& c = counters();
   c.tracesRecorded.fetch_add(1, std::memory_order_relaxed);
+  c.opsRecorded.fetch_add(static_cast<uint64_t>(trace.opCount), std::memory_order_relaxed);
   c.opsEliminated.fetch_add(trace.nodes.size() - paramCount - neededOps, std::memory_order_relaxed);
 
   tLastKey = trace::computeTraceKey(trace, tNeeded);
-  uint64_t runs;
+  TraceProfile* profile;
+  std::shared_ptr<Executable> exe;
+  bool startCompile = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto [it, inserted] = profiles_.try_emplace(tLastKey);
+    profile = &it->second;
     if (inserted) {
-      it->second.ops = needed;
+      profile->ops = needed;
       c.distinctTraceKeys.fetch_add(1, std::memory_order_relaxed);
     }
-    runs = ++it->second.runs;
+    ++profile->runs;
+    exe = profile->executable;
+    if (!exe && profile->tier == Tier::Interpreted && neededOps > 0 && jitEnabled() &&
+        profile->runs >= static_cast<uint64_t>(settings().jit_threshold)) {
+      profile->tier = Tier::Compiling;
+      startCompile = true;
+    }
   }
+  if (startCompile) {
+    std::vector<std::pair<uint32_t, int64_t>> checks;
+    std::string reason;
+    if (!planIndexChecks(trace, tNeeded, &checks, &reason)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      profile->tier = Tier::InterpretOnly;
+      profile->failure = reason;
+      log().info("trace {:016x} stays interpreted: {}", tLastKey.hash, reason);
+    } else {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        profile->indexChecks = std::move(checks);
+      }
+      auto graph = std::make_shared<const trace::TraceGraph>(
+          trace::extractGraph(trace, tNeeded, &scratch.paramOfInput, &scratch.nodeOfOutput));
+      const uint64_t hash = tLastKey.hash;
+      if (settings().jit == "sync") {
+        compileJob(profile, graph, hash);
+        std::lock_guard<std::mutex> lock(mutex_);
+        exe = profile->executable;
+      } else {
+        queue().push([this, profile, graph, hash] { compileJob(profile, graph, hash); });
+      }
+    }
+  }
+  if (exe && launchCompiled(trace, tNeeded, *profile, *exe, out)) return;
 
   interpreter_.run(trace, tNeeded, tLastUse, out);
   c.interpretedRuns.fetch_add(1, std::memory_order_relaxed);
@@ -58,7 +274,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out) {
   if (log().should_log(spdlog::level::debug)) {
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     log().debug("trace {:016x}: {} nodes ({} needed), run #{}, interpreted in {:.3f} ms", tLastKey.hash,
-                trace.nodes.size(), needed, runs, ms);
+                trace.nodes.size(), needed, profile->runs, ms);
   }
 }
 

@@ -1,5 +1,6 @@
-// Engine: the one entry point that runs flushed traces, with a profile per
-// TraceKey (the tiering policy grows here).
+// Engine: the one entry point that runs flushed traces. It keeps a profile
+// per TraceKey, interprets cold traces, queues hot ones for compilation and
+// runs their kernels once ready (tiering policy of DESIGN.md).
 #pragma once
 
 #include <cstdint>
@@ -7,39 +8,68 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "runtime/exec/Executable.h"
 #include "runtime/interp/Interpreter.h"
 #include "runtime/trace/Trace.h"
 #include "runtime/trace/TraceKey.h"
 
 namespace kiln::exec {
 
+class CompileQueue;
+
 /// Per-node results of a run; only entries of live nodes are meaningful.
 using TraceResult = interp::NodeResults;
+
+enum class Tier : uint8_t { Interpreted, Compiling, Compiled, InterpretOnly };
 
 /// What the engine knows about one TraceKey.
 struct TraceProfile {
   uint64_t runs = 0;
   uint32_t ops = 0;  ///< needed nodes, parameters included
+  Tier tier = Tier::Interpreted;
+  std::shared_ptr<Executable> executable;
+  /// Index inputs to range-check before each compiled run: (kernel input
+  /// position, extent of the indexed axis).
+  std::vector<std::pair<uint32_t, int64_t>> indexChecks;
+  std::string failure;  ///< why the key stays interpreted
 };
 
 class Engine {
  public:
   static Engine& instance();
 
-  /// Runs the trace's needed nodes and fills `out`. Thread-safe.
-  void run(const trace::Trace& trace, TraceResult& out);
+  /// Runs the trace's needed nodes, fills `out` and sets `key` to the
+  /// trace's key. Thread-safe.
+  void run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& key);
 
   /// Runs recorded for a key so far (0 when never seen).
   uint64_t runCount(const trace::TraceKey& key);
+  Tier tierOf(const trace::TraceKey& key);
   /// The key of the most recent run on the calling thread (for tests/tools).
   static const trace::TraceKey& lastKey();
+  /// Waits for queued compilations (tests, benchmarks).
+  void drainCompiles();
+  /// Finishes the compilation in progress, drops queued ones and stops the
+  /// compile threads (at process exit, before the compiler's statics go).
+  void shutdownCompiles();
+  /// Test hook: every compilation first sleeps this long.
+  void setCompileDelayForTesting(int milliseconds) { compileDelayMs_ = milliseconds; }
 
  private:
+  void compileJob(TraceProfile* profile, std::shared_ptr<const trace::TraceGraph> graph, uint64_t hash);
+  bool launchCompiled(const trace::Trace& trace, const std::vector<uint8_t>& needed, const TraceProfile& profile,
+                      const Executable& exe, TraceResult& out);
+  CompileQueue& queue();
+
   std::mutex mutex_;
   std::unordered_map<trace::TraceKey, TraceProfile, trace::TraceKeyHash> profiles_;
   interp::Interpreter interpreter_;
+  std::once_flag queueOnce_;
+  std::unique_ptr<CompileQueue> queue_;
+  std::atomic<int> compileDelayMs_{0};
 };
 
 }  // namespace kiln::exec

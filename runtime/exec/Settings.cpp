@@ -1,4 +1,6 @@
+#include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <memory>
 #include <string>
 
@@ -36,32 +38,61 @@ Settings readSettings() {
   s.num_threads = static_cast<int>(envInt("KILN_NUM_THREADS", 0, 0));
   s.jit = envOr("KILN_JIT", "async");
   s.jit_threshold = envInt("KILN_JIT_THRESHOLD", 2, 1);
+  s.compile_threads = static_cast<int>(envInt("KILN_COMPILE_THREADS", 1, 1));
+  if (s.jit != "async" && s.jit != "sync" && s.jit != "off" && s.jit != "replay") {
+    std::fprintf(stderr, "kiln: ignoring KILN_JIT=%s (expected async, sync, off or replay)\n", s.jit.c_str());
+    s.jit = "async";
+  }
   return s;
 }
 }  // namespace
 
+namespace {
+// The current settings: an immutable snapshot. set_settings() publishes a new
+// one and keeps the old ones alive (they are small and rarely replaced), so a
+// reference returned by settings() never dangles.
+std::atomic<const Settings*> gSettings{nullptr};
+std::mutex gSettingsMutex;
+std::unique_ptr<tbb::global_control> gThreadLimit;  // guarded by gSettingsMutex
+
+void applyThreadLimit(int numThreads) {
+  gThreadLimit.reset();
+  // TBB honours the limit while the object exists.
+  if (numThreads > 0)
+    gThreadLimit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, numThreads);
+}
+}  // namespace
+
 const Settings& settings() {
-  static const Settings s = [] {
-    Settings r = readSettings();
-    if (r.num_threads > 0) {
-      // Lives for the whole process: TBB honours it while it exists.
-      static tbb::global_control limit(tbb::global_control::max_allowed_parallelism, r.num_threads);
-    }
-    return r;
-  }();
-  return s;
+  if (const Settings* s = gSettings.load(std::memory_order_acquire)) return *s;
+  std::lock_guard<std::mutex> lock(gSettingsMutex);
+  if (const Settings* s = gSettings.load(std::memory_order_acquire)) return *s;
+  auto* s = new Settings(readSettings());
+  applyThreadLimit(s->num_threads);
+  gSettings.store(s, std::memory_order_release);
+  return *s;
+}
+
+void set_settings(const Settings& s) {
+  settings();  // read the environment first, once
+  std::lock_guard<std::mutex> lock(gSettingsMutex);
+  auto* next = new Settings(s);
+  if (next->num_threads != gSettings.load()->num_threads) applyThreadLimit(next->num_threads);
+  gSettings.store(next, std::memory_order_release);
+  exec::log().set_level(spdlog::level::from_str(next->log_level));
 }
 
 namespace exec {
 spdlog::logger& log() {
-  static std::shared_ptr<spdlog::logger> logger = [] {
+  // Leaked on purpose: compile threads may still log during process exit.
+  static auto* logger = new std::shared_ptr<spdlog::logger>([] {
     auto l = spdlog::stderr_color_mt("kiln");
     const std::string& level = settings().log_level;
     l->set_level(spdlog::level::from_str(level));
     l->set_pattern("[kiln %l] %v");
     return l;
-  }();
-  return *logger;
+  }());
+  return **logger;
 }
 }  // namespace exec
 

@@ -30,6 +30,15 @@ Stats stats() {
   s.distinct_trace_keys = c.distinctTraceKeys.load();
   s.flushes_size_limit = c.flushesSizeLimit.load();
   s.flushes_cross_thread = c.flushesCrossThread.load();
+  s.compiles = c.compiles.load();
+  s.compile_failures = c.compileFailures.load();
+  s.compiled_runs = c.compiledRuns.load();
+  s.kernel_launches = c.kernelLaunches.load();
+  s.compile_ms = static_cast<double>(c.compileUs.load()) / 1000.0;
+  s.compile_import_ms = static_cast<double>(c.importUs.load()) / 1000.0;
+  s.compile_lower_ms = static_cast<double>(c.lowerUs.load()) / 1000.0;
+  s.compile_llvm_ms = static_cast<double>(c.llvmUs.load()) / 1000.0;
+  s.compile_jit_ms = static_cast<double>(c.jitUs.load()) / 1000.0;
   for (hal::Driver* d : hal::drivers()) {
     for (int i = 0; i < d->deviceCount(); ++i) {
       hal::AllocatorStats a = d->device(i).allocator().stats();
@@ -47,7 +56,8 @@ Stats stats() {
 void reset_stats() {
   exec::Counters& c = exec::counters();
   for (auto* a : {&c.tracesRecorded, &c.opsRecorded, &c.opsEliminated, &c.interpretedRuns, &c.interpretedOps,
-                  &c.distinctTraceKeys, &c.flushesSizeLimit, &c.flushesCrossThread})
+                  &c.distinctTraceKeys, &c.flushesSizeLimit, &c.flushesCrossThread, &c.compiles, &c.compileFailures,
+                  &c.compiledRuns, &c.kernelLaunches, &c.compileUs, &c.importUs, &c.lowerUs, &c.llvmUs, &c.jitUs})
     a->store(0);
   gAllocBase.store(0);
   gAllocHitBase.store(0);
@@ -69,7 +79,13 @@ std::string Stats::str() const {
     << "allocator_bytes_reserved " << allocator_bytes_reserved << "\n"
     << "allocator_bytes_peak " << allocator_bytes_peak << "\n"
     << "flushes_size_limit " << flushes_size_limit << "\n"
-    << "flushes_cross_thread " << flushes_cross_thread << "\n";
+    << "flushes_cross_thread " << flushes_cross_thread << "\n"
+    << "compiles " << compiles << "\n"
+    << "compile_failures " << compile_failures << "\n"
+    << "compile_ms " << compile_ms << " (import " << compile_import_ms << ", lower " << compile_lower_ms
+    << ", llvm " << compile_llvm_ms << ", jit " << compile_jit_ms << ")\n"
+    << "compiled_runs " << compiled_runs << "\n"
+    << "kernel_launches " << kernel_launches << "\n";
   return o.str();
 }
 

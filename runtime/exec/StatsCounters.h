@@ -15,6 +15,12 @@ struct Counters {
   std::atomic<uint64_t> distinctTraceKeys{0};
   std::atomic<uint64_t> flushesSizeLimit{0};
   std::atomic<uint64_t> flushesCrossThread{0};
+  std::atomic<uint64_t> compiles{0};
+  std::atomic<uint64_t> compileFailures{0};
+  std::atomic<uint64_t> compiledRuns{0};
+  std::atomic<uint64_t> kernelLaunches{0};
+  /// Microseconds, so they can be atomic integers.
+  std::atomic<uint64_t> compileUs{0}, importUs{0}, lowerUs{0}, llvmUs{0}, jitUs{0};
 };
 
 Counters& counters();

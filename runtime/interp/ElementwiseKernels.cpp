@@ -185,7 +185,12 @@ void unaryKernel(OpKind op, const Arg& in, char* out) {
       });
       return;
     case OpKind::Neg:
-      dispatchNumeric(in.dtype, [&]<class T>() { mapUnary<T, T>(in, out, [](T x) { return wrapSub(T(0), x); }); });
+      dispatchNumeric(in.dtype, [&]<class T>() {
+        mapUnary<T, T>(in, out, [](T x) {
+          if constexpr (std::is_floating_point_v<T>) return -x;  // -0.0 for +0.0, like compiled code
+          else return wrapSub(T(0), x);
+        });
+      });
       return;
     case OpKind::Abs:
       dispatchNumeric(in.dtype, [&]<class T>() {
@@ -348,6 +353,7 @@ void castKernel(const Arg& in, DType to, char* out) {
           // Integer or bool source: integer destinations wrap like C++ casts.
           (void)srcFloat;
           if constexpr (std::is_same_v<Dst, bool>) return x != 0;
+          else if constexpr (std::is_same_v<Dst, uint16_t>) return fromDouble<Dst>(static_cast<double>(x), to);
           else if constexpr (std::is_integral_v<Dst>) return static_cast<Dst>(x);
           else return fromDouble<Dst>(static_cast<double>(x), to);
         }
@@ -374,7 +380,7 @@ void copyKernel(const Arg& in, char* out) {
 void fullKernel(DType t, int64_t n, double f, int64_t i, char* out) {
   dispatchStorage(t, [&]<class T>() {
     T v;
-    if constexpr (std::is_same_v<T, bool>) v = (is_floating(t) ? f : static_cast<double>(i)) != 0;
+    if constexpr (std::is_same_v<T, bool>) v = f != 0;  // f holds the value for every scalar kind
     else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, uint16_t>) v = static_cast<T>(i);
     else v = fromDouble<T>(f, t);
     T* o = reinterpret_cast<T*>(out);

@@ -144,15 +144,17 @@ void packBPanel(Mat<float> b, int64_t k0, int kc, int64_t j0, int nr, float* dst
   }
 }
 
-/// C[M,N] (dense, ldc = N) = A[M,K] * B[K,N]. `parallel`: use TBB inside.
-void sgemm(int64_t M, int64_t N, int64_t K, Mat<float> a, Mat<float> b, float* c, bool parallel) {
+/// C[M,N] (row stride ldc) = A[M,K] * B[K,N], or += with `accumulateC`.
+/// `parallel`: use TBB inside.
+void sgemm(int64_t M, int64_t N, int64_t K, Mat<float> a, Mat<float> b, float* c, int64_t ldc, bool parallel,
+           bool accumulateC) {
   static const MicroKernel kernel = selectMicroKernel();
   if (M == 0 || N == 0) return;
   if (K == 0) {
-    std::fill(c, c + M * N, 0.0f);
+    if (!accumulateC)
+      for (int64_t i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + N, 0.0f);
     return;
   }
-  const int64_t ldc = N;
   AlignedBuffer bPack(static_cast<size_t>(kKC) * ((std::min<int64_t>(N, kNC) + kNR - 1) / kNR * kNR));
   for (int64_t jc = 0; jc < N; jc += kNC) {
     const int nc = static_cast<int>(std::min<int64_t>(kNC, N - jc));
@@ -169,7 +171,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, Mat<float> a, Mat<float> b, float* c
       } else {
         packPanels(0, nPanels);
       }
-      const bool accumulate = pc > 0;
+      const bool accumulate = pc > 0 || accumulateC;
       auto rowBlocks = [&](int64_t blk0, int64_t blk1) {
         AlignedBuffer aPack(static_cast<size_t>(kMC) * kKC);
         for (int64_t blk = blk0; blk < blk1; ++blk) {
@@ -225,6 +227,20 @@ void gemmGeneric(int64_t M, int64_t N, int64_t K, Mat<T> a, Mat<T> b, T* c) {
 
 }  // namespace
 
+void sgemmAccumulate(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsA, int64_t csA, const float* b,
+                     int64_t rsB, int64_t csB, float* c, int64_t rsC, int64_t csC) {
+  if (csC == 1) {
+    sgemm(M, N, K, Mat<float>{a, rsA, csA}, Mat<float>{b, rsB, csB}, c, rsC, true, true);
+    return;
+  }
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float acc = c[i * rsC + j * csC];
+      for (int64_t k = 0; k < K; ++k) acc += a[i * rsA + k * csA] * b[k * rsB + j * csB];
+      c[i * rsC + j * csC] = acc;
+    }
+}
+
 void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) {
   const int r = outShape.rank();
   const int64_t M = outShape[r - 2], N = outShape[r - 1], K = a.shape[a.shape.rank() - 1];
@@ -250,7 +266,7 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
       Mat<T> bm{bp + batchOffset(b, bi), b.strides[r - 2], b.strides[r - 1]};
       T* c = op + bi * M * N;
       if constexpr (std::is_same_v<T, float>) {
-        sgemm(M, N, K, am, bm, c, parallel);
+        sgemm(M, N, K, am, bm, c, N, parallel, false);
       } else {
         gemmGeneric<T>(M, N, K, am, bm, c);
       }

@@ -85,7 +85,7 @@ Tensor Recorder::record(const NodeSpec& spec, std::span<const Tensor* const> inp
     Recorder* o = impl->owner.load(std::memory_order_acquire);
     if (o && o != this) o->flushFor(impl, FlushReason::CrossThread);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   auto inputsBegin = static_cast<uint32_t>(trace_.operands.size());
   try {
     for (const Tensor* t : inputs) trace_.operands.push_back(operandLocked(t->impl()));
@@ -113,7 +113,6 @@ Tensor Recorder::record(const NodeSpec& spec, std::span<const Tensor* const> inp
   impl->owner.store(this, std::memory_order_release);
   trace_.holders.push_back(impl);
   ++trace_.opCount;
-  exec::counters().opsRecorded.fetch_add(1, std::memory_order_relaxed);
   Tensor result(impl);
   if (trace_.opCount >= settings().max_trace_ops) {
     exec::counters().flushesSizeLimit.fetch_add(1, std::memory_order_relaxed);
@@ -123,19 +122,19 @@ Tensor Recorder::record(const NodeSpec& spec, std::span<const Tensor* const> inp
 }
 
 void Recorder::flush(FlushReason reason) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   flushLocked();
 }
 
 void Recorder::flushFor(detail::TensorImpl* impl, FlushReason reason) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   if (impl->owner.load(std::memory_order_relaxed) != this) return;
   if (reason == FlushReason::CrossThread) exec::counters().flushesCrossThread.fetch_add(1, std::memory_order_relaxed);
   flushLocked();
 }
 
 void Recorder::forget(detail::TensorImpl* impl) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   if (impl->owner.load(std::memory_order_relaxed) != this) return;
   trace_.holders[impl->value] = nullptr;
   impl->owner.store(nullptr, std::memory_order_relaxed);
@@ -145,7 +144,7 @@ void Recorder::flushLocked() {
   if (trace_.nodes.empty()) return;
   exec::TraceResult result;
   try {
-    exec::Engine::instance().run(trace_, result);
+    exec::Engine::instance().run(trace_, result, lastKey_);
   } catch (const std::exception& e) {
     // The whole trace failed (e.g. out of memory): every live tensor reports it.
     auto msg = std::make_shared<const std::string>(e.what());
@@ -178,12 +177,12 @@ void Recorder::materialize(detail::TensorImpl* impl, FlushReason reason) {
 }
 
 size_t Recorder::pendingNodes() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   return trace_.nodes.size();
 }
 
 std::string Recorder::traceListing() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   return trace_.str();
 }
 

@@ -1,12 +1,15 @@
 // Recorder: each thread's trace and the rules for flushing it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <span>
+#include <thread>
 
 #include "kiln/tensor.h"
 #include "runtime/trace/Trace.h"
+#include "runtime/trace/TraceKey.h"
 
 namespace kiln::trace {
 
@@ -19,6 +22,26 @@ struct NodeSpec {
   double f0 = 0, f1 = 0;
   int64_t i0 = 0;
   bool keepdim = false;
+};
+
+/// A lock that is nearly always uncontended (only another thread reading or
+/// releasing one of our pending tensors competes): cheaper than a mutex on
+/// the recording path, and it yields instead of burning a core while the
+/// owner runs a long flush.
+class SpinMutex {
+ public:
+  void lock() {
+    for (int spins = 0; flag_.exchange(true, std::memory_order_acquire); ++spins) {
+      while (flag_.load(std::memory_order_relaxed)) {
+        if (spins > 64) std::this_thread::yield();
+        ++spins;
+      }
+    }
+  }
+  void unlock() { flag_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> flag_{false};
 };
 
 enum class FlushReason : uint8_t { Read, Sync, Step, SizeLimit, CrossThread, ThreadExit };
@@ -52,6 +75,8 @@ class Recorder {
   size_t pendingNodes();
   /// A copy of the current trace's listing (for tests and logs).
   std::string traceListing();
+  /// The key of this recorder's most recent flush.
+  const TraceKey& lastKey() const { return lastKey_; }
 
   Recorder();
 
@@ -59,8 +84,9 @@ class Recorder {
   uint32_t operandLocked(detail::TensorImpl* impl);
   void flushLocked();
 
-  std::mutex mutex_;
+  SpinMutex mutex_;
   Trace trace_;
+  TraceKey lastKey_;
 };
 
 }  // namespace kiln::trace

@@ -18,7 +18,7 @@ int main() {
   Tensor b1 = zeros({hidden});
   Tensor w2 = randn({hidden, classes}, 2, DType::f32, 0, 0.1);
   Tensor b2 = zeros({classes});
-  sync();  // parameters materialized: later traces read them as inputs
+  kiln::sync();  // parameters materialized: later traces read them as inputs
 
   // Five mini-batches of synthetic data, made up front (one trace).
   std::vector<Tensor> xs, ys;
@@ -26,7 +26,7 @@ int main() {
     xs.push_back(randn({batch, in}, 100 + i));
     ys.push_back(cast(floor(rand({batch}, 200 + i) * static_cast<double>(classes)), DType::i64));
   }
-  sync();
+  kiln::sync();
 
   double firstLoss = 0, lastLoss = 0;
   for (int step = 0; step < 5; ++step) {

@@ -1,0 +1,1014 @@
+//===- KilnToLinalg.cpp - kiln to linalg/tensor/arith/math ----------------===//
+//
+// One OpConversionPattern per op family. Element computations come from
+// ScalarOps.h; this file builds the linalg/tensor structure around them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/kiln/Conversion/KilnToLinalg/KilnToLinalg.h"
+
+#include "dialects/kiln/Conversion/KilnToLinalg/ScalarOps.h"
+#include "dialects/kiln/Conversion/Passes.h"
+#include "dialects/kiln/IR/KilnOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+#include <limits>
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNCONVERTTOLINALG
+#include "dialects/kiln/Conversion/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+using namespace mlir::kiln;
+using ::kiln::core::OpKind;
+
+//===----------------------------------------------------------------------===//
+// Helpers.
+//===----------------------------------------------------------------------===//
+
+static RankedTensorType tensorTypeOf(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+static bool isHalf(Type type) { return type.isF16() || type.isBF16(); }
+
+static Value emptyTensor(OpBuilder &b, Location loc, RankedTensorType type) {
+  return tensor::EmptyOp::create(b, loc, type.getShape(),
+                                 type.getElementType());
+}
+
+static Value filledTensor(OpBuilder &b, Location loc, RankedTensorType type,
+                          Value value) {
+  return linalg::FillOp::create(b, loc, ValueRange{value},
+                                ValueRange{emptyTensor(b, loc, type)})
+      .getResult(0);
+}
+
+/// Zero of a lowered element type.
+static Value zeroOf(ScalarBuilder &s, Type type) {
+  return isa<FloatType>(type) ? s.floatConstant(type, 0.0)
+                              : s.intConstant(type, 0);
+}
+
+/// Reads an operand of type `in` broadcast NumPy-style (trailing-aligned) to
+/// `out`: an extent-1 axis that broadcasts reads index 0.
+static AffineMap broadcastMap(RankedTensorType in, RankedTensorType out) {
+  MLIRContext *context = in.getContext();
+  int64_t offset = out.getRank() - in.getRank();
+  SmallVector<AffineExpr> exprs;
+  for (int64_t i = 0; i < in.getRank(); ++i) {
+    if (in.getDimSize(i) == 1 && out.getDimSize(offset + i) != 1)
+      exprs.push_back(getAffineConstantExpr(0, context));
+    else
+      exprs.push_back(getAffineDimExpr(offset + i, context));
+  }
+  return AffineMap::get(out.getRank(), 0, exprs, context);
+}
+
+using BodyFn = function_ref<Value(OpBuilder &, Location, ValueRange)>;
+
+/// A parallel linalg.generic producing `resultType` from `inputs` broadcast to
+/// it; `body` computes one element from the inputs' elements.
+static Value buildElementwise(OpBuilder &b, Location loc, ValueRange inputs,
+                              RankedTensorType resultType, BodyFn body) {
+  SmallVector<AffineMap> maps;
+  for (Value input : inputs)
+    maps.push_back(broadcastMap(tensorTypeOf(input), resultType));
+  maps.push_back(b.getMultiDimIdentityMap(resultType.getRank()));
+  SmallVector<utils::IteratorType> iterators(resultType.getRank(),
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{resultType}, inputs,
+      ValueRange{emptyTensor(b, loc, resultType)}, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value element = body(nb, nloc, args.drop_back());
+        linalg::YieldOp::create(nb, nloc, element);
+      });
+  return generic.getResult(0);
+}
+
+/// Row-major reshape between static shapes with the same element count:
+/// one collapse_shape or expand_shape when that suffices, otherwise through
+/// a 1-D tensor.
+static Value reshapeTensor(OpBuilder &b, Location loc, Value source,
+                           RankedTensorType targetType) {
+  RankedTensorType sourceType = tensorTypeOf(source);
+  if (sourceType == targetType)
+    return source;
+  if (sourceType.getRank() == 0)
+    return tensor::ExpandShapeOp::create(b, loc, targetType, source,
+                                         ArrayRef<ReassociationIndices>{});
+  if (targetType.getRank() == 0)
+    return tensor::CollapseShapeOp::create(b, loc, targetType, source,
+                                           ArrayRef<ReassociationIndices>{});
+  if (std::optional<SmallVector<ReassociationIndices>> reassociation =
+          getReassociationIndicesForReshape(sourceType, targetType)) {
+    if (sourceType.getRank() > targetType.getRank())
+      return tensor::CollapseShapeOp::create(b, loc, targetType, source,
+                                             *reassociation);
+    return tensor::ExpandShapeOp::create(b, loc, targetType, source,
+                                         *reassociation);
+  }
+  auto all = [](int64_t rank) {
+    ReassociationIndices group;
+    for (int64_t i = 0; i < rank; ++i)
+      group.push_back(i);
+    return SmallVector<ReassociationIndices>{group};
+  };
+  Value flat = source;
+  if (sourceType.getRank() != 1)
+    flat = tensor::CollapseShapeOp::create(
+        b, loc,
+        RankedTensorType::get({sourceType.getNumElements()},
+                              sourceType.getElementType()),
+        source, all(sourceType.getRank()));
+  if (targetType.getRank() == 1)
+    return flat;
+  return tensor::ExpandShapeOp::create(b, loc, targetType, flat,
+                                       all(targetType.getRank()));
+}
+
+/// `linalg.index` of loop `dim` as an i64.
+static Value loopIndexI64(OpBuilder &b, Location loc, int64_t dim) {
+  Value index = linalg::IndexOp::create(b, loc, dim);
+  return arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
+}
+
+/// Clamps an i64 index into [0, extent - 1] and makes it an `index`.
+static Value clampIndex(OpBuilder &b, Location loc, Value index,
+                        int64_t extent) {
+  ScalarBuilder s(b, loc);
+  Type i64 = b.getI64Type();
+  Value clamped =
+      arith::MinSIOp::create(b, loc, index, s.intConstant(i64, extent - 1));
+  clamped = arith::MaxSIOp::create(b, loc, clamped, s.intConstant(i64, 0));
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), clamped);
+}
+
+namespace {
+
+/// Base of the kiln patterns: converts result types with the type converter.
+template <typename OpTy> class KilnPattern : public OpConversionPattern<OpTy> {
+public:
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+
+protected:
+  RankedTensorType convertType(Type type) const {
+    return dyn_cast_or_null<RankedTensorType>(
+        this->getTypeConverter()->convertType(type));
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Leaves.
+//===----------------------------------------------------------------------===//
+
+class FullLowering : public KilnPattern<FullOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(FullOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    DenseElementsAttr splat = op.getSplatValue();
+    if (!type || !splat)
+      return rewriter.notifyMatchFailure(op, "value does not fit the type");
+    if (splat.getType() != type)
+      splat = splat.bitcast(type.getElementType());
+    rewriter.replaceOpWithNewOp<arith::ConstantOp>(op, type, splat);
+    return success();
+  }
+};
+
+/// `arith.constant`s of ui8 tensors (folded kiln constants) become i8.
+class ArithConstantLowering : public KilnPattern<arith::ConstantOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(arith::ConstantOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+    if (!type || !dense)
+      return rewriter.notifyMatchFailure(op, "not a dense tensor constant");
+    rewriter.replaceOpWithNewOp<arith::ConstantOp>(
+        op, type, dense.bitcast(type.getElementType()));
+    return success();
+  }
+};
+
+class ArangeLowering : public KilnPattern<ArangeOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(ArangeOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Type elementType = op.getType().getElementType();
+    double start = op.getStartAttr().getValueAsDouble();
+    double step = op.getStepAttr().getValueAsDouble();
+    Value result = buildElementwise(
+        rewriter, op.getLoc(), {}, type,
+        [&](OpBuilder &b, Location loc, ValueRange) {
+          ScalarBuilder s(b, loc);
+          Type f64 = b.getF64Type();
+          Value i =
+              arith::SIToFPOp::create(b, loc, f64, loopIndexI64(b, loc, 0));
+          Value scaled =
+              arith::MulFOp::create(b, loc, i, s.floatConstant(f64, step));
+          Value v = arith::AddFOp::create(b, loc, s.floatConstant(f64, start),
+                                          scaled);
+          return s.cast(v, f64, elementType);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+template <typename OpTy, bool isNormal>
+class RandomLowering : public KilnPattern<OpTy> {
+public:
+  using KilnPattern<OpTy>::KilnPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = this->convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Type elementType = op.getType().getElementType();
+    int64_t seed = static_cast<int64_t>(op.getSeed());
+    // Row-major strides give each element its linear index (the counter).
+    SmallVector<int64_t> strides(type.getRank(), 1);
+    for (int64_t d = type.getRank() - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * type.getDimSize(d + 1);
+    Value result =
+        buildElementwise(rewriter, op.getLoc(), {}, type,
+                         [&](OpBuilder &b, Location loc, ValueRange) {
+                           ScalarBuilder s(b, loc);
+                           Type i64 = b.getI64Type();
+                           Value linear = s.intConstant(i64, 0);
+                           for (int64_t d = 0; d < type.getRank(); ++d) {
+                             Value index = loopIndexI64(b, loc, d);
+                             Value offset = arith::MulIOp::create(
+                                 b, loc, index, s.intConstant(i64, strides[d]));
+                             linear =
+                                 arith::AddIOp::create(b, loc, linear, offset);
+                           }
+                           Value seedValue = s.intConstant(i64, seed);
+                           Value v = isNormal ? s.normalAt(seedValue, linear)
+                                              : s.uniformAt(seedValue, linear);
+                           return s.cast(v, b.getF64Type(), elementType);
+                         });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops.
+//===----------------------------------------------------------------------===//
+
+/// Element type checks the ODS constraints already make; a pattern never
+/// builds a body it cannot finish.
+static bool isSupported(OpKind kind, Type type) {
+  bool isFloat = isa<FloatType>(type), isBool = type.isInteger(1);
+  switch (kind) {
+  case OpKind::Neg:
+  case OpKind::Abs:
+  case OpKind::Sign:
+  case OpKind::Square:
+  case OpKind::Relu:
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Pow:
+  case OpKind::Maximum:
+  case OpKind::Minimum:
+    return !isBool;
+  case OpKind::LogicalNot:
+  case OpKind::LogicalAnd:
+  case OpKind::LogicalOr:
+    return isBool;
+  default:
+    return isFloat;
+  }
+}
+
+template <typename OpTy, OpKind kind>
+class UnaryLowering : public KilnPattern<OpTy> {
+public:
+  using KilnPattern<OpTy>::KilnPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = this->convertType(op.getType());
+    Type elementType = op.getType().getElementType();
+    if (!type || !isSupported(kind, elementType))
+      return rewriter.notifyMatchFailure(op, "unsupported element type");
+    Value result = buildElementwise(
+        rewriter, op.getLoc(), adaptor.getOperands(), type,
+        [&](OpBuilder &b, Location loc, ValueRange args) {
+          return ScalarBuilder(b, loc).unary(kind, elementType, args[0]);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+template <typename OpTy, OpKind kind>
+class BinaryLowering : public KilnPattern<OpTy> {
+public:
+  using KilnPattern<OpTy>::KilnPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = this->convertType(op.getType());
+    Type elementType = op.getType().getElementType();
+    if (!type || !isSupported(kind, elementType))
+      return rewriter.notifyMatchFailure(op, "unsupported element type");
+    Value result =
+        buildElementwise(rewriter, op.getLoc(), adaptor.getOperands(), type,
+                         [&](OpBuilder &b, Location loc, ValueRange args) {
+                           return ScalarBuilder(b, loc).binary(
+                               kind, elementType, args[0], args[1]);
+                         });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+template <typename OpTy, OpKind kind>
+class CompareLowering : public KilnPattern<OpTy> {
+public:
+  using KilnPattern<OpTy>::KilnPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = this->convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Type operandType = op.getLhs().getType().getElementType();
+    Value result =
+        buildElementwise(rewriter, op.getLoc(), adaptor.getOperands(), type,
+                         [&](OpBuilder &b, Location loc, ValueRange args) {
+                           return ScalarBuilder(b, loc).compare(
+                               kind, operandType, args[0], args[1]);
+                         });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+class WhereLowering : public KilnPattern<WhereOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(WhereOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Value result = buildElementwise(
+        rewriter, op.getLoc(), adaptor.getOperands(), type,
+        [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          return arith::SelectOp::create(b, loc, args[0], args[1], args[2]);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+class CastLowering : public KilnPattern<CastOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(CastOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Type from = op.getInput().getType().getElementType();
+    Type to = op.getType().getElementType();
+    if (adaptor.getInput().getType() == type) {
+      // Same lowered type (identity, or i8 <-> ui8): nothing to compute.
+      rewriter.replaceOp(op, adaptor.getInput());
+      return success();
+    }
+    Value result =
+        buildElementwise(rewriter, op.getLoc(), adaptor.getOperands(), type,
+                         [&](OpBuilder &b, Location loc, ValueRange args) {
+                           return ScalarBuilder(b, loc).cast(args[0], from, to);
+                         });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Reductions.
+//===----------------------------------------------------------------------===//
+
+/// The kept-axes map and iterator types of a reduction over `reduced`.
+static void reductionLoops(int64_t rank, ArrayRef<bool> reduced,
+                           MLIRContext *context, AffineMap &keptMap,
+                           SmallVector<utils::IteratorType> &iterators) {
+  SmallVector<AffineExpr> kept;
+  for (int64_t d = 0; d < rank; ++d) {
+    iterators.push_back(reduced[d] ? utils::IteratorType::reduction
+                                   : utils::IteratorType::parallel);
+    if (!reduced[d])
+      kept.push_back(getAffineDimExpr(d, context));
+  }
+  keptMap = AffineMap::get(rank, 0, kept, context);
+}
+
+/// The largest (or smallest) value of a lowered element type; infinities for
+/// floats.
+static Value extremeOf(ScalarBuilder &s, Type type, bool isUnsigned,
+                       bool largest) {
+  if (isa<FloatType>(type))
+    return s.floatConstant(type,
+                           largest ? std::numeric_limits<double>::infinity()
+                                   : -std::numeric_limits<double>::infinity());
+  unsigned width = type.getIntOrFloatBitWidth();
+  APInt value = isUnsigned ? (largest ? APInt::getMaxValue(width)
+                                      : APInt::getMinValue(width))
+                           : (largest ? APInt::getSignedMaxValue(width)
+                                      : APInt::getSignedMinValue(width));
+  return s.intConstant(type, value.getSExtValue());
+}
+
+template <typename OpTy, OpKind kind>
+class ReduceLowering : public KilnPattern<OpTy> {
+public:
+  using KilnPattern<OpTy>::KilnPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = this->convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Location loc = op.getLoc();
+    Value input = adaptor.getInput();
+    RankedTensorType inputType = tensorTypeOf(input);
+    int64_t rank = inputType.getRank();
+    Type kilnType = op.getType().getElementType();
+    Type elementType = type.getElementType();
+    bool isFloat = isa<FloatType>(elementType);
+    bool isSumOrProd = kind == OpKind::ReduceSum || kind == OpKind::ReduceProd;
+
+    SmallVector<bool> reduced(rank, op.getAxes().empty());
+    for (int64_t axis : op.getAxes())
+      if (axis < rank)
+        reduced[axis] = true;
+    AffineMap keptMap;
+    SmallVector<utils::IteratorType> iterators;
+    reductionLoops(rank, reduced, rewriter.getContext(), keptMap, iterators);
+
+    // Like the interpreter, float sums and products accumulate in f64;
+    // max/min compare in the compute type.
+    Type accType = elementType;
+    if (isFloat)
+      accType = isSumOrProd           ? rewriter.getF64Type()
+                : isHalf(elementType) ? rewriter.getF32Type()
+                                      : elementType;
+    SmallVector<int64_t> accShape;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!reduced[d])
+        accShape.push_back(inputType.getDimSize(d));
+    auto accTensorType = RankedTensorType::get(accShape, accType);
+
+    ScalarBuilder s(rewriter, loc);
+    bool isUnsigned = kilnType.isUnsignedInteger();
+    Value identity;
+    switch (kind) {
+    case OpKind::ReduceSum:
+      identity = zeroOf(s, accType);
+      break;
+    case OpKind::ReduceProd:
+      identity =
+          isFloat ? s.floatConstant(accType, 1.0) : s.intConstant(accType, 1);
+      break;
+    default:
+      identity = extremeOf(s, accType, isUnsigned,
+                           /*largest=*/kind == OpKind::ReduceMin);
+      break;
+    }
+    Value init = filledTensor(rewriter, loc, accTensorType, identity);
+
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{accTensorType}, ValueRange{input},
+        ValueRange{init},
+        ArrayRef<AffineMap>{rewriter.getMultiDimIdentityMap(rank), keptMap},
+        iterators, [&](OpBuilder &b, Location nloc, ValueRange args) {
+          ScalarBuilder sb(b, nloc);
+          Value x = sb.toCompute(args[0]);
+          Value acc = args[1];
+          if (x.getType() != acc.getType())
+            x = arith::ExtFOp::create(b, nloc, acc.getType(), x);
+          Value r;
+          switch (kind) {
+          case OpKind::ReduceSum:
+            r = isFloat ? Value(arith::AddFOp::create(b, nloc, acc, x))
+                        : Value(arith::AddIOp::create(b, nloc, acc, x));
+            break;
+          case OpKind::ReduceProd:
+            r = isFloat ? Value(arith::MulFOp::create(b, nloc, acc, x))
+                        : Value(arith::MulIOp::create(b, nloc, acc, x));
+            break;
+          default:
+            r = sb.maxOrMin(kind == OpKind::ReduceMax, kilnType, acc, x);
+            break;
+          }
+          linalg::YieldOp::create(b, nloc, r);
+        });
+    Value result = generic.getResult(0);
+
+    if (accType != elementType) {
+      auto rounded = RankedTensorType::get(accShape, elementType);
+      result =
+          buildElementwise(rewriter, loc, {result}, rounded,
+                           [&](OpBuilder &b, Location nloc, ValueRange args) {
+                             return ScalarBuilder(b, nloc).cast(
+                                 args[0], args[0].getType(), kilnType);
+                           });
+    }
+    rewriter.replaceOp(op, reshapeTensor(rewriter, loc, result, type));
+    return success();
+  }
+};
+
+template <typename OpTy, bool isMax>
+class ArgReduceLowering : public KilnPattern<OpTy> {
+public:
+  using KilnPattern<OpTy>::KilnPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = this->convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Location loc = op.getLoc();
+    Value input = adaptor.getInput();
+    RankedTensorType inputType = tensorTypeOf(input);
+    int64_t rank = inputType.getRank();
+    int64_t axis = rank == 0 ? -1 : (op.getAxis() + rank) % rank;
+    Type kilnType = op.getInput().getType().getElementType();
+    Type elementType = inputType.getElementType();
+    Type valueType = isHalf(elementType) ? rewriter.getF32Type() : elementType;
+
+    SmallVector<bool> reduced(rank, false);
+    if (axis >= 0)
+      reduced[axis] = true;
+    AffineMap keptMap;
+    SmallVector<utils::IteratorType> iterators;
+    reductionLoops(rank, reduced, rewriter.getContext(), keptMap, iterators);
+    SmallVector<int64_t> keptShape;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!reduced[d])
+        keptShape.push_back(inputType.getDimSize(d));
+    auto valuesType = RankedTensorType::get(keptShape, valueType);
+    auto indicesType = RankedTensorType::get(keptShape, rewriter.getI64Type());
+
+    // Start from the worst value at index 0 and take strictly better
+    // elements, so ties keep the first index; the first NaN is the extreme.
+    ScalarBuilder s(rewriter, loc);
+    bool isUnsigned = kilnType.isUnsignedInteger();
+    Value values =
+        filledTensor(rewriter, loc, valuesType,
+                     extremeOf(s, valueType, isUnsigned, /*largest=*/!isMax));
+    Value indices = filledTensor(rewriter, loc, indicesType,
+                                 s.intConstant(rewriter.getI64Type(), 0));
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{valuesType, indicesType}, ValueRange{input},
+        ValueRange{values, indices},
+        ArrayRef<AffineMap>{rewriter.getMultiDimIdentityMap(rank), keptMap,
+                            keptMap},
+        iterators, [&](OpBuilder &b, Location nloc, ValueRange args) {
+          ScalarBuilder sb(b, nloc);
+          Value x = sb.toCompute(args[0]);
+          Value best = args[1], bestIndex = args[2];
+          Value index = axis >= 0 ? loopIndexI64(b, nloc, axis)
+                                  : sb.intConstant(b.getI64Type(), 0);
+          Value take;
+          if (isa<FloatType>(x.getType())) {
+            Value better = arith::CmpFOp::create(
+                b, nloc,
+                isMax ? arith::CmpFPredicate::OGT : arith::CmpFPredicate::OLT,
+                x, best);
+            Value xIsNaN =
+                arith::CmpFOp::create(b, nloc, arith::CmpFPredicate::UNO, x, x);
+            Value bestIsNumber = arith::CmpFOp::create(
+                b, nloc, arith::CmpFPredicate::ORD, best, best);
+            Value candidate = arith::OrIOp::create(b, nloc, xIsNaN, better);
+            take = arith::AndIOp::create(b, nloc, bestIsNumber, candidate);
+          } else {
+            arith::CmpIPredicate predicate =
+                isUnsigned ? (isMax ? arith::CmpIPredicate::ugt
+                                    : arith::CmpIPredicate::ult)
+                           : (isMax ? arith::CmpIPredicate::sgt
+                                    : arith::CmpIPredicate::slt);
+            take = arith::CmpIOp::create(b, nloc, predicate, x, best);
+          }
+          Value newBest = arith::SelectOp::create(b, nloc, take, x, best);
+          Value newIndex =
+              arith::SelectOp::create(b, nloc, take, index, bestIndex);
+          linalg::YieldOp::create(b, nloc, ValueRange{newBest, newIndex});
+        });
+    rewriter.replaceOp(
+        op, reshapeTensor(rewriter, loc, generic.getResult(1), type));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Matmul.
+//===----------------------------------------------------------------------===//
+
+class MatmulLowering : public KilnPattern<MatmulOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(MatmulOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Location loc = op.getLoc();
+    Type elementType = type.getElementType();
+    Type computeType =
+        isHalf(elementType) ? rewriter.getF32Type() : elementType;
+    int64_t batchRank = type.getRank() - 2;
+    ArrayRef<int64_t> batch = type.getShape().take_front(batchRank);
+    int64_t batchSize = 1;
+    for (int64_t extent : batch)
+      batchSize *= extent;
+    int64_t m = type.getDimSize(batchRank), n = type.getDimSize(batchRank + 1);
+    int64_t k = tensorTypeOf(adaptor.getLhs()).getShape().back();
+
+    // Operands broadcast to the full batch shape (and extended to f32 for
+    // f16/bf16), then the batch dimensions collapsed into one.
+    auto prepare = [&](Value operand, int64_t rows, int64_t cols) {
+      SmallVector<int64_t> shape(batch);
+      shape.append({rows, cols});
+      auto fullType = RankedTensorType::get(shape, computeType);
+      if (operand.getType() != fullType)
+        operand =
+            buildElementwise(rewriter, loc, {operand}, fullType,
+                             [](OpBuilder &b, Location nloc, ValueRange args) {
+                               return ScalarBuilder(b, nloc).toCompute(args[0]);
+                             });
+      if (batchRank <= 1)
+        return operand;
+      return reshapeTensor(
+          rewriter, loc, operand,
+          RankedTensorType::get({batchSize, rows, cols}, computeType));
+    };
+    Value lhs = prepare(adaptor.getLhs(), m, k);
+    Value rhs = prepare(adaptor.getRhs(), k, n);
+
+    SmallVector<int64_t> accShape;
+    if (batchRank > 0)
+      accShape.push_back(batchSize);
+    accShape.append({m, n});
+    auto accType = RankedTensorType::get(accShape, computeType);
+    ScalarBuilder s(rewriter, loc);
+    Value init = filledTensor(rewriter, loc, accType, zeroOf(s, computeType));
+    Value result =
+        batchRank == 0
+            ? linalg::MatmulOp::create(rewriter, loc, TypeRange{accType},
+                                       ValueRange{lhs, rhs}, ValueRange{init})
+                  .getResult(0)
+            : linalg::BatchMatmulOp::create(rewriter, loc, TypeRange{accType},
+                                            ValueRange{lhs, rhs},
+                                            ValueRange{init})
+                  .getResult(0);
+    result = reshapeTensor(rewriter, loc, result,
+                           RankedTensorType::get(type.getShape(), computeType));
+    if (computeType != elementType)
+      result = buildElementwise(
+          rewriter, loc, {result}, type,
+          [&](OpBuilder &b, Location nloc, ValueRange args) {
+            return ScalarBuilder(b, nloc).fromCompute(args[0], elementType);
+          });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Shape ops.
+//===----------------------------------------------------------------------===//
+
+class ReshapeLowering : public KilnPattern<ReshapeOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(ReshapeOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    rewriter.replaceOp(
+        op, reshapeTensor(rewriter, op.getLoc(), adaptor.getInput(), type));
+    return success();
+  }
+};
+
+class PermuteLowering : public KilnPattern<PermuteOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(PermuteOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    SmallVector<int64_t> perm;
+    for (int64_t p : op.getPerm())
+      perm.push_back(p < 0 ? p + type.getRank() : p);
+    Value init = emptyTensor(rewriter, op.getLoc(), type);
+    auto transpose = linalg::TransposeOp::create(
+        rewriter, op.getLoc(), adaptor.getInput(), init, perm);
+    rewriter.replaceOp(op, transpose->getResult(0));
+    return success();
+  }
+};
+
+class BroadcastToLowering : public KilnPattern<BroadcastToOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(BroadcastToOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Value result = buildElementwise(
+        rewriter, op.getLoc(), adaptor.getOperands(), type,
+        [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+class SliceLowering : public KilnPattern<SliceOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(SliceOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    if (type.getRank() == 0) {
+      rewriter.replaceOp(op, adaptor.getInput());
+      return success();
+    }
+    MLIRContext *context = rewriter.getContext();
+    rewriter.replaceOpWithNewOp<tensor::ExtractSliceOp>(
+        op, type, adaptor.getInput(),
+        getAsIndexOpFoldResult(context, op.getStarts()),
+        getAsIndexOpFoldResult(context, type.getShape()),
+        getAsIndexOpFoldResult(context, op.getSteps()));
+    return success();
+  }
+};
+
+class ConcatLowering : public KilnPattern<ConcatOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(ConcatOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    ValueRange inputs = adaptor.getInputs();
+    if (inputs.size() == 1) {
+      rewriter.replaceOp(op, inputs.front());
+      return success();
+    }
+    int64_t rank = type.getRank();
+    int64_t axis = (op.getAxis() + rank) % rank;
+    rewriter.replaceOpWithNewOp<tensor::ConcatOp>(op, type, axis, inputs);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Index ops.
+//===----------------------------------------------------------------------===//
+
+/// A result that reads nothing: empty, or zeros when the indexed axis of the
+/// input is empty (every index is then invalid, which the runtime reports
+/// before launch; compiled code must still not read out of bounds).
+static Value indexFallback(OpBuilder &b, Location loc, RankedTensorType type) {
+  if (type.getNumElements() == 0)
+    return emptyTensor(b, loc, type);
+  ScalarBuilder s(b, loc);
+  return filledTensor(b, loc, type, zeroOf(s, type.getElementType()));
+}
+
+class IndexSelectLowering : public KilnPattern<IndexSelectOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(IndexSelectOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Location loc = op.getLoc();
+    Value input = adaptor.getInput(), index = adaptor.getIndex();
+    RankedTensorType inputType = tensorTypeOf(input);
+    int64_t inputRank = inputType.getRank();
+    int64_t indexRank = tensorTypeOf(index).getRank();
+    int64_t axis = (op.getAxis() + inputRank) % inputRank;
+    int64_t extent = inputType.getDimSize(axis);
+    if (type.getNumElements() == 0 || extent == 0) {
+      rewriter.replaceOp(op, indexFallback(rewriter, loc, type));
+      return success();
+    }
+    // Result axes [axis, axis + indexRank) walk the index tensor.
+    SmallVector<AffineExpr> indexExprs;
+    for (int64_t d = 0; d < indexRank; ++d)
+      indexExprs.push_back(rewriter.getAffineDimExpr(axis + d));
+    AffineMap indexMap =
+        AffineMap::get(type.getRank(), 0, indexExprs, rewriter.getContext());
+    SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                               utils::IteratorType::parallel);
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{type}, ValueRange{index},
+        ValueRange{emptyTensor(rewriter, loc, type)},
+        ArrayRef<AffineMap>{indexMap,
+                            rewriter.getMultiDimIdentityMap(type.getRank())},
+        iterators, [&](OpBuilder &b, Location nloc, ValueRange args) {
+          SmallVector<Value> at;
+          for (int64_t d = 0; d < axis; ++d)
+            at.push_back(linalg::IndexOp::create(b, nloc, d));
+          at.push_back(clampIndex(b, nloc, args[0], extent));
+          for (int64_t d = axis + 1; d < inputRank; ++d)
+            at.push_back(linalg::IndexOp::create(b, nloc, d - 1 + indexRank));
+          Value element = tensor::ExtractOp::create(b, nloc, input, at);
+          linalg::YieldOp::create(b, nloc, element);
+        });
+    rewriter.replaceOp(op, generic.getResult(0));
+    return success();
+  }
+};
+
+class GatherLowering : public KilnPattern<GatherOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(GatherOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Location loc = op.getLoc();
+    Value input = adaptor.getInput(), index = adaptor.getIndex();
+    RankedTensorType inputType = tensorTypeOf(input);
+    int64_t rank = inputType.getRank();
+    int64_t axis = (op.getAxis() + rank) % rank;
+    int64_t extent = inputType.getDimSize(axis);
+    if (type.getNumElements() == 0 || extent == 0) {
+      rewriter.replaceOp(op, indexFallback(rewriter, loc, type));
+      return success();
+    }
+    AffineMap identity = rewriter.getMultiDimIdentityMap(rank);
+    SmallVector<utils::IteratorType> iterators(rank,
+                                               utils::IteratorType::parallel);
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{type}, ValueRange{index},
+        ValueRange{emptyTensor(rewriter, loc, type)},
+        ArrayRef<AffineMap>{identity, identity}, iterators,
+        [&](OpBuilder &b, Location nloc, ValueRange args) {
+          SmallVector<Value> at;
+          for (int64_t d = 0; d < rank; ++d)
+            at.push_back(d == axis
+                             ? clampIndex(b, nloc, args[0], extent)
+                             : Value(linalg::IndexOp::create(b, nloc, d)));
+          Value element = tensor::ExtractOp::create(b, nloc, input, at);
+          linalg::YieldOp::create(b, nloc, element);
+        });
+    rewriter.replaceOp(op, generic.getResult(0));
+    return success();
+  }
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Type converter, patterns, target and pass.
+//===----------------------------------------------------------------------===//
+
+KilnTypeConverter::KilnTypeConverter() {
+  addConversion([](Type type) { return type; });
+  addConversion(
+      [](IntegerType type) -> Type { return ScalarBuilder::lowered(type); });
+  addConversion([](RankedTensorType type) -> Type {
+    Type element = ScalarBuilder::lowered(type.getElementType());
+    return element == type.getElementType() ? type : type.clone(element);
+  });
+}
+
+void mlir::kiln::populateKilnToLinalgConversionPatterns(
+    const KilnTypeConverter &typeConverter, RewritePatternSet &patterns) {
+  MLIRContext *context = patterns.getContext();
+  patterns.add<FullLowering, ArithConstantLowering, ArangeLowering,
+               RandomLowering<RandUniformOp, false>,
+               RandomLowering<RandNormalOp, true>>(typeConverter, context);
+  patterns.add<
+      UnaryLowering<NegOp, OpKind::Neg>, UnaryLowering<AbsOp, OpKind::Abs>,
+      UnaryLowering<ExpOp, OpKind::Exp>, UnaryLowering<LogOp, OpKind::Log>,
+      UnaryLowering<SqrtOp, OpKind::Sqrt>,
+      UnaryLowering<RsqrtOp, OpKind::Rsqrt>,
+      UnaryLowering<TanhOp, OpKind::Tanh>,
+      UnaryLowering<SigmoidOp, OpKind::Sigmoid>,
+      UnaryLowering<ReluOp, OpKind::Relu>, UnaryLowering<SinOp, OpKind::Sin>,
+      UnaryLowering<CosOp, OpKind::Cos>, UnaryLowering<FloorOp, OpKind::Floor>,
+      UnaryLowering<CeilOp, OpKind::Ceil>,
+      UnaryLowering<RoundOp, OpKind::Round>,
+      UnaryLowering<SignOp, OpKind::Sign>,
+      UnaryLowering<ReciprocalOp, OpKind::Reciprocal>,
+      UnaryLowering<SquareOp, OpKind::Square>,
+      UnaryLowering<LogicalNotOp, OpKind::LogicalNot>>(typeConverter, context);
+  patterns.add<
+      BinaryLowering<AddOp, OpKind::Add>, BinaryLowering<SubOp, OpKind::Sub>,
+      BinaryLowering<MulOp, OpKind::Mul>, BinaryLowering<DivOp, OpKind::Div>,
+      BinaryLowering<PowOp, OpKind::Pow>,
+      BinaryLowering<MaximumOp, OpKind::Maximum>,
+      BinaryLowering<MinimumOp, OpKind::Minimum>,
+      BinaryLowering<LogicalAndOp, OpKind::LogicalAnd>,
+      BinaryLowering<LogicalOrOp, OpKind::LogicalOr>>(typeConverter, context);
+  patterns
+      .add<CompareLowering<EqOp, OpKind::Eq>, CompareLowering<NeOp, OpKind::Ne>,
+           CompareLowering<LtOp, OpKind::Lt>, CompareLowering<LeOp, OpKind::Le>,
+           CompareLowering<GtOp, OpKind::Gt>, CompareLowering<GeOp, OpKind::Ge>,
+           WhereLowering, CastLowering>(typeConverter, context);
+  patterns.add<ReduceLowering<ReduceSumOp, OpKind::ReduceSum>,
+               ReduceLowering<ReduceProdOp, OpKind::ReduceProd>,
+               ReduceLowering<ReduceMaxOp, OpKind::ReduceMax>,
+               ReduceLowering<ReduceMinOp, OpKind::ReduceMin>,
+               ArgReduceLowering<ArgMaxOp, true>,
+               ArgReduceLowering<ArgMinOp, false>, MatmulLowering>(
+      typeConverter, context);
+  patterns
+      .add<ReshapeLowering, PermuteLowering, BroadcastToLowering, SliceLowering,
+           ConcatLowering, IndexSelectLowering, GatherLowering>(typeConverter,
+                                                                context);
+}
+
+void mlir::kiln::configureKilnToLinalgTarget(
+    ConversionTarget &target, const KilnTypeConverter &typeConverter) {
+  target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
+                         math::MathDialect, tensor::TensorDialect>();
+  target.addIllegalDialect<KilnDialect>();
+  target.addDynamicallyLegalOp<arith::ConstantOp>(
+      [&typeConverter](arith::ConstantOp op) {
+        return typeConverter.isLegal(op.getType());
+      });
+  target.addDynamicallyLegalOp<func::FuncOp>([&typeConverter](func::FuncOp op) {
+    return typeConverter.isSignatureLegal(op.getFunctionType()) &&
+           typeConverter.isLegal(&op.getBody());
+  });
+  target.addDynamicallyLegalOp<func::ReturnOp, func::CallOp>(
+      [&typeConverter](Operation *op) { return typeConverter.isLegal(op); });
+}
+
+namespace mlir::kiln {
+namespace {
+
+struct KilnConvertToLinalgPass
+    : impl::KilnConvertToLinalgBase<KilnConvertToLinalgPass> {
+  void runOnOperation() override {
+    MLIRContext *context = &getContext();
+    KilnTypeConverter typeConverter;
+    ConversionTarget target(*context);
+    configureKilnToLinalgTarget(target, typeConverter);
+    RewritePatternSet patterns(context);
+    populateKilnToLinalgConversionPatterns(typeConverter, patterns);
+    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(
+        patterns, typeConverter);
+    populateReturnOpTypeConversionPattern(patterns, typeConverter);
+    populateCallOpTypeConversionPattern(patterns, typeConverter);
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace mlir::kiln

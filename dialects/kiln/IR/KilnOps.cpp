@@ -1,0 +1,262 @@
+//===- KilnOps.cpp - kiln op verifiers ------------------------------------===//
+//
+// Verifiers: the shape rules come from runtime/core/ShapeRules.h, the same
+// functions the recorder and the interpreter call. Element types are checked
+// by the ODS constraints. Folders live in KilnFolds.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/kiln/IR/KilnOps.h"
+
+#include "dialects/kiln/IR/KilnTypes.h"
+#include "runtime/core/ShapeRules.h"
+
+#include <vector>
+
+using namespace mlir;
+using namespace mlir::kiln;
+namespace core = ::kiln::core;
+using ::kiln::Shape;
+
+#define GET_OP_CLASSES
+#include "dialects/kiln/IR/KilnOps.cpp.inc"
+
+static Shape shapeOf(Value v) {
+  return getShape(cast<ShapedType>(v.getType()));
+}
+
+/// Turns a core rule's message (empty on success) into a diagnostic.
+static LogicalResult checkRule(Operation *op, const std::string &error) {
+  if (error.empty())
+    return success();
+  return op->emitOpError() << error;
+}
+
+static LogicalResult checkResultShape(Operation *op, const Shape &expected) {
+  Shape actual = shapeOf(op->getResult(0));
+  if (actual == expected)
+    return success();
+  return op->emitOpError() << "result shape " << actual.str()
+                           << " does not match the expected shape "
+                           << expected.str();
+}
+
+/// Operands broadcast (NumPy) to the result's shape.
+static LogicalResult verifyBroadcast(Operation *op, ValueRange operands) {
+  Shape shape = shapeOf(operands.front());
+  for (Value operand : operands.drop_front()) {
+    Shape next;
+    if (failed(checkRule(
+            op, core::broadcastShapes(shape, shapeOf(operand), &next))))
+      return failure();
+    shape = next;
+  }
+  return checkResultShape(op, shape);
+}
+
+/// Normalizes an axis attribute with the core rule.
+static FailureOr<int> normalizeAxis(Operation *op, int64_t axis, int rank) {
+  int normalized = 0;
+  if (failed(checkRule(op, core::normalizeAxis(axis, rank, &normalized))))
+    return failure();
+  return normalized;
+}
+
+//===----------------------------------------------------------------------===//
+// Leaves.
+//===----------------------------------------------------------------------===//
+
+LogicalResult FullOp::verify() {
+  Type elementType = getType().getElementType();
+  if (isa<FloatType>(elementType)) {
+    auto value = dyn_cast<FloatAttr>(getValue());
+    if (!value || (!value.getType().isF64() && value.getType() != elementType))
+      return emitOpError("value of a float result must be a float attribute "
+                         "of type f64 or of the result's element type, got ")
+             << getValue();
+    return success();
+  }
+  if (!isa<IntegerAttr>(getValue()))
+    return emitOpError("value of an integer or bool result must be an integer "
+                       "attribute, got ")
+           << getValue();
+  return success();
+}
+
+LogicalResult ArangeOp::verify() {
+  if (getType().getRank() != 1)
+    return emitOpError("result must be 1-D, got rank ") << getType().getRank();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops with broadcasting.
+//===----------------------------------------------------------------------===//
+
+#define KILN_BROADCAST_VERIFIER(Op)                                            \
+  LogicalResult Op::verify() {                                                 \
+    return verifyBroadcast(*this, getOperation()->getOperands());              \
+  }
+KILN_BROADCAST_VERIFIER(AddOp)
+KILN_BROADCAST_VERIFIER(SubOp)
+KILN_BROADCAST_VERIFIER(MulOp)
+KILN_BROADCAST_VERIFIER(DivOp)
+KILN_BROADCAST_VERIFIER(PowOp)
+KILN_BROADCAST_VERIFIER(MaximumOp)
+KILN_BROADCAST_VERIFIER(MinimumOp)
+KILN_BROADCAST_VERIFIER(LogicalAndOp)
+KILN_BROADCAST_VERIFIER(LogicalOrOp)
+KILN_BROADCAST_VERIFIER(EqOp)
+KILN_BROADCAST_VERIFIER(NeOp)
+KILN_BROADCAST_VERIFIER(LtOp)
+KILN_BROADCAST_VERIFIER(LeOp)
+KILN_BROADCAST_VERIFIER(GtOp)
+KILN_BROADCAST_VERIFIER(GeOp)
+KILN_BROADCAST_VERIFIER(WhereOp)
+#undef KILN_BROADCAST_VERIFIER
+
+//===----------------------------------------------------------------------===//
+// Reductions.
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy> static LogicalResult verifyReduce(OpTy op) {
+  ArrayRef<int64_t> axes = op.getAxes();
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0)
+      return op.emitOpError("axes must be normalized (non-negative), got ")
+             << axes[i];
+    if (i > 0 && axes[i] <= axes[i - 1])
+      return op.emitOpError("axes must be sorted and distinct");
+  }
+  Shape in = shapeOf(op.getInput());
+  // Larger axes than the rank are reported by the core rule; keep them
+  // within int for it.
+  std::vector<int> intAxes;
+  for (int64_t axis : axes)
+    intAxes.push_back(static_cast<int>(std::min<int64_t>(axis, 1 << 20)));
+  Shape out;
+  core::AxisMask mask = 0;
+  if (failed(checkRule(
+          op, core::reduceShape(in, intAxes, op.getKeepdim(), &out, &mask))))
+    return failure();
+  return checkResultShape(op, out);
+}
+
+LogicalResult ReduceSumOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceProdOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMinOp::verify() { return verifyReduce(*this); }
+
+template <typename OpTy> static LogicalResult verifyArgReduce(OpTy op) {
+  Shape in = shapeOf(op.getInput());
+  int64_t axis = op.getAxis();
+  // Rank 0: axis 0 or -1 means the value (as in core::reduceShape).
+  int normalized = 0;
+  if (!(in.rank() == 0 && (axis == 0 || axis == -1))) {
+    FailureOr<int> n = normalizeAxis(op, axis, in.rank());
+    if (failed(n))
+      return failure();
+    normalized = *n;
+  }
+  int axes[] = {normalized};
+  Shape out;
+  core::AxisMask mask = 0;
+  if (failed(checkRule(
+          op, core::reduceShape(in, axes, op.getKeepdim(), &out, &mask))))
+    return failure();
+  return checkResultShape(op, out);
+}
+
+LogicalResult ArgMaxOp::verify() { return verifyArgReduce(*this); }
+LogicalResult ArgMinOp::verify() { return verifyArgReduce(*this); }
+
+//===----------------------------------------------------------------------===//
+// Matmul and shape ops.
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::verify() {
+  Shape out;
+  if (failed(checkRule(*this, core::matmulShape(shapeOf(getLhs()),
+                                                shapeOf(getRhs()), &out))))
+    return failure();
+  return checkResultShape(*this, out);
+}
+
+LogicalResult ReshapeOp::verify() {
+  Shape out;
+  return checkRule(*this, core::reshapeShape(shapeOf(getInput()),
+                                             shapeOf(getResult()), &out));
+}
+
+LogicalResult PermuteOp::verify() {
+  ArrayRef<int64_t> perm = getPerm();
+  Shape out;
+  if (failed(checkRule(*this, core::permuteShape(shapeOf(getInput()),
+                                                 std::span<const int64_t>(
+                                                     perm.data(), perm.size()),
+                                                 &out))))
+    return failure();
+  return checkResultShape(*this, out);
+}
+
+LogicalResult BroadcastToOp::verify() {
+  return checkRule(
+      *this, core::checkBroadcastTo(shapeOf(getInput()), shapeOf(getResult())));
+}
+
+LogicalResult SliceOp::verify() {
+  ArrayRef<int64_t> starts = getStarts(), steps = getSteps();
+  return checkRule(
+      *this,
+      core::checkSlice(shapeOf(getInput()),
+                       std::span<const int64_t>(starts.data(), starts.size()),
+                       std::span<const int64_t>(steps.data(), steps.size()),
+                       shapeOf(getResult())));
+}
+
+LogicalResult ConcatOp::verify() {
+  // SameOperandsAndResultElementType already requires one input or more.
+  std::vector<Shape> shapes;
+  for (Value input : getInputs())
+    shapes.push_back(shapeOf(input));
+  std::vector<const Shape *> pointers;
+  for (const Shape &shape : shapes)
+    pointers.push_back(&shape);
+  if (shapes.front().rank() == 0)
+    return checkRule(*this, core::concatShape(pointers, 0, nullptr));
+  FailureOr<int> axis = normalizeAxis(*this, getAxis(), shapes.front().rank());
+  if (failed(axis))
+    return failure();
+  Shape out;
+  if (failed(checkRule(*this, core::concatShape(pointers, *axis, &out))))
+    return failure();
+  return checkResultShape(*this, out);
+}
+
+//===----------------------------------------------------------------------===//
+// Index ops.
+//===----------------------------------------------------------------------===//
+
+LogicalResult IndexSelectOp::verify() {
+  Shape in = shapeOf(getInput());
+  FailureOr<int> axis = normalizeAxis(*this, getAxis(), in.rank());
+  if (failed(axis))
+    return failure();
+  Shape out;
+  if (failed(checkRule(
+          *this, core::indexSelectShape(in, *axis, shapeOf(getIndex()), &out))))
+    return failure();
+  return checkResultShape(*this, out);
+}
+
+LogicalResult GatherOp::verify() {
+  Shape in = shapeOf(getInput());
+  FailureOr<int> axis = normalizeAxis(*this, getAxis(), in.rank());
+  if (failed(axis))
+    return failure();
+  Shape out;
+  if (failed(checkRule(
+          *this, core::gatherShape(in, *axis, shapeOf(getIndex()), &out))))
+    return failure();
+  return checkResultShape(*this, out);
+}

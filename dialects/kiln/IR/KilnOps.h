@@ -1,0 +1,22 @@
+//===- KilnOps.h - kiln dialect ops -----------------------------*- C++ -*-===//
+//
+// Op classes generated from KilnOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_IR_KILNOPS_H
+#define KILN_IR_KILNOPS_H
+
+#include "dialects/kiln/IR/KilnDialect.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "dialects/kiln/IR/KilnOps.h.inc"
+
+#endif // KILN_IR_KILNOPS_H

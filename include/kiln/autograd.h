@@ -1,0 +1,68 @@
+// Reverse-mode automatic differentiation over Kiln's recorded ops.
+//
+// Mark the leaves you want gradients for with `requires_grad()`. Every op
+// whose inputs include such a tensor (directly or through earlier ops)
+// remembers how it was computed: its primitive, its attributes and its input
+// tensors. `grad(loss, wrt)` and `loss.backward()` then walk that graph from
+// the loss back to the leaves and record the backward ops through the public
+// ops, like any other op: forward, backward and the optimizer update of one
+// training step land in one trace, which tiers up and fuses as a whole.
+//
+// The graph is independent of traces: reading a value (`loss.item()`) in the
+// middle of a step flushes the trace, and the gradient is still available.
+//
+// Rules and conventions:
+// - Only floating tensors carry gradients. requires_grad() on an integer or
+//   bool tensor throws. Comparisons, logical ops, argmax/argmin, casts to
+//   integer types, and the index inputs of gather/index_select are not
+//   differentiable: no gradient flows through them.
+// - floor, ceil, round and sign have zero gradient everywhere.
+// - max/min reductions and maximum/minimum split the gradient evenly between
+//   tied extremes (as PyTorch's amax/amin and maximum/minimum do).
+// - relu has gradient 0 at 0; abs has gradient sign(x) (0 at 0).
+// - pow(a, b): d/db is taken as 0 where a == 0; d/da as 0 where b == 0.
+// - prod: d/dx_i = prod / x_i, which is not finite where some x_i == 0.
+// - The gradient of a loss with respect to a tensor it does not depend on
+//   (including tensors that never required grad) is zeros of that tensor's
+//   shape and dtype.
+// - Gradients are first order: the backward ops do not build a graph of
+//   their own (no double backward).
+// - The graph and the .grad() slots are not synchronized: run one backward
+//   pass over a given graph at a time (different threads may differentiate
+//   different graphs).
+// - By default a backward pass frees the graph it walked (so the trace need
+//   not keep forward intermediates alive for it); pass retain_graph = true to
+//   walk the same graph again.
+#pragma once
+
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+/// Gradients of `loss` with respect to each tensor of `wrt` (leaves or
+/// intermediate results), in order, each with the shape and dtype of its
+/// tensor. `loss` must hold one element unless `grad_output` (the gradient
+/// of some scalar with respect to `loss`, of loss's shape) is given.
+/// Leaves' .grad() slots are not touched.
+std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, const Tensor& grad_output = {},
+                         bool retain_graph = false);
+
+/// While an instance lives, ops on this thread record no autograd graph
+/// (evaluation, optimizer updates). Nests.
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Is the autograd graph being recorded on this thread (no NoGradGuard live)?
+bool grad_mode_enabled();
+
+}  // namespace kiln

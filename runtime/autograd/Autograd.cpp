@@ -1,0 +1,231 @@
+// The autograd graph (GradInfo attached by the recording hook), the backward
+// pass, grad mode, and the autograd members of kiln::Tensor.
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "kiln/autograd.h"
+#include "kiln/error.h"
+#include "kiln/ops.h"
+#include "runtime/autograd/GradInfo.h"
+
+namespace kiln {
+
+namespace autograd {
+
+namespace {
+
+thread_local bool tGradMode = true;
+
+[[noreturn]] void fail(const char* what, const std::string& msg) { throw Error(std::string(what) + ": " + msg); }
+
+detail::TensorImpl* checkedImpl(const Tensor& t, const char* what) {
+  if (!t.defined()) fail(what, "the tensor is undefined (default-constructed); pass the result of an op");
+  return t.impl();
+}
+
+/// The tensors reachable from `root` through autograd nodes, each after
+/// every tensor it was computed from (so reverse order visits a tensor
+/// before its inputs). Iterative, so deep graphs do not overflow the stack.
+std::vector<Tensor> topologicalOrder(const Tensor& root) {
+  std::vector<Tensor> order;
+  std::unordered_set<detail::TensorImpl*> seen;
+  struct Frame {
+    Tensor t;
+    size_t next;
+  };
+  std::vector<Frame> stack;
+  seen.insert(root.impl());
+  stack.push_back({root, 0});
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    const GradInfo& info = *f.t.impl()->autograd;
+    if (!info.leaf && f.next < info.inputs.size()) {
+      const Tensor& in = info.inputs[f.next++];
+      if (in.impl()->autograd && seen.insert(in.impl()).second) stack.push_back({in, 0});
+      continue;
+    }
+    order.push_back(std::move(f.t));
+    stack.pop_back();
+  }
+  return order;
+}
+
+/// Runs the backward pass from `root` seeded with `seed`; returns the
+/// gradient of every tensor reached (undefined where none flowed) and the
+/// visiting order.
+struct BackwardResult {
+  std::vector<Tensor> order;
+  std::unordered_map<detail::TensorImpl*, Tensor> grads;
+};
+
+BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& gradOutput, bool retainGraph) {
+  checkedImpl(root, what);
+  if (!is_floating(root.dtype()))
+    fail(what, "the loss has dtype " + std::string(dtype_name(root.dtype())) + "; gradients need a floating loss");
+  Tensor seed;
+  if (gradOutput.defined()) {
+    if (gradOutput.shape() != root.shape())
+      fail(what, "grad_output has shape " + gradOutput.shape().str() + " but the loss has shape " +
+                     root.shape().str());
+    seed = cast(gradOutput, root.dtype());
+  } else {
+    if (root.numel() != 1)
+      fail(what, "the loss has shape " + root.shape().str() +
+                     "; implicit gradients need a one-element loss (reduce it with sum/mean, or pass grad_output)");
+    seed = ones(root.shape(), root.dtype(), root.device());
+  }
+  BackwardResult r;
+  if (!root.impl()->autograd) return r;  // the loss depends on nothing that requires grad
+  NoGradGuard noGrad;
+  r.order = topologicalOrder(root);
+  r.grads[root.impl()] = seed;
+  std::vector<bool> needs;
+  for (auto it = r.order.rbegin(); it != r.order.rend(); ++it) {
+    const Tensor& t = *it;
+    GradInfo& info = *t.impl()->autograd;
+    if (info.leaf) continue;
+    auto found = r.grads.find(t.impl());
+    if (found == r.grads.end() || !found->second.defined()) continue;
+    if (info.freed)
+      fail(what, "the graph behind this tensor was already freed by an earlier backward pass; pass "
+                 "retain_graph = true to the first one to walk it twice");
+    Tensor g = found->second;
+    needs.assign(info.inputs.size(), false);
+    for (size_t i = 0; i < info.inputs.size(); ++i)
+      needs[i] = info.inputs[i].impl()->autograd != nullptr && is_floating(info.inputs[i].dtype());
+    std::vector<Tensor> contributions = vjp(info, t, g, needs);
+    for (size_t i = 0; i < info.inputs.size(); ++i) {
+      if (!needs[i] || i >= contributions.size() || !contributions[i].defined()) continue;
+      const Tensor& in = info.inputs[i];
+      Tensor c = contributions[i];
+      if (c.shape() != in.shape())
+        throw Error(std::string(what) + ": internal error: the gradient rule of " +
+                    std::string(core::opName(info.op)) + " gave shape " + c.shape().str() + " for an input of shape " +
+                    in.shape().str());
+      c = cast(c, in.dtype());
+      Tensor& slot = r.grads[in.impl()];
+      slot = slot.defined() ? add(slot, c) : c;
+    }
+  }
+  if (!retainGraph) {
+    for (const Tensor& t : r.order) {
+      GradInfo& info = *t.impl()->autograd;
+      if (info.leaf) continue;
+      info.inputs.clear();
+      info.inputs.shrink_to_fit();
+      info.freed = true;
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+bool gradModeEnabled() { return tGradMode; }
+
+void attach(const Tensor& out, const trace::NodeSpec& spec, std::span<const Tensor* const> inputs) {
+  if (!tGradMode || !is_floating(spec.dtype)) return;
+  auto info = std::make_shared<GradInfo>();
+  info->op = spec.op;
+  info->attrs.assign(spec.attrs.begin(), spec.attrs.end());
+  info->f0 = spec.f0;
+  info->f1 = spec.f1;
+  info->i0 = spec.i0;
+  info->keepdim = spec.keepdim;
+  info->inputs.reserve(inputs.size());
+  for (const Tensor* t : inputs) info->inputs.push_back(*t);
+  out.impl()->autograd = std::move(info);
+}
+
+}  // namespace autograd
+
+// ---- public API --------------------------------------------------------------
+
+NoGradGuard::NoGradGuard() : previous_(autograd::tGradMode) { autograd::tGradMode = false; }
+NoGradGuard::~NoGradGuard() { autograd::tGradMode = previous_; }
+bool grad_mode_enabled() { return autograd::tGradMode; }
+
+std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, const Tensor& grad_output,
+                         bool retain_graph) {
+  for (const Tensor& w : wrt) autograd::checkedImpl(w, "grad");
+  autograd::BackwardResult r = autograd::runBackward("grad", loss, grad_output, retain_graph);
+  std::vector<Tensor> out;
+  out.reserve(wrt.size());
+  NoGradGuard noGrad;
+  for (const Tensor& w : wrt) {
+    auto it = r.grads.find(w.impl());
+    out.push_back(it != r.grads.end() && it->second.defined() ? it->second : zeros_like(w));
+  }
+  return out;
+}
+
+Tensor& Tensor::requires_grad(bool on) {
+  detail::TensorImpl* i = autograd::checkedImpl(*this, "Tensor::requires_grad");
+  if (!on) {
+    i->autograd.reset();
+    return *this;
+  }
+  if (!is_floating(i->dtype))
+    autograd::fail("Tensor::requires_grad", "only floating tensors can require gradients, this one is " +
+                                                std::string(dtype_name(i->dtype)) + "; cast it first");
+  if (!i->autograd) {
+    i->autograd = std::make_shared<autograd::GradInfo>();
+    i->autograd->leaf = true;
+  }
+  return *this;
+}
+
+bool Tensor::requires_grad_enabled() const {
+  return autograd::checkedImpl(*this, "Tensor::requires_grad_enabled")->autograd != nullptr;
+}
+
+Tensor Tensor::grad() const {
+  detail::TensorImpl* i = autograd::checkedImpl(*this, "Tensor::grad");
+  if (!i->autograd || !i->autograd->leaf) return {};
+  return i->autograd->grad;
+}
+
+void Tensor::set_grad(const Tensor& g) {
+  detail::TensorImpl* i = autograd::checkedImpl(*this, "Tensor::set_grad");
+  if (g.defined() && g.shape() != i->shape)
+    autograd::fail("Tensor::set_grad", "gradient shape " + g.shape().str() + " does not match the tensor's " +
+                                           i->shape.str());
+  if (!i->autograd || !i->autograd->leaf) {
+    if (!g.defined()) return;
+    autograd::fail("Tensor::set_grad", "the tensor is not a leaf that requires grad; call requires_grad() first");
+  }
+  i->autograd->grad = g;
+}
+
+void Tensor::backward() const { backward(Tensor(), false); }
+
+void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
+  autograd::BackwardResult r = autograd::runBackward("Tensor::backward", *this, grad_output, retain_graph);
+  NoGradGuard noGrad;
+  for (const Tensor& t : r.order) {
+    autograd::GradInfo& info = *t.impl()->autograd;
+    if (!info.leaf) continue;
+    auto it = r.grads.find(t.impl());
+    Tensor g = it != r.grads.end() && it->second.defined() ? it->second : zeros_like(t);
+    info.grad = info.grad.defined() ? add(info.grad, g) : g;
+  }
+}
+
+Tensor Tensor::detach() const {
+  detail::TensorImpl* i = autograd::checkedImpl(*this, "Tensor::detach");
+  if (!i->autograd) return *this;
+  if (is_materialized()) {
+    detail::TensorImpl* d = detail::TensorImpl::create(i->dtype, i->shape, i->device);
+    d->view = i->view;
+    d->error = i->error;
+    return Tensor(d);
+  }
+  // A reshape to the same shape is a view of the pending value; recorded
+  // without the autograd hook.
+  trace::NodeSpec spec{core::OpKind::Reshape, i->dtype, i->shape};
+  const Tensor* ins[] = {this};
+  return trace::Recorder::current().record(spec, ins);
+}
+
+}  // namespace kiln

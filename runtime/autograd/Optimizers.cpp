@@ -1,0 +1,105 @@
+// SGD, Adam and AdamW as recorded functional updates (see kiln/optim.h).
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "kiln/autograd.h"
+#include "kiln/error.h"
+#include "kiln/ops.h"
+#include "kiln/optim.h"
+
+namespace kiln::optim {
+
+Optimizer::Optimizer(std::vector<Tensor*> params) : params_(std::move(params)) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor* p = params_[i];
+    if (!p || !p->defined())
+      throw Error("optimizer: parameter " + std::to_string(i) + " is null or undefined; pass initialized tensors");
+    if (!is_floating(p->dtype()))
+      throw Error("optimizer: parameter " + std::to_string(i) + " has dtype " + std::string(dtype_name(p->dtype())) +
+                  "; only floating tensors can be optimized");
+    if (!p->requires_grad_enabled()) p->requires_grad();
+  }
+}
+
+Optimizer::~Optimizer() = default;
+
+void Optimizer::step() {
+  std::vector<Tensor> grads;
+  grads.reserve(params_.size());
+  for (Tensor* p : params_) grads.push_back(p->grad());
+  step(grads);
+}
+
+void Optimizer::step(const std::vector<Tensor>& grads) {
+  if (grads.size() != params_.size())
+    throw Error("optimizer step: " + std::to_string(grads.size()) + " gradients for " +
+                std::to_string(params_.size()) + " parameters");
+  NoGradGuard noGrad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    Tensor& p = *params_[i];
+    if (grads[i].shape() != p.shape())
+      throw Error("optimizer step: gradient " + std::to_string(i) + " has shape " + grads[i].shape().str() +
+                  " but its parameter has shape " + p.shape().str());
+    Tensor next = cast(update(i, p, cast(grads[i], p.dtype())), p.dtype());
+    next.requires_grad();
+    p = next;
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (Tensor* p : params_) p->set_grad({});
+}
+
+SGD::SGD(std::vector<Tensor*> params, SGDOptions options)
+    : Optimizer(std::move(params)), options_(options), momentum_(this->params().size()) {}
+
+Tensor SGD::update(size_t i, const Tensor& p, const Tensor& grad) {
+  const SGDOptions& o = options_;
+  Tensor g = grad;
+  if (o.weight_decay != 0) g = add(g, mul(p, o.weight_decay));
+  if (o.momentum != 0) {
+    Tensor& buf = momentum_[i];
+    buf = buf.defined() ? add(mul(buf, o.momentum), o.dampening == 0 ? g : mul(g, 1 - o.dampening)) : g;
+    g = o.nesterov ? add(g, mul(buf, o.momentum)) : buf;
+  }
+  return sub(p, mul(g, o.lr));
+}
+
+Adam::Adam(std::vector<Tensor*> params, AdamOptions options) : Adam(std::move(params), options, false) {}
+
+Adam::Adam(std::vector<Tensor*> params, AdamOptions options, bool decoupled)
+    : Optimizer(std::move(params)), options_(options), decoupled_(decoupled) {
+  const size_t n = this->params().size();
+  m_.resize(n);
+  v_.resize(n);
+  beta1Power_.resize(n);
+  beta2Power_.resize(n);
+}
+
+Tensor Adam::update(size_t i, const Tensor& param, const Tensor& grad) {
+  const AdamOptions& o = options_;
+  Tensor p = param, g = grad;
+  if (o.weight_decay != 0) {
+    if (decoupled_) p = mul(p, 1 - o.lr * o.weight_decay);
+    else g = add(g, mul(p, o.weight_decay));
+  }
+  if (!m_[i].defined()) {
+    // Bias-correction powers b^t are tensors (f64, rank 0), so the step's
+    // constants do not change with t.
+    m_[i] = zeros(p.shape(), p.dtype(), p.device());
+    v_[i] = zeros(p.shape(), p.dtype(), p.device());
+    beta1Power_[i] = ones({}, DType::f64, p.device());
+    beta2Power_[i] = ones({}, DType::f64, p.device());
+  }
+  m_[i] = add(mul(m_[i], o.beta1), mul(g, 1 - o.beta1));
+  v_[i] = add(mul(v_[i], o.beta2), mul(square(g), 1 - o.beta2));
+  beta1Power_[i] = mul(beta1Power_[i], o.beta1);
+  beta2Power_[i] = mul(beta2Power_[i], o.beta2);
+  Tensor mHat = div(m_[i], sub(1.0, beta1Power_[i]));
+  Tensor vHat = div(v_[i], sub(1.0, beta2Power_[i]));
+  return sub(p, mul(div(mHat, add(sqrt(vHat), o.eps)), o.lr));
+}
+
+}  // namespace kiln::optim

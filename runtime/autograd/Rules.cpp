@@ -1,0 +1,255 @@
+// Vector-Jacobian products of the recorded primitives (runtime/core/
+// OpKinds.def), written with the public ops so that backward ops are
+// recorded like any others. Conventions are documented in kiln/autograd.h.
+#include <string>
+
+#include "kiln/error.h"
+#include "kiln/ops.h"
+#include "runtime/autograd/GradInfo.h"
+#include "runtime/core/ShapeRules.h"
+
+namespace kiln::autograd {
+
+using core::OpKind;
+
+Tensor sumToShape(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const int lead = g.rank() - shape.rank();
+  std::vector<int> axes;
+  for (int d = 0; d < lead; ++d) axes.push_back(d);
+  for (int d = 0; d < shape.rank(); ++d)
+    if (shape[d] == 1 && g.shape()[lead + d] != 1) axes.push_back(lead + d);
+  Tensor s = axes.empty() ? g : sum(g, axes, true);
+  return reshape(s, shape);
+}
+
+namespace {
+
+Shape withExtent(const Shape& s, int axis, int64_t extent) {
+  Shape r = s;
+  r[axis] = extent;
+  return r;
+}
+
+/// Places g (extent e along `axis`) at positions start, start+step, ... of
+/// a zero tensor with extent n along `axis`; the other axes keep g's extents.
+/// Built from concat and reshape, so no scatter primitive is needed.
+Tensor scatterStrided(const Tensor& g, int axis, int64_t start, int64_t step, int64_t n) {
+  const int64_t e = g.shape()[axis];
+  if (e == 0 || n == 0) return zeros(withExtent(g.shape(), axis, n), g.dtype(), g.device());
+  Tensor spread = g;
+  int64_t len = e;
+  if (step > 1) {
+    // [.., e, ..] -> [.., e, 1, ..] ++ zeros [.., e, step-1, ..] -> [.., e*step, ..]
+    Tensor col = unsqueeze(g, axis + 1);
+    Shape zs = col.shape();
+    zs[axis + 1] = step - 1;
+    spread = concat({col, zeros(zs, g.dtype(), g.device())}, axis + 1);
+    len = e * step;
+    spread = reshape(spread, withExtent(g.shape(), axis, len));
+  }
+  if (start + len > n) {  // only trailing zeros lie past the end
+    len = n - start;
+    spread = slice(spread, axis, 0, len);
+  }
+  std::vector<Tensor> parts;
+  if (start > 0) parts.push_back(zeros(withExtent(g.shape(), axis, start), g.dtype(), g.device()));
+  parts.push_back(spread);
+  if (start + len < n) parts.push_back(zeros(withExtent(g.shape(), axis, n - start - len), g.dtype(), g.device()));
+  return parts.size() == 1 ? parts[0] : concat(parts, axis);
+}
+
+/// The reduced axes of a reduce node, as a mask.
+core::AxisMask reduceMask(const GradInfo& n) {
+  core::AxisMask mask = 0;
+  for (int64_t a : n.attrs) mask |= 1u << a;
+  return mask;
+}
+
+/// g (the reduction's result gradient) with the reduced axes kept as 1.
+Tensor keepdims(const Tensor& g, const Tensor& x, const GradInfo& n) {
+  if (n.keepdim) return g;
+  return reshape(g, core::reducedShape(x.shape(), reduceMask(n), true));
+}
+
+std::vector<int> maskAxes(core::AxisMask mask, int rank) {
+  std::vector<int> axes;
+  for (int d = 0; d < rank; ++d)
+    if (mask & (1u << d)) axes.push_back(d);
+  return axes;
+}
+
+/// 1 where pick is true, 0.5 where a tie, 0 elsewhere (in dtype t).
+Tensor extremeShare(const Tensor& wins, const Tensor& ties, DType t) {
+  return add(cast(wins, t), mul(cast(ties, t), 0.5));
+}
+
+}  // namespace
+
+std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, const std::vector<bool>& needs) {
+  const std::vector<Tensor>& in = n.inputs;
+  std::vector<Tensor> r(in.size());
+  const DType t = g.dtype();
+  auto need = [&](size_t i) { return i < needs.size() && needs[i]; };
+  switch (n.op) {
+    // ---- unary -------------------------------------------------------------
+    case OpKind::Neg: r[0] = neg(g); break;
+    case OpKind::Abs: r[0] = mul(g, sign(in[0])); break;
+    case OpKind::Exp: r[0] = mul(g, out); break;
+    case OpKind::Log: r[0] = div(g, in[0]); break;
+    case OpKind::Sqrt: r[0] = div(g, mul(out, 2.0)); break;
+    case OpKind::Rsqrt: r[0] = mul(mul(g, -0.5), mul(out, square(out))); break;
+    case OpKind::Tanh: r[0] = mul(g, sub(1.0, square(out))); break;
+    case OpKind::Sigmoid: r[0] = mul(g, mul(out, sub(1.0, out))); break;
+    case OpKind::Relu: r[0] = where(gt(in[0], 0.0), g, 0.0); break;
+    case OpKind::Sin: r[0] = mul(g, cos(in[0])); break;
+    case OpKind::Cos: r[0] = neg(mul(g, sin(in[0]))); break;
+    case OpKind::Reciprocal: r[0] = neg(mul(g, square(out))); break;
+    case OpKind::Square: r[0] = mul(g, mul(in[0], 2.0)); break;
+    case OpKind::Floor:
+    case OpKind::Ceil:
+    case OpKind::Round:
+    case OpKind::Sign: break;  // piecewise constant: zero gradient
+
+    // ---- binary (broadcasting: sum back to each input's shape) ------------------
+    case OpKind::Add:
+      if (need(0)) r[0] = sumToShape(g, in[0].shape());
+      if (need(1)) r[1] = sumToShape(g, in[1].shape());
+      break;
+    case OpKind::Sub:
+      if (need(0)) r[0] = sumToShape(g, in[0].shape());
+      if (need(1)) r[1] = sumToShape(neg(g), in[1].shape());
+      break;
+    case OpKind::Mul:
+      if (need(0)) r[0] = sumToShape(mul(g, in[1]), in[0].shape());
+      if (need(1)) r[1] = sumToShape(mul(g, in[0]), in[1].shape());
+      break;
+    case OpKind::Div:
+      if (need(0)) r[0] = sumToShape(div(g, in[1]), in[0].shape());
+      if (need(1)) r[1] = sumToShape(neg(div(mul(g, out), in[1])), in[1].shape());
+      break;
+    case OpKind::Pow:
+      if (need(0)) {
+        Tensor d = mul(g, mul(in[1], pow(in[0], sub(in[1], 1.0))));
+        r[0] = sumToShape(where(eq(in[1], 0.0), 0.0, d), in[0].shape());
+      }
+      if (need(1)) {
+        Tensor d = mul(g, mul(out, log(in[0])));
+        r[1] = sumToShape(where(eq(in[0], 0.0), 0.0, d), in[1].shape());
+      }
+      break;
+    case OpKind::Maximum:
+    case OpKind::Minimum: {
+      const bool isMax = n.op == OpKind::Maximum;
+      Tensor ties = eq(in[0], in[1]);
+      if (need(0))
+        r[0] = sumToShape(mul(g, extremeShare(isMax ? gt(in[0], in[1]) : lt(in[0], in[1]), ties, t)), in[0].shape());
+      if (need(1))
+        r[1] = sumToShape(mul(g, extremeShare(isMax ? gt(in[1], in[0]) : lt(in[1], in[0]), ties, t)), in[1].shape());
+      break;
+    }
+
+    // ---- select and cast --------------------------------------------------------
+    case OpKind::Where:
+      if (need(1)) r[1] = sumToShape(where(in[0], g, 0.0), in[1].shape());
+      if (need(2)) r[2] = sumToShape(where(in[0], 0.0, g), in[2].shape());
+      break;
+    case OpKind::Cast:
+      if (is_floating(in[0].dtype())) r[0] = cast(g, in[0].dtype());
+      break;
+
+    // ---- reductions -------------------------------------------------------------
+    case OpKind::ReduceSum: r[0] = broadcast_to(keepdims(g, in[0], n), in[0].shape()); break;
+    case OpKind::ReduceProd:
+      r[0] = div(mul(keepdims(g, in[0], n), keepdims(out, in[0], n)), in[0]);
+      break;
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMin: {
+      // Split evenly between tied extremes.
+      Tensor hits = cast(eq(in[0], keepdims(out, in[0], n)), t);
+      Tensor count = sum(hits, maskAxes(reduceMask(n), in[0].rank()), true);
+      r[0] = mul(hits, div(keepdims(g, in[0], n), count));
+      break;
+    }
+
+    // ---- matmul: [..,M,K] x [..,K,N], batch dims broadcast ---------------------------
+    case OpKind::Matmul:
+      if (need(0)) r[0] = sumToShape(matmul(g, transpose(in[1])), in[0].shape());
+      if (need(1)) r[1] = sumToShape(matmul(transpose(in[0]), g), in[1].shape());
+      break;
+
+    // ---- shape --------------------------------------------------------------------
+    case OpKind::Reshape: r[0] = reshape(g, in[0].shape()); break;
+    case OpKind::Permute: {
+      std::vector<int> inverse(n.attrs.size());
+      for (size_t i = 0; i < n.attrs.size(); ++i) inverse[n.attrs[i]] = static_cast<int>(i);
+      r[0] = permute(g, inverse);
+      break;
+    }
+    case OpKind::BroadcastTo: r[0] = sumToShape(g, in[0].shape()); break;
+    case OpKind::Slice: {
+      const int rank = in[0].rank();
+      Tensor s = g;
+      for (int d = 0; d < rank; ++d) {
+        const int64_t start = n.attrs[d], step = n.attrs[rank + d];
+        if (start != 0 || step != 1 || s.shape()[d] != in[0].shape()[d])
+          s = scatterStrided(s, d, start, step, in[0].shape()[d]);
+      }
+      r[0] = s;
+      break;
+    }
+    case OpKind::Concat: {
+      const int axis = static_cast<int>(n.i0);
+      int64_t offset = 0;
+      for (size_t i = 0; i < in.size(); ++i) {
+        const int64_t e = in[i].shape()[axis];
+        if (need(i)) r[i] = e == g.shape()[axis] ? g : slice(g, axis, offset, offset + e);
+        offset += e;
+      }
+      break;
+    }
+
+    // ---- indexing: scatter-add through a one-hot matrix ---------------------------------
+    case OpKind::IndexSelect: {
+      // out = x[:axis] + index.shape + x[axis+1:]: view g as [pre, I, post]
+      // and multiply by one_hot(index)^T [n, I].
+      const Tensor& x = in[0];
+      const int axis = static_cast<int>(n.i0);
+      int64_t pre = 1, post = 1;
+      for (int d = 0; d < axis; ++d) pre *= x.shape()[d];
+      for (int d = axis + 1; d < x.rank(); ++d) post *= x.shape()[d];
+      const int64_t count = in[1].numel(), extent = x.shape()[axis];
+      Tensor g3 = reshape(g, Shape{pre, count, post});
+      Tensor hot = one_hot(reshape(in[1], Shape{count}), extent, t);  // [I, n]
+      r[0] = reshape(matmul(transpose(hot), g3), x.shape());
+      break;
+    }
+    case OpKind::Gather: {
+      // out[.., j, ..] = x[.., index[.., j, ..], ..] along axis: sum over j of
+      // g * one_hot(index) gives index's shape with the axis replaced by n.
+      const Tensor& x = in[0];
+      const int axis = static_cast<int>(n.i0), rank = x.rank();
+      const int64_t extent = x.shape()[axis];
+      Tensor hot = one_hot(in[1], extent, t);                        // index.shape + [n]
+      Tensor spread = sum(mul(unsqueeze(g, -1), hot), {axis}, false);  // index.shape - axis + [n]
+      std::vector<int> perm;
+      for (int d = 0; d < axis; ++d) perm.push_back(d);
+      perm.push_back(rank - 1);
+      for (int d = axis; d < rank - 1; ++d) perm.push_back(d);
+      Tensor s = permute(spread, perm);  // index.shape with the axis extent n
+      for (int d = 0; d < rank; ++d)
+        if (d != axis && s.shape()[d] != x.shape()[d]) s = scatterStrided(s, d, 0, 1, x.shape()[d]);
+      r[0] = s;
+      break;
+    }
+
+    default:
+      throw Error("autograd: no gradient rule for primitive " + std::string(core::opName(n.op)) +
+                  " with a floating result; please report this");
+  }
+  for (size_t i = 0; i < r.size(); ++i)
+    if (!need(i)) r[i] = Tensor();
+  return r;
+}
+
+}  // namespace kiln::autograd

@@ -1,0 +1,33 @@
+// DLPack <-> Kiln tensors without copies.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kiln/tensor.h"
+
+struct DLManagedTensor;
+
+namespace kiln::capi {
+
+/// A checked description of a DLPack tensor as a Kiln view (owns nothing).
+struct DLPackView {
+  DType dtype = DType::f32;
+  Shape shape;
+  int64_t strides[Shape::kMaxRank] = {};
+  char* base = nullptr;  ///< lowest address the view touches
+  int64_t offset = 0;    ///< elements from base to element 0 (negative strides)
+  size_t bytes = 0;      ///< bytes from base spanned by the view
+};
+
+/// Throws StatusError when the tensor cannot be wrapped (device, dtype,
+/// shape, strides, alignment). `what` names it in the message.
+DLPackView inspectDLPack(const DLManagedTensor* m, const char* what);
+/// Wraps `m` (checked by inspectDLPack) without copying; from then on Kiln
+/// calls m->deleter exactly once, after the last use of the memory. Fails
+/// only before taking ownership (out of memory).
+Tensor adoptDLPack(DLManagedTensor* m, const DLPackView& v);
+/// A DLPack view of `t` (computed first) that keeps its buffer alive.
+DLManagedTensor* exportDLPack(const Tensor& t);
+
+}  // namespace kiln::capi

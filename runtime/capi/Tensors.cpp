@@ -1,0 +1,406 @@
+// C ABI: errors, handles, tensors and DLPack interop.
+#include <dlpack/dlpack.h>
+
+#include <cstring>
+#include <limits>
+
+#include "kiln/ops.h"
+#include "runtime/capi/CApiSupport.h"
+#include "runtime/capi/DLPackInterop.h"
+#include "runtime/core/TensorImpl.h"
+#include "runtime/interp/Kernels.h"
+#include "runtime/trace/Recorder.h"
+
+namespace kiln::capi {
+
+// ---- errors --------------------------------------------------------------------
+
+namespace {
+thread_local std::string tLastError;
+}  // namespace
+
+kiln_status setError(kiln_status status, const char* function, const char* message) noexcept {
+  try {
+    tLastError.assign(function);
+    tLastError += ": ";
+    tLastError += message;
+  } catch (...) {
+    tLastError.clear();  // clear() never allocates; the status still tells what happened
+  }
+  return status;
+}
+
+void clearError() noexcept { tLastError.clear(); }
+
+// ---- handles and conversions ------------------------------------------------
+
+HandleTable<Tensor>& tensorHandles() {
+  static auto* t = new HandleTable<Tensor>(HandleKind::Tensor, "kiln_tensor");  // never destroyed: used at exit
+  return *t;
+}
+
+HandleTable<std::shared_ptr<const Function>>& functionHandles() {
+  static auto* t = new HandleTable<std::shared_ptr<const Function>>(HandleKind::Function, "kiln_function");
+  return *t;
+}
+
+DType dtypeOf(int64_t dtype, const char* what) {
+  if (dtype < 0 || dtype >= kNumDTypes)
+    fail(KILN_ERROR_DTYPE, std::string(what) + ": " + std::to_string(dtype) + " is not a kiln_dtype (0 to " +
+                               std::to_string(kNumDTypes - 1) + ")");
+  return static_cast<DType>(dtype);
+}
+
+Shape shapeOf(const int64_t* dims, int64_t rank, const char* what, bool allowInferred) {
+  if (rank < 0 || rank > Shape::kMaxRank)
+    fail(KILN_ERROR_SHAPE, std::string(what) + ": rank " + std::to_string(rank) + " is outside 0 to " +
+                               std::to_string(Shape::kMaxRank));
+  if (rank > 0 && !dims) fail(KILN_ERROR_INVALID_ARGUMENT, std::string(what) + ": the extents pointer is NULL");
+  for (int64_t i = 0; i < rank; ++i) {
+    if (dims[i] < 0 && !(allowInferred && dims[i] == -1))
+      fail(KILN_ERROR_SHAPE, std::string(what) + ": extent " + std::to_string(i) + " is negative (" +
+                                 std::to_string(dims[i]) + ")");
+  }
+  Shape s(std::span<const int64_t>(dims, static_cast<size_t>(rank)));
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d > 0 && n > std::numeric_limits<int64_t>::max() / d)
+      fail(KILN_ERROR_SHAPE, std::string(what) + ": " + s.str() + " has too many elements");
+    if (d >= 0) n *= d;
+  }
+  return s;
+}
+
+void writeText(const std::string& text, char* buffer, size_t capacity, size_t* length) {
+  if (length) *length = text.size();
+  if (capacity < text.size() + 1)
+    fail(KILN_ERROR_BUFFER_TOO_SMALL, "needs " + std::to_string(text.size() + 1) + " bytes, capacity is " +
+                                          std::to_string(capacity));
+  required(buffer, "buffer");
+  std::memcpy(buffer, text.c_str(), text.size() + 1);
+}
+
+namespace {
+
+/// The tensor computed, with a stable copy of its view.
+core::View materializedView(const Tensor& t) {
+  trace::Recorder::materialize(t.impl());
+  return t.impl()->view;
+}
+
+// ---- DLPack ---------------------------------------------------------------------
+
+constexpr uint8_t kDLBoolCode = 6;  // kDLBool since DLPack 0.8 (the 0.6 header lacks it)
+
+DType dtypeFromDL(DLDataType t) {
+  if (t.lanes != 1)
+    fail(KILN_ERROR_DTYPE, "vector dtypes (lanes = " + std::to_string(t.lanes) + ") are not supported");
+  switch (t.code) {
+    case kDLFloat:
+      if (t.bits == 32) return DType::f32;
+      if (t.bits == 64) return DType::f64;
+      if (t.bits == 16) return DType::f16;
+      break;
+    case kDLBfloat:
+      if (t.bits == 16) return DType::bf16;
+      break;
+    case kDLInt:
+      if (t.bits == 64) return DType::i64;
+      if (t.bits == 32) return DType::i32;
+      if (t.bits == 8) return DType::i8;
+      break;
+    case kDLUInt:
+      if (t.bits == 8) return DType::u8;
+      break;
+    case kDLBoolCode:
+      if (t.bits == 8) return DType::boolean;
+      break;
+    default: break;
+  }
+  fail(KILN_ERROR_DTYPE, "DLPack dtype (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) +
+                             " bits) has no Kiln dtype; Kiln takes float16/32/64, bfloat16, int8/32/64, uint8 "
+                             "and bool; cast it first");
+}
+
+DLDataType dlFromDType(DType t) {
+  DLDataType d;
+  d.lanes = 1;
+  d.bits = static_cast<uint8_t>(dtype_size(t) * 8);
+  switch (t) {
+    case DType::f32:
+    case DType::f64:
+    case DType::f16: d.code = kDLFloat; break;
+    case DType::bf16: d.code = kDLBfloat; break;
+    case DType::i64:
+    case DType::i32:
+    case DType::i8: d.code = kDLInt; break;
+    case DType::u8: d.code = kDLUInt; break;
+    case DType::boolean: d.code = kDLBoolCode; break;
+  }
+  return d;
+}
+
+const char* deviceTypeName(int t) {
+  switch (t) {
+    case kDLCUDA: return "CUDA";
+    case kDLCUDAHost: return "CUDA host (pinned)";
+    case kDLOpenCL: return "OpenCL";
+    case kDLVulkan: return "Vulkan";
+    case kDLMetal: return "Metal";
+    case kDLROCM: return "ROCm";
+    case kDLCUDAManaged: return "CUDA managed";
+    default: return "a non-CPU device";
+  }
+}
+
+/// What an exported DLManagedTensor owns.
+struct ExportContext {
+  DLManagedTensor managed{};
+  std::shared_ptr<core::Storage> storage;  // keeps Kiln's buffer alive
+  int64_t shape[Shape::kMaxRank] = {};
+  int64_t strides[Shape::kMaxRank] = {};
+};
+
+void deleteExport(DLManagedTensor* m) {
+  delete static_cast<ExportContext*>(m->manager_ctx);
+}
+
+}  // namespace
+
+/// Checks a DLPack tensor and describes the Kiln view of it (nothing is owned
+/// yet). Shared by kiln_tensor_from_dlpack and kiln_function_call_dlpack.
+DLPackView inspectDLPack(const DLManagedTensor* m, const char* what) {
+  if (!m) fail(KILN_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
+  const DLTensor& t = m->dl_tensor;
+  if (t.device.device_type != kDLCPU)
+    fail(KILN_ERROR_DEVICE, std::string(what) + " lives on " + deviceTypeName(t.device.device_type) +
+                                " (DLPack device type " + std::to_string(t.device.device_type) +
+                                "); this Kiln build takes CPU memory only; copy it to the host first");
+  DLPackView v;
+  v.dtype = dtypeFromDL(t.dtype);
+  v.shape = shapeOf(t.shape, t.ndim, what);
+  const int64_t esize = static_cast<int64_t>(dtype_size(v.dtype));
+  const int rank = v.shape.rank();
+  if (t.strides) {
+    for (int d = 0; d < rank; ++d) v.strides[d] = t.strides[d];
+  } else {
+    core::contiguousStrides(v.shape, v.strides);
+  }
+  // Element offsets of the lowest and highest element, relative to element 0.
+  int64_t lo = 0, hi = 0;
+  const bool empty = v.shape.numel() == 0;
+  for (int d = 0; d < rank && !empty; ++d) {
+    int64_t span;
+    if (__builtin_mul_overflow(v.shape[d] - 1, v.strides[d], &span))
+      fail(KILN_ERROR_SHAPE, std::string(what) + ": strides overflow");
+    if (span < 0) lo += span;
+    else hi += span;
+    if (lo < -(int64_t(1) << 60) || hi > (int64_t(1) << 60))
+      fail(KILN_ERROR_SHAPE, std::string(what) + ": strides span more memory than can exist");
+  }
+  char* first = static_cast<char*>(t.data) + t.byte_offset;
+  if (!t.data && !empty) fail(KILN_ERROR_INVALID_ARGUMENT, std::string(what) + " has a NULL data pointer");
+  if (reinterpret_cast<uintptr_t>(first) % static_cast<uintptr_t>(esize) != 0)
+    fail(KILN_ERROR_INVALID_ARGUMENT, std::string(what) + ": data + byte_offset is not aligned to the " +
+                                          std::to_string(esize) + "-byte element size");
+  v.base = empty ? first : first + lo * esize;
+  v.offset = empty ? 0 : -lo;
+  v.bytes = empty ? 0 : static_cast<size_t>((hi - lo + 1) * esize);
+  return v;
+}
+
+Tensor adoptDLPack(DLManagedTensor* m, const DLPackView& v) {
+  detail::TensorImpl* impl = detail::TensorImpl::create(v.dtype, v.shape, Device::cpu());
+  Tensor t(impl);
+  impl->view.offset = v.offset;
+  for (int d = 0; d < v.shape.rank(); ++d) impl->view.strides[d] = v.strides[d];
+  // The producer's deleter runs when the last view of this storage is gone:
+  // handles, trace parameters, exported DLPack tensors and views alike.
+  impl->view.storage = core::Storage::wrap(v.base, v.bytes, Device::cpu(), [m](void*) {
+    if (m->deleter) m->deleter(m);
+  });
+  return t;
+}
+
+DLManagedTensor* exportDLPack(const Tensor& t) {
+  core::View view = materializedView(t);
+  if (t.device().kind != Device::CPU)
+    fail(KILN_ERROR_DEVICE, "the tensor lives on " + t.device().str() + "; only CPU tensors can be exported");
+  auto ctx = std::make_unique<ExportContext>();
+  const Shape& s = t.shape();
+  for (int d = 0; d < s.rank(); ++d) {
+    ctx->shape[d] = s[d];
+    ctx->strides[d] = view.strides[d];
+  }
+  DLTensor& dl = ctx->managed.dl_tensor;
+  dl.data = view.storage ? view.bytes(t.dtype()) : nullptr;
+  dl.device = DLDevice{kDLCPU, 0};
+  dl.ndim = s.rank();
+  dl.dtype = dlFromDType(t.dtype());
+  dl.shape = ctx->shape;
+  dl.strides = ctx->strides;
+  dl.byte_offset = 0;
+  ctx->storage = std::move(view.storage);
+  ctx->managed.manager_ctx = ctx.get();
+  ctx->managed.deleter = &deleteExport;
+  return &ctx.release()->managed;
+}
+
+}  // namespace kiln::capi
+
+using namespace kiln;
+using namespace kiln::capi;
+
+extern "C" {
+
+const char* kiln_last_error(void) { return tLastError.c_str(); }
+
+kiln_status kiln_tensor_from_host(const void* data, size_t data_bytes, kiln_dtype dtype, const int64_t* shape,
+                                  int32_t rank, kiln_tensor* out) {
+  return guarded(__func__, [&] {
+    required(out, "out");
+    DType t = dtypeOf(dtype, "dtype");
+    Shape s = shapeOf(shape, rank, "shape");
+    const size_t want = static_cast<size_t>(s.numel()) * dtype_size(t);
+    if (data_bytes != want)
+      fail(KILN_ERROR_SHAPE, std::to_string(data_bytes) + " bytes given, but shape " + s.str() + " of " +
+                                 std::string(dtype_name(t)) + " needs " + std::to_string(want));
+    if (want > 0) required(data, "data");
+    std::vector<uint8_t> normalized;
+    if (t == DType::boolean) {  // Kiln's bools are 0 or 1
+      normalized.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + want);
+      for (uint8_t& b : normalized) b = b != 0;
+      data = normalized.data();
+    }
+    Tensor x = detail::fromHost(data, static_cast<size_t>(s.numel()), t, s, Device::cpu());
+    *out = newTensorHandle(std::move(x));
+  });
+}
+
+kiln_status kiln_tensor_from_dlpack(DLManagedTensor* src, kiln_tensor* out) {
+  return guarded(__func__, [&] {
+    required(out, "out");
+    DLPackView v = inspectDLPack(src, "src");
+    // Reserve the handle first: after adoptDLPack nothing may fail, or the
+    // caller and Kiln would both own src.
+    kiln_tensor h = newTensorHandle(Tensor());
+    try {
+      Tensor t = adoptDLPack(src, v);
+      tensorHandles().set(bits(h), std::move(t));
+    } catch (...) {
+      tensorHandles().release(bits(h), "out");
+      throw;
+    }
+    *out = h;
+  });
+}
+
+kiln_status kiln_tensor_to_dlpack(kiln_tensor tensor, DLManagedTensor** out) {
+  return guarded(__func__, [&] {
+    required(out, "out");
+    Tensor t = tensorOf(tensor, "tensor");
+    *out = exportDLPack(t);
+  });
+}
+
+kiln_status kiln_tensor_retain(kiln_tensor tensor) {
+  return guarded(__func__, [&] { tensorHandles().retain(bits(tensor), "tensor"); });
+}
+
+kiln_status kiln_tensor_release(kiln_tensor tensor) {
+  return guarded(__func__, [&] { tensorHandles().release(bits(tensor), "tensor"); });
+}
+
+kiln_status kiln_tensor_dtype(kiln_tensor tensor, kiln_dtype* out) {
+  return guarded(__func__, [&] {
+    required(out, "out");
+    *out = cDType(tensorOf(tensor, "tensor").dtype());
+  });
+}
+
+kiln_status kiln_tensor_rank(kiln_tensor tensor, int32_t* out) {
+  return guarded(__func__, [&] {
+    required(out, "out");
+    *out = tensorOf(tensor, "tensor").rank();
+  });
+}
+
+kiln_status kiln_tensor_shape(kiln_tensor tensor, int64_t* dims, int32_t capacity) {
+  return guarded(__func__, [&] {
+    Tensor t = tensorOf(tensor, "tensor");
+    if (capacity < t.rank())
+      fail(KILN_ERROR_BUFFER_TOO_SMALL, "capacity " + std::to_string(capacity) + " is below the rank " +
+                                            std::to_string(t.rank()));
+    if (t.rank() > 0) required(dims, "dims");
+    for (int d = 0; d < t.rank(); ++d) dims[d] = t.shape()[d];
+  });
+}
+
+kiln_status kiln_tensor_numel(kiln_tensor tensor, int64_t* out) {
+  return guarded(__func__, [&] {
+    required(out, "out");
+    *out = tensorOf(tensor, "tensor").numel();
+  });
+}
+
+kiln_status kiln_tensor_device(kiln_tensor tensor, kiln_device* out) {
+  return guarded(__func__, [&] {
+    required(out, "out");
+    Device d = tensorOf(tensor, "tensor").device();
+    out->kind = static_cast<int32_t>(d.kind);
+    out->index = d.index;
+  });
+}
+
+kiln_status kiln_tensor_is_materialized(kiln_tensor tensor, int32_t* out) {
+  return guarded(__func__, [&] {
+    required(out, "out");
+    *out = tensorOf(tensor, "tensor").is_materialized() ? 1 : 0;
+  });
+}
+
+kiln_status kiln_tensor_strides(kiln_tensor tensor, int64_t* strides, int32_t capacity) {
+  return guarded(__func__, [&] {
+    Tensor t = tensorOf(tensor, "tensor");
+    if (capacity < t.rank())
+      fail(KILN_ERROR_BUFFER_TOO_SMALL, "capacity " + std::to_string(capacity) + " is below the rank " +
+                                            std::to_string(t.rank()));
+    if (t.rank() > 0) required(strides, "strides");
+    core::View v = materializedView(t);
+    for (int d = 0; d < t.rank(); ++d) strides[d] = v.strides[d];
+  });
+}
+
+kiln_status kiln_tensor_data_pointer(kiln_tensor tensor, const void** out) {
+  return guarded(__func__, [&] {
+    required(out, "out");
+    Tensor t = tensorOf(tensor, "tensor");
+    core::View v = materializedView(t);
+    if (t.device().kind != Device::CPU)
+      fail(KILN_ERROR_DEVICE, "the tensor lives on " + t.device().str() + ", not on the host");
+    *out = v.storage ? v.bytes(t.dtype()) : nullptr;
+  });
+}
+
+kiln_status kiln_tensor_copy_to_host(kiln_tensor tensor, void* dst, size_t dst_bytes, kiln_dtype dtype) {
+  return guarded(__func__, [&] {
+    Tensor t = tensorOf(tensor, "tensor");
+    DType to = dtypeOf(dtype, "dtype");
+    const size_t want = static_cast<size_t>(t.numel()) * dtype_size(to);
+    if (dst_bytes < want)
+      fail(KILN_ERROR_BUFFER_TOO_SMALL, "dst has " + std::to_string(dst_bytes) + " bytes; " + t.shape().str() +
+                                            " as " + std::string(dtype_name(to)) + " needs " + std::to_string(want));
+    if (want > 0) required(dst, "dst");
+    core::View v = materializedView(t);
+    if (t.numel() == 0) return;
+    interp::Arg a;
+    a.data = v.bytes(t.dtype());
+    a.dtype = t.dtype();
+    a.shape = t.shape();
+    for (int d = 0; d < t.rank(); ++d) a.strides[d] = v.strides[d];
+    if (to == t.dtype()) interp::copyKernel(a, static_cast<char*>(dst));
+    else interp::castKernel(a, to, static_cast<char*>(dst));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,39 @@
+// CompileQueue: background threads that compile hot traces while the
+// interpreter keeps serving them.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kiln::exec {
+
+class CompileQueue {
+ public:
+  explicit CompileQueue(int threads);
+  ~CompileQueue();
+  CompileQueue(const CompileQueue&) = delete;
+  CompileQueue& operator=(const CompileQueue&) = delete;
+
+  void push(std::function<void()> job);
+  /// Blocks until every job pushed so far has finished (tests, shutdown).
+  void drain();
+  /// Drops queued jobs, lets running ones finish, joins the threads; later
+  /// pushes are ignored.
+  void shutdown();
+
+ private:
+  void serve();
+
+  std::mutex mutex_;
+  std::condition_variable cv_, idle_;
+  std::deque<std::function<void()>> jobs_;
+  int running_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace kiln::exec

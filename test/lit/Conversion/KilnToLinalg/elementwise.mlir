@@ -1,0 +1,225 @@
+// RUN: kiln-opt %s -kiln-convert-to-linalg -split-input-file | FileCheck %s
+
+// Broadcasting operands read through indexing maps: missing leading axes are
+// dropped, extent-1 axes read index 0.
+// CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG: #[[ROW:.*]] = affine_map<(d0, d1) -> (d1)>
+// CHECK-DAG: #[[COL:.*]] = affine_map<(d0, d1) -> (d0, 0)>
+// CHECK-LABEL: func.func @add_broadcast
+// CHECK-SAME: (%[[A:.*]]: tensor<2x1xf32>, %[[B:.*]]: tensor<3xf32>)
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<2x3xf32>
+// CHECK: linalg.generic {indexing_maps = [#[[COL]], #[[ROW]], #[[ID]]], iterator_types = ["parallel", "parallel"]} ins(%[[A]], %[[B]] : tensor<2x1xf32>, tensor<3xf32>) outs(%[[E]] : tensor<2x3xf32>)
+// CHECK: ^bb0(%[[X:.*]]: f32, %[[Y:.*]]: f32, %{{.*}}: f32):
+// CHECK: %[[S:.*]] = arith.addf %[[X]], %[[Y]] : f32
+// CHECK: linalg.yield %[[S]] : f32
+func.func @add_broadcast(%a: tensor<2x1xf32>, %b: tensor<3xf32>) -> tensor<2x3xf32> {
+  %0 = kiln.add %a, %b : tensor<2x1xf32>, tensor<3xf32> -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// f16 and bf16 compute in f32 and round after each op.
+// CHECK-LABEL: func.func @half_exp
+// CHECK: ^bb0(%[[X:.*]]: f16, %{{.*}}: f16):
+// CHECK: %[[W:.*]] = arith.extf %[[X]] : f16 to f32
+// CHECK: %[[E:.*]] = math.exp %[[W]] : f32
+// CHECK: %[[R:.*]] = arith.truncf %[[E]] : f32 to f16
+// CHECK: linalg.yield %[[R]] : f16
+func.func @half_exp(%x: tensor<4xf16>) -> tensor<4xf16> {
+  %0 = kiln.exp %x : tensor<4xf16>
+  return %0 : tensor<4xf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @unary_float
+// CHECK: arith.negf
+// CHECK: math.absf
+// CHECK: math.log
+// CHECK: math.sqrt
+// CHECK: %[[SQ:.*]] = math.sqrt
+// CHECK: arith.divf %{{.*}}, %[[SQ]]
+// CHECK: math.tanh
+// CHECK: %[[N:.*]] = arith.negf
+// CHECK-NEXT: %[[EX:.*]] = math.exp %[[N]]
+// CHECK: %[[D:.*]] = arith.addf %{{.*}}, %[[EX]]
+// CHECK: arith.divf %{{.*}}, %[[D]]
+// CHECK: math.sin
+// CHECK: math.cos
+// CHECK: math.floor
+// CHECK: math.ceil
+// CHECK: math.roundeven
+// CHECK: arith.divf
+// CHECK: arith.mulf
+func.func @unary_float(%x: tensor<4xf32>) {
+  %0 = kiln.neg %x : tensor<4xf32>
+  %1 = kiln.abs %x : tensor<4xf32>
+  %2 = kiln.log %x : tensor<4xf32>
+  %3 = kiln.sqrt %x : tensor<4xf32>
+  %4 = kiln.rsqrt %x : tensor<4xf32>
+  %5 = kiln.tanh %x : tensor<4xf32>
+  %6 = kiln.sigmoid %x : tensor<4xf32>
+  %7 = kiln.sin %x : tensor<4xf32>
+  %8 = kiln.cos %x : tensor<4xf32>
+  %9 = kiln.floor %x : tensor<4xf32>
+  %10 = kiln.ceil %x : tensor<4xf32>
+  %11 = kiln.round %x : tensor<4xf32>
+  %12 = kiln.reciprocal %x : tensor<4xf32>
+  %13 = kiln.square %x : tensor<4xf32>
+  return
+}
+
+// -----
+
+// relu keeps NaN and -0.0 (x < 0 ? 0 : x); sign is (0 < x) - (x < 0) with NaN kept.
+// CHECK-LABEL: func.func @relu_sign_float
+// CHECK: %[[LT:.*]] = arith.cmpf olt, %[[X:.*]], %[[Z:.*]] : f32
+// CHECK: arith.select %[[LT]], %[[Z]], %[[X]] : f32
+// CHECK: arith.cmpf ogt
+// CHECK: arith.cmpf olt
+// CHECK: %[[NAN:.*]] = arith.cmpf uno
+// CHECK: arith.select %[[NAN]]
+func.func @relu_sign_float(%x: tensor<4xf32>) {
+  %0 = kiln.relu %x : tensor<4xf32>
+  %1 = kiln.sign %x : tensor<4xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @unary_int
+// CHECK: arith.subi
+// CHECK: math.absi
+// CHECK: arith.muli
+// CHECK: arith.cmpi slt
+// CHECK: arith.cmpi sgt
+// CHECK: arith.xori
+func.func @unary_int(%x: tensor<4xi32>, %b: tensor<4xi1>) {
+  %0 = kiln.neg %x : tensor<4xi32>
+  %1 = kiln.abs %x : tensor<4xi32>
+  %2 = kiln.square %x : tensor<4xi32>
+  %3 = kiln.relu %x : tensor<4xi32>
+  %4 = kiln.sign %x : tensor<4xi32>
+  %5 = kiln.logical_not %b : tensor<4xi1>
+  return
+}
+
+// -----
+
+// ui8 is i8 with unsigned semantics: abs and relu are identities.
+// CHECK-LABEL: func.func @unary_uint
+// CHECK-SAME: (%[[X:.*]]: tensor<4xi8>) -> (tensor<4xi8>, tensor<4xi8>)
+// CHECK: ^bb0(%[[A:.*]]: i8, %{{.*}}: i8):
+// CHECK-NEXT: linalg.yield %[[A]] : i8
+// CHECK: ^bb0(%[[B:.*]]: i8, %{{.*}}: i8):
+// CHECK-NEXT: linalg.yield %[[B]] : i8
+func.func @unary_uint(%x: tensor<4xui8>) -> (tensor<4xui8>, tensor<4xui8>) {
+  %0 = kiln.abs %x : tensor<4xui8>
+  %1 = kiln.relu %x : tensor<4xui8>
+  return %0, %1 : tensor<4xui8>, tensor<4xui8>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @binary_float
+// CHECK: arith.subf
+// CHECK: arith.mulf
+// CHECK: arith.divf
+// CHECK: math.powf
+// maximum: the first NaN wins, else a > b ? a : b.
+// CHECK: %[[GT:.*]] = arith.cmpf ogt, %[[A:.*]], %[[B:.*]] : f32
+// CHECK: %[[P:.*]] = arith.select %[[GT]], %[[A]], %[[B]]
+// CHECK: %[[BN:.*]] = arith.cmpf uno, %[[B]], %[[B]]
+// CHECK: %[[Q:.*]] = arith.select %[[BN]], %[[B]], %[[P]]
+// CHECK: %[[AN:.*]] = arith.cmpf uno, %[[A]], %[[A]]
+// CHECK: arith.select %[[AN]], %[[A]], %[[Q]]
+// CHECK: arith.cmpf olt
+func.func @binary_float(%a: tensor<3xf32>, %b: tensor<3xf32>) {
+  %0 = kiln.sub %a, %b : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
+  %1 = kiln.mul %a, %b : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
+  %2 = kiln.div %a, %b : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
+  %3 = kiln.pow %a, %b : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
+  %4 = kiln.maximum %a, %b : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
+  %5 = kiln.minimum %a, %b : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// Integer pow: square-and-multiply over the exponent bits, then the
+// negative-exponent cases (base 1, base -1, else 0).
+// CHECK-LABEL: func.func @binary_int
+// CHECK: arith.addi
+// CHECK: arith.shrui %{{.*}} : i32
+// CHECK: arith.muli
+// CHECK: arith.cmpi slt
+// CHECK: arith.maxsi
+// CHECK: arith.minsi
+// CHECK: arith.andi
+// CHECK: arith.ori
+func.func @binary_int(%a: tensor<3xi32>, %p: tensor<3xi1>) {
+  %0 = kiln.add %a, %a : tensor<3xi32>, tensor<3xi32> -> tensor<3xi32>
+  %1 = kiln.pow %a, %a : tensor<3xi32>, tensor<3xi32> -> tensor<3xi32>
+  %2 = kiln.maximum %a, %a : tensor<3xi32>, tensor<3xi32> -> tensor<3xi32>
+  %3 = kiln.minimum %a, %a : tensor<3xi32>, tensor<3xi32> -> tensor<3xi32>
+  %4 = kiln.logical_and %p, %p : tensor<3xi1>, tensor<3xi1> -> tensor<3xi1>
+  %5 = kiln.logical_or %p, %p : tensor<3xi1>, tensor<3xi1> -> tensor<3xi1>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @binary_uint
+// CHECK: arith.shrui %{{.*}} : i8
+// CHECK-NOT: arith.cmpi slt
+// CHECK: arith.maxui
+// CHECK: arith.minui
+func.func @binary_uint(%a: tensor<3xui8>) {
+  %0 = kiln.pow %a, %a : tensor<3xui8>, tensor<3xui8> -> tensor<3xui8>
+  %1 = kiln.maximum %a, %a : tensor<3xui8>, tensor<3xui8> -> tensor<3xui8>
+  %2 = kiln.minimum %a, %a : tensor<3xui8>, tensor<3xui8> -> tensor<3xui8>
+  return
+}
+
+// -----
+
+// Floats compare ordered except ne; ui8 and i1 compare unsigned.
+// CHECK-LABEL: func.func @compare
+// CHECK: arith.cmpf oeq
+// CHECK: arith.cmpf une
+// CHECK: arith.cmpf olt
+// CHECK: arith.cmpf ole
+// CHECK: arith.cmpf ogt
+// CHECK: arith.cmpf oge
+// CHECK: arith.cmpi ult
+// CHECK: arith.cmpi ugt
+// CHECK: arith.cmpi sle
+// CHECK: arith.cmpi eq
+func.func @compare(%a: tensor<3xf32>, %u: tensor<3xui8>, %p: tensor<3xi1>, %i: tensor<3xi64>) {
+  %0 = kiln.eq %a, %a : tensor<3xf32>, tensor<3xf32> -> tensor<3xi1>
+  %1 = kiln.ne %a, %a : tensor<3xf32>, tensor<3xf32> -> tensor<3xi1>
+  %2 = kiln.lt %a, %a : tensor<3xf32>, tensor<3xf32> -> tensor<3xi1>
+  %3 = kiln.le %a, %a : tensor<3xf32>, tensor<3xf32> -> tensor<3xi1>
+  %4 = kiln.gt %a, %a : tensor<3xf32>, tensor<3xf32> -> tensor<3xi1>
+  %5 = kiln.ge %a, %a : tensor<3xf32>, tensor<3xf32> -> tensor<3xi1>
+  %6 = kiln.lt %u, %u : tensor<3xui8>, tensor<3xui8> -> tensor<3xi1>
+  %7 = kiln.gt %p, %p : tensor<3xi1>, tensor<3xi1> -> tensor<3xi1>
+  %8 = kiln.le %i, %i : tensor<3xi64>, tensor<3xi64> -> tensor<3xi1>
+  %9 = kiln.eq %i, %i : tensor<3xi64>, tensor<3xi64> -> tensor<3xi1>
+  return
+}
+
+// -----
+
+// CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG: #[[ROW:.*]] = affine_map<(d0, d1) -> (d1)>
+// CHECK-DAG: #[[SCALAR:.*]] = affine_map<(d0, d1) -> ()>
+// CHECK-LABEL: func.func @where
+// CHECK: linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[SCALAR]], #[[ID]]]
+// CHECK: ^bb0(%[[C:.*]]: i1, %[[A:.*]]: f32, %[[B:.*]]: f32, %{{.*}}: f32):
+// CHECK: arith.select %[[C]], %[[A]], %[[B]] : f32
+func.func @where(%c: tensor<2x3xi1>, %a: tensor<3xf32>, %b: tensor<f32>) -> tensor<2x3xf32> {
+  %0 = kiln.where %c, %a, %b : tensor<2x3xi1>, tensor<3xf32>, tensor<f32> -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}

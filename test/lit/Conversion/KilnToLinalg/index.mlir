@@ -1,0 +1,48 @@
+// RUN: kiln-opt %s -kiln-convert-to-linalg -split-input-file | FileCheck %s
+
+// Indices are clamped into range so compiled code never reads out of bounds.
+// CHECK-DAG: #[[IDX:.*]] = affine_map<(d0, d1, d2, d3) -> (d1, d2)>
+// CHECK-DAG: #[[OUT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-LABEL: func.func @index_select
+// CHECK-SAME: (%[[X:.*]]: tensor<2x5x3xf32>, %[[I:.*]]: tensor<4x2xi64>)
+// CHECK: linalg.generic {indexing_maps = [#[[IDX]], #[[OUT]]], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%[[I]] : tensor<4x2xi64>)
+// CHECK: ^bb0(%[[V:.*]]: i64, %{{.*}}: f32):
+// CHECK: %[[D0:.*]] = linalg.index 0 : index
+// CHECK: %[[HI:.*]] = arith.constant 4 : i64
+// CHECK: %[[MIN:.*]] = arith.minsi %[[V]], %[[HI]] : i64
+// CHECK: %[[MAX:.*]] = arith.maxsi %[[MIN]], %{{.*}} : i64
+// CHECK: %[[C:.*]] = arith.index_cast %[[MAX]] : i64 to index
+// CHECK: %[[D3:.*]] = linalg.index 3 : index
+// CHECK: %[[E:.*]] = tensor.extract %[[X]][%[[D0]], %[[C]], %[[D3]]] : tensor<2x5x3xf32>
+// CHECK: linalg.yield %[[E]] : f32
+func.func @index_select(%x: tensor<2x5x3xf32>, %i: tensor<4x2xi64>) -> tensor<2x4x2x3xf32> {
+  %0 = kiln.index_select %x, %i axis 1 : tensor<2x5x3xf32>, tensor<4x2xi64> -> tensor<2x4x2x3xf32>
+  return %0 : tensor<2x4x2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @gather
+// CHECK-SAME: (%[[X:.*]]: tensor<2x5xf32>, %[[I:.*]]: tensor<2x3xi64>)
+// CHECK: linalg.generic {{.*}} ins(%[[I]] : tensor<2x3xi64>) outs(%{{.*}} : tensor<2x3xf32>)
+// CHECK: ^bb0(%[[V:.*]]: i64, %{{.*}}: f32):
+// CHECK: %[[D0:.*]] = linalg.index 0 : index
+// CHECK: arith.minsi %[[V]]
+// CHECK: %[[C:.*]] = arith.index_cast %{{.*}} : i64 to index
+// CHECK: tensor.extract %[[X]][%[[D0]], %[[C]]] : tensor<2x5xf32>
+func.func @gather(%x: tensor<2x5xf32>, %i: tensor<2x3xi64>) -> tensor<2x3xf32> {
+  %0 = kiln.gather %x, %i axis 1 : tensor<2x5xf32>, tensor<2x3xi64> -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// An empty indexed axis has no valid index: the result is zeros, nothing is read.
+// CHECK-LABEL: func.func @gather_from_empty
+// CHECK-NOT: tensor.extract
+// CHECK: linalg.fill
+func.func @gather_from_empty(%x: tensor<2x0xf32>, %i: tensor<2x0xi64>, %j: tensor<3xi64>) -> tensor<3x2xf32> {
+  %0 = kiln.index_select %x, %j axis 1 : tensor<2x0xf32>, tensor<3xi64> -> tensor<2x3xf32>
+  %1 = kiln.permute %0 perm [1, 0] : tensor<2x3xf32> -> tensor<3x2xf32>
+  return %1 : tensor<3x2xf32>
+}

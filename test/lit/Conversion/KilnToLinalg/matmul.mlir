@@ -1,0 +1,42 @@
+// RUN: kiln-opt %s -kiln-convert-to-linalg -split-input-file | FileCheck %s
+
+// CHECK-LABEL: func.func @matmul_2d
+// CHECK-SAME: (%[[A:.*]]: tensor<2x3xf32>, %[[B:.*]]: tensor<3x4xf32>)
+// CHECK: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[INIT:.*]] = linalg.fill ins(%[[Z]] : f32) outs(%{{.*}} : tensor<2x4xf32>)
+// CHECK: %[[R:.*]] = linalg.matmul ins(%[[A]], %[[B]] : tensor<2x3xf32>, tensor<3x4xf32>) outs(%[[INIT]] : tensor<2x4xf32>)
+// CHECK: return %[[R]]
+func.func @matmul_2d(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>) -> tensor<2x4xf32> {
+  %0 = kiln.matmul %a, %b : tensor<2x3xf32>, tensor<3x4xf32> -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+// Batch dimensions broadcast explicitly, collapse into one, and expand back.
+// CHECK-DAG: #[[BCAST:.*]] = affine_map<(d0, d1, d2, d3) -> (0, d1, d2, d3)>
+// CHECK-LABEL: func.func @matmul_batched
+// CHECK-SAME: (%[[A:.*]]: tensor<1x5x2x3xi32>, %[[B:.*]]: tensor<4x1x3x6xi32>)
+// CHECK: %[[AB:.*]] = linalg.generic {indexing_maps = [#[[BCAST]], #{{.*}}]{{.*}} ins(%[[A]] : tensor<1x5x2x3xi32>) outs(%{{.*}} : tensor<4x5x2x3xi32>)
+// CHECK: %[[AC:.*]] = tensor.collapse_shape %[[AB]] {{\[}}[0, 1], [2], [3]] : tensor<4x5x2x3xi32> into tensor<20x2x3xi32>
+// CHECK: %[[BB:.*]] = linalg.generic {{.*}} ins(%[[B]] : tensor<4x1x3x6xi32>) outs(%{{.*}} : tensor<4x5x3x6xi32>)
+// CHECK: %[[BC:.*]] = tensor.collapse_shape %[[BB]] {{\[}}[0, 1], [2], [3]] : tensor<4x5x3x6xi32> into tensor<20x3x6xi32>
+// CHECK: %[[R:.*]] = linalg.batch_matmul ins(%[[AC]], %[[BC]] : tensor<20x2x3xi32>, tensor<20x3x6xi32>) outs(%{{.*}} : tensor<20x2x6xi32>)
+// CHECK: tensor.expand_shape %[[R]] {{\[}}[0, 1], [2], [3]] output_shape [4, 5, 2, 6] : tensor<20x2x6xi32> into tensor<4x5x2x6xi32>
+func.func @matmul_batched(%a: tensor<1x5x2x3xi32>, %b: tensor<4x1x3x6xi32>) -> tensor<4x5x2x6xi32> {
+  %0 = kiln.matmul %a, %b : tensor<1x5x2x3xi32>, tensor<4x1x3x6xi32> -> tensor<4x5x2x6xi32>
+  return %0 : tensor<4x5x2x6xi32>
+}
+
+// -----
+
+// A 2-D operand broadcasts over the other's batch; bf16 computes in f32.
+// CHECK-LABEL: func.func @matmul_bf16
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<3x2x4xf32>, tensor<3x4x5xf32>) outs(%{{.*}} : tensor<3x2x5xf32>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+func.func @matmul_bf16(%a: tensor<3x2x4xbf16>, %b: tensor<4x5xbf16>) -> tensor<3x2x5xbf16> {
+  %0 = kiln.matmul %a, %b : tensor<3x2x4xbf16>, tensor<4x5xbf16> -> tensor<3x2x5xbf16>
+  return %0 : tensor<3x2x5xbf16>
+}

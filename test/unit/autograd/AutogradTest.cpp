@@ -1,0 +1,167 @@
+// The autograd graph: leaves, backward() accumulation, flushes in the middle
+// of a step, non-differentiable paths, freeing, grad mode.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kiln/kiln.h"
+#include "runtime/core/TensorImpl.h"
+#include "runtime/trace/Recorder.h"
+
+namespace kiln {
+namespace {
+
+std::vector<double> vec(const Tensor& t) { return t.to_vector<double>(); }
+
+TEST(Autograd, OnlyTensorsComputedFromGradLeavesCarryAGraph) {
+  Tensor a = from_vector<float>({1, 2}, {2});
+  Tensor b = exp(a) + 1.0f;
+  EXPECT_FALSE(a.requires_grad_enabled());
+  EXPECT_FALSE(b.requires_grad_enabled());
+  EXPECT_EQ(b.impl()->autograd, nullptr);
+  Tensor w = from_vector<float>({3, 4}, {2}).requires_grad();
+  EXPECT_TRUE(w.requires_grad_enabled());
+  EXPECT_TRUE((b * w).requires_grad_enabled());
+  EXPECT_FALSE(gt(w, 0.0f).requires_grad_enabled());           // bool result
+  EXPECT_FALSE(argmax(w, 0).requires_grad_enabled());          // integer result
+  EXPECT_FALSE(cast(w, DType::i32).requires_grad_enabled());   // integer result
+}
+
+TEST(Autograd, RequiresGradOnIntegerTensorThrows) {
+  Tensor i = from_vector<int64_t>({1, 2}, {2});
+  EXPECT_THROW(i.requires_grad(), Error);
+  Tensor u;
+  EXPECT_THROW(u.requires_grad(), Error);
+}
+
+TEST(Autograd, BackwardAccumulatesIntoLeaves) {
+  Tensor x = from_vector<double>({1, 2, 3}, {3}).requires_grad();
+  Tensor y = from_vector<double>({4, 5, 6}, {3}).requires_grad();
+  EXPECT_FALSE(x.grad().defined());
+  sum(mul(x, y)).backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{4, 5, 6}));
+  EXPECT_EQ(vec(y.grad()), (std::vector<double>{1, 2, 3}));
+  sum(mul(x, x)).backward();  // adds 2x
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{6, 9, 12}));
+  x.set_grad({});
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Autograd, GradSurvivesAFlushInTheMiddleOfTheStep) {
+  Tensor w = from_vector<double>({0.5, -1, 2}, {3}).requires_grad();
+  Tensor x = from_vector<double>({1, 2, 3}, {3});
+  Tensor h = tanh(mul(w, x));
+  Tensor loss = sum(square(h));
+  const double l = loss.item<double>();  // flushes: h and loss are materialized
+  EXPECT_TRUE(h.is_materialized());
+  EXPECT_GT(l, 0);
+  Tensor g = grad(loss, {w})[0];
+  std::vector<double> wv{0.5, -1, 2}, xv{1, 2, 3}, gv = vec(g);
+  for (int i = 0; i < 3; ++i) {
+    const double t = std::tanh(wv[i] * xv[i]);
+    EXPECT_NEAR(gv[i], 2 * t * (1 - t * t) * xv[i], 1e-12);
+  }
+  // ... and with kiln::step() between forward and backward.
+  Tensor loss2 = sum(mul(w, w));
+  kiln::step();
+  loss2.backward();
+  EXPECT_EQ(vec(w.grad()), (std::vector<double>{1, -2, 4}));
+}
+
+TEST(Autograd, GradientOfAnUnrelatedTensorIsZeros) {
+  Tensor a = from_vector<double>({1, 2}, {2}).requires_grad();
+  Tensor b = from_vector<double>({3, 4, 5}, {3}).requires_grad();
+  Tensor c = from_vector<double>({1}, {1});  // never required grad
+  std::vector<Tensor> g = grad(sum(mul(a, 2.0)), {a, b, c});
+  EXPECT_EQ(vec(g[0]), (std::vector<double>{2, 2}));
+  EXPECT_EQ(vec(g[1]), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(vec(g[2]), (std::vector<double>{0}));
+  // A loss with no graph at all.
+  Tensor constant = sum(from_vector<double>({1, 2}, {2}));
+  EXPECT_EQ(vec(grad(constant, {a})[0]), (std::vector<double>{0, 0}));
+}
+
+TEST(Autograd, NonDifferentiablePathsGiveNoGradient) {
+  Tensor x = from_vector<double>({-1, 2, 3}, {3}).requires_grad();
+  // Through a comparison and argmax only: zeros.
+  Tensor viaCompare = sum(cast(gt(x, 0.0), DType::f64));
+  EXPECT_EQ(vec(grad(viaCompare, {x})[0]), (std::vector<double>{0, 0, 0}));
+  Tensor viaArgmax = cast(argmax(x, 0), DType::f64);
+  EXPECT_EQ(vec(grad(viaArgmax, {x})[0]), (std::vector<double>{0, 0, 0}));
+  // The mask is constant, the multiplied value is not.
+  Tensor masked = sum(mul(cast(gt(x, 0.0), DType::f64), x));
+  EXPECT_EQ(vec(grad(masked, {x})[0]), (std::vector<double>{0, 1, 1}));
+}
+
+TEST(Autograd, GradWithRespectToAnIntermediate) {
+  Tensor x = from_vector<double>({1, 2}, {2}).requires_grad();
+  Tensor h = mul(x, 3.0);
+  Tensor loss = sum(square(h));
+  std::vector<Tensor> g = grad(loss, {h, x});
+  EXPECT_EQ(vec(g[0]), (std::vector<double>{6, 12}));
+  EXPECT_EQ(vec(g[1]), (std::vector<double>{18, 36}));
+}
+
+TEST(Autograd, GraphIsFreedUnlessRetained) {
+  Tensor x = from_vector<double>({1, 2}, {2}).requires_grad();
+  Tensor loss = sum(exp(x));
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  loss.backward();
+  std::vector<double> g = vec(x.grad());
+  EXPECT_NEAR(g[0], 2 * std::exp(1.0), 1e-12);
+  EXPECT_THROW(loss.backward(), Error);
+}
+
+TEST(Autograd, NonScalarLossNeedsGradOutput) {
+  Tensor x = from_vector<double>({1, 2}, {2}).requires_grad();
+  Tensor y = mul(x, x);
+  EXPECT_THROW(grad(y, {x}), Error);
+  Tensor g = grad(y, {x}, from_vector<double>({1, 10}, {2}))[0];
+  EXPECT_EQ(vec(g), (std::vector<double>{2, 40}));
+}
+
+TEST(Autograd, NoGradGuardRecordsNoGraph) {
+  Tensor x = from_vector<double>({1, 2}, {2}).requires_grad();
+  {
+    NoGradGuard guard;
+    EXPECT_FALSE(grad_mode_enabled());
+    EXPECT_FALSE(mul(x, 2.0).requires_grad_enabled());
+    {
+      NoGradGuard nested;
+    }
+    EXPECT_FALSE(grad_mode_enabled());
+  }
+  EXPECT_TRUE(grad_mode_enabled());
+  EXPECT_TRUE(mul(x, 2.0).requires_grad_enabled());
+}
+
+TEST(Autograd, DetachDropsHistory) {
+  Tensor x = from_vector<double>({1, 2}, {2}).requires_grad();
+  Tensor y = mul(x, 2.0);
+  Tensor d = y.detach();
+  EXPECT_FALSE(d.requires_grad_enabled());
+  EXPECT_EQ(vec(grad(sum(mul(d, x)), {x})[0]), (std::vector<double>{2, 4}));
+  EXPECT_EQ(vec(d), (std::vector<double>{2, 4}));
+}
+
+TEST(Autograd, ForwardBackwardAndUpdateAreOneTrace) {
+  sync();
+  Tensor w = from_vector<float>({1, 2, 3, 4}, {2, 2}).requires_grad();
+  Tensor x = from_vector<float>({1, 0, 0, 1}, {2, 2});
+  reset_stats();
+  Tensor loss = sum(square(matmul(x, w)));
+  Tensor g = grad(loss, {w})[0];
+  Tensor updated;
+  {
+    NoGradGuard noGrad;
+    updated = sub(w, mul(g, 0.1f));
+  }
+  EXPECT_FALSE(updated.is_materialized());
+  sync();
+  EXPECT_EQ(stats().traces_recorded, 1u);
+  std::vector<float> u = updated.to_vector<float>();
+  EXPECT_FLOAT_EQ(u[0], 1 - 0.1f * 2);
+}
+
+}  // namespace
+}  // namespace kiln

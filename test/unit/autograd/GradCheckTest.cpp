@@ -1,0 +1,311 @@
+// Gradient check of every vector-Jacobian rule against central finite
+// differences in f64, on seeded random shapes (broadcasting, keepdim,
+// batched matmul, strided slices, repeated indices).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+
+namespace kiln {
+namespace {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+/// One differentiable input: shape and how its values are drawn.
+struct Input {
+  Shape shape;
+  double low = -2, high = 2;
+  bool awayFromZero = false;  ///< |v| >= 0.2 (kinks of relu/abs, poles of div/log)
+};
+
+std::vector<double> randomValues(const Input& in, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(in.low, in.high);
+  std::vector<double> v(static_cast<size_t>(in.shape.numel()));
+  for (double& x : v) {
+    do x = u(rng);
+    while (in.awayFromZero && std::abs(x) < 0.2);
+  }
+  return v;
+}
+
+/// Compares kiln::grad of sum(f(inputs) * w) with central differences.
+void gradcheck(const std::string& what, const Fn& f, const std::vector<Input>& inputs, uint64_t seed = 1,
+               double tol = 1e-6) {
+  SCOPED_TRACE(what);
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<double>> values;
+  for (const Input& in : inputs) values.push_back(randomValues(in, rng));
+  auto makeInputs = [&](bool requiresGrad) {
+    std::vector<Tensor> ts;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Tensor t = from_vector<double>(values[i], inputs[i].shape);
+      if (requiresGrad) t.requires_grad();
+      ts.push_back(t);
+    }
+    return ts;
+  };
+  std::vector<Tensor> xs = makeInputs(true);
+  Tensor out = f(xs);
+  ASSERT_EQ(out.dtype(), DType::f64);
+  std::vector<double> w(static_cast<size_t>(out.numel()));
+  std::uniform_real_distribution<double> uw(-1, 1);
+  for (double& x : w) x = uw(rng);
+  Tensor weights = from_vector<double>(w, out.shape());
+  Tensor loss = sum(mul(out, weights));
+  std::vector<Tensor> analytic = grad(loss, xs);
+  ASSERT_EQ(analytic.size(), inputs.size());
+
+  auto lossAt = [&]() {
+    NoGradGuard noGrad;
+    return sum(mul(f(makeInputs(false)), weights)).item<double>();
+  };
+  const double h = 1e-6;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_EQ(analytic[i].shape(), inputs[i].shape) << "input " << i;
+    ASSERT_EQ(analytic[i].dtype(), DType::f64);
+    std::vector<double> a = analytic[i].to_vector<double>();
+    for (size_t j = 0; j < values[i].size(); ++j) {
+      const double saved = values[i][j];
+      values[i][j] = saved + h;
+      const double up = lossAt();
+      values[i][j] = saved - h;
+      const double down = lossAt();
+      values[i][j] = saved;
+      const double numeric = (up - down) / (2 * h);
+      EXPECT_NEAR(a[j], numeric, tol * (1 + std::abs(numeric))) << "input " << i << " element " << j;
+    }
+  }
+}
+
+/// Seeded random shapes of rank 1..3 with extents 1..4.
+Shape randomShape(std::mt19937_64& rng, int minRank = 1, int maxRank = 3) {
+  std::uniform_int_distribution<int> r(minRank, maxRank), e(1, 4);
+  Shape s;
+  for (int d = r(rng); d > 0; --d) s.push_back(e(rng));
+  return s;
+}
+
+/// A shape that broadcasts with `s`: leading axes dropped, some extents 1.
+Shape broadcastPartner(const Shape& s, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> drop(0, s.rank() - 1), coin(0, 2);
+  Shape p;
+  for (int d = drop(rng); d < s.rank(); ++d) p.push_back(coin(rng) == 0 ? 1 : s[d]);
+  return p;
+}
+
+// ---- unary --------------------------------------------------------------------
+
+struct UnaryCase {
+  const char* name;
+  Tensor (*op)(const Tensor&);
+  double low, high;
+  bool awayFromZero;
+};
+
+TEST(GradCheck, UnaryOps) {
+  const UnaryCase cases[] = {
+      {"neg", neg, -2, 2, false},          {"abs", abs, -2, 2, true},
+      {"exp", exp, -2, 2, false},          {"log", log, 0.2, 3, false},
+      {"sqrt", sqrt, 0.2, 3, false},       {"rsqrt", rsqrt, 0.2, 3, false},
+      {"tanh", tanh, -2, 2, false},        {"sigmoid", sigmoid, -3, 3, false},
+      {"relu", relu, -2, 2, true},         {"sin", sin, -3, 3, false},
+      {"cos", cos, -3, 3, false},          {"reciprocal", reciprocal, -2, 2, true},
+      {"square", square, -2, 2, false},    {"gelu", gelu, -3, 3, false},
+  };
+  std::mt19937_64 rng(7);
+  for (const UnaryCase& c : cases) {
+    Shape s = randomShape(rng);
+    gradcheck(c.name, [&](const std::vector<Tensor>& x) { return c.op(x[0]); }, {{s, c.low, c.high, c.awayFromZero}});
+  }
+}
+
+TEST(GradCheck, PiecewiseConstantOpsHaveZeroGradient) {
+  for (auto op : {floor, ceil, round, sign}) {
+    Tensor x = from_vector<double>({-1.3, 0.4, 2.6}, {3}).requires_grad();
+    Tensor loss = sum(mul(op(x), x));  // d/dx = op(x) only
+    std::vector<double> g = grad(loss, {x})[0].to_vector<double>();
+    std::vector<double> expected = op(x).detach().to_vector<double>();
+    EXPECT_EQ(g, expected);
+  }
+}
+
+// ---- binary with broadcasting ---------------------------------------------------
+
+TEST(GradCheck, BinaryOpsBroadcast) {
+  struct Case {
+    const char* name;
+    Tensor (*op)(const Operand&, const Operand&);
+    double low, high;
+    bool away;
+  };
+  const Case cases[] = {
+      {"add", add, -2, 2, false}, {"sub", sub, -2, 2, false},         {"mul", mul, -2, 2, false},
+      {"div", div, -2, 2, true},  {"pow", pow, 0.3, 2, false},        {"maximum", maximum, -2, 2, false},
+      {"minimum", minimum, -2, 2, false},
+  };
+  std::mt19937_64 rng(11);
+  for (const Case& c : cases) {
+    for (int trial = 0; trial < 3; ++trial) {
+      Shape a = randomShape(rng), b = broadcastPartner(a, rng);
+      if (trial == 1) std::swap(a, b);
+      gradcheck(std::string(c.name) + " " + a.str() + " " + b.str(),
+                [&](const std::vector<Tensor>& x) { return c.op(x[0], x[1]); },
+                {{a, c.low, c.high, c.away}, {b, c.low, c.high, c.away}}, 100 + trial);
+    }
+  }
+}
+
+TEST(GradCheck, ScalarOperands) {
+  gradcheck("x*3 + 1 - x/2", [](const std::vector<Tensor>& x) { return sub(add(mul(x[0], 3.0), 1.0), div(x[0], 2.0)); },
+            {{Shape{3, 2}}});
+  gradcheck("2 / x", [](const std::vector<Tensor>& x) { return div(2.0, x[0]); }, {{Shape{4}, -2, 2, true}});
+  gradcheck("x ^ 3", [](const std::vector<Tensor>& x) { return pow(x[0], 3.0); }, {{Shape{4}}});
+  gradcheck("2 ^ x", [](const std::vector<Tensor>& x) { return pow(2.0, x[0]); }, {{Shape{4}}});
+}
+
+TEST(GradCheck, MaximumSplitsTiesEvenly) {
+  Tensor a = from_vector<double>({1, 2, 3}, {3}).requires_grad();
+  Tensor b = from_vector<double>({1, 5, 0}, {3}).requires_grad();
+  std::vector<Tensor> g = grad(sum(maximum(a, b)), {a, b});
+  EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{0.5, 0, 1}));
+  EXPECT_EQ(g[1].to_vector<double>(), (std::vector<double>{0.5, 1, 0}));
+}
+
+TEST(GradCheck, WhereAndClamp) {
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 3; ++trial) {
+    Shape s = randomShape(rng), p = broadcastPartner(s, rng), q = broadcastPartner(s, rng);
+    gradcheck("where " + s.str() + " " + p.str() + " " + q.str(),
+              [](const std::vector<Tensor>& x) { return where(gt(x[0], 0.0), x[1], x[2]); },
+              {{s, -1, 1, true}, {p}, {q}}, 40 + trial);
+  }
+  gradcheck("clamp", [](const std::vector<Tensor>& x) { return clamp(x[0], -0.5, 0.7); }, {{Shape{3, 4}, -2, 2, true}});
+}
+
+TEST(GradCheck, CastBetweenFloats) {
+  Tensor x = from_vector<float>({1, 2, 3}, {3}).requires_grad();
+  Tensor w = from_vector<double>({0.5, -1, 2}, {3});
+  Tensor g = grad(sum(mul(cast(x, DType::f64), w)), {x})[0];
+  EXPECT_EQ(g.dtype(), DType::f32);
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{0.5f, -1, 2}));
+  // f64 -> f32: the f32 gradient comes back as f64.
+  Tensor y = from_vector<double>({1, 2}, {2}).requires_grad();
+  Tensor gy = grad(sum(mul(cast(y, DType::f32), 3.0f)), {y})[0];
+  EXPECT_EQ(gy.dtype(), DType::f64);
+  EXPECT_EQ(gy.to_vector<double>(), (std::vector<double>{3, 3}));
+}
+
+// ---- reductions ------------------------------------------------------------------
+
+TEST(GradCheck, ReductionsWithAxesAndKeepdim) {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 6; ++trial) {
+    Shape s = randomShape(rng, 1, 3);
+    std::vector<int> axes;
+    for (int d = 0; d < s.rank(); ++d)
+      if (rng() % 2) axes.push_back(d - (rng() % 2 ? s.rank() : 0));  // some negative
+    const bool keepdim = trial % 2;
+    const std::string tag = s.str() + " axes " + std::to_string(axes.size()) + (keepdim ? " keepdim" : "");
+    gradcheck("sum " + tag, [&](const std::vector<Tensor>& x) { return sum(x[0], axes, keepdim); }, {{s}}, trial);
+    gradcheck("mean " + tag, [&](const std::vector<Tensor>& x) { return mean(x[0], axes, keepdim); }, {{s}}, trial);
+    gradcheck("prod " + tag, [&](const std::vector<Tensor>& x) { return prod(x[0], axes, keepdim); },
+              {{s, 0.5, 1.5}}, trial);
+    // Distinct values: no ties at the extreme.
+    gradcheck("max " + tag, [&](const std::vector<Tensor>& x) { return max(x[0], axes, keepdim); }, {{s}}, trial);
+    gradcheck("min " + tag, [&](const std::vector<Tensor>& x) { return min(x[0], axes, keepdim); }, {{s}}, trial);
+  }
+}
+
+TEST(GradCheck, MaxReductionSplitsTiesEvenly) {
+  Tensor x = from_vector<double>({3, 1, 3, 2, 2, 2}, {2, 3}).requires_grad();
+  Tensor g = grad(sum(max(x, {1})), {x})[0];
+  std::vector<double> v = g.to_vector<double>();
+  std::vector<double> expected{0.5, 0, 0.5, 1.0 / 3, 1.0 / 3, 1.0 / 3};
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(v[i], expected[i], 1e-15);
+}
+
+// ---- matmul ------------------------------------------------------------------------
+
+TEST(GradCheck, Matmul) {
+  auto mm = [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); };
+  gradcheck("2-D", mm, {{Shape{3, 4}}, {Shape{4, 2}}});
+  gradcheck("batched", mm, {{Shape{2, 3, 4}}, {Shape{2, 4, 5}}});
+  gradcheck("broadcast batch", mm, {{Shape{2, 1, 3, 4}}, {Shape{3, 4, 2}}});
+  gradcheck("broadcast batch 2", mm, {{Shape{4, 3}}, {Shape{2, 3, 2}}});
+  gradcheck("vector @ matrix", mm, {{Shape{4}}, {Shape{4, 3}}});
+  gradcheck("matrix @ vector", mm, {{Shape{2, 4}}, {Shape{4}}});
+  gradcheck("vector @ vector", mm, {{Shape{4}}, {Shape{4}}});
+}
+
+// ---- shape ops ----------------------------------------------------------------------
+
+TEST(GradCheck, ShapeOps) {
+  gradcheck("reshape", [](const std::vector<Tensor>& x) { return reshape(x[0], {4, -1}); }, {{Shape{2, 3, 2}}});
+  gradcheck("permute", [](const std::vector<Tensor>& x) { return permute(x[0], {2, 0, 1}); }, {{Shape{2, 3, 4}}});
+  gradcheck("transpose then matmul", [](const std::vector<Tensor>& x) { return matmul(transpose(x[0]), x[0]); },
+            {{Shape{3, 2}}});
+  gradcheck("broadcast_to", [](const std::vector<Tensor>& x) { return broadcast_to(x[0], {2, 3, 4}); },
+            {{Shape{3, 1}}});
+  gradcheck("squeeze/unsqueeze", [](const std::vector<Tensor>& x) { return unsqueeze(squeeze(x[0]), 0); },
+            {{Shape{3, 1, 2}}});
+  gradcheck("contiguous of a transpose", [](const std::vector<Tensor>& x) { return transpose(x[0]).contiguous(); },
+            {{Shape{3, 2}}});
+}
+
+TEST(GradCheck, Slice) {
+  std::mt19937_64 rng(9);
+  for (int trial = 0; trial < 8; ++trial) {
+    Shape s = randomShape(rng, 1, 3);
+    for (int d = 0; d < s.rank(); ++d) s[d] += 2;
+    const int axis = static_cast<int>(rng() % s.rank());
+    const int64_t start = static_cast<int64_t>(rng() % 3), stop = s[axis] - static_cast<int64_t>(rng() % 2);
+    const int64_t step = 1 + static_cast<int64_t>(rng() % 3);
+    gradcheck("slice " + s.str() + " axis " + std::to_string(axis) + " " + std::to_string(start) + ":" +
+                  std::to_string(stop) + ":" + std::to_string(step),
+              [&](const std::vector<Tensor>& x) { return slice(x[0], axis, start, stop, step); }, {{s}}, trial);
+  }
+  gradcheck("two slices", [](const std::vector<Tensor>& x) { return slice(slice(x[0], 0, 1, 4, 2), 1, -2, 5); },
+            {{Shape{5, 4}}});
+}
+
+TEST(GradCheck, Concat) {
+  gradcheck("axis 0", [](const std::vector<Tensor>& x) { return concat({x[0], x[1], x[0]}, 0); },
+            {{Shape{2, 3}}, {Shape{1, 3}}});
+  gradcheck("axis -1", [](const std::vector<Tensor>& x) { return concat({x[0], x[1]}, -1); },
+            {{Shape{2, 2, 1}}, {Shape{2, 2, 3}}});
+}
+
+TEST(GradCheck, IndexSelectAndGather) {
+  Tensor idx = from_vector<int64_t>({2, 0, 2, 1}, {2, 2});  // repeated index 2
+  gradcheck("index_select axis 1", [&](const std::vector<Tensor>& x) { return index_select(x[0], 1, idx); },
+            {{Shape{2, 3, 2}}});
+  gradcheck("index_select axis 0", [&](const std::vector<Tensor>& x) { return index_select(x[0], 0, idx); },
+            {{Shape{3, 2}}});
+  Tensor gidx = from_vector<int64_t>({1, 1, 0, 2, 0, 0}, {2, 3});
+  gradcheck("gather axis 0 (index smaller than x on axis 1)",
+            [&](const std::vector<Tensor>& x) { return gather(x[0], 0, gidx); }, {{Shape{3, 4}}});
+  Tensor cidx = from_vector<int64_t>({3, 0, 1}, {3, 1});
+  gradcheck("gather axis 1", [&](const std::vector<Tensor>& x) { return gather(x[0], 1, cidx); }, {{Shape{3, 4}}});
+}
+
+// ---- composites (through their primitives) --------------------------------------------
+
+TEST(GradCheck, Composites) {
+  gradcheck("softmax", [](const std::vector<Tensor>& x) { return softmax(x[0], 1); }, {{Shape{3, 4}}});
+  gradcheck("log_softmax", [](const std::vector<Tensor>& x) { return log_softmax(x[0], -1); }, {{Shape{2, 5}}});
+  gradcheck("layer_norm", [](const std::vector<Tensor>& x) { return layer_norm(x[0], x[1], x[2]); },
+            {{Shape{3, 4}}, {Shape{4}}, {Shape{4}}}, 1, 1e-5);
+  Tensor targets = from_vector<int64_t>({1, 0, 3}, {3});
+  gradcheck("cross_entropy", [&](const std::vector<Tensor>& x) { return cross_entropy(x[0], targets); },
+            {{Shape{3, 4}}});
+  gradcheck("mlp", [](const std::vector<Tensor>& x) { return tanh(add(matmul(relu(x[0]), x[1]), x[2])); },
+            {{Shape{4, 3}, -2, 2, true}, {Shape{3, 2}}, {Shape{2}}});
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,154 @@
+// Indexing: index_select, gather, one_hot.
+#include "test/unit/ops/op_test_util.h"
+
+namespace kt {
+namespace {
+
+const std::vector<DType> kIndexTypes = {DType::i64, DType::i32, DType::i8, DType::u8};
+
+Ref indexSelectRef(const Ref& x, int axis, const Ref& idx) {
+  axis = normAxis(axis, x.rank());
+  Dims s(x.shape.begin(), x.shape.begin() + axis);
+  s.insert(s.end(), idx.shape.begin(), idx.shape.end());
+  s.insert(s.end(), x.shape.begin() + axis + 1, x.shape.end());
+  Ref out(s);
+  int ir = idx.rank();
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    Dims o = unravel(i, s);
+    Dims j(o.begin() + axis, o.begin() + axis + ir);
+    Dims src(o.begin(), o.begin() + axis);
+    src.push_back(static_cast<int64_t>(idx.at(j)));
+    src.insert(src.end(), o.begin() + axis + ir, o.end());
+    out.v[i] = x.at(src);
+  }
+  return out;
+}
+
+Ref gatherRef(const Ref& x, int axis, const Ref& idx) {
+  axis = normAxis(axis, x.rank());
+  Ref out(idx.shape);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    Dims o = unravel(i, idx.shape);
+    o[axis] = static_cast<int64_t>(idx.v[i]);
+    out.v[i] = x.at(o);
+  }
+  return out;
+}
+
+void checkIndexSelectOnce(Rng& rng, DType t) {
+  Dims s = randomShape(rng, 1, 4, 5, 0.05);
+  int r = static_cast<int>(s.size());
+  int axis = static_cast<int>(rng.randint(0, r - 1));
+  if (s[axis] == 0) s[axis] = 2;
+  if (rng.coin(0.3)) axis -= r;
+  Input x = makeInput(rng, s, t);
+  Dims is = randomShape(rng, 0, 2, 4, 0.05);
+  DType it = rng.pick(kIndexTypes);
+  int64_t n = s[normAxis(axis, r)];
+  Input idx = makeInput(rng, is, it, {0, static_cast<double>(std::min<int64_t>(n - 1, 127))});
+  SCOPED_TRACE("index_select(" + x.how + ", " + std::to_string(axis) + ", " + idx.how + ")");
+  Tensor y = kiln::index_select(x.t, axis, idx.t);
+  EXPECT_DTYPE(y, t);
+  EXPECT_TRUE(near(y, indexSelectRef(x.r, axis, idx.r), {}));
+}
+
+TEST(OpsIndex, IndexSelectEveryDType) {
+  Rng rng(kSeed + 60);
+  for (DType t : kAllTypes)
+    for (int it = 0; it < 20; ++it) checkIndexSelectOnce(rng, t);
+}
+
+void checkGatherOnce(Rng& rng, DType t) {
+  Dims s = randomShape(rng, 1, 4, 5, 0.05);
+  int r = static_cast<int>(s.size());
+  int axis = static_cast<int>(rng.randint(0, r - 1));
+  if (s[axis] == 0) s[axis] = 3;
+  Dims is = s;
+  is[axis] = rng.randint(0, 6);
+  if (rng.coin(0.3)) axis -= r;
+  Input x = makeInput(rng, s, t);
+  int64_t n = s[normAxis(axis, r)];
+  Input idx = makeInput(rng, is, rng.pick(kIndexTypes), {0, static_cast<double>(std::min<int64_t>(n - 1, 127))});
+  SCOPED_TRACE("gather(" + x.how + ", " + std::to_string(axis) + ", " + idx.how + ")");
+  Tensor y = kiln::gather(x.t, axis, idx.t);
+  EXPECT_DTYPE(y, t);
+  EXPECT_TRUE(near(y, gatherRef(x.r, axis, idx.r), {}));
+}
+
+TEST(OpsIndex, GatherEveryDType) {
+  Rng rng(kSeed + 61);
+  for (DType t : kAllTypes)
+    for (int it = 0; it < 20; ++it) checkGatherOnce(rng, t);
+}
+
+void checkOneHotOnce(Rng& rng, DType t) {
+  Dims is = randomShape(rng, 0, 3, 5, 0.05);
+  int64_t c = rng.randint(1, 7);
+  DType it = rng.pick(kIndexTypes);
+  Input idx = makeInput(rng, is, it, {0, static_cast<double>(c - 1)});
+  SCOPED_TRACE("one_hot(" + idx.how + ", " + std::to_string(c) + ", " + tname(t) + ")");
+  Tensor y = kiln::one_hot(idx.t, c, t);
+  EXPECT_DTYPE(y, t);
+  Dims s = is;
+  s.push_back(c);
+  Ref ref(s);
+  for (int64_t i = 0; i < ref.numel(); ++i) ref.v[i] = idx.r.v[i / c] == static_cast<double>(i % c) ? 1 : 0;
+  EXPECT_TRUE(near(y, ref, {}));
+}
+
+TEST(OpsIndex, OneHotEveryDType) {
+  Rng rng(kSeed + 62);
+  for (DType t : kAllTypes)
+    for (int it = 0; it < 10; ++it) checkOneHotOnce(rng, t);
+  Tensor d = kiln::one_hot(kiln::from_vector(std::vector<int64_t>{2, 0}, {2}), 3);
+  EXPECT_DTYPE(d, DType::f32);
+  EXPECT_TRUE(near(d, Ref({2, 3}, {0, 0, 1, 1, 0, 0}), {}));
+}
+
+TEST(OpsIndex, Explicit) {
+  Tensor x = kiln::from_vector(std::vector<float>{0, 1, 2, 10, 11, 12}, {2, 3});
+  Tensor i = kiln::from_vector(std::vector<int64_t>{2, 0, 2}, {3});
+  EXPECT_TRUE(near(kiln::index_select(x, 1, i), Ref({2, 3}, {2, 0, 2, 12, 10, 12}), {}));
+  EXPECT_TRUE(near(kiln::index_select(x, 0, kiln::scalar_tensor(int64_t{1}, DType::i64)), Ref({3}, {10, 11, 12}), {}));
+  Tensor i2 = kiln::from_vector(std::vector<int32_t>{1, 1, 0, 1}, {2, 2});
+  EXPECT_TRUE(near(kiln::index_select(x, 0, i2), Ref({2, 2, 3}, {10, 11, 12, 10, 11, 12, 0, 1, 2, 10, 11, 12}), {}));
+  EXPECT_TRUE(near(kiln::index_select(x, 1, kiln::zeros({0}, DType::i64)), Ref({2, 0}), {}));
+  Tensor g = kiln::from_vector(std::vector<int64_t>{0, 0, 2, 1}, {2, 2});
+  EXPECT_TRUE(near(kiln::gather(x, 1, g), Ref({2, 2}, {0, 0, 12, 11}), {}));
+  Tensor g0 = kiln::from_vector(std::vector<int64_t>{1, 0, 1}, {1, 3});
+  EXPECT_TRUE(near(kiln::gather(x, 0, g0), Ref({1, 3}, {10, 1, 12}), {}));
+  // On a pending, transposed input.
+  Tensor xt = kiln::transpose(x * 2.0);  // [3, 2]
+  EXPECT_TRUE(near(kiln::index_select(xt, 0, i), Ref({3, 2}, {4, 24, 0, 20, 4, 24}), {}));
+}
+
+TEST(OpsIndex, ConcurrentThreads) {
+  runOnThreads(4, [](int tid) {
+    Rng rng(kSeed + 700 + tid);
+    for (int it = 0; it < 30; ++it) {
+      DType t = rng.pick(kAllTypes);
+      switch (rng.randint(0, 2)) {
+        case 0: checkIndexSelectOnce(rng, t); break;
+        case 1: checkGatherOnce(rng, t); break;
+        default: checkOneHotOnce(rng, t); break;
+      }
+    }
+  });
+}
+
+TEST(OpsIndex, BadInputThrowsAndKeepsEarlierTensors) {
+  Tensor x = kiln::from_vector(std::vector<float>{0, 1, 2, 10, 11, 12}, {2, 3});
+  Tensor i = kiln::from_vector(std::vector<int64_t>{1, 0}, {2});
+  Tensor pending = kiln::index_select(x, 1, i);
+  Tensor fidx = kiln::from_vector(std::vector<float>{0, 1}, {2});
+  expectKilnError([&] { return kiln::index_select(x, 1, fidx); }, "index_select");
+  expectKilnError([&] { return kiln::index_select(x, 2, i); }, "index_select");
+  expectKilnError([&] { return kiln::gather(x, 1, i); }, "gather");  // rank mismatch
+  expectKilnError([&] { return kiln::gather(x, 1, kiln::reshape(fidx, {1, 2})); }, "gather");
+  expectKilnError([&] { return kiln::one_hot(fidx, 3); }, "one_hot");
+  EXPECT_TRUE(near(pending, Ref({2, 2}, {1, 0, 11, 10}), {}));
+  EXPECT_TRUE(near(kiln::one_hot(i, 2, DType::i32), Ref({2, 2}, {0, 1, 1, 0}), {}));
+}
+
+}  // namespace
+}  // namespace kt

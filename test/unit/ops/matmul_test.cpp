@@ -1,0 +1,162 @@
+// matmul: 2-D, batched with broadcast batch dims, 1-D operands, size-0
+// extents, non-contiguous operands, every numeric dtype.
+#include <array>
+
+#include "test/unit/ops/op_test_util.h"
+
+namespace kt {
+namespace {
+
+/// NumPy matmul in double. absSum receives sum |a||b| per output element.
+Ref matmulRef(const Ref& a, const Ref& b, std::vector<double>* absSum) {
+  Dims as = a.shape, bs = b.shape;
+  bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  if (aVec) as.insert(as.begin(), 1);
+  if (bVec) bs.push_back(1);
+  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  Dims ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  Dims batch = broadcastShape(ab, bb);
+  Dims full = batch;
+  full.push_back(M);
+  full.push_back(N);
+  Ref out(full);
+  if (absSum) absSum->assign(out.v.size(), 0.0);
+  int64_t nb = numelOf(batch);
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    Dims bidx = unravel(bi, batch);
+    int64_t ao = broadcastSource(bidx, ab) * M * K, bo = broadcastSource(bidx, bb) * K * N;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double acc = 0, abs = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          double p = a.v[ao + m * K + k] * b.v[bo + k * N + n];
+          acc += p;
+          abs += std::fabs(p);
+        }
+        int64_t o = (bi * M + m) * N + n;
+        out.v[o] = acc;
+        if (absSum) (*absSum)[o] = abs;
+      }
+  }
+  Dims shape = batch;
+  if (!aVec) shape.push_back(M);
+  if (!bVec) shape.push_back(N);
+  out.shape = shape;
+  return out;
+}
+
+Range mmRange(DType t) {
+  if (isFloat(t)) return {-2, 2};
+  if (t == DType::i8 || t == DType::u8) return defaultRange(t);  // wraps
+  return {-100, 100};
+}
+
+void checkMatmul(const Input& a, const Input& b, DType t) {
+  SCOPED_TRACE("matmul(" + a.how + ", " + b.how + ")");
+  Tensor y = kiln::matmul(a.t, b.t);
+  EXPECT_DTYPE(y, t);
+  std::vector<double> abs;
+  Ref ref = matmulRef(a.r, b.r, &abs);
+  int64_t K = a.r.shape.back();
+  for (auto& e : abs) e *= accumEps(t) * std::sqrt(static_cast<double>(std::max<int64_t>(K, 1)));
+  if (!isFloat(t)) ref = castRef(ref, t);
+  EXPECT_TRUE(near(y, ref, tolFor(t), isFloat(t) ? &abs : nullptr));
+}
+
+void checkMatmulOnce(Rng& rng, DType t) {
+  int64_t M = rng.randint(0, 6), K = rng.randint(0, 7), N = rng.randint(0, 6);
+  if (rng.coin(0.8)) M = std::max<int64_t>(M, 1), K = std::max<int64_t>(K, 1), N = std::max<int64_t>(N, 1);
+  auto [ba, bb] = randomBroadcastPair(rng, 2, 0.0);
+  if (rng.coin(0.3)) ba.clear();
+  if (rng.coin(0.3)) bb.clear();
+  Dims sa = ba, sb = bb;
+  int form = static_cast<int>(rng.randint(0, 5));  // 0: a is 1-D, 1: b is 1-D, 2: both, else matrices
+  if (form == 0 || form == 2) sa = {K};
+  else sa.push_back(M), sa.push_back(K);
+  if (form == 1 || form == 2) sb = {K};
+  else sb.push_back(K), sb.push_back(N);
+  Input a = makeInput(rng, sa, t, mmRange(t)), b = makeInput(rng, sb, t, mmRange(t));
+  checkMatmul(a, b, t);
+}
+
+TEST(OpsMatmul, RandomShapesFloat) {
+  Rng rng(kSeed + 40);
+  for (DType t : kFloatTypes)
+    for (int it = 0; it < 60; ++it) checkMatmulOnce(rng, t);
+}
+
+TEST(OpsMatmul, RandomShapesInteger) {
+  Rng rng(kSeed + 41);
+  for (DType t : kIntTypes)
+    for (int it = 0; it < 30; ++it) checkMatmulOnce(rng, t);
+}
+
+TEST(OpsMatmul, TransposedOperandsAndLargerSizes) {
+  Rng rng(kSeed + 42);
+  for (DType t : {DType::f32, DType::f64, DType::bf16}) {
+    for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{{33, 70, 17}, {64, 128, 48}, {1, 257, 3}}) {
+      // a^T and b^T given as transposed views of dense tensors.
+      Ref at = randomRef(rng, {K, M}, t, {-1, 1}), bt = randomRef(rng, {N, K}, t, {-1, 1});
+      Input a{kiln::transpose(makeTensor(at, t)), transposeRef(at, 0, 1), t, "transposed " + tname(t)};
+      Input b{kiln::transpose(makeTensor(bt, t), 0, 1), transposeRef(bt, 0, 1), t, "transposed " + tname(t)};
+      checkMatmul(a, b, t);
+      Input c = makeInput(rng, {M, K}, t, {-1, 1}, Layout::Contiguous);
+      checkMatmul(c, b, t);
+    }
+  }
+}
+
+TEST(OpsMatmul, ExplicitShapes) {
+  Tensor v = kiln::from_vector(std::vector<float>{1, 2, 3}, {3});
+  Tensor w = kiln::from_vector(std::vector<float>{4, 5, 6}, {3});
+  Tensor d = kiln::matmul(v, w);
+  EXPECT_EQ(d.rank(), 0);
+  EXPECT_EQ(d.item<double>(), 32);
+  Tensor m = kiln::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});  // [2,3]
+  EXPECT_TRUE(near(kiln::matmul(m, v), Ref({2}, {14, 32}), {}));
+  EXPECT_TRUE(near(kiln::matmul(kiln::from_vector(std::vector<float>{1, -1}, {2}), m), Ref({3}, {-3, -3, -3}), {}));
+  // Batch broadcasting: [2,1,2,3] @ [3,3,1] -> [2,3,2,1].
+  Rng rng(kSeed + 43);
+  Input a = makeInput(rng, {2, 1, 2, 3}, DType::f32, Layout::Contiguous);
+  Input b = makeInput(rng, {3, 3, 1}, DType::f32, Layout::Broadcast);
+  Tensor y = kiln::matmul(a.t, b.t);
+  EXPECT_EQ(toDims(y.shape()), (Dims{2, 3, 2, 1}));
+  checkMatmul(a, b, DType::f32);
+  // K = 0 gives zeros; M = 0 gives an empty result.
+  EXPECT_TRUE(near(kiln::matmul(kiln::ones({2, 0}), kiln::ones({0, 3})), Ref({2, 3}, 0.0), {}));
+  EXPECT_TRUE(near(kiln::matmul(kiln::ones({0, 4}), kiln::ones({4, 3})), Ref({0, 3}), {}));
+  // Integer wrapping: 100*100*2 = 20000 in i8.
+  Tensor i = kiln::from_vector(std::vector<int8_t>{100, 100}, {1, 2});
+  Tensor j = kiln::from_vector(std::vector<int8_t>{100, 100}, {2, 1});
+  EXPECT_TRUE(near(kiln::matmul(i, j), Ref({1, 1}, {castTo(20000, DType::i8)}), {}));
+}
+
+TEST(OpsMatmul, ConcurrentThreads) {
+  runOnThreads(4, [](int tid) {
+    Rng rng(kSeed + 500 + tid);
+    for (int it = 0; it < 40; ++it) checkMatmulOnce(rng, rng.pick(kNumericTypes));
+  });
+  // Several threads multiply the same shared (materialized) inputs.
+  Tensor shared = kiln::rand({40, 40}, 77);
+  Ref sr({40, 40}, shared.to_vector<double>());
+  std::vector<double> abs;
+  Ref ref = matmulRef(sr, sr, &abs);
+  for (auto& e : abs) e *= accumEps(DType::f32) * std::sqrt(40.0);
+  runOnThreads(4, [&](int) {
+    for (int k = 0; k < 5; ++k) EXPECT_TRUE(near(kiln::matmul(shared, shared), ref, tolFor(DType::f32), &abs));
+  });
+}
+
+TEST(OpsMatmul, BadInputThrowsAndKeepsEarlierTensors) {
+  Tensor a = kiln::ones({2, 3});
+  Tensor b = kiln::ones({4, 2});
+  Tensor pending = kiln::matmul(a, kiln::ones({3, 2}));
+  expectKilnError([&] { return kiln::matmul(a, b); }, "matmul");
+  expectKilnError([&] { return kiln::matmul(kiln::ones({2, 2, 3}), kiln::ones({3, 3, 2})); }, "matmul");
+  expectKilnError([&] { return kiln::matmul(kiln::ones({3}), kiln::ones({4})); }, "matmul");
+  EXPECT_TRUE(near(pending, Ref({2, 2}, 3.0), {}));
+  EXPECT_TRUE(near(kiln::matmul(b, a), Ref({4, 3}, 2.0), {}));
+}
+
+}  // namespace
+}  // namespace kt

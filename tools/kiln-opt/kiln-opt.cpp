@@ -1,0 +1,13 @@
+//===- kiln-opt.cpp - mlir-opt with the kiln dialect ----------------------===//
+
+#include "dialects/kiln/InitAll.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  mlir::kiln::registerAllDialects(registry);
+  mlir::kiln::registerAllPasses();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "Kiln optimizer driver\n", registry));
+}
