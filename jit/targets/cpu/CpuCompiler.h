@@ -1,0 +1,22 @@
+//===- CpuCompiler.h - Trace graphs to native host code ---------*- C++ -*-===//
+//
+// The CPU tier-1 compiler: kiln -> linalg -> fused loops -> scratch, GEMM
+// calls, outlined parallel bodies -> LLVM dialect -> LLVM IR -> O3 for the
+// host CPU -> ORC LLJIT.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_JIT_TARGETS_CPU_CPUCOMPILER_H
+#define KILN_JIT_TARGETS_CPU_CPUCOMPILER_H
+
+#include <memory>
+
+#include "runtime/exec/Executable.h"
+
+namespace kiln::jit::cpu {
+
+std::unique_ptr<exec::TraceCompiler> createCpuCompiler();
+
+} // namespace kiln::jit::cpu
+
+#endif // KILN_JIT_TARGETS_CPU_CPUCOMPILER_H

@@ -1,0 +1,329 @@
+//===- CpuTransforms.cpp - Kiln's own steps of the CPU pipeline -*- C++ -*-===//
+
+#include "jit/targets/cpu/CpuTransforms.h"
+
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/Analysis/TopologicalSortUtils.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+using namespace mlir;
+
+namespace kiln::jit::cpu {
+
+namespace {
+constexpr int64_t kScratchAlignment = 64;
+constexpr const char *kMatmulFn = "kiln_rt_matmul_f32";
+constexpr const char *kParallelForFn = "kiln_rt_parallel_for";
+
+int64_t elementBytes(Type t) {
+  unsigned bits = t.getIntOrFloatBitWidth();
+  return bits < 8 ? 1 : bits / 8;
+}
+} // namespace
+
+LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes) {
+  scratchBytes = 0;
+  SmallVector<memref::AllocOp> allocs;
+  kernel.walk([&](memref::AllocOp a) { allocs.push_back(a); });
+  if (allocs.empty())
+    return success();
+  SmallVector<int64_t> offsets;
+  for (memref::AllocOp a : allocs) {
+    MemRefType type = a.getType();
+    if (!type.hasStaticShape() || !type.getLayout().isIdentity())
+      return a.emitError("kiln: only static, dense temporaries can live in scratch memory");
+    if (a->getParentOp() != kernel.getOperation())
+      return a.emitError("kiln: a temporary allocated inside a loop cannot share scratch memory");
+    offsets.push_back(scratchBytes);
+    int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
+    scratchBytes += (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+  }
+  MLIRContext *ctx = kernel.getContext();
+  auto scratchType = MemRefType::get({scratchBytes}, IntegerType::get(ctx, 8));
+  unsigned argIndex = kernel.getNumArguments();
+  (void)kernel.insertArgument(argIndex, scratchType, DictionaryAttr::get(ctx), kernel.getLoc());
+  Value scratch = kernel.getArgument(argIndex);
+  for (auto [a, offset] : llvm::zip(allocs, offsets)) {
+    OpBuilder b(a);
+    Value shift = arith::ConstantIndexOp::create(b, a.getLoc(), offset);
+    Value view = memref::ViewOp::create(b, a.getLoc(), a.getType(), scratch, shift, ValueRange{});
+    SmallVector<Operation *> deallocs;
+    for (Operation *user : a->getUsers())
+      if (isa<memref::DeallocOp>(user))
+        deallocs.push_back(user);
+    for (Operation *d : deallocs)
+      d->erase();
+    a.replaceAllUsesWith(view);
+    a.erase();
+  }
+  return success();
+}
+
+namespace {
+/// (aligned pointer, offset, strides...) of a memref as i64 values.
+SmallVector<Value> describe(OpBuilder &b, Location loc, Value memref, bool batched) {
+  auto md = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+  auto i64 = b.getI64Type();
+  auto toI64 = [&](Value v) -> Value { return arith::IndexCastOp::create(b, loc, i64, v); };
+  Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, md.getBaseBuffer());
+  SmallVector<Value> out{toI64(ptr), toI64(md.getOffset())};
+  auto strides = md.getStrides();
+  if (batched) {
+    out.push_back(toI64(strides[0]));
+    out.push_back(toI64(strides[1]));
+    out.push_back(toI64(strides[2]));
+  } else {
+    out.push_back(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
+    out.push_back(toI64(strides[0]));
+    out.push_back(toI64(strides[1]));
+  }
+  return out;
+}
+} // namespace
+
+LogicalResult matmulToRuntimeCalls(ModuleOp module) {
+  SmallVector<linalg::LinalgOp> matmuls;
+  module.walk([&](linalg::LinalgOp op) {
+    if (!isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op.getOperation()) || !op.hasPureBufferSemantics())
+      return;
+    if (auto m = dyn_cast<linalg::MatmulOp>(op.getOperation()); m && m.hasUserDefinedMaps())
+      return;
+    if (auto m = dyn_cast<linalg::BatchMatmulOp>(op.getOperation()); m && m.hasUserDefinedMaps())
+      return;
+    for (Value v : op->getOperands()) {
+      auto t = dyn_cast<MemRefType>(v.getType());
+      if (!t || !t.getElementType().isF32() || !t.hasStaticShape())
+        return;
+    }
+    matmuls.push_back(op);
+  });
+  if (matmuls.empty())
+    return success();
+  MLIRContext *ctx = module.getContext();
+  auto i64 = IntegerType::get(ctx, 64);
+  if (!module.lookupSymbol(kMatmulFn)) {
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    SmallVector<Type> args(19, i64);
+    auto decl = func::FuncOp::create(b, module.getLoc(), kMatmulFn, FunctionType::get(ctx, args, {}));
+    decl.setPrivate();
+  }
+  for (linalg::LinalgOp op : matmuls) {
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    const bool batched = isa<linalg::BatchMatmulOp>(op.getOperation());
+    Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1], c = op.getDpsInits()[0];
+    auto cType = cast<MemRefType>(c.getType());
+    auto aType = cast<MemRefType>(a.getType());
+    const int r = cType.getRank();
+    auto konst = [&](int64_t v) -> Value { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)); };
+    SmallVector<Value> args{konst(batched ? cType.getDimSize(0) : 1), konst(cType.getDimSize(r - 2)),
+                            konst(cType.getDimSize(r - 1)), konst(aType.getDimSize(r - 1))};
+    for (Value v : {a, bm, c})
+      llvm::append_range(args, describe(b, loc, v, batched));
+    func::CallOp::create(b, loc, kMatmulFn, TypeRange{}, args);
+    op->erase();
+  }
+  return success();
+}
+
+LogicalResult approximateMath(ModuleOp module) {
+  RewritePatternSet patterns(module.getContext());
+  populateMathPolynomialApproximationPatterns(patterns);
+  return applyPatternsGreedily(module, std::move(patterns));
+}
+
+LogicalResult outlineParallelLoops(ModuleOp module, func::FuncOp kernel, ParallelDispatches &dispatches,
+                                   int &loopNests) {
+  loopNests = 0;
+  MLIRContext *ctx = module.getContext();
+  SmallVector<scf::ParallelOp> tops;
+  for (Operation &op : kernel.getBody().front()) {
+    if (isa<scf::ParallelOp, scf::ForOp, func::CallOp>(op))
+      ++loopNests;
+    if (auto p = dyn_cast<scf::ParallelOp>(op))
+      tops.push_back(p);
+  }
+  int index = 0;
+  for (scf::ParallelOp p : tops) {
+    const unsigned dims = p.getNumLoops();
+    auto lb0 = getConstantIntValue(p.getLowerBound()[0]);
+    auto ub0 = getConstantIntValue(p.getUpperBound()[0]);
+    auto st0 = getConstantIntValue(p.getStep()[0]);
+    if (!lb0 || !ub0 || !st0 || *lb0 != 0 || *st0 != 1 || !p.getInitVals().empty())
+      continue;  // stays serial
+    // Grain: aim for ~16K innermost iterations per task.
+    int64_t inner = 1;
+    for (unsigned d = 1; d < dims; ++d) {
+      auto lb = getConstantIntValue(p.getLowerBound()[d]), ub = getConstantIntValue(p.getUpperBound()[d]),
+           st = getConstantIntValue(p.getStep()[d]);
+      if (lb && ub && st && *st > 0)
+        inner *= std::max<int64_t>(1, (*ub - *lb + *st - 1) / *st);
+    }
+    p.walk([&](scf::ForOp f) {
+      auto lb = getConstantIntValue(f.getLowerBound()), ub = getConstantIntValue(f.getUpperBound()),
+           st = getConstantIntValue(f.getStep());
+      if (lb && ub && st && *st > 0)
+        inner *= std::max<int64_t>(1, (*ub - *lb + *st - 1) / *st);
+    });
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1));
+
+    // Values the loop uses from the kernel: rebuilt in the body from the
+    // kernel arguments (constants and views are pure, so cloning is exact).
+    llvm::SetVector<Value> captured;
+    getUsedValuesDefinedAbove(p.getRegion(), captured);
+    for (Value v : p->getOperands())
+      captured.insert(v);
+    llvm::SetVector<Operation *> slice;
+    for (Value v : captured) {
+      Operation *def = v.getDefiningOp();
+      if (!def)
+        continue;
+      BackwardSliceOptions options;
+      options.inclusive = true;
+      options.filter = [&](Operation *op) { return op->getParentOp() == kernel.getOperation(); };
+      if (failed(getBackwardSlice(def, &slice, options)))
+        return p.emitError("kiln: cannot outline the parallel loop (slice)");
+    }
+    for (Operation *op : slice)
+      if (!isMemoryEffectFree(op) && !isa<ViewLikeOpInterface>(op))
+        return op->emitError("kiln: a parallel loop uses a value with side effects; cannot outline it");
+
+    const std::string bodyName = kernel.getName().str() + "_par" + std::to_string(index);
+    const std::string declName = "__kiln_parallel_" + std::to_string(index);
+    ++index;
+    SmallVector<Type> bodyArgs{IndexType::get(ctx), IndexType::get(ctx)};
+    llvm::append_range(bodyArgs, kernel.getArgumentTypes());
+    OpBuilder mb(ctx);
+    mb.setInsertionPointAfter(kernel);
+    auto body = func::FuncOp::create(mb, p.getLoc(), bodyName, FunctionType::get(ctx, bodyArgs, {}));
+    body.setPrivate();
+    Block *entry = body.addEntryBlock();
+    IRMapping map;
+    for (unsigned i = 0; i < kernel.getNumArguments(); ++i)
+      map.map(kernel.getArgument(i), entry->getArgument(2 + i));
+    OpBuilder bb = OpBuilder::atBlockEnd(entry);
+    for (Operation *op : topologicalSort(slice))
+      bb.clone(*op, map);
+    auto clone = cast<scf::ParallelOp>(bb.clone(*p, map));
+    clone->setOperand(0, entry->getArgument(0));          // lower bound of dim 0
+    clone->setOperand(dims, entry->getArgument(1));       // upper bound of dim 0
+    func::ReturnOp::create(bb, p.getLoc());
+
+    SmallVector<Type> declArgs{IndexType::get(ctx)};
+    llvm::append_range(declArgs, kernel.getArgumentTypes());
+    auto decl = func::FuncOp::create(mb, p.getLoc(), declName, FunctionType::get(ctx, declArgs, {}));
+    decl.setPrivate();
+    OpBuilder cb(p);
+    SmallVector<Value> callArgs{arith::ConstantIndexOp::create(cb, p.getLoc(), *ub0)};
+    llvm::append_range(callArgs, kernel.getArguments());
+    func::CallOp::create(cb, p.getLoc(), decl, callArgs);
+    p.erase();
+    dispatches[declName] = {bodyName, grain};
+  }
+  return success();
+}
+
+LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName, const std::string &entryName,
+                                 const ParallelDispatches &dispatches) {
+  MLIRContext *ctx = module.getContext();
+  auto ptr = LLVM::LLVMPointerType::get(ctx);
+  auto i64 = IntegerType::get(ctx, 64);
+  auto voidTy = LLVM::LLVMVoidType::get(ctx);
+  OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+  Location loc = module.getLoc();
+
+  auto kernel = module.lookupSymbol<LLVM::LLVMFuncOp>(kernelName);
+  if (!kernel)
+    return module.emitError("kiln: kernel function missing after lowering");
+
+  auto pfor = module.lookupSymbol<LLVM::LLVMFuncOp>(kParallelForFn);
+  if (!pfor && !dispatches.empty())
+    pfor = LLVM::LLVMFuncOp::create(mb, loc, kParallelForFn, LLVM::LLVMFunctionType::get(voidTy, {ptr, ptr, i64, i64}));
+
+  /// Loads `count` pointers from the array `base` at the builder's position.
+  auto loadPointers = [&](OpBuilder &b, Value base, unsigned count) {
+    SmallVector<Value> out;
+    for (unsigned k = 0; k < count; ++k) {
+      Value slot = LLVM::GEPOp::create(b, loc, ptr, ptr, base, ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(k)});
+      out.push_back(LLVM::LoadOp::create(b, loc, ptr, slot));
+    }
+    return out;
+  };
+
+  for (const auto &[declName, dispatch] : dispatches) {
+    auto decl = module.lookupSymbol<LLVM::LLVMFuncOp>(declName);
+    auto body = module.lookupSymbol<LLVM::LLVMFuncOp>(dispatch.body);
+    if (!decl || !body)
+      return module.emitError("kiln: parallel body missing after lowering");
+    const unsigned pointers = body.getNumArguments() - 2;
+    // Trampoline: body(begin, end, pointers loaded from ctx...).
+    auto tramp = LLVM::LLVMFuncOp::create(mb, loc, dispatch.body + "_tramp",
+                                          LLVM::LLVMFunctionType::get(voidTy, {ptr, i64, i64}));
+    {
+      Block *entry = tramp.addEntryBlock(mb);
+      OpBuilder b = OpBuilder::atBlockEnd(entry);
+      SmallVector<Value> args{entry->getArgument(1), entry->getArgument(2)};
+      llvm::append_range(args, loadPointers(b, entry->getArgument(0), pointers));
+      LLVM::CallOp::create(b, loc, body, args);
+      LLVM::ReturnOp::create(b, loc, ValueRange{});
+    }
+    SmallVector<LLVM::CallOp> calls;
+    module.walk([&](LLVM::CallOp call) {
+      if (call.getCallee() && *call.getCallee() == declName)
+        calls.push_back(call);
+    });
+    for (LLVM::CallOp call : calls) {
+      auto caller = call->getParentOfType<LLVM::LLVMFuncOp>();
+      OpBuilder ab = OpBuilder::atBlockBegin(&caller.getBody().front());
+      Value one = LLVM::ConstantOp::create(ab, loc, i64, ab.getI64IntegerAttr(std::max(1u, pointers)));
+      Value array = LLVM::AllocaOp::create(ab, loc, ptr, ptr, one);
+      OpBuilder b(call);
+      for (unsigned k = 0; k < pointers; ++k) {
+        Value slot = LLVM::GEPOp::create(b, loc, ptr, ptr, array, ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(k)});
+        LLVM::StoreOp::create(b, loc, call.getOperand(1 + k), slot);
+      }
+      Value fn = LLVM::AddressOfOp::create(b, loc, ptr, tramp.getSymName());
+      Value grain = LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(dispatch.grain));
+      LLVM::CallOp::create(b, loc, pfor, ValueRange{fn, array, call.getOperand(0), grain});
+      call.erase();
+    }
+    decl.erase();
+  }
+
+  // Entry: void entry(void** args) -> kernel(args[0], args[1], ...).
+  auto entryFn = LLVM::LLVMFuncOp::create(mb, loc, entryName, LLVM::LLVMFunctionType::get(voidTy, {ptr}));
+  {
+    Block *entry = entryFn.addEntryBlock(mb);
+    OpBuilder b = OpBuilder::atBlockEnd(entry);
+    for (Type t : kernel.getArgumentTypes())
+      if (t != ptr)
+        return kernel.emitError("kiln: kernel arguments must all be pointers (static memrefs)");
+    LLVM::CallOp::create(b, loc, kernel, loadPointers(b, entry->getArgument(0), kernel.getNumArguments()));
+    LLVM::ReturnOp::create(b, loc, ValueRange{});
+  }
+
+  // Buffers never alias inside a kernel; everything but the entry and the
+  // runtime's functions is private to this module.
+  for (auto fn : module.getOps<LLVM::LLVMFuncOp>()) {
+    if (fn.isExternal() || fn.getSymName() == entryName)
+      continue;
+    fn.setLinkageAttr(LLVM::LinkageAttr::get(ctx, LLVM::Linkage::Internal));
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (fn.getArgument(i).getType() == ptr && fn.getSymName() != entryName && !fn.getSymName().ends_with("_tramp"))
+        fn.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(), UnitAttr::get(ctx));
+  }
+  return success();
+}
+
+} // namespace kiln::jit::cpu

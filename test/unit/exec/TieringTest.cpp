@@ -1,0 +1,177 @@
+// Tiering: hot traces are compiled and the switch is invisible except for
+// speed. Needs libkiln_jit (built with KILN_BUILD_COMPILER).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kiln/kiln.h"
+#include "runtime/exec/Engine.h"
+
+namespace kiln {
+namespace {
+
+/// Sets the JIT mode and threshold for one test, restoring them after.
+class JitMode {
+ public:
+  JitMode(const std::string& mode, int64_t threshold = 2) : saved_(settings()) {
+    Settings s = saved_;
+    s.jit = mode;
+    s.jit_threshold = threshold;
+    set_settings(s);
+  }
+  ~JitMode() {
+    exec::Engine::instance().drainCompiles();
+    set_settings(saved_);
+  }
+
+ private:
+  Settings saved_;
+};
+
+/// One training-like step: matmul, bias, activation, softmax, reductions.
+std::vector<float> stepOnce(const Tensor& x, const Tensor& w, const Tensor& b, float scale) {
+  Tensor h = tanh(matmul(x, w) + b) * scale;
+  Tensor p = softmax(h, 1);
+  Tensor out = sum(p * h, {1}) + mean(h, {0}).sum();
+  std::vector<float> r = out.to_vector<float>();
+  step();
+  return r;
+}
+
+struct Data {
+  Tensor x = rand({37, 19}, 1, DType::f32, -1, 1);
+  Tensor w = rand({19, 23}, 2, DType::f32, -1, 1);
+  Tensor b = rand({23}, 3, DType::f32, -1, 1);
+  Data() { kiln::sync(); }
+};
+
+void expectClose(const std::vector<float>& a, const std::vector<float>& b, float tol = 2e-5f) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], tol * (1 + std::fabs(b[i]))) << i;
+}
+
+TEST(Tiering, SyncModeTiersUpAndAgreesWithTheInterpreter) {
+  Data d;
+  std::vector<float> reference;
+  {
+    JitMode off("off");
+    reference = stepOnce(d.x, d.w, d.b, 0.5f);
+  }
+  JitMode sync("sync", 2);
+  reset_stats();
+  for (int i = 0; i < 6; ++i) expectClose(stepOnce(d.x, d.w, d.b, 0.5f), reference);
+  Stats s = stats();
+  EXPECT_EQ(s.compiles, 1u) << s.str();
+  EXPECT_EQ(s.compile_failures, 0u) << s.str();
+  // The reference run was this key's first run; the next one reaches the
+  // threshold, compiles synchronously and runs compiled.
+  EXPECT_EQ(s.interpreted_runs, 0u) << s.str();
+  EXPECT_EQ(s.compiled_runs, 6u) << s.str();
+  EXPECT_GT(s.kernel_launches, 0u);
+  EXPECT_GT(s.compile_ms, 0.0);
+}
+
+TEST(Tiering, OffNeverCompiles) {
+  Data d;
+  JitMode off("off");
+  reset_stats();
+  for (int i = 0; i < 5; ++i) stepOnce(d.x, d.w, d.b, 0.25f);
+  EXPECT_EQ(stats().compiles, 0u);
+  EXPECT_EQ(stats().compiled_runs, 0u);
+  EXPECT_EQ(stats().interpreted_runs, 5u);
+}
+
+TEST(Tiering, AsyncCompilesInTheBackgroundWhileTheLoopRuns) {
+  Data d;
+  std::vector<float> reference;
+  {
+    JitMode off("off");
+    reference = stepOnce(d.x, d.w, d.b, 0.75f);
+  }
+  JitMode async("async", 2);
+  exec::Engine::instance().setCompileDelayForTesting(400);
+  reset_stats();
+  auto start = std::chrono::steady_clock::now();
+  int steps = 0;
+  // Keep stepping: the loop must not wait for the compiler.
+  while (stats().compiled_runs == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
+    expectClose(stepOnce(d.x, d.w, d.b, 0.75f), reference);
+    ++steps;
+  }
+  exec::Engine::instance().setCompileDelayForTesting(0);
+  Stats s = stats();
+  EXPECT_EQ(s.compiles, 1u) << s.str();
+  EXPECT_GT(s.interpreted_runs, 3u) << "the loop should keep running interpreted during the slow compile";
+  EXPECT_EQ(s.compiled_runs, 1u);
+  for (int i = 0; i < 3; ++i) expectClose(stepOnce(d.x, d.w, d.b, 0.75f), reference);
+  EXPECT_EQ(stats().compiled_runs, 4u);
+}
+
+TEST(Tiering, SyncAndAsyncAgree) {
+  Data d;
+  std::vector<float> viaSync, viaAsync;
+  {
+    JitMode m("sync", 1);
+    viaSync = stepOnce(d.x, d.w, d.b, 2.0f);
+  }
+  {
+    JitMode m("async", 1);
+    stepOnce(d.x, d.w, d.b, 2.0f);
+    exec::Engine::instance().drainCompiles();
+    viaAsync = stepOnce(d.x, d.w, d.b, 2.0f);
+  }
+  EXPECT_EQ(viaSync, viaAsync);
+  EXPECT_GE(stats().compiled_runs, 2u);
+}
+
+TEST(Tiering, IndexOutOfRangeStillReportedAfterTierUp) {
+  JitMode m("sync", 1);
+  Tensor table = rand({5, 3}, 7);
+  auto lookup = [&](std::vector<int64_t> ids) {
+    Tensor idx = from_vector<int64_t>(ids, {static_cast<int64_t>(ids.size())});
+    // The check at the call only sees materialized indices; the cast keeps
+    // this one pending, so the compiled path must check it before launch.
+    Tensor r = index_select(table * 2.0f, 0, cast(idx, DType::i32));
+    return r;
+  };
+  EXPECT_EQ(lookup({0, 4}).to_vector<float>().size(), 6u);
+  reset_stats();
+  std::vector<float> picked = lookup({1, 2}).to_vector<float>();
+  EXPECT_EQ(stats().compiled_runs, 1u) << "the index is checked before the compiled run";
+  std::vector<float> table2 = (table * 2.0f).to_vector<float>();
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_FLOAT_EQ(picked[j], table2[3 + j]);
+    EXPECT_FLOAT_EQ(picked[3 + j], table2[6 + j]);
+  }
+  EXPECT_THROW(lookup({1, 9}).to_vector<float>(), Error);
+}
+
+TEST(Tiering, CompiledKernelsNeverCallMalloc) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "kiln-dump-test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  setenv("KILN_DUMP_IR", dir.c_str(), 1);  // read by the compiler when it loads
+  Data d;
+  JitMode m("sync", 1);
+  stepOnce(d.x, d.w, d.b, 1.5f);
+  int optimized = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().string().find("optimized.ll") == std::string::npos) continue;
+    ++optimized;
+    std::ifstream in(e.path());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_EQ(ss.str().find("@malloc"), std::string::npos) << e.path();
+    EXPECT_NE(ss.str().find("kiln_rt_parallel_for"), std::string::npos) << "parallel loops go through the runtime";
+  }
+  EXPECT_EQ(optimized, 1);
+  unsetenv("KILN_DUMP_IR");
+}
+
+}  // namespace
+}  // namespace kiln
