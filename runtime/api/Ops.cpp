@@ -487,6 +487,7 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t stop, int64_t ste
   check("slice", core::normalizeAxis(axis, x.rank(), &a));
   int64_t s, extent;
   check("slice", core::normalizeSlice(x.shape()[a], start, stop, step, &s, &extent));
+  if (extent == 0) s = 0;  // an empty slice reads nothing; start it at 0 so every lowering accepts it
   if (s == 0 && extent == x.shape()[a] && (step == 1 || extent <= 1)) return x;
   int64_t attrs[2 * Shape::kMaxRank];
   const int r = x.rank();

@@ -33,7 +33,8 @@ bool jitEnabled() {
 
 uint64_t toUs(double ms) { return static_cast<uint64_t>(ms * 1000.0); }
 
-/// Finds the index checks a compiled kernel needs. Kernels clamp indices, so
+/// Decides whether a trace can be compiled and finds the index checks its
+/// kernel needs. Kernels clamp indices, so
 /// an out-of-range index must be caught before launch; that is possible when
 /// the index comes from a parameter through shape-only ops. Returns false
 /// (with a reason) when an index is computed inside the trace.
@@ -43,6 +44,14 @@ bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& need
   int64_t nextInput = 0;
   for (size_t i = 0; i < trace.nodes.size(); ++i)
     if (needed[i] && trace.nodes[i].op == OpKind::Param) inputPos[i] = nextInput++;
+  for (size_t i = 0; i < trace.nodes.size(); ++i) {
+    // Zero-size values cost nothing to interpret, and bare-pointer kernel
+    // signatures cannot carry them.
+    if (needed[i] && trace.nodes[i].shape.numel() == 0) {
+      *reason = "the trace has zero-size tensors (they run interpreted)";
+      return false;
+    }
+  }
   for (size_t i = 0; i < trace.nodes.size(); ++i) {
     const trace::Node& n = trace.nodes[i];
     if (!needed[i] || (n.op != OpKind::IndexSelect && n.op != OpKind::Gather)) continue;

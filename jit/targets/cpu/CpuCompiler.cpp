@@ -28,6 +28,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 
+extern "C" void memrefCopy(int64_t elemSize, void *src, void *dst);
 extern "C" void kiln_rt_parallel_for(void (*body)(void *, int64_t, int64_t), void *ctx, int64_t n, int64_t grain);
 extern "C" void kiln_rt_matmul_f32(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                                    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
@@ -78,6 +79,7 @@ class CpuCompiler final : public exec::TraceCompiler {
     mlir::registerBuiltinDialectTranslation(registry_);
     mlir::registerLLVMDialectTranslation(registry_);
     mlir::kiln::registerAllPasses();
+    warmUp();
   }
 
   exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name) override {
@@ -118,6 +120,8 @@ class CpuCompiler final : public exec::TraceCompiler {
     if (!runPipeline(*module, kToLinalg))
       return fail("kiln-to-linalg");
     dump(dumpDir, name, "1-linalg", *module);
+    if (auto k = module->lookupSymbol<mlir::func::FuncOp>(kernelName))
+      makeResultsDistinct(k);
     if (!runPipeline(*module, kBufferize))
       return fail("bufferize");
     auto kernel = module->lookupSymbol<mlir::func::FuncOp>(kernelName);
@@ -175,6 +179,27 @@ class CpuCompiler final : public exec::TraceCompiler {
   }
 
  private:
+  /// Compiles a tiny trace once, so that the lazily created static objects
+  /// of MLIR and LLVM exist before libkiln registers its exit handler (which
+  /// waits for in-flight compilations and must run before their destructors).
+  void warmUp() {
+    trace::TraceGraph g;
+    trace::Node x;
+    x.op = core::OpKind::Param;
+    x.dtype = DType::f32;
+    x.shape = Shape{4};
+    g.nodes.push_back(x);
+    g.inputs.push_back(0);
+    trace::Node y = x;
+    y.op = core::OpKind::Exp;
+    y.numInputs = 1;
+    y.inputs = 0;
+    g.operands.push_back(0);
+    g.nodes.push_back(y);
+    g.outputs.push_back(1);
+    (void)compile(g, "warmup");
+  }
+
   bool runPipeline(mlir::ModuleOp module, const char *pipeline) {
     mlir::PassManager pm(module.getContext());
     if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
@@ -223,6 +248,8 @@ class CpuCompiler final : public exec::TraceCompiler {
         llvm::orc::ExecutorAddr::fromPtr(&kiln_rt_parallel_for), llvm::JITSymbolFlags::Exported};
     runtime[es.intern(jit_->mangle("kiln_rt_matmul_f32"))] = {llvm::orc::ExecutorAddr::fromPtr(&kiln_rt_matmul_f32),
                                                              llvm::JITSymbolFlags::Exported};
+    runtime[es.intern(jit_->mangle("memrefCopy"))] = {llvm::orc::ExecutorAddr::fromPtr(&memrefCopy),
+                                                     llvm::JITSymbolFlags::Exported};
     if (auto err = jd.define(llvm::orc::absoluteSymbols(std::move(runtime)))) {
       error = llvm::toString(std::move(err));
       return false;

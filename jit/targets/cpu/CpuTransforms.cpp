@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -68,6 +69,25 @@ LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes) {
     a.erase();
   }
   return success();
+}
+
+void makeResultsDistinct(func::FuncOp kernel) {
+  kernel.walk([&](func::ReturnOp ret) {
+    llvm::SmallPtrSet<Value, 8> seen;
+    OpBuilder b(ret);
+    for (OpOperand &operand : ret->getOpOperands()) {
+      Value v = operand.get();
+      auto type = dyn_cast<RankedTensorType>(v.getType());
+      Operation *def = v.getDefiningOp();
+      const bool needsCopy = !seen.insert(v).second || isa<BlockArgument>(v) ||
+                             (def && def->hasTrait<OpTrait::ConstantLike>());
+      if (!type || !needsCopy)
+        continue;
+      Value empty = tensor::EmptyOp::create(b, ret.getLoc(), type.getShape(), type.getElementType());
+      Value copy = linalg::CopyOp::create(b, ret.getLoc(), v, empty).getResult(0);
+      operand.set(copy);
+    }
+  });
 }
 
 namespace {

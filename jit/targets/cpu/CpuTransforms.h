@@ -25,6 +25,12 @@ namespace kiln::jit::cpu {
 /// loop. `scratchBytes` receives the buffer size (0: no argument added).
 mlir::LogicalResult assignScratch(mlir::func::FuncOp kernel, int64_t &scratchBytes);
 
+/// Gives every result of `kernel` its own tensor: a value returned twice, a
+/// returned argument or a returned constant becomes a linalg.copy, so each
+/// output buffer is written exactly once (bufferization to out-params needs
+/// that).
+void makeResultsDistinct(mlir::func::FuncOp kernel);
+
 /// Rewrites f32 linalg.matmul / linalg.batch_matmul on memrefs into calls of
 /// the runtime's packed GEMM, kiln_rt_matmul_f32.
 mlir::LogicalResult matmulToRuntimeCalls(mlir::ModuleOp module);
