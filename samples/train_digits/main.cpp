@@ -136,7 +136,7 @@ double accuracy(const Mlp& model, const Dataset& d) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int epochs = 20;
+  int epochs = 60;
   int64_t batch = 32;
   double lr = 2e-3, minAccuracy = 0.95, weightDecay = 0;
   uint64_t splitSeed = 0;

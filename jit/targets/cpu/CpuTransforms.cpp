@@ -24,6 +24,8 @@ namespace kiln::jit::cpu {
 
 namespace {
 constexpr int64_t kScratchAlignment = 64;
+/// Innermost iterations below which a loop nest is not worth parallelising.
+constexpr int64_t kMinParallelWork = 1 << 16;
 constexpr const char *kMatmulFn = "kiln_rt_matmul_f32";
 constexpr const char *kParallelForFn = "kiln_rt_parallel_for";
 
@@ -196,6 +198,10 @@ LogicalResult outlineParallelLoops(ModuleOp module, func::FuncOp kernel, Paralle
       if (lb && ub && st && *st > 0)
         inner *= std::max<int64_t>(1, (*ub - *lb + *st - 1) / *st);
     });
+    // Small loops stay serial and inline: a task would cost more than the
+    // work, and every outlined body costs compile time.
+    if (*ub0 * inner < kMinParallelWork)
+      continue;
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1));
 
     // Values the loop uses from the kernel: rebuilt in the body from the
