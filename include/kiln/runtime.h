@@ -32,6 +32,13 @@ struct Stats {
   double compile_import_ms = 0, compile_lower_ms = 0, compile_llvm_ms = 0, compile_jit_ms = 0;
   uint64_t compiled_runs = 0;      ///< traces run as compiled code
   uint64_t kernel_launches = 0;    ///< fused kernels launched by compiled runs
+  uint64_t cache_memory_hits = 0;  ///< kernels found in this process's kernel cache
+  uint64_t cache_disk_hits = 0;    ///< kernels loaded from the disk cache
+  uint64_t cache_misses = 0;       ///< disk lookups that found no usable entry
+  uint64_t cache_rejected = 0;     ///< disk entries discarded (corrupt, truncated, foreign)
+  uint64_t cache_stores = 0;       ///< kernels written to the disk cache
+  double cache_load_ms = 0;        ///< total time reading, verifying and linking cached kernels
+  uint64_t replay_misses = 0;      ///< KILN_JIT=replay: hot traces with no cached kernel (interpreted)
   /// One line per counter, "name value".
   std::string str() const;
 };
@@ -43,7 +50,8 @@ void empty_cache();
 
 /// Settings read once from the environment (see README): KILN_LOG,
 /// KILN_MAX_TRACE_OPS, KILN_NUM_THREADS, KILN_JIT, KILN_JIT_THRESHOLD,
-/// KILN_COMPILE_THREADS.
+/// KILN_COMPILE_THREADS, KILN_CACHE, KILN_CACHE_DIR, KILN_CACHE_MAX_MB,
+/// KILN_REPLAY_STRICT.
 struct Settings {
   std::string log_level = "warn";
   int64_t max_trace_ops = 4096;
@@ -51,6 +59,12 @@ struct Settings {
   std::string jit = "async";
   int64_t jit_threshold = 2;
   int compile_threads = 1;
+  std::string cache = "on";  ///< "off": no disk kernel cache
+  /// Disk kernel cache; default $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
+  std::string cache_dir;
+  int64_t cache_max_mb = 1024;  ///< least recently used entries go beyond this
+  /// KILN_JIT=replay: a hot trace without a cached kernel is an error.
+  bool replay_strict = false;
 };
 const Settings& settings();
 /// Replaces the settings (the C ABI's kiln_set_option uses this). New values

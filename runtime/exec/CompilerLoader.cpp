@@ -1,5 +1,6 @@
 // Loads libkiln_jit (MLIR, LLVM) on first need, so a process that never
-// compiles never loads or initialises the compiler.
+// compiles never loads or initialises the compiler; and libkiln_loader (LLVM's
+// ORC only), which links compiled or cached kernels into the process.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -14,6 +15,7 @@ namespace kiln::exec {
 
 namespace {
 std::atomic<bool> gLoaded{false};
+std::atomic<bool> gLoaderLoaded{false};
 
 /// Directory of libkiln itself: libkiln_jit is installed next to it.
 std::string ownDirectory() {
@@ -23,44 +25,83 @@ std::string ownDirectory() {
   auto slash = path.rfind('/');
   return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
 }
+
+/// dlopens the first of $envVar, <libkiln's dir>/file, file that exports
+/// `symbol`; null with the reasons in `*errors` otherwise.
+void* openLibrary(const char* envVar, const char* file, const char* symbol, int flags, std::string* errors,
+                  std::string* loadedFrom) {
+  std::string candidates[3];
+  if (const char* env = std::getenv(envVar)) candidates[0] = env;
+  candidates[1] = ownDirectory() + file;
+  candidates[2] = file;
+  for (const std::string& path : candidates) {
+    if (path.empty()) continue;
+    void* handle = dlopen(path.c_str(), flags | RTLD_LOCAL);
+    if (!handle) {
+      *errors += std::string("\n  ") + dlerror();
+      continue;
+    }
+    if (void* sym = dlsym(handle, symbol)) {
+      *loadedFrom = path;
+      return sym;
+    }
+    *errors += "\n  " + path + ": no symbol " + symbol;
+  }
+  return nullptr;
+}
 }  // namespace
 
 bool compilerLoaded() { return gLoaded.load(); }
+bool kernelLoaderLoaded() { return gLoaderLoaded.load(); }
 
 TraceCompiler* loadCompiler() {
   static std::once_flag once;
   static TraceCompiler* compiler = nullptr;
   std::call_once(once, [] {
-    std::string candidates[3];
-    if (const char* env = std::getenv("KILN_JIT_LIBRARY")) candidates[0] = env;
-    candidates[1] = ownDirectory() + "libkiln_jit.so";
-    candidates[2] = "libkiln_jit.so";
-    std::string errors;
-    for (const std::string& path : candidates) {
-      if (path.empty()) continue;
-      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (!handle) {
-        errors += std::string("\n  ") + dlerror();
-        continue;
-      }
-      auto factory = reinterpret_cast<TraceCompiler* (*)()>(dlsym(handle, kCompilerFactorySymbol));
-      if (!factory) {
-        errors += "\n  " + path + ": no symbol " + kCompilerFactorySymbol;
-        continue;
-      }
-      compiler = factory();
-      gLoaded = compiler != nullptr;
-      // Registered after the compiler's static objects: at exit it runs
-      // first, so no compilation outlives them.
-      std::atexit([] { Engine::instance().shutdownCompiles(); });
-      log().debug("loaded the compiler from {}", path);
+    std::string errors, path;
+    auto factory = reinterpret_cast<TraceCompiler* (*)()>(
+        openLibrary("KILN_JIT_LIBRARY", "libkiln_jit.so", kCompilerFactorySymbol, RTLD_NOW, &errors, &path));
+    if (!factory) {
+      log().warn("the JIT compiler library could not be loaded; traces stay interpreted (set KILN_JIT=off to "
+                 "silence this, or KILN_JIT_LIBRARY to its path):{}",
+                 errors);
       return;
     }
-    log().warn("the JIT compiler library could not be loaded; traces stay interpreted (set KILN_JIT=off to "
-               "silence this, or KILN_JIT_LIBRARY to its path):{}",
-               errors);
+    compiler = factory();
+    gLoaded = compiler != nullptr;
+    // Registered after the compiler's static objects: at exit it runs
+    // first, so no compilation outlives them.
+    std::atexit([] { Engine::instance().shutdownCompiles(); });
+    log().debug("loaded the compiler from {}", path);
   });
   return compiler;
+}
+
+KernelLoader* loadKernelLoader() {
+  static std::once_flag once;
+  static KernelLoader* loader = nullptr;
+  std::call_once(once, [] {
+    std::string errors, path;
+    auto factory = reinterpret_cast<KernelLoader* (*)(std::string*)>(
+        openLibrary("KILN_LOADER_LIBRARY", "libkiln_loader.so", kLoaderFactorySymbol,
+                     RTLD_LAZY,  // LLVM is large: bind only what loading kernels uses (a warm start waits on it)
+                     &errors, &path));
+    if (!factory) {
+      log().warn("the kernel loader library could not be loaded; traces stay interpreted (set KILN_JIT=off to "
+                 "silence this, or KILN_LOADER_LIBRARY to its path):{}",
+                 errors);
+      return;
+    }
+    std::string error;
+    loader = factory(&error);
+    if (!loader) {
+      log().warn("the kernel loader could not start ({}); traces stay interpreted", error);
+      return;
+    }
+    gLoaderLoaded = true;
+    log().debug("loaded the kernel loader from {}", path);
+  });
+  return loader;
 }
 
 }  // namespace kiln::exec

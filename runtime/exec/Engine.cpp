@@ -3,9 +3,11 @@
 #include <chrono>
 #include <thread>
 
+#include "kiln/error.h"
 #include "kiln/runtime.h"
 #include "runtime/core/TensorImpl.h"
 #include "runtime/exec/CompileQueue.h"
+#include "runtime/exec/KernelCache.h"
 #include "runtime/exec/Log.h"
 #include "runtime/exec/StatsCounters.h"
 #include "runtime/interp/Kernels.h"
@@ -29,6 +31,20 @@ using core::OpKind;
 bool jitEnabled() {
   const std::string& mode = settings().jit;
   return mode == "async" || mode == "sync";
+}
+
+/// Modes that run kernels from the cache.
+bool cacheEnabled() {
+  const std::string& mode = settings().jit;
+  return mode == "async" || mode == "sync" || mode == "replay";
+}
+
+std::string opsOf(const trace::Trace& trace, const std::vector<uint8_t>& needed) {
+  std::string ops;
+  for (size_t i = 0; i < trace.nodes.size(); ++i)
+    if (needed[i] && trace.nodes[i].op != OpKind::Param)
+      ops += (ops.empty() ? "" : ",") + std::string(core::opName(trace.nodes[i].op));
+  return ops;
 }
 
 uint64_t toUs(double ms) { return static_cast<uint64_t>(ms * 1000.0); }
@@ -124,21 +140,56 @@ Tier Engine::tierOf(const trace::TraceKey& key) {
   return it == profiles_.end() ? Tier::Interpreted : it->second.tier;
 }
 
-void Engine::compileJob(TraceProfile* profile, std::shared_ptr<const trace::TraceGraph> graph, uint64_t hash) {
+void Engine::resetProfilesForTesting() {
+  drainCompiles();
+  std::lock_guard<std::mutex> lock(mutex_);
+  profiles_.clear();
+}
+
+std::shared_ptr<Executable> Engine::probeCache(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                                               const trace::TraceKey& key, TraceProfile* profile, bool always) {
+  std::vector<std::pair<uint32_t, int64_t>> checks;
+  std::string reason;
+  // Only traces the engine would compile can have cached kernels.
+  if (!planIndexChecks(trace, needed, &checks, &reason)) return nullptr;
+  auto exe = KernelCache::instance().find(key, always ? KernelCache::Probe::Always : KernelCache::Probe::Listed);
+  if (!exe) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!profile->executable) {
+    profile->indexChecks = std::move(checks);
+    profile->executable = exe;
+    profile->tier = Tier::Compiled;
+  }
+  return profile->executable;
+}
+
+void Engine::compileJob(TraceProfile* profile, std::shared_ptr<const trace::TraceGraph> graph, trace::TraceKey key) {
   if (int delay = compileDelayMs_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   char name[32];
-  std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(hash));
+  std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(key.hash));
+  // Another process may have cached it since this one first looked.
+  std::shared_ptr<Executable> exe = KernelCache::instance().find(key, KernelCache::Probe::Always);
+  const bool fromCache = exe != nullptr;
   CompileResult result;
-  if (TraceCompiler* compiler = loadCompiler()) {
-    result = compiler->compile(*graph, name);
-  } else {
-    result.error = "the compiler library is not available";
+  std::string error;
+  if (!exe) {
+    if (TraceCompiler* compiler = loadCompiler()) {
+      result = compiler->compile(*graph, name);
+    } else {
+      result.error = "the compiler library is not available";
+    }
+    if (result.ok()) {
+      auto t = std::chrono::steady_clock::now();
+      exe = KernelCache::instance().install(key, *graph, result, &result.error);
+      result.timings.jitMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+    }
   }
   Counters& c = counters();
   std::lock_guard<std::mutex> lock(mutex_);
-  if (result.executable) {
-    profile->executable = result.executable;
+  if (exe) {
+    profile->executable = exe;
     profile->tier = Tier::Compiled;
+    if (fromCache) return;
     c.compiles.fetch_add(1);
     c.compileUs.fetch_add(toUs(result.timings.totalMs()));
     c.importUs.fetch_add(toUs(result.timings.importMs));
@@ -146,9 +197,9 @@ void Engine::compileJob(TraceProfile* profile, std::shared_ptr<const trace::Trac
     c.llvmUs.fetch_add(toUs(result.timings.llvmMs));
     c.jitUs.fetch_add(toUs(result.timings.jitMs));
     log().info("tier-up: trace {} ({} ops) compiled into {} fused kernel(s) in {:.1f} ms (import {:.1f}, lower "
-               "{:.1f}, llvm {:.1f}, jit {:.1f})",
-               name, profile->ops, result.executable->kernelCount(), result.timings.totalMs(),
-               result.timings.importMs, result.timings.lowerMs, result.timings.llvmMs, result.timings.jitMs);
+               "{:.1f}, llvm {:.1f}, codegen+link {:.1f})",
+               name, profile->ops, exe->kernelCount(), result.timings.totalMs(), result.timings.importMs,
+               result.timings.lowerMs, result.timings.llvmMs, result.timings.jitMs);
   } else {
     profile->tier = Tier::InterpretOnly;
     profile->failure = result.error;
@@ -233,7 +284,8 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   tLastKey = trace::computeTraceKey(trace, tNeeded);
   TraceProfile* profile;
   std::shared_ptr<Executable> exe;
-  bool startCompile = false;
+  bool startCompile = false, probe = false, replayMiss = false, replayDecide = false;
+  const bool useCache = neededOps > 0 && cacheEnabled();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto [it, inserted] = profiles_.try_emplace(tLastKey);
@@ -244,11 +296,64 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
     }
     ++profile->runs;
     exe = profile->executable;
-    if (!exe && profile->tier == Tier::Interpreted && neededOps > 0 && jitEnabled() &&
-        profile->runs >= static_cast<uint64_t>(settings().jit_threshold)) {
-      profile->tier = Tier::Compiling;
-      startCompile = true;
+    if (profile->replayMiss && jitEnabled()) {  // left replay mode: compile it after all
+      profile->replayMiss = false;
+      profile->tier = Tier::Interpreted;
     }
+    replayMiss = profile->replayMiss;
+    if (!exe && profile->tier == Tier::Interpreted && useCache && !profile->cacheChecked) {
+      profile->cacheChecked = true;
+      probe = true;
+    }
+  }
+  const bool replay = settings().jit == "replay";
+  // Warm start: a kernel an earlier process cached runs from the first run.
+  // Only keys the cache directory listed are opened, so cold keys cost no
+  // file access and no loader; hot ones look again before compiling.
+  if (probe) exe = probeCache(trace, tNeeded, tLastKey, profile, false);
+  if (!exe) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    exe = profile->executable;
+    if (!exe && profile->tier == Tier::Interpreted && neededOps > 0 &&
+        profile->runs >= static_cast<uint64_t>(settings().jit_threshold)) {
+      if (jitEnabled()) {
+        profile->tier = Tier::Compiling;
+        startCompile = true;
+      } else if (replay) {
+        profile->tier = Tier::Compiling;  // decided below, outside the lock
+        replayDecide = true;
+      }
+    }
+  }
+  if (replayDecide) {
+    // Hot in replay mode: only the cache may serve it (another process may
+    // have filled it since the first look). Never compiled.
+    std::vector<std::pair<uint32_t, int64_t>> checks;
+    std::string reason;
+    const bool compilable = planIndexChecks(trace, tNeeded, &checks, &reason);
+    if (compilable) exe = probeCache(trace, tNeeded, tLastKey, profile, true);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!compilable) {
+      profile->tier = Tier::InterpretOnly;
+      profile->failure = reason;
+    } else if (!exe) {
+      replayMiss = true;
+      profile->tier = Tier::InterpretOnly;
+      profile->replayMiss = true;
+      profile->failure = "KILN_JIT=replay: no cached kernel";
+      c.replayMisses.fetch_add(1, std::memory_order_relaxed);
+      log().warn("KILN_JIT=replay: hot trace {:016x} ({}) has no cached kernel; it runs interpreted", tLastKey.hash,
+                 opsOf(trace, tNeeded));
+    }
+  }
+  if (!exe && replay && settings().replay_strict && replayMiss) {
+    std::string dir = KernelCache::instance().usableDirectory();
+    throw Error("KILN_JIT=replay with KILN_REPLAY_STRICT=1: trace " + [&] {
+      char h[17];
+      std::snprintf(h, sizeof(h), "%016llx", static_cast<unsigned long long>(tLastKey.hash));
+      return std::string(h);
+    }() + " (" + opsOf(trace, tNeeded) + ") has no cached kernel in " + (dir.empty() ? "the (unusable) kernel cache" : dir) +
+                ". Record it with KILN_JIT=async or sync first, or import a bundle with kiln-cache import");
   }
   if (startCompile) {
     std::vector<std::pair<uint32_t, int64_t>> checks;
@@ -265,13 +370,17 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       }
       auto graph = std::make_shared<const trace::TraceGraph>(
           trace::extractGraph(trace, tNeeded, &scratch.paramOfInput, &scratch.nodeOfOutput));
-      const uint64_t hash = tLastKey.hash;
       if (settings().jit == "sync") {
-        compileJob(profile, graph, hash);
+        compileJob(profile, graph, tLastKey);
         std::lock_guard<std::mutex> lock(mutex_);
         exe = profile->executable;
       } else {
-        queue().push([this, profile, graph, hash] { compileJob(profile, graph, hash); });
+        // The compiler library is loaded (and warmed up) here, once, in the
+        // calling thread: a process must not exit while MLIR's static objects
+        // are still being created on a compile thread, and the exit handler
+        // that waits for compilations is registered at the end of the load.
+        loadCompiler();
+        queue().push([this, profile, graph, key = tLastKey] { compileJob(profile, graph, key); });
       }
     }
   }

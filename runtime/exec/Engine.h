@@ -35,6 +35,8 @@ struct TraceProfile {
   /// position, extent of the indexed axis).
   std::vector<std::pair<uint32_t, int64_t>> indexChecks;
   std::string failure;  ///< why the key stays interpreted
+  bool cacheChecked = false;  ///< the kernel cache was asked on an early run
+  bool replayMiss = false;    ///< KILN_JIT=replay found no cached kernel for it
 };
 
 class Engine {
@@ -57,9 +59,15 @@ class Engine {
   void shutdownCompiles();
   /// Test hook: every compilation first sleeps this long.
   void setCompileDelayForTesting(int milliseconds) { compileDelayMs_ = milliseconds; }
+  /// Test hook: forgets every profile (with KernelCache::clearMemory(), a
+  /// process as if freshly started).
+  void resetProfilesForTesting();
 
  private:
-  void compileJob(TraceProfile* profile, std::shared_ptr<const trace::TraceGraph> graph, uint64_t hash);
+  void compileJob(TraceProfile* profile, std::shared_ptr<const trace::TraceGraph> graph, trace::TraceKey key);
+  /// Asks the kernel cache for `key`; on a hit, the profile runs compiled.
+  std::shared_ptr<Executable> probeCache(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                                         const trace::TraceKey& key, TraceProfile* profile, bool always);
   bool launchCompiled(const trace::Trace& trace, const std::vector<uint8_t>& needed, const TraceProfile& profile,
                       const Executable& exe, TraceResult& out);
   CompileQueue& queue();

@@ -39,6 +39,20 @@ Settings readSettings() {
   s.jit = envOr("KILN_JIT", "async");
   s.jit_threshold = envInt("KILN_JIT_THRESHOLD", 2, 1);
   s.compile_threads = static_cast<int>(envInt("KILN_COMPILE_THREADS", 1, 1));
+  s.cache = envOr("KILN_CACHE", "on");
+  if (s.cache != "on" && s.cache != "off") {
+    std::fprintf(stderr, "kiln: ignoring KILN_CACHE=%s (expected on or off)\n", s.cache.c_str());
+    s.cache = "on";
+  }
+  s.cache_dir = envOr("KILN_CACHE_DIR", "");
+  if (s.cache_dir.empty()) {
+    const std::string xdg = envOr("XDG_CACHE_HOME", "");
+    const std::string home = envOr("HOME", "");
+    if (!xdg.empty() && xdg[0] == '/') s.cache_dir = xdg + "/kiln";
+    else if (!home.empty()) s.cache_dir = home + "/.cache/kiln";
+  }
+  s.cache_max_mb = envInt("KILN_CACHE_MAX_MB", 1024, 1);
+  s.replay_strict = envInt("KILN_REPLAY_STRICT", 0, 0) != 0;
   if (s.jit != "async" && s.jit != "sync" && s.jit != "off" && s.jit != "replay") {
     std::fprintf(stderr, "kiln: ignoring KILN_JIT=%s (expected async, sync, off or replay)\n", s.jit.c_str());
     s.jit = "async";

@@ -39,6 +39,13 @@ Stats stats() {
   s.compile_lower_ms = static_cast<double>(c.lowerUs.load()) / 1000.0;
   s.compile_llvm_ms = static_cast<double>(c.llvmUs.load()) / 1000.0;
   s.compile_jit_ms = static_cast<double>(c.jitUs.load()) / 1000.0;
+  s.cache_memory_hits = c.cacheMemoryHits.load();
+  s.cache_disk_hits = c.cacheDiskHits.load();
+  s.cache_misses = c.cacheMisses.load();
+  s.cache_rejected = c.cacheRejected.load();
+  s.cache_stores = c.cacheStores.load();
+  s.cache_load_ms = static_cast<double>(c.cacheLoadUs.load()) / 1000.0;
+  s.replay_misses = c.replayMisses.load();
   for (hal::Driver* d : hal::drivers()) {
     for (int i = 0; i < d->deviceCount(); ++i) {
       hal::AllocatorStats a = d->device(i).allocator().stats();
@@ -57,7 +64,8 @@ void reset_stats() {
   exec::Counters& c = exec::counters();
   for (auto* a : {&c.tracesRecorded, &c.opsRecorded, &c.opsEliminated, &c.interpretedRuns, &c.interpretedOps,
                   &c.distinctTraceKeys, &c.flushesSizeLimit, &c.flushesCrossThread, &c.compiles, &c.compileFailures,
-                  &c.compiledRuns, &c.kernelLaunches, &c.compileUs, &c.importUs, &c.lowerUs, &c.llvmUs, &c.jitUs})
+                  &c.compiledRuns, &c.kernelLaunches, &c.compileUs, &c.importUs, &c.lowerUs, &c.llvmUs, &c.jitUs, &c.cacheMemoryHits, &c.cacheDiskHits,
+                  &c.cacheMisses, &c.cacheRejected, &c.cacheStores, &c.cacheLoadUs, &c.replayMisses})
     a->store(0);
   gAllocBase.store(0);
   gAllocHitBase.store(0);
@@ -85,7 +93,14 @@ std::string Stats::str() const {
     << "compile_ms " << compile_ms << " (import " << compile_import_ms << ", lower " << compile_lower_ms
     << ", llvm " << compile_llvm_ms << ", jit " << compile_jit_ms << ")\n"
     << "compiled_runs " << compiled_runs << "\n"
-    << "kernel_launches " << kernel_launches << "\n";
+    << "kernel_launches " << kernel_launches << "\n"
+    << "cache_memory_hits " << cache_memory_hits << "\n"
+    << "cache_disk_hits " << cache_disk_hits << "\n"
+    << "cache_misses " << cache_misses << "\n"
+    << "cache_rejected " << cache_rejected << "\n"
+    << "cache_stores " << cache_stores << "\n"
+    << "cache_load_ms " << cache_load_ms << "\n"
+    << "replay_misses " << replay_misses << "\n";
   return o.str();
 }
 

@@ -290,7 +290,8 @@ def Kiln_CastOp : Kiln_Op<"cast", [AllShapesMatch<["input", "result"]>]> {
 // Reductions.
 //===----------------------------------------------------------------------===//
 
-class Kiln_ReduceOp<string mnemonic, string what>
+class Kiln_ReduceOp<string mnemonic, string what,
+                    Kiln_TensorOf type = Kiln_NumericTensor>
     : Kiln_Op<mnemonic, [AllElementTypesMatch<["input", "result"]>]> {
   let summary = what # " over axes";
   let description = [{
@@ -305,9 +306,9 @@ class Kiln_ReduceOp<string mnemonic, string what>
     %0 = kiln.}] # mnemonic # [{ %x axes [1] keepdim false : tensor<2x3xf32> -> tensor<2xf32>
     ```
   }];
-  let arguments = (ins Kiln_NumericTensor:$input, DenseI64ArrayAttr:$axes,
+  let arguments = (ins type:$input, DenseI64ArrayAttr:$axes,
                        BoolAttr:$keepdim);
-  let results = (outs Kiln_NumericTensor:$result);
+  let results = (outs type:$result);
   let assemblyFormat = [{
     $input `axes` $axes `keepdim` $keepdim attr-dict `:` type($input) `->`
     type($result)
@@ -317,8 +318,11 @@ class Kiln_ReduceOp<string mnemonic, string what>
 
 def Kiln_ReduceSumOp : Kiln_ReduceOp<"reduce_sum", "sum">;
 def Kiln_ReduceProdOp : Kiln_ReduceOp<"reduce_prod", "product">;
-def Kiln_ReduceMaxOp : Kiln_ReduceOp<"reduce_max", "maximum (NaN propagates)">;
-def Kiln_ReduceMinOp : Kiln_ReduceOp<"reduce_min", "minimum (NaN propagates)">;
+// max/min also take bool (any/all), like the recorder.
+def Kiln_ReduceMaxOp : Kiln_ReduceOp<"reduce_max", "maximum (NaN propagates)",
+                                     Kiln_AnyTensor>;
+def Kiln_ReduceMinOp : Kiln_ReduceOp<"reduce_min", "minimum (NaN propagates)",
+                                     Kiln_AnyTensor>;
 
 class Kiln_ArgReduceOp<string mnemonic, string what> : Kiln_Op<mnemonic> {
   let summary = "index of the " # what # " along one axis";
@@ -332,7 +336,7 @@ class Kiln_ArgReduceOp<string mnemonic, string what> : Kiln_Op<mnemonic> {
     %0 = kiln.}] # mnemonic # [{ %x axis 1 keepdim false : tensor<2x3xf32> -> tensor<2xi64>
     ```
   }];
-  let arguments = (ins Kiln_NumericTensor:$input, I64Attr:$axis,
+  let arguments = (ins Kiln_AnyTensor:$input, I64Attr:$axis,
                        BoolAttr:$keepdim);
   let results = (outs Kiln_IndexTensor:$result);
   let assemblyFormat = [{

@@ -11,6 +11,7 @@
 #include "dialects/kiln/InitAll.h"
 #include "jit/Importer.h"
 #include "jit/targets/cpu/CpuTransforms.h"
+#include "jit/targets/cpu/HostTarget.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -18,9 +19,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
-#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
-#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -28,47 +27,12 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 
-extern "C" void memrefCopy(int64_t elemSize, void *src, void *dst);
-extern "C" void kiln_rt_parallel_for(void (*body)(void *, int64_t, int64_t), void *ctx, int64_t n, int64_t grain);
-extern "C" void kiln_rt_matmul_f32(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                   int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                   int64_t);
-
 namespace kiln::jit::cpu {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
-/// Pipeline stages (textual, upstream passes, anchored on the module), each
-/// dumped under KILN_DUMP_IR.
-constexpr const char *kToLinalg =
-    "canonicalize,kiln-convert-to-linalg,canonicalize,cse,func.func(linalg-fuse-elementwise-ops),"
-    "canonicalize,cse";
-constexpr const char *kBufferize =
-    "one-shot-bufferize{bufferize-function-boundaries "
-    "function-boundary-type-conversion=identity-layout-map},"
-    "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},canonicalize,cse";
-constexpr const char *kToLoops = "convert-linalg-to-parallel-loops,canonicalize,cse";
-constexpr const char *kToLLVM =
-    "expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-math-to-llvm,"
-    "convert-math-to-libm,arith-expand,convert-arith-to-llvm,convert-index-to-llvm,finalize-memref-to-llvm,"
-    "convert-func-to-llvm{use-bare-ptr-memref-call-conv},convert-cf-to-llvm,reconcile-unrealized-casts";
-
-class NativeExecutable final : public exec::Executable {
- public:
-  NativeExecutable(void (*entry)(void **), std::size_t scratch, int kernels)
-      : entry_(entry), scratch_(scratch), kernels_(kernels) {}
-  void launch(void **args) const override { entry_(args); }
-  std::size_t scratchBytes() const override { return scratch_; }
-  int kernelCount() const override { return kernels_; }
-
- private:
-  void (*entry_)(void **);
-  std::size_t scratch_;
-  int kernels_;
-};
 
 class CpuCompiler final : public exec::TraceCompiler {
  public:
@@ -85,7 +49,8 @@ class CpuCompiler final : public exec::TraceCompiler {
   exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name) override {
     exec::CompileResult result;
     std::string error;
-    if (!ensureJit(error)) {
+    std::unique_ptr<llvm::TargetMachine> targetMachine;
+    if (!createTargetMachine(targetMachine, error)) {
       result.error = error;
       return result;
     }
@@ -134,7 +99,7 @@ class CpuCompiler final : public exec::TraceCompiler {
     dump(dumpDir, name, "3-loops", *module);
     if (!runPipeline(*module, kToLLVM))
       return fail("to-llvm");
-    const std::string entryName = "kiln_entry_" + name + "_" + std::to_string(counter_++);
+    const std::string entryName = "kiln_entry_" + name;
     if (mlir::failed(finalizeLLVMModule(*module, kernelName, entryName, dispatches)))
       return fail("finalize");
     dump(dumpDir, name, "4-llvm-dialect", *module);
@@ -145,7 +110,7 @@ class CpuCompiler final : public exec::TraceCompiler {
     auto llvmModule = mlir::translateModuleToLLVMIR(*module, *llvmContext, name);
     if (!llvmModule)
       return fail("translate");
-    if (!optimize(*llvmModule, error)) {
+    if (!optimize(*targetMachine, *llvmModule, error)) {
       result.error = error;
       return result;
     }
@@ -157,24 +122,25 @@ class CpuCompiler final : public exec::TraceCompiler {
     }
     result.timings.llvmMs = msSince(t2);
 
+    // Machine code as a relocatable object: the runtime links it with
+    // libkiln_loader now and can store it in the disk cache for later runs.
     auto t3 = Clock::now();
-    void (*entry)(void **) = nullptr;
+    llvm::SmallVector<char, 0> object;
     {
-      std::lock_guard<std::mutex> lock(jitMutex_);
-      if (auto err = jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(llvmModule), std::move(llvmContext)))) {
-        result.error = "ORC: " + llvm::toString(std::move(err));
+      llvm::raw_svector_ostream os(object);
+      llvm::legacy::PassManager codegen;
+      if (targetMachine->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
+        result.error = "the target cannot emit object files";
         return result;
       }
-      auto sym = jit_->lookup(entryName);
-      if (!sym) {
-        result.error = "ORC lookup: " + llvm::toString(sym.takeError());
-        return result;
-      }
-      entry = sym->toPtr<void (*)(void **)>();
+      codegen.run(*llvmModule);
     }
     result.timings.jitMs = msSince(t3);
-    result.executable = std::make_shared<NativeExecutable>(entry, static_cast<std::size_t>(scratchBytes),
-                                                           std::max(loopNests, 1));
+    result.object.assign(object.begin(), object.end());
+    result.entry = entryName;
+    result.fingerprint = hostFingerprint(*targetMachine);
+    result.scratchBytes = static_cast<std::size_t>(scratchBytes);
+    result.kernelCount = std::max(loopNests, 1);
     return result;
   }
 
@@ -216,58 +182,28 @@ class CpuCompiler final : public exec::TraceCompiler {
       module.print(os);
   }
 
-  /// One LLJIT for the process, for the host CPU with all its features.
-  bool ensureJit(std::string &error) {
-    std::lock_guard<std::mutex> lock(jitMutex_);
-    if (jit_)
-      return true;
-    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  /// A target machine for the host (one per compilation: they are not
+  /// thread-safe, and cheap next to the pipeline).
+  bool createTargetMachine(std::unique_ptr<llvm::TargetMachine> &out, std::string &error) {
+    auto jtmb = hostTargetMachineBuilder();
     if (!jtmb) {
       error = llvm::toString(jtmb.takeError());
       return false;
     }
-    jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
     auto tm = jtmb->createTargetMachine();
     if (!tm) {
       error = llvm::toString(tm.takeError());
       return false;
     }
-    targetMachine_ = std::move(*tm);
-    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
-    if (!jit) {
-      error = llvm::toString(jit.takeError());
-      return false;
-    }
-    jit_ = std::move(*jit);
-    auto &jd = jit_->getMainJITDylib();
-    // The runtime's entry points by address (libkiln may be loaded locally),
-    // the rest (libm) from the process.
-    auto &es = jit_->getExecutionSession();
-    llvm::orc::SymbolMap runtime;
-    runtime[es.intern(jit_->mangle("kiln_rt_parallel_for"))] = {
-        llvm::orc::ExecutorAddr::fromPtr(&kiln_rt_parallel_for), llvm::JITSymbolFlags::Exported};
-    runtime[es.intern(jit_->mangle("kiln_rt_matmul_f32"))] = {llvm::orc::ExecutorAddr::fromPtr(&kiln_rt_matmul_f32),
-                                                             llvm::JITSymbolFlags::Exported};
-    runtime[es.intern(jit_->mangle("memrefCopy"))] = {llvm::orc::ExecutorAddr::fromPtr(&memrefCopy),
-                                                     llvm::JITSymbolFlags::Exported};
-    if (auto err = jd.define(llvm::orc::absoluteSymbols(std::move(runtime)))) {
-      error = llvm::toString(std::move(err));
-      return false;
-    }
-    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(jit_->getDataLayout().getGlobalPrefix());
-    if (!gen) {
-      error = llvm::toString(gen.takeError());
-      return false;
-    }
-    jd.addGenerator(std::move(*gen));
+    out = std::move(*tm);
     return true;
   }
 
-  bool optimize(llvm::Module &module, std::string &error) {
-    module.setDataLayout(targetMachine_->createDataLayout());
-    module.setTargetTriple(targetMachine_->getTargetTriple());
-    const std::string cpu = targetMachine_->getTargetCPU().str();
-    const std::string features = targetMachine_->getTargetFeatureString().str();
+  bool optimize(llvm::TargetMachine &targetMachine, llvm::Module &module, std::string &error) {
+    module.setDataLayout(targetMachine.createDataLayout());
+    module.setTargetTriple(targetMachine.getTargetTriple());
+    const std::string cpu = targetMachine.getTargetCPU().str();
+    const std::string features = targetMachine.getTargetFeatureString().str();
     for (llvm::Function &f : module) {
       if (f.isDeclaration())
         continue;
@@ -278,7 +214,7 @@ class CpuCompiler final : public exec::TraceCompiler {
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(targetMachine_.get());
+    llvm::PassBuilder pb(&targetMachine);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
@@ -291,10 +227,6 @@ class CpuCompiler final : public exec::TraceCompiler {
   }
 
   mlir::DialectRegistry registry_;
-  std::mutex jitMutex_;
-  std::unique_ptr<llvm::TargetMachine> targetMachine_;
-  std::unique_ptr<llvm::orc::LLJIT> jit_;
-  std::atomic<int> counter_{0};
 };
 
 } // namespace

@@ -168,6 +168,7 @@ class JitMode {
   explicit JitMode(const std::string& mode) : saved_(settings()) {
     Settings s = saved_;
     s.jit = mode;
+    s.cache = "off";  // compile every time, never from the disk cache
     s.jit_threshold = 1;
     set_settings(s);
   }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "kiln/kiln.h"
 #include "runtime/exec/Engine.h"
@@ -20,6 +21,7 @@ class JitMode {
   JitMode(const std::string& mode, int64_t threshold = 2) : saved_(settings()) {
     Settings s = saved_;
     s.jit = mode;
+    s.cache = "off";  // these tests count compilations; KernelCacheTest covers the cache
     s.jit_threshold = threshold;
     set_settings(s);
   }
@@ -109,6 +111,33 @@ TEST(Tiering, AsyncCompilesInTheBackgroundWhileTheLoopRuns) {
   EXPECT_EQ(s.compiled_runs, 1u);
   for (int i = 0; i < 3; ++i) expectClose(stepOnce(d.x, d.w, d.b, 0.75f), reference);
   EXPECT_EQ(stats().compiled_runs, 4u);
+}
+
+TEST(Tiering, ThreadsRecordAndRunWhileTheCompilerWorks) {
+  Data d;
+  std::vector<float> reference;
+  {
+    JitMode off("off");
+    reference = stepOnce(d.x, d.w, d.b, 1.25f);
+  }
+  JitMode async("async", 2);
+  reset_stats();
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 40; ++i) {
+        std::vector<float> r = stepOnce(d.x, d.w, d.b, 1.25f);
+        for (size_t k = 0; k < r.size(); ++k)
+          if (std::fabs(r[k] - reference[k]) > 2e-5f * (1 + std::fabs(reference[k]))) ++mismatches;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  exec::Engine::instance().drainCompiles();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(stats().compiles, 1u) << "one key, compiled once for all threads";
+  EXPECT_EQ(stats().interpreted_runs + stats().compiled_runs, 160u);
 }
 
 TEST(Tiering, SyncAndAsyncAgree) {

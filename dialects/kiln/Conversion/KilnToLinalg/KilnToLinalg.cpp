@@ -381,7 +381,15 @@ public:
     Value result = buildElementwise(
         rewriter, op.getLoc(), adaptor.getOperands(), type,
         [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
-          return arith::SelectOp::create(b, loc, args[0], args[1], args[2]);
+          if (!args[1].getType().isBF16())
+            return arith::SelectOp::create(b, loc, args[0], args[1], args[2]);
+          // A bfloat `select` is promoted through f32 by LLVM's x86 backend,
+          // which calls __truncsfbf2 (unavailable to the JIT): select bits.
+          Type i16 = b.getIntegerType(16);
+          Value x = arith::BitcastOp::create(b, loc, i16, args[1]);
+          Value y = arith::BitcastOp::create(b, loc, i16, args[2]);
+          Value bits = arith::SelectOp::create(b, loc, args[0], x, y);
+          return arith::BitcastOp::create(b, loc, b.getBF16Type(), bits);
         });
     rewriter.replaceOp(op, result);
     return success();
@@ -489,7 +497,8 @@ public:
     auto accTensorType = RankedTensorType::get(accShape, accType);
 
     ScalarBuilder s(rewriter, loc);
-    bool isUnsigned = kilnType.isUnsignedInteger();
+    // Bools order false < true: unsigned, like the interpreter.
+    bool isUnsigned = kilnType.isUnsignedInteger() || kilnType.isInteger(1);
     Value identity;
     switch (kind) {
     case OpKind::ReduceSum:
@@ -583,7 +592,7 @@ public:
     // Start from the worst value at index 0 and take strictly better
     // elements, so ties keep the first index; the first NaN is the extreme.
     ScalarBuilder s(rewriter, loc);
-    bool isUnsigned = kilnType.isUnsignedInteger();
+    bool isUnsigned = kilnType.isUnsignedInteger() || kilnType.isInteger(1);
     Value values =
         filledTensor(rewriter, loc, valuesType,
                      extremeOf(s, valueType, isUnsigned, /*largest=*/!isMax));

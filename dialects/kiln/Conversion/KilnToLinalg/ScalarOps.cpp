@@ -33,12 +33,54 @@ Value ScalarBuilder::intConstant(Type type, int64_t value) {
 Value ScalarBuilder::toCompute(Value value) {
   if (!isHalf(value.getType()))
     return value;
+  if (value.getType().isBF16()) {
+    // bf16 bits are the top half of the f32. Spelled in integers: LLVM
+    // narrows floor/ceil/fabs(fpext bf16) to bf16 intrinsics whose
+    // promotion calls __truncsfbf2, which the JIT cannot resolve.
+    Type i32 = builder.getI32Type();
+    Value bits = arith::BitcastOp::create(builder, loc,
+                                          builder.getIntegerType(16), value);
+    Value wide = arith::ExtUIOp::create(builder, loc, i32, bits);
+    Value shifted =
+        arith::ShLIOp::create(builder, loc, wide, intConstant(i32, 16));
+    return arith::BitcastOp::create(builder, loc, builder.getF32Type(),
+                                    shifted);
+  }
   return arith::ExtFOp::create(builder, loc, builder.getF32Type(), value);
+}
+
+/// f32 -> bf16 rounding to nearest even in integer arithmetic, bit for bit
+/// like the runtime's floatToBf16 (NaN stays a quiet NaN). LLVM lowers an
+/// `fptrunc` to bfloat to a compiler-rt call (__truncsfbf2) on CPUs without
+/// native bf16 conversions, which neither libgcc nor the JIT provides.
+static Value truncateToBf16(OpBuilder &b, Location loc, Value f) {
+  Type i32 = b.getI32Type(), i16 = b.getIntegerType(16);
+  auto konst = [&](int64_t v) -> Value {
+    return arith::ConstantOp::create(b, loc, i32, b.getIntegerAttr(i32, v));
+  };
+  Value bits = arith::BitcastOp::create(b, loc, i32, f);
+  Value sixteen = konst(16);
+  Value high = arith::ShRUIOp::create(b, loc, bits, sixteen);
+  Value lsb = arith::AndIOp::create(b, loc, high, konst(1));
+  Value bias = arith::AddIOp::create(b, loc, lsb, konst(0x7fff));
+  Value rounded = arith::AddIOp::create(b, loc, bits, bias);
+  rounded = arith::ShRUIOp::create(b, loc, rounded, sixteen);
+  Value quiet = arith::OrIOp::create(b, loc, high, konst(0x40));
+  Value isNaN = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, f, f);
+  Value result = arith::SelectOp::create(b, loc, isNaN, quiet, rounded);
+  Value truncated = arith::TruncIOp::create(b, loc, i16, result);
+  return arith::BitcastOp::create(b, loc, b.getBF16Type(), truncated);
 }
 
 Value ScalarBuilder::fromCompute(Value value, Type type) {
   if (value.getType() == type)
     return value;
+  if (type.isBF16()) {
+    if (!value.getType().isF32())
+      value =
+          arith::TruncFOp::create(builder, loc, builder.getF32Type(), value);
+    return truncateToBf16(builder, loc, value);
+  }
   return arith::TruncFOp::create(builder, loc, type, value);
 }
 
@@ -107,11 +149,20 @@ Value ScalarBuilder::unary(OpKind kind, Type type, Value x) {
       break;
     }
     case OpKind::Sin:
-      r = math::SinOp::create(builder, loc, v);
+    case OpKind::Cos: {
+      // In f64: the f32 polynomial approximation reduces the argument with
+      // a one-word pi and loses all accuracy beyond |x| ~ 1e3 (sin(65504)
+      // came out 0); f64 sin/cos are libm calls, within an f32 ulp of the
+      // interpreter's sinf/cosf once rounded.
+      Value wide = t.isF64() ? v
+                             : Value(arith::ExtFOp::create(
+                                   builder, loc, builder.getF64Type(), v));
+      Value w = kind == OpKind::Sin
+                    ? Value(math::SinOp::create(builder, loc, wide))
+                    : Value(math::CosOp::create(builder, loc, wide));
+      r = t.isF64() ? w : Value(arith::TruncFOp::create(builder, loc, t, w));
       break;
-    case OpKind::Cos:
-      r = math::CosOp::create(builder, loc, v);
-      break;
+    }
     case OpKind::Floor:
       r = math::FloorOp::create(builder, loc, v);
       break;

@@ -42,7 +42,8 @@ func.func @to_bool(%x: tensor<4xf16>, %i: tensor<4xi64>) {
 // CHECK: %[[D:.*]] = arith.sitofp %{{.*}} : i64 to f64
 // CHECK: arith.truncf %[[D]] : f64 to f32
 // CHECK: %[[F:.*]] = arith.uitofp %{{.*}} : i8 to f32
-// CHECK: arith.truncf %[[F]] : f32 to bf16
+// CHECK: arith.bitcast %[[F]] : f32 to i32
+// CHECK: arith.bitcast %{{.*}} : i16 to bf16
 // CHECK: arith.uitofp %{{.*}} : i1 to f32
 func.func @int_to_float(%i: tensor<4xi64>, %u: tensor<4xui8>, %b: tensor<4xi1>) {
   %0 = kiln.cast %i : tensor<4xi64> to tensor<4xf32>
@@ -55,7 +56,8 @@ func.func @int_to_float(%i: tensor<4xi64>, %u: tensor<4xui8>, %b: tensor<4xi1>) 
 
 // CHECK-LABEL: func.func @float_to_float
 // CHECK: %[[W:.*]] = arith.extf %{{.*}} : f16 to f32
-// CHECK: arith.truncf %[[W]] : f32 to bf16
+// CHECK: arith.bitcast %[[W]] : f32 to i32
+// CHECK: arith.bitcast %{{.*}} : i16 to bf16
 // CHECK: %[[N:.*]] = arith.truncf %{{.*}} : f64 to f32
 // CHECK: arith.truncf %[[N]] : f32 to f16
 // CHECK: arith.extf %{{.*}} : f32 to f64

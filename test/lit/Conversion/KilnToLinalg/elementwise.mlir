@@ -33,6 +33,54 @@ func.func @half_exp(%x: tensor<4xf16>) -> tensor<4xf16> {
 
 // -----
 
+// bf16 converts with integer ops, bit for bit like the runtime (LLVM would
+// turn fpext/fptrunc of bfloat into __truncsfbf2 calls the JIT lacks).
+// CHECK-LABEL: func.func @bf16_exp
+// CHECK: ^bb0(%[[X:.*]]: bf16, %{{.*}}: bf16):
+// CHECK: %[[B:.*]] = arith.bitcast %[[X]] : bf16 to i16
+// CHECK: %[[W:.*]] = arith.extui %[[B]] : i16 to i32
+// CHECK: %[[S:.*]] = arith.shli %[[W]], %{{.*}} : i32
+// CHECK: %[[F:.*]] = arith.bitcast %[[S]] : i32 to f32
+// CHECK: %[[E:.*]] = math.exp %[[F]] : f32
+// CHECK: arith.bitcast %[[E]] : f32 to i32
+// CHECK: arith.cmpf uno, %[[E]], %[[E]] : f32
+// CHECK: %[[T:.*]] = arith.trunci %{{.*}} : i32 to i16
+// CHECK: %[[R:.*]] = arith.bitcast %[[T]] : i16 to bf16
+// CHECK: linalg.yield %[[R]] : bf16
+func.func @bf16_exp(%x: tensor<4xbf16>) -> tensor<4xbf16> {
+  %0 = kiln.exp %x : tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
+// where on bf16 selects the bits.
+// CHECK-LABEL: func.func @where_bf16
+// CHECK: ^bb0(%[[C:.*]]: i1, %[[A:.*]]: bf16, %[[B:.*]]: bf16, %{{.*}}: bf16):
+// CHECK: %[[X:.*]] = arith.bitcast %[[A]] : bf16 to i16
+// CHECK: %[[Y:.*]] = arith.bitcast %[[B]] : bf16 to i16
+// CHECK: %[[S:.*]] = arith.select %[[C]], %[[X]], %[[Y]] : i16
+// CHECK: arith.bitcast %[[S]] : i16 to bf16
+func.func @where_bf16(%c: tensor<4xi1>, %a: tensor<4xbf16>, %b: tensor<4xbf16>) -> tensor<4xbf16> {
+  %0 = kiln.where %c, %a, %b : tensor<4xi1>, tensor<4xbf16>, tensor<4xbf16> -> tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
+// f32 sin/cos compute in f64 (the f32 approximation is inaccurate for large
+// arguments).
+// CHECK-LABEL: func.func @sin_f32
+// CHECK: %[[W:.*]] = arith.extf %{{.*}} : f32 to f64
+// CHECK: %[[S:.*]] = math.sin %[[W]] : f64
+// CHECK: arith.truncf %[[S]] : f64 to f32
+func.func @sin_f32(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = kiln.sin %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @unary_float
 // CHECK: arith.negf
 // CHECK: math.absf

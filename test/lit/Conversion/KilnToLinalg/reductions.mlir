@@ -93,3 +93,22 @@ func.func @argmin_int(%x: tensor<4xi32>) -> tensor<i64> {
   %0 = kiln.argmin %x axis 0 keepdim false : tensor<4xi32> -> tensor<i64>
   return %0 : tensor<i64>
 }
+
+// -----
+
+// Bools order false < true: max starts from false and compares unsigned.
+// CHECK-LABEL: func.func @max_bool
+// CHECK: %[[FALSE:.*]] = arith.constant false
+// CHECK: linalg.fill ins(%[[FALSE]] : i1)
+// CHECK: arith.maxui %{{.*}}, %{{.*}} : i1
+// CHECK-LABEL: func.func @argmax_bool
+// CHECK: arith.constant false
+// CHECK: arith.cmpi ugt, %{{.*}}, %{{.*}} : i1
+func.func @max_bool(%p: tensor<4xi1>) -> tensor<i1> {
+  %0 = kiln.reduce_max %p axes [0] keepdim false : tensor<4xi1> -> tensor<i1>
+  return %0 : tensor<i1>
+}
+func.func @argmax_bool(%p: tensor<4xi1>) -> tensor<i64> {
+  %0 = kiln.argmax %p axis 0 keepdim false : tensor<4xi1> -> tensor<i64>
+  return %0 : tensor<i64>
+}

@@ -126,6 +126,18 @@ func.func @reductions(%x: tensor<2x3x4xf32>, %i: tensor<2x3xi64>) {
   return
 }
 
+// max/min and argmax/argmin take bool too (any/all), like the recorder.
+// CHECK-LABEL: func.func @bool_reductions
+func.func @bool_reductions(%p: tensor<2x3xi1>) {
+  // CHECK: kiln.reduce_max %{{.*}} axes [1] keepdim false : tensor<2x3xi1> -> tensor<2xi1>
+  %0 = kiln.reduce_max %p axes [1] keepdim false : tensor<2x3xi1> -> tensor<2xi1>
+  // CHECK: kiln.reduce_min %{{.*}} axes [] keepdim false : tensor<2x3xi1> -> tensor<i1>
+  %1 = kiln.reduce_min %p axes [] keepdim false : tensor<2x3xi1> -> tensor<i1>
+  // CHECK: kiln.argmax %{{.*}} axis 0 keepdim false : tensor<2x3xi1> -> tensor<3xi64>
+  %2 = kiln.argmax %p axis 0 keepdim false : tensor<2x3xi1> -> tensor<3xi64>
+  return
+}
+
 // CHECK-LABEL: func.func @matmul
 func.func @matmul(%a: tensor<4x2x3xf32>, %b: tensor<3x5xf32>, %c: tensor<2x3xi32>, %d: tensor<3x5xi32>) {
   // CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<4x2x3xf32>, tensor<3x5xf32> -> tensor<4x2x5xf32>

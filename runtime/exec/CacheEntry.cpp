@@ -1,0 +1,392 @@
+#include "runtime/exec/CacheEntry.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "kiln/dtype.h"
+#include "runtime/core/OpKind.h"
+
+namespace kiln::exec::cache {
+
+namespace {
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'K', 'R', 'N', '1'};
+constexpr char kBundleMagic[8] = {'K', 'I', 'L', 'N', 'B', 'D', 'L', '1'};
+constexpr uint32_t kFormat = 1;
+constexpr size_t kHeaderBytes = 48;
+
+template <class T>
+void put(std::string& s, T v) {
+  s.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+template <class T>
+T get(std::string_view s, size_t at) {
+  T v;
+  std::memcpy(&v, s.data() + at, sizeof(T));
+  return v;
+}
+
+std::string hex16(uint64_t x) {
+  char b[17];
+  std::snprintf(b, sizeof(b), "%016" PRIx64, x);
+  return b;
+}
+
+/// One node decoded from TraceKey words (see computeTraceKey).
+struct KeyNode {
+  uint32_t op = 0, dtype = 0, keepdim = 0;
+  std::vector<uint64_t> shape, inputs, attrs, rest;
+};
+struct DecodedKey {
+  uint64_t device = 0;
+  std::vector<KeyNode> nodes;
+  std::vector<uint64_t> outputs;
+};
+
+bool decodeKey(const std::vector<uint64_t>& w, DecodedKey* k) {
+  size_t i = 0;
+  auto take = [&](size_t n, std::vector<uint64_t>* into) {
+    if (i + n > w.size()) return false;
+    if (into) into->assign(w.begin() + static_cast<long>(i), w.begin() + static_cast<long>(i + n));
+    i += n;
+    return true;
+  };
+  if (w.empty()) return false;
+  k->device = w[i++];
+  while (i < w.size() && w[i] != ~0ull) {
+    KeyNode n;
+    const uint64_t h = w[i++];
+    n.op = static_cast<uint32_t>(h >> 48);
+    n.dtype = static_cast<uint32_t>((h >> 40) & 0xff);
+    n.keepdim = static_cast<uint32_t>((h >> 32) & 0xff);
+    const size_t rank = (h >> 16) & 0xffff, numInputs = h & 0xffff;
+    if (!take(rank, &n.shape) || !take(numInputs, &n.inputs) || i >= w.size()) return false;
+    const size_t numAttrs = w[i++];
+    if (!take(numAttrs, &n.attrs)) return false;
+    const bool isParam = n.op == static_cast<uint32_t>(core::OpKind::Param);
+    if (!take(isParam ? rank + 2 : 3, &n.rest)) return false;
+    k->nodes.push_back(std::move(n));
+  }
+  if (i >= w.size()) return false;
+  k->outputs.assign(w.begin() + static_cast<long>(i + 1), w.end());
+  return true;
+}
+
+std::string opNameOf(uint32_t op) {
+  if (op >= static_cast<uint32_t>(core::kNumOpKinds)) return "op#" + std::to_string(op);
+  return std::string(core::opName(static_cast<core::OpKind>(op)));
+}
+std::string dtypeNameOf(uint32_t t) { return std::string(dtype_name(static_cast<DType>(t))); }
+std::string listOf(const std::vector<uint64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(static_cast<int64_t>(v[i]));
+  return s + "]";
+}
+
+std::vector<std::string> splitFeatures(const std::string& f) {
+  std::vector<std::string> out;
+  std::stringstream ss(f);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string describeFingerprint(const std::string& want, const std::string& have) {
+  for (const char* field : {"kiln", "llvm", "triple", "cpu", "features", "pipeline"}) {
+    const std::string w = fingerprintField(want, field), h = fingerprintField(have, field);
+    if (w == h) continue;
+    if (std::string_view(field) != "features")
+      return std::string(field) + ": cached for '" + h + "', this process has '" + w + "'";
+    auto wf = splitFeatures(w), hf = splitFeatures(h);
+    std::string diff;
+    for (const std::string& f : hf)
+      if (std::find(wf.begin(), wf.end(), f) == wf.end()) diff += " " + f;
+    return "cpu features: the entry was compiled with" + (diff.empty() ? std::string(" a different set") : diff) +
+           " (this CPU differs)";
+  }
+  return want == have ? std::string() : std::string("fingerprint text differs");
+}
+}  // namespace
+
+uint64_t fnv1a(std::string_view bytes, uint64_t seed) {
+  uint64_t h = seed;
+  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+std::string fingerprintDigest(const std::string& fingerprint) {
+  char b[9];
+  std::snprintf(b, sizeof(b), "%08" PRIx32, static_cast<uint32_t>(fnv1a(fingerprint) >> 32));
+  return b;
+}
+
+std::string entryFileName(uint64_t keyHash, const std::string& fingerprint) {
+  return hex16(keyHash) + "-" + fingerprintDigest(fingerprint) + kEntrySuffix;
+}
+
+bool parseEntryFileName(std::string_view name, uint64_t* keyHash) {
+  const std::string_view suffix = kEntrySuffix;
+  if (name.size() != 16 + 1 + 8 + suffix.size() || name[16] != '-' || name.substr(25) != suffix) return false;
+  for (size_t i = 0; i < 25; ++i)
+    if (i != 16 && !std::isxdigit(static_cast<unsigned char>(name[i]))) return false;
+  *keyHash = std::strtoull(std::string(name.substr(0, 16)).c_str(), nullptr, 16);
+  return true;
+}
+
+std::string encode(const Entry& e) {
+  std::ostringstream m;
+  m << "key_hash=" << hex16(e.meta.keyHash) << "\nkey_words=";
+  for (size_t i = 0; i < e.meta.keyWords.size(); ++i) m << (i ? " " : "") << std::hex << e.meta.keyWords[i];
+  m << std::dec << "\nentry=" << e.meta.entry << "\ndevice=" << e.meta.device << "\nops=" << e.meta.ops
+    << "\ninputs=" << e.meta.inputs << "\nscratch_bytes=" << e.meta.scratchBytes
+    << "\nkernel_count=" << e.meta.kernelCount << "\ncompile_ms=" << e.meta.compileMs
+    << "\ncreated=" << e.meta.createdUnix << "\n";
+  // Fingerprint lines last, prefixed.
+  std::stringstream fp(e.meta.fingerprint);
+  std::string line;
+  while (std::getline(fp, line))
+    if (!line.empty()) m << "fp." << line << "\n";
+  const std::string meta = m.str();
+  std::string out;
+  out.reserve(kHeaderBytes + meta.size() + e.object.size());
+  out.append(kMagic, 8);
+  put<uint32_t>(out, kFormat);
+  put<uint32_t>(out, static_cast<uint32_t>(meta.size()));
+  put<uint64_t>(out, e.object.size());
+  put<uint64_t>(out, fnv1a(meta));
+  put<uint64_t>(out, fnv1a(e.object));
+  put<uint64_t>(out, fnv1a(out));
+  out += meta;
+  out += e.object;
+  return out;
+}
+
+bool decode(std::string_view bytes, Entry* out, std::string* error, bool headerOnly) {
+  auto bad = [&](const std::string& why) {
+    *error = why;
+    return false;
+  };
+  if (bytes.size() < kHeaderBytes) return bad("truncated header");
+  if (std::memcmp(bytes.data(), kMagic, 8) != 0) return bad("not a kiln kernel cache entry");
+  if (get<uint64_t>(bytes, 40) != fnv1a(bytes.substr(0, 40))) return bad("header checksum mismatch");
+  if (get<uint32_t>(bytes, 8) != kFormat) return bad("unknown entry format " + std::to_string(get<uint32_t>(bytes, 8)));
+  const uint64_t metaSize = get<uint32_t>(bytes, 12), objectSize = get<uint64_t>(bytes, 16);
+  if (bytes.size() < kHeaderBytes + metaSize) return bad("truncated metadata");
+  if (!headerOnly && bytes.size() != kHeaderBytes + metaSize + objectSize)
+    return bad("size " + std::to_string(bytes.size()) + " bytes, expected " +
+               std::to_string(kHeaderBytes + metaSize + objectSize) + " (truncated or extended)");
+  const std::string_view meta = bytes.substr(kHeaderBytes, metaSize);
+  if (fnv1a(meta) != get<uint64_t>(bytes, 24)) return bad("metadata checksum mismatch");
+  EntryMeta m;
+  m.objectBytes = objectSize;
+  m.objectChecksum = get<uint64_t>(bytes, 32);
+  std::stringstream ss{std::string(meta)};
+  std::string line;
+  bool haveKey = false, haveEntry = false;
+  while (std::getline(ss, line)) {
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) return bad("malformed metadata line");
+    const std::string name = line.substr(0, eq), value = line.substr(eq + 1);
+    if (name.rfind("fp.", 0) == 0) {
+      m.fingerprint += name.substr(3) + "=" + value + "\n";
+    } else if (name == "key_hash") {
+      m.keyHash = std::strtoull(value.c_str(), nullptr, 16);
+    } else if (name == "key_words") {
+      std::stringstream ws(value);
+      std::string w;
+      while (ws >> w) m.keyWords.push_back(std::strtoull(w.c_str(), nullptr, 16));
+      haveKey = true;
+    } else if (name == "entry") {
+      m.entry = value;
+      haveEntry = !value.empty();
+    } else if (name == "device") {
+      m.device = value;
+    } else if (name == "ops") {
+      m.ops = value;
+    } else if (name == "inputs") {
+      m.inputs = value;
+    } else if (name == "scratch_bytes") {
+      m.scratchBytes = std::strtoull(value.c_str(), nullptr, 10);
+    } else if (name == "kernel_count") {
+      m.kernelCount = std::atoi(value.c_str());
+    } else if (name == "compile_ms") {
+      m.compileMs = std::atof(value.c_str());
+    } else if (name == "created") {
+      m.createdUnix = std::strtoll(value.c_str(), nullptr, 10);
+    }
+  }
+  if (!haveKey || !haveEntry || m.fingerprint.empty()) return bad("incomplete metadata");
+  if (!headerOnly) {
+    const std::string_view object = bytes.substr(kHeaderBytes + metaSize);
+    if (fnv1a(object) != m.objectChecksum) return bad("object checksum mismatch");
+    out->object.assign(object);
+  }
+  out->meta = std::move(m);
+  return true;
+}
+
+std::string fingerprintField(const std::string& fingerprint, std::string_view name) {
+  std::stringstream ss(fingerprint);
+  std::string line;
+  while (std::getline(ss, line))
+    if (line.size() > name.size() && line.compare(0, name.size(), name) == 0 && line[name.size()] == '=')
+      return line.substr(name.size() + 1);
+  return {};
+}
+
+bool sameStructure(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
+  DecodedKey x, y;
+  if (!decodeKey(a, &x) || !decodeKey(b, &y) || x.nodes.size() != y.nodes.size()) return false;
+  for (size_t i = 0; i < x.nodes.size(); ++i)
+    if (x.nodes[i].op != y.nodes[i].op) return false;
+  return true;
+}
+
+std::string describeDifference(const std::vector<uint64_t>& want, const std::string& wantFp,
+                               const std::vector<uint64_t>& have, const std::string& haveFp) {
+  if (want == have) return describeFingerprint(wantFp, haveFp);
+  DecodedKey w, h;
+  if (!decodeKey(want, &w) || !decodeKey(have, &h)) return "a different trace";
+  if (w.device != h.device) return "the device differs";
+  if (w.nodes.size() != h.nodes.size())
+    return "a different number of nodes (" + std::to_string(w.nodes.size()) + " here, " +
+           std::to_string(h.nodes.size()) + " cached)";
+  for (size_t i = 0; i < w.nodes.size(); ++i) {
+    const KeyNode &a = w.nodes[i], &b = h.nodes[i];
+    const std::string at = "node " + std::to_string(i) + " (" + opNameOf(a.op) + ")";
+    if (a.op != b.op) return at + ": the cached entry has " + opNameOf(b.op) + " there";
+    if (a.dtype != b.dtype) return at + ": dtype " + dtypeNameOf(a.dtype) + " here, " + dtypeNameOf(b.dtype) + " cached";
+    if (a.shape != b.shape) return at + ": shape " + listOf(a.shape) + " here, " + listOf(b.shape) + " cached";
+    if (a.inputs != b.inputs) return at + ": different operands";
+    if (a.attrs != b.attrs || a.keepdim != b.keepdim)
+      return at + ": attributes " + listOf(a.attrs) + " here, " + listOf(b.attrs) + " cached";
+    if (a.rest != b.rest)
+      return at + (a.op == static_cast<uint32_t>(core::OpKind::Param) ? ": parameter layout or aliasing differs"
+                                                                        : ": scalar attribute differs");
+  }
+  if (w.outputs != h.outputs) return "the set of live outputs differs";
+  return "the key differs";
+}
+
+bool readFile(const std::string& path, std::string* out, std::string* error) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  out->clear();
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *error = std::strerror(errno);
+      ::close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    out->append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return true;
+}
+
+bool writeFileAtomic(const std::string& dir, const std::string& name, std::string_view bytes, std::string* error) {
+  static std::atomic<uint64_t> counter{0};
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::string tmp = dir + "/.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) +
+                          "-" + hex16(rng()).substr(0, 8);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  auto fail = [&](int err) {
+    *error = std::strerror(err);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return false;
+  };
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(n < 0 ? errno : ENOSPC);
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) return fail(errno);
+  if (::close(fd) != 0) {
+    *error = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) {
+    *error = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+  return true;
+}
+
+std::string encodeBundle(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::string out(kBundleMagic, 8);
+  put<uint32_t>(out, kFormat);
+  put<uint32_t>(out, static_cast<uint32_t>(files.size()));
+  for (const auto& [name, bytes] : files) {
+    put<uint32_t>(out, static_cast<uint32_t>(name.size()));
+    out += name;
+    put<uint64_t>(out, bytes.size());
+    put<uint64_t>(out, fnv1a(bytes));
+    out += bytes;
+  }
+  put<uint64_t>(out, fnv1a(out));
+  return out;
+}
+
+bool decodeBundle(std::string_view bytes, std::vector<std::pair<std::string, std::string>>* files,
+                  std::string* error) {
+  auto bad = [&](const std::string& why) {
+    *error = why;
+    return false;
+  };
+  if (bytes.size() < 24 || std::memcmp(bytes.data(), kBundleMagic, 8) != 0) return bad("not a kiln-cache bundle");
+  const size_t bodyEnd = bytes.size() - 8;
+  if (get<uint64_t>(bytes, bodyEnd) != fnv1a(bytes.substr(0, bodyEnd))) return bad("bundle checksum mismatch");
+  if (get<uint32_t>(bytes, 8) != kFormat) return bad("unknown bundle format");
+  const uint32_t count = get<uint32_t>(bytes, 12);
+  size_t at = 16;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (at + 4 > bodyEnd) return bad("truncated bundle");
+    const uint32_t nameLen = get<uint32_t>(bytes, at);
+    at += 4;
+    if (at + nameLen + 16 > bodyEnd) return bad("truncated bundle");
+    std::string name(bytes.substr(at, nameLen));
+    at += nameLen;
+    const uint64_t size = get<uint64_t>(bytes, at), sum = get<uint64_t>(bytes, at + 8);
+    at += 16;
+    if (size > bodyEnd - at) return bad("truncated bundle");
+    std::string body(bytes.substr(at, size));
+    at += size;
+    uint64_t hash;
+    if (!parseEntryFileName(name, &hash)) return bad("bad entry name in bundle: " + name);
+    if (fnv1a(body) != sum) return bad("checksum mismatch for " + name);
+    files->emplace_back(std::move(name), std::move(body));
+  }
+  if (at != bodyEnd) return bad("trailing bytes in bundle");
+  return true;
+}
+
+}  // namespace kiln::exec::cache

@@ -1,0 +1,84 @@
+// CacheEntry: the file format of one disk kernel cache entry, and of the
+// bundles `kiln-cache export` writes. Plain C++ (no LLVM), shared by the
+// runtime and the kiln-cache tool.
+//
+// An entry file is a 48-byte header, text metadata, then the object file:
+//   "KILNKRN1" | u32 format | u32 metadata bytes | u64 object bytes |
+//   u64 FNV-1a(metadata) | u64 FNV-1a(object) | u64 FNV-1a(the 40 bytes before)
+// Its name is "<trace hash, 16 hex>-<fingerprint digest, 8 hex>.kiln". A
+// reader checks the sizes against the file size, all three checksums, then
+// that the full TraceKey and the fingerprint inside equal what it wants.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::exec::cache {
+
+inline constexpr const char* kEntrySuffix = ".kiln";
+
+/// Everything about an entry except the object file.
+struct EntryMeta {
+  uint64_t keyHash = 0;
+  std::vector<uint64_t> keyWords;  ///< the full TraceKey
+  std::string fingerprint;         ///< KernelLoader::fingerprint() lines
+  std::string entry;               ///< entry symbol in the object
+  std::string device = "cpu";
+  std::string ops;     ///< "matmul,add,tanh" (for listings)
+  std::string inputs;  ///< "f32[37,19] f32[19,23]"
+  uint64_t scratchBytes = 0;
+  int kernelCount = 1;
+  double compileMs = 0;
+  int64_t createdUnix = 0;
+  uint64_t objectBytes = 0;     ///< filled by decode()
+  uint64_t objectChecksum = 0;  ///< filled by decode()
+};
+
+struct Entry {
+  EntryMeta meta;
+  std::string object;
+};
+
+/// FNV-1a, 64 bit. Detects every single-byte change.
+uint64_t fnv1a(std::string_view bytes, uint64_t seed = 0xcbf29ce484222325ull);
+
+/// The 8 hex digits of a fingerprint in entry file names.
+std::string fingerprintDigest(const std::string& fingerprint);
+/// "<keyHash>-<digest>.kiln".
+std::string entryFileName(uint64_t keyHash, const std::string& fingerprint);
+/// True for names entryFileName() makes; sets `*keyHash`.
+bool parseEntryFileName(std::string_view name, uint64_t* keyHash);
+
+/// The bytes of an entry file.
+std::string encode(const Entry& entry);
+/// Parses and verifies an entry file's bytes; false with `*error` when it is
+/// truncated, corrupted or not an entry. With `headerOnly`, checks the
+/// metadata only (for listings); `bytes` may then end after it.
+bool decode(std::string_view bytes, Entry* out, std::string* error, bool headerOnly = false);
+
+/// The value of `name` in "name=value" lines; empty when absent.
+std::string fingerprintField(const std::string& fingerprint, std::string_view name);
+
+/// Why an entry of key `have` (fingerprint `haveFp`) does not serve key
+/// `want` (fingerprint `wantFp`): "" when it does; otherwise the first
+/// difference in words a user knows ("node 3 (add): shape [4,8] vs [4,16]",
+/// "llvm: 21.1.0 vs 22.1.0", "cpu feature +avx512f missing here").
+std::string describeDifference(const std::vector<uint64_t>& want, const std::string& wantFp,
+                               const std::vector<uint64_t>& have, const std::string& haveFp);
+/// Number of ops in the key, and whether two keys have the same op sequence.
+bool sameStructure(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b);
+
+/// Reads a whole file; false with `*error` on failure.
+bool readFile(const std::string& path, std::string* out, std::string* error);
+/// Writes `bytes` to `dir/name` atomically: a temporary file in `dir`,
+/// fsync, rename, fsync of the directory. False with `*error` (errno text).
+bool writeFileAtomic(const std::string& dir, const std::string& name, std::string_view bytes, std::string* error);
+
+/// A bundle: entries (file name, bytes) with per-entry and overall checksums.
+std::string encodeBundle(const std::vector<std::pair<std::string, std::string>>& files);
+bool decodeBundle(std::string_view bytes, std::vector<std::pair<std::string, std::string>>* files,
+                  std::string* error);
+
+}  // namespace kiln::exec::cache

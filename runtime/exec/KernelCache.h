@@ -1,0 +1,77 @@
+// KernelCache: compiled kernels by TraceKey, in memory (shared by all
+// threads) and on disk (KILN_CACHE_DIR, shared by processes), so a process
+// can start on kernels an earlier one compiled. Entries are keyed on the
+// full TraceKey and the loader's fingerprint, written atomically and read
+// with verification (see CacheEntry.h); a bad entry is discarded, never
+// trusted. Callers treat the cache as possibly empty.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "runtime/exec/Executable.h"
+#include "runtime/trace/TraceGraph.h"
+#include "runtime/trace/TraceKey.h"
+
+namespace kiln::exec {
+
+class KernelCache {
+ public:
+  static KernelCache& instance();
+
+  /// How hard find() looks on disk.
+  enum class Probe {
+    /// Only if this process's listing of the directory names the key: no
+    /// file opened, and no loader started, for keys never cached.
+    Listed,
+    /// Always open the entry (loads libkiln_loader).
+    Always,
+  };
+
+  /// The kernel of `key` from memory or disk; null on a miss (counted, and
+  /// explained with KILN_LOG=info). Thread-safe.
+  std::shared_ptr<Executable> find(const trace::TraceKey& key, Probe probe);
+
+  /// Links a fresh compilation with the loader, keeps it in memory and
+  /// writes it to disk. Null and `*error` when it cannot be linked.
+  std::shared_ptr<Executable> install(const trace::TraceKey& key, const trace::TraceGraph& graph,
+                                      const CompileResult& compiled, std::string* error);
+
+  /// Forgets the kernels held in memory (tests: simulate a new process).
+  void clearMemory();
+
+  /// The directory this process uses, or "" when the disk cache is off or
+  /// unusable (checks it on first call for each KILN_CACHE_DIR).
+  std::string usableDirectory();
+
+ private:
+  struct DirState {
+    std::string path;
+    bool usable = false;    ///< may load entries
+    bool writable = false;  ///< may store entries
+    bool warnedWrite = false;
+    std::unordered_set<uint64_t> listed;  ///< key hashes named in the directory
+    std::unordered_set<std::string> warnedBad;
+  };
+  DirState& dirLocked();
+  std::shared_ptr<Executable> loadFromDisk(DirState& dir, const trace::TraceKey& key, KernelLoader& loader);
+  void store(const trace::TraceKey& key, const trace::TraceGraph& graph, const CompileResult& compiled,
+             const std::string& fingerprint);
+  void explainMiss(const std::string& dir, const trace::TraceKey& key, const std::string& fingerprint);
+  void evict(DirState& dir);
+
+  std::mutex mutex_;
+  std::unordered_map<trace::TraceKey, std::shared_ptr<Executable>, trace::TraceKeyHash> memory_;
+  std::unique_ptr<DirState> dir_;
+};
+
+/// Checks that `dir` may hold native code this process loads: owned by this
+/// user and not writable by group or others. "" when it may; otherwise why
+/// not and how to fix it.
+std::string checkCacheDirectory(const std::string& dir);
+
+}  // namespace kiln::exec

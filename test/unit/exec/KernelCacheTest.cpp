@@ -1,0 +1,611 @@
+// The disk kernel cache and KILN_JIT=replay: warm starts, entries that are
+// corrupted, truncated, swapped or foreign, untrusted and full directories,
+// several processes sharing one directory, and replay without the compiler.
+// Needs libkiln_jit and libkiln_loader. Process-level cases re-run this
+// binary (KernelCacheChild.Main) with a role in KILN_TEST_CHILD.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <link.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kiln/kiln.h"
+#include "runtime/exec/CacheEntry.h"
+#include "runtime/exec/Engine.h"
+#include "runtime/exec/Executable.h"
+#include "runtime/exec/KernelCache.h"
+
+extern char** environ;
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+namespace cache = exec::cache;
+
+/// A private temporary directory, removed afterwards.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "kiln-cache-test-XXXXXX").string();
+    path = ::mkdtemp(t.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::permissions(path, fs::perms::owner_all, ec);
+    fs::remove_all(path, ec);
+  }
+  std::string str() const { return path.string(); }
+};
+
+/// JIT mode, threshold and cache directory for one test, restored after.
+class CacheMode {
+ public:
+  CacheMode(const std::string& mode, int64_t threshold, const std::string& dir) : saved_(settings()) {
+    set(mode, threshold, dir);
+  }
+  void set(const std::string& mode, int64_t threshold, const std::string& dir) {
+    exec::Engine::instance().drainCompiles();
+    Settings s = saved_;
+    s.jit = mode;
+    s.jit_threshold = threshold;
+    s.cache = "on";
+    s.cache_dir = dir;
+    set_settings(s);
+  }
+  ~CacheMode() {
+    freshProcess();
+    set_settings(saved_);
+  }
+  /// Forgets profiles and in-memory kernels: as if the process restarted.
+  static void freshProcess() {
+    exec::Engine::instance().drainCompiles();
+    exec::Engine::instance().resetProfilesForTesting();
+    exec::KernelCache::instance().clearMemory();
+  }
+
+ private:
+  Settings saved_;
+};
+
+std::vector<float> stepOnce(const Tensor& x, const Tensor& w, const Tensor& b, float scale) {
+  Tensor h = tanh(matmul(x, w) + b) * scale;
+  Tensor p = softmax(h, 1);
+  Tensor out = sum(p * h, {1}) + mean(h, {0}).sum();
+  std::vector<float> r = out.to_vector<float>();
+  step();
+  return r;
+}
+
+struct Data {
+  Tensor x, w, b;
+  explicit Data(int64_t rows = 37, int64_t inner = 19, int64_t cols = 23)
+      : x(rand({rows, inner}, 1, DType::f32, -1, 1)),
+        w(rand({inner, cols}, 2, DType::f32, -1, 1)),
+        b(rand({cols}, 3, DType::f32, -1, 1)) {
+    kiln::sync();
+  }
+  /// The interpreter's answer (KILN_JIT=off for one step).
+  std::vector<float> reference(float scale = 0.5f) const {
+    Settings saved = settings(), s = saved;
+    s.jit = "off";
+    set_settings(s);
+    auto r = stepOnce(x, w, b, scale);
+    set_settings(saved);
+    return r;
+  }
+  std::vector<float> run(float scale = 0.5f) const { return stepOnce(x, w, b, scale); }
+};
+
+::testing::AssertionResult close(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::fabs(a[i] - b[i]) > 2e-5f * (1 + std::fabs(b[i])))
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<fs::path> entryFiles(const std::string& dir) {
+  std::vector<fs::path> out;
+  uint64_t h;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (cache::parseEntryFileName(e.path().filename().string(), &h)) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+void spit(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+/// Fills `dir` with the kernel of Data's step; returns the entry's path.
+fs::path fillCache(const std::string& dir, const Data& d) {
+  CacheMode m("sync", 1, dir);
+  d.run();
+  auto files = entryFiles(dir);
+  EXPECT_EQ(files.size(), 1u);
+  return files.empty() ? fs::path() : files[0];
+}
+
+/// Runs this binary's KernelCacheChild.Main with `role` and extra
+/// environment; returns its exit status.
+pid_t spawnChild(const std::string& role, const std::vector<std::string>& env) {
+  std::vector<std::string> vars;
+  for (char** e = environ; *e; ++e) {
+    std::string v = *e;
+    if (v.rfind("KILN_", 0) == 0) continue;
+    vars.push_back(v);
+  }
+  vars.push_back("KILN_TEST_CHILD=" + role);
+  vars.push_back("KILN_CACHE=on");
+  for (const std::string& v : env) vars.push_back(v);
+  std::vector<char*> envp;
+  for (std::string& v : vars) envp.push_back(v.data());
+  envp.push_back(nullptr);
+  std::string exe = fs::read_symlink("/proc/self/exe").string();
+  std::string filter = "--gtest_filter=KernelCacheChild.Main";
+  char* argv[] = {exe.data(), filter.data(), nullptr};
+  pid_t pid = -1;
+  if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0) return -1;
+  return pid;
+}
+int waitChild(pid_t pid) {
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+int runChild(const std::string& role, const std::vector<std::string>& env) {
+  return waitChild(spawnChild(role, env));
+}
+
+bool libraryLoaded(const char* part) {
+  struct Find {
+    const char* part;
+    bool found = false;
+  } f{part};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* f = static_cast<Find*>(data);
+        if (info->dlpi_name && std::strstr(info->dlpi_name, f->part)) f->found = true;
+        return 0;
+      },
+      &f);
+  return f.found;
+}
+
+// ---------------------------------------------------------------------------
+
+TEST(KernelCache, WarmStartRunsTheFirstStepCompiledFromDisk) {
+  TempDir dir;
+  Data d;
+  auto reference = d.reference();
+  {
+    CacheMode m("sync", 2, dir.str());
+    reset_stats();
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(close(d.run(), reference));
+    Stats s = stats();
+    EXPECT_EQ(s.compiles, 1u) << s.str();
+    EXPECT_EQ(s.cache_stores, 1u) << s.str();
+    EXPECT_EQ(entryFiles(dir.str()).size(), 1u);
+  }
+  // A new "process": the first run of the key is already compiled.
+  CacheMode m("async", 2, dir.str());
+  CacheMode::freshProcess();
+  reset_stats();
+  EXPECT_TRUE(close(d.run(), reference));
+  Stats s = stats();
+  EXPECT_EQ(s.cache_disk_hits, 1u) << s.str();
+  EXPECT_EQ(s.compiled_runs, 1u) << s.str();
+  EXPECT_EQ(s.interpreted_runs, 0u) << s.str();
+  EXPECT_EQ(s.compiles, 0u) << s.str();
+  EXPECT_GT(s.cache_load_ms, 0.0);
+  // Profiles forgotten but kernels kept: a memory hit.
+  exec::Engine::instance().resetProfilesForTesting();
+  reset_stats();
+  EXPECT_TRUE(close(d.run(), reference));
+  EXPECT_EQ(stats().cache_memory_hits, 1u) << stats().str();
+  EXPECT_EQ(stats().cache_disk_hits, 0u);
+}
+
+TEST(KernelCache, EveryFlippedByteAndEveryTruncationIsDetected) {
+  TempDir dir;
+  Data d;
+  fs::path file = fillCache(dir.str(), d);
+  const std::string good = slurp(file);
+  cache::Entry e;
+  std::string error;
+  ASSERT_TRUE(cache::decode(good, &e, &error)) << error;
+  for (size_t i = 0; i < good.size(); ++i) {
+    std::string bad = good;
+    bad[i] = static_cast<char>(bad[i] ^ 0x01);
+    cache::Entry x;
+    // A flip inside a hex digit of key_words may still parse, but then the
+    // metadata checksum differs: every position must fail.
+    ASSERT_FALSE(cache::decode(bad, &x, &error)) << "byte " << i << " of " << good.size();
+  }
+  for (size_t n = 0; n < good.size(); n += 1 + n / 64) {
+    cache::Entry x;
+    ASSERT_FALSE(cache::decode(std::string_view(good).substr(0, n), &x, &error)) << "length " << n;
+  }
+  cache::Entry x;
+  EXPECT_FALSE(cache::decode(good + "x", &x, &error));
+}
+
+TEST(KernelCache, CorruptedTruncatedAndSwappedEntriesAreRecompiled) {
+  TempDir dir;
+  Data d;
+  auto reference = d.reference();
+  fs::path file = fillCache(dir.str(), d);
+  const std::string good = slurp(file);
+  const size_t meta = 48 + 10;
+  std::vector<std::pair<std::string, std::string>> damaged;
+  for (size_t at : {size_t{3}, size_t{20}, size_t{44}, meta, good.size() / 2, good.size() - 1}) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] ^ 0x5a);
+    damaged.emplace_back("byte " + std::to_string(at), bad);
+  }
+  damaged.emplace_back("truncated to half", good.substr(0, good.size() / 2));
+  damaged.emplace_back("truncated header", good.substr(0, 20));
+  damaged.emplace_back("empty", "");
+  for (const auto& [what, bytes] : damaged) {
+    SCOPED_TRACE(what);
+    spit(file, bytes);
+    CacheMode m("sync", 1, dir.str());
+    CacheMode::freshProcess();
+    reset_stats();
+    EXPECT_TRUE(close(d.run(), reference));
+    EXPECT_TRUE(close(d.run(), reference));
+    Stats s = stats();
+    EXPECT_GE(s.cache_rejected, 1u) << s.str();
+    EXPECT_EQ(s.cache_disk_hits, 0u) << s.str();
+    EXPECT_EQ(s.compiles, 1u) << s.str();
+    EXPECT_EQ(s.compiled_runs, 2u) << s.str();
+    // Removed and rewritten: valid again.
+    std::string error;
+    cache::Entry e;
+    EXPECT_TRUE(cache::decode(slurp(file), &e, &error)) << error;
+  }
+
+  // Swapped: another key's entry under this key's name.
+  Data other(5, 19, 7);
+  auto otherRef = other.reference();
+  {
+    CacheMode m("sync", 1, dir.str());
+    other.run();
+  }
+  auto files = entryFiles(dir.str());
+  ASSERT_EQ(files.size(), 2u);
+  fs::path otherFile = files[0] == file ? files[1] : files[0];
+  fs::copy_file(otherFile, file, fs::copy_options::overwrite_existing);
+  CacheMode m("sync", 1, dir.str());
+  CacheMode::freshProcess();
+  reset_stats();
+  EXPECT_TRUE(close(d.run(), reference));
+  EXPECT_TRUE(close(other.run(), otherRef));
+  Stats s = stats();
+  EXPECT_EQ(s.cache_rejected, 1u) << s.str();
+  EXPECT_EQ(s.cache_disk_hits, 1u) << s.str();  // the other key still loads
+  EXPECT_EQ(s.compiles, 1u) << s.str();
+}
+
+TEST(KernelCache, ForeignFingerprintIsNeverLoaded) {
+  TempDir dir;
+  Data d;
+  auto reference = d.reference();
+  fs::path file = fillCache(dir.str(), d);
+  std::string error;
+  cache::Entry e;
+  ASSERT_TRUE(cache::decode(slurp(file), &e, &error)) << error;
+  const std::string host = e.meta.fingerprint;
+  cache::Entry foreign = e;
+  std::string fp = host;
+  fp.replace(fp.find("llvm="), fp.find('\n', fp.find("llvm=")) - fp.find("llvm="), "llvm=0.0.1");
+  foreign.meta.fingerprint = fp;
+  EXPECT_NE(cache::describeDifference(e.meta.keyWords, host, e.meta.keyWords, fp).find("llvm"), std::string::npos);
+  std::string featFp = host;
+  featFp.replace(featFp.find("features="), 9, "features=+madeup-feature,");
+  EXPECT_NE(cache::describeDifference(e.meta.keyWords, host, e.meta.keyWords, featFp).find("+madeup-feature"),
+            std::string::npos);
+
+  // (1) A valid entry for another target, placed under this host's name.
+  spit(file, cache::encode(foreign));
+  {
+    CacheMode m("sync", 1, dir.str());
+    CacheMode::freshProcess();
+    reset_stats();
+    EXPECT_TRUE(close(d.run(), reference));
+    Stats s = stats();
+    EXPECT_EQ(s.cache_rejected, 1u) << s.str();
+    EXPECT_EQ(s.compiles, 1u) << s.str();
+  }
+  // (2) Under its own name: another LLVM's process may share the directory,
+  // so it is a plain miss and stays.
+  const fs::path foreignFile = fs::path(dir.str()) / cache::entryFileName(e.meta.keyHash, fp);
+  spit(foreignFile, cache::encode(foreign));
+  fs::remove(file);
+  CacheMode m("sync", 1, dir.str());
+  CacheMode::freshProcess();
+  reset_stats();
+  EXPECT_TRUE(close(d.run(), reference));
+  Stats s = stats();
+  EXPECT_EQ(s.cache_rejected, 0u) << s.str();
+  EXPECT_GE(s.cache_misses, 1u) << s.str();
+  EXPECT_EQ(s.compiles, 1u) << s.str();
+  EXPECT_TRUE(fs::exists(foreignFile));
+  // A different shape explains itself by node and shape.
+  Data wider(37, 19, 29);
+  CacheMode::freshProcess();
+  {
+    CacheMode m2("sync", 1, dir.str());
+    wider.run();
+  }
+  std::vector<uint64_t> a, b;
+  for (const fs::path& p : entryFiles(dir.str())) {
+    cache::Entry x;
+    ASSERT_TRUE(cache::decode(slurp(p), &x, &error));
+    if (x.meta.fingerprint != host) continue;
+    (x.meta.keyWords == e.meta.keyWords ? a : b) = x.meta.keyWords;
+  }
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  EXPECT_TRUE(cache::sameStructure(a, b));
+  const std::string why = cache::describeDifference(a, host, b, host);
+  EXPECT_NE(why.find("shape"), std::string::npos) << why;
+}
+
+TEST(KernelCache, GroupWritableDirectoryIsRefused) {
+  TempDir dir;
+  Data d;
+  auto reference = d.reference();
+  fillCache(dir.str(), d);
+  fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_all);
+  EXPECT_NE(exec::checkCacheDirectory(dir.str()).find("chmod go-w"), std::string::npos);
+  CacheMode m("sync", 1, dir.str());
+  CacheMode::freshProcess();
+  reset_stats();
+  EXPECT_TRUE(close(d.run(), reference));
+  Stats s = stats();
+  EXPECT_EQ(s.cache_disk_hits, 0u) << s.str();
+  EXPECT_EQ(s.compiles, 1u) << s.str();
+  EXPECT_EQ(s.cache_stores, 0u) << s.str();
+  EXPECT_EQ(exec::KernelCache::instance().usableDirectory(), "");
+}
+
+TEST(KernelCache, MissingReadOnlyAndFullDirectoriesDegradeToMemory) {
+  TempDir dir;
+  Data d;
+  auto reference = d.reference();
+  // Missing: created, private.
+  const std::string nested = dir.str() + "/a/b";
+  {
+    CacheMode m("sync", 1, nested);
+    CacheMode::freshProcess();
+    EXPECT_TRUE(close(d.run(), reference));
+    struct stat st;
+    ASSERT_EQ(::stat(nested.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 077, 0u);
+    EXPECT_EQ(entryFiles(nested).size(), 1u);
+  }
+  // Unusable path (a file, not a directory).
+  {
+    const std::string notDir = dir.str() + "/file";
+    spit(notDir, "x");
+    CacheMode m("sync", 1, notDir);
+    CacheMode::freshProcess();
+    reset_stats();
+    EXPECT_TRUE(close(d.run(), reference));
+    EXPECT_TRUE(close(d.run(), reference));
+    EXPECT_EQ(stats().compiles, 1u);
+    EXPECT_EQ(stats().compiled_runs, 2u);
+  }
+  // Full: a file-size limit makes every write fail (EFBIG).
+  {
+    const std::string full = dir.str() + "/full";
+    ::mkdir(full.c_str(), 0700);
+    CacheMode m("sync", 1, full);
+    CacheMode::freshProcess();
+    struct rlimit saved;
+    ::getrlimit(RLIMIT_FSIZE, &saved);
+    auto oldHandler = ::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = saved;
+    small.rlim_cur = 256;
+    ::setrlimit(RLIMIT_FSIZE, &small);
+    reset_stats();
+    EXPECT_TRUE(close(d.run(), reference));
+    EXPECT_TRUE(close(d.run(), reference));
+    Stats s = stats();
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    ::signal(SIGXFSZ, oldHandler);
+    EXPECT_EQ(s.compiles, 1u) << s.str();
+    EXPECT_EQ(s.cache_stores, 0u) << s.str();
+    EXPECT_EQ(s.compiled_runs, 2u) << s.str();
+    EXPECT_TRUE(entryFiles(full).empty());
+    for (const auto& e : fs::directory_iterator(full)) ADD_FAILURE() << "left behind: " << e.path();
+  }
+  // Read-only: entries load, new kernels stay in memory.
+  if (::geteuid() != 0) {
+    const std::string ro = dir.str() + "/ro";
+    fillCache(ro, d);
+    ::chmod(ro.c_str(), 0500);
+    Data other(5, 19, 7);
+    auto otherRef = other.reference();
+    CacheMode m("sync", 1, ro);
+    CacheMode::freshProcess();
+    reset_stats();
+    EXPECT_TRUE(close(d.run(), reference));
+    EXPECT_TRUE(close(other.run(), otherRef));
+    Stats s = stats();
+    EXPECT_EQ(s.cache_disk_hits, 1u) << s.str();
+    EXPECT_EQ(s.compiles, 1u) << s.str();
+    EXPECT_EQ(s.cache_stores, 0u) << s.str();
+    ::chmod(ro.c_str(), 0700);
+  }
+}
+
+TEST(KernelCache, LeastRecentlyUsedEntriesAreEvictedBeyondTheLimit) {
+  TempDir dir;
+  Data d;
+  // Three old 600 KiB entries (valid names; content does not matter here).
+  std::vector<fs::path> old;
+  for (int i = 0; i < 3; ++i) {
+    old.push_back(fs::path(dir.str()) / cache::entryFileName(0x1000 + i, "old"));
+    spit(old.back(), std::string(600 << 10, 'x'));
+    struct timespec t[2] = {{1000 + i, 0}, {1000 + i, 0}};
+    ::utimensat(AT_FDCWD, old.back().c_str(), t, 0);
+  }
+  CacheMode m("sync", 1, dir.str());
+  Settings s = settings();
+  s.cache_max_mb = 1;
+  set_settings(s);
+  d.run();
+  EXPECT_FALSE(fs::exists(old[0]));
+  EXPECT_FALSE(fs::exists(old[1]));
+  EXPECT_TRUE(fs::exists(old[2]));  // the most recent one fits with the new entry
+  EXPECT_EQ(entryFiles(dir.str()).size(), 2u);
+}
+
+TEST(KernelCache, BundleRoundTripsAndRejectsDamage) {
+  TempDir dir;
+  Data d;
+  fs::path file = fillCache(dir.str(), d);
+  std::vector<std::pair<std::string, std::string>> files{{file.filename().string(), slurp(file)}};
+  std::string bundle = cache::encodeBundle(files), error;
+  std::vector<std::pair<std::string, std::string>> back;
+  ASSERT_TRUE(cache::decodeBundle(bundle, &back, &error)) << error;
+  EXPECT_EQ(back, files);
+  for (size_t at : {size_t{0}, size_t{12}, bundle.size() / 2, bundle.size() - 1}) {
+    std::string bad = bundle;
+    bad[at] ^= 1;
+    back.clear();
+    EXPECT_FALSE(cache::decodeBundle(bad, &back, &error)) << at;
+  }
+  back.clear();
+  EXPECT_FALSE(cache::decodeBundle(bundle.substr(0, bundle.size() - 3), &back, &error));
+}
+
+// --- Several processes ------------------------------------------------------
+
+TEST(KernelCache, ProcessesCompilingIntoOneDirectoryEndValid) {
+  TempDir dir;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 4; ++i)
+    pids.push_back(spawnChild("worker", {"KILN_JIT=sync", "KILN_JIT_THRESHOLD=1", "KILN_CACHE_DIR=" + dir.str(),
+                                         "KILN_TEST_WORKER=" + std::to_string(i)}));
+  for (pid_t p : pids) EXPECT_EQ(waitChild(p), 0);
+  // Every entry valid and named after its contents; no temporary files.
+  size_t count = 0;
+  for (const auto& e : fs::directory_iterator(dir.path)) {
+    const std::string name = e.path().filename().string();
+    uint64_t h;
+    ASSERT_TRUE(cache::parseEntryFileName(name, &h)) << "stray file " << name;
+    cache::Entry x;
+    std::string error;
+    ASSERT_TRUE(cache::decode(slurp(e.path()), &x, &error)) << name << ": " << error;
+    EXPECT_EQ(name, cache::entryFileName(x.meta.keyHash, x.meta.fingerprint));
+    ++count;
+  }
+  EXPECT_GE(count, 5u);  // at least one shared step, one step per worker
+  // A second wave starts warm: everything from disk.
+  pids.clear();
+  for (int i = 0; i < 4; ++i)
+    pids.push_back(spawnChild("worker", {"KILN_JIT=replay", "KILN_REPLAY_STRICT=1", "KILN_CACHE_DIR=" + dir.str(),
+                                         "KILN_TEST_WORKER=" + std::to_string(i)}));
+  for (pid_t p : pids) EXPECT_EQ(waitChild(p), 0);
+}
+
+TEST(KernelCache, ReplayRunsCachedKernelsWithoutTheCompiler) {
+  TempDir dir;
+  Data d;
+  fillCache(dir.str(), d);
+  EXPECT_EQ(runChild("replay-hit", {"KILN_JIT=replay", "KILN_CACHE_DIR=" + dir.str()}), 0);
+}
+
+TEST(KernelCache, ReplayMissesAreInterpretedCountedOrErrors) {
+  TempDir dir;
+  EXPECT_EQ(runChild("replay-miss", {"KILN_JIT=replay", "KILN_CACHE_DIR=" + dir.str()}), 0);
+  EXPECT_EQ(runChild("replay-strict", {"KILN_JIT=replay", "KILN_REPLAY_STRICT=1", "KILN_CACHE_DIR=" + dir.str()}),
+            0);
+  EXPECT_TRUE(entryFiles(dir.str()).empty());
+}
+
+/// The child side of the process tests; does nothing in a normal run.
+TEST(KernelCacheChild, Main) {
+  const char* role = std::getenv("KILN_TEST_CHILD");
+  if (!role) GTEST_SKIP() << "run by the process tests";
+  const std::string r = role;
+  if (r == "worker") {
+    const int i = std::atoi(std::getenv("KILN_TEST_WORKER"));
+    Data shared, own(3 + i, 19, 11);
+    auto refShared = shared.reference(), refOwn = own.reference();
+    reset_stats();
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_TRUE(close(shared.run(), refShared));
+      EXPECT_TRUE(close(own.run(), refOwn));
+    }
+    Stats s = stats();
+    EXPECT_EQ(s.compiled_runs, 6u) << s.str();
+    if (settings().jit == "replay") {
+      EXPECT_EQ(s.compiles, 0u) << s.str();
+      EXPECT_FALSE(exec::compilerLoaded());
+    }
+    return;
+  }
+  Data d;
+  auto reference = d.reference();
+  reset_stats();
+  if (r == "replay-hit") {
+    for (int k = 0; k < 3; ++k) EXPECT_TRUE(close(d.run(), reference));
+    Stats s = stats();
+    EXPECT_EQ(s.compiles, 0u) << s.str();
+    EXPECT_EQ(s.cache_disk_hits, 1u) << s.str();
+    EXPECT_EQ(s.compiled_runs, 3u) << s.str();  // from the first run
+    EXPECT_TRUE(exec::kernelLoaderLoaded());
+  } else if (r == "replay-miss") {
+    for (int k = 0; k < 3; ++k) EXPECT_TRUE(close(d.run(), reference));
+    Stats s = stats();
+    EXPECT_EQ(s.compiles, 0u) << s.str();
+    EXPECT_EQ(s.replay_misses, 1u) << s.str();
+    EXPECT_EQ(s.compiled_runs, 0u) << s.str();
+    EXPECT_EQ(s.interpreted_runs, 3u) << s.str();
+  } else if (r == "replay-strict") {
+    // The reference run was the key's first; this one reaches the threshold.
+    try {
+      d.run();
+      ADD_FAILURE() << "expected an error for the missing kernel";
+    } catch (const Error& e) {
+      char hash[17];
+      std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(exec::Engine::lastKey().hash));
+      EXPECT_NE(std::string(e.what()).find("KILN_REPLAY_STRICT"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("no cached kernel"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(hash), std::string::npos) << e.what();
+    }
+  } else {
+    FAIL() << "unknown role " << r;
+  }
+  // Never compiled, so neither the compiler nor MLIR was ever loaded.
+  EXPECT_FALSE(exec::compilerLoaded());
+  EXPECT_FALSE(libraryLoaded("libkiln_jit"));
+  EXPECT_FALSE(libraryLoaded("libMLIR"));
+}
+
+}  // namespace
+}  // namespace kiln
