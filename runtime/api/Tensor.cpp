@@ -85,11 +85,7 @@ void Tensor::checkSingleElement() const {
 void Tensor::copyOut(void* dst, DType dstType) const {
   detail::TensorImpl* i = materialized(impl_, "to_vector");
   if (i->shape.numel() == 0) return;
-  interp::Arg a;
-  a.data = i->view.bytes(i->dtype);
-  a.dtype = i->dtype;
-  a.shape = i->shape;
-  for (int d = 0; d < i->shape.rank(); ++d) a.strides[d] = i->view.strides[d];
+  interp::Arg a = interp::argOf(i->view, i->dtype, i->shape);
   if (dstType == i->dtype) interp::copyKernel(a, static_cast<char*>(dst));
   else interp::castKernel(a, dstType, static_cast<char*>(dst));
 }
@@ -102,9 +98,7 @@ const void* Tensor::data() const {
   if (!core::isContiguous(i->shape, i->view.strides)) {
     // data() promises a dense row-major buffer: replace the strided view by a
     // dense copy of the same values.
-    core::View dense;
-    dense.storage = core::Storage::allocateHost(static_cast<size_t>(i->shape.numel()) * dtype_size(i->dtype));
-    core::contiguousStrides(i->shape, dense.strides);
+    core::View dense = interp::allocDense(i->dtype, i->shape);
     copyOut(dense.storage->data(), i->dtype);
     i->view = dense;
   }

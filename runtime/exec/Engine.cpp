@@ -91,21 +91,7 @@ bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& need
   return true;
 }
 
-core::View allocDense(DType t, const Shape& shape) {
-  core::View v;
-  v.storage = core::Storage::allocateHost(static_cast<size_t>(shape.numel()) * dtype_size(t));
-  core::contiguousStrides(shape, v.strides);
-  return v;
-}
 
-interp::Arg argOf(const core::View& v, DType t, const Shape& shape) {
-  interp::Arg a;
-  a.data = v.bytes(t);
-  a.dtype = t;
-  a.shape = shape;
-  for (int d = 0; d < shape.rank(); ++d) a.strides[d] = v.strides[d];
-  return a;
-}
 }  // namespace
 
 Engine& Engine::instance() {
@@ -213,15 +199,18 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
   std::vector<int64_t> tParamOfInput;
   std::vector<uint32_t> tNodeOfOutput;
   trace::graphBindings(trace, needed, &tParamOfInput, &tNodeOfOutput);
+  // The Param node of each trace parameter (its dtype and shape).
+  std::vector<const trace::Node*> paramNode(trace.params.size(), nullptr);
+  for (const trace::Node& n : trace.nodes)
+    if (n.op == OpKind::Param) paramNode[static_cast<size_t>(n.i0)] = &n;
   // Indices out of range: let the interpreter report them as errors.
   for (auto [pos, extent] : profile.indexChecks) {
     const int64_t p = tParamOfInput[pos];
-    const core::View& v = trace.params[p].view;
-    const trace::Node* node = nullptr;
-    for (const trace::Node& n : trace.nodes)
-      if (n.op == OpKind::Param && n.i0 == p) node = &n;
+    const trace::Node* node = paramNode[static_cast<size_t>(p)];
     std::vector<int64_t> values(static_cast<size_t>(node->shape.numel()));
-    if (!values.empty()) interp::castKernel(argOf(v, node->dtype, node->shape), DType::i64, reinterpret_cast<char*>(values.data()));
+    if (!values.empty())
+      interp::castKernel(interp::argOf(trace.params[p].view, node->dtype, node->shape), DType::i64,
+                         reinterpret_cast<char*>(values.data()));
     for (int64_t x : values)
       if (x < 0 || x >= extent) return false;
   }
@@ -230,17 +219,12 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
   args.reserve(tParamOfInput.size() + tNodeOfOutput.size() + 1);
   for (int64_t p : tParamOfInput) {
     const core::View& v = trace.params[p].view;
-    const trace::Node* node = nullptr;
-    for (const trace::Node& n : trace.nodes)
-      if (n.op == OpKind::Param && n.i0 == p) {
-        node = &n;
-        break;
-      }
+    const trace::Node* node = paramNode[static_cast<size_t>(p)];
     if (core::isContiguous(node->shape, v.strides)) {
       args.push_back(v.bytes(node->dtype));
     } else {
-      core::View dense = allocDense(node->dtype, node->shape);
-      interp::copyKernel(argOf(v, node->dtype, node->shape), dense.bytes(node->dtype));
+      core::View dense = interp::allocDense(node->dtype, node->shape);
+      interp::copyKernel(interp::argOf(v, node->dtype, node->shape), dense.bytes(node->dtype));
       args.push_back(dense.bytes(node->dtype));
       keep.push_back(std::move(dense));
     }
@@ -250,7 +234,7 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
   out.errors.assign(n, nullptr);
   for (uint32_t id : tNodeOfOutput) {
     const trace::Node& node = trace.nodes[id];
-    out.values[id] = allocDense(node.dtype, node.shape);
+    out.values[id] = interp::allocDense(node.dtype, node.shape);
     args.push_back(out.values[id].bytes(node.dtype));
   }
   std::shared_ptr<core::Storage> scratch;

@@ -14,22 +14,6 @@ using core::OpCategory;
 using core::View;
 using trace::Node;
 
-View allocDense(DType t, const Shape& shape) {
-  View v;
-  v.storage = core::Storage::allocateHost(static_cast<size_t>(shape.numel()) * dtype_size(t));
-  core::contiguousStrides(shape, v.strides);
-  return v;
-}
-
-Arg argOf(const View& v, DType t, const Shape& shape) {
-  Arg a;
-  a.data = v.bytes(t);
-  a.dtype = t;
-  a.shape = shape;
-  for (int d = 0; d < shape.rank(); ++d) a.strides[d] = v.strides[d];
-  return a;
-}
-
 bool isHalf(DType t) { return t == DType::f16 || t == DType::bf16; }
 
 /// Executes one node. f16/bf16 operands of compute ops are widened to f32

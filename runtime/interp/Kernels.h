@@ -11,6 +11,7 @@
 #include "kiln/shape.h"
 #include "runtime/core/OpKind.h"
 #include "runtime/core/ShapeRules.h"
+#include "runtime/core/TensorImpl.h"
 
 namespace kiln::interp {
 
@@ -23,6 +24,24 @@ struct Arg {
   Shape shape;
   int64_t strides[Shape::kMaxRank] = {};
 };
+
+/// A fresh dense row-major host buffer for `shape` elements of `t`.
+inline core::View allocDense(DType t, const Shape& shape) {
+  core::View v;
+  v.storage = core::Storage::allocateHost(static_cast<size_t>(shape.numel()) * dtype_size(t));
+  core::contiguousStrides(shape, v.strides);
+  return v;
+}
+
+/// The kernel argument for a view of `shape` elements of `t`.
+inline Arg argOf(const core::View& v, DType t, const Shape& shape) {
+  Arg a;
+  a.data = v.bytes(t);
+  a.dtype = t;
+  a.shape = shape;
+  for (int d = 0; d < shape.rank(); ++d) a.strides[d] = v.strides[d];
+  return a;
+}
 
 /// The view of `a` broadcast to `shape` (stride 0 on stretched axes).
 Arg broadcastArg(const Arg& a, const Shape& shape);
