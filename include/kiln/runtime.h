@@ -59,6 +59,9 @@ struct Settings {
   std::string jit = "async";
   int64_t jit_threshold = 2;
   int compile_threads = 1;
+  /// Shapes of one trace structure that get their own kernel; further shapes
+  /// run interpreted (KILN_MAX_SHAPES).
+  int64_t max_shapes = 8;
   std::string cache = "on";  ///< "off": no disk kernel cache
   /// Disk kernel cache; default $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
   std::string cache_dir;

@@ -130,6 +130,7 @@ void Engine::resetProfilesForTesting() {
   drainCompiles();
   std::lock_guard<std::mutex> lock(mutex_);
   profiles_.clear();
+  shapesPerStructure_.clear();
 }
 
 std::shared_ptr<Executable> Engine::probeCache(const trace::Trace& trace, const std::vector<uint8_t>& needed,
@@ -300,7 +301,18 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
     exe = profile->executable;
     if (!exe && profile->tier == Tier::Interpreted && neededOps > 0 &&
         profile->runs >= static_cast<uint64_t>(settings().jit_threshold)) {
-      if (jitEnabled()) {
+      // Recompilation-storm guard: a structure run at many sizes (varying
+      // batch or sequence lengths) gets kernels for its first max_shapes sizes.
+      int64_t* shapes = jitEnabled() ? &shapesPerStructure_[tLastKey.structureHash] : nullptr;
+      if (shapes && *shapes >= settings().max_shapes) {
+        profile->tier = Tier::InterpretOnly;
+        profile->failure = "its structure was already compiled for KILN_MAX_SHAPES shapes";
+        if ((*shapes)++ == settings().max_shapes)
+          log().info("trace {:016x}: structure seen with more than {} shapes; new shapes stay interpreted "
+                     "(dynamic-shape kernels are not implemented yet)",
+                     tLastKey.hash, settings().max_shapes);
+      } else if (shapes) {
+        ++*shapes;
         profile->tier = Tier::Compiling;
         startCompile = true;
       } else if (replay) {

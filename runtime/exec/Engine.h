@@ -74,6 +74,8 @@ class Engine {
 
   std::mutex mutex_;
   std::unordered_map<trace::TraceKey, TraceProfile, trace::TraceKeyHash> profiles_;
+  /// Kernels started per trace structure (TraceKey::structureHash).
+  std::unordered_map<uint64_t, int64_t> shapesPerStructure_;
   interp::Interpreter interpreter_;
   std::once_flag queueOnce_;
   std::unique_ptr<CompileQueue> queue_;

@@ -39,6 +39,7 @@ Settings readSettings() {
   s.jit = envOr("KILN_JIT", "async");
   s.jit_threshold = envInt("KILN_JIT_THRESHOLD", 2, 1);
   s.compile_threads = static_cast<int>(envInt("KILN_COMPILE_THREADS", 1, 1));
+  s.max_shapes = envInt("KILN_MAX_SHAPES", 8, 1);
   s.cache = envOr("KILN_CACHE", "on");
   if (s.cache != "on" && s.cache != "off") {
     std::fprintf(stderr, "kiln: ignoring KILN_CACHE=%s (expected on or off)\n", s.cache.c_str());

@@ -15,6 +15,9 @@ namespace kiln::trace {
 /// hash collision can never alias two keys); `hash` indexes it.
 struct TraceKey {
   uint64_t hash = 0;
+  /// Hash of the same encoding without shapes and parameter strides: equal
+  /// for one computation at different sizes (recompilation-storm guard).
+  uint64_t structureHash = 0;
   std::vector<uint64_t> words;
 
   bool operator==(const TraceKey& o) const { return hash == o.hash && words == o.words; }

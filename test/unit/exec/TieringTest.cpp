@@ -140,6 +140,35 @@ TEST(Tiering, ThreadsRecordAndRunWhileTheCompilerWorks) {
   EXPECT_EQ(stats().interpreted_runs + stats().compiled_runs, 160u);
 }
 
+TEST(Tiering, VaryingShapesStopCompilingAfterMaxShapes) {
+  JitMode sync("sync", 1);
+  Settings s = settings();
+  s.max_shapes = 3;
+  set_settings(s);
+  reset_stats();
+  // Inputs from host data: only the matmul step is a trace.
+  auto hostData = [](int64_t n, float scale) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = std::sin(static_cast<float>(i) * scale);
+    return v;
+  };
+  Tensor w = from_vector(hostData(32, 0.7f), {8, 4});
+  for (int64_t batch = 1; batch <= 6; ++batch) {
+    Tensor x = from_vector(hostData(batch * 8, 0.3f), {batch, 8});
+    std::vector<float> got = relu(matmul(x, w) * 0.5f - 0.1f).to_vector<float>();
+    std::vector<float> xs = x.to_vector<float>(), ws = w.to_vector<float>();
+    for (int64_t i = 0; i < batch; ++i)
+      for (int j = 0; j < 4; ++j) {
+        float acc = 0;
+        for (int k = 0; k < 8; ++k) acc += xs[i * 8 + k] * ws[k * 4 + j];
+        EXPECT_NEAR(got[i * 4 + j], std::max(acc * 0.5f - 0.1f, 0.0f), 1e-5f);
+      }
+    step();
+  }
+  EXPECT_EQ(stats().compiles, 3u) << "batch sizes 1-3 compiled, 4-6 interpreted";
+  EXPECT_EQ(stats().compiled_runs, 3u);
+}
+
 TEST(Tiering, SyncAndAsyncAgree) {
   Data d;
   std::vector<float> viaSync, viaAsync;

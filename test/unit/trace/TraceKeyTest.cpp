@@ -75,3 +75,17 @@ TEST(TraceKey, DiffersInParameterLayoutAndAliasing) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+TEST(TraceKey, StructureHashIgnoresSizesOnly) {
+  Tensor out;
+  auto small = keyOf([&] { out = relu(data(1, {4, 3}) * 2.0f); });
+  auto large = keyOf([&] { out = relu(data(1, {9, 3}) * 2.0f); });
+  auto other = keyOf([&] { out = relu(data(1, {9, 3}) * 3.0f); });
+  EXPECT_FALSE(small == large);
+  EXPECT_EQ(small.structureHash, large.structureHash);
+  EXPECT_NE(large.structureHash, other.structureHash);
+}
+}  // namespace
+}  // namespace kiln
