@@ -1,0 +1,731 @@
+// Kiln benchmark suite (issue 8): every workload for Kiln and for the native
+// peers (hand-fused C++ loops, Eigen, OpenBLAS, oneDNN), plus the machine's
+// own limits (STREAM copy/triad, peak FP32 FMA), as Google Benchmark rows
+// named "workload/system". scripts/bench.sh runs this binary several times
+// (once per Kiln tier, once for the BLAS rows) in alternating rounds with the
+// Python peers (bench/peers.py) and writes bench/RESULTS.md from the samples.
+//
+//   kiln_bench [--tier=interp|compiled] [--systems=kiln,hand,eigen,openblas,onednn,machine]
+//              [--quick] [Google Benchmark flags]
+//   kiln_bench --first-step --tier=interp|compiled|replay
+//
+// --tier picks how the Kiln rows run: interp sets KILN_JIT=off, compiled sets
+// KILN_JIT=sync with threshold 1 (compiled in the calling thread on the first
+// run, before timing). A compiled row whose trace did not compile is reported
+// as an error, never timed on the interpreter.
+#include <benchmark/benchmark.h>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "runtime/exec/Engine.h"
+
+#ifdef KILN_BENCH_HAVE_EIGEN
+#include <Eigen/Core>
+#endif
+#ifdef KILN_BENCH_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+#ifdef KILN_BENCH_HAVE_DNNL
+#include <dnnl.h>
+#endif
+
+using namespace kiln;
+
+namespace {
+
+std::string gTier = "interp";
+std::set<std::string> gSystems = {"kiln", "hand", "eigen", "openblas", "onednn", "machine"};
+bool gQuick = false;
+constexpr int kThreads = 2;  // the machine's cores; every parallel peer uses this many
+
+std::string kilnName() { return "kiln-" + gTier; }
+
+/// A 64-byte aligned float buffer, first touched by the threads that use it.
+struct Buf {
+  float* p = nullptr;
+  int64_t n = 0;
+  explicit Buf(int64_t count) : n(count) {
+    p = static_cast<float*>(std::aligned_alloc(64, ((count * 4 + 63) / 64) * 64));
+  }
+  ~Buf() { std::free(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+};
+
+void fillRandom(float* p, int64_t n, uint32_t seed, float lo = -2.f, float hi = 2.f) {
+  uint32_t s = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    s = s * 1664525u + 1013904223u;
+    p[i] = lo + (hi - lo) * static_cast<float>(s >> 8) / 16777216.f;
+  }
+}
+
+tbb::task_arena& arena() {
+  static tbb::task_arena a(kThreads);
+  return a;
+}
+
+/// Runs f(begin, end) over [0, n) split into `kThreads` static chunks.
+template <class F>
+void parallelChunks(int64_t n, int threads, F&& f) {
+  if (threads <= 1) {
+    f(int64_t{0}, n);
+    return;
+  }
+  arena().execute([&] {
+    tbb::parallel_for(0, threads, [&](int t) {
+      int64_t b = n * t / threads, e = n * (t + 1) / threads;
+      f(b, e);
+    }, tbb::static_partitioner());
+  });
+}
+
+// ---------------------------------------------------------------- hand-fused maths
+// Polynomial exp for softmax (Cody-Waite reduction, degree-7 Horner, 2^n through the
+// exponent bits): branch-free, so GCC vectorises the loops that use it.
+inline float fastExp(float x) {
+  x = x < -87.f ? -87.f : x;  // branch-free with -fno-trapping-math
+  x = x > 88.f ? 88.f : x;
+  const float n = __builtin_floorf(x * 1.44269504f);
+  float f = x - n * 0.693145752f;
+  f -= n * 1.42860677e-6f;
+  float p = 1.f / 5040;
+  p = p * f + 1.f / 720;
+  p = p * f + 1.f / 120;
+  p = p * f + 1.f / 24;
+  p = p * f + 1.f / 6;
+  p = p * f + 0.5f;
+  p = p * f + 1.f;
+  p = p * f + 1.f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  return p * std::bit_cast<float>(bits);
+}
+/// Rational tanh (Eigen's float coefficients, max abs error 3e-7): one
+/// division, no exp; sigmoid(x) = 0.5 + 0.5 tanh(x/2). About 2x faster here
+/// than tanh/sigmoid through the polynomial exp.
+inline float ratTanh(float x) {
+  x = x < -7.90531110763549805f ? -7.90531110763549805f : x;
+  x = x > 7.90531110763549805f ? 7.90531110763549805f : x;
+  const float x2 = x * x;
+  float p = -2.76076847742355e-16f;
+  p = p * x2 + 2.00018790482477e-13f;
+  p = p * x2 + -8.60467152213735e-11f;
+  p = p * x2 + 5.12229709037114e-08f;
+  p = p * x2 + 1.48572235717979e-05f;
+  p = p * x2 + 6.37261928875436e-04f;
+  p = p * x2 + 4.89352455891786e-03f;
+  p = p * x;
+  float q = 1.19825839466702e-06f;
+  q = q * x2 + 1.18534705686654e-04f;
+  q = q * x2 + 2.26843463243900e-03f;
+  q = q * x2 + 4.89352518554385e-03f;
+  return p / q;
+}
+inline float ratSigmoid(float x) { return 0.5f + 0.5f * ratTanh(0.5f * x); }
+
+inline float chainScalar(float x) { return ratTanh((x * 1.5f + 0.5f) * ratSigmoid(x)) + x * x; }
+
+Tensor chainKiln(const Tensor& x) { return tanh((x * 1.5f + 0.5f) * sigmoid(x)) + x * x; }
+
+constexpr int64_t kBig = int64_t{1} << 24;
+constexpr int64_t kRows = 4096, kCols = 1024;
+
+// ---------------------------------------------------------------- Kiln helpers
+void configureKiln() {
+  Settings s = settings();
+  s.jit = gTier == "compiled" ? "sync" : gTier == "replay" ? "replay" : "off";
+  s.jit_threshold = 1;
+  set_settings(s);
+}
+
+/// Runs `body` (records and syncs one iteration) a few times before timing; for
+/// the compiled tier, checks the last warm-up ran compiled code.
+template <class F>
+bool kilnWarm(benchmark::State& state, F&& body, int warm = 3) {
+  for (int i = 0; i < warm; ++i) body();
+  exec::Engine::instance().drainCompiles();
+  if (gTier == "compiled") {
+    const uint64_t before = stats().compiled_runs;
+    body();
+    if (stats().compiled_runs == before) {
+      state.SkipWithError("trace did not compile (runs interpreted; see KILN_LOG=info)");
+      return false;
+    }
+  }
+  return true;
+}
+
+Tensor kilnRand(const Shape& shape, uint64_t seed, double lo = -2, double hi = 2) {
+  Tensor t = rand(shape, seed, DType::f32, lo, hi);
+  kiln::sync();
+  return t;
+}
+
+// ---------------------------------------------------------------- elementwise
+void BM_ChainKiln(benchmark::State& state) {
+  Tensor x = kilnRand({kBig}, 1);
+  Tensor r;
+  auto body = [&] {
+    r = chainKiln(x);
+    kiln::sync();
+  };
+  if (!kilnWarm(state, body)) return;
+  for (auto _ : state) body();
+}
+
+void BM_ChainHand(benchmark::State& state) {
+  Buf x(kBig), out(kBig);
+  parallelChunks(kBig, kThreads, [&](int64_t b, int64_t e) { fillRandom(x.p + b, e - b, 1 + b); });
+  auto run = [&] {
+    parallelChunks(kBig, kThreads, [&](int64_t b, int64_t e) {
+      const float* __restrict xp = x.p;
+      float* __restrict op = out.p;
+      for (int64_t i = b; i < e; ++i) op[i] = chainScalar(xp[i]);
+    });
+  };
+  run();
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(out.p);
+  }
+}
+
+#ifdef KILN_BENCH_HAVE_EIGEN
+void BM_ChainEigen(benchmark::State& state) {
+  Buf x(kBig), out(kBig);
+  parallelChunks(kBig, kThreads, [&](int64_t b, int64_t e) { fillRandom(x.p + b, e - b, 1 + b); });
+  auto run = [&] {
+    parallelChunks(kBig, kThreads, [&](int64_t b, int64_t e) {
+      Eigen::Map<const Eigen::ArrayXf> xa(x.p + b, e - b);
+      Eigen::Map<Eigen::ArrayXf> oa(out.p + b, e - b);
+      oa = ((xa * 1.5f + 0.5f) * xa.logistic()).tanh() + xa.square();  // one fused expression
+    });
+  };
+  run();
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(out.p);
+  }
+}
+#endif
+
+void BM_FmaKiln(benchmark::State& state) {
+  Tensor a = kilnRand({kBig}, 1), b = kilnRand({kBig}, 2), c = kilnRand({kBig}, 3);
+  Tensor r;
+  auto body = [&] {
+    r = a * b + c;
+    kiln::sync();
+  };
+  if (!kilnWarm(state, body)) return;
+  for (auto _ : state) body();
+}
+
+void BM_FmaHand(benchmark::State& state) {
+  Buf a(kBig), b(kBig), c(kBig), r(kBig);
+  parallelChunks(kBig, kThreads, [&](int64_t s, int64_t e) {
+    fillRandom(a.p + s, e - s, 1);
+    fillRandom(b.p + s, e - s, 2);
+    fillRandom(c.p + s, e - s, 3);
+    std::fill(r.p + s, r.p + e, 0.f);
+  });
+  for (auto _ : state) {
+    parallelChunks(kBig, kThreads, [&](int64_t s, int64_t e) {
+      const float *__restrict ap = a.p, *__restrict bp = b.p, *__restrict cp = c.p;
+      float* __restrict rp = r.p;
+      for (int64_t i = s; i < e; ++i) rp[i] = ap[i] * bp[i] + cp[i];
+    });
+    benchmark::DoNotOptimize(r.p);
+  }
+}
+
+// ---------------------------------------------------------------- softmax / layer_norm
+void BM_SoftmaxKiln(benchmark::State& state) {
+  Tensor x = kilnRand({kRows, kCols}, 4);
+  Tensor r;
+  auto body = [&] {
+    r = softmax(x, -1);
+    kiln::sync();
+  };
+  if (!kilnWarm(state, body)) return;
+  for (auto _ : state) body();
+}
+
+void BM_LayerNormKiln(benchmark::State& state) {
+  Tensor x = kilnRand({kRows, kCols}, 5);
+  Tensor r;
+  auto body = [&] {
+    r = layer_norm(x);
+    kiln::sync();
+  };
+  if (!kilnWarm(state, body)) return;
+  for (auto _ : state) body();
+}
+
+void softmaxRows(const float* x, float* out, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* __restrict xr = x + r * kCols;
+    float* __restrict orow = out + r * kCols;
+    // `omp simd` (with -fopenmp-simd, no OpenMP runtime) lets the reductions vectorise.
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < kCols; ++j) m = xr[j] > m ? xr[j] : m;
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < kCols; ++j) {
+      orow[j] = fastExp(xr[j] - m);
+      s += orow[j];
+    }
+    const float inv = 1.f / s;
+    for (int64_t j = 0; j < kCols; ++j) orow[j] *= inv;
+  }
+}
+
+void layerNormRows(const float* x, float* out, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* __restrict xr = x + r * kCols;
+    float* __restrict orow = out + r * kCols;
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < kCols; ++j) s += xr[j];
+    const float mean = s / kCols;
+    float v = 0;
+#pragma omp simd reduction(+ : v)
+    for (int64_t j = 0; j < kCols; ++j) v += (xr[j] - mean) * (xr[j] - mean);
+    const float rstd = 1.f / std::sqrt(v / kCols + 1e-5f);
+    for (int64_t j = 0; j < kCols; ++j) orow[j] = (xr[j] - mean) * rstd;
+  }
+}
+
+template <void (*Rows)(const float*, float*, int64_t, int64_t)>
+void BM_RowsHand(benchmark::State& state) {
+  Buf x(kRows * kCols), out(kRows * kCols);
+  parallelChunks(kRows, kThreads, [&](int64_t b, int64_t e) {
+    fillRandom(x.p + b * kCols, (e - b) * kCols, 4 + b);
+    std::fill(out.p + b * kCols, out.p + e * kCols, 0.f);
+  });
+  for (auto _ : state) {
+    parallelChunks(kRows, kThreads, [&](int64_t b, int64_t e) { Rows(x.p, out.p, b, e); });
+    benchmark::DoNotOptimize(out.p);
+  }
+}
+
+// ---------------------------------------------------------------- matmul
+void BM_MatmulKiln(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  Tensor a = kilnRand({m, k}, 6, -1, 1), b = kilnRand({k, n}, 7, -1, 1);
+  Tensor c;
+  auto body = [&] {
+    c = matmul(a, b);
+    kiln::sync();
+  };
+  if (!kilnWarm(state, body, 1)) return;
+  for (auto _ : state) body();
+}
+
+void BM_MatmulBiasReluKiln(benchmark::State& state) {
+  const int64_t n = 1024;
+  Tensor a = kilnRand({n, n}, 8, -1, 1), w = kilnRand({n, n}, 9, -1, 1), bias = kilnRand({n}, 10, -1, 1);
+  Tensor c;
+  auto body = [&] {
+    c = relu(matmul(a, w) + bias);
+    kiln::sync();
+  };
+  if (!kilnWarm(state, body, 2)) return;
+  for (auto _ : state) body();
+}
+
+#ifdef KILN_BENCH_HAVE_OPENBLAS
+void BM_MatmulOpenBlas(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  Buf a(m * k), b(k * n), c(m * n);
+  fillRandom(a.p, m * k, 6, -1, 1);
+  fillRandom(b.p, k * n, 7, -1, 1);
+  auto run = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.f, a.p, k, b.p, n, 0.f, c.p, n);
+  };
+  run();
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(c.p);
+  }
+}
+
+/// Matmul + bias + ReLU the way a C++ user would write it: OpenBLAS SGEMM,
+/// then one hand-written bias+ReLU pass over the output.
+void BM_MatmulBiasReluOpenBlas(benchmark::State& state) {
+  const int64_t n = 1024;
+  Buf a(n * n), w(n * n), bias(n), c(n * n);
+  fillRandom(a.p, n * n, 8, -1, 1);
+  fillRandom(w.p, n * n, 9, -1, 1);
+  fillRandom(bias.p, n, 10, -1, 1);
+  auto run = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.p, n, w.p, n, 0.f, c.p, n);
+    parallelChunks(n, kThreads, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t j = 0; j < n; ++j) c.p[r * n + j] = std::max(c.p[r * n + j] + bias.p[j], 0.f);
+    });
+  };
+  run();
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(c.p);
+  }
+}
+#endif
+
+#ifdef KILN_BENCH_HAVE_DNNL
+void BM_MatmulDnnl(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  Buf a(m * k), b(k * n), c(m * n);
+  fillRandom(a.p, m * k, 6, -1, 1);
+  fillRandom(b.p, k * n, 7, -1, 1);
+  auto run = [&] {
+    if (dnnl_sgemm('N', 'N', m, n, k, 1.f, a.p, k, b.p, n, 0.f, c.p, n) != dnnl_success)
+      state.SkipWithError("dnnl_sgemm failed");
+  };
+  run();
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(c.p);
+  }
+}
+#endif
+
+// ---------------------------------------------------------------- MLP training step
+/// MLP 784-512-512-10, batch 256, synthetic data, Adam: one step() records
+/// forward, backward and update as one trace.
+struct Mlp {
+  static constexpr int64_t kBatch = 256;
+  Tensor w1 = randn({784, 512}, 11, DType::f32, 0, std::sqrt(2.0 / 784)), b1 = zeros({512});
+  Tensor w2 = randn({512, 512}, 12, DType::f32, 0, std::sqrt(2.0 / 512)), b2 = zeros({512});
+  Tensor w3 = randn({512, 10}, 13, DType::f32, 0, std::sqrt(2.0 / 512)), b3 = zeros({10});
+  Tensor x = randn({kBatch, 784}, 14);
+  Tensor y = cast(floor(rand({kBatch}, 15) * 10.0), DType::i64);
+  std::unique_ptr<optim::Adam> opt;
+  Tensor loss;
+  Mlp() {
+    kiln::sync();
+    opt = std::make_unique<optim::Adam>(std::vector<Tensor*>{&w1, &b1, &w2, &b2, &w3, &b3},
+                                        optim::AdamOptions{.lr = 1e-3});
+  }
+  void step() {
+    Tensor h = relu(matmul(x, w1) + b1);
+    h = relu(matmul(h, w2) + b2);
+    loss = cross_entropy(matmul(h, w3) + b3, y);
+    loss.backward();
+    opt->step();
+    kiln::step();
+    kiln::sync();
+  }
+};
+
+void BM_MlpKiln(benchmark::State& state) {
+  Mlp mlp;
+  if (!kilnWarm(state, [&] { mlp.step(); }, 3)) return;
+  for (auto _ : state) mlp.step();
+  if (!std::isfinite(mlp.loss.item<float>())) state.SkipWithError("loss is not finite");
+}
+
+/// --first-step: the latency of the first MLP training step of a fresh
+/// process (recording, then interpreting, or loading its kernel from the disk
+/// cache under KILN_JIT=replay), printed as one JSON line. --tier=compiled
+/// also runs a few more steps, so that the step's kernel is compiled and
+/// stored in the disk cache for a later replay process.
+int firstStep() {
+  Mlp mlp;
+  const Stats before = stats();
+  auto t0 = std::chrono::steady_clock::now();
+  mlp.step();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const Stats after = stats();
+  if (gTier == "compiled")
+    for (int i = 0; i < 3; ++i) mlp.step();
+  std::printf("{\"first_step_s\": %.9g, \"compiled_runs\": %llu, \"cache_disk_hits\": %llu, \"loss\": %g}\n", s,
+              static_cast<unsigned long long>(after.compiled_runs - before.compiled_runs),
+              static_cast<unsigned long long>(after.cache_disk_hits - before.cache_disk_hits),
+              static_cast<double>(mlp.loss.item<float>()));
+  return 0;
+}
+
+// ---------------------------------------------------------------- per-op and dispatch costs
+/// Recording one op on a pending value: no kernel runs (per op).
+void BM_RecordOp(benchmark::State& state) {
+  Tensor x = from_vector<float>({1}, {1});
+  kiln::sync();
+  Tensor y = x;
+  int64_t n = 0;
+  for (auto _ : state) {
+    y = exp(y);
+    if (++n % 2000 == 0) {
+      state.PauseTiming();
+      kiln::sync();
+      y = x;
+      state.ResumeTiming();
+    }
+  }
+  kiln::sync();
+}
+
+/// Recording and running a chain of 64 ops on 1-element tensors, then one
+/// sync; reported per op (counter per_iter = 64).
+void BM_RecordRunTiny(benchmark::State& state) {
+  Tensor x = from_vector<float>({1}, {1});
+  kiln::sync();
+  const int chain = 64;
+  Tensor y;
+  auto body = [&] {
+    y = x;
+    for (int i = 0; i < chain; ++i) y = y * 1.0001f;
+    kiln::sync();
+  };
+  if (!kilnWarm(state, body)) return;
+  for (auto _ : state) body();
+  state.counters["per_iter"] = chain;
+}
+
+/// One kiln::step() of a small (4-op) trace on 1-element tensors: recording,
+/// key lookup and launch (compiled) or interpretation.
+void BM_Dispatch(benchmark::State& state) {
+  Tensor x = from_vector<float>({1}, {1});
+  kiln::sync();
+  Tensor y;
+  auto body = [&] {
+    y = relu(x * 1.5f + 0.5f) * x;
+    kiln::step();
+  };
+  if (!kilnWarm(state, body)) return;
+  for (auto _ : state) body();
+}
+
+/// Compile latency of an elementwise trace of `ops` ops on [1024] f32: each
+/// iteration records a structurally new trace (new constants, so a new
+/// TraceKey) and compiles it synchronously; the time is the compiler's own
+/// (stats().compile_ms), without the run.
+void BM_CompileLatency(benchmark::State& state) {
+  const int ops = static_cast<int>(state.range(0));
+  Tensor x = kilnRand({1024}, 16);
+  static int salt = 0;
+  for (auto _ : state) {
+    ++salt;
+    Tensor y = x;
+    for (int i = 0; i < ops; ++i) {
+      const float c = 1.f + 1e-4f * static_cast<float>((salt * 7919 + i) % 9973);
+      switch (i % 4) {
+        case 0: y = y * c; break;
+        case 1: y = y + c; break;
+        case 2: y = tanh(y); break;
+        default: y = maximum(y, -c); break;
+      }
+    }
+    const Stats before = stats();
+    kiln::sync();
+    const Stats after = stats();
+    if (after.compiles != before.compiles + 1) {
+      state.SkipWithError("trace did not compile");
+      return;
+    }
+    state.SetIterationTime((after.compile_ms - before.compile_ms) / 1000.0);
+  }
+}
+
+// ---------------------------------------------------------------- machine limits
+constexpr int64_t kStream = int64_t{1} << 25;  // 128 MiB per array
+
+void BM_StreamCopy(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  Buf a(kStream), c(kStream);
+  parallelChunks(kStream, threads, [&](int64_t b, int64_t e) {
+    std::fill(a.p + b, a.p + e, 1.f);
+    std::fill(c.p + b, c.p + e, 0.f);
+  });
+  for (auto _ : state) {
+    parallelChunks(kStream, threads, [&](int64_t b, int64_t e) {
+      const float* __restrict ap = a.p;
+      float* __restrict cp = c.p;
+      for (int64_t i = b; i < e; ++i) cp[i] = ap[i];
+    });
+    benchmark::DoNotOptimize(c.p);
+  }
+}
+
+void BM_StreamTriad(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  Buf a(kStream), b(kStream), c(kStream);
+  parallelChunks(kStream, threads, [&](int64_t s, int64_t e) {
+    std::fill(a.p + s, a.p + e, 0.f);
+    std::fill(b.p + s, b.p + e, 1.f);
+    std::fill(c.p + s, c.p + e, 2.f);
+  });
+  for (auto _ : state) {
+    parallelChunks(kStream, threads, [&](int64_t s, int64_t e) {
+      float* __restrict ap = a.p;
+      const float *__restrict bp = b.p, *__restrict cp = c.p;
+      for (int64_t i = s; i < e; ++i) ap[i] = bp[i] + 3.f * cp[i];
+    });
+    benchmark::DoNotOptimize(a.p);
+  }
+}
+
+#if defined(__AVX512F__)
+constexpr int kLanes = 16;
+#else
+constexpr int kLanes = 8;
+#endif
+typedef float VecF __attribute__((vector_size(kLanes * 4)));
+constexpr int kAccs = 12;
+constexpr int64_t kFmaIters = 1 << 22;
+
+/// Peak FP32 FMA throughput: independent FMA chains in vector registers.
+float fmaKernel(float seed) {
+  VecF acc[kAccs];
+  for (int j = 0; j < kAccs; ++j) acc[j] = VecF{} + seed * static_cast<float>(j + 1);
+  VecF m = VecF{} + 0.999999f, a = VecF{} + 1e-7f;
+  for (int64_t i = 0; i < kFmaIters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < kAccs; ++j) acc[j] = acc[j] * m + a;
+    __asm__ volatile("" : "+x"(m));
+  }
+  VecF s = VecF{};
+  for (int j = 0; j < kAccs; ++j) s += acc[j];
+  float r = 0;
+  for (int l = 0; l < kLanes; ++l) r += s[l];
+  return r;
+}
+
+void BM_PeakFma(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+    float sink[kThreads] = {};
+    parallelChunks(threads, threads, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) sink[t] = fmaKernel(1.f + static_cast<float>(t));
+    });
+    benchmark::DoNotOptimize(sink);
+  }
+  state.counters["flops_per_iter"] = 2.0 * kLanes * kAccs * kFmaIters * threads;
+}
+
+// ---------------------------------------------------------------- registration
+bool want(const std::string& s) { return gSystems.count(s) > 0; }
+
+benchmark::internal::Benchmark* reg(const std::string& name, void (*fn)(benchmark::State&), bool manual = false) {
+  auto* b = benchmark::RegisterBenchmark(name.c_str(), fn)->Unit(benchmark::kMillisecond);
+  return manual ? b->UseManualTime() : b->UseRealTime();
+}
+
+void registerAll() {
+  const std::string k = kilnName();
+  const double t = gQuick ? 0.1 : 0.4;  // minimum seconds per repetition
+  if (want("machine")) {
+    for (int th : {1, 2}) {
+      reg("stream_copy_" + std::to_string(th) + "t/machine", BM_StreamCopy)->Arg(th)->MinTime(t);
+      reg("stream_triad_" + std::to_string(th) + "t/machine", BM_StreamTriad)->Arg(th)->MinTime(t);
+      reg("peak_fma_" + std::to_string(th) + "t/machine", BM_PeakFma)->Arg(th)->MinTime(t);
+    }
+  }
+  // Workload by workload, each system's row next to its peers'.
+  if (want("kiln")) reg("chain8/" + k, BM_ChainKiln)->MinTime(t);
+  if (want("hand")) reg("chain8/hand-fused", BM_ChainHand)->MinTime(t);
+#ifdef KILN_BENCH_HAVE_EIGEN
+  if (want("eigen")) reg("chain8/eigen", BM_ChainEigen)->MinTime(t);
+#endif
+  if (want("kiln")) reg("fma3/" + k, BM_FmaKiln)->MinTime(t);
+  if (want("hand")) reg("fma3/hand-fused", BM_FmaHand)->MinTime(t);
+  if (want("kiln")) reg("softmax/" + k, BM_SoftmaxKiln)->MinTime(t);
+  if (want("hand")) reg("softmax/hand-fused", BM_RowsHand<softmaxRows>)->MinTime(t);
+  if (want("kiln")) reg("layernorm/" + k, BM_LayerNormKiln)->MinTime(t);
+  if (want("hand")) reg("layernorm/hand-fused", BM_RowsHand<layerNormRows>)->MinTime(t);
+  struct Mm {
+    const char* name;
+    int64_t m, n, k;
+  };
+  for (Mm mm : {Mm{"sgemm_1024", 1024, 1024, 1024}, Mm{"sgemm_4096x4096x1024", 4096, 4096, 1024}}) {
+    const bool big = mm.m == 4096;
+    const double mt = big ? (gQuick ? 0.05 : 0.5) : t;
+    if (big && gQuick && gTier == "interp" && want("kiln")) {
+      // The interpreter's big GEMM is slow; --quick keeps one iteration.
+      reg(std::string(mm.name) + "/" + k, BM_MatmulKiln)->Args({mm.m, mm.n, mm.k})->Iterations(1);
+    } else if (want("kiln")) {
+      reg(std::string(mm.name) + "/" + k, BM_MatmulKiln)->Args({mm.m, mm.n, mm.k})->MinTime(mt);
+    }
+#ifdef KILN_BENCH_HAVE_OPENBLAS
+    if (want("openblas")) reg(std::string(mm.name) + "/openblas", BM_MatmulOpenBlas)->Args({mm.m, mm.n, mm.k})->MinTime(mt);
+#endif
+#ifdef KILN_BENCH_HAVE_DNNL
+    if (want("onednn")) reg(std::string(mm.name) + "/onednn", BM_MatmulDnnl)->Args({mm.m, mm.n, mm.k})->MinTime(mt);
+#endif
+  }
+  if (want("kiln")) reg("mm_bias_relu/" + k, BM_MatmulBiasReluKiln)->MinTime(t);
+#ifdef KILN_BENCH_HAVE_OPENBLAS
+  if (want("openblas")) reg("mm_bias_relu/openblas+loop", BM_MatmulBiasReluOpenBlas)->MinTime(t);
+#endif
+  if (want("kiln")) {
+    reg("mlp_train_step/" + k, BM_MlpKiln)->MinTime(t);
+    reg("dispatch_tiny_step/" + k, BM_Dispatch)->Unit(benchmark::kMicrosecond)->MinTime(t);
+    reg("record_run_tiny_op/" + k, BM_RecordRunTiny)->Unit(benchmark::kMicrosecond)->MinTime(t);
+    if (gTier == "interp") reg("record_op/kiln", BM_RecordOp)->Unit(benchmark::kNanosecond)->MinTime(t);
+    if (gTier == "compiled") {
+      for (int ops : {10, 50, 200})
+        reg("compile_" + std::to_string(ops) + "_ops/" + k, BM_CompileLatency, /*manual=*/true)
+            ->Arg(ops)
+            ->Iterations(gQuick ? 3 : (ops == 200 ? 5 : 9));
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> rest;
+  bool firstStepMode = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--tier=", 0) == 0) {
+      gTier = a.substr(7);
+    } else if (a.rfind("--systems=", 0) == 0) {
+      gSystems.clear();
+      std::stringstream ss(a.substr(10));
+      for (std::string s; std::getline(ss, s, ',');) gSystems.insert(s);
+    } else if (a == "--quick") {
+      gQuick = true;
+    } else if (a == "--first-step") {
+      firstStepMode = true;
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  if (gTier != "interp" && gTier != "compiled" && !(gTier == "replay" && firstStepMode)) {
+    std::fprintf(stderr, "kiln_bench: --tier must be interp or compiled (or replay with --first-step)\n");
+    return 2;
+  }
+  configureKiln();
+  if (firstStepMode) {
+    const int rc = firstStep();
+    exec::Engine::instance().shutdownCompiles();
+    return rc;
+  }
+  registerAll();
+  int n = static_cast<int>(rest.size());
+  rest.push_back(nullptr);
+  benchmark::Initialize(&n, rest.data());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  exec::Engine::instance().shutdownCompiles();
+  return 0;
+}

@@ -1,0 +1,468 @@
+#!/usr/bin/env python3
+"""Runs the Kiln benchmark suite against its peers and writes the report.
+
+    run_bench.py --build BUILD_DIR [--quick] [--rounds N] [--md bench/RESULTS.md] [--json bench/results.json]
+
+Called by scripts/bench.sh. Every measuring process (the Kiln tiers, the
+native peers, each Python peer) is started once per round, the order rotated
+from round to round, so that Kiln and its peers alternate on the machine and
+share its noise; each process contributes several repetitions per round.
+Medians and spreads are taken over all repetitions of all rounds.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+BIG = 1 << 24
+ROWS, COLS = 4096, 1024
+MLP_PARAMS = 784 * 512 + 512 * 512 + 512 * 10
+# name: (title, bytes per iteration or None, flops per iteration or None)
+WORKLOADS = {
+    "stream_copy_1t": ("STREAM copy, 1 thread (2^25 f32)", 2 * 4 << 25, None),
+    "stream_copy_2t": ("STREAM copy, 2 threads", 2 * 4 << 25, None),
+    "stream_triad_1t": ("STREAM triad, 1 thread", 3 * 4 << 25, None),
+    "stream_triad_2t": ("STREAM triad, 2 threads", 3 * 4 << 25, None),
+    "peak_fma_1t": ("peak FP32 FMA, 1 thread", None, "counter"),
+    "peak_fma_2t": ("peak FP32 FMA, 2 threads", None, "counter"),
+    "chain8": ("elementwise chain tanh((x*1.5+0.5)*sigmoid(x))+x*x, 2^24 f32", 8 * BIG, None),
+    "fma3": ("a*b+c, 2^24 f32", 16 * BIG, None),
+    "softmax": ("row softmax [4096,1024] f32", 8 * ROWS * COLS, None),
+    "layernorm": ("layer_norm [4096,1024] f32 (no affine)", 8 * ROWS * COLS, None),
+    "sgemm_1024": ("SGEMM 1024^3", None, 2 * 1024 ** 3),
+    "sgemm_4096x4096x1024": ("SGEMM 4096x4096x1024", None, 2 * 4096 * 4096 * 1024),
+    "mm_bias_relu": ("matmul+bias+ReLU 1024^3", None, 2 * 1024 ** 3),
+    "mlp_train_step": ("MLP 784-512-512-10 training step, batch 256, Adam", None, 6 * 256 * MLP_PARAMS),
+    "dispatch_tiny_step": ("kiln::step() of a 4-op trace on 1-element tensors", None, None),
+    "record_run_tiny_op": ("record + run one op on 1-element tensors (per op, chain of 64)", None, None),
+    "record_op": ("recording one op (per op)", None, None),
+    "compile_10_ops": ("compile latency, 10-op elementwise trace", None, None),
+    "compile_50_ops": ("compile latency, 50-op elementwise trace", None, None),
+    "compile_200_ops": ("compile latency, 200-op elementwise trace", None, None),
+    "warm_start_replay": ("first MLP training step of a fresh process: interpreted (kiln-interp), replayed from "
+                          "the disk cache (kiln-replay, KILN_JIT=replay), compiled in the calling thread "
+                          "(kiln-compile-first-run, one sample)", None, None),
+}
+# Which workloads each optional peer takes part in (a missing peer still gets its rows, as "missing").
+PEER_ROWS = {
+    "eigen": ["chain8"],
+    "openblas": ["sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
+    "onednn": ["sgemm_1024", "sgemm_4096x4096x1024"],
+    "torch1": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu",
+               "mlp_train_step", "record_run_tiny_op"],
+    "numpy": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
+    "jax": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu", "mlp_train_step"],
+    "onnxruntime": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
+    "torch2": ["chain8", "softmax", "layernorm", "mm_bias_relu", "mlp_train_step"],
+}
+PEER_LABEL = {"eigen": "eigen", "openblas": "openblas", "onednn": "onednn", "torch1": "pytorch-1.13-eager",
+              "numpy": "numpy", "jax": "jax.jit", "onnxruntime": "onnxruntime", "torch2": "pytorch-2-compile"}
+BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def goals(med):
+    """Kiln's goals from issues 2, 4 and 6: (workload, system, goal, measured, met or None when not measurable)."""
+    def m(w, s):
+        return med.get((w, s))
+
+    def speed(a, b):  # speed of a relative to b (> 1: a is faster)
+        return None if a is None or b is None else b / a
+
+    def limit(w, s, text, bound):
+        r = m(w, s)
+        return (w, s, text, fmt_time(r), None if r is None else r <= bound)
+
+    def rel(q, what):
+        return "—" if q is None else f"{q:.2f}× {what}"
+
+    out = [limit("record_op", "kiln", "≤ 100 ns per op (issue 2)", 100e-9),
+           limit("record_run_tiny_op", "kiln-interp", "≤ 300 ns per op (issue 2)", 300e-9)]
+    q = speed(m("fma3", "kiln-interp"), m("fma3", "hand-fused"))
+    out.append(("fma3", "kiln-interp", "≥ 0.7 of the hand loop (issue 2)", rel(q, "hand loop"),
+                None if q is None else q >= 0.7))
+    q1 = speed(m("chain8", "kiln-compiled"), m("chain8", "hand-fused"))
+    q2 = speed(m("chain8", "kiln-compiled"), m("chain8", "kiln-interp"))
+    out.append(("chain8", "kiln-compiled", "≥ 0.9 of hand-fused and ≥ 4× interpreter (issue 4)",
+                rel(q1, "hand-fused") + ", " + rel(q2, "interpreter"),
+                None if q1 is None or q2 is None else (q1 >= 0.9 and q2 >= 4)))
+    for w in ("softmax", "layernorm"):
+        q = speed(m(w, "kiln-compiled"), m(w, "hand-fused"))
+        out.append((w, "kiln-compiled", "≥ 0.8 of hand-fused (issue 4)", rel(q, "hand-fused"),
+                    None if q is None else q >= 0.8))
+    out.append(limit("compile_10_ops", "kiln-compiled", "median ≤ 50 ms (issue 4)", 0.050))
+    out.append(limit("compile_200_ops", "kiln-compiled", "median ≤ 500 ms (issue 4)", 0.500))
+    out.append(limit("dispatch_tiny_step", "kiln-compiled", "≤ 2 µs per step (issue 4)", 2e-6))
+    out.append(limit("mlp_train_step", "kiln-compiled", "≤ 3.8 ms (issue 6)", 3.8e-3))
+    r, t = m("mlp_train_step", "kiln-interp"), m("mlp_train_step", PEER_LABEL["torch1"])
+    ref = t if t is not None else 5.2e-3
+    out.append(("mlp_train_step", "kiln-interp",
+                "within 3× of PyTorch eager (issue 6)" + ("" if t is not None else "; PyTorch missing: vs the issue's 5.2 ms"),
+                "—" if r is None else f"{r / ref:.2f}× PyTorch eager's time",
+                None if r is None else r <= 3 * ref))
+    return out
+
+
+def now():
+    return time.strftime("%H:%M:%S")
+
+
+def run(cmd, env, log, timeout):
+    t0 = time.time()
+    with open(log, "a") as f:
+        f.write(f"\n### {' '.join(cmd)}\n")
+        f.flush()
+        try:
+            rc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    return rc, time.time() - t0
+
+
+def parse_gbench(path, samples, errors, extra):
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        return f"no output ({e})"
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    for b in data.get("benchmarks", []):
+        if b.get("run_type") != "iteration":
+            continue
+        parts = b["name"].split("/")
+        key = (parts[0], parts[1])
+        if b.get("error_occurred"):
+            errors[key] = b.get("error_message", "error")
+            continue
+        t = b["real_time"] * scale[b.get("time_unit", "ns")]
+        t /= b.get("per_iter", 1) or 1
+        samples.setdefault(key, []).append(t)
+        if "flops_per_iter" in b:
+            extra[key] = b["flops_per_iter"]
+    return None
+
+
+def fmt_time(s):
+    if s is None:
+        return "—"
+    if s < 1e-6:
+        return f"{s * 1e9:.0f} ns"
+    if s < 1e-3:
+        return f"{s * 1e6:.2f} µs"
+    if s < 1:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.2f} s"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--md", default=os.path.join(HERE, "RESULTS.md"))
+    ap.add_argument("--json", default=os.path.join(HERE, "results.json"))
+    a = ap.parse_args()
+    rounds = a.rounds or (1 if a.quick else 2)
+    reps = 2 if a.quick else 3
+    build = os.path.abspath(a.build)
+    work = os.path.join(build, "bench-run")
+    os.makedirs(work, exist_ok=True)
+    log = os.path.join(work, "run.log")
+    open(log, "w").close()
+    started = time.time()
+    load_before = os.getloadavg()
+
+    status = {}
+    try:
+        with open(os.path.join(build, "peers", "status.txt")) as f:
+            for line in f:
+                p = line.split(None, 2)
+                if len(p) >= 2:
+                    status[p[0]] = (p[1], p[2].strip() if len(p) > 2 else "")
+    except OSError:
+        pass
+    bench = os.path.join(build, "bench", "kiln_bench")
+    venv_py = os.path.join(build, "peers", "venv", "bin", "python")
+    base_env = dict(os.environ)
+    base_env.update({"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_NUM_THREADS": "2",
+                     "KILN_NUM_THREADS": "2", "KILN_LOG": "error", "KILN_CACHE": "off",
+                     "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads=2"})
+    blas_env = {k: v for k, v in base_env.items() if k not in BLAS_VARS}
+    have_jit = os.path.exists(os.path.join(build, "runtime", "libkiln_jit.so"))
+
+    gb = ["--benchmark_repetitions=%d" % reps, "--benchmark_enable_random_interleaving=true",
+          "--benchmark_format=console"]
+    if a.quick:
+        gb.append("--quick")
+    procs = [
+        ("kiln-interp+native", [bench, "--tier=interp", "--systems=kiln,hand,eigen,onednn,machine"] + gb, base_env, 900),
+        ("openblas", [bench, "--systems=openblas"] + gb, blas_env, 600),
+    ]
+    if have_jit:
+        procs.append(("kiln-compiled", [bench, "--tier=compiled", "--systems=kiln"] + gb, base_env, 900))
+    py_min = "0.1" if a.quick else "0.3"
+    for peer in ("torch1", "numpy", "jax", "onnxruntime", "torch2"):
+        if status.get(peer, ("missing",))[0] != "ok":
+            continue
+        py = venv_py
+        if peer in ("torch1", "numpy"):  # Debian's packages: the system interpreter
+            py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
+        env = blas_env if peer == "numpy" else base_env
+        procs.append((peer, [py, os.path.join(HERE, "peers.py"), "--system", peer, "--reps", str(reps),
+                             "--min-time", py_min] + (["--quick"] if a.quick else []), env, 900))
+
+    samples, errors, extra, proc_errors, versions = {}, {}, {}, {}, {}
+
+    # Warm start: a compiled process fills a fresh disk cache with the MLP step's kernel; then fresh
+    # processes time their first step, replayed from that cache or interpreted.
+    cache_dir = os.path.join(work, "kernel-cache")
+    subprocess.run(["rm", "-rf", cache_dir])
+    cache_env = dict(base_env, KILN_CACHE="on", KILN_CACHE_DIR=cache_dir)
+
+    def first_step(tier, env):
+        try:
+            p = subprocess.run([bench, "--first-step", f"--tier={tier}"], env=env, capture_output=True, text=True,
+                               timeout=300)
+            with open(log, "a") as f:
+                f.write(f"\n### first step, {tier}\n{p.stdout}{p.stderr}")
+            return json.loads(p.stdout.strip().splitlines()[-1])
+        except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
+            return {"error": f"{type(e).__name__}"}
+
+    def warm_start_round():
+        for _ in range(2 if a.quick else 3):
+            res = first_step("replay", cache_env)
+            if res.get("compiled_runs") == 1:
+                samples.setdefault(("warm_start_replay", "kiln-replay"), []).append(res["first_step_s"])
+            else:
+                errors[("warm_start_replay", "kiln-replay")] = "the first step did not run a cached kernel: " + json.dumps(res)
+            res = first_step("interp", base_env)
+            if "first_step_s" in res:
+                samples.setdefault(("warm_start_replay", "kiln-interp"), []).append(res["first_step_s"])
+
+    if have_jit:
+        populate = first_step("compiled", cache_env)
+        if "error" in populate:
+            proc_errors["warm-start cache fill"] = populate["error"]
+        else:  # for scale: the same first step when it is compiled in the calling thread (KILN_JIT=sync)
+            samples.setdefault(("warm_start_replay", "kiln-compile-first-run"), []).append(populate["first_step_s"])
+        procs.append(("warm-start", None, None, None))
+
+    for r in range(rounds):
+        order = procs[r % len(procs):] + procs[:r % len(procs)]
+        for name, cmd, env, timeout in order:
+            if cmd is None:
+                print(f"[{now()}] round {r + 1}/{rounds}: warm start (first steps)", flush=True)
+                warm_start_round()
+                continue
+            out = os.path.join(work, f"{name}.r{r}.json")
+            if os.path.exists(out):
+                os.remove(out)
+            if cmd[0] == bench:
+                full = cmd + [f"--benchmark_out={out}", "--benchmark_out_format=json"]
+            else:
+                full = cmd + ["--out", out]
+            print(f"[{now()}] round {r + 1}/{rounds}: {name}", flush=True)
+            rc, secs = run(full, env, log, timeout)
+            print(f"[{now()}]   done in {secs:.0f} s (rc {rc})", flush=True)
+            if cmd[0] == bench:
+                err = parse_gbench(out, samples, errors, extra)
+                if err or rc != 0:
+                    proc_errors[name] = f"exit {rc}" + (f", {err}" if err else "") + f" (see {log})"
+            else:
+                try:
+                    with open(out) as f:
+                        res = json.load(f)
+                except (OSError, ValueError) as e:
+                    proc_errors[name] = f"exit {rc}, no output (see {log})"
+                    continue
+                label = PEER_LABEL[name]
+                versions[name] = res.get("version")
+                for w, ts in res["rows"].items():
+                    per = res.get("per_iter", {}).get(w, 1)
+                    samples.setdefault((w, label), []).extend(t / per for t in ts)
+                for w, msg in res["errors"].items():
+                    if w == "*":
+                        proc_errors[name] = msg
+                    else:
+                        errors[(w, label)] = msg
+
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    # Machine limits: the best repetition (as STREAM reports), not the median: a limit is what the
+    # hardware allowed at least once in this run.
+    machine = {w: min(samples[(w, "machine")]) if (w, "machine") in samples else None
+               for w in WORKLOADS if w.startswith(("stream", "peak"))}
+    peak_flops = None
+    if machine.get("peak_fma_2t") and ("peak_fma_2t", "machine") in extra:
+        peak_flops = extra[("peak_fma_2t", "machine")] / machine["peak_fma_2t"]
+    bw = [WORKLOADS[w][1] / machine[w] for w in ("stream_copy_2t", "stream_triad_2t") if machine.get(w)]
+    peak_bw = max(bw) if bw else None
+
+    # Rows: every measured (workload, system), plus missing peers and errors.
+    rows = []
+    keys = set(samples) | set(errors)
+    for peer, ws in PEER_ROWS.items():
+        st = status.get(peer, ("missing", "bench/setup_peers.sh has not run"))
+        for w in ws:
+            key = (w, PEER_LABEL[peer])
+            if st[0] != "ok":
+                errors.setdefault(key, f"missing: {st[1]}")
+                keys.add(key)
+            elif peer in proc_errors and key not in samples:
+                errors.setdefault(key, f"failed: {proc_errors[peer]}")
+                keys.add(key)
+    if not have_jit:
+        for w in ("chain8", "softmax", "layernorm", "mlp_train_step", "dispatch_tiny_step", "compile_10_ops"):
+            errors[(w, "kiln-compiled")] = "missing: libkiln_jit.so was not built"
+            keys.add((w, "kiln-compiled"))
+    goal_list = goals(med)
+    goal_of = {}
+    for w, s, text, _, ok in goal_list:
+        goal_of.setdefault((w, s), []).append((text, ok))
+
+    order = list(WORKLOADS)
+    sys_rank = lambda s: (0 if s.startswith("kiln") else 2 if s == "machine" else 1, s)  # noqa: E731
+    table = []
+    for key in sorted(keys, key=lambda k: (order.index(k[0]) if k[0] in order else 99, sys_rank(k[1]))):
+        w, s = key
+        title, nbytes, flops = WORKLOADS.get(w, (w, None, None))
+        t = med.get(key)
+        ts = samples.get(key, [])
+        row = {"workload": w, "title": title, "system": s, "median_s": t, "samples_s": ts,
+               "spread_pct": (100 * (max(ts) - min(ts)) / t) if ts and t else None}
+        if key in errors and t is None:
+            row["note"] = errors[key]
+        if t:
+            if nbytes:
+                row["gb_per_s"] = nbytes / t / 1e9
+                if peak_bw and not w.startswith("stream"):
+                    row["fraction_of_limit"] = row["gb_per_s"] * 1e9 / peak_bw
+            if flops:
+                f = extra.get(key) if flops == "counter" else flops
+                if f:
+                    row["gflop_per_s"] = f / t / 1e9
+                    if peak_flops and not w.startswith("peak"):
+                        row["fraction_of_limit"] = f / t / peak_flops
+            peers = [med[k] for k in med if k[0] == w and not k[1].startswith("kiln") and k[1] != "machine"]
+            if peers and s != "machine":
+                row["vs_best_peer"] = min(peers) / t
+        if key in goal_of:
+            row["goals"] = [{"goal": g, "met": ok} for g, ok in goal_of[key]]
+        table.append(row)
+
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True).stdout.strip()
+    load_after = os.getloadavg()
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
+    except OSError:
+        pass
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit + (" (with uncommitted changes)" if dirty else ""),
+        "mode": "quick" if a.quick else "full", "rounds": rounds, "repetitions_per_round": reps,
+        "cpu": cpu, "cores": os.cpu_count(), "load_before": load_before, "load_after": load_after,
+        "duration_s": round(time.time() - started),
+        "peers": {k: {"status": v[0], "detail": v[1]} for k, v in status.items()},
+        "peer_versions": versions, "goals": [dict(zip(("workload", "system", "goal", "measured", "met"), g))
+                                             for g in goal_list], "process_errors": proc_errors,
+        "machine_limits": {"peak_gb_per_s": peak_bw and peak_bw / 1e9,
+                           "peak_gflop_per_s": peak_flops and peak_flops / 1e9},
+        "env": {k: base_env.get(k) for k in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS",
+                                             "KILN_NUM_THREADS", "KILN_CACHE", "XLA_FLAGS")},
+        "blas_vars_outside_blas_rows": {k: os.environ.get(k) for k in BLAS_VARS},
+    }
+    with open(a.json, "w") as f:
+        json.dump({"meta": meta, "rows": table}, f, indent=1)
+    write_md(a.md, meta, table, goal_list, a.quick)
+    print(f"wrote {a.md} and {a.json} in {meta['duration_s']} s")
+    return 0
+
+
+def write_md(path, meta, table, goal_list, quick):
+    L = []
+    L.append("# Kiln benchmark results\n")
+    L.append(f"Generated by `scripts/bench.sh{' --quick' if quick else ''}` on {meta['date']}, commit "
+             f"{meta['commit']}, in {meta['duration_s']} s. Do not edit by hand: rerun the command.\n")
+    L.append("## Methodology\n")
+    lb, la = meta["load_before"], meta["load_after"]
+    L.append(f"- Machine: {meta['cpu']}, {meta['cores']} cores. It is shared with other engineers' builds: "
+             f"load average (1/5/15 min) was {lb[0]:.2f}/{lb[1]:.2f}/{lb[2]:.2f} at the start and "
+             f"{la[0]:.2f}/{la[1]:.2f}/{la[2]:.2f} at the end, so absolute figures carry that noise; ratios between "
+             "rows measured in the same rounds are the trustworthy reading.")
+    L.append("- Threads: every system uses 2 threads (the machine's cores): Kiln `KILN_NUM_THREADS=2`, hand-written "
+             "loops a 2-thread TBB arena with static halves, `OMP_NUM_THREADS=2` and `OMP_WAIT_POLICY=PASSIVE` "
+             "(PyTorch, oneDNN), `OPENBLAS_NUM_THREADS=2`, ONNX Runtime `intra_op_num_threads=2`, XLA its default "
+             "CPU pool (2 cores). STREAM and peak-FMA rows are measured with 1 and 2 threads.")
+    L.append(f"- Alternation: {meta['rounds']} round(s); in each, every measuring process runs once (Kiln "
+             "interpreted + native peers + machine limits, OpenBLAS, Kiln compiled, then each Python peer), the "
+             "order rotated between rounds. Inside a Google Benchmark process the repetitions of all rows are "
+             "randomly interleaved (`--benchmark_enable_random_interleaving`).")
+    L.append(f"- Repetitions: {meta['repetitions_per_round']} per round per row, each timing a batch of iterations "
+             f"lasting at least {'0.1' if quick else '0.4'} s (C++) / {'0.1' if quick else '0.3'} s (Python) after "
+             "warm-up runs. Kiln rows warm up 1–3 runs first; a compiled row is timed only if its warm-up ran compiled "
+             "code (`KILN_JIT=sync`, threshold 1), otherwise it reports an error. jax.jit and torch.compile compile "
+             "during warm-up. Wall-clock time everywhere.")
+    L.append("- Median: the median of all repetitions of all rounds. Spread: (max − min) / median over the same "
+             "samples. Ratio to best peer: best non-Kiln median / this row's median (> 1: faster than every peer). "
+             "Fraction of machine limit: GB/s over the best 2-thread STREAM bandwidth (copy or triad, best "
+             "repetition, as STREAM reports) for memory-streaming rows, GFLOP/s over the best 2-thread peak FMA rate "
+             "for matmul/MLP rows. Under load a limit can be measured low, so a fraction above 1 means the limit "
+             "row was squeezed by other processes.")
+    L.append("- Bytes count one read of each input and one write of the output (STREAM convention). MLP FLOPs are "
+             "6 × batch × parameters (forward + backward matmuls). Compile latency is the compiler's own time "
+             "(`stats().compile_ms`) for a trace recorded anew each time (new constants, so a new TraceKey).")
+    bv = meta["blas_vars_outside_blas_rows"]
+    bv_text = ", ".join(f"{k}={v}" if v is not None else f"{k} unset" for k, v in bv.items())
+    L.append("- `OPENBLAS_CORETYPE` and `OPENBLAS_L2_SIZE` are removed from the environment of the OpenBLAS and NumPy "
+             f"processes only; elsewhere they are left as found ({bv_text}).")
+    L.append("- Peers: " + "; ".join(
+        f"{PEER_LABEL.get(k, k)} {v['status']}" + (f" ({v['detail']})" if v['detail'] else "")
+        for k, v in sorted(meta["peers"].items())) + ". Installed by `bench/setup_peers.sh`; a missing peer keeps "
+        "its rows, marked missing.")
+    if meta["process_errors"]:
+        L.append("- Processes that failed: " + "; ".join(f"{k}: {v}" for k, v in meta["process_errors"].items()))
+    ml = meta["machine_limits"]
+    L.append(f"- Machine limits measured in this run: {ml['peak_gb_per_s'] or 0:.1f} GB/s (2-thread STREAM), "
+             f"{ml['peak_gflop_per_s'] or 0:.1f} GFLOP/s (2-thread FP32 FMA).\n")
+
+    L.append("## Kiln goals\n")
+    L.append("Absolute goals (ns, µs, ms) were set on an idle machine; ratio goals compare rows measured in the same "
+             "rounds and hold under load. The 1-thread peak-FMA row shows how much of a core this run got.\n")
+    L.append("| workload | system | goal | measured | met |")
+    L.append("|---|---|---|---|---|")
+    for w, s, text, measured, ok in goal_list:
+        L.append(f"| {w} | {s} | {text} | {measured} | "
+                 f"{'met' if ok else 'not measured' if ok is None else '**not met**'} |")
+    L.append("")
+    L.append("## All rows\n")
+    L.append("| workload | system | median | spread | GB/s | GFLOP/s | vs best peer | fraction of machine limit | Kiln goal |")
+    L.append("|---|---|---|---|---|---|---|---|---|")
+    for r in table:
+        g = "; ".join(f"{x['goal']}: {'met' if x['met'] else 'not measured' if x['met'] is None else '**not met**'}"
+                      for x in r.get("goals", []))
+        if r["median_s"] is None:
+            L.append(f"| {r['workload']} | {r['system']} | {r.get('note', '—')} | | | | | | {g} |")
+            continue
+        f = lambda k, spec: format(r[k], spec) if r.get(k) is not None else ""  # noqa: E731
+        L.append(f"| {r['workload']} | {r['system']} | {fmt_time(r['median_s'])} | {r['spread_pct']:.0f}% | "
+                 f"{f('gb_per_s', '.1f')} | {f('gflop_per_s', '.1f')} | {f('vs_best_peer', '.2f')} | "
+                 f"{f('fraction_of_limit', '.2f')} | {g} |")
+    L.append("")
+    L.append("Workloads: " + "; ".join(f"`{k}`: {v[0]}" for k, v in WORKLOADS.items()) + ".\n")
+    with open(path, "w") as fh:
+        fh.write("\n".join(L))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds the benchmark suite, installs its peers and runs Kiln (interpreted and
+# compiled) against them; writes bench/RESULTS.md and bench/results.json.
+#
+#   scripts/bench.sh [--quick]     (--quick: a few minutes; full: under 20)
+#
+# Build folder: build-bench (KILN_BENCH_BUILD_DIR changes it). A peer that
+# cannot be installed is reported as missing, never fatal.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+QUICK=()
+for a in "$@"; do
+  case "$a" in
+    --quick) QUICK=(--quick) ;;
+    *) echo "usage: scripts/bench.sh [--quick]" >&2; exit 2 ;;
+  esac
+done
+BUILD_DIR=${KILN_BENCH_BUILD_DIR:-build-bench}
+bash scripts/setup.sh
+bash bench/setup_peers.sh "$BUILD_DIR" || true
+# -U: forget peers not found by an earlier configure (setup_peers may have installed them since).
+cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -U 'KILN_BENCH_*' >/dev/null
+targets=(--target kiln_bench)
+grep -q '^KILN_BUILD_COMPILER:BOOL=ON' "$BUILD_DIR/CMakeCache.txt" && targets+=(--target kiln_jit)
+cmake --build "$BUILD_DIR" -j"${KILN_BUILD_JOBS:-2}" "${targets[@]}"
+python3 bench/run_bench.py --build "$BUILD_DIR" "${QUICK[@]}"
