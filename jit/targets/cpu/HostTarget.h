@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "KilnCompilerSourceHash.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Target/TargetMachine.h"
@@ -45,7 +46,8 @@ inline constexpr const char *kToLLVM =
 /// revisions are then ignored. The textual stages above count by content.
 inline constexpr int kPipelineRevision = 1;
 
-/// "r<revision>-<hash of the stages and codegen options>".
+/// "r<revision>-<hash of the stages and codegen options>-<hash of the
+/// compiler's sources>" (the last from the build: see cmake/HashSources.cmake).
 inline std::string pipelineFingerprint() {
   uint64_t h = 0xcbf29ce484222325ull;
   for (const char *stage : {kToLinalg, kBufferize, kToLoops, kToLLVM, "O3,pic,small"}) {
@@ -53,8 +55,9 @@ inline std::string pipelineFingerprint() {
       h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
     h = (h ^ 0xff) * 0x100000001b3ull;
   }
-  char buf[48];
-  std::snprintf(buf, sizeof(buf), "r%d-%016llx", kPipelineRevision, static_cast<unsigned long long>(h));
+  char buf[80];
+  std::snprintf(buf, sizeof(buf), "r%d-%016llx-%s", kPipelineRevision, static_cast<unsigned long long>(h),
+                KILN_COMPILER_SOURCE_HASH);
   return buf;
 }
 
