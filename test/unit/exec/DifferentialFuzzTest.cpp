@@ -16,6 +16,7 @@
 #include <random>
 
 #include "kiln/kiln.h"
+#include "test/unit/exec/JitMode.h"
 #include "runtime/exec/Engine.h"
 
 namespace kiln {
@@ -163,23 +164,9 @@ class ProgramGenerator {
   std::vector<Tensor> pool_;
 };
 
-class JitMode {
- public:
-  explicit JitMode(const std::string& mode) : saved_(settings()) {
-    Settings s = saved_;
-    s.jit = mode;
-    s.cache = "off";  // compile every time, never from the disk cache
-    s.jit_threshold = 1;
-    set_settings(s);
-  }
-  ~JitMode() { set_settings(saved_); }
-
- private:
-  Settings saved_;
-};
 
 std::vector<std::vector<double>> runProgram(uint64_t seed, const std::string& mode, std::vector<DType>* dtypes) {
-  JitMode m(mode);
+  JitMode m(mode, 1);
   ProgramGenerator gen(seed);
   std::vector<Tensor> outs = gen.record();
   std::vector<std::vector<double>> values;

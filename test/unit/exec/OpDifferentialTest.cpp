@@ -40,6 +40,7 @@
 #include <sstream>
 
 #include "kiln/kiln.h"
+#include "test/unit/exec/JitMode.h"
 #include "runtime/core/Half.h"
 
 namespace kiln {
@@ -201,24 +202,11 @@ struct Output {
   std::vector<int64_t> ints;
 };
 
-class JitMode {
- public:
-  explicit JitMode(const std::string& mode) : saved_(settings()) {
-    Settings s = saved_;
-    s.jit = mode;
-    s.jit_threshold = 1;
-    set_settings(s);
-  }
-  ~JitMode() { set_settings(saved_); }
-
- private:
-  Settings saved_;
-};
 
 /// Records and runs one program. nullopt when the API rejects it at record
 /// time (the op does not accept these dtypes); *error holds a run-time error.
 std::optional<std::vector<Output>> runProgram(const Case& c, const std::string& mode, std::string* error) {
-  JitMode m(mode);
+  JitMode m(mode, 1);
   InputMaker inputs(std::hash<std::string>{}(c.name));
   std::vector<Tensor> outs;
   try {

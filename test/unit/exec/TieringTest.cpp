@@ -10,29 +10,12 @@
 #include <thread>
 
 #include "kiln/kiln.h"
+#include "test/unit/exec/JitMode.h"
 #include "runtime/exec/Engine.h"
 
 namespace kiln {
 namespace {
 
-/// Sets the JIT mode and threshold for one test, restoring them after.
-class JitMode {
- public:
-  JitMode(const std::string& mode, int64_t threshold = 2) : saved_(settings()) {
-    Settings s = saved_;
-    s.jit = mode;
-    s.cache = "off";  // these tests count compilations; KernelCacheTest covers the cache
-    s.jit_threshold = threshold;
-    set_settings(s);
-  }
-  ~JitMode() {
-    exec::Engine::instance().drainCompiles();
-    set_settings(saved_);
-  }
-
- private:
-  Settings saved_;
-};
 
 /// One training-like step: matmul, bias, activation, softmax, reductions.
 std::vector<float> stepOnce(const Tensor& x, const Tensor& w, const Tensor& b, float scale) {
