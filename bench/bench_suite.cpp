@@ -464,6 +464,61 @@ int firstStep() {
   return 0;
 }
 
+// ---------------------------------------------------------------- hot regions
+/// A recurrent loop h = tanh(h @ W + x_t @ U + b) (B 64, H 256, D 128), one
+/// trace per iteration (the final h is read).
+struct Rnn {
+  static constexpr int64_t kB = 64, kH = 256, kD = 128, kMaxSteps = 60;
+  Tensor w = kilnRand({kH, kH}, 21, -0.06, 0.06), u = kilnRand({kD, kH}, 22, -0.08, 0.08);
+  Tensor b = kilnRand({kH}, 23, -0.1, 0.1), h0 = kilnRand({kB, kH}, 24, -1, 1);
+  Tensor xs = kilnRand({kMaxSteps, kB, kD}, 25, -1, 1);
+  Tensor h;
+  void run(int steps) {
+    h = h0;
+    for (int t = 0; t < steps; ++t) {
+      Tensor xt = reshape(slice(xs, 0, t, t + 1), {kB, kD});
+      h = tanh(matmul(h, w) + matmul(xt, u) + b);
+    }
+    kiln::sync();
+  }
+};
+
+/// rnn_varlen: 20-60 steps, a new pseudo-random trip count every iteration
+/// (mean 40), so the trace changes from one iteration to the next. The
+/// compiled tier runs the body on its hot-region kernel: whole-trace compiles
+/// are switched off for this row (a trip count seen again would otherwise get
+/// a whole-trace kernel of its own), so it measures region kernels alone.
+void BM_RnnVarlenKiln(benchmark::State& state) {
+  Rnn rnn;
+  const bool compiled = gTier == "compiled";
+  exec::Engine::instance().setTraceCompilesForTesting(!compiled);
+  uint32_t seed = 12345;
+  auto length = [&] {
+    seed = seed * 1664525u + 1013904223u;
+    return 20 + static_cast<int>((seed >> 8) % 41);
+  };
+  for (int i = 0; i < 3; ++i) rnn.run(length());
+  exec::Engine::instance().drainCompiles();
+  const Stats before = stats();
+  rnn.run(length());
+  if (compiled && stats().region_launches == before.region_launches) {
+    state.SkipWithError("the loop body did not run on a region kernel (see KILN_LOG=info)");
+  } else {
+    for (auto _ : state) rnn.run(length());
+  }
+  exec::Engine::instance().setTraceCompilesForTesting(true);
+  state.counters["steps_per_iter"] = 40;
+}
+
+/// rnn_fixed40: the same loop at a fixed 40 steps: the compiled tier runs one
+/// whole-trace kernel (the reference for region kernels).
+void BM_RnnFixedKiln(benchmark::State& state) {
+  Rnn rnn;
+  if (!kilnWarm(state, [&] { rnn.run(40); }, 2)) return;
+  for (auto _ : state) rnn.run(40);
+  state.counters["steps_per_iter"] = 40;
+}
+
 // ---------------------------------------------------------------- per-op and dispatch costs
 /// Recording one op on a pending value: no kernel runs (per op).
 void BM_RecordOp(benchmark::State& state) {
@@ -677,6 +732,8 @@ void registerAll() {
 #endif
   if (want("kiln")) {
     reg("mlp_train_step/" + k, BM_MlpKiln)->MinTime(t);
+    reg("rnn_varlen/" + k, BM_RnnVarlenKiln)->MinTime(t);
+    reg("rnn_fixed40/" + k, BM_RnnFixedKiln)->MinTime(t);
     reg("dispatch_tiny_step/" + k, BM_Dispatch)->Unit(benchmark::kMicrosecond)->MinTime(t);
     reg("record_run_tiny_op/" + k, BM_RecordRunTiny)->Unit(benchmark::kMicrosecond)->MinTime(t);
     if (gTier == "interp") reg("record_op/kiln", BM_RecordOp)->Unit(benchmark::kNanosecond)->MinTime(t);

@@ -41,6 +41,11 @@ WORKLOADS = {
     "sgemm_4096x4096x1024": ("SGEMM 4096x4096x1024", None, 2 * 4096 * 4096 * 1024),
     "mm_bias_relu": ("matmul+bias+ReLU 1024^3", None, 2 * 1024 ** 3),
     "mlp_train_step": ("MLP 784-512-512-10 training step, batch 256, Adam", None, 6 * 256 * MLP_PARAMS),
+    "rnn_varlen": ("recurrent loop h = tanh(h@W + x_t@U + b), B 64, H 256, D 128, 20-60 steps (new trip count every "
+                   "iteration, mean 40): kiln-compiled runs the body on a hot-region kernel (whole-trace compiles off)",
+                   None, 40 * 2 * 64 * 256 * (256 + 128)),
+    "rnn_fixed40": ("the same recurrent loop at a fixed 40 steps: kiln-compiled runs one whole-trace kernel", None,
+                    40 * 2 * 64 * 256 * (256 + 128)),
     "dispatch_tiny_step": ("kiln::step() of a 4-op trace on 1-element tensors", None, None),
     "record_run_tiny_op": ("record + run one op on 1-element tensors (per op, chain of 64)", None, None),
     "record_op": ("recording one op (per op)", None, None),
@@ -69,7 +74,7 @@ BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 def goals(med):
-    """Kiln's goals from issues 2, 4 and 6: (workload, system, goal, measured, met or None when not measurable)."""
+    """Kiln's goals from issues 2, 4, 6 and 9: (workload, system, goal, measured, met or None when not measurable)."""
     def m(w, s):
         return med.get((w, s))
 
@@ -101,6 +106,10 @@ def goals(med):
     out.append(limit("compile_200_ops", "kiln-compiled", "median ≤ 500 ms (issue 4)", 0.500))
     out.append(limit("dispatch_tiny_step", "kiln-compiled", "≤ 2 µs per step (issue 4)", 2e-6))
     out.append(limit("mlp_train_step", "kiln-compiled", "≤ 3.8 ms (issue 6)", 3.8e-3))
+    r, f = m("rnn_varlen", "kiln-compiled"), m("rnn_fixed40", "kiln-compiled")
+    out.append(("rnn_varlen", "kiln-compiled", "region kernels within 1.3× of the whole-trace kernel (issue 9)",
+                "—" if r is None or f is None else f"{r / f:.2f}× rnn_fixed40's whole-trace time",
+                None if r is None or f is None else r <= 1.3 * f))
     r, t = m("mlp_train_step", "kiln-interp"), m("mlp_train_step", PEER_LABEL["torch1"])
     ref = t if t is not None else 5.2e-3
     out.append(("mlp_train_step", "kiln-interp",

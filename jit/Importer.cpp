@@ -2,9 +2,11 @@
 
 #include "jit/Importer.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
+#include "dialects/kiln/Conversion/KilnToLinalg/KilnToLinalg.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
@@ -32,10 +34,31 @@ std::string elementType(DType t) {
   return "none";
 }
 
+/// Extents < 0 are dynamic (size -1 - extent of a dynamic-shape kernel).
 std::string tensorType(const trace::Node &n) {
   std::string s = "tensor<";
-  for (int64_t d : n.shape) s += std::to_string(d) + "x";
+  for (int64_t d : n.shape) s += (d < 0 ? std::string("?") : std::to_string(d)) + "x";
   return s + elementType(n.dtype) + ">";
+}
+
+/// Number of dynamic sizes in the graph (0 for a static kernel).
+int64_t dynamicSizeCount(const trace::TraceGraph &g) {
+  int64_t count = 0;
+  for (const trace::Node &n : g.nodes)
+    for (int64_t d : n.shape)
+      if (d < 0) count = std::max(count, -d);
+  return count;
+}
+
+/// `{kiln.sizes = ...}` for a node with dynamic extents, else empty.
+std::string sizesAttribute(const trace::Node &n) {
+  bool dynamic = false;
+  std::string s = " {" + std::string(mlir::kiln::kSizesAttr) + " = array<i64";
+  for (int i = 0; i < n.shape.rank(); ++i) {
+    dynamic |= n.shape[i] < 0;
+    s += (i ? ", " : ": ") + std::to_string(n.shape[i] < 0 ? -1 - n.shape[i] : -1);
+  }
+  return dynamic ? s + ">}" : std::string();
 }
 
 std::string hex(uint64_t bits, int digits) {
@@ -97,19 +120,38 @@ std::string printTraceGraph(const trace::TraceGraph &g, const std::string &funcN
   std::string s = "func.func @" + funcName + "(";
   for (size_t i = 0; i < g.inputs.size(); ++i)
     s += (i ? ", %" : "%") + std::to_string(g.inputs[i]) + ": " + tensorType(g.nodes[g.inputs[i]]);
+  // Dynamic-shape kernels take their sizes as trailing index arguments.
+  const int64_t sizes = dynamicSizeCount(g);
+  for (int64_t k = 0; k < sizes; ++k)
+    s += (g.inputs.empty() && k == 0 ? "%size" : ", %size") + std::to_string(k) + ": index";
   s += ") -> (";
   for (size_t i = 0; i < g.outputs.size(); ++i)
     s += (i ? ", " : "") + tensorType(g.nodes[g.outputs[i]]);
-  s += ") {\n";
+  s += ")";
+  if (sizes > 0)
+    s += " attributes {" + std::string(mlir::kiln::kDynamicSizesAttr) + " = " + std::to_string(sizes) + " : i64}";
+  s += " {\n";
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     const trace::Node &n = g.nodes[id];
     if (n.op == OpKind::Param) continue;
     auto ins = g.inputsOf(n);
+    const std::string sizes = sizesAttribute(n);
+    if (n.op == OpKind::Full && !sizes.empty()) {
+      // kiln.full is a constant (static shape): broadcast a 0-d one.
+      trace::Node scalar = n;
+      scalar.shape = Shape{};
+      s += "  %fill" + std::to_string(id) + " = \"kiln.full\"() <{" + attributes(g, n) + "}> : () -> " +
+           tensorType(scalar) + "\n";
+      s += "  %" + std::to_string(id) + " = \"kiln.broadcast_to\"(%fill" + std::to_string(id) + ")" + sizes + " : (" +
+           tensorType(scalar) + ") -> " + tensorType(n) + "\n";
+      continue;
+    }
     s += "  %" + std::to_string(id) + " = \"kiln." + std::string(core::opName(n.op)) + "\"(";
     for (size_t i = 0; i < ins.size(); ++i) s += (i ? ", %" : "%") + std::to_string(ins[i]);
     s += ")";
     std::string attrs = attributes(g, n);
     if (!attrs.empty()) s += " <{" + attrs + "}>";
+    s += sizes;
     s += " : (";
     for (size_t i = 0; i < ins.size(); ++i) s += (i ? ", " : "") + tensorType(g.nodes[ins[i]]);
     s += ") -> " + tensorType(n) + "\n";

@@ -2,7 +2,8 @@
 //
 // Turns a recorded TraceGraph into a module with one func.func in the kiln
 // dialect: arguments are the trace parameters, results the live outputs, in
-// recording order.
+// recording order. A graph node extent e < 0 is dynamic: size number -1 - e
+// of a dynamic-shape kernel (see kDynamicSizesAttr in KilnToLinalg.h).
 //
 //===----------------------------------------------------------------------===//
 

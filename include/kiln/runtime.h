@@ -32,6 +32,7 @@ struct Stats {
   double compile_import_ms = 0, compile_lower_ms = 0, compile_llvm_ms = 0, compile_jit_ms = 0;
   uint64_t compiled_runs = 0;      ///< traces run as compiled code
   uint64_t kernel_launches = 0;    ///< fused kernels launched by compiled runs
+  uint64_t donated_buffers = 0;    ///< outputs computed in place of a dead input's buffer (buffer donation)
   uint64_t cache_memory_hits = 0;  ///< kernels found in this process's kernel cache
   uint64_t cache_disk_hits = 0;    ///< kernels loaded from the disk cache
   uint64_t cache_misses = 0;       ///< disk lookups that found no usable entry
@@ -39,6 +40,20 @@ struct Stats {
   uint64_t cache_stores = 0;       ///< kernels written to the disk cache
   double cache_load_ms = 0;        ///< total time reading, verifying and linking cached kernels
   uint64_t replay_misses = 0;      ///< KILN_JIT=replay: hot traces with no cached kernel (interpreted)
+  // Hot regions: parts of traces compiled alone and reused wherever they
+  // recur, for traces that have no kernel of their own.
+  uint64_t compiled_ops = 0;           ///< nodes run in compiled code (whole traces and regions)
+  uint64_t mixed_runs = 0;             ///< traces run as compiled regions + interpreted nodes
+  uint64_t region_launches = 0;        ///< region kernels run by mixed runs
+  uint64_t region_compiles = 0;        ///< regions compiled (apart from `compiles`, which counts traces)
+  uint64_t region_compile_failures = 0;
+  double region_compile_ms = 0;
+  uint64_t distinct_region_keys = 0;
+  /// Share of executed ops (compiled_ops + interpreted_ops) that ran compiled, 0..1.
+  double compiled_op_share() const {
+    const uint64_t total = compiled_ops + interpreted_ops;
+    return total ? static_cast<double>(compiled_ops) / static_cast<double>(total) : 0.0;
+  }
   /// One line per counter, "name value".
   std::string str() const;
 };
@@ -59,8 +74,10 @@ struct Settings {
   std::string jit = "async";
   int64_t jit_threshold = 2;
   int compile_threads = 1;
-  /// Shapes of one trace structure that get their own kernel; further shapes
-  /// run interpreted (KILN_MAX_SHAPES).
+  /// Shapes of one trace structure that get their own kernel; a structure
+  /// seen with more shapes gets one dynamic-shape kernel for further ones
+  /// (interpreted where it cannot have one, or a shape does not fit it)
+  /// (KILN_MAX_SHAPES).
   int64_t max_shapes = 8;
   std::string cache = "on";  ///< "off": no disk kernel cache
   /// Disk kernel cache; default $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.

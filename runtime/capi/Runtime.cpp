@@ -99,7 +99,8 @@ std::string statsJson() {
     << ", \"allocator_bytes_peak\": " << s.allocator_bytes_peak << ", \"flushes_size_limit\": " << s.flushes_size_limit
     << ", \"flushes_cross_thread\": " << s.flushes_cross_thread << ", \"compiles\": " << s.compiles
     << ", \"compile_failures\": " << s.compile_failures << ", \"compiled_runs\": " << s.compiled_runs
-    << ", \"kernel_launches\": " << s.kernel_launches << ", \"compile_ms\": " << s.compile_ms
+    << ", \"kernel_launches\": " << s.kernel_launches << ", \"donated_buffers\": " << s.donated_buffers
+    << ", \"compile_ms\": " << s.compile_ms
     << ", \"live_tensor_handles\": " << tensorHandles().live()
     << ", \"live_function_handles\": " << functionHandles().live() << "}";
   return o.str();

@@ -35,6 +35,9 @@ class Storage {
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
+  /// Allocated by Kiln (not caller-owned memory from wrap()): Kiln may reuse
+  /// it for another value once no view of it is left but the one reusing it.
+  bool ownedByKiln() const { return allocator_ != nullptr; }
 
  private:
   void* data_ = nullptr;

@@ -147,7 +147,14 @@ std::string encode(const Entry& e) {
   for (size_t i = 0; i < e.meta.keyWords.size(); ++i) m << (i ? " " : "") << std::hex << e.meta.keyWords[i];
   m << std::dec << "\nentry=" << e.meta.entry << "\ndevice=" << e.meta.device << "\nops=" << e.meta.ops
     << "\ninputs=" << e.meta.inputs << "\nscratch_bytes=" << e.meta.scratchBytes
-    << "\nkernel_count=" << e.meta.kernelCount << "\ncompile_ms=" << e.meta.compileMs
+    << "\nkernel_count=" << e.meta.kernelCount << "\ndonations=";
+  for (size_t i = 0; i < e.meta.donations.size(); ++i)
+    m << (i ? " " : "") << e.meta.donations[i].first << ":" << e.meta.donations[i].second;
+  if (e.meta.dynamicSizes > 0) {
+    m << "\ndynamic_sizes=" << e.meta.dynamicSizes << "\ndynamic_scratch=";
+    for (size_t i = 0; i < e.meta.dynamicScratch.size(); ++i) m << (i ? " " : "") << e.meta.dynamicScratch[i];
+  }
+  m << "\ncompile_ms=" << e.meta.compileMs
     << "\ncreated=" << e.meta.createdUnix << "\n";
   // Fingerprint lines last, prefixed.
   std::stringstream fp(e.meta.fingerprint);
@@ -217,6 +224,27 @@ bool decode(std::string_view bytes, Entry* out, std::string* error, bool headerO
       m.scratchBytes = std::strtoull(value.c_str(), nullptr, 10);
     } else if (name == "kernel_count") {
       m.kernelCount = std::atoi(value.c_str());
+    } else if (name == "donations") {
+      std::stringstream ds(value);
+      std::string pair;
+      while (ds >> pair) {
+        const size_t colon = pair.find(':');
+        if (colon == std::string::npos) return bad("malformed donations");
+        m.donations.emplace_back(static_cast<uint32_t>(std::strtoul(pair.substr(0, colon).c_str(), nullptr, 10)),
+                                 static_cast<uint32_t>(std::strtoul(pair.substr(colon + 1).c_str(), nullptr, 10)));
+      }
+    } else if (name == "dynamic_sizes") {
+      m.dynamicSizes = std::atoi(value.c_str());
+      if (m.dynamicSizes < 0) return bad("malformed dynamic_sizes");
+    } else if (name == "dynamic_scratch") {
+      std::stringstream ds(value);
+      std::string term;
+      while (ds >> term) m.dynamicScratch.push_back(std::strtoll(term.c_str(), nullptr, 10));
+      for (size_t i = 0; i + 1 < m.dynamicScratch.size();) {
+        const int64_t count = m.dynamicScratch[i + 1];
+        if (count < 0 || i + 2 + static_cast<size_t>(count) > m.dynamicScratch.size()) return bad("malformed dynamic_scratch");
+        i += 2 + static_cast<size_t>(count);
+      }
     } else if (name == "compile_ms") {
       m.compileMs = std::atof(value.c_str());
     } else if (name == "created") {

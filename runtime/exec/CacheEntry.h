@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kiln::exec::cache {
@@ -30,6 +31,11 @@ struct EntryMeta {
   std::string inputs;  ///< "f32[37,19] f32[19,23]"
   uint64_t scratchBytes = 0;
   int kernelCount = 1;
+  /// Buffer donation pairs (output, input): see Executable::donations.
+  std::vector<std::pair<uint32_t, uint32_t>> donations;
+  /// Dynamic-shape kernels: see Executable::dynamicSizes / dynamicScratch.
+  int dynamicSizes = 0;
+  std::vector<int64_t> dynamicScratch;
   double compileMs = 0;
   int64_t createdUnix = 0;
   uint64_t objectBytes = 0;     ///< filled by decode()

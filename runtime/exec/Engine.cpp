@@ -9,6 +9,7 @@
 #include "runtime/exec/CompileQueue.h"
 #include "runtime/exec/KernelCache.h"
 #include "runtime/exec/Log.h"
+#include "runtime/exec/RegionExecutor.h"
 #include "runtime/exec/StatsCounters.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/trace/Recorder.h"
@@ -94,12 +95,17 @@ bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& need
 
 }  // namespace
 
+bool Engine::planChecks(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                        std::vector<std::pair<uint32_t, int64_t>>* checks, std::string* reason) {
+  return planIndexChecks(trace, needed, checks, reason);
+}
+
 Engine& Engine::instance() {
   static Engine* e = new Engine();  // never destroyed: threads may flush at exit
   return *e;
 }
 
-const trace::TraceKey& Engine::lastKey() { return trace::Recorder::current().lastKey(); }
+trace::TraceKey Engine::lastKey() { return trace::Recorder::current().lastKey(); }
 
 CompileQueue& Engine::queue() {
   std::call_once(queueOnce_, [this] { queue_ = std::make_unique<CompileQueue>(settings().compile_threads); });
@@ -108,10 +114,12 @@ CompileQueue& Engine::queue() {
 
 void Engine::drainCompiles() {
   if (queue_) queue_->drain();
+  if (regionQueue_) regionQueue_->drain();
 }
 
 void Engine::shutdownCompiles() {
   if (queue_) queue_->shutdown();
+  if (regionQueue_) regionQueue_->shutdown();
 }
 
 uint64_t Engine::runCount(const trace::TraceKey& key) {
@@ -131,6 +139,7 @@ void Engine::resetProfilesForTesting() {
   std::lock_guard<std::mutex> lock(mutex_);
   profiles_.clear();
   shapesPerStructure_.clear();
+  dynamic_.clear();
 }
 
 std::shared_ptr<Executable> Engine::probeCache(const trace::Trace& trace, const std::vector<uint8_t>& needed,
@@ -173,6 +182,10 @@ void Engine::compileJob(TraceProfile* profile, std::shared_ptr<const trace::Trac
   }
   Counters& c = counters();
   std::lock_guard<std::mutex> lock(mutex_);
+  if (profile->region) {  // a hot region (RegionExecutor.cpp): counted apart
+    RegionExecutor::noteCompiled(profile, exe, fromCache, result, name);
+    return;
+  }
   if (exe) {
     profile->executable = exe;
     profile->tier = Tier::Compiled;
@@ -184,9 +197,9 @@ void Engine::compileJob(TraceProfile* profile, std::shared_ptr<const trace::Trac
     c.llvmUs.fetch_add(toUs(result.timings.llvmMs));
     c.jitUs.fetch_add(toUs(result.timings.jitMs));
     log().info("tier-up: trace {} ({} ops) compiled into {} fused kernel(s) in {:.1f} ms (import {:.1f}, lower "
-               "{:.1f}, llvm {:.1f}, codegen+link {:.1f})",
+               "{:.1f}, llvm {:.1f}, codegen+link {:.1f}); {:.0f}% of executed ops ran compiled so far",
                name, profile->ops, exe->kernelCount(), result.timings.totalMs(), result.timings.importMs,
-               result.timings.lowerMs, result.timings.llvmMs, result.timings.jitMs);
+               result.timings.lowerMs, result.timings.llvmMs, result.timings.jitMs, compiledOpPercent());
   } else {
     profile->tier = Tier::InterpretOnly;
     profile->failure = result.error;
@@ -197,6 +210,7 @@ void Engine::compileJob(TraceProfile* profile, std::shared_ptr<const trace::Trac
 
 bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                             const TraceProfile& profile, const Executable& exe, TraceResult& out) {
+  Counters& c = counters();
   std::vector<int64_t> tParamOfInput;
   std::vector<uint32_t> tNodeOfOutput;
   trace::graphBindings(trace, needed, &tParamOfInput, &tNodeOfOutput);
@@ -216,33 +230,55 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
       if (x < 0 || x >= extent) return false;
   }
   std::vector<void*> args;
-  std::vector<core::View> keep;  // inputs copied to dense layout
+  // Each input's dense buffer: the parameter's own view, or a dense copy.
+  std::vector<core::View> dense(tParamOfInput.size());
   args.reserve(tParamOfInput.size() + tNodeOfOutput.size() + 1);
-  for (int64_t p : tParamOfInput) {
+  for (size_t i = 0; i < tParamOfInput.size(); ++i) {
+    const int64_t p = tParamOfInput[i];
     const core::View& v = trace.params[p].view;
     const trace::Node* node = paramNode[static_cast<size_t>(p)];
     if (core::isContiguous(node->shape, v.strides)) {
-      args.push_back(v.bytes(node->dtype));
+      dense[i] = v;
+      core::contiguousStrides(node->shape, dense[i].strides);
     } else {
-      core::View dense = interp::allocDense(node->dtype, node->shape);
-      interp::copyKernel(interp::argOf(v, node->dtype, node->shape), dense.bytes(node->dtype));
-      args.push_back(dense.bytes(node->dtype));
-      keep.push_back(std::move(dense));
+      dense[i] = interp::allocDense(node->dtype, node->shape);
+      interp::copyKernel(interp::argOf(v, node->dtype, node->shape), dense[i].bytes(node->dtype));
     }
+    args.push_back(dense[i].bytes(node->dtype));
+  }
+  // Buffer donation: an output the kernel may compute in place of an input
+  // takes that input's buffer when nothing else can see it any more: a dense
+  // copy made above, or a Kiln allocation whose only reference is this
+  // trace's parameter (an optimizer replaced the tensor that held it).
+  std::vector<int64_t> donor(tNodeOfOutput.size(), -1);
+  for (auto [output, input] : exe.donations) {
+    if (output >= donor.size() || input >= dense.size()) continue;
+    const trace::Node& outNode = trace.nodes[tNodeOfOutput[output]];
+    const trace::Node* inNode = paramNode[static_cast<size_t>(tParamOfInput[input])];
+    if (outNode.dtype != inNode->dtype || outNode.shape != inNode->shape) continue;
+    const core::View& v = trace.params[tParamOfInput[input]].view;
+    const bool copied = dense[input].storage != v.storage;
+    if (copied || (v.storage->ownedByKiln() && v.storage.use_count() == 2)) donor[output] = input;
   }
   const size_t n = trace.nodes.size();
   out.values.assign(n, core::View{});
   out.errors.assign(n, nullptr);
-  for (uint32_t id : tNodeOfOutput) {
+  for (size_t j = 0; j < tNodeOfOutput.size(); ++j) {
+    const uint32_t id = tNodeOfOutput[j];
     const trace::Node& node = trace.nodes[id];
-    out.values[id] = interp::allocDense(node.dtype, node.shape);
+    out.values[id] = donor[j] >= 0 ? dense[donor[j]] : interp::allocDense(node.dtype, node.shape);
     args.push_back(out.values[id].bytes(node.dtype));
   }
+  if (!exe.donations.empty())
+    for (int64_t d : donor) c.donatedBuffers.fetch_add(d >= 0, std::memory_order_relaxed);
   std::shared_ptr<core::Storage> scratch;
-  if (exe.scratchBytes() > 0) scratch = core::Storage::allocateHost(exe.scratchBytes());
+  // A dynamic-shape kernel's scratch depends on its sizes, which follow it.
+  const bool dynamic = exe.dynamicSizes > 0;
+  const std::size_t scratchBytes = dynamic ? exe.dynamicScratchBytes(profile.dynamicSizes.data()) : exe.scratchBytes();
+  if (scratchBytes > 0) scratch = core::Storage::allocateHost(scratchBytes);
   args.push_back(scratch ? scratch->data() : nullptr);
+  if (dynamic) args.push_back(const_cast<int64_t*>(profile.dynamicSizes.data()));
   exe.launch(args.data());
-  Counters& c = counters();
   c.compiledRuns.fetch_add(1, std::memory_order_relaxed);
   c.kernelLaunches.fetch_add(static_cast<uint64_t>(exe.kernelCount()), std::memory_order_relaxed);
   return true;
@@ -269,7 +305,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   tLastKey = trace::computeTraceKey(trace, tNeeded);
   TraceProfile* profile;
   std::shared_ptr<Executable> exe;
-  bool startCompile = false, probe = false, replayMiss = false, replayDecide = false;
+  bool startCompile = false, probe = false, replayMiss = false, replayDecide = false, startDynamic = false;
   const bool useCache = neededOps > 0 && cacheEnabled();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -278,6 +314,10 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
     if (inserted) {
       profile->ops = needed;
       c.distinctTraceKeys.fetch_add(1, std::memory_order_relaxed);
+      // A structure seen at more than max_shapes sizes gets one
+      // dynamic-shape kernel (DynamicShapes.h).
+      if (neededOps > 0 && jitEnabled())
+        startDynamic = dynamic_.noteNewShape(tLastKey.structureHash, trace, tNeeded, settings().max_shapes);
     }
     ++profile->runs;
     exe = profile->executable;
@@ -296,20 +336,31 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   // Only keys the cache directory listed are opened, so cold keys cost no
   // file access and no loader; hot ones look again before compiling.
   if (probe) exe = probeCache(trace, tNeeded, tLastKey, profile, false);
+  if (startDynamic) {
+    std::vector<std::pair<uint32_t, int64_t>> checks;
+    std::string reason;
+    const bool compilable = planIndexChecks(trace, tNeeded, &checks, &reason);
+    startDynamicCompile(trace, tNeeded, tLastKey, compilable ? &checks : nullptr, reason);
+  }
+  if (!exe && jitEnabled() && neededOps > 0) exe = bindDynamic(trace, tNeeded, tLastKey, profile);
   if (!exe) {
     std::lock_guard<std::mutex> lock(mutex_);
     exe = profile->executable;
-    if (!exe && profile->tier == Tier::Interpreted && neededOps > 0 &&
+    if (!exe && profile->tier == Tier::Interpreted && neededOps > 0 && traceCompiles_ &&
         profile->runs >= static_cast<uint64_t>(settings().jit_threshold)) {
       // Recompilation-storm guard: a structure run at many sizes (varying
-      // batch or sequence lengths) gets kernels for its first max_shapes sizes.
+      // batch or sequence lengths) gets kernels for its first max_shapes
+      // sizes, then one dynamic-shape kernel (bindDynamic) or, when it cannot
+      // have one, interpretation.
       int64_t* shapes = jitEnabled() ? &shapesPerStructure_[tLastKey.structureHash] : nullptr;
-      if (shapes && *shapes >= settings().max_shapes) {
+      if (shapes && dynamic_.coveredByKernel(tLastKey.structureHash)) {
+        // Waits for its structure's dynamic-shape kernel (bindDynamic).
+      } else if (shapes && *shapes >= settings().max_shapes) {
         profile->tier = Tier::InterpretOnly;
         profile->failure = "its structure was already compiled for KILN_MAX_SHAPES shapes";
         if ((*shapes)++ == settings().max_shapes)
-          log().info("trace {:016x}: structure seen with more than {} shapes; new shapes stay interpreted "
-                     "(dynamic-shape kernels are not implemented yet)",
+          log().info("trace {:016x}: structure compiled for {} shapes and it cannot have a dynamic-shape kernel; "
+                     "new shapes stay interpreted",
                      tLastKey.hash, settings().max_shapes);
       } else if (shapes) {
         ++*shapes;
@@ -380,7 +431,12 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       }
     }
   }
-  if (exe && launchCompiled(trace, tNeeded, *profile, *exe, out)) return;
+  if (exe && launchCompiled(trace, tNeeded, *profile, *exe, out)) {
+    c.compiledOps.fetch_add(neededOps, std::memory_order_relaxed);
+    return;
+  }
+  // No whole-trace kernel: hot regions (tier 1) may run parts of it compiled.
+  if (!exe && neededOps > 0 && RegionExecutor(*this).run(trace, tNeeded, profile, out)) return;
 
   interpreter_.run(trace, tNeeded, tLastUse, out);
   c.interpretedRuns.fetch_add(1, std::memory_order_relaxed);

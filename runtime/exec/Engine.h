@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/exec/DynamicShapes.h"
 #include "runtime/exec/Executable.h"
 #include "runtime/interp/Interpreter.h"
 #include "runtime/trace/Trace.h"
@@ -19,6 +20,8 @@
 namespace kiln::exec {
 
 class CompileQueue;
+class RegionExecutor;
+struct RegionPlan;
 
 /// Per-node results of a run; only entries of live nodes are meaningful.
 using TraceResult = interp::NodeResults;
@@ -34,9 +37,16 @@ struct TraceProfile {
   /// Index inputs to range-check before each compiled run: (kernel input
   /// position, extent of the indexed axis).
   std::vector<std::pair<uint32_t, int64_t>> indexChecks;
+  /// The sizes its dynamic-shape kernel runs with (empty for a static one).
+  std::vector<int64_t> dynamicSizes;
   std::string failure;  ///< why the key stays interpreted
   bool cacheChecked = false;  ///< the kernel cache was asked on an early run
   bool replayMiss = false;    ///< KILN_JIT=replay found no cached kernel for it
+  /// The key is a hot-region key (Regions.h), not a whole trace's.
+  bool region = false;
+  /// A trace key's partition into regions (RegionExecutor), kept once the
+  /// key has recurred without a kernel of its own.
+  std::shared_ptr<const RegionPlan> regions;
 };
 
 class Engine {
@@ -51,7 +61,7 @@ class Engine {
   uint64_t runCount(const trace::TraceKey& key);
   Tier tierOf(const trace::TraceKey& key);
   /// The key of the most recent run on the calling thread (for tests/tools).
-  static const trace::TraceKey& lastKey();
+  static trace::TraceKey lastKey();
   /// Waits for queued compilations (tests, benchmarks).
   void drainCompiles();
   /// Finishes the compilation in progress, drops queued ones and stops the
@@ -62,6 +72,9 @@ class Engine {
   /// Test hook: forgets every profile (with KernelCache::clearMemory(), a
   /// process as if freshly started).
   void resetProfilesForTesting();
+  /// Test and benchmark hook: false keeps whole traces from being compiled,
+  /// so that only hot regions are (to measure region kernels alone).
+  void setTraceCompilesForTesting(bool on) { traceCompiles_ = on; }
 
  private:
   void compileJob(TraceProfile* profile, std::shared_ptr<const trace::TraceGraph> graph, trace::TraceKey key);
@@ -71,15 +84,37 @@ class Engine {
   bool launchCompiled(const trace::Trace& trace, const std::vector<uint8_t>& needed, const TraceProfile& profile,
                       const Executable& exe, TraceResult& out);
   CompileQueue& queue();
+  /// The hot-region executor (RegionExecutor.cpp) shares the profiles,
+  /// compile jobs and kernel cache probes of whole traces.
+  friend class RegionExecutor;
+  /// Whether `trace` can be compiled, and the index checks its kernel needs.
+  static bool planChecks(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                         std::vector<std::pair<uint32_t, int64_t>>* checks, std::string* reason);
+  /// Dynamic-shape kernels (DynamicShapes.cpp): plans and compiles the
+  /// kernel of a structure seen with more than max_shapes shapes, and binds
+  /// a trace key of that structure to it when its shape fits.
+  void startDynamicCompile(const trace::Trace& trace, const std::vector<uint8_t>& needed, const trace::TraceKey& key,
+                           const std::vector<std::pair<uint32_t, int64_t>>* indexChecks, const std::string& reason);
+  void compileDynamicJob(std::shared_ptr<DynamicKernel> kernel, uint64_t structure);
+  std::shared_ptr<Executable> bindDynamic(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                                          const trace::TraceKey& key, TraceProfile* profile);
 
   std::mutex mutex_;
   std::unordered_map<trace::TraceKey, TraceProfile, trace::TraceKeyHash> profiles_;
   /// Kernels started per trace structure (TraceKey::structureHash).
   std::unordered_map<uint64_t, int64_t> shapesPerStructure_;
+  /// Shapes seen and dynamic-shape kernels per trace structure.
+  DynamicShapes dynamic_;
   interp::Interpreter interpreter_;
   std::once_flag queueOnce_;
   std::unique_ptr<CompileQueue> queue_;
+  /// Hot regions compile on their own thread (RegionExecutor.cpp), so that a
+  /// whole trace, which replaces its regions, never waits behind them.
+  CompileQueue& regionQueue();
+  std::once_flag regionQueueOnce_;
+  std::unique_ptr<CompileQueue> regionQueue_;
   std::atomic<int> compileDelayMs_{0};
+  std::atomic<bool> traceCompiles_{true};
 };
 
 }  // namespace kiln::exec

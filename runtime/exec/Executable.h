@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/trace/TraceGraph.h"
 
@@ -19,7 +21,9 @@ struct CompileTimings {
 /// A compiled trace. launch(args) runs it: args holds the input buffers
 /// (dense row-major, in TraceGraph::inputs order), then the output buffers
 /// (allocated by the runtime, TraceGraph::outputs order), then a scratch
-/// buffer of scratchBytes() bytes. Launches may run concurrently.
+/// buffer of scratchBytes() bytes, then, for a dynamic-shape kernel only, a
+/// pointer to its int64 sizes (and dynamicScratchBytes() of scratch).
+/// Launches may run concurrently.
 class Executable {
  public:
   virtual ~Executable() = default;
@@ -27,6 +31,34 @@ class Executable {
   virtual std::size_t scratchBytes() const = 0;
   /// Fused kernels (parallel loops) in the compiled code.
   virtual int kernelCount() const = 0;
+
+  /// Buffer donation: (output, input) pairs for which launch() may be given
+  /// the input's buffer as the output's too (the kernel then updates it in
+  /// place). Set by the kernel cache from the compile result or cache entry.
+  std::vector<std::pair<uint32_t, uint32_t>> donations;
+
+  /// Dynamic-shape kernels (one kernel for a trace structure seen at more
+  /// than KILN_MAX_SHAPES sizes): the number of dynamic sizes, passed as an
+  /// int64 array in args after the scratch buffer (0: a static kernel), and
+  /// the scratch they need beyond scratchBytes() (see dynamicScratchBytes).
+  /// Set by the kernel cache like donations.
+  int dynamicSizes = 0;
+  std::vector<int64_t> dynamicScratch;
+  /// Scratch bytes for the given sizes: scratchBytes() plus, per term of
+  /// dynamicScratch (bytes, count, size numbers...), bytes times the sizes,
+  /// rounded up to 64.
+  std::size_t dynamicScratchBytes(const int64_t* sizes) const {
+    std::size_t total = scratchBytes();
+    for (std::size_t i = 0; i + 1 < dynamicScratch.size();) {
+      int64_t bytes = dynamicScratch[i];
+      const auto count = static_cast<std::size_t>(dynamicScratch[i + 1]);
+      for (std::size_t k = 0; k < count && i + 2 + k < dynamicScratch.size(); ++k)
+        bytes *= sizes[dynamicScratch[i + 2 + k]];
+      total += static_cast<std::size_t>((bytes + 63) / 64 * 64);
+      i += 2 + count;
+    }
+    return total;
+  }
 };
 
 /// What the compiler produces: a relocatable object file for the host,
@@ -37,6 +69,12 @@ struct CompileResult {
   std::string fingerprint;  ///< KernelLoader::fingerprint() of the target it was compiled for
   std::size_t scratchBytes = 0;
   int kernelCount = 0;
+  /// (output, input) pairs that may share a buffer (see Executable::donations).
+  std::vector<std::pair<uint32_t, uint32_t>> donations;
+  /// Dynamic-shape kernels: see Executable::dynamicSizes / dynamicScratch.
+  /// The graph's extents < 0 are dynamic: size number -1 - extent.
+  int dynamicSizes = 0;
+  std::vector<int64_t> dynamicScratch;
   std::string error;  ///< why it failed
   CompileTimings timings;
   bool ok() const { return !object.empty(); }

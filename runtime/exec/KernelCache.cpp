@@ -188,6 +188,9 @@ std::shared_ptr<Executable> KernelCache::loadFromDisk(DirState& dir, const trace
                   cache::describeDifference(key.words, fp, entry.meta.keyWords, entry.meta.fingerprint) + ")");
   auto exe = loader.load(entry.object, entry.meta.entry, entry.meta.scratchBytes, entry.meta.kernelCount, &error);
   if (!exe) return reject("it does not link: " + error);
+  exe->donations = entry.meta.donations;
+  exe->dynamicSizes = entry.meta.dynamicSizes;
+  exe->dynamicScratch = entry.meta.dynamicScratch;
   if (dir.writable) {
     const struct timespec now[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
     ::utimensat(AT_FDCWD, path.c_str(), now, 0);  // last use, for LRU eviction
@@ -210,6 +213,9 @@ std::shared_ptr<Executable> KernelCache::install(const trace::TraceKey& key, con
   }
   auto exe = loader->load(compiled.object, compiled.entry, compiled.scratchBytes, compiled.kernelCount, error);
   if (!exe) return nullptr;
+  exe->donations = compiled.donations;
+  exe->dynamicSizes = compiled.dynamicSizes;
+  exe->dynamicScratch = compiled.dynamicScratch;
   std::lock_guard<std::mutex> lock(mutex_);
   memory_[key] = exe;
   if (compiled.fingerprint != loader->fingerprint()) {
@@ -234,6 +240,9 @@ void KernelCache::store(const trace::TraceKey& key, const trace::TraceGraph& gra
   e.meta.inputs = describeGraphInputs(graph);
   e.meta.scratchBytes = compiled.scratchBytes;
   e.meta.kernelCount = compiled.kernelCount;
+  e.meta.donations = compiled.donations;
+  e.meta.dynamicSizes = compiled.dynamicSizes;
+  e.meta.dynamicScratch = compiled.dynamicScratch;
   e.meta.compileMs = compiled.timings.totalMs();
   e.meta.createdUnix = static_cast<int64_t>(std::time(nullptr));
   e.object = compiled.object;

@@ -34,6 +34,7 @@ Stats stats() {
   s.compile_failures = c.compileFailures.load();
   s.compiled_runs = c.compiledRuns.load();
   s.kernel_launches = c.kernelLaunches.load();
+  s.donated_buffers = c.donatedBuffers.load();
   s.compile_ms = static_cast<double>(c.compileUs.load()) / 1000.0;
   s.compile_import_ms = static_cast<double>(c.importUs.load()) / 1000.0;
   s.compile_lower_ms = static_cast<double>(c.lowerUs.load()) / 1000.0;
@@ -46,6 +47,13 @@ Stats stats() {
   s.cache_stores = c.cacheStores.load();
   s.cache_load_ms = static_cast<double>(c.cacheLoadUs.load()) / 1000.0;
   s.replay_misses = c.replayMisses.load();
+  s.compiled_ops = c.compiledOps.load();
+  s.mixed_runs = c.mixedRuns.load();
+  s.region_launches = c.regionLaunches.load();
+  s.region_compiles = c.regionCompiles.load();
+  s.region_compile_failures = c.regionCompileFailures.load();
+  s.region_compile_ms = static_cast<double>(c.regionCompileUs.load()) / 1000.0;
+  s.distinct_region_keys = c.distinctRegionKeys.load();
   for (hal::Driver* d : hal::drivers()) {
     for (int i = 0; i < d->deviceCount(); ++i) {
       hal::AllocatorStats a = d->device(i).allocator().stats();
@@ -64,8 +72,10 @@ void reset_stats() {
   exec::Counters& c = exec::counters();
   for (auto* a : {&c.tracesRecorded, &c.opsRecorded, &c.opsEliminated, &c.interpretedRuns, &c.interpretedOps,
                   &c.distinctTraceKeys, &c.flushesSizeLimit, &c.flushesCrossThread, &c.compiles, &c.compileFailures,
-                  &c.compiledRuns, &c.kernelLaunches, &c.compileUs, &c.importUs, &c.lowerUs, &c.llvmUs, &c.jitUs, &c.cacheMemoryHits, &c.cacheDiskHits,
-                  &c.cacheMisses, &c.cacheRejected, &c.cacheStores, &c.cacheLoadUs, &c.replayMisses})
+                  &c.compiledRuns, &c.kernelLaunches, &c.donatedBuffers, &c.compileUs, &c.importUs, &c.lowerUs, &c.llvmUs, &c.jitUs, &c.cacheMemoryHits, &c.cacheDiskHits,
+                  &c.cacheMisses, &c.cacheRejected, &c.cacheStores, &c.cacheLoadUs, &c.replayMisses,
+                  &c.compiledOps, &c.mixedRuns, &c.regionLaunches, &c.regionCompiles, &c.regionCompileFailures,
+                  &c.regionCompileUs, &c.distinctRegionKeys})
     a->store(0);
   gAllocBase.store(0);
   gAllocHitBase.store(0);
@@ -94,13 +104,21 @@ std::string Stats::str() const {
     << ", llvm " << compile_llvm_ms << ", jit " << compile_jit_ms << ")\n"
     << "compiled_runs " << compiled_runs << "\n"
     << "kernel_launches " << kernel_launches << "\n"
+    << "donated_buffers " << donated_buffers << "\n"
     << "cache_memory_hits " << cache_memory_hits << "\n"
     << "cache_disk_hits " << cache_disk_hits << "\n"
     << "cache_misses " << cache_misses << "\n"
     << "cache_rejected " << cache_rejected << "\n"
     << "cache_stores " << cache_stores << "\n"
     << "cache_load_ms " << cache_load_ms << "\n"
-    << "replay_misses " << replay_misses << "\n";
+    << "replay_misses " << replay_misses << "\n"
+    << "compiled_ops " << compiled_ops << " (" << 100.0 * compiled_op_share() << "% of executed ops)\n"
+    << "mixed_runs " << mixed_runs << "\n"
+    << "region_launches " << region_launches << "\n"
+    << "region_compiles " << region_compiles << "\n"
+    << "region_compile_failures " << region_compile_failures << "\n"
+    << "region_compile_ms " << region_compile_ms << "\n"
+    << "distinct_region_keys " << distinct_region_keys << "\n";
   return o.str();
 }
 

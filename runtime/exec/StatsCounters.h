@@ -19,9 +19,13 @@ struct Counters {
   std::atomic<uint64_t> compileFailures{0};
   std::atomic<uint64_t> compiledRuns{0};
   std::atomic<uint64_t> kernelLaunches{0};
+  std::atomic<uint64_t> donatedBuffers{0};
   std::atomic<uint64_t> cacheMemoryHits{0}, cacheDiskHits{0}, cacheMisses{0}, cacheRejected{0}, cacheStores{0};
   std::atomic<uint64_t> cacheLoadUs{0};
   std::atomic<uint64_t> replayMisses{0};
+  /// Hot regions (RegionExecutor.h).
+  std::atomic<uint64_t> compiledOps{0}, mixedRuns{0}, regionLaunches{0}, regionCompiles{0}, regionCompileFailures{0},
+      regionCompileUs{0}, distinctRegionKeys{0};
   /// Microseconds, so they can be atomic integers.
   std::atomic<uint64_t> compileUs{0}, importUs{0}, lowerUs{0}, llvmUs{0}, jitUs{0};
 };

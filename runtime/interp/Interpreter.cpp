@@ -181,6 +181,31 @@ class NodeRunner {
 
 }  // namespace
 
+namespace {
+/// Runs node `i` (at schedule position `at`): a failed input fails it with the
+/// same message; inputs whose last reader it is are freed unless live.
+inline void runOne(NodeRunner& runner, const trace::Trace& trace, size_t i, size_t at,
+                   const std::vector<uint32_t>& lastUse, NodeResults& results) {
+  const Node& node = trace.nodes[i];
+  std::shared_ptr<const std::string> failedInput;
+  for (uint32_t in : trace.inputsOf(node))
+    if (results.errors[in]) failedInput = results.errors[in];
+  if (failedInput) {
+    results.errors[i] = failedInput;
+  } else {
+    try {
+      results.values[i] = runner.run(node);
+    } catch (const std::exception& e) {
+      results.errors[i] = std::make_shared<const std::string>(e.what());
+    }
+  }
+  // Free inputs whose last reader was this node, unless a tensor holds them.
+  for (uint32_t in : trace.inputsOf(node)) {
+    if (lastUse[in] == at && !trace.holders[in]) results.values[in] = View{};
+  }
+}
+}  // namespace
+
 void Interpreter::run(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                       const std::vector<uint32_t>& lastUse, NodeResults& results) const {
   const size_t n = trace.nodes.size();
@@ -188,25 +213,14 @@ void Interpreter::run(const trace::Trace& trace, const std::vector<uint8_t>& nee
   results.errors.assign(n, nullptr);
   NodeRunner runner(trace, results.values);
   for (size_t i = 0; i < n; ++i) {
-    if (!needed[i]) continue;
-    const Node& node = trace.nodes[i];
-    std::shared_ptr<const std::string> failedInput;
-    for (uint32_t in : trace.inputsOf(node))
-      if (results.errors[in]) failedInput = results.errors[in];
-    if (failedInput) {
-      results.errors[i] = failedInput;
-    } else {
-      try {
-        results.values[i] = runner.run(node);
-      } catch (const std::exception& e) {
-        results.errors[i] = std::make_shared<const std::string>(e.what());
-      }
-    }
-    // Free inputs whose last reader was this node, unless a tensor holds them.
-    for (uint32_t in : trace.inputsOf(node)) {
-      if (lastUse[in] == i && !trace.holders[in]) results.values[in] = View{};
-    }
+    if (needed[i]) runOne(runner, trace, i, i, lastUse, results);
   }
+}
+
+void Interpreter::runNodes(const trace::Trace& trace, std::span<const uint32_t> nodes, uint32_t first,
+                           const std::vector<uint32_t>& lastUse, NodeResults& results) const {
+  NodeRunner runner(trace, results.values);
+  for (size_t k = 0; k < nodes.size(); ++k) runOne(runner, trace, nodes[k], first + k, lastUse, results);
 }
 
 }  // namespace kiln::interp

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,13 @@ class Interpreter {
   /// unless a live tensor holds it. Fills results for every needed node.
   void run(const trace::Trace& trace, const std::vector<uint8_t>& needed, const std::vector<uint32_t>& lastUse,
            NodeResults& results) const;
+  /// Runs `nodes` in the given order on results that already hold every
+  /// value they read (a trace run as a mix of compiled regions and
+  /// interpreted nodes). `nodes[k]` is at schedule position `first + k`;
+  /// `lastUse[id]` is the position of the last reader of node `id`: a value
+  /// is freed after it unless a live tensor holds it.
+  void runNodes(const trace::Trace& trace, std::span<const uint32_t> nodes, uint32_t first,
+                const std::vector<uint32_t>& lastUse, NodeResults& results) const;
 };
 
 }  // namespace kiln::interp

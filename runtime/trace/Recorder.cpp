@@ -181,6 +181,11 @@ size_t Recorder::pendingNodes() {
   return trace_.nodes.size();
 }
 
+TraceKey Recorder::lastKey() {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  return lastKey_;
+}
+
 std::string Recorder::traceListing() {
   std::lock_guard<SpinMutex> lock(mutex_);
   return trace_.str();

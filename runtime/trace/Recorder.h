@@ -75,8 +75,10 @@ class Recorder {
   size_t pendingNodes();
   /// A copy of the current trace's listing (for tests and logs).
   std::string traceListing();
-  /// The key of this recorder's most recent flush.
-  const TraceKey& lastKey() const { return lastKey_; }
+  /// The key of this recorder's most recent flush: a copy taken under the
+  /// lock, because another thread that reads or uses one of our pending
+  /// tensors flushes this recorder and rewrites the key meanwhile.
+  TraceKey lastKey();
 
   Recorder();
 

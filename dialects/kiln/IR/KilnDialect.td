@@ -43,14 +43,14 @@ def Kiln_Dialect : Dialect {
 // Type constraints.
 //===----------------------------------------------------------------------===//
 
-/// A statically shaped ranked tensor of rank <= kiln::Shape::kMaxRank whose
-/// elements are one of `types`.
+/// A ranked tensor of rank <= kiln::Shape::kMaxRank whose elements are one
+/// of `types`. Extents are static, except in dynamic-shape kernels (a trace
+/// structure run at many sizes), where the sizes that vary are `?`.
 class Kiln_TensorOf<list<Type> types>
     : RankedTensorOf<types,
-        [HasStaticShapePred,
-         CPred<"::llvm::cast<::mlir::ShapedType>($_self).getRank() <= "
+        [CPred<"::llvm::cast<::mlir::ShapedType>($_self).getRank() <= "
                "::mlir::kiln::kMaxRank">],
-        "statically shaped tensor of rank <= 8">;
+        "ranked tensor of rank <= 8">;
 
 /// Any Kiln dtype.
 def Kiln_AnyTensor

@@ -77,6 +77,8 @@ using IntFn = function_ref<APInt(ArrayRef<APInt>)>;
 static Attribute foldElementwise(ArrayRef<Attribute> operands,
                                  RankedTensorType resultType, FloatFn floatFn,
                                  IntFn intFn) {
+  if (!resultType.hasStaticShape())
+    return {};
   SmallVector<DenseElementsAttr> inputs;
   bool allSplat = true;
   for (Attribute attr : operands) {
@@ -197,7 +199,7 @@ OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
       return x;
   // x * 0 == 0 for integers (not floats: NaN, inf and signed zeros).
   Type elementType = getType().getElementType();
-  if (isa<IntegerType>(elementType) &&
+  if (isa<IntegerType>(elementType) && getType().hasStaticShape() &&
       (isSplatOf(adaptor.getLhs(), 0.0) || isSplatOf(adaptor.getRhs(), 0.0)))
     return DenseElementsAttr::get(
         getType(), APInt::getZero(elementType.getIntOrFloatBitWidth()));
@@ -255,7 +257,7 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
   auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getInput());
-  if (!dense ||
+  if (!dense || !getType().hasStaticShape() ||
       (!dense.isSplat() && dense.getNumElements() > kMaxFoldedElements))
     return {};
   Type to = getType().getElementType();
@@ -279,7 +281,7 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
 /// A splat constant re-shaped to `type`, or null.
 static Attribute reshapeSplat(Attribute input, ShapedType type) {
   auto dense = dyn_cast_or_null<DenseElementsAttr>(input);
-  if (!dense || !dense.isSplat())
+  if (!dense || !dense.isSplat() || !type.hasStaticShape())
     return {};
   return dense.resizeSplat(type);
 }
@@ -287,7 +289,8 @@ static Attribute reshapeSplat(Attribute input, ShapedType type) {
 OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
-  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getInput()))
+  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getInput());
+      dense && getType().hasStaticShape())
     return dense.reshape(getType());
   if (auto inner = getInput().getDefiningOp<ReshapeOp>()) {
     getInputMutable().assign(inner.getInput());

@@ -29,6 +29,8 @@ def Kiln_FullOp : Kiln_Op<"full", [ConstantLike]> {
     float results, and an integer attribute (any width; unsigned and i1
     values zero-extend, others sign-extend, then wrap) for integer and bool
     results (bool: nonzero is true). f16 and bf16 results round through f32.
+    The result is statically shaped (the op is a constant): dynamic-shape
+    kernels broadcast a 0-d `kiln.full` to dynamic extents.
 
     Example:
 

@@ -4,14 +4,18 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
 
 #include "dialects/kiln/InitAll.h"
 #include "jit/Importer.h"
+#include "jit/targets/cpu/BufferDonation.h"
 #include "jit/targets/cpu/CpuTransforms.h"
+#include "jit/targets/cpu/DynamicKernel.h"
 #include "jit/targets/cpu/HostTarget.h"
+#include "jit/targets/cpu/ReductionPromotion.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -90,17 +94,37 @@ class CpuCompiler final : public exec::TraceCompiler {
     if (!runPipeline(*module, kBufferize))
       return fail("bufferize");
     auto kernel = module->lookupSymbol<mlir::func::FuncOp>(kernelName);
-    if (!kernel || mlir::failed(assignScratch(kernel, scratchBytes)) || mlir::failed(matmulToRuntimeCalls(*module)) ||
-        mlir::failed(approximateMath(*module)))
+    // Dynamic-shape kernels: sizes behind the out-params (see DynamicKernel.h).
+    const auto numSizes = static_cast<unsigned>(dynamicSizeCount(graph));
+    if (kernel && numSizes > 0 && mlir::failed(moveSizeArguments(kernel, graph, numSizes)))
+      return fail("dynamic sizes");
+    std::set<unsigned> sharedArgs;
+    if (kernel) {
+      const auto numInputs = static_cast<unsigned>(graph.inputs.size());
+      for (auto [output, input] : findDonations(kernel, numInputs, static_cast<unsigned>(graph.outputs.size()))) {
+        result.donations.emplace_back(output, input);
+        sharedArgs.insert(input);
+        sharedArgs.insert(numInputs + output);
+      }
+    }
+    if (!kernel || mlir::failed(assignScratch(kernel, scratchBytes, numSizes > 0 ? &result.dynamicScratch : nullptr)) ||
+        mlir::failed(matmulToRuntimeCalls(*module)) || mlir::failed(approximateMath(*module)))
       return fail("scratch/matmul/math");
+    if (numSizes > 0 && mlir::failed(bindDynamicArguments(kernel, graph, numSizes)))
+      return fail("dynamic arguments");
     dump(dumpDir, name, "2-bufferized", *module);
-    if (!runPipeline(*module, kToLoops) || mlir::failed(outlineParallelLoops(*module, kernel, dispatches, loopNests)))
+    if (!runPipeline(*module, kToLoops))
+      return fail("loops");
+    promoteReductionAccumulators(*module);
+    if (mlir::failed(outlineParallelLoops(*module, kernel, dispatches, loopNests)))
       return fail("loops");
     dump(dumpDir, name, "3-loops", *module);
     if (!runPipeline(*module, kToLLVM))
       return fail("to-llvm");
     const std::string entryName = "kiln_entry_" + name;
-    if (mlir::failed(finalizeLLVMModule(*module, kernelName, entryName, dispatches)))
+    // The sizes of a dynamic-shape kernel follow the inputs, outputs and scratch.
+    const int sizesSlot = numSizes > 0 ? static_cast<int>(graph.inputs.size() + graph.outputs.size() + 1) : -1;
+    if (mlir::failed(finalizeLLVMModule(*module, kernelName, entryName, dispatches, sharedArgs, sizesSlot)))
       return fail("finalize");
     dump(dumpDir, name, "4-llvm-dialect", *module);
     result.timings.lowerMs = msSince(t1);
@@ -141,6 +165,7 @@ class CpuCompiler final : public exec::TraceCompiler {
     result.fingerprint = hostFingerprint(*targetMachine);
     result.scratchBytes = static_cast<std::size_t>(scratchBytes);
     result.kernelCount = std::max(loopNests, 1);
+    result.dynamicSizes = static_cast<int>(numSizes);
     return result;
   }
 
@@ -162,8 +187,19 @@ class CpuCompiler final : public exec::TraceCompiler {
     y.inputs = 0;
     g.operands.push_back(0);
     g.nodes.push_back(y);
-    g.outputs.push_back(1);
-    (void)compile(g, "warmup");
+    // An output of another type than the input, so no buffer is donated and
+    // the kernel's arguments carry attributes (noalias): their translation
+    // creates a static of MLIR's that must exist before the exit handler.
+    trace::Node z = y;
+    z.op = core::OpKind::Cast;
+    z.dtype = DType::f64;
+    z.inputs = 1;
+    g.operands.push_back(1);
+    g.nodes.push_back(z);
+    g.outputs.push_back(2);
+    exec::CompileResult warm = compile(g, "warmup");
+    if (!warm.ok())
+      std::fprintf(stderr, "kiln: the compiler's warm-up compilation failed: %s\n", warm.error.c_str());
   }
 
   bool runPipeline(mlir::ModuleOp module, const char *pipeline) {

@@ -2,6 +2,8 @@
 
 #include "jit/targets/cpu/CpuTransforms.h"
 
+#include <functional>
+
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Analysis/TopologicalSortUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -35,19 +37,56 @@ int64_t elementBytes(Type t) {
 }
 } // namespace
 
-LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes) {
+LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes, std::vector<int64_t> *dynamicScratch) {
   scratchBytes = 0;
+  if (dynamicScratch)
+    dynamicScratch->clear();
   SmallVector<memref::AllocOp> allocs;
   kernel.walk([&](memref::AllocOp a) { allocs.push_back(a); });
   if (allocs.empty())
     return success();
+  // Dynamic-shape kernels: the trailing index arguments are the sizes.
+  Block &entry = kernel.getBody().front();
+  unsigned firstSize = entry.getNumArguments();
+  while (firstSize > 0 && entry.getArgument(firstSize - 1).getType().isIndex())
+    --firstSize;
+  /// `v` as a constant times a product of size arguments (their numbers
+  /// appended to `sizes`); false when it is something else.
+  std::function<bool(Value, int64_t &, SmallVector<int64_t> &)> decompose = [&](Value v, int64_t &factor,
+                                                                                  SmallVector<int64_t> &sizes) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner() != &entry || arg.getArgNumber() < firstSize)
+        return false;
+      sizes.push_back(arg.getArgNumber() - firstSize);
+      return true;
+    }
+    if (std::optional<int64_t> c = getConstantIntValue(v)) {
+      factor *= *c;
+      return true;
+    }
+    if (auto mul = v.getDefiningOp<arith::MulIOp>())
+      return decompose(mul.getLhs(), factor, sizes) && decompose(mul.getRhs(), factor, sizes);
+    return false;
+  };
   SmallVector<int64_t> offsets;
+  SmallVector<memref::AllocOp> dynamicAllocs;
   for (memref::AllocOp a : allocs) {
     MemRefType type = a.getType();
-    if (!type.hasStaticShape() || !type.getLayout().isIdentity())
-      return a.emitError("kiln: only static, dense temporaries can live in scratch memory");
+    if (!type.getLayout().isIdentity())
+      return a.emitError("kiln: only dense temporaries can live in scratch memory");
     if (a->getParentOp() != kernel.getOperation())
       return a.emitError("kiln: a temporary allocated inside a loop cannot share scratch memory");
+    if (!type.hasStaticShape()) {
+      if (!dynamicScratch)
+        return a.emitError("kiln: only static temporaries can live in scratch memory");
+      int64_t factor = 1;
+      SmallVector<int64_t> sizes;
+      for (Value size : a.getDynamicSizes())
+        if (!decompose(size, factor, sizes))
+          return a.emitError("kiln: a dynamic temporary must be sized by the kernel's dynamic sizes");
+      dynamicAllocs.push_back(a);
+      continue;
+    }
     offsets.push_back(scratchBytes);
     int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
     scratchBytes += (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
@@ -57,10 +96,7 @@ LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes) {
   unsigned argIndex = kernel.getNumArguments();
   (void)kernel.insertArgument(argIndex, scratchType, DictionaryAttr::get(ctx), kernel.getLoc());
   Value scratch = kernel.getArgument(argIndex);
-  for (auto [a, offset] : llvm::zip(allocs, offsets)) {
-    OpBuilder b(a);
-    Value shift = arith::ConstantIndexOp::create(b, a.getLoc(), offset);
-    Value view = memref::ViewOp::create(b, a.getLoc(), a.getType(), scratch, shift, ValueRange{});
+  auto replace = [](memref::AllocOp a, Value view) {
     SmallVector<Operation *> deallocs;
     for (Operation *user : a->getUsers())
       if (isa<memref::DeallocOp>(user))
@@ -69,6 +105,45 @@ LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes) {
       d->erase();
     a.replaceAllUsesWith(view);
     a.erase();
+  };
+  SmallVector<memref::AllocOp> staticAllocs;
+  for (memref::AllocOp a : allocs)
+    if (a.getType().hasStaticShape())
+      staticAllocs.push_back(a);
+  for (auto [a, offset] : llvm::zip(staticAllocs, offsets)) {
+    OpBuilder b(a);
+    Value shift = arith::ConstantIndexOp::create(b, a.getLoc(), offset);
+    replace(a, memref::ViewOp::create(b, a.getLoc(), a.getType(), scratch, shift, ValueRange{}));
+  }
+  // Dynamic temporaries follow the static ones; each takes
+  // align(bytes * product of its sizes), which the runtime adds up from
+  // `dynamicScratch`: per temporary, bytes, the number of sizes, the sizes.
+  OpBuilder entryBuilder = OpBuilder::atBlockBegin(&entry);
+  Value next = arith::ConstantIndexOp::create(entryBuilder, kernel.getLoc(), scratchBytes);
+  for (memref::AllocOp a : dynamicAllocs) {
+    MemRefType type = a.getType();
+    OpBuilder b(a);
+    Location loc = a.getLoc();
+    int64_t bytes = elementBytes(type.getElementType());
+    for (int64_t extent : type.getShape())
+      if (!ShapedType::isDynamic(extent))
+        bytes *= extent;
+    int64_t factor = 1;
+    SmallVector<int64_t> sizes;
+    for (Value size : a.getDynamicSizes())
+      (void)decompose(size, factor, sizes);
+    dynamicScratch->push_back(bytes * factor);
+    dynamicScratch->push_back(static_cast<int64_t>(sizes.size()));
+    llvm::append_range(*dynamicScratch, sizes);
+    Value total = arith::ConstantIndexOp::create(b, loc, bytes);
+    for (Value size : a.getDynamicSizes())
+      total = arith::MulIOp::create(b, loc, total, size);
+    Value view = memref::ViewOp::create(b, loc, type, scratch, next, a.getDynamicSizes());
+    Value align = arith::ConstantIndexOp::create(b, loc, kScratchAlignment);
+    Value rounded = arith::CeilDivUIOp::create(b, loc, total, align);
+    rounded = arith::MulIOp::create(b, loc, rounded, align);
+    next = arith::AddIOp::create(b, loc, next, rounded);
+    replace(a, view);
   }
   return success();
 }
@@ -85,9 +160,25 @@ void makeResultsDistinct(func::FuncOp kernel) {
                              (def && def->hasTrait<OpTrait::ConstantLike>());
       if (!type || !needsCopy)
         continue;
-      Value empty = tensor::EmptyOp::create(b, ret.getLoc(), type.getShape(), type.getElementType());
+      Value empty =
+          tensor::EmptyOp::create(b, ret.getLoc(), tensor::getMixedSizes(b, ret.getLoc(), v), type.getElementType());
       Value copy = linalg::CopyOp::create(b, ret.getLoc(), v, empty).getResult(0);
       operand.set(copy);
+    }
+    // A result computed into a tensor.empty that other ops also write into
+    // (CSE merges equal empties) gets an empty of its own. Otherwise
+    // bufferization may use the output buffer as another op's temporary, and
+    // the output could not be computed in place of a donated input (see
+    // BufferDonation.h).
+    for (Value v : ret->getOperands()) {
+      auto result = dyn_cast<OpResult>(v);
+      auto dps = result ? dyn_cast<DestinationStyleOpInterface>(result.getOwner()) : nullptr;
+      OpOperand *init = dps ? dps.getTiedOpOperand(result) : nullptr;
+      auto empty = init ? init->get().getDefiningOp<tensor::EmptyOp>() : nullptr;
+      if (!empty || empty->hasOneUse())
+        continue;
+      OpBuilder eb(dps);
+      init->set(eb.clone(*empty.getOperation())->getResult(0));
     }
   });
 }
@@ -125,7 +216,7 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
       return;
     for (Value v : op->getOperands()) {
       auto t = dyn_cast<MemRefType>(v.getType());
-      if (!t || !t.getElementType().isF32() || !t.hasStaticShape())
+      if (!t || !t.getElementType().isF32())
         return;
     }
     matmuls.push_back(op);
@@ -149,8 +240,15 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
     auto aType = cast<MemRefType>(a.getType());
     const int r = cType.getRank();
     auto konst = [&](int64_t v) -> Value { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)); };
-    SmallVector<Value> args{konst(batched ? cType.getDimSize(0) : 1), konst(cType.getDimSize(r - 2)),
-                            konst(cType.getDimSize(r - 1)), konst(aType.getDimSize(r - 1))};
+    // Extents as i64: constants, or memref.dim in dynamic-shape kernels.
+    auto extent = [&](Value v, MemRefType type, int64_t d) -> Value {
+      if (!type.isDynamicDim(d))
+        return konst(type.getDimSize(d));
+      Value dim = memref::DimOp::create(b, loc, v, d);
+      return arith::IndexCastOp::create(b, loc, b.getI64Type(), dim);
+    };
+    SmallVector<Value> args{batched ? extent(c, cType, 0) : konst(1), extent(c, cType, r - 2),
+                            extent(c, cType, r - 1), extent(a, aType, r - 1)};
     for (Value v : {a, bm, c})
       llvm::append_range(args, describe(b, loc, v, batched));
     func::CallOp::create(b, loc, kMatmulFn, TypeRange{}, args);
@@ -182,8 +280,10 @@ LogicalResult outlineParallelLoops(ModuleOp module, func::FuncOp kernel, Paralle
     auto lb0 = getConstantIntValue(p.getLowerBound()[0]);
     auto ub0 = getConstantIntValue(p.getUpperBound()[0]);
     auto st0 = getConstantIntValue(p.getStep()[0]);
-    if (!lb0 || !ub0 || !st0 || *lb0 != 0 || *st0 != 1 || !p.getInitVals().empty())
+    if (!lb0 || !st0 || *lb0 != 0 || *st0 != 1 || !p.getInitVals().empty())
       continue;  // stays serial
+    // A dynamic trip count (dynamic-shape kernels) is always dispatched: the
+    // runtime runs it inline when it is within one grain.
     // Grain: aim for ~16K innermost iterations per task.
     int64_t inner = 1;
     for (unsigned d = 1; d < dims; ++d) {
@@ -200,7 +300,7 @@ LogicalResult outlineParallelLoops(ModuleOp module, func::FuncOp kernel, Paralle
     });
     // Small loops stay serial and inline: a task would cost more than the
     // work, and every outlined body costs compile time.
-    if (*ub0 * inner < kMinParallelWork)
+    if (ub0 && *ub0 * inner < kMinParallelWork)
       continue;
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1));
 
@@ -251,7 +351,8 @@ LogicalResult outlineParallelLoops(ModuleOp module, func::FuncOp kernel, Paralle
     auto decl = func::FuncOp::create(mb, p.getLoc(), declName, FunctionType::get(ctx, declArgs, {}));
     decl.setPrivate();
     OpBuilder cb(p);
-    SmallVector<Value> callArgs{arith::ConstantIndexOp::create(cb, p.getLoc(), *ub0)};
+    SmallVector<Value> callArgs{ub0 ? Value(arith::ConstantIndexOp::create(cb, p.getLoc(), *ub0))
+                                    : p.getUpperBound()[0]};
     llvm::append_range(callArgs, kernel.getArguments());
     func::CallOp::create(cb, p.getLoc(), decl, callArgs);
     p.erase();
@@ -261,7 +362,8 @@ LogicalResult outlineParallelLoops(ModuleOp module, func::FuncOp kernel, Paralle
 }
 
 LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName, const std::string &entryName,
-                                 const ParallelDispatches &dispatches) {
+                                 const ParallelDispatches &dispatches, const std::set<unsigned> &sharedArgs,
+                                 int sizesSlot) {
   MLIRContext *ctx = module.getContext();
   auto ptr = LLVM::LLVMPointerType::get(ctx);
   auto i64 = IntegerType::get(ctx, 64);
@@ -286,6 +388,16 @@ LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName,
     }
     return out;
   };
+  /// Loads values of `types` from consecutive 8-byte slots of `base`
+  /// (pointers, and the i64 sizes of dynamic-shape kernels).
+  auto loadSlots = [&](OpBuilder &b, Value base, TypeRange types) {
+    SmallVector<Value> out;
+    for (auto [k, type] : llvm::enumerate(types)) {
+      Value slot = LLVM::GEPOp::create(b, loc, ptr, ptr, base, ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(k)});
+      out.push_back(LLVM::LoadOp::create(b, loc, type, slot));
+    }
+    return out;
+  };
 
   for (const auto &[declName, dispatch] : dispatches) {
     auto decl = module.lookupSymbol<LLVM::LLVMFuncOp>(declName);
@@ -300,7 +412,7 @@ LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName,
       Block *entry = tramp.addEntryBlock(mb);
       OpBuilder b = OpBuilder::atBlockEnd(entry);
       SmallVector<Value> args{entry->getArgument(1), entry->getArgument(2)};
-      llvm::append_range(args, loadPointers(b, entry->getArgument(0), pointers));
+      llvm::append_range(args, loadSlots(b, entry->getArgument(0), body.getArgumentTypes().drop_front(2)));
       LLVM::CallOp::create(b, loc, body, args);
       LLVM::ReturnOp::create(b, loc, ValueRange{});
     }
@@ -332,22 +444,55 @@ LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName,
   {
     Block *entry = entryFn.addEntryBlock(mb);
     OpBuilder b = OpBuilder::atBlockEnd(entry);
-    for (Type t : kernel.getArgumentTypes())
-      if (t != ptr)
+    // Pointers come from args[0], args[1], ...; the sizes of a dynamic-shape
+    // kernel from the int64 array args[sizesSlot].
+    unsigned pointerCount = 0, sizeCount = 0;
+    for (Type t : kernel.getArgumentTypes()) {
+      if (t == ptr)
+        ++pointerCount;
+      else if (t == i64 && sizesSlot >= 0)
+        ++sizeCount;
+      else
         return kernel.emitError("kiln: kernel arguments must all be pointers (static memrefs)");
-    LLVM::CallOp::create(b, loc, kernel, loadPointers(b, entry->getArgument(0), kernel.getNumArguments()));
+    }
+    SmallVector<Value> pointers = loadPointers(b, entry->getArgument(0), pointerCount);
+    SmallVector<Value> sizes;
+    if (sizeCount > 0) {
+      Value slot = LLVM::GEPOp::create(b, loc, ptr, ptr, entry->getArgument(0), ArrayRef<LLVM::GEPArg>{sizesSlot});
+      Value array = LLVM::LoadOp::create(b, loc, ptr, slot);
+      for (unsigned k = 0; k < sizeCount; ++k) {
+        Value at = LLVM::GEPOp::create(b, loc, ptr, i64, array, ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(k)});
+        sizes.push_back(LLVM::LoadOp::create(b, loc, i64, at));
+      }
+    }
+    SmallVector<Value> callArgs;
+    unsigned nextPointer = 0, nextSize = 0;
+    for (Type t : kernel.getArgumentTypes())
+      callArgs.push_back(t == ptr ? pointers[nextPointer++] : sizes[nextSize++]);
+    LLVM::CallOp::create(b, loc, kernel, callArgs);
     LLVM::ReturnOp::create(b, loc, ValueRange{});
   }
 
-  // Buffers never alias inside a kernel; everything but the entry and the
-  // runtime's functions is private to this module.
+  // Buffers never alias inside a kernel, except the pairs the runtime may
+  // donate (sharedArgs); everything but the entry and the runtime's
+  // functions is private to this module.
+  std::set<std::string> bodies;
+  for (const auto &[declName, dispatch] : dispatches)
+    bodies.insert(dispatch.body);
   for (auto fn : module.getOps<LLVM::LLVMFuncOp>()) {
     if (fn.isExternal() || fn.getSymName() == entryName)
       continue;
     fn.setLinkageAttr(LLVM::LinkageAttr::get(ctx, LLVM::Linkage::Internal));
-    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-      if (fn.getArgument(i).getType() == ptr && fn.getSymName() != entryName && !fn.getSymName().ends_with("_tramp"))
-        fn.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(), UnitAttr::get(ctx));
+    if (fn.getSymName().ends_with("_tramp"))
+      continue;
+    // Position of the kernel's argument 0 (outlined bodies start with begin, end).
+    const unsigned first = bodies.count(fn.getSymName().str()) ? 2 : 0;
+    const bool kernelArgs = first == 2 || fn.getSymName() == kernelName;
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+      if (fn.getArgument(i).getType() != ptr || (kernelArgs && i >= first && sharedArgs.count(i - first)))
+        continue;
+      fn.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(), UnitAttr::get(ctx));
+    }
   }
   return success();
 }

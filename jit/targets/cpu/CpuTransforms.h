@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -21,14 +23,21 @@ namespace kiln::jit::cpu {
 
 /// Replaces every memref.alloc in `kernel` by a view into one new trailing
 /// argument (the scratch buffer the runtime passes), so kernels never call
-/// malloc. Fails on a dynamic or non-identity allocation, or one inside a
-/// loop. `scratchBytes` receives the buffer size (0: no argument added).
-mlir::LogicalResult assignScratch(mlir::func::FuncOp kernel, int64_t &scratchBytes);
+/// malloc. Fails on a non-identity allocation or one inside a loop, and on a
+/// dynamic one unless `dynamicScratch` is given. `scratchBytes` receives the
+/// size of the static part (0 with no allocation: no argument added).
+/// Dynamic-shape kernels: allocations sized by the kernel's size arguments
+/// follow the static part; `dynamicScratch` receives, per allocation, its
+/// bytes per element of the dynamic extents, the number of those extents and
+/// their size numbers (the runtime adds up each product, rounded up to 64).
+mlir::LogicalResult assignScratch(mlir::func::FuncOp kernel, int64_t &scratchBytes,
+                                  std::vector<int64_t> *dynamicScratch = nullptr);
 
 /// Gives every result of `kernel` its own tensor: a value returned twice, a
 /// returned argument or a returned constant becomes a linalg.copy, so each
 /// output buffer is written exactly once (bufferization to out-params needs
-/// that).
+/// that); a result computed into a shared tensor.empty gets its own, so no
+/// output buffer doubles as a temporary.
 void makeResultsDistinct(mlir::func::FuncOp kernel);
 
 /// Rewrites f32 linalg.matmul / linalg.batch_matmul on memrefs into calls of
@@ -47,8 +56,8 @@ struct ParallelDispatch {
 };
 using ParallelDispatches = std::map<std::string, ParallelDispatch>;
 
-/// Moves each top-level scf.parallel of `kernel` (from 0 by 1 to a constant
-/// on its first dimension) into a function `<kernel>_par<i>(begin, end,
+/// Moves each top-level scf.parallel of `kernel` (from 0 by 1 on its first
+/// dimension, to a constant or, in dynamic-shape kernels, a size) into a function `<kernel>_par<i>(begin, end,
 /// kernel args...)` and calls a declaration `__kiln_parallel_<i>(n, kernel
 /// args...)` in its place. `loopNests` receives the number of top-level loop
 /// nests and runtime calls (the fused kernels).
@@ -58,9 +67,13 @@ mlir::LogicalResult outlineParallelLoops(mlir::ModuleOp module, mlir::func::Func
 /// After conversion to the LLVM dialect (bare-pointer memrefs): turns each
 /// `__kiln_parallel_<i>` call into kiln_rt_parallel_for over a trampoline,
 /// adds the `void <entry>(void** args)` entry that calls `kernelName`, marks
-/// pointer arguments noalias and every other function internal.
+/// pointer arguments noalias (except the kernel arguments in `sharedArgs`,
+/// which the runtime may pass the same buffer for) and every other function
+/// internal. A dynamic-shape kernel's i64 size arguments are read from the
+/// int64 array at args[sizesSlot] (-1: a static kernel).
 mlir::LogicalResult finalizeLLVMModule(mlir::ModuleOp module, const std::string &kernelName,
-                                       const std::string &entryName, const ParallelDispatches &dispatches);
+                                       const std::string &entryName, const ParallelDispatches &dispatches,
+                                       const std::set<unsigned> &sharedArgs, int sizesSlot = -1);
 
 } // namespace kiln::jit::cpu
 

@@ -44,7 +44,7 @@ inline constexpr const char *kToLLVM =
 /// Bump when the C++ steps of the pipeline (CpuTransforms, the importer,
 /// the kernel ABI) change the generated code: cached kernels of older
 /// revisions are then ignored. The textual stages above count by content.
-inline constexpr int kPipelineRevision = 1;
+inline constexpr int kPipelineRevision = 2;  // 2: dynamic-shape kernels (sizes after scratch)
 
 /// "r<revision>-<hash of the stages and codegen options>-<hash of the
 /// compiler's sources>" (the last from the build: see cmake/HashSources.cmake).

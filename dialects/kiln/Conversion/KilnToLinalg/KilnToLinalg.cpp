@@ -40,16 +40,72 @@ static RankedTensorType tensorTypeOf(Value value) {
 
 static bool isHalf(Type type) { return type.isF16() || type.isBF16(); }
 
-static Value emptyTensor(OpBuilder &b, Location loc, RankedTensorType type) {
-  return tensor::EmptyOp::create(b, loc, type.getShape(),
-                                 type.getElementType());
+/// `dynamicSizes` holds one index value per dynamic extent of `type`.
+static Value emptyTensor(OpBuilder &b, Location loc, RankedTensorType type,
+                         ValueRange dynamicSizes = {}) {
+  return tensor::EmptyOp::create(b, loc, type, dynamicSizes);
 }
 
 static Value filledTensor(OpBuilder &b, Location loc, RankedTensorType type,
-                          Value value) {
-  return linalg::FillOp::create(b, loc, ValueRange{value},
-                                ValueRange{emptyTensor(b, loc, type)})
+                          Value value, ValueRange dynamicSizes = {}) {
+  return linalg::FillOp::create(
+             b, loc, ValueRange{value},
+             ValueRange{emptyTensor(b, loc, type, dynamicSizes)})
       .getResult(0);
+}
+
+/// Static extents of `type` and its dynamic ones from `dynamicSizes`.
+static SmallVector<OpFoldResult> mixedSizes(OpBuilder &b,
+                                            RankedTensorType type,
+                                            ValueRange dynamicSizes) {
+  SmallVector<OpFoldResult> sizes;
+  size_t next = 0;
+  for (int64_t extent : type.getShape())
+    sizes.push_back(ShapedType::isDynamic(extent)
+                        ? OpFoldResult(dynamicSizes[next++])
+                        : OpFoldResult(b.getIndexAttr(extent)));
+  return sizes;
+}
+
+/// The values among `sizes` (the dynamic extents), in order.
+static SmallVector<Value> dynamicOf(ArrayRef<OpFoldResult> sizes) {
+  SmallVector<Value> values;
+  for (OpFoldResult size : sizes)
+    if (auto value = dyn_cast<Value>(size))
+      values.push_back(value);
+  return values;
+}
+
+/// The sizes of `op`'s dynamic result extents (see kSizesAttr), in axis
+/// order; empty for a static result; failure when the op does not say which
+/// sizes they are.
+static FailureOr<SmallVector<Value>> resultSizes(Operation *op,
+                                                 RankedTensorType type) {
+  SmallVector<Value> sizes;
+  if (type.hasStaticShape())
+    return sizes;
+  auto axes = op->getAttrOfType<DenseI64ArrayAttr>(kSizesAttr);
+  auto func = op->getParentOfType<func::FuncOp>();
+  if (!axes || !func || axes.size() != type.getRank())
+    return failure();
+  auto count = func->getAttrOfType<IntegerAttr>(kDynamicSizesAttr);
+  Block *block = op->getBlock();
+  if (!count || !block || block->getParentOp() != func.getOperation() ||
+      static_cast<int64_t>(block->getNumArguments()) < count.getInt())
+    return failure();
+  const int64_t first = block->getNumArguments() - count.getInt();
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    if (!type.isDynamicDim(d))
+      continue;
+    int64_t size = axes[d];
+    if (size < 0 || size >= count.getInt())
+      return failure();
+    Value arg = block->getArgument(first + size);
+    if (!arg.getType().isIndex())
+      return failure();
+    sizes.push_back(arg);
+  }
+  return sizes;
 }
 
 /// Zero of a lowered element type.
@@ -78,7 +134,8 @@ using BodyFn = function_ref<Value(OpBuilder &, Location, ValueRange)>;
 /// A parallel linalg.generic producing `resultType` from `inputs` broadcast to
 /// it; `body` computes one element from the inputs' elements.
 static Value buildElementwise(OpBuilder &b, Location loc, ValueRange inputs,
-                              RankedTensorType resultType, BodyFn body) {
+                              RankedTensorType resultType, BodyFn body,
+                              ValueRange dynamicSizes = {}) {
   SmallVector<AffineMap> maps;
   for (Value input : inputs)
     maps.push_back(broadcastMap(tensorTypeOf(input), resultType));
@@ -87,7 +144,8 @@ static Value buildElementwise(OpBuilder &b, Location loc, ValueRange inputs,
                                              utils::IteratorType::parallel);
   auto generic = linalg::GenericOp::create(
       b, loc, TypeRange{resultType}, inputs,
-      ValueRange{emptyTensor(b, loc, resultType)}, maps, iterators,
+      ValueRange{emptyTensor(b, loc, resultType, dynamicSizes)}, maps,
+      iterators,
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
         Value element = body(nb, nloc, args.drop_back());
         linalg::YieldOp::create(nb, nloc, element);
@@ -97,12 +155,37 @@ static Value buildElementwise(OpBuilder &b, Location loc, ValueRange inputs,
 
 /// Row-major reshape between static shapes with the same element count:
 /// one collapse_shape or expand_shape when that suffices, otherwise through
-/// a 1-D tensor.
+/// a 1-D tensor. With dynamic extents always through a 1-D tensor;
+/// `targetSizes` then gives the target's extents (null when a rank-0 side
+/// makes that impossible).
 static Value reshapeTensor(OpBuilder &b, Location loc, Value source,
-                           RankedTensorType targetType) {
+                           RankedTensorType targetType,
+                           ArrayRef<OpFoldResult> targetSizes = {}) {
   RankedTensorType sourceType = tensorTypeOf(source);
   if (sourceType == targetType)
     return source;
+  auto allAxes = [](int64_t rank) {
+    ReassociationIndices group;
+    for (int64_t i = 0; i < rank; ++i)
+      group.push_back(i);
+    return SmallVector<ReassociationIndices>{group};
+  };
+  if (!sourceType.hasStaticShape() || !targetType.hasStaticShape()) {
+    if (sourceType.getRank() == 0 || targetType.getRank() == 0 ||
+        targetSizes.size() != static_cast<size_t>(targetType.getRank()))
+      return {};
+    Value flat = source;
+    if (sourceType.getRank() != 1)
+      flat = tensor::CollapseShapeOp::create(b, loc, source,
+                                             allAxes(sourceType.getRank()));
+    if (targetType.getRank() == 1)
+      return flat.getType() == targetType
+                 ? flat
+                 : Value(tensor::CastOp::create(b, loc, targetType, flat));
+    return tensor::ExpandShapeOp::create(b, loc, targetType, flat,
+                                         allAxes(targetType.getRank()),
+                                         targetSizes);
+  }
   if (sourceType.getRank() == 0)
     return tensor::ExpandShapeOp::create(b, loc, targetType, source,
                                          ArrayRef<ReassociationIndices>{});
@@ -217,6 +300,9 @@ public:
     Type elementType = op.getType().getElementType();
     double start = op.getStartAttr().getValueAsDouble();
     double step = op.getStepAttr().getValueAsDouble();
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
     Value result = buildElementwise(
         rewriter, op.getLoc(), {}, type,
         [&](OpBuilder &b, Location loc, ValueRange) {
@@ -229,7 +315,8 @@ public:
           Value v = arith::AddFOp::create(b, loc, s.floatConstant(f64, start),
                                           scaled);
           return s.cast(v, f64, elementType);
-        });
+        },
+        *sizes);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -247,10 +334,30 @@ public:
       return rewriter.notifyMatchFailure(op, "unsupported result type");
     Type elementType = op.getType().getElementType();
     int64_t seed = static_cast<int64_t>(op.getSeed());
-    // Row-major strides give each element its linear index (the counter).
-    SmallVector<int64_t> strides(type.getRank(), 1);
-    for (int64_t d = type.getRank() - 2; d >= 0; --d)
-      strides[d] = strides[d + 1] * type.getDimSize(d + 1);
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
+    // Row-major strides give each element its linear index (the counter);
+    // with dynamic extents they are computed once, before the loops.
+    Location opLoc = op.getLoc();
+    Type i64Type = rewriter.getI64Type();
+    SmallVector<OpFoldResult> extents = mixedSizes(rewriter, type, *sizes);
+    SmallVector<Value> strides(type.getRank());
+    {
+      ScalarBuilder s(rewriter, opLoc);
+      Value stride = s.intConstant(i64Type, 1);
+      for (int64_t d = type.getRank() - 1; d >= 0; --d) {
+        strides[d] = stride;
+        if (d == 0)
+          break;
+        Value extent;
+        if (auto value = dyn_cast<Value>(extents[d]))
+          extent = arith::IndexCastOp::create(rewriter, opLoc, i64Type, value);
+        else
+          extent = s.intConstant(i64Type, type.getDimSize(d));
+        stride = arith::MulIOp::create(rewriter, opLoc, stride, extent);
+      }
+    }
     Value result =
         buildElementwise(rewriter, op.getLoc(), {}, type,
                          [&](OpBuilder &b, Location loc, ValueRange) {
@@ -260,7 +367,7 @@ public:
                            for (int64_t d = 0; d < type.getRank(); ++d) {
                              Value index = loopIndexI64(b, loc, d);
                              Value offset = arith::MulIOp::create(
-                                 b, loc, index, s.intConstant(i64, strides[d]));
+                                 b, loc, index, strides[d]);
                              linear =
                                  arith::AddIOp::create(b, loc, linear, offset);
                            }
@@ -268,7 +375,8 @@ public:
                            Value v = isNormal ? s.normalAt(seedValue, linear)
                                               : s.uniformAt(seedValue, linear);
                            return s.cast(v, b.getF64Type(), elementType);
-                         });
+                         },
+                         *sizes);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -315,11 +423,15 @@ public:
     Type elementType = op.getType().getElementType();
     if (!type || !isSupported(kind, elementType))
       return rewriter.notifyMatchFailure(op, "unsupported element type");
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
     Value result = buildElementwise(
         rewriter, op.getLoc(), adaptor.getOperands(), type,
         [&](OpBuilder &b, Location loc, ValueRange args) {
           return ScalarBuilder(b, loc).unary(kind, elementType, args[0]);
-        });
+        },
+        *sizes);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -336,12 +448,16 @@ public:
     Type elementType = op.getType().getElementType();
     if (!type || !isSupported(kind, elementType))
       return rewriter.notifyMatchFailure(op, "unsupported element type");
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
     Value result =
         buildElementwise(rewriter, op.getLoc(), adaptor.getOperands(), type,
                          [&](OpBuilder &b, Location loc, ValueRange args) {
                            return ScalarBuilder(b, loc).binary(
                                kind, elementType, args[0], args[1]);
-                         });
+                         },
+                         *sizes);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -358,12 +474,16 @@ public:
     if (!type)
       return rewriter.notifyMatchFailure(op, "unsupported result type");
     Type operandType = op.getLhs().getType().getElementType();
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
     Value result =
         buildElementwise(rewriter, op.getLoc(), adaptor.getOperands(), type,
                          [&](OpBuilder &b, Location loc, ValueRange args) {
                            return ScalarBuilder(b, loc).compare(
                                kind, operandType, args[0], args[1]);
-                         });
+                         },
+                         *sizes);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -378,6 +498,9 @@ public:
     RankedTensorType type = convertType(op.getType());
     if (!type)
       return rewriter.notifyMatchFailure(op, "unsupported result type");
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
     Value result = buildElementwise(
         rewriter, op.getLoc(), adaptor.getOperands(), type,
         [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
@@ -390,7 +513,8 @@ public:
           Value y = arith::BitcastOp::create(b, loc, i16, args[2]);
           Value bits = arith::SelectOp::create(b, loc, args[0], x, y);
           return arith::BitcastOp::create(b, loc, b.getBF16Type(), bits);
-        });
+        },
+        *sizes);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -412,11 +536,15 @@ public:
       rewriter.replaceOp(op, adaptor.getInput());
       return success();
     }
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
     Value result =
         buildElementwise(rewriter, op.getLoc(), adaptor.getOperands(), type,
                          [&](OpBuilder &b, Location loc, ValueRange args) {
                            return ScalarBuilder(b, loc).cast(args[0], from, to);
-                         });
+                         },
+                         *sizes);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -490,10 +618,18 @@ public:
       accType = isSumOrProd           ? rewriter.getF64Type()
                 : isHalf(elementType) ? rewriter.getF32Type()
                                       : elementType;
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
     SmallVector<int64_t> accShape;
-    for (int64_t d = 0; d < rank; ++d)
-      if (!reduced[d])
-        accShape.push_back(inputType.getDimSize(d));
+    SmallVector<Value> accSizes;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (reduced[d])
+        continue;
+      accShape.push_back(inputType.getDimSize(d));
+      if (inputType.isDynamicDim(d))
+        accSizes.push_back(tensor::DimOp::create(rewriter, loc, input, d));
+    }
     auto accTensorType = RankedTensorType::get(accShape, accType);
 
     ScalarBuilder s(rewriter, loc);
@@ -513,7 +649,7 @@ public:
                            /*largest=*/kind == OpKind::ReduceMin);
       break;
     }
-    Value init = filledTensor(rewriter, loc, accTensorType, identity);
+    Value init = filledTensor(rewriter, loc, accTensorType, identity, accSizes);
 
     auto generic = linalg::GenericOp::create(
         rewriter, loc, TypeRange{accTensorType}, ValueRange{input},
@@ -550,9 +686,14 @@ public:
                            [&](OpBuilder &b, Location nloc, ValueRange args) {
                              return ScalarBuilder(b, nloc).cast(
                                  args[0], args[0].getType(), kilnType);
-                           });
+                           },
+                           accSizes);
     }
-    rewriter.replaceOp(op, reshapeTensor(rewriter, loc, result, type));
+    Value reshaped = reshapeTensor(rewriter, loc, result, type,
+                                   mixedSizes(rewriter, type, *sizes));
+    if (!reshaped)
+      return rewriter.notifyMatchFailure(op, "unsupported dynamic reshape");
+    rewriter.replaceOp(op, reshaped);
     return success();
   }
 };
@@ -582,10 +723,18 @@ public:
     AffineMap keptMap;
     SmallVector<utils::IteratorType> iterators;
     reductionLoops(rank, reduced, rewriter.getContext(), keptMap, iterators);
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
     SmallVector<int64_t> keptShape;
-    for (int64_t d = 0; d < rank; ++d)
-      if (!reduced[d])
-        keptShape.push_back(inputType.getDimSize(d));
+    SmallVector<Value> keptSizes;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (reduced[d])
+        continue;
+      keptShape.push_back(inputType.getDimSize(d));
+      if (inputType.isDynamicDim(d))
+        keptSizes.push_back(tensor::DimOp::create(rewriter, loc, input, d));
+    }
     auto valuesType = RankedTensorType::get(keptShape, valueType);
     auto indicesType = RankedTensorType::get(keptShape, rewriter.getI64Type());
 
@@ -595,9 +744,11 @@ public:
     bool isUnsigned = kilnType.isUnsignedInteger() || kilnType.isInteger(1);
     Value values =
         filledTensor(rewriter, loc, valuesType,
-                     extremeOf(s, valueType, isUnsigned, /*largest=*/!isMax));
+                     extremeOf(s, valueType, isUnsigned, /*largest=*/!isMax),
+                     keptSizes);
     Value indices = filledTensor(rewriter, loc, indicesType,
-                                 s.intConstant(rewriter.getI64Type(), 0));
+                                 s.intConstant(rewriter.getI64Type(), 0),
+                                 keptSizes);
     auto generic = linalg::GenericOp::create(
         rewriter, loc, TypeRange{valuesType, indicesType}, ValueRange{input},
         ValueRange{values, indices},
@@ -634,8 +785,11 @@ public:
               arith::SelectOp::create(b, nloc, take, index, bestIndex);
           linalg::YieldOp::create(b, nloc, ValueRange{newBest, newIndex});
         });
-    rewriter.replaceOp(
-        op, reshapeTensor(rewriter, loc, generic.getResult(1), type));
+    Value reshaped = reshapeTensor(rewriter, loc, generic.getResult(1), type,
+                                   mixedSizes(rewriter, type, *sizes));
+    if (!reshaped)
+      return rewriter.notifyMatchFailure(op, "unsupported dynamic reshape");
+    rewriter.replaceOp(op, reshaped);
     return success();
   }
 };
@@ -657,42 +811,76 @@ public:
     Type elementType = type.getElementType();
     Type computeType =
         isHalf(elementType) ? rewriter.getF32Type() : elementType;
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
+    SmallVector<OpFoldResult> extents = mixedSizes(rewriter, type, *sizes);
     int64_t batchRank = type.getRank() - 2;
     ArrayRef<int64_t> batch = type.getShape().take_front(batchRank);
     int64_t batchSize = 1;
     for (int64_t extent : batch)
-      batchSize *= extent;
+      batchSize = ShapedType::isDynamic(extent) || ShapedType::isDynamic(batchSize)
+                      ? ShapedType::kDynamic
+                      : batchSize * extent;
     int64_t m = type.getDimSize(batchRank), n = type.getDimSize(batchRank + 1);
-    int64_t k = tensorTypeOf(adaptor.getLhs()).getShape().back();
+    RankedTensorType lhsType = tensorTypeOf(adaptor.getLhs());
+    int64_t k = lhsType.getShape().back();
+    OpFoldResult kExtent =
+        ShapedType::isDynamic(k)
+            ? OpFoldResult(Value(tensor::DimOp::create(
+                  rewriter, loc, adaptor.getLhs(), lhsType.getRank() - 1)))
+            : OpFoldResult(rewriter.getIndexAttr(k));
 
     // Operands broadcast to the full batch shape (and extended to f32 for
     // f16/bf16), then the batch dimensions collapsed into one.
-    auto prepare = [&](Value operand, int64_t rows, int64_t cols) {
+    auto prepare = [&](Value operand, int64_t rows, int64_t cols,
+                       OpFoldResult rowsExtent,
+                       OpFoldResult colsExtent) -> Value {
       SmallVector<int64_t> shape(batch);
       shape.append({rows, cols});
       auto fullType = RankedTensorType::get(shape, computeType);
+      SmallVector<OpFoldResult> fullExtents(extents.begin(),
+                                            extents.begin() + batchRank);
+      fullExtents.append({rowsExtent, colsExtent});
       if (operand.getType() != fullType)
-        operand =
-            buildElementwise(rewriter, loc, {operand}, fullType,
-                             [](OpBuilder &b, Location nloc, ValueRange args) {
-                               return ScalarBuilder(b, nloc).toCompute(args[0]);
-                             });
+        operand = buildElementwise(
+            rewriter, loc, {operand}, fullType,
+            [](OpBuilder &b, Location nloc, ValueRange args) {
+              return ScalarBuilder(b, nloc).toCompute(args[0]);
+            },
+            dynamicOf(fullExtents));
       if (batchRank <= 1)
         return operand;
-      return reshapeTensor(
-          rewriter, loc, operand,
-          RankedTensorType::get({batchSize, rows, cols}, computeType));
+      if (fullType.hasStaticShape())
+        return reshapeTensor(
+            rewriter, loc, operand,
+            RankedTensorType::get({batchSize, rows, cols}, computeType));
+      ReassociationIndices batchAxes;
+      for (int64_t d = 0; d < batchRank; ++d)
+        batchAxes.push_back(d);
+      SmallVector<ReassociationIndices> groups{
+          batchAxes, {batchRank}, {batchRank + 1}};
+      return tensor::CollapseShapeOp::create(rewriter, loc, operand, groups);
     };
-    Value lhs = prepare(adaptor.getLhs(), m, k);
-    Value rhs = prepare(adaptor.getRhs(), k, n);
+    Value lhs = prepare(adaptor.getLhs(), m, k, extents[batchRank], kExtent);
+    Value rhs =
+        prepare(adaptor.getRhs(), k, n, kExtent, extents[batchRank + 1]);
 
     SmallVector<int64_t> accShape;
-    if (batchRank > 0)
+    SmallVector<OpFoldResult> accExtents;
+    if (batchRank > 0) {
       accShape.push_back(batchSize);
+      accExtents.push_back(
+          ShapedType::isDynamic(batchSize)
+              ? OpFoldResult(Value(tensor::DimOp::create(rewriter, loc, lhs, 0)))
+              : OpFoldResult(rewriter.getIndexAttr(batchSize)));
+    }
     accShape.append({m, n});
+    accExtents.append({extents[batchRank], extents[batchRank + 1]});
     auto accType = RankedTensorType::get(accShape, computeType);
     ScalarBuilder s(rewriter, loc);
-    Value init = filledTensor(rewriter, loc, accType, zeroOf(s, computeType));
+    Value init = filledTensor(rewriter, loc, accType, zeroOf(s, computeType),
+                              dynamicOf(accExtents));
     Value result =
         batchRank == 0
             ? linalg::MatmulOp::create(rewriter, loc, TypeRange{accType},
@@ -703,13 +891,17 @@ public:
                                             ValueRange{init})
                   .getResult(0);
     result = reshapeTensor(rewriter, loc, result,
-                           RankedTensorType::get(type.getShape(), computeType));
+                           RankedTensorType::get(type.getShape(), computeType),
+                           extents);
+    if (!result)
+      return rewriter.notifyMatchFailure(op, "unsupported dynamic reshape");
     if (computeType != elementType)
       result = buildElementwise(
           rewriter, loc, {result}, type,
           [&](OpBuilder &b, Location nloc, ValueRange args) {
             return ScalarBuilder(b, nloc).fromCompute(args[0], elementType);
-          });
+          },
+          *sizes);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -728,8 +920,14 @@ public:
     RankedTensorType type = convertType(op.getType());
     if (!type)
       return rewriter.notifyMatchFailure(op, "unsupported result type");
-    rewriter.replaceOp(
-        op, reshapeTensor(rewriter, op.getLoc(), adaptor.getInput(), type));
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
+    Value result = reshapeTensor(rewriter, op.getLoc(), adaptor.getInput(),
+                                 type, mixedSizes(rewriter, type, *sizes));
+    if (!result)
+      return rewriter.notifyMatchFailure(op, "unsupported dynamic reshape");
+    rewriter.replaceOp(op, result);
     return success();
   }
 };
@@ -746,7 +944,10 @@ public:
     SmallVector<int64_t> perm;
     for (int64_t p : op.getPerm())
       perm.push_back(p < 0 ? p + type.getRank() : p);
-    Value init = emptyTensor(rewriter, op.getLoc(), type);
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
+    Value init = emptyTensor(rewriter, op.getLoc(), type, *sizes);
     auto transpose = linalg::TransposeOp::create(
         rewriter, op.getLoc(), adaptor.getInput(), init, perm);
     rewriter.replaceOp(op, transpose->getResult(0));
@@ -763,9 +964,13 @@ public:
     RankedTensorType type = convertType(op.getType());
     if (!type)
       return rewriter.notifyMatchFailure(op, "unsupported result type");
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
     Value result = buildElementwise(
         rewriter, op.getLoc(), adaptor.getOperands(), type,
-        [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+        [](OpBuilder &, Location, ValueRange args) { return args[0]; },
+        *sizes);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -785,10 +990,13 @@ public:
       return success();
     }
     MLIRContext *context = rewriter.getContext();
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
     rewriter.replaceOpWithNewOp<tensor::ExtractSliceOp>(
         op, type, adaptor.getInput(),
         getAsIndexOpFoldResult(context, op.getStarts()),
-        getAsIndexOpFoldResult(context, type.getShape()),
+        mixedSizes(rewriter, type, *sizes),
         getAsIndexOpFoldResult(context, op.getSteps()));
     return success();
   }
@@ -823,7 +1031,7 @@ public:
 /// input is empty (every index is then invalid, which the runtime reports
 /// before launch; compiled code must still not read out of bounds).
 static Value indexFallback(OpBuilder &b, Location loc, RankedTensorType type) {
-  if (type.getNumElements() == 0)
+  if (type.hasStaticShape() && type.getNumElements() == 0)
     return emptyTensor(b, loc, type);
   ScalarBuilder s(b, loc);
   return filledTensor(b, loc, type, zeroOf(s, type.getElementType()));
@@ -845,7 +1053,10 @@ public:
     int64_t indexRank = tensorTypeOf(index).getRank();
     int64_t axis = (op.getAxis() + inputRank) % inputRank;
     int64_t extent = inputType.getDimSize(axis);
-    if (type.getNumElements() == 0 || extent == 0) {
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes) || ShapedType::isDynamic(extent))
+      return rewriter.notifyMatchFailure(op, "dynamic indexed axis");
+    if ((type.hasStaticShape() && type.getNumElements() == 0) || extent == 0) {
       rewriter.replaceOp(op, indexFallback(rewriter, loc, type));
       return success();
     }
@@ -859,7 +1070,7 @@ public:
                                                utils::IteratorType::parallel);
     auto generic = linalg::GenericOp::create(
         rewriter, loc, TypeRange{type}, ValueRange{index},
-        ValueRange{emptyTensor(rewriter, loc, type)},
+        ValueRange{emptyTensor(rewriter, loc, type, *sizes)},
         ArrayRef<AffineMap>{indexMap,
                             rewriter.getMultiDimIdentityMap(type.getRank())},
         iterators, [&](OpBuilder &b, Location nloc, ValueRange args) {
@@ -892,7 +1103,10 @@ public:
     int64_t rank = inputType.getRank();
     int64_t axis = (op.getAxis() + rank) % rank;
     int64_t extent = inputType.getDimSize(axis);
-    if (type.getNumElements() == 0 || extent == 0) {
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes) || ShapedType::isDynamic(extent))
+      return rewriter.notifyMatchFailure(op, "dynamic indexed axis");
+    if ((type.hasStaticShape() && type.getNumElements() == 0) || extent == 0) {
       rewriter.replaceOp(op, indexFallback(rewriter, loc, type));
       return success();
     }
@@ -901,7 +1115,7 @@ public:
                                                utils::IteratorType::parallel);
     auto generic = linalg::GenericOp::create(
         rewriter, loc, TypeRange{type}, ValueRange{index},
-        ValueRange{emptyTensor(rewriter, loc, type)},
+        ValueRange{emptyTensor(rewriter, loc, type, *sizes)},
         ArrayRef<AffineMap>{identity, identity}, iterators,
         [&](OpBuilder &b, Location nloc, ValueRange args) {
           SmallVector<Value> at;

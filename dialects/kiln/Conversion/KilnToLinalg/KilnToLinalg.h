@@ -7,6 +7,16 @@
 
 namespace mlir::kiln {
 
+/// Dynamic-shape kernels (one kernel for a trace structure run at many
+/// sizes): a function whose kiln values have dynamic extents carries
+/// `kiln.dynamic_sizes = K : i64` and takes the K sizes as its trailing
+/// `index` arguments; every kiln op whose result has dynamic extents carries
+/// `kiln.sizes = array<i64: ...>`, per result axis the number of the size
+/// it has (-1 for a static axis). The lowering builds every dynamic extent
+/// from those arguments.
+inline constexpr llvm::StringLiteral kDynamicSizesAttr = "kiln.dynamic_sizes";
+inline constexpr llvm::StringLiteral kSizesAttr = "kiln.sizes";
+
 /// Lowered types of kiln values: tensors of `ui8` become tensors of signless
 /// `i8` (the ops keep unsigned semantics); everything else is unchanged.
 class KilnTypeConverter : public TypeConverter {

@@ -27,23 +27,15 @@ func.func @arange_not_1d() -> tensor<2x2xf32> {
 // -----
 
 func.func @rand_not_float() -> tensor<2xi32> {
-  // expected-error @+1 {{result #0 must be statically shaped tensor of rank <= 8}}
+  // expected-error @+1 {{result #0 must be ranked tensor of rank <= 8}}
   %0 = kiln.rand_uniform seed 1 : tensor<2xi32>
   return %0 : tensor<2xi32>
 }
 
 // -----
 
-func.func @dynamic_shape(%x: tensor<?xf32>) -> tensor<?xf32> {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor of rank <= 8}}
-  %0 = kiln.exp %x : tensor<?xf32>
-  return %0 : tensor<?xf32>
-}
-
-// -----
-
 func.func @rank_too_large(%x: tensor<1x1x1x1x1x1x1x1x1xf32>) -> tensor<1x1x1x1x1x1x1x1x1xf32> {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor of rank <= 8}}
+  // expected-error @+1 {{operand #0 must be ranked tensor of rank <= 8}}
   %0 = kiln.exp %x : tensor<1x1x1x1x1x1x1x1x1xf32>
   return %0 : tensor<1x1x1x1x1x1x1x1x1xf32>
 }
@@ -51,7 +43,7 @@ func.func @rank_too_large(%x: tensor<1x1x1x1x1x1x1x1x1xf32>) -> tensor<1x1x1x1x1
 // -----
 
 func.func @float_only_unary(%x: tensor<2xi32>) -> tensor<2xi32> {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor of rank <= 8 of 32-bit float or 64-bit float or 16-bit float or bfloat16 type values}}
+  // expected-error @+1 {{operand #0 must be ranked tensor of rank <= 8 of 32-bit float or 64-bit float or 16-bit float or bfloat16 type values}}
   %0 = kiln.exp %x : tensor<2xi32>
   return %0 : tensor<2xi32>
 }
@@ -59,7 +51,7 @@ func.func @float_only_unary(%x: tensor<2xi32>) -> tensor<2xi32> {
 // -----
 
 func.func @neg_of_bool(%x: tensor<2xi1>) -> tensor<2xi1> {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor of rank <= 8}}
+  // expected-error @+1 {{operand #0 must be ranked tensor of rank <= 8}}
   %0 = kiln.neg %x : tensor<2xi1>
   return %0 : tensor<2xi1>
 }
@@ -67,7 +59,7 @@ func.func @neg_of_bool(%x: tensor<2xi1>) -> tensor<2xi1> {
 // -----
 
 func.func @logical_not_of_float(%x: tensor<2xf32>) -> tensor<2xf32> {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor of rank <= 8 of 1-bit signless integer values}}
+  // expected-error @+1 {{operand #0 must be ranked tensor of rank <= 8 of 1-bit signless integer values}}
   %0 = kiln.logical_not %x : tensor<2xf32>
   return %0 : tensor<2xf32>
 }
@@ -75,7 +67,7 @@ func.func @logical_not_of_float(%x: tensor<2xf32>) -> tensor<2xf32> {
 // -----
 
 func.func @unsupported_element_type(%x: tensor<2xi16>) -> tensor<2xi16> {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor of rank <= 8}}
+  // expected-error @+1 {{operand #0 must be ranked tensor of rank <= 8}}
   %0 = kiln.abs %x : tensor<2xi16>
   return %0 : tensor<2xi16>
 }
@@ -107,7 +99,7 @@ func.func @binary_element_types_differ(%a: tensor<3xf32>, %b: tensor<3xf64>) -> 
 // -----
 
 func.func @div_of_integers(%a: tensor<3xi32>) -> tensor<3xi32> {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor of rank <= 8 of 32-bit float}}
+  // expected-error @+1 {{operand #0 must be ranked tensor of rank <= 8 of 32-bit float}}
   %0 = kiln.div %a, %a : tensor<3xi32>, tensor<3xi32> -> tensor<3xi32>
   return %0 : tensor<3xi32>
 }
@@ -115,7 +107,7 @@ func.func @div_of_integers(%a: tensor<3xi32>) -> tensor<3xi32> {
 // -----
 
 func.func @compare_not_bool(%a: tensor<3xf32>) -> tensor<3xf32> {
-  // expected-error @+1 {{result #0 must be statically shaped tensor of rank <= 8 of 1-bit signless integer values}}
+  // expected-error @+1 {{result #0 must be ranked tensor of rank <= 8 of 1-bit signless integer values}}
   %0 = kiln.lt %a, %a : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
   return %0 : tensor<3xf32>
 }
@@ -203,7 +195,7 @@ func.func @argmin_wrong_result(%x: tensor<2x3xf32>) -> tensor<3xi64> {
 // -----
 
 func.func @argmax_not_i64(%x: tensor<2x3xf32>) -> tensor<2xi32> {
-  // expected-error @+1 {{result #0 must be statically shaped tensor of rank <= 8 of 64-bit signless integer values}}
+  // expected-error @+1 {{result #0 must be ranked tensor of rank <= 8 of 64-bit signless integer values}}
   %0 = kiln.argmax %x axis 1 keepdim false : tensor<2x3xf32> -> tensor<2xi32>
   return %0 : tensor<2xi32>
 }
@@ -411,7 +403,7 @@ func.func @index_select_rank(%x: tensor<1x1x1x1x1x1x1x5xf32>, %i: tensor<1x2xi64
 // -----
 
 func.func @index_not_i64(%x: tensor<5x3xf32>, %i: tensor<2xi32>) -> tensor<2x3xf32> {
-  // expected-error @+1 {{operand #1 must be statically shaped tensor of rank <= 8 of 64-bit signless integer values}}
+  // expected-error @+1 {{operand #1 must be ranked tensor of rank <= 8 of 64-bit signless integer values}}
   %0 = kiln.index_select %x, %i axis 0 : tensor<5x3xf32>, tensor<2xi32> -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
@@ -446,4 +438,12 @@ func.func @gather_wrong_result(%x: tensor<5x3xf32>, %i: tensor<2x3xi64>) -> tens
   // expected-error @+1 {{result shape [3, 3] does not match the expected shape [2, 3]}}
   %0 = kiln.gather %x, %i axis 0 : tensor<5x3xf32>, tensor<2x3xi64> -> tensor<3x3xf32>
   return %0 : tensor<3x3xf32>
+}
+
+// -----
+
+func.func @dynamic_full() -> tensor<?xf32> {
+  // expected-error @+1 {{result must be statically shaped; broadcast a 0-d kiln.full to dynamic extents}}
+  %0 = kiln.full(1.000000e+00 : f32) : tensor<?xf32>
+  return %0 : tensor<?xf32>
 }

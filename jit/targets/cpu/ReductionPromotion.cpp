@@ -1,0 +1,156 @@
+//===- ReductionPromotion.cpp - Reduction accumulators in registers -*- C++ -*-===//
+
+#include "jit/targets/cpu/ReductionPromotion.h"
+
+#include <climits>
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+using namespace mlir;
+
+namespace kiln::jit::cpu {
+
+namespace {
+
+/// The bytes of a base buffer a memref may touch: [begin, end) of `base`
+/// (a function argument, an allocation or a global), or all of it.
+struct Extent {
+  Value base;
+  int64_t begin = 0, end = INT64_MAX;
+};
+
+Extent extentOf(Value memref) {
+  Operation *def = memref.getDefiningOp();
+  if (auto view = dyn_cast_or_null<memref::ViewOp>(def)) {
+    Extent source = extentOf(view.getSource());
+    std::optional<int64_t> shift = getConstantIntValue(view.getByteShift());
+    MemRefType type = view.getType();
+    if (shift && source.begin == 0 && source.end == INT64_MAX && type.hasStaticShape() &&
+        type.getElementType().isIntOrFloat()) {
+      const int64_t bits = type.getElementType().getIntOrFloatBitWidth();
+      source.begin = *shift;
+      source.end = *shift + type.getNumElements() * (bits < 8 ? 1 : bits / 8);
+    }
+    return source;
+  }
+  // Views that address a subset of their source.
+  if (isa_and_nonnull<memref::SubViewOp, memref::ExpandShapeOp, memref::CollapseShapeOp, memref::CastOp,
+                      memref::TransposeOp>(def))
+    return extentOf(def->getOperand(0));
+  // Any other view may address all of its base buffer.
+  if (auto view = dyn_cast_or_null<ViewLikeOpInterface>(def)) {
+    Extent source = extentOf(view.getViewSource());
+    return {source.base};
+  }
+  return {memref};
+}
+
+/// Distinct function arguments are distinct buffers (the kernel ABI; the
+/// runtime's donated pairs never involve an accumulator, which an
+/// all-parallel writer cannot be), as are distinct allocations.
+bool isBuffer(Value base) {
+  return isa<BlockArgument>(base) || isa_and_nonnull<memref::AllocOp, memref::AllocaOp, memref::GetGlobalOp>(
+                                         base.getDefiningOp());
+}
+
+bool disjoint(const Extent &a, const Extent &b) {
+  if (!isBuffer(a.base) || !isBuffer(b.base))
+    return false;
+  if (a.base != b.base)
+    return true;
+  return a.end <= b.begin || b.end <= a.begin;
+}
+
+/// The load and store of one accumulator in `loop`'s body, if it has one
+/// that can be promoted.
+std::optional<std::pair<memref::LoadOp, memref::StoreOp>> findAccumulator(scf::ForOp loop) {
+  Block *body = loop.getBody();
+  SmallVector<memref::LoadOp> loads;
+  SmallVector<memref::StoreOp> stores;
+  for (Operation &op : body->without_terminator()) {
+    if (op.getNumRegions() > 0)
+      return std::nullopt;  // innermost loops with straight-line bodies only
+    if (auto load = dyn_cast<memref::LoadOp>(op))
+      loads.push_back(load);
+    else if (auto store = dyn_cast<memref::StoreOp>(op))
+      stores.push_back(store);
+    else if (!isMemoryEffectFree(&op))
+      return std::nullopt;
+  }
+  auto invariant = [&](ValueRange values) {
+    return llvm::all_of(values, [&](Value v) { return loop.isDefinedOutsideOfLoop(v); });
+  };
+  for (memref::StoreOp store : stores) {
+    if (!loop.isDefinedOutsideOfLoop(store.getMemRef()) || !invariant(store.getIndices()))
+      continue;
+    memref::LoadOp match;
+    bool clash = false;
+    const Extent acc = extentOf(store.getMemRef());
+    for (memref::LoadOp load : loads) {
+      if (load.getMemRef() == store.getMemRef() && load.getIndices() == store.getIndices() &&
+          load->isBeforeInBlock(store) && !match) {
+        match = load;
+        continue;
+      }
+      clash |= !disjoint(acc, extentOf(load.getMemRef()));
+    }
+    for (memref::StoreOp other : stores)
+      if (other != store)
+        clash |= !disjoint(acc, extentOf(other.getMemRef()));
+    if (match && !clash)
+      return std::make_pair(match, store);
+  }
+  return std::nullopt;
+}
+
+/// `acc + ext(x)` with a wider accumulator: reassociating it loses nothing
+/// the narrower result keeps, and lets LLVM vectorise the reduction.
+void allowReassociation(Value stored) {
+  auto add = stored.getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return;
+  auto widened = [](Value v) { return v.getDefiningOp<arith::ExtFOp>() != nullptr; };
+  if (widened(add.getLhs()) || widened(add.getRhs()))
+    add.setFastmath(add.getFastmath() | arith::FastMathFlags::reassoc);
+}
+
+} // namespace
+
+int promoteReductionAccumulators(ModuleOp module) {
+  SmallVector<scf::ForOp> loops;
+  module.walk([&](scf::ForOp loop) { loops.push_back(loop); });
+  IRRewriter rewriter(module.getContext());
+  int promoted = 0;
+  for (scf::ForOp loop : loops) {
+    while (auto acc = findAccumulator(loop)) {
+      auto [load, store] = *acc;
+      rewriter.setInsertionPoint(loop);
+      Value init = memref::LoadOp::create(rewriter, load.getLoc(), load.getMemRef(), load.getIndices());
+      Value stored = store.getValueToStore();
+      auto replaced = loop.replaceWithAdditionalYields(
+          rewriter, init, /*replaceInitOperandUsesInLoop=*/false,
+          [&](OpBuilder &, Location, ArrayRef<BlockArgument> carried) {
+            rewriter.replaceAllUsesWith(load.getResult(), carried.front());
+            return SmallVector<Value>{stored};
+          });
+      if (failed(replaced))
+        break;
+      loop = cast<scf::ForOp>(replaced->getOperation());
+      rewriter.eraseOp(load);
+      rewriter.setInsertionPointAfter(loop);
+      memref::StoreOp::create(rewriter, store.getLoc(), loop.getResults().back(), store.getMemRef(),
+                              store.getIndices());
+      rewriter.eraseOp(store);
+      allowReassociation(stored);
+      ++promoted;
+    }
+  }
+  return promoted;
+}
+
+} // namespace kiln::jit::cpu

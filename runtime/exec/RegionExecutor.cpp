@@ -1,0 +1,307 @@
+#include "runtime/exec/RegionExecutor.h"
+
+#include <chrono>
+
+#include "kiln/runtime.h"
+#include "runtime/exec/CompileQueue.h"
+#include "runtime/exec/KernelCache.h"
+#include "runtime/exec/Log.h"
+#include "runtime/exec/StatsCounters.h"
+#include "runtime/interp/Kernels.h"
+#include "runtime/trace/TraceGraph.h"
+
+namespace kiln::exec {
+
+namespace {
+
+std::vector<uint8_t> allNeeded(const trace::Trace& t) { return std::vector<uint8_t>(t.nodes.size(), 1); }
+
+std::string hex(uint64_t h) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(h));
+  return name;
+}
+
+}  // namespace
+
+CompileQueue& Engine::regionQueue() {
+  std::call_once(regionQueueOnce_, [this] { regionQueue_ = std::make_unique<CompileQueue>(1); });
+  return *regionQueue_;
+}
+
+double compiledOpPercent() {
+  Counters& c = counters();
+  const double compiled = static_cast<double>(c.compiledOps.load(std::memory_order_relaxed));
+  const double total = compiled + static_cast<double>(c.interpretedOps.load(std::memory_order_relaxed));
+  return total > 0 ? 100.0 * compiled / total : 0.0;
+}
+
+void RegionExecutor::noteCompiled(TraceProfile* profile, const std::shared_ptr<Executable>& exe, bool fromCache,
+                                  const CompileResult& result, const char* name) {
+  Counters& c = counters();
+  if (!exe) {
+    profile->tier = Tier::InterpretOnly;
+    profile->failure = result.error;
+    c.regionCompileFailures.fetch_add(1);
+    log().warn("region {} ({} ops) stays interpreted: compilation failed: {}", name, profile->ops, result.error);
+    return;
+  }
+  profile->executable = exe;
+  profile->tier = Tier::Compiled;
+  if (fromCache) return;
+  c.regionCompiles.fetch_add(1);
+  c.regionCompileUs.fetch_add(static_cast<uint64_t>(result.timings.totalMs() * 1000.0));
+  log().info("tier-up: region {} ({} ops, seen {} times) compiled into {} fused kernel(s) in {:.1f} ms; {:.0f}% of "
+             "executed ops ran compiled so far",
+             name, profile->ops, profile->runs, exe->kernelCount(), result.timings.totalMs(), compiledOpPercent());
+}
+
+std::shared_ptr<const RegionPlan> RegionExecutor::planFor(const trace::Trace& trace, const std::vector<uint32_t>& ids,
+                                                         TraceProfile* profile) {
+  {
+    std::lock_guard<std::mutex> lock(engine_.mutex_);
+    if (profile->regions) return profile->regions;
+  }
+  auto plan = std::make_shared<RegionPlan>(partitionRegions(trace, ids));
+  std::lock_guard<std::mutex> lock(engine_.mutex_);
+  if (profile->regions) return profile->regions;  // another thread was faster
+  Counters& c = counters();
+  for (Region& r : plan->regions) {
+    if (!r.keyed) continue;
+    auto [it, inserted] = engine_.profiles_.try_emplace(r.key);
+    TraceProfile& rp = it->second;
+    if (inserted) {
+      // A key that is also a whole trace's (a trace that is one region) is
+      // counted as what it was first seen as; both share its kernel.
+      rp.region = true;
+      rp.ops = static_cast<uint32_t>(r.inputs.size()) + r.ops;
+      c.distinctRegionKeys.fetch_add(1, std::memory_order_relaxed);
+    }
+    r.profile = &rp;
+  }
+  // Kept for the key's later runs once it has recurred; a trace seen once
+  // (a loop with a new trip count) does not keep its plan.
+  if (profile->runs > 1) profile->regions = plan;
+  return plan;
+}
+
+void RegionExecutor::startCompile(const trace::Trace& trace, const std::vector<uint32_t>& ids, const Region& region) {
+  trace::Trace sub = regionTrace(trace, ids, region);
+  const std::vector<uint8_t> needed = allNeeded(sub);
+  std::vector<std::pair<uint32_t, int64_t>> checks;
+  std::string reason;
+  TraceProfile* rp = region.profile;
+  if (!Engine::planChecks(sub, needed, &checks, &reason)) {
+    std::lock_guard<std::mutex> lock(engine_.mutex_);
+    rp->tier = Tier::InterpretOnly;
+    rp->failure = reason;
+    log().info("region {} stays interpreted: {}", hex(region.key.hash), reason);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(engine_.mutex_);
+    rp->indexChecks = std::move(checks);
+  }
+  std::vector<int64_t> paramOfInput;
+  std::vector<uint32_t> nodeOfOutput;
+  auto graph = std::make_shared<const trace::TraceGraph>(trace::extractGraph(sub, needed, &paramOfInput, &nodeOfOutput));
+  if (settings().jit == "sync") {
+    engine_.compileJob(rp, graph, region.key);
+    return;
+  }
+  loadCompiler();  // in the calling thread, as for traces (Engine::run)
+  Engine* engine = &engine_;
+  engine_.regionQueue().push([engine, rp, graph, key = region.key] { engine->compileJob(rp, graph, key); });
+}
+
+void RegionExecutor::probeReplay(const trace::Trace& trace, const std::vector<uint32_t>& ids, const Region& region) {
+  trace::Trace sub = regionTrace(trace, ids, region);
+  const std::vector<uint8_t> needed = allNeeded(sub);
+  std::vector<std::pair<uint32_t, int64_t>> checks;
+  std::string reason;
+  const bool compilable = Engine::planChecks(sub, needed, &checks, &reason);
+  std::shared_ptr<Executable> exe;
+  if (compilable) exe = engine_.probeCache(sub, needed, region.key, region.profile, true);
+  std::lock_guard<std::mutex> lock(engine_.mutex_);
+  TraceProfile* rp = region.profile;
+  if (exe) return;
+  rp->tier = Tier::InterpretOnly;
+  if (!compilable) {
+    rp->failure = reason;
+    return;
+  }
+  rp->replayMiss = true;
+  rp->failure = "KILN_JIT=replay: no cached kernel";
+  log().info("KILN_JIT=replay: hot region {} ({} ops) has no cached kernel; it runs interpreted", hex(region.key.hash),
+             region.ops);
+}
+
+bool RegionExecutor::launch(const trace::Trace& trace, const std::vector<uint32_t>& ids, const Region& region,
+                            const Executable& exe, const std::vector<std::pair<uint32_t, int64_t>>& indexChecks,
+                            const RegionStep& step, const std::vector<uint32_t>& lastUse, TraceResult& out) {
+  for (uint32_t q : region.inputs)
+    if (out.errors[ids[q]]) return false;
+  // Kernels clamp indices: an index out of range must reach the interpreter.
+  for (auto [pos, extent] : indexChecks) {
+    const uint32_t id = ids[region.inputs[pos]];
+    const trace::Node& node = trace.nodes[id];
+    std::vector<int64_t> values(static_cast<size_t>(node.shape.numel()));
+    if (!values.empty())
+      interp::castKernel(interp::argOf(out.values[id], node.dtype, node.shape), DType::i64,
+                         reinterpret_cast<char*>(values.data()));
+    for (int64_t x : values)
+      if (x < 0 || x >= extent) return false;
+  }
+  std::vector<void*> args;
+  std::vector<core::View> keep;  // inputs copied to dense layout
+  args.reserve(region.inputs.size() + region.outputs.size() + 1);
+  for (uint32_t q : region.inputs) {
+    const uint32_t id = ids[q];
+    const trace::Node& node = trace.nodes[id];
+    const core::View& v = out.values[id];
+    if (core::isContiguous(node.shape, v.strides)) {
+      args.push_back(v.bytes(node.dtype));
+    } else {
+      core::View dense = interp::allocDense(node.dtype, node.shape);
+      interp::copyKernel(interp::argOf(v, node.dtype, node.shape), dense.bytes(node.dtype));
+      args.push_back(dense.bytes(node.dtype));
+      keep.push_back(std::move(dense));
+    }
+  }
+  for (uint32_t q : region.outputs) {
+    const uint32_t id = ids[q];
+    const trace::Node& node = trace.nodes[id];
+    out.values[id] = interp::allocDense(node.dtype, node.shape);
+    args.push_back(out.values[id].bytes(node.dtype));
+  }
+  std::shared_ptr<core::Storage> scratch;
+  if (exe.scratchBytes() > 0) scratch = core::Storage::allocateHost(exe.scratchBytes());
+  args.push_back(scratch ? scratch->data() : nullptr);
+  exe.launch(args.data());  // never donates: region inputs may be read again
+  // Free inputs whose last reader was in this region, unless a tensor holds them.
+  for (uint32_t q : region.inputs) {
+    const uint32_t id = ids[q];
+    if (lastUse[id] >= step.begin && lastUse[id] < step.end && !trace.holders[id]) out.values[id] = core::View{};
+  }
+  return true;
+}
+
+bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& needed, TraceProfile* profile,
+                         TraceResult& out) {
+  const Settings& s = settings();
+  const bool compileMode = s.jit == "async" || s.jit == "sync";
+  const bool replay = s.jit == "replay";
+  if (!compileMode && !replay) return false;
+  const uint64_t threshold = static_cast<uint64_t>(std::max<int64_t>(s.jit_threshold, 1));
+  const std::vector<uint32_t> ids = neededNodes(needed);
+  std::shared_ptr<const RegionPlan> plan = planFor(trace, ids, profile);
+  if (plan->keyedRegions == 0) return false;
+  const std::vector<Region>& regions = plan->regions;
+
+  // Count, and find the regions to look up in the kernel cache.
+  std::vector<uint32_t> probe, probeAlways, compile;
+  bool allowCompile;
+  {
+    std::lock_guard<std::mutex> lock(engine_.mutex_);
+    allowCompile = !engine_.traceCompiles_ || profile->runs < threshold || profile->tier == Tier::InterpretOnly;
+    for (const Region& r : regions)
+      if (r.keyed) ++r.profile->runs;
+    for (uint32_t ri = 0; ri < regions.size(); ++ri) {
+      TraceProfile* rp = regions[ri].profile;
+      if (!rp || rp->executable) continue;
+      if (rp->replayMiss && compileMode) {  // left replay mode: compile it after all
+        rp->replayMiss = false;
+        rp->tier = Tier::Interpreted;
+      }
+      if (rp->tier == Tier::Interpreted && !rp->cacheChecked) {
+        rp->cacheChecked = true;
+        probe.push_back(ri);
+      }
+    }
+  }
+  // Warm start: region kernels an earlier process cached (listed keys only).
+  for (uint32_t ri : probe) {
+    trace::Trace sub = regionTrace(trace, ids, regions[ri]);
+    engine_.probeCache(sub, allNeeded(sub), regions[ri].key, regions[ri].profile, false);
+  }
+  if (allowCompile) {
+    std::lock_guard<std::mutex> lock(engine_.mutex_);
+    for (uint32_t ri = 0; ri < regions.size(); ++ri) {
+      TraceProfile* rp = regions[ri].profile;
+      if (!rp || rp->executable || rp->tier != Tier::Interpreted || rp->runs < threshold) continue;
+      if (replay) {
+        rp->tier = Tier::Compiling;  // decided by probeReplay
+        probeAlways.push_back(ri);
+        continue;
+      }
+      int64_t& shapes = engine_.shapesPerStructure_[regions[ri].key.structureHash];
+      if (shapes >= s.max_shapes) {
+        rp->tier = Tier::InterpretOnly;
+        rp->failure = "its structure was already compiled for KILN_MAX_SHAPES shapes";
+        if (shapes++ == s.max_shapes)
+          log().info("region {:016x}: structure seen with more than {} shapes; new shapes stay interpreted",
+                     regions[ri].key.hash, s.max_shapes);
+        continue;
+      }
+      ++shapes;
+      rp->tier = Tier::Compiling;
+      compile.push_back(ri);
+    }
+  }
+  for (uint32_t ri : probeAlways) probeReplay(trace, ids, regions[ri]);
+  for (uint32_t ri : compile) startCompile(trace, ids, regions[ri]);
+
+  // The kernels this run can use.
+  std::vector<std::shared_ptr<Executable>> exes(regions.size());
+  std::vector<std::vector<std::pair<uint32_t, int64_t>>> checks(regions.size());
+  bool any = false;
+  {
+    std::lock_guard<std::mutex> lock(engine_.mutex_);
+    for (uint32_t ri = 0; ri < regions.size(); ++ri) {
+      TraceProfile* rp = regions[ri].profile;
+      if (!rp || !rp->executable || rp->executable->dynamicSizes > 0) continue;
+      exes[ri] = rp->executable;
+      checks[ri] = rp->indexChecks;
+      any = true;
+    }
+  }
+  if (!any) return false;
+
+  // Mixed run: steps in order, compiled regions launched, the rest interpreted.
+  auto start = std::chrono::steady_clock::now();
+  const size_t n = trace.nodes.size();
+  out.values.assign(n, core::View{});
+  out.errors.assign(n, nullptr);
+  std::vector<uint32_t> order(plan->order.size()), lastUse(n, 0);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = ids[plan->order[i]];
+  for (size_t p = 0; p < ids.size(); ++p) lastUse[ids[p]] = plan->lastUse[p];
+  uint64_t compiledOps = 0, interpretedOps = 0, launches = 0, kernels = 0;
+  for (const RegionStep& step : plan->steps) {
+    if (step.region >= 0) {
+      const auto ri = static_cast<size_t>(step.region);
+      if (exes[ri] && launch(trace, ids, regions[ri], *exes[ri], checks[ri], step, lastUse, out)) {
+        compiledOps += regions[ri].ops;
+        ++launches;
+        kernels += static_cast<uint64_t>(exes[ri]->kernelCount());
+        continue;
+      }
+    }
+    std::span<const uint32_t> nodes(order.data() + step.begin, step.end - step.begin);
+    engine_.interpreter_.runNodes(trace, nodes, step.begin, lastUse, out);
+    for (uint32_t id : nodes) interpretedOps += trace.nodes[id].op != core::OpKind::Param;
+  }
+  Counters& c = counters();
+  c.mixedRuns.fetch_add(1, std::memory_order_relaxed);
+  c.regionLaunches.fetch_add(launches, std::memory_order_relaxed);
+  c.kernelLaunches.fetch_add(kernels, std::memory_order_relaxed);
+  c.compiledOps.fetch_add(compiledOps, std::memory_order_relaxed);
+  c.interpretedOps.fetch_add(interpretedOps, std::memory_order_relaxed);
+  if (log().should_log(spdlog::level::debug)) {
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    log().debug("trace: {} regions, {} launched compiled ({} of {} ops), the rest interpreted, in {:.3f} ms",
+                regions.size(), launches, compiledOps, compiledOps + interpretedOps, ms);
+  }
+  return true;
+}
+
+}  // namespace kiln::exec

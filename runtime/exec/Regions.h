@@ -1,0 +1,84 @@
+// Hot regions: the one rule that partitions a flushed trace into fusible
+// regions, and each region as a small trace of its own (keyed, compiled and
+// cached exactly like whole traces). The engine counts hotness per region key
+// and runs a trace as a mix of compiled regions and interpreted nodes
+// (RegionExecutor.cpp); see "Hot regions" in DESIGN.md.
+//
+// The rule, in recording order over the needed nodes:
+//  - Param nodes belong to no region (they are the trace's inputs).
+//  - A slice of a value from outside the open region, and any view (slice,
+//    reshape, permute, broadcast_to) of such a loose node, is a *loose* node:
+//    the interpreter runs it (a view costs nothing) before the region. So
+//    `slice(xs, t)` inside a loop body does not put the offset `t` into the
+//    body's key. Other views of outside values join the region (the kernel
+//    then reads the original buffer, with no copy).
+//  - Every other node joins the open region, except that a new region starts
+//    before a matmul that depends, inside the open region, on a matmul of it
+//    (so `h = tanh(h @ W + x_t @ U + b)` is one region per step: a matmul with
+//    its producers and epilogue), and before a node that would make the region
+//    longer than kMaxRegionNodes. At a matmul cut, the nodes recorded after
+//    the last value the matmul reads from the open region that read nothing
+//    staying there (the next step's `x_t @ U` recorded first) move to the new
+//    region, so each step of a loop gets the same region in either order.
+// Regions are ranges of recording order (loose nodes aside), so running the
+// steps of a plan in order is always a valid schedule.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/trace/Trace.h"
+#include "runtime/trace/TraceKey.h"
+
+namespace kiln::exec {
+
+struct TraceProfile;
+
+/// Nodes a region holds at most (compile time and reuse both favour small ones).
+inline constexpr uint32_t kMaxRegionNodes = 48;
+
+/// Plan ids are positions among the trace's needed nodes (Params included),
+/// so one plan serves every trace of one TraceKey, whatever their dead nodes.
+struct Region {
+  std::vector<uint32_t> nodes;    ///< in recording order
+  std::vector<uint32_t> inputs;   ///< values read from outside, in first-use order: kernel inputs
+  std::vector<uint32_t> outputs;  ///< values read after the region or live, in node order: kernel outputs
+  uint32_t ops = 0;               ///< nodes (all ops: Params are never in a region)
+  /// False for a region of constants only (nothing worth a kernel): it is
+  /// not keyed, counted or compiled.
+  bool keyed = false;
+  trace::TraceKey key;
+  TraceProfile* profile = nullptr;  ///< the region key's profile (set by the engine)
+};
+
+/// Steps run in order; each covers [begin, end) of RegionPlan::order and is
+/// one region (`region >= 0`) or loose nodes run by the interpreter (-1).
+struct RegionStep {
+  int32_t region = -1;
+  uint32_t begin = 0, end = 0;
+};
+
+struct RegionPlan {
+  std::vector<Region> regions;
+  /// Every needed node in execution order (Params first).
+  std::vector<uint32_t> order;
+  std::vector<RegionStep> steps;
+  /// Per needed node: position in `order` of its last reader (its own
+  /// position when none); values are freed after it unless live.
+  std::vector<uint32_t> lastUse;
+  uint32_t keyedRegions = 0;
+};
+
+/// Needed node ids of `trace` in recording order (plan id -> trace node id).
+std::vector<uint32_t> neededNodes(const std::vector<uint8_t>& needed);
+
+/// Partitions the needed nodes of `trace` (the rule above) and keys each
+/// region. `ids` = neededNodes(needed).
+RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_t>& ids);
+
+/// The region as a trace of its own: one Param per input (dense layout, in
+/// Region::inputs order), then the region's nodes; its outputs are live.
+/// Keyed with computeTraceKey and compiled with extractGraph like any trace.
+trace::Trace regionTrace(const trace::Trace& trace, const std::vector<uint32_t>& ids, const Region& region);
+
+}  // namespace kiln::exec

@@ -1,0 +1,451 @@
+// Hot regions: the partitioning rule, and traces that never repeat (or
+// alternate) running their recurring parts on compiled region kernels, with
+// results equal to the interpreter's. Needs libkiln_jit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "kiln/kiln.h"
+#include "runtime/exec/Engine.h"
+#include "runtime/exec/KernelCache.h"
+#include "runtime/exec/Regions.h"
+#include "test/unit/exec/JitMode.h"
+
+namespace kiln {
+namespace {
+
+using core::OpKind;
+
+// ---------------------------------------------------------------- the rule
+
+/// Builds traces node by node (what the recorder would record).
+struct TraceBuilder {
+  trace::Trace t;
+  uint32_t add(OpKind op, Shape shape, std::vector<uint32_t> ins, std::vector<int64_t> attrs = {}) {
+    trace::Node n{};
+    n.op = op;
+    n.dtype = DType::f32;
+    n.shape = shape;
+    n.numInputs = static_cast<uint16_t>(ins.size());
+    n.inputs = static_cast<uint32_t>(t.operands.size());
+    t.operands.insert(t.operands.end(), ins.begin(), ins.end());
+    n.numAttrs = static_cast<uint16_t>(attrs.size());
+    n.attrs = static_cast<uint32_t>(t.attrs.size());
+    t.attrs.insert(t.attrs.end(), attrs.begin(), attrs.end());
+    t.nodes.push_back(n);
+    t.holders.push_back(nullptr);
+    return static_cast<uint32_t>(t.nodes.size() - 1);
+  }
+  uint32_t param(Shape shape) {
+    uint32_t id = add(OpKind::Param, shape, {});
+    t.nodes[id].i0 = static_cast<int64_t>(t.params.size());
+    trace::Param p;
+    p.view.storage = core::Storage::allocateHost(static_cast<size_t>(std::max<int64_t>(shape.numel(), 1)) * 4);
+    core::contiguousStrides(shape, p.view.strides);
+    t.params.push_back(p);
+    return id;
+  }
+  void live(uint32_t id) { t.holders[id] = reinterpret_cast<detail::TensorImpl*>(this); }
+  exec::RegionPlan plan() {
+    std::vector<uint8_t> needed;
+    std::vector<uint32_t> lastUse;
+    t.liveness(needed, lastUse);
+    return exec::partitionRegions(t, exec::neededNodes(needed));
+  }
+};
+
+/// h = tanh(h @ W + slice(xs, t) @ U + b) for `steps` steps; `inputFirst`
+/// records `x_t @ U` before `h @ W` (as a compiler evaluating operands right
+/// to left would).
+TraceBuilder recurrentTrace(int steps, bool inputFirst = false) {
+  TraceBuilder b;
+  const int64_t B = 2, H = 3, D = 4;
+  uint32_t h = b.param({B, H}), W = b.param({H, H}), U = b.param({D, H}), bias = b.param({H});
+  uint32_t xs = b.param({64, B, D});
+  for (int t = 0; t < steps; ++t) {
+    uint32_t hw = inputFirst ? 0 : b.add(OpKind::Matmul, {B, H}, {h, W});
+    uint32_t xt = b.add(OpKind::Slice, {1, B, D}, {xs}, {t, 0, 0, 1, 1, 1});
+    uint32_t x2 = b.add(OpKind::Reshape, {B, D}, {xt});
+    uint32_t xu = b.add(OpKind::Matmul, {B, H}, {x2, U});
+    if (inputFirst) hw = b.add(OpKind::Matmul, {B, H}, {h, W});
+    uint32_t s = b.add(OpKind::Add, {B, H}, {hw, xu});
+    uint32_t sb = b.add(OpKind::Add, {B, H}, {s, bias});
+    h = b.add(OpKind::Tanh, {B, H}, {sb});
+  }
+  b.live(h);
+  return b;
+}
+
+/// Every needed node runs exactly once, after the values it reads.
+void expectValidSchedule(const TraceBuilder& b, const exec::RegionPlan& plan) {
+  std::vector<uint8_t> needed;
+  std::vector<uint32_t> lastUse;
+  b.t.liveness(needed, lastUse);
+  std::vector<uint32_t> ids = exec::neededNodes(needed);
+  ASSERT_EQ(plan.order.size(), ids.size());
+  std::vector<int> position(b.t.nodes.size(), -1);
+  for (size_t i = 0; i < plan.order.size(); ++i) {
+    ASSERT_EQ(position[ids[plan.order[i]]], -1) << "node scheduled twice";
+    position[ids[plan.order[i]]] = static_cast<int>(i);
+  }
+  for (uint32_t id : ids)
+    for (uint32_t in : b.t.inputsOf(b.t.nodes[id])) EXPECT_LT(position[in], position[id]);
+  // Steps tile the order.
+  uint32_t at = 0;
+  for (const exec::RegionStep& s : plan.steps) {
+    EXPECT_EQ(s.begin, at);
+    at = s.end;
+  }
+  EXPECT_EQ(at, plan.order.size());
+}
+
+TEST(RegionPartition, OneRegionPerRecurrentStepWithTheSameKey) {
+  TraceBuilder b = recurrentTrace(5);
+  exec::RegionPlan plan = b.plan();
+  expectValidSchedule(b, plan);
+  ASSERT_EQ(plan.regions.size(), 5u);
+  EXPECT_EQ(plan.keyedRegions, 5u);
+  for (const exec::Region& r : plan.regions) {
+    // matmul, matmul, add, add, tanh: the slice and its reshape are loose.
+    EXPECT_EQ(r.ops, 5u);
+    EXPECT_EQ(r.inputs.size(), 5u);  // h, W, x_t, U, b
+    EXPECT_EQ(r.outputs.size(), 1u);
+    EXPECT_TRUE(r.key == plan.regions[0].key) << "the slice offset must not enter the key";
+  }
+}
+
+TEST(RegionPartition, OperandOrderDoesNotShiftTheStepRegions) {
+  TraceBuilder b = recurrentTrace(6, /*inputFirst=*/true);
+  exec::RegionPlan plan = b.plan();
+  expectValidSchedule(b, plan);
+  ASSERT_EQ(plan.regions.size(), 6u);
+  for (const exec::Region& r : plan.regions) {
+    EXPECT_EQ(r.ops, 5u);
+    EXPECT_TRUE(r.key == plan.regions[0].key);
+  }
+}
+
+TEST(RegionPartition, RegionKeysDoNotDependOnTheTripCount) {
+  exec::RegionPlan a = recurrentTrace(3).plan(), b = recurrentTrace(7).plan();
+  EXPECT_TRUE(a.regions[0].key == b.regions[0].key);
+  EXPECT_TRUE(a.regions[2].key == b.regions[6].key);
+}
+
+TEST(RegionPartition, LongElementwiseChainsAreCapped) {
+  TraceBuilder b;
+  uint32_t x = b.param({8});
+  for (int i = 0; i < 130; ++i) x = b.add(i % 2 ? OpKind::Exp : OpKind::Neg, {8}, {x});
+  b.live(x);
+  exec::RegionPlan plan = b.plan();
+  expectValidSchedule(b, plan);
+  ASSERT_EQ(plan.regions.size(), (130 + exec::kMaxRegionNodes - 1) / exec::kMaxRegionNodes);
+  for (const exec::Region& r : plan.regions) EXPECT_LE(r.ops, exec::kMaxRegionNodes);
+  // Values passed between regions are outputs of one and inputs of the next.
+  EXPECT_EQ(plan.regions[1].inputs.size(), 1u);
+  EXPECT_EQ(plan.regions[0].outputs.size(), 1u);
+}
+
+TEST(RegionPartition, ViewsOfOutsideValuesOtherThanSlicesJoinTheRegion) {
+  TraceBuilder b;
+  uint32_t x = b.param({4, 3}), w = b.param({4, 3});
+  uint32_t wt = b.add(OpKind::Permute, {3, 4}, {w}, {1, 0});
+  uint32_t y = b.add(OpKind::Matmul, {4, 4}, {x, wt});
+  b.live(y);
+  exec::RegionPlan plan = b.plan();
+  expectValidSchedule(b, plan);
+  ASSERT_EQ(plan.regions.size(), 1u);
+  EXPECT_EQ(plan.regions[0].ops, 2u) << "the kernel reads W itself, transposed";
+}
+
+TEST(RegionPartition, ConstantsAloneAreNotKeyed) {
+  TraceBuilder b;
+  uint32_t c = b.add(OpKind::Full, {4}, {});
+  b.live(c);
+  exec::RegionPlan plan = b.plan();
+  ASSERT_EQ(plan.regions.size(), 1u);
+  EXPECT_FALSE(plan.regions[0].keyed);
+  EXPECT_EQ(plan.keyedRegions, 0u);
+}
+
+// ---------------------------------------------------------------- tiering
+
+std::vector<float> hostData(int64_t n, float scale, float phase) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = std::sin(static_cast<float>(i) * scale + phase);
+  return v;
+}
+
+struct Recurrent {
+  static constexpr int64_t kB = 4, kH = 16, kD = 8, kMaxSteps = 40;
+  Tensor W = from_vector(hostData(kH * kH, 0.37f, 0.1f), {kH, kH}) * 0.3f;
+  Tensor U = from_vector(hostData(kD * kH, 0.21f, 0.5f), {kD, kH}) * 0.3f;
+  Tensor b = from_vector(hostData(kH, 0.9f, 0.2f), {kH}) * 0.1f;
+  Tensor h0 = from_vector(hostData(kB * kH, 0.13f, 0.7f), {kB, kH});
+  Tensor xs = from_vector(hostData(kMaxSteps * kB * kD, 0.05f, 0.3f), {kMaxSteps, kB, kD});
+  Recurrent() { kiln::sync(); }
+
+  /// Runs `steps` steps; one trace, whose length is the trip count.
+  std::vector<float> run(int steps) const {
+    Tensor h = h0;
+    for (int t = 0; t < steps; ++t) {
+      Tensor xt = reshape(slice(xs, 0, t, t + 1), {kB, kD});
+      h = tanh(matmul(h, W) + matmul(xt, U) + b);
+    }
+    std::vector<float> r = h.to_vector<float>();
+    step();
+    return r;
+  }
+};
+
+void expectClose(const std::vector<float>& a, const std::vector<float>& b, float tol = 2e-5f) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], tol * (1 + std::fabs(b[i]))) << i;
+}
+
+/// Forgets profiles and in-memory kernels: as if the process had just started
+/// (the disk cache is off in tests).
+void freshProcess() {
+  exec::Engine::instance().resetProfilesForTesting();
+  exec::KernelCache::instance().clearMemory();
+}
+
+/// Trip counts that never repeat: no whole trace is ever seen twice.
+std::vector<int> tripCounts() { return {11, 7, 23, 5, 17, 31, 9, 26, 13, 38}; }
+
+TEST(HotRegions, VaryingTripCountRunsTheBodyOnARegionKernel) {
+  Recurrent net;
+  std::vector<std::vector<float>> reference;
+  {
+    JitMode off("off");
+    reset_stats();
+    for (int n : tripCounts()) reference.push_back(net.run(n));
+    EXPECT_EQ(stats().mixed_runs, 0u) << "KILN_JIT=off: no regions";
+    EXPECT_EQ(stats().region_compiles, 0u);
+  }
+  freshProcess();
+  JitMode sync("sync", 2);
+  reset_stats();
+  uint64_t steps = 0;
+  std::vector<int> counts = tripCounts();
+  for (size_t i = 0; i < counts.size(); ++i) {
+    expectClose(net.run(counts[i]), reference[i]);
+    steps += static_cast<uint64_t>(counts[i]);
+  }
+  Stats s = stats();
+  EXPECT_EQ(s.compiles, 0u) << "no trace repeats" << s.str();
+  EXPECT_EQ(s.compiled_runs, 0u) << s.str();
+  EXPECT_EQ(s.region_compiles, 1u) << "one body, compiled once" << s.str();
+  EXPECT_EQ(s.region_compile_failures, 0u) << s.str();
+  // The body occurs many times in the first trace: hot at once (sync mode
+  // compiles it before that run), so every step of every trace ran compiled.
+  EXPECT_EQ(s.mixed_runs, counts.size()) << s.str();
+  EXPECT_EQ(s.region_launches, steps) << s.str();
+  EXPECT_GT(s.compiled_op_share(), 0.5) << s.str();
+  EXPECT_NE(s.str().find("region_compiles 1"), std::string::npos);
+}
+
+TEST(HotRegions, AsyncRegionKernelsAreUsedOnceReady) {
+  Recurrent net;
+  std::vector<std::vector<float>> reference;
+  {
+    JitMode off("off");
+    for (int n : tripCounts()) reference.push_back(net.run(n + 1));
+  }
+  freshProcess();
+  JitMode async("async", 2);
+  reset_stats();
+  std::vector<int> counts = tripCounts();
+  expectClose(net.run(counts[0] + 1), reference[0]);  // hot: compiling in the background
+  exec::Engine::instance().drainCompiles();
+  uint64_t steps = 0;
+  for (size_t i = 1; i < counts.size(); ++i) {
+    expectClose(net.run(counts[i] + 1), reference[i]);
+    steps += static_cast<uint64_t>(counts[i] + 1);
+  }
+  Stats s = stats();
+  EXPECT_EQ(s.region_compiles, 1u) << s.str();
+  EXPECT_EQ(s.compiles, 0u) << s.str();
+  EXPECT_EQ(s.region_launches, steps) << s.str();
+}
+
+TEST(HotRegions, ReplayUsesCachedRegionKernelsOnly) {
+  Recurrent net;
+  std::vector<float> reference;
+  {
+    JitMode off("off");
+    reference = net.run(12);
+  }
+  freshProcess();
+  {
+    // Replay never compiles: with nothing cached, regions stay interpreted.
+    JitMode replay("replay", 2);
+    reset_stats();
+    expectClose(net.run(12), reference);
+    EXPECT_EQ(stats().region_compiles, 0u);
+    EXPECT_EQ(stats().mixed_runs, 0u);
+  }
+  {
+    JitMode sync("sync", 2);
+    net.run(9);  // a region kernel for the body, in this process's kernel cache
+  }
+  exec::Engine::instance().resetProfilesForTesting();  // a "new process" with the cache warm
+  JitMode replay("replay", 2);
+  reset_stats();
+  expectClose(net.run(12), reference);
+  EXPECT_EQ(stats().region_compiles, 0u);
+  EXPECT_EQ(stats().region_launches, 12u) << stats().str();
+}
+
+TEST(HotRegions, RepeatingTracesAreCompiledWholeNotAsRegions) {
+  Recurrent net;
+  freshProcess();
+  JitMode sync("sync", 2);
+  reset_stats();
+  // One step a trace: the body occurs once per trace, and the trace repeats.
+  for (int i = 0; i < 4; ++i) net.run(1);
+  Stats s = stats();
+  EXPECT_EQ(s.compiles, 1u) << s.str();
+  EXPECT_EQ(s.region_compiles, 0u) << "a recurring trace is compiled as one unit" << s.str();
+  EXPECT_EQ(s.compiled_runs, 3u) << s.str();
+}
+
+TEST(HotRegions, WholeTraceKernelIsPreferredOverRegions) {
+  Recurrent net;
+  std::vector<float> reference;
+  {
+    JitMode off("off");
+    reference = net.run(6);
+  }
+  freshProcess();
+  JitMode sync("sync", 2);
+  reset_stats();
+  expectClose(net.run(6), reference);  // first run of this trace: regions only
+  EXPECT_EQ(stats().mixed_runs, 1u);
+  expectClose(net.run(6), reference);  // second: the whole trace is hot, tier 2
+  expectClose(net.run(6), reference);
+  Stats s = stats();
+  EXPECT_EQ(s.compiles, 1u) << s.str();
+  EXPECT_EQ(s.compiled_runs, 2u) << s.str();
+  EXPECT_EQ(s.mixed_runs, 1u) << s.str();
+}
+
+TEST(HotRegions, IndexOutOfRangeInACompiledRegionIsReported) {
+  freshProcess();
+  JitMode sync("sync", 2);
+  Tensor table = from_vector(hostData(5 * 3, 0.4f, 0.0f), {5, 3});
+  Tensor m = from_vector(hostData(3 * 3, 0.7f, 0.2f), {3, 3});
+  kiln::sync();
+  // Each step gathers rows by an index from host data (a region input) and
+  // the trip count varies, so only regions tier up.
+  auto run = [&](const std::vector<std::vector<int64_t>>& steps) {
+    Tensor acc = zeros({2, 3});
+    for (const auto& ids : steps) {
+      Tensor idx = cast(from_vector<int64_t>(ids, {2}), DType::i32);
+      acc = tanh(matmul(acc, m) + index_select(table * 2.0f, 0, idx));
+    }
+    return acc;
+  };
+  std::vector<float> ok = run({{0, 1}, {2, 3}, {4, 0}, {1, 1}, {2, 2}, {0, 4}}).to_vector<float>();
+  step();
+  std::vector<float> expect;
+  {
+    JitMode off("off");
+    expect = run({{0, 1}, {2, 3}, {4, 0}, {1, 1}, {3, 2}}).to_vector<float>();
+    step();
+  }
+  expectClose(run({{0, 1}, {2, 3}, {4, 0}, {1, 1}, {3, 2}}).to_vector<float>(), expect);
+  step();
+  EXPECT_EQ(ok.size(), 6u);
+  EXPECT_THROW(run({{0, 1}, {2, 9}, {4, 0}}).to_vector<float>(), Error);
+  step();
+  EXPECT_GT(stats().region_launches, 0u);
+}
+
+// ---------------------------------------------------------------- alternating traces
+
+/// A small MLP trained with Adam; every `logEvery`-th step reads the loss in
+/// the middle of the step (a flush), so two trace shapes alternate: the plain
+/// step, and forward / backward+update split at the read.
+struct Trainer {
+  Tensor w1 = from_vector(hostData(12 * 16, 0.31f, 0.1f), {12, 16}) * 0.2f, b1 = zeros({16});
+  Tensor w2 = from_vector(hostData(16 * 16, 0.17f, 0.4f), {16, 16}) * 0.2f, b2 = zeros({16});
+  Tensor w3 = from_vector(hostData(16 * 4, 0.23f, 0.9f), {16, 4}) * 0.2f, b3 = zeros({4});
+  Tensor x = from_vector(hostData(32 * 12, 0.11f, 0.3f), {32, 12});
+  Tensor y = from_vector<int64_t>(std::vector<int64_t>(32, 2), {32});
+  std::unique_ptr<optim::Adam> opt;
+  std::vector<float> logged;
+  Trainer() {
+    w1.requires_grad();
+    b1.requires_grad();
+    w2.requires_grad();
+    b2.requires_grad();
+    w3.requires_grad();
+    b3.requires_grad();
+    kiln::sync();
+    opt = std::make_unique<optim::Adam>(std::vector<Tensor*>{&w1, &b1, &w2, &b2, &w3, &b3},
+                                        optim::AdamOptions{.lr = 1e-2});
+  }
+  void trainStep(int i) {
+    Tensor h = relu(matmul(x, w1) + b1);
+    h = relu(matmul(h, w2) + b2);
+    Tensor loss = cross_entropy(matmul(h, w3) + b3, y);
+    if (i % 5 == 4) logged.push_back(loss.item<float>());
+    loss.backward();
+    opt->step();
+    kiln::step();
+  }
+  std::vector<float> weights() const {
+    std::vector<float> all;
+    for (const Tensor* t : {&w1, &b1, &w2, &b2, &w3, &b3}) {
+      std::vector<float> v = t->to_vector<float>();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  }
+};
+
+TEST(HotRegions, TrainingStepThatLogsEveryFifthIterationTiersUpBoth) {
+  constexpr int kSteps = 20;
+  std::vector<float> refWeights, refLogged;
+  {
+    JitMode off("off");
+    Trainer t;
+    for (int i = 0; i < kSteps; ++i) t.trainStep(i);
+    refWeights = t.weights();
+    refLogged = t.logged;
+  }
+  freshProcess();
+  JitMode sync("sync", 2);
+  Trainer t;
+  reset_stats();
+  for (int i = 0; i < kSteps; ++i) {
+    Stats before = stats();
+    t.trainStep(i);
+    Stats after = stats();
+    if (i == 4) {
+      // The logging step was never seen, but its forward part recurs in the
+      // plain step: it runs partly on region kernels.
+      EXPECT_GT(after.mixed_runs, before.mixed_runs) << after.str();
+      EXPECT_GT(after.region_launches, before.region_launches) << after.str();
+    }
+    if (i >= 10) {
+      // Both shapes recurred: they run as whole-trace kernels (tier 2).
+      EXPECT_EQ(after.interpreted_ops, before.interpreted_ops) << "step " << i << "\n" << after.str();
+      EXPECT_GT(after.compiled_runs, before.compiled_runs) << "step " << i;
+    }
+  }
+  Stats s = stats();
+  EXPECT_EQ(s.compile_failures, 0u) << s.str();
+  EXPECT_EQ(s.region_compile_failures, 0u) << s.str();
+  // The plain step (and its first run, which creates the optimizer state),
+  // and the logging step's two traces.
+  EXPECT_GE(s.compiles, 3u) << s.str();
+  EXPECT_GT(s.region_compiles, 0u) << s.str();
+  expectClose(t.logged, refLogged, 1e-4f);
+  expectClose(t.weights(), refWeights, 1e-4f);
+}
+
+}  // namespace
+}  // namespace kiln
