@@ -15,7 +15,8 @@
 //    kernel cache are used by any trace, hot or not.
 //  - KILN_JIT=off: no regions. replay: region kernels only from the kernel
 //    cache. sync: hot regions are compiled in the calling thread, before the
-//    run that made them hot. async: on the compile threads.
+//    run that made them hot. async: on a compile thread of their own, so a
+//    whole trace (which replaces its regions) never waits behind them.
 //  - Region keys get their own KILN_MAX_SHAPES guard per region structure.
 #pragma once
 

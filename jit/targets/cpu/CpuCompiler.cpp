@@ -14,6 +14,7 @@
 #include "jit/targets/cpu/BufferDonation.h"
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/DynamicKernel.h"
+#include "jit/targets/cpu/ElementwiseFusion.h"
 #include "jit/targets/cpu/HostTarget.h"
 #include "jit/targets/cpu/ReductionPromotion.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -86,7 +87,8 @@ class CpuCompiler final : public exec::TraceCompiler {
       result.error = std::string("stage ") + stage + " failed: " + diagnostics;
       return result;
     };
-    if (!runPipeline(*module, kToLinalg))
+    if (!runPipeline(*module, kToLinalg) || mlir::failed(fuseElementwiseOps(*module)) ||
+        !runPipeline(*module, kAfterFusion))
       return fail("kiln-to-linalg");
     dump(dumpDir, name, "1-linalg", *module);
     if (auto k = module->lookupSymbol<mlir::func::FuncOp>(kernelName))

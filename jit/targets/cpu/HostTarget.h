@@ -28,9 +28,9 @@
 namespace kiln::jit::cpu {
 
 /// Pipeline stages (textual, upstream passes, anchored on the module).
-inline constexpr const char *kToLinalg =
-    "canonicalize,kiln-convert-to-linalg,canonicalize,cse,func.func(linalg-fuse-elementwise-ops),"
-    "canonicalize,cse";
+/// Then fuseElementwiseOps (ElementwiseFusion.h), then kAfterFusion.
+inline constexpr const char *kToLinalg = "canonicalize,kiln-convert-to-linalg,canonicalize,cse";
+inline constexpr const char *kAfterFusion = "canonicalize,cse";
 inline constexpr const char *kBufferize =
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
@@ -50,7 +50,7 @@ inline constexpr int kPipelineRevision = 2;  // 2: dynamic-shape kernels (sizes 
 /// compiler's sources>" (the last from the build: see cmake/HashSources.cmake).
 inline std::string pipelineFingerprint() {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (const char *stage : {kToLinalg, kBufferize, kToLoops, kToLLVM, "O3,pic,small"}) {
+  for (const char *stage : {kToLinalg, "kiln-elementwise-fusion", kAfterFusion, kBufferize, kToLoops, kToLLVM, "O3,pic,small"}) {
     for (const char *c = stage; *c; ++c)
       h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
     h = (h ^ 0xff) * 0x100000001b3ull;

@@ -53,10 +53,9 @@ class ProgramGenerator {
     for (int i = 0; i < ops; ++i) step();
     for (size_t i = 2; i < pool_.size(); ++i)
       if (pick(0, 4) == 0) keep->push_back(pool_[i]);
-    // (A sum over a rank-0 value is left to RandomPrograms: its fusion into
-    // this broadcast is a compiler bug of its own, reported apart.)
-    const Tensor& last = pool_.back();
-    return tanh(y + tanh((last.rank() > 0 ? last.sum() : last) * 0.05f) * 0.5f);
+    // The sum may be over a rank-0 value, fused into this broadcast (a
+    // fusion that once kept adding into its accumulator per element).
+    return tanh(y + tanh(pool_.back().sum() * 0.05f) * 0.5f);
   }
 
  private:

@@ -219,5 +219,55 @@ TEST(Tiering, CompiledKernelsNeverCallMalloc) {
   unsetenv("KILN_DUMP_IR");
 }
 
+/// Counts `needle` in the files of `dir` whose names contain `stage`.
+int countInDumps(const std::filesystem::path& dir, const std::string& stage, const std::string& needle,
+                 int* files = nullptr) {
+  int count = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().string().find(stage) == std::string::npos) continue;
+    if (files) ++*files;
+    std::ifstream in(e.path());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++count;
+  }
+  return count;
+}
+
+TEST(Tiering, RecurrentMatmulsStayMatmulsAndAreNotRecomputed) {
+  // h = tanh(h @ w + x_t @ u + b) unrolled: elementwise fusion must not pull
+  // the tanh of one step into the next step's matmul (it would be recomputed
+  // for every output column, and the matmul would become generic loops
+  // instead of a call of the runtime's GEMM).
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "kiln-dump-rnn-test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Tensor w = rand({32, 32}, 21, DType::f32, -0.2, 0.2), u = rand({16, 32}, 22, DType::f32, -0.2, 0.2);
+  Tensor b = rand({32}, 23), h0 = rand({8, 32}, 24, DType::f32, -1, 1), xs = rand({3, 8, 16}, 25, DType::f32, -1, 1);
+  kiln::sync();
+  auto run = [&] {
+    Tensor h = h0;
+    for (int t = 0; t < 3; ++t) h = tanh(matmul(h, w) + matmul(reshape(slice(xs, 0, t, t + 1), {8, 16}), u) + b);
+    return h.to_vector<float>();
+  };
+  std::vector<float> reference;
+  {
+    JitMode off("off");
+    reference = run();
+  }
+  setenv("KILN_DUMP_IR", dir.c_str(), 1);
+  {
+    JitMode sync("sync", 1);
+    expectClose(run(), reference, 1e-5f);
+  }
+  unsetenv("KILN_DUMP_IR");
+  int files = 0;
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_f32", &files), 6);
+  EXPECT_EQ(files, 1);
+  EXPECT_EQ(countInDumps(dir, "1-linalg", "\"reduction\""), 0) << "a matmul became a generic reduction";
+}
+
 }  // namespace
 }  // namespace kiln

@@ -1,0 +1,33 @@
+//===- ElementwiseFusion.h - Linalg fusion with Kiln's control --*- C++ -*-===//
+//
+// Upstream linalg-fuse-elementwise-ops fuses every single-use elementwise
+// producer into its consumer and folds reshapes by expanding loops. Two
+// results of that are wrong for Kiln: a producer fused into a consumer that
+// reads it through a broadcast is recomputed for every broadcast element (a
+// tanh feeding the next matmul ran 256 times per element, and a rank-0
+// reduction fused into a broadcast consumer kept adding into its
+// accumulator: wrong results), and a matmul turned into a generic by reshape
+// folding is never handed to the runtime's GEMM. This step runs the same
+// patterns with a control that allows only fusions computing each produced
+// element once and never touches named contractions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_JIT_TARGETS_CPU_ELEMENTWISEFUSION_H
+#define KILN_JIT_TARGETS_CPU_ELEMENTWISEFUSION_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
+
+namespace kiln::jit::cpu {
+
+/// Fuses elementwise linalg.generic producers into consumers that read each
+/// produced element exactly once (the consumer's indexing map for it is a
+/// permutation), folds reshapes into generic ops by expansion, and folds
+/// constants; named linalg ops (matmul, batch_matmul, fill, ...) are never
+/// fused or generalised.
+mlir::LogicalResult fuseElementwiseOps(mlir::ModuleOp module);
+
+} // namespace kiln::jit::cpu
+
+#endif // KILN_JIT_TARGETS_CPU_ELEMENTWISEFUSION_H
