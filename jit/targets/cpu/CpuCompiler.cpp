@@ -16,7 +16,7 @@
 #include "jit/targets/cpu/DynamicKernel.h"
 #include "jit/targets/cpu/ElementwiseFusion.h"
 #include "jit/targets/cpu/HostTarget.h"
-#include "jit/targets/cpu/ReductionPromotion.h"
+#include "jit/targets/cpu/ScalarPromotion.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -118,6 +118,7 @@ class CpuCompiler final : public exec::TraceCompiler {
     if (!runPipeline(*module, kToLoops))
       return fail("loops");
     promoteReductionAccumulators(*module);
+    hoistInvariantLoads(*module);
     if (mlir::failed(outlineParallelLoops(*module, kernel, dispatches, loopNests)))
       return fail("loops");
     dump(dumpDir, name, "3-loops", *module);

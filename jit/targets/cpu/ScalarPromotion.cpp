@@ -1,6 +1,6 @@
-//===- ReductionPromotion.cpp - Reduction accumulators in registers -*- C++ -*-===//
+//===- ScalarPromotion.cpp - Reduction accumulators in registers -*- C++ -*-===//
 
-#include "jit/targets/cpu/ReductionPromotion.h"
+#include "jit/targets/cpu/ScalarPromotion.h"
 
 #include <climits>
 
@@ -8,6 +8,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -108,6 +109,42 @@ std::optional<std::pair<memref::LoadOp, memref::StoreOp>> findAccumulator(scf::F
   return std::nullopt;
 }
 
+/// May any store in `loop`'s body (straight-line) write where `load` reads?
+/// False also needs every other op in the body to be free of memory effects.
+bool loopMayClobber(scf::ForOp loop, memref::LoadOp load) {
+  const Extent read = extentOf(load.getMemRef());
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    if (op.getNumRegions() > 0)
+      return true;
+    if (auto store = dyn_cast<memref::StoreOp>(op)) {
+      if (!disjoint(read, extentOf(store.getMemRef())))
+        return true;
+    } else if (!isa<memref::LoadOp>(op) && !isMemoryEffectFree(&op)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// `scf.parallel (i, j, ...)` -> `scf.parallel (i) { scf.for j { ... } }`.
+void splitParallelLoop(scf::ParallelOp p) {
+  OpBuilder b(p);
+  Location loc = p.getLoc();
+  auto outer = scf::ParallelOp::create(b, loc, ValueRange{p.getLowerBound()[0]}, ValueRange{p.getUpperBound()[0]},
+                                       ValueRange{p.getStep()[0]});
+  IRMapping map;
+  map.map(p.getInductionVars()[0], outer.getInductionVars()[0]);
+  b.setInsertionPointToStart(outer.getBody());
+  for (unsigned d = 1; d < p.getNumLoops(); ++d) {
+    auto inner = scf::ForOp::create(b, loc, p.getLowerBound()[d], p.getUpperBound()[d], p.getStep()[d]);
+    map.map(p.getInductionVars()[d], inner.getInductionVar());
+    b.setInsertionPointToStart(inner.getBody());
+  }
+  for (Operation &op : p.getBody()->without_terminator())
+    b.clone(op, map);
+  p.erase();
+}
+
 /// `acc + ext(x)` with a wider accumulator: reassociating it loses nothing
 /// the narrower result keeps, and lets LLVM vectorise the reduction.
 void allowReassociation(Value stored) {
@@ -151,6 +188,32 @@ int promoteReductionAccumulators(ModuleOp module) {
     }
   }
   return promoted;
+}
+
+int hoistInvariantLoads(ModuleOp module) {
+  SmallVector<scf::ParallelOp> parallels;
+  module.walk([&](scf::ParallelOp p) {
+    if (p.getNumLoops() > 1 && p.getNumResults() == 0 && !p->getParentOfType<scf::ParallelOp>() &&
+        !p->getParentOfType<scf::ForOp>())
+      parallels.push_back(p);
+  });
+  for (scf::ParallelOp p : parallels)
+    splitParallelLoop(p);
+  int hoisted = 0;
+  module.walk([&](scf::ForOp loop) {
+    SmallVector<memref::LoadOp> invariant;
+    for (Operation &op : loop.getBody()->without_terminator())
+      if (auto load = dyn_cast<memref::LoadOp>(op))
+        if (loop.isDefinedOutsideOfLoop(load.getMemRef()) &&
+            llvm::all_of(load.getIndices(), [&](Value v) { return loop.isDefinedOutsideOfLoop(v); }) &&
+            !loopMayClobber(loop, load))
+          invariant.push_back(load);
+    for (memref::LoadOp load : invariant) {
+      load->moveBefore(loop);
+      ++hoisted;
+    }
+  });
+  return hoisted;
 }
 
 } // namespace kiln::jit::cpu
