@@ -16,6 +16,7 @@
 #include "jit/targets/cpu/DynamicKernel.h"
 #include "jit/targets/cpu/ElementwiseFusion.h"
 #include "jit/targets/cpu/HostTarget.h"
+#include "jit/targets/cpu/RowFusion.h"
 #include "jit/targets/cpu/ScalarPromotion.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -119,6 +120,7 @@ class CpuCompiler final : public exec::TraceCompiler {
       return fail("loops");
     promoteReductionAccumulators(*module);
     hoistInvariantLoads(*module);
+    fuseRowLoops(kernel, sharedArgs);
     if (mlir::failed(outlineParallelLoops(*module, kernel, dispatches, loopNests)))
       return fail("loops");
     dump(dumpDir, name, "3-loops", *module);

@@ -1,6 +1,7 @@
 //===- ScalarPromotion.cpp - Reduction accumulators in registers -*- C++ -*-===//
 
 #include "jit/targets/cpu/ScalarPromotion.h"
+#include "jit/targets/cpu/MemoryExtent.h"
 
 #include <climits>
 
@@ -17,55 +18,6 @@ using namespace mlir;
 namespace kiln::jit::cpu {
 
 namespace {
-
-/// The bytes of a base buffer a memref may touch: [begin, end) of `base`
-/// (a function argument, an allocation or a global), or all of it.
-struct Extent {
-  Value base;
-  int64_t begin = 0, end = INT64_MAX;
-};
-
-Extent extentOf(Value memref) {
-  Operation *def = memref.getDefiningOp();
-  if (auto view = dyn_cast_or_null<memref::ViewOp>(def)) {
-    Extent source = extentOf(view.getSource());
-    std::optional<int64_t> shift = getConstantIntValue(view.getByteShift());
-    MemRefType type = view.getType();
-    if (shift && source.begin == 0 && source.end == INT64_MAX && type.hasStaticShape() &&
-        type.getElementType().isIntOrFloat()) {
-      const int64_t bits = type.getElementType().getIntOrFloatBitWidth();
-      source.begin = *shift;
-      source.end = *shift + type.getNumElements() * (bits < 8 ? 1 : bits / 8);
-    }
-    return source;
-  }
-  // Views that address a subset of their source.
-  if (isa_and_nonnull<memref::SubViewOp, memref::ExpandShapeOp, memref::CollapseShapeOp, memref::CastOp,
-                      memref::TransposeOp>(def))
-    return extentOf(def->getOperand(0));
-  // Any other view may address all of its base buffer.
-  if (auto view = dyn_cast_or_null<ViewLikeOpInterface>(def)) {
-    Extent source = extentOf(view.getViewSource());
-    return {source.base};
-  }
-  return {memref};
-}
-
-/// Distinct function arguments are distinct buffers (the kernel ABI; the
-/// runtime's donated pairs never involve an accumulator, which an
-/// all-parallel writer cannot be), as are distinct allocations.
-bool isBuffer(Value base) {
-  return isa<BlockArgument>(base) || isa_and_nonnull<memref::AllocOp, memref::AllocaOp, memref::GetGlobalOp>(
-                                         base.getDefiningOp());
-}
-
-bool disjoint(const Extent &a, const Extent &b) {
-  if (!isBuffer(a.base) || !isBuffer(b.base))
-    return false;
-  if (a.base != b.base)
-    return true;
-  return a.end <= b.begin || b.end <= a.begin;
-}
 
 /// The load and store of one accumulator in `loop`'s body, if it has one
 /// that can be promoted.

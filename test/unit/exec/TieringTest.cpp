@@ -269,5 +269,30 @@ TEST(Tiering, RecurrentMatmulsStayMatmulsAndAreNotRecomputed) {
   EXPECT_EQ(countInDumps(dir, "1-linalg", "\"reduction\""), 0) << "a matmul became a generic reduction";
 }
 
+TEST(Tiering, RowWiseNestsRunAsOneLoopOverRows) {
+  // softmax = max, exp, sum, divide: four nests over the same rows that run
+  // as one parallel loop (each row stays in cache), with the same results.
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "kiln-dump-rows-test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Tensor x = rand({256, 512}, 31, DType::f32, -4, 4);
+  kiln::sync();
+  std::vector<float> reference;
+  {
+    JitMode off("off");
+    reference = softmax(x, -1).to_vector<float>();
+  }
+  setenv("KILN_DUMP_IR", dir.c_str(), 1);
+  {
+    JitMode sync("sync", 1);
+    expectClose(softmax(x, -1).to_vector<float>(), reference, 1e-6f);
+  }
+  unsetenv("KILN_DUMP_IR");
+  int files = 0;
+  EXPECT_EQ(countInDumps(dir, "3-loops", "call @__kiln_parallel_", &files), 1);
+  EXPECT_EQ(files, 1);
+}
+
 }  // namespace
 }  // namespace kiln
