@@ -19,32 +19,48 @@ namespace kiln::jit::cpu {
 
 namespace {
 
-/// The load and store of one accumulator in `loop`'s body, if it has one
-/// that can be promoted.
-std::optional<std::pair<memref::LoadOp, memref::StoreOp>> findAccumulator(scf::ForOp loop) {
-  Block *body = loop.getBody();
+/// The loads and stores of an innermost loop with a straight-line body;
+/// none when the body holds a nested region or any other op with memory
+/// effects (then nothing in it can be reasoned about).
+struct BodyAccesses {
   SmallVector<memref::LoadOp> loads;
   SmallVector<memref::StoreOp> stores;
-  for (Operation &op : body->without_terminator()) {
+};
+
+std::optional<BodyAccesses> straightLineAccesses(scf::ForOp loop) {
+  BodyAccesses accesses;
+  for (Operation &op : loop.getBody()->without_terminator()) {
     if (op.getNumRegions() > 0)
-      return std::nullopt;  // innermost loops with straight-line bodies only
+      return std::nullopt;
     if (auto load = dyn_cast<memref::LoadOp>(op))
-      loads.push_back(load);
+      accesses.loads.push_back(load);
     else if (auto store = dyn_cast<memref::StoreOp>(op))
-      stores.push_back(store);
+      accesses.stores.push_back(store);
     else if (!isMemoryEffectFree(&op))
       return std::nullopt;
   }
-  auto invariant = [&](ValueRange values) {
-    return llvm::all_of(values, [&](Value v) { return loop.isDefinedOutsideOfLoop(v); });
-  };
-  for (memref::StoreOp store : stores) {
-    if (!loop.isDefinedOutsideOfLoop(store.getMemRef()) || !invariant(store.getIndices()))
+  return accesses;
+}
+
+/// The same element in every iteration: memref and indices from outside.
+bool invariantElement(scf::ForOp loop, Value memref, ValueRange indices) {
+  return loop.isDefinedOutsideOfLoop(memref) &&
+         llvm::all_of(indices, [&](Value v) { return loop.isDefinedOutsideOfLoop(v); });
+}
+
+/// The load and store of one accumulator in `loop`'s body, if it has one
+/// that can be promoted.
+std::optional<std::pair<memref::LoadOp, memref::StoreOp>> findAccumulator(scf::ForOp loop) {
+  std::optional<BodyAccesses> body = straightLineAccesses(loop);
+  if (!body)
+    return std::nullopt;
+  for (memref::StoreOp store : body->stores) {
+    if (!invariantElement(loop, store.getMemRef(), store.getIndices()))
       continue;
     memref::LoadOp match;
     bool clash = false;
     const Extent acc = extentOf(store.getMemRef());
-    for (memref::LoadOp load : loads) {
+    for (memref::LoadOp load : body->loads) {
       if (load.getMemRef() == store.getMemRef() && load.getIndices() == store.getIndices() &&
           load->isBeforeInBlock(store) && !match) {
         match = load;
@@ -52,30 +68,13 @@ std::optional<std::pair<memref::LoadOp, memref::StoreOp>> findAccumulator(scf::F
       }
       clash |= !disjoint(acc, extentOf(load.getMemRef()));
     }
-    for (memref::StoreOp other : stores)
+    for (memref::StoreOp other : body->stores)
       if (other != store)
         clash |= !disjoint(acc, extentOf(other.getMemRef()));
     if (match && !clash)
       return std::make_pair(match, store);
   }
   return std::nullopt;
-}
-
-/// May any store in `loop`'s body (straight-line) write where `load` reads?
-/// False also needs every other op in the body to be free of memory effects.
-bool loopMayClobber(scf::ForOp loop, memref::LoadOp load) {
-  const Extent read = extentOf(load.getMemRef());
-  for (Operation &op : loop.getBody()->without_terminator()) {
-    if (op.getNumRegions() > 0)
-      return true;
-    if (auto store = dyn_cast<memref::StoreOp>(op)) {
-      if (!disjoint(read, extentOf(store.getMemRef())))
-        return true;
-    } else if (!isa<memref::LoadOp>(op) && !isMemoryEffectFree(&op)) {
-      return true;
-    }
-  }
-  return false;
 }
 
 /// `scf.parallel (i, j, ...)` -> `scf.parallel (i) { scf.for j { ... } }`.
@@ -153,16 +152,18 @@ int hoistInvariantLoads(ModuleOp module) {
     splitParallelLoop(p);
   int hoisted = 0;
   module.walk([&](scf::ForOp loop) {
-    SmallVector<memref::LoadOp> invariant;
-    for (Operation &op : loop.getBody()->without_terminator())
-      if (auto load = dyn_cast<memref::LoadOp>(op))
-        if (loop.isDefinedOutsideOfLoop(load.getMemRef()) &&
-            llvm::all_of(load.getIndices(), [&](Value v) { return loop.isDefinedOutsideOfLoop(v); }) &&
-            !loopMayClobber(loop, load))
-          invariant.push_back(load);
-    for (memref::LoadOp load : invariant) {
-      load->moveBefore(loop);
-      ++hoisted;
+    std::optional<BodyAccesses> body = straightLineAccesses(loop);
+    if (!body)
+      return;
+    for (memref::LoadOp load : body->loads) {
+      if (!invariantElement(loop, load.getMemRef(), load.getIndices()))
+        continue;
+      // Nothing in the loop may store where it reads.
+      const Extent read = extentOf(load.getMemRef());
+      if (llvm::all_of(body->stores, [&](memref::StoreOp store) { return disjoint(read, extentOf(store.getMemRef())); })) {
+        load->moveBefore(loop);
+        ++hoisted;
+      }
     }
   });
   return hoisted;
