@@ -182,6 +182,27 @@ class ProgramGenerator {
 };
 
 
+/// Compiled outputs equal the interpreter's: NaN where it has NaN, floats
+/// within 1e-4 relative, everything else exactly.
+void expectOutputsAgree(const std::vector<std::vector<double>>& reference,
+                        const std::vector<std::vector<double>>& compiled, const std::vector<DType>& types,
+                        uint64_t seed) {
+  for (size_t o = 0; o < reference.size(); ++o) {
+    ASSERT_EQ(reference[o].size(), compiled[o].size());
+    for (size_t i = 0; i < reference[o].size(); ++i) {
+      double r = reference[o][i], c = compiled[o][i];
+      if (std::isnan(r)) {
+        EXPECT_TRUE(std::isnan(c)) << "seed " << seed << " output " << o << " element " << i;
+      } else if (is_floating(types[o])) {
+        EXPECT_LE(std::fabs(r - c), 1e-4 * (1 + std::fabs(r)))
+            << "seed " << seed << " output " << o << " element " << i << ": " << r << " vs " << c;
+      } else {
+        EXPECT_EQ(r, c) << "seed " << seed << " output " << o << " element " << i;
+      }
+    }
+  }
+}
+
 std::vector<std::vector<double>> runProgram(uint64_t seed, const std::string& mode, std::vector<DType>* dtypes) {
   JitMode m(mode, 1);
   ProgramGenerator gen(seed);
@@ -211,20 +232,7 @@ void checkSeed(uint64_t seed) {
     EXPECT_GT(stats().compiled_runs, compiledBefore) << "seed " << seed << " did not run compiled";
   else
     ++interpretOnly;
-  for (size_t o = 0; o < reference.size(); ++o) {
-    ASSERT_EQ(reference[o].size(), compiled[o].size());
-    for (size_t i = 0; i < reference[o].size(); ++i) {
-      double r = reference[o][i], c = compiled[o][i];
-      if (std::isnan(r)) {
-        EXPECT_TRUE(std::isnan(c)) << "seed " << seed << " output " << o << " element " << i;
-      } else if (is_floating(refTypes[o])) {
-        EXPECT_LE(std::fabs(r - c), 1e-4 * (1 + std::fabs(r)))
-            << "seed " << seed << " output " << o << " element " << i << ": " << r << " vs " << c;
-      } else {
-        EXPECT_EQ(r, c) << "seed " << seed << " output " << o << " element " << i;
-      }
-    }
-  }
+  expectOutputsAgree(reference, compiled, refTypes, seed);
 }
 
 /// A random program, then a random loop body unrolled kBodies times, in one
@@ -283,20 +291,7 @@ TEST(DifferentialFuzz, MixedRegionsAndInterpretedNodes) {
     mixed += s.mixed_runs == 1 && s.region_launches > 0 && s.interpreted_ops > 0;
     ASSERT_EQ(refTypes, jitTypes) << "seed " << seed;
     ASSERT_EQ(reference.size(), compiled.size());
-    for (size_t o = 0; o < reference.size(); ++o) {
-      ASSERT_EQ(reference[o].size(), compiled[o].size());
-      for (size_t k = 0; k < reference[o].size(); ++k) {
-        double r = reference[o][k], c = compiled[o][k];
-        if (std::isnan(r)) {
-          EXPECT_TRUE(std::isnan(c)) << "seed " << seed << " output " << o << " element " << k;
-        } else if (is_floating(refTypes[o])) {
-          EXPECT_LE(std::fabs(r - c), 1e-4 * (1 + std::fabs(r)))
-              << "seed " << seed << " output " << o << " element " << k << ": " << r << " vs " << c;
-        } else {
-          EXPECT_EQ(r, c) << "seed " << seed << " output " << o << " element " << k;
-        }
-      }
-    }
+    expectOutputsAgree(reference, compiled, refTypes, seed);
     if (HasFailure()) break;
   }
   // The recurring bodies must actually have run as region kernels.
