@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "test/unit/exec/TrainingStep.h"
 #include "runtime/exec/Engine.h"
 
 namespace kiln {
@@ -26,16 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kThreads = 4;
-
-/// One training-like step (matmul, bias, activation, softmax, reductions),
-/// flushed as one trace.
-std::vector<float> stepOnce(const Tensor& x, const Tensor& w, const Tensor& b) {
-  Tensor h = tanh(matmul(x, w) + b) * 0.5f;
-  Tensor out = sum(softmax(h, 1) * h, {1}) + mean(h, {0}).sum();
-  std::vector<float> r = out.to_vector<float>();
-  step();
-  return r;
-}
 
 bool close(const std::vector<float>& got, const std::vector<float>& want, float tol = 2e-5f) {
   if (got.size() != want.size()) return false;

@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "kiln/kiln.h"
+#include "test/unit/exec/TrainingStep.h"
 #include "runtime/exec/CacheEntry.h"
 #include "runtime/exec/Engine.h"
 #include "runtime/exec/Executable.h"
@@ -79,15 +80,6 @@ class CacheMode {
  private:
   Settings saved_;
 };
-
-std::vector<float> stepOnce(const Tensor& x, const Tensor& w, const Tensor& b, float scale) {
-  Tensor h = tanh(matmul(x, w) + b) * scale;
-  Tensor p = softmax(h, 1);
-  Tensor out = sum(p * h, {1}) + mean(h, {0}).sum();
-  std::vector<float> r = out.to_vector<float>();
-  step();
-  return r;
-}
 
 struct Data {
   Tensor x, w, b;

@@ -11,21 +11,12 @@
 
 #include "kiln/kiln.h"
 #include "test/unit/exec/JitMode.h"
+#include "test/unit/exec/TrainingStep.h"
 #include "runtime/exec/Engine.h"
 
 namespace kiln {
 namespace {
 
-
-/// One training-like step: matmul, bias, activation, softmax, reductions.
-std::vector<float> stepOnce(const Tensor& x, const Tensor& w, const Tensor& b, float scale) {
-  Tensor h = tanh(matmul(x, w) + b) * scale;
-  Tensor p = softmax(h, 1);
-  Tensor out = sum(p * h, {1}) + mean(h, {0}).sum();
-  std::vector<float> r = out.to_vector<float>();
-  step();
-  return r;
-}
 
 struct Data {
   Tensor x = rand({37, 19}, 1, DType::f32, -1, 1);
