@@ -1,6 +1,6 @@
 // Loads libkiln_jit (MLIR, LLVM) on first need, so a process that never
-// compiles never loads or initialises the compiler; and libkiln_loader (LLVM's
-// ORC only), which links compiled or cached kernels into the process.
+// compiles never loads or initialises the compiler. Kernels, fresh or cached,
+// are mapped by the built-in shared-object loader, which needs no LLVM.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -15,7 +15,6 @@ namespace kiln::exec {
 
 namespace {
 std::atomic<bool> gLoaded{false};
-std::atomic<bool> gLoaderLoaded{false};
 
 /// Directory of libkiln itself: libkiln_jit is installed next to it.
 std::string ownDirectory() {
@@ -52,7 +51,6 @@ void* openLibrary(const char* envVar, const char* file, const char* symbol, int 
 }  // namespace
 
 bool compilerLoaded() { return gLoaded.load(); }
-bool kernelLoaderLoaded() { return gLoaderLoaded.load(); }
 
 TraceCompiler* loadCompiler() {
   static std::once_flag once;
@@ -75,33 +73,6 @@ TraceCompiler* loadCompiler() {
     log().debug("loaded the compiler from {}", path);
   });
   return compiler;
-}
-
-KernelLoader* loadKernelLoader() {
-  static std::once_flag once;
-  static KernelLoader* loader = nullptr;
-  std::call_once(once, [] {
-    std::string errors, path;
-    auto factory = reinterpret_cast<KernelLoader* (*)(std::string*)>(
-        openLibrary("KILN_LOADER_LIBRARY", "libkiln_loader.so", kLoaderFactorySymbol,
-                     RTLD_LAZY,  // LLVM is large: bind only what loading kernels uses (a warm start waits on it)
-                     &errors, &path));
-    if (!factory) {
-      log().warn("the kernel loader library could not be loaded; traces stay interpreted (set KILN_JIT=off to "
-                 "silence this, or KILN_LOADER_LIBRARY to its path):{}",
-                 errors);
-      return;
-    }
-    std::string error;
-    loader = factory(&error);
-    if (!loader) {
-      log().warn("the kernel loader could not start ({}); traces stay interpreted", error);
-      return;
-    }
-    gLoaderLoaded = true;
-    log().debug("loaded the kernel loader from {}", path);
-  });
-  return loader;
 }
 
 }  // namespace kiln::exec

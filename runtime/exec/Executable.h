@@ -61,10 +61,11 @@ class Executable {
   }
 };
 
-/// What the compiler produces: a relocatable object file for the host,
-/// loaded by a KernelLoader (now, or in a later process from the disk cache).
+/// What the compiler produces: an ELF shared object for the host (position
+/// independent, linked against libkiln), loaded by a KernelLoader now or in a
+/// later process from the disk cache.
 struct CompileResult {
-  std::string object;       ///< the relocatable object file; empty on failure
+  std::string object;       ///< the shared object's bytes; empty on failure
   std::string entry;        ///< symbol of `void entry(void** args)` in it
   std::string fingerprint;  ///< KernelLoader::fingerprint() of the target it was compiled for
   std::size_t scratchBytes = 0;
@@ -88,29 +89,23 @@ class TraceCompiler {
   virtual CompileResult compile(const trace::TraceGraph& graph, const std::string& name) = 0;
 };
 
-/// Links compiled objects into the process. Implemented by libkiln_loader,
-/// which needs LLVM's ORC only: no MLIR, no compiler, so a process that
-/// replays cached kernels never loads or initialises them. Thread-safe.
+/// Maps compiled kernels into the process. Thread-safe.
 class KernelLoader {
  public:
   virtual ~KernelLoader() = default;
-  /// What code this process can run, as "name=value" lines: kiln, llvm,
-  /// triple, cpu, features, pipeline. An object compiled for another
-  /// fingerprint is never loaded.
+  /// What code this process can run (HostFingerprint.h). A kernel compiled
+  /// for another fingerprint is never loaded.
   virtual const std::string& fingerprint() const = 0;
-  /// Links `object` (compiled for fingerprint()) and returns its entry
-  /// `entry` as an Executable; null and `*error` on failure.
+  /// Maps `object` (a shared object compiled for fingerprint()) and returns
+  /// its entry `entry` as an Executable; null and `*error` on failure.
   virtual std::shared_ptr<Executable> load(const std::string& object, const std::string& entry,
                                            std::size_t scratchBytes, int kernelCount, std::string* error) = 0;
 };
 
-/// Name of the factory libkiln_loader exports:
-/// `KernelLoader* kiln_loader_create(std::string* error)`.
-inline constexpr const char* kLoaderFactorySymbol = "kiln_loader_create";
-
-/// Loads libkiln_loader on first call; null (and one warning) when it cannot.
+/// The process's kernel loader (SharedObjectLoader.cpp): the system's dynamic
+/// loader, no LLVM. Counts as started for kernelLoaderLoaded().
 KernelLoader* loadKernelLoader();
-/// True once loadKernelLoader() has loaded the loader library.
+/// True once loadKernelLoader() has been called (a kernel was wanted).
 bool kernelLoaderLoaded();
 
 /// Name of the factory libkiln_jit exports: `TraceCompiler* kiln_jit_create_compiler()`.

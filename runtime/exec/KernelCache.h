@@ -28,7 +28,7 @@ class KernelCache {
     /// Only if this process's listing of the directory names the key: no
     /// file opened, and no loader started, for keys never cached.
     Listed,
-    /// Always open the entry (loads libkiln_loader).
+    /// Always open the entry.
     Always,
   };
 

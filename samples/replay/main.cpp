@@ -3,7 +3,8 @@
 // `replay` runs the same small inference loop three times, each in a fresh
 // process sharing one new cache directory:
 //   1. KILN_JIT=sync    compiles the hot trace and stores its kernel (cold);
-//   2. KILN_JIT=replay  loads it from disk on the first step, compiles nothing;
+//   2. KILN_JIT=replay  loads it from disk on the first step, compiles nothing,
+//                       and maps neither LLVM nor MLIR;
 //   3. KILN_JIT=off     interprets every step (for comparison);
 // and prints each run's timeline. `replay --run` is one such process.
 #include <spawn.h>
@@ -25,6 +26,29 @@ extern char** environ;
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// Whether a shared library whose file name contains `name` is mapped.
+bool mapped(const char* name) {
+  FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (!maps) return false;
+  char line[4096];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof(line), maps)) found = std::strstr(line, name) != nullptr;
+  std::fclose(maps);
+  return found;
+}
+
+/// Resident memory of this process in MB (VmRSS).
+double residentMb() {
+  FILE* status = std::fopen("/proc/self/status", "r");
+  if (!status) return 0;
+  char line[256];
+  long kb = 0;
+  while (std::fgets(line, sizeof(line), status))
+    if (std::sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
+  std::fclose(status);
+  return kb / 1024.0;
+}
 
 /// One process: a few steps of a two-layer MLP, one line per step.
 int runSteps(Clock::time_point start) {
@@ -53,6 +77,9 @@ int runSteps(Clock::time_point start) {
   std::printf("  compiles %llu, cache disk hits %llu (load %.2f ms), replay misses %llu, checksum %.6f\n",
               static_cast<unsigned long long>(s.compiles), static_cast<unsigned long long>(s.cache_disk_hits),
               s.cache_load_ms, static_cast<unsigned long long>(s.replay_misses), checksum);
+  // A replaying service maps kernels with dlopen: no LLVM, no MLIR.
+  std::printf("  resident memory %.1f MB; libLLVM mapped: %s, libMLIR mapped: %s\n", residentMb(),
+              mapped("libLLVM") ? "yes" : "no", mapped("libMLIR") ? "yes" : "no");
   std::fflush(stdout);
   return 0;
 }

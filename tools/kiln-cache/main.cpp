@@ -15,6 +15,7 @@
 #include "kiln/runtime.h"
 #include "runtime/exec/CacheEntry.h"
 #include "runtime/exec/Executable.h"
+#include "runtime/exec/HostFingerprint.h"
 #include "runtime/exec/KernelCache.h"
 
 namespace cache = kiln::exec::cache;
@@ -99,11 +100,6 @@ std::string age(time_t t) {
   return b;
 }
 
-/// This host's fingerprint, from libkiln_loader; "" when it cannot start.
-std::string hostFingerprint() {
-  kiln::exec::KernelLoader* loader = kiln::exec::loadKernelLoader();
-  return loader ? loader->fingerprint() : std::string();
-}
 
 /// Full verification of one entry file; "" when good.
 std::string check(const Item& it) {
@@ -155,7 +151,7 @@ int cmdStats(const std::string& dir) {
     ++slot.first;
     slot.second += it.st.st_size;
   }
-  const std::string host = hostFingerprint();
+  const std::string host = kiln::exec::hostFingerprint();
   std::printf("directory %s\nentries %d\nbytes %lld\nunreadable %d\nlimit_mb %lld\n", dir.c_str(), count, total, bad,
               static_cast<long long>(kiln::settings().cache_max_mb));
   const std::string why = kiln::exec::checkCacheDirectory(dir);
@@ -186,12 +182,7 @@ int cmdVerify(const std::string& dir) {
 
 int cmdExplain(const std::string& dir, const std::string& prefix) {
   if (!requireDir(dir)) return 2;
-  const std::string host = hostFingerprint();
-  if (host.empty()) {
-    std::fprintf(stderr, "kiln-cache: the kernel loader (libkiln_loader) cannot start, so this host's target is "
-                         "unknown\n");
-    return 2;
-  }
+  const std::string host = kiln::exec::hostFingerprint();
   if (std::string why = kiln::exec::checkCacheDirectory(dir); !why.empty())
     std::printf("nothing loads from this directory: %s\n", why.c_str());
   int shown = 0;
@@ -283,11 +274,7 @@ int cmdExport(const std::string& dir, const std::vector<std::string>& args) {
     return 2;
   }
   const bool all = args.size() == 2;
-  const std::string host = all ? std::string() : hostFingerprint();
-  if (!all && host.empty()) {
-    std::fprintf(stderr, "kiln-cache export: this host's target is unknown (libkiln_loader cannot start); use --all\n");
-    return 2;
-  }
+  const std::string host = all ? std::string() : kiln::exec::hostFingerprint();
   std::vector<std::pair<std::string, std::string>> files;
   for (const Item& it : entries(dir)) {
     if (!check(it).empty()) continue;  // never ship a bad entry

@@ -18,6 +18,8 @@
 #include "jit/targets/cpu/HostTarget.h"
 #include "jit/targets/cpu/RowFusion.h"
 #include "jit/targets/cpu/ScalarPromotion.h"
+#include "jit/targets/cpu/SharedObjectLinker.h"
+#include "runtime/exec/HostFingerprint.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -151,8 +153,8 @@ class CpuCompiler final : public exec::TraceCompiler {
     }
     result.timings.llvmMs = msSince(t2);
 
-    // Machine code as a relocatable object: the runtime links it with
-    // libkiln_loader now and can store it in the disk cache for later runs.
+    // Machine code, linked into a shared object: the runtime maps it with
+    // dlopen now and stores it in the disk cache for later runs.
     auto t3 = Clock::now();
     llvm::SmallVector<char, 0> object;
     {
@@ -164,10 +166,15 @@ class CpuCompiler final : public exec::TraceCompiler {
       }
       codegen.run(*llvmModule);
     }
+    auto shared = linkSharedObject(llvm::StringRef(object.data(), object.size()));
+    if (!shared) {
+      result.error = llvm::toString(shared.takeError());
+      return result;
+    }
     result.timings.jitMs = msSince(t3);
-    result.object.assign(object.begin(), object.end());
+    result.object = std::move(*shared);
     result.entry = entryName;
-    result.fingerprint = hostFingerprint(*targetMachine);
+    result.fingerprint = exec::hostFingerprint();
     result.scratchBytes = static_cast<std::size_t>(scratchBytes);
     result.kernelCount = std::max(loopNests, 1);
     result.dynamicSizes = static_cast<int>(numSizes);

@@ -2,7 +2,7 @@
 //
 // The CPU tier-1 compiler: kiln -> linalg -> fused loops -> scratch, GEMM
 // calls, outlined parallel bodies -> LLVM dialect -> LLVM IR -> O3 for the
-// host CPU -> relocatable object (linked by libkiln_loader).
+// host CPU -> shared object (mapped by the runtime with dlopen).
 //
 //===----------------------------------------------------------------------===//
 

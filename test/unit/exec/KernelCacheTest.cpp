@@ -1,7 +1,7 @@
 // The disk kernel cache and KILN_JIT=replay: warm starts, entries that are
 // corrupted, truncated, swapped or foreign, untrusted and full directories,
 // several processes sharing one directory, and replay without the compiler.
-// Needs libkiln_jit and libkiln_loader. Process-level cases re-run this
+// Needs libkiln_jit. Process-level cases re-run this
 // binary (KernelCacheChild.Main) with a role in KILN_TEST_CHILD.
 #include <gtest/gtest.h>
 
@@ -9,6 +9,8 @@
 #include <link.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -382,7 +384,7 @@ TEST(KernelCache, GroupWritableDirectoryIsRefused) {
   EXPECT_EQ(exec::KernelCache::instance().usableDirectory(), "");
 }
 
-TEST(KernelCache, MissingReadOnlyAndFullDirectoriesDegradeToMemory) {
+TEST(KernelCache, MissingAndReadOnlyDirectoriesDegradeToMemory) {
   TempDir dir;
   Data d;
   auto reference = d.reference();
@@ -408,30 +410,6 @@ TEST(KernelCache, MissingReadOnlyAndFullDirectoriesDegradeToMemory) {
     EXPECT_TRUE(close(d.run(), reference));
     EXPECT_EQ(stats().compiles, 1u);
     EXPECT_EQ(stats().compiled_runs, 2u);
-  }
-  // Full: a file-size limit makes every write fail (EFBIG).
-  {
-    const std::string full = dir.str() + "/full";
-    ::mkdir(full.c_str(), 0700);
-    CacheMode m("sync", 1, full);
-    CacheMode::freshProcess();
-    struct rlimit saved;
-    ::getrlimit(RLIMIT_FSIZE, &saved);
-    auto oldHandler = ::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit small = saved;
-    small.rlim_cur = 256;
-    ::setrlimit(RLIMIT_FSIZE, &small);
-    reset_stats();
-    EXPECT_TRUE(close(d.run(), reference));
-    EXPECT_TRUE(close(d.run(), reference));
-    Stats s = stats();
-    ::setrlimit(RLIMIT_FSIZE, &saved);
-    ::signal(SIGXFSZ, oldHandler);
-    EXPECT_EQ(s.compiles, 1u) << s.str();
-    EXPECT_EQ(s.cache_stores, 0u) << s.str();
-    EXPECT_EQ(s.compiled_runs, 2u) << s.str();
-    EXPECT_TRUE(entryFiles(full).empty());
-    for (const auto& e : fs::directory_iterator(full)) ADD_FAILURE() << "left behind: " << e.path();
   }
   // Read-only: entries load, new kernels stay in memory.
   if (::geteuid() != 0) {
@@ -539,11 +517,66 @@ TEST(KernelCache, ReplayMissesAreInterpretedCountedOrErrors) {
   EXPECT_TRUE(entryFiles(dir.str()).empty());
 }
 
+/// Exit status of the full-disk child when it cannot have a mount namespace.
+constexpr int kNoMountNamespace = 77;
+
+// Full: the cache directory is a tmpfs with no space left (mounted by a
+// child in its own mount namespace); kernels still compile and run, kept in
+// memory, and nothing is left behind.
+TEST(KernelCache, FullDirectoryDegradesToMemory) {
+  TempDir dir;
+  const std::string full = dir.str() + "/full";
+  ::mkdir(full.c_str(), 0700);
+  const int rc = runChild("full-disk", {"KILN_JIT=sync", "KILN_JIT_THRESHOLD=1", "KILN_CACHE_DIR=" + full});
+  if (rc == kNoMountNamespace) GTEST_SKIP() << "no private mount namespace here to mount a full filesystem";
+  EXPECT_EQ(rc, 0);
+}
+
+/// The full-disk child's set-up, before any thread exists: a private mount
+/// namespace (a user namespace too when not root) with a 8 KiB tmpfs on
+/// `dir`, filled up. False when the system does not allow it.
+bool mountFullFilesystem(const std::string& dir) {
+  const uid_t uid = ::getuid();
+  const gid_t gid = ::getgid();
+  if (::unshare(CLONE_NEWNS) != 0) {
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return false;
+    spit("/proc/self/setgroups", "deny");
+    spit("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1");
+    spit("/proc/self/gid_map", "0 " + std::to_string(gid) + " 1");
+  }
+  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+  if (::mount("kiln-full", dir.c_str(), "tmpfs", 0, "size=8k,mode=0700") != 0) return false;
+  const int fd = ::open((dir + "/filler").c_str(), O_WRONLY | O_CREAT, 0600);
+  if (fd < 0) return false;
+  const std::string chunk(4096, 'x');
+  while (::write(fd, chunk.data(), chunk.size()) > 0) {
+  }
+  ::close(fd);
+  return true;
+}
+
 /// The child side of the process tests; does nothing in a normal run.
 TEST(KernelCacheChild, Main) {
   const char* role = std::getenv("KILN_TEST_CHILD");
   if (!role) GTEST_SKIP() << "run by the process tests";
   const std::string r = role;
+  if (r == "full-disk") {
+    const std::string full = std::getenv("KILN_CACHE_DIR");
+    if (!mountFullFilesystem(full)) std::_Exit(kNoMountNamespace);
+    Data d;
+    auto reference = d.reference();
+    reset_stats();
+    EXPECT_TRUE(close(d.run(), reference));
+    EXPECT_TRUE(close(d.run(), reference));
+    Stats s = stats();
+    EXPECT_EQ(s.compiles, 1u) << s.str();
+    EXPECT_EQ(s.cache_stores, 0u) << s.str();
+    EXPECT_EQ(s.compiled_runs, 2u) << s.str();
+    EXPECT_TRUE(entryFiles(full).empty());
+    for (const auto& e : fs::directory_iterator(full))
+      if (e.path().filename() != "filler") ADD_FAILURE() << "left behind: " << e.path();
+    return;
+  }
   if (r == "worker") {
     const int i = std::atoi(std::getenv("KILN_TEST_WORKER"));
     Data shared, own(3 + i, 19, 11);
@@ -593,10 +626,12 @@ TEST(KernelCacheChild, Main) {
   } else {
     FAIL() << "unknown role " << r;
   }
-  // Never compiled, so neither the compiler nor MLIR was ever loaded.
+  // Never compiled, so neither the compiler nor MLIR was ever loaded; and
+  // cached kernels are mapped with dlopen, so LLVM was not either.
   EXPECT_FALSE(exec::compilerLoaded());
   EXPECT_FALSE(libraryLoaded("libkiln_jit"));
   EXPECT_FALSE(libraryLoaded("libMLIR"));
+  EXPECT_FALSE(libraryLoaded("libLLVM"));
 }
 
 }  // namespace

@@ -1,0 +1,29 @@
+//===- SharedObjectLinker.h - Kernel objects to shared objects --*- C++ -*-===//
+//
+// A compiled kernel is stored and loaded as an ELF shared object, so that a
+// process replaying cached kernels maps it with dlopen and never needs LLVM.
+// The relocatable object codegen emits is linked here with the system's C
+// compiler driver (cc, else gcc or clang),
+// against the libkiln this process runs (its kiln_rt_* entry points and
+// memrefCopy) and libm.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_JIT_TARGETS_CPU_SHAREDOBJECTLINKER_H
+#define KILN_JIT_TARGETS_CPU_SHAREDOBJECTLINKER_H
+
+#include <string>
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+namespace kiln::jit::cpu {
+
+/// The bytes of a shared object made of `object` (position independent, as
+/// hostTargetMachineBuilder() emits it). Every symbol must resolve against
+/// libkiln, libm and libc: an undefined one is an error here, not at dlopen.
+llvm::Expected<std::string> linkSharedObject(llvm::StringRef object);
+
+} // namespace kiln::jit::cpu
+
+#endif // KILN_JIT_TARGETS_CPU_SHAREDOBJECTLINKER_H
