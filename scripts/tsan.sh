@@ -22,10 +22,10 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE_THREAD=ON \
     -DKILN_BUILD_BENCH=OFF "$@"
 fi
-TESTS="kiln_trace_tests|kiln_backend_tests|kiln_capi_tests|kiln_tiering_tests|kiln_concurrency_tests"
+TESTS="kiln_trace_tests|kiln_backend_tests|kiln_capi_tests|kiln_tiering_tests|kiln_concurrency_tests|kiln_exit_tests"
 TARGETS=(kiln_trace_tests kiln_backend_tests kiln_capi_tests)
 if grep -q "^KILN_BUILD_COMPILER:BOOL=ON" "$BUILD_DIR/CMakeCache.txt"; then
-  TARGETS+=(kiln_tiering_tests kiln_concurrency_tests)
+  TARGETS+=(kiln_tiering_tests kiln_concurrency_tests kiln_exit_tests)
 fi
 cmake --build "$BUILD_DIR" -j"${KILN_BUILD_JOBS:-2}" --target "${TARGETS[@]}"
 export KILN_NUM_THREADS=${KILN_NUM_THREADS:-1}

@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <mutex>
 #include <string>
 
@@ -15,6 +17,19 @@ namespace kiln::exec {
 
 namespace {
 std::atomic<bool> gLoaded{false};
+/// Set by the exit handler: no compilation starts after it.
+std::atomic<bool> gExiting{false};
+/// Compilations running now (on compile threads or, in sync mode, on the
+/// caller's): the exit handler waits for them.
+std::atomic<int> gInFlight{0};
+
+/// At process exit, before the compiler's static objects are destroyed:
+/// stop new compilations, finish the ones running, stop the compile threads.
+void finishCompilesAtExit() {
+  gExiting = true;
+  Engine::instance().shutdownCompiles();
+  while (gInFlight.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
 
 /// Directory of libkiln itself: libkiln_jit is installed next to it.
 std::string ownDirectory() {
@@ -53,6 +68,7 @@ void* openLibrary(const char* envVar, const char* file, const char* symbol, int 
 bool compilerLoaded() { return gLoaded.load(); }
 
 TraceCompiler* loadCompiler() {
+  if (gExiting.load()) return nullptr;
   static std::once_flag once;
   static TraceCompiler* compiler = nullptr;
   std::call_once(once, [] {
@@ -69,10 +85,22 @@ TraceCompiler* loadCompiler() {
     gLoaded = compiler != nullptr;
     // Registered after the compiler's static objects: at exit it runs
     // first, so no compilation outlives them.
-    std::atexit([] { Engine::instance().shutdownCompiles(); });
+    std::atexit(finishCompilesAtExit);
     log().debug("loaded the compiler from {}", path);
   });
   return compiler;
+}
+
+CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& name) {
+  CompileResult result;
+  ++gInFlight;
+  // Counted before the check, so the exit handler either sees this
+  // compilation or this compilation sees the exit.
+  TraceCompiler* compiler = gExiting.load() ? nullptr : loadCompiler();
+  if (compiler) result = compiler->compile(graph, name);
+  else result.error = gExiting.load() ? "the process is exiting" : "the compiler library is not available";
+  --gInFlight;
+  return result;
 }
 
 }  // namespace kiln::exec

@@ -317,11 +317,7 @@ void Engine::compileDynamicJob(std::shared_ptr<DynamicKernel> kernel, uint64_t s
   const bool fromCache = exe != nullptr;
   CompileResult result;
   if (!exe) {
-    if (TraceCompiler* compiler = loadCompiler()) {
-      result = compiler->compile(kernel->graph, name);
-    } else {
-      result.error = "the compiler library is not available";
-    }
+    result = compileTrace(kernel->graph, name);
     if (result.ok() && result.dynamicSizes != kernel->sizes) {
       result.object.clear();
       result.error = "the compiler did not produce a dynamic-shape kernel";

@@ -108,18 +108,19 @@ Engine& Engine::instance() {
 trace::TraceKey Engine::lastKey() { return trace::Recorder::current().lastKey(); }
 
 CompileQueue& Engine::queue() {
-  std::call_once(queueOnce_, [this] { queue_ = std::make_unique<CompileQueue>(settings().compile_threads); });
-  return *queue_;
+  // Never destroyed, like the engine: threads may push work at exit.
+  std::call_once(queueOnce_, [this] { queue_ = new CompileQueue(settings().compile_threads); });
+  return *queue_.load();
 }
 
 void Engine::drainCompiles() {
-  if (queue_) queue_->drain();
-  if (regionQueue_) regionQueue_->drain();
+  if (CompileQueue* q = queue_.load()) q->drain();
+  if (CompileQueue* q = regionQueue_.load()) q->drain();
 }
 
 void Engine::shutdownCompiles() {
-  if (queue_) queue_->shutdown();
-  if (regionQueue_) regionQueue_->shutdown();
+  if (CompileQueue* q = queue_.load()) q->shutdown();
+  if (CompileQueue* q = regionQueue_.load()) q->shutdown();
 }
 
 uint64_t Engine::runCount(const trace::TraceKey& key) {
@@ -169,11 +170,7 @@ void Engine::compileJob(TraceProfile* profile, std::shared_ptr<const trace::Trac
   CompileResult result;
   std::string error;
   if (!exe) {
-    if (TraceCompiler* compiler = loadCompiler()) {
-      result = compiler->compile(*graph, name);
-    } else {
-      result.error = "the compiler library is not available";
-    }
+    result = compileTrace(*graph, name);
     if (result.ok()) {
       auto t = std::chrono::steady_clock::now();
       exe = KernelCache::instance().install(key, *graph, result, &result.error);

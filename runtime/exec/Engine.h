@@ -3,6 +3,7 @@
 // runs their kernels once ready (tiering policy of DESIGN.md).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -106,13 +107,14 @@ class Engine {
   /// Shapes seen and dynamic-shape kernels per trace structure.
   DynamicShapes dynamic_;
   interp::Interpreter interpreter_;
+  /// Created once (call_once), read without the lock by the exit handler.
   std::once_flag queueOnce_;
-  std::unique_ptr<CompileQueue> queue_;
+  std::atomic<CompileQueue*> queue_{nullptr};
   /// Hot regions compile on their own thread (RegionExecutor.cpp), so that a
   /// whole trace, which replaces its regions, never waits behind them.
   CompileQueue& regionQueue();
   std::once_flag regionQueueOnce_;
-  std::unique_ptr<CompileQueue> regionQueue_;
+  std::atomic<CompileQueue*> regionQueue_{nullptr};
   std::atomic<int> compileDelayMs_{0};
   std::atomic<bool> traceCompiles_{true};
 };

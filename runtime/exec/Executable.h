@@ -111,8 +111,13 @@ bool kernelLoaderLoaded();
 /// Name of the factory libkiln_jit exports: `TraceCompiler* kiln_jit_create_compiler()`.
 inline constexpr const char* kCompilerFactorySymbol = "kiln_jit_create_compiler";
 
-/// Loads libkiln_jit on first call; null (and one warning) when it cannot.
+/// Loads libkiln_jit on first call; null (and one warning) when it cannot,
+/// and null once the process has begun to exit.
 TraceCompiler* loadCompiler();
+/// Compiles `graph` with loadCompiler()'s compiler. Refused (an error result)
+/// once the process has begun to exit: the exit handler waits for the
+/// compilations in flight, then the compiler's statics may be destroyed.
+CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& name);
 /// True once loadCompiler() has loaded the compiler library in this process.
 bool compilerLoaded();
 

@@ -25,8 +25,8 @@ std::string hex(uint64_t h) {
 }  // namespace
 
 CompileQueue& Engine::regionQueue() {
-  std::call_once(regionQueueOnce_, [this] { regionQueue_ = std::make_unique<CompileQueue>(1); });
-  return *regionQueue_;
+  std::call_once(regionQueueOnce_, [this] { regionQueue_ = new CompileQueue(1); });
+  return *regionQueue_.load();
 }
 
 double compiledOpPercent() {

@@ -101,7 +101,9 @@ namespace exec {
 spdlog::logger& log() {
   // Leaked on purpose: compile threads may still log during process exit.
   static auto* logger = new std::shared_ptr<spdlog::logger>([] {
-    auto l = spdlog::stderr_color_mt("kiln");
+    // Not registered with spdlog's registry, which is destroyed at exit
+    // while compile threads may still log.
+    auto l = std::make_shared<spdlog::logger>("kiln", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     const std::string& level = settings().log_level;
     l->set_level(spdlog::level::from_str(level));
     l->set_pattern("[kiln %l] %v");
