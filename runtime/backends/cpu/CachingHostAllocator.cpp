@@ -9,9 +9,12 @@ namespace kiln::hal {
 
 namespace {
 constexpr std::size_t kAlignment = 64;
+/// Deallocations between two looks at the clock for idle blocks.
+constexpr unsigned kIdleCheckInterval = 256;
 }  // namespace
 
-CachingHostAllocator::CachingHostAllocator(std::size_t maxCachedBytes) : maxCachedBytes_(maxCachedBytes) {}
+CachingHostAllocator::CachingHostAllocator(std::size_t maxCachedBytes, std::chrono::milliseconds idleRelease)
+    : idleRelease_(idleRelease), maxCachedBytes_(maxCachedBytes) {}
 
 CachingHostAllocator::~CachingHostAllocator() { emptyCache(); }
 
@@ -31,7 +34,7 @@ void* CachingHostAllocator::allocate(std::size_t bytes) {
   void* p = nullptr;
   auto it = free_.find(size);
   if (it != free_.end() && !it->second.empty()) {
-    p = it->second.back();
+    p = it->second.back().ptr;
     it->second.pop_back();
     cachedBytes_ -= size;
     ++stats_.cache_hits;
@@ -64,8 +67,35 @@ void CachingHostAllocator::deallocate(void* ptr, std::size_t bytes) {
     stats_.bytes_reserved -= size;
     return;
   }
-  free_[size].push_back(ptr);
+  const Clock::time_point now = Clock::now();
+  free_[size].push_back({ptr, now});
   cachedBytes_ += size;
+  if (++deallocationsSinceCheck_ >= kIdleCheckInterval) {
+    deallocationsSinceCheck_ = 0;
+    releaseIdleLocked(now);
+  }
+}
+
+std::size_t CachingHostAllocator::releaseIdle(Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return releaseIdleLocked(now);
+}
+
+std::size_t CachingHostAllocator::releaseIdleLocked(Clock::time_point now) {
+  const Clock::time_point cutoff = now - idleRelease_;
+  std::size_t freed = 0;
+  for (auto it = free_.begin(); it != free_.end();) {
+    std::vector<CachedBlock>& list = it->second;
+    std::size_t idle = 0;
+    while (idle < list.size() && list[idle].since < cutoff) std::free(list[idle++].ptr);
+    list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(idle));
+    freed += idle * it->first;
+    // A size that is gone leaves no empty bucket behind.
+    it = list.empty() ? free_.erase(it) : std::next(it);
+  }
+  cachedBytes_ -= freed;
+  stats_.bytes_reserved -= freed;
+  return freed;
 }
 
 AllocatorStats CachingHostAllocator::stats() const {
@@ -80,7 +110,7 @@ void CachingHostAllocator::emptyCache() {
 
 void CachingHostAllocator::emptyCacheLocked() {
   for (auto& [size, list] : free_) {
-    for (void* p : list) std::free(p);
+    for (const CachedBlock& b : list) std::free(b.ptr);
     stats_.bytes_reserved -= size * list.size();
   }
   free_.clear();

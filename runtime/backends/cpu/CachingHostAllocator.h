@@ -1,8 +1,11 @@
 // CachingHostAllocator: size-bucketed, 64-byte aligned host memory that is
 // reused across steps, so a training loop does not page-fault fresh memory
-// every iteration.
+// every iteration. A cached block nobody reused for a while (a batch size
+// that never came back) goes back to the system, so a loop whose sizes keep
+// changing does not hold every size it ever saw.
 #pragma once
 
+#include <chrono>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -13,8 +16,13 @@ namespace kiln::hal {
 
 class CachingHostAllocator final : public Allocator {
  public:
+  using Clock = std::chrono::steady_clock;
+  /// The default of `idleRelease`.
+  static constexpr std::chrono::milliseconds kIdleRelease{2000};
+
   /// `maxCachedBytes`: cached (unused) memory beyond this is freed at once.
-  explicit CachingHostAllocator(std::size_t maxCachedBytes);
+  /// `idleRelease`: a cached block not reused for this long is freed.
+  explicit CachingHostAllocator(std::size_t maxCachedBytes, std::chrono::milliseconds idleRelease = kIdleRelease);
   ~CachingHostAllocator() override;
 
   Device device() const override { return Device::cpu(); }
@@ -27,11 +35,24 @@ class CachingHostAllocator final : public Allocator {
   /// then steps of 1/8 of the next power of two (at most 12.5% waste).
   static std::size_t bucketSize(std::size_t bytes);
 
+  /// Frees the cached blocks last returned before `now` - idleRelease; the
+  /// allocator calls it itself every few hundred deallocations. Returns the
+  /// bytes freed.
+  std::size_t releaseIdle(Clock::time_point now);
+
  private:
+  struct CachedBlock {
+    void* ptr;
+    Clock::time_point since;  ///< when it was returned
+  };
   void emptyCacheLocked();
+  std::size_t releaseIdleLocked(Clock::time_point now);
 
   mutable std::mutex mutex_;
-  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  /// Per bucket size, oldest first (reuse takes the newest: warm in cache).
+  std::unordered_map<std::size_t, std::vector<CachedBlock>> free_;
+  std::chrono::milliseconds idleRelease_;
+  unsigned deallocationsSinceCheck_ = 0;
   std::size_t maxCachedBytes_;
   std::size_t cachedBytes_ = 0;
   AllocatorStats stats_;

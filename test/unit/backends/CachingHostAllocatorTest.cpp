@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "kiln/kiln.h"
 #include "runtime/backends/Hal.h"
 
@@ -34,6 +37,27 @@ TEST(CachingHostAllocator, ReusesFreedBlocks) {
   EXPECT_EQ(a.stats().bytes_reserved, 32u << 20);
   a.emptyCache();
   EXPECT_EQ(a.stats().bytes_reserved, 0u);
+}
+
+TEST(CachingHostAllocator, BlocksNotReusedForAWhileGoBackToTheSystem) {
+  using Clock = CachingHostAllocator::Clock;
+  CachingHostAllocator a(1ul << 30, std::chrono::milliseconds(200));
+  // A loop whose size changes every step: each size is used once.
+  for (std::size_t n = 1; n <= 50; ++n) a.deallocate(a.allocate(n * 4096), n * 4096);
+  const std::size_t reserved = a.stats().bytes_reserved;
+  EXPECT_GE(reserved, 50u * 4096);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // One size is still in use: returned just now, it stays cached.
+  void* kept = a.allocate(1 << 20);
+  a.deallocate(kept, 1 << 20);
+  EXPECT_EQ(a.releaseIdle(Clock::now()), reserved);
+  EXPECT_EQ(a.stats().bytes_reserved, 1u << 20);
+  EXPECT_EQ(a.allocate(1 << 20), kept);
+  a.deallocate(kept, 1 << 20);
+  // Long after, that one has been idle too.
+  a.releaseIdle(Clock::now() + std::chrono::seconds(1));
+  EXPECT_EQ(a.stats().bytes_reserved, 0u);
+  EXPECT_EQ(a.stats().bytes_active, 0u);
 }
 
 TEST(CachingHostAllocator, CacheLimitFreesExcess) {
