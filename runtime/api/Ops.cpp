@@ -95,7 +95,7 @@ Tensor binary(OpKind kind, const Operand& a, const Operand& b) {
     case OpKind::LogicalAnd:
     case OpKind::LogicalOr: t = DType::boolean; break;
     default:
-      if (t == DType::boolean)
+      if (!core::acceptsDType(kind, t))
         fail(op, "arithmetic on bool operands is not defined; use logical_and/logical_or, or cast to an integer "
                  "type first");
   }
@@ -128,8 +128,9 @@ Tensor unaryFloat(OpKind kind, const Tensor& x) {
 Tensor unaryNumeric(OpKind kind, const Tensor& x) {
   const char* op = core::opName(kind).data();
   checkTensor(op, x);
-  if (x.dtype() == DType::boolean)
-    fail(op, "not defined for bool tensors; cast to an integer or floating type first");
+  if (!core::acceptsDType(kind, x.dtype()))
+    fail(op, "not defined for " + std::string(dtype_name(x.dtype())) + " tensors (it takes " +
+                 std::string(core::opTypesDescription(kind)) + "); cast to an integer or floating type first");
   return record(NodeSpec{kind, x.dtype(), x.shape()}, {&x});
 }
 
@@ -169,7 +170,7 @@ Tensor reduction(OpKind kind, const Tensor& x, const std::vector<int>& axes, boo
   return record(spec, {&in});
 }
 
-Tensor argReduction(OpKind kind, const Tensor& x, int axis, bool keepdim) {
+Tensor argReduction(OpKind kind, const Tensor& x, int axis, bool keepdim, bool selectLast) {
   const char* op = core::opName(kind).data();
   checkTensor(op, x);
   int a = 0;
@@ -182,7 +183,8 @@ Tensor argReduction(OpKind kind, const Tensor& x, int axis, bool keepdim) {
   }
   Shape out = x.rank() == 0 ? Shape{} : core::reducedShape(x.shape(), 1u << a, keepdim);
   Tensor in = castTo(x, x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? DType::f32 : x.dtype());
-  NodeSpec spec{kind, DType::i64, out};
+  const int64_t last = selectLast ? 1 : 0;
+  NodeSpec spec{kind, DType::i64, out, std::span<const int64_t>(&last, 1)};
   spec.i0 = a;
   spec.keepdim = keepdim;
   return record(spec, {&in});
@@ -308,6 +310,8 @@ Tensor sub(const Operand& a, const Operand& b) { return binary(OpKind::Sub, a, b
 Tensor mul(const Operand& a, const Operand& b) { return binary(OpKind::Mul, a, b); }
 Tensor div(const Operand& a, const Operand& b) { return binary(OpKind::Div, a, b); }
 Tensor pow(const Operand& a, const Operand& b) { return binary(OpKind::Pow, a, b); }
+Tensor fmod(const Operand& a, const Operand& b) { return binary(OpKind::Fmod, a, b); }
+Tensor remainder(const Operand& a, const Operand& b) { return binary(OpKind::Remainder, a, b); }
 Tensor maximum(const Operand& a, const Operand& b) { return binary(OpKind::Maximum, a, b); }
 Tensor minimum(const Operand& a, const Operand& b) { return binary(OpKind::Minimum, a, b); }
 Tensor logical_and(const Operand& a, const Operand& b) { return binary(OpKind::LogicalAnd, a, b); }
@@ -331,7 +335,10 @@ Tensor sign(const Tensor& x) { return unaryNumeric(OpKind::Sign, x); }
 Tensor square(const Tensor& x) { return unaryNumeric(OpKind::Square, x); }
 Tensor relu(const Tensor& x) { return unaryNumeric(OpKind::Relu, x); }
 Tensor exp(const Tensor& x) { return unaryFloat(OpKind::Exp, x); }
+Tensor expm1(const Tensor& x) { return unaryFloat(OpKind::Expm1, x); }
 Tensor log(const Tensor& x) { return unaryFloat(OpKind::Log, x); }
+Tensor log1p(const Tensor& x) { return unaryFloat(OpKind::Log1p, x); }
+Tensor erf(const Tensor& x) { return unaryFloat(OpKind::Erf, x); }
 Tensor sqrt(const Tensor& x) { return unaryFloat(OpKind::Sqrt, x); }
 Tensor rsqrt(const Tensor& x) { return unaryFloat(OpKind::Rsqrt, x); }
 Tensor tanh(const Tensor& x) { return unaryFloat(OpKind::Tanh, x); }
@@ -378,8 +385,12 @@ Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
 Tensor min(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
   return reduction(OpKind::ReduceMin, x, axes, keepdim);
 }
-Tensor argmax(const Tensor& x, int axis, bool keepdim) { return argReduction(OpKind::ArgMax, x, axis, keepdim); }
-Tensor argmin(const Tensor& x, int axis, bool keepdim) { return argReduction(OpKind::ArgMin, x, axis, keepdim); }
+Tensor argmax(const Tensor& x, int axis, bool keepdim, bool select_last_index) {
+  return argReduction(OpKind::ArgMax, x, axis, keepdim, select_last_index);
+}
+Tensor argmin(const Tensor& x, int axis, bool keepdim, bool select_last_index) {
+  return argReduction(OpKind::ArgMin, x, axis, keepdim, select_last_index);
+}
 
 // ---- matmul --------------------------------------------------------------------
 
