@@ -157,7 +157,8 @@ typedef enum kiln_op {
   KILN_OP_BROADCAST_TO = 93, /* attribute: shape */
   KILN_OP_SQUEEZE = 94,      /* attribute: axes (default: all extent-1 axes) */
   KILN_OP_UNSQUEEZE = 95,    /* attribute: axis */
-  KILN_OP_SLICE = 96,        /* attributes: axis, start (0), stop (end), step (1) */
+  KILN_OP_SLICE = 96,        /* attributes: axis, start (0), stop (end), step (1; negative: reversed,
+                                start (last) and stop (before the first) default like Python's) */
   KILN_OP_CONCAT = 97,       /* inputs: one or more tensors; attribute: axis (0) */
   KILN_OP_INDEX_SELECT = 98, /* inputs: x, index; attribute: axis */
   KILN_OP_GATHER = 99,       /* inputs: x, index; attribute: axis */

@@ -193,10 +193,15 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape);
 /// Drops the given extent-1 axes (all extent-1 axes when empty).
 Tensor squeeze(const Tensor& x, const std::vector<int>& axes = {});
 Tensor unsqueeze(const Tensor& x, int axis);
-/// Elements start, start+step, ... < stop along `axis` (step > 0). start and
-/// stop are clamped to the extent like Python slices; negative ones count
-/// from the end.
+/// Elements start, start+step, ... < stop along `axis` (step > 0), or
+/// start, start+step, ... > stop (step < 0, in reverse order: x[start:stop:step]
+/// in Python). start and stop are clamped to the extent like Python slices;
+/// negative ones count from the end. With step < 0, stop = INT64_MIN runs to
+/// the first element (Python's omitted stop): slice(x, 0, -1, INT64_MIN, -1)
+/// reverses axis 0. step 0 is an error.
 Tensor slice(const Tensor& x, int axis, int64_t start, int64_t stop, int64_t step = 1);
+/// Reverses the elements along each of `axes`.
+Tensor flip(const Tensor& x, const std::vector<int>& axes);
 Tensor concat(const std::vector<Tensor>& xs, int axis);
 /// out = x with `axis` replaced by the elements at `index` (an integer tensor
 /// of any shape): out.shape = x.shape[:axis] + index.shape + x.shape[axis+1:].

@@ -1,6 +1,7 @@
 // The primitive ops: validation (through the core rules), type promotion and
 // recording. Composite ops live in Composites.cpp.
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -492,10 +493,37 @@ Tensor unsqueeze(const Tensor& x, int axis) {
   return reshape(x, out);
 }
 
+namespace {
+
+/// A negative-step slice: the elements start, start+step, ... > stop (Python
+/// semantics), recorded as the ascending slice of the same elements read in
+/// reverse through index_select with a materialized index, so it compiles
+/// like any index_select and its gradient comes from the primitives'.
+Tensor reversedSlice(const Tensor& x, int a, int64_t start, int64_t stop, int64_t step) {
+  if (step == INT64_MIN) fail("slice", "step " + std::to_string(step) + " is out of range");
+  const int64_t n = x.shape()[a];
+  auto clampIndex = [n](int64_t v) {
+    if (v < 0) v += n;  // no overflow: v < 0 <= n
+    return std::clamp<int64_t>(v, -1, n - 1);  // -1: before the first element
+  };
+  const int64_t s = clampIndex(start), e = clampIndex(stop);
+  const int64_t count = s > e ? (s - e - 1) / -step + 1 : 0;
+  if (count == 0) return slice(x, a, 0, 0);
+  const int64_t lowest = s + (count - 1) * step;
+  Tensor ascending = slice(x, a, lowest, s + 1, -step);
+  if (count == 1) return ascending;
+  std::vector<int64_t> reversed(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) reversed[static_cast<size_t>(i)] = count - 1 - i;
+  return index_select(ascending, a, from_vector<int64_t>(reversed, Shape{count}, x.device()));
+}
+
+}  // namespace
+
 Tensor slice(const Tensor& x, int axis, int64_t start, int64_t stop, int64_t step) {
   checkTensor("slice", x);
   int a;
   check("slice", core::normalizeAxis(axis, x.rank(), &a));
+  if (step < 0) return reversedSlice(x, a, start, stop, step);
   int64_t s, extent;
   check("slice", core::normalizeSlice(x.shape()[a], start, stop, step, &s, &extent));
   if (extent == 0) s = 0;  // an empty slice reads nothing; start it at 0 so every lowering accepts it
@@ -509,6 +537,20 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t stop, int64_t ste
   Shape out = x.shape();
   out[a] = extent;
   return record(NodeSpec{OpKind::Slice, x.dtype(), out, std::span<const int64_t>(attrs, 2 * r)}, {&x});
+}
+
+Tensor flip(const Tensor& x, const std::vector<int>& axes) {
+  checkTensor("flip", x);
+  Tensor r = x;
+  core::AxisMask seen = 0;
+  for (int axis : axes) {
+    int a;
+    check("flip", core::normalizeAxis(axis, x.rank(), &a));
+    if (seen & (1u << a)) fail("flip", "axis " + std::to_string(axis) + " is given twice");
+    seen |= 1u << a;
+    r = slice(r, a, -1, INT64_MIN, -1);
+  }
+  return r;
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int axis) {

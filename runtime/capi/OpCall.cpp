@@ -494,7 +494,10 @@ Tensor dispatch(kiln_op op, std::span<const Value> values, std::span<const Attr>
     case KILN_OP_SLICE: {
       in.expectCount(1, 1);
       int axis = at.intAttr("axis", std::nullopt);
-      int64_t start = at.integer("start", 0), stop = at.integer("stop", INT64_MAX), step = at.integer("step", 1);
+      const int64_t step = at.integer("step", 1);
+      // Python's defaults: a negative step runs from the end to the start.
+      int64_t start = at.integer("start", step < 0 ? INT64_MAX : 0);
+      int64_t stop = at.integer("stop", step < 0 ? INT64_MIN : INT64_MAX);
       at.finish();
       return slice(in.tensor(0, "x"), axis, start, stop, step);
     }

@@ -274,6 +274,8 @@ TEST(GradCheck, Slice) {
                   std::to_string(stop) + ":" + std::to_string(step),
               [&](const std::vector<Tensor>& x) { return slice(x[0], axis, start, stop, step); }, {{s}}, trial);
   }
+  gradcheck("negative step", [](const std::vector<Tensor>& x) { return slice(x[0], 1, 4, 0, -2); }, {{Shape{3, 6}}});
+  gradcheck("flip", [](const std::vector<Tensor>& x) { return flip(x[0], {0, 1}); }, {{Shape{3, 4}}});
   gradcheck("two slices", [](const std::vector<Tensor>& x) { return slice(slice(x[0], 0, 1, 4, 2), 1, -2, 5); },
             {{Shape{5, 4}}});
 }

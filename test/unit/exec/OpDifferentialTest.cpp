@@ -647,6 +647,9 @@ TEST(OpDifferential, ShapeOps) {
                            slice(x, -1, 0, 9, 4),          slice(slice(x, 0, 1, 7, 2), 1, 2, 8, 2),
                            slice(in.make(t, {5, 6}, Values::Mixed, Layout::Transposed), 1, 1, 5, 2),
                            slice(in.make(t, {10}), 0, 3, 4), slice(x, 0, -2, 7),
+                           // Negative steps (reversed, through index_select).
+                           slice(x, 1, -1, INT64_MIN, -1), slice(x, 0, 6, 1, -2),
+                           flip(in.make(t, {4, 6}, Values::Mixed, Layout::Transposed), {0, 1}),
                        };
                      }});
     cases.push_back({nameOf("concat", {t}), kExact, [=](InputMaker& in) {
