@@ -2,7 +2,8 @@
 //
 // Verifiers: the shape rules come from runtime/core/ShapeRules.h, the same
 // functions the recorder and the interpreter call. Element types are checked
-// by the ODS constraints. Folders live in KilnFolds.cpp.
+// by the ODS constraints, and for the elementwise families also by the op
+// table's dtype rule (runtime/core/OpKinds.def). Folders live in KilnFolds.cpp.
 //
 //===----------------------------------------------------------------------===//
 

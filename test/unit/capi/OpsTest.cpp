@@ -170,6 +170,10 @@ TEST_F(CApiOps, NewOpsMatchTheCppApi) {
   same(run(KILN_OP_REMAINDER, {X, kiln_value_of_float(2.5)}), remainder(cx, 2.5));
   same(run(KILN_OP_LEAKY_RELU, {X}, {kiln_attr_float("negative_slope", 0.25)}), leaky_relu(cx, 0.25));
   same(run(KILN_OP_GELU, {X}, {kiln_attr_bool("exact", 1)}), gelu_exact(cx));
+  // A negative step with Python's defaults reverses the axis.
+  same(run(KILN_OP_SLICE, {X}, {kiln_attr_int("axis", 1), kiln_attr_int("step", -1)}), flip(cx, {1}));
+  same(run(KILN_OP_SLICE, {X}, {kiln_attr_int("axis", 1), kiln_attr_int("start", 1), kiln_attr_int("step", -1)}),
+       slice(cx, 1, 1, INT64_MIN, -1));
   same(run(KILN_OP_CAST, {kiln_value_of_tensor(nanX)}, {kiln_attr_dtype("dtype", KILN_DTYPE_F32)}),
        cast(isnan(cx), DType::f32));
   kiln_tensor_release(absX);
