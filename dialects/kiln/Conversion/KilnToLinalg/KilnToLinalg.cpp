@@ -403,7 +403,7 @@ public:
   ElementwiseLowering(const TypeConverter &typeConverter, MLIRContext *context,
                       OpKind kind)
       : ConversionPattern(typeConverter,
-                          ("kiln." + ::kiln::core::opName(kind)).str(),
+                          "kiln." + std::string(::kiln::core::opName(kind)),
                           /*benefit=*/1, context),
         kind(kind) {}
 
