@@ -248,6 +248,21 @@ TEST(OpTableFacts, MnemonicsAreUniqueAndRoundTrip) {
   EXPECT_FALSE(core::opKindFromName("no_such_op", &unused));
 }
 
+TEST(OpTableFacts, EveryDialectOpIsInTheTable) {
+  mlir::MLIRContext context;
+  context.getOrLoadDialect<mlir::kiln::KilnDialect>();
+  int count = 0;
+  for (mlir::RegisteredOperationName op : context.getRegisteredOperations()) {
+    if (op.getDialectNamespace() != "kiln") continue;
+    ++count;
+    const llvm::StringRef name = op.stripDialect();
+    OpKind k;
+    EXPECT_TRUE(core::opKindFromName(std::string_view(name.data(), name.size()), &k))
+        << "kiln." << name.str() << " has no row in runtime/core/OpKinds.def";
+  }
+  EXPECT_EQ(count, core::kNumOpKinds - 1);  // every kind but param
+}
+
 TEST(OpTableFacts, ArityMatchesTheCategory) {
   for (int i = 0; i < core::kNumOpKinds; ++i) {
     const auto k = static_cast<OpKind>(i);
