@@ -253,8 +253,8 @@ Value ScalarBuilder::intRemainder(Value a, Value b, bool isUnsigned,
   // there and select 0.
   Type t = a.getType();
   Value zero = intConstant(t, 0), one = intConstant(t, 1);
-  Value unsafe = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq,
-                                       b, zero);
+  Value unsafe =
+      arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, b, zero);
   if (!isUnsigned) {
     Value minusOne = arith::CmpIOp::create(
         builder, loc, arith::CmpIPredicate::eq, b, intConstant(t, -1));
@@ -314,7 +314,8 @@ Value ScalarBuilder::binary(OpKind kind, Type type, Value a, Value b) {
             builder, loc, arith::CmpFPredicate::OLT, y, zero);
         Value signsDiffer =
             arith::XOrIOp::create(builder, loc, rNegative, yNegative);
-        Value adjust = arith::AndIOp::create(builder, loc, nonzero, signsDiffer);
+        Value adjust =
+            arith::AndIOp::create(builder, loc, nonzero, signsDiffer);
         Value moved = arith::AddFOp::create(builder, loc, r, y);
         r = arith::SelectOp::create(builder, loc, adjust, moved, r);
       }
