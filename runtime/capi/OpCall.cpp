@@ -336,12 +336,12 @@ std::vector<Attr> readAttrs(const kiln_attr* attrs, int32_t count) {
 }
 
 Tensor dispatch(kiln_op op, std::span<const Value> values, std::span<const Attr> attrs) {
-  const char* name = opName(op);
-  if (!name) fail(KILN_ERROR_INVALID_ARGUMENT, "unknown op " + std::to_string(static_cast<int64_t>(op)) + " (see kiln_op)");
+  const OpEntry* entry = entryOf(op);
+  if (!entry) fail(KILN_ERROR_INVALID_ARGUMENT, "unknown op " + std::to_string(static_cast<int64_t>(op)) + " (see kiln_op)");
+  const char* name = entry->name;
   InputReader in(name, values);
   AttrReader at(name, attrs);
 
-  const OpEntry* entry = entryOf(op);
   if (UnaryFn f = entry->unary) {
     in.expectCount(1, 1);
     at.finish();
