@@ -146,7 +146,8 @@ Tensor gelu(const Tensor& x);
 /// Exact GELU through erf: 0.5 x (1 + erf(x / sqrt(2))) (PyTorch's
 /// gelu(approximate='none')).
 Tensor gelu_exact(const Tensor& x);
-/// x where x > 0, negative_slope * x elsewhere (NaN stays NaN).
+/// x where x > 0, negative_slope * x elsewhere (NaN stays NaN); integer and
+/// bool inputs compute in f32.
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
