@@ -101,7 +101,9 @@ std::string attributes(const trace::TraceGraph &g, const trace::Node &n) {
     if (n.op == OpKind::Arange) return "start = " + f64Attr(n.f0) + ", step = " + f64Attr(n.f1);
     return "seed = " + std::to_string(n.i0) + " : i64";
   case core::OpCategory::Reduce: return "axes = " + i64Array(attrs) + ", keepdim = " + keepdim;
-  case core::OpCategory::ArgReduce: return "axis = " + std::to_string(n.i0) + " : i64, keepdim = " + keepdim;
+  case core::OpCategory::ArgReduce:
+    return "axis = " + std::to_string(n.i0) + " : i64, keepdim = " + keepdim +
+           (!attrs.empty() && attrs[0] ? ", select_last_index" : "");
   case core::OpCategory::Index: return "axis = " + std::to_string(n.i0) + " : i64";
   case core::OpCategory::Shape:
     if (n.op == OpKind::Permute) return "perm = " + i64Array(attrs);

@@ -41,7 +41,7 @@ extern "C" {
 /* Bumped whenever a function signature, struct layout or enum value of this
  * header changes incompatibly. runtime/capi/kiln_c.abi records the ABI of
  * each version; the kiln_capi_abi test fails when they disagree. */
-#define KILN_ABI_VERSION 1
+#define KILN_ABI_VERSION 2
 
 struct DLManagedTensor;
 
@@ -113,6 +113,8 @@ typedef enum kiln_op {
   KILN_OP_GE = 32,
   KILN_OP_LOGICAL_AND = 33,
   KILN_OP_LOGICAL_OR = 34,
+  KILN_OP_FMOD = 35,      /* truncated remainder: a's sign (integer x % 0 is 0) */
+  KILN_OP_REMAINDER = 36, /* floored remainder: b's sign (integer x % 0 is 0) */
   /* unary elementwise */
   KILN_OP_LOGICAL_NOT = 40,
   KILN_OP_NEG = 41,
@@ -124,7 +126,7 @@ typedef enum kiln_op {
   KILN_OP_TANH = 47,
   KILN_OP_SIGMOID = 48,
   KILN_OP_RELU = 49,
-  KILN_OP_GELU = 50,
+  KILN_OP_GELU = 50, /* attribute: exact (BOOL, default 0: tanh approximation; 1: through erf) */
   KILN_OP_SIN = 51,
   KILN_OP_COS = 52,
   KILN_OP_FLOOR = 53,
@@ -133,6 +135,7 @@ typedef enum kiln_op {
   KILN_OP_SIGN = 56,
   KILN_OP_RECIPROCAL = 57,
   KILN_OP_SQUARE = 58,
+  KILN_OP_ERF = 59,
   /* other elementwise */
   KILN_OP_WHERE = 60, /* inputs: cond, a, b (a and b may be scalars) */
   KILN_OP_CLAMP = 61, /* inputs: x, low, high (low and high may be scalars) */
@@ -143,7 +146,7 @@ typedef enum kiln_op {
   KILN_OP_MAX = 72,
   KILN_OP_MIN = 73,
   KILN_OP_PROD = 74,
-  KILN_OP_ARGMAX = 75, /* attributes: axis (required), keepdim */
+  KILN_OP_ARGMAX = 75, /* attributes: axis (required), keepdim, select_last_index (ties: last index) */
   KILN_OP_ARGMIN = 76,
   /* linear algebra */
   KILN_OP_MATMUL = 80,
@@ -154,7 +157,8 @@ typedef enum kiln_op {
   KILN_OP_BROADCAST_TO = 93, /* attribute: shape */
   KILN_OP_SQUEEZE = 94,      /* attribute: axes (default: all extent-1 axes) */
   KILN_OP_UNSQUEEZE = 95,    /* attribute: axis */
-  KILN_OP_SLICE = 96,        /* attributes: axis, start (0), stop (end), step (1) */
+  KILN_OP_SLICE = 96,        /* attributes: axis, start (0), stop (end), step (1; negative: reversed,
+                                start (last) and stop (before the first) default like Python's) */
   KILN_OP_CONCAT = 97,       /* inputs: one or more tensors; attribute: axis (0) */
   KILN_OP_INDEX_SELECT = 98, /* inputs: x, index; attribute: axis */
   KILN_OP_GATHER = 99,       /* inputs: x, index; attribute: axis */
@@ -164,7 +168,13 @@ typedef enum kiln_op {
   KILN_OP_SOFTMAX = 110,       /* attribute: axis (-1) */
   KILN_OP_LOG_SOFTMAX = 111,   /* attribute: axis (-1) */
   KILN_OP_LAYER_NORM = 112,    /* inputs: x, weight (optional), bias (optional); attribute: eps (1e-5) */
-  KILN_OP_CROSS_ENTROPY = 113  /* inputs: logits [N, C], targets [N] */
+  KILN_OP_CROSS_ENTROPY = 113, /* inputs: logits [N, C], targets [N] */
+  /* unary elementwise, continued (ABI version 2) */
+  KILN_OP_EXPM1 = 120,
+  KILN_OP_LOG1P = 121,
+  KILN_OP_ISNAN = 122,     /* bool result */
+  KILN_OP_ISINF = 123,     /* bool result */
+  KILN_OP_LEAKY_RELU = 124 /* attribute: negative_slope (0.01) */
 } kiln_op;
 
 /* An op input: a tensor, a number, or nothing (an optional input left out). */

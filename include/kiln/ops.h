@@ -13,8 +13,8 @@
 // `f16_tensor * 2.5` stays f16, `i32_tensor * 2.5` is f32, `i8_tensor + 300`
 // is i8 (wrapping like a cast), `u8_tensor + i64_tensor` is i64.
 // Division is true division: integer operands give f32. Comparisons and
-// logical ops give bool. Transcendental unary ops (exp, tanh, ...) on integer
-// or bool tensors compute in f32. Reductions: sum and prod of bool/integer
+// logical ops give bool. Transcendental unary ops (exp, tanh, erf, ...) on
+// integer or bool tensors compute in f32. Reductions: sum and prod of bool/integer
 // give i64; mean gives a floating type; argmax/argmin give i64.
 #pragma once
 
@@ -108,6 +108,12 @@ Tensor sub(const Operand& a, const Operand& b);
 Tensor mul(const Operand& a, const Operand& b);
 Tensor div(const Operand& a, const Operand& b);
 Tensor pow(const Operand& a, const Operand& b);
+/// Remainder of the truncated division a / b, like C's fmod and PyTorch's
+/// fmod: the result has a's sign. Integer x fmod 0 is 0.
+Tensor fmod(const Operand& a, const Operand& b);
+/// Remainder of the floored division a / b, like Python's % and PyTorch's
+/// remainder: the result has b's sign. Integer x remainder 0 is 0.
+Tensor remainder(const Operand& a, const Operand& b);
 Tensor maximum(const Operand& a, const Operand& b);  ///< NaN propagates
 Tensor minimum(const Operand& a, const Operand& b);  ///< NaN propagates
 Tensor eq(const Operand& a, const Operand& b);
@@ -123,7 +129,13 @@ Tensor logical_not(const Tensor& x);
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor exp(const Tensor& x);
+/// exp(x) - 1, accurate near 0.
+Tensor expm1(const Tensor& x);
 Tensor log(const Tensor& x);
+/// log(1 + x), accurate near 0.
+Tensor log1p(const Tensor& x);
+/// The error function 2/sqrt(pi) * integral of exp(-t^2) from 0 to x.
+Tensor erf(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor tanh(const Tensor& x);
@@ -131,6 +143,12 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 /// tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 Tensor gelu(const Tensor& x);
+/// Exact GELU through erf: 0.5 x (1 + erf(x / sqrt(2))) (PyTorch's
+/// gelu(approximate='none')).
+Tensor gelu_exact(const Tensor& x);
+/// x where x > 0, negative_slope * x elsewhere (NaN stays NaN); integer and
+/// bool inputs compute in f32.
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 Tensor floor(const Tensor& x);
@@ -140,6 +158,10 @@ Tensor round(const Tensor& x);
 Tensor sign(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor square(const Tensor& x);
+/// bool: true where x is NaN (never for integer and bool tensors).
+Tensor isnan(const Tensor& x);
+/// bool: true where x is +inf or -inf (never for integer and bool tensors).
+Tensor isinf(const Tensor& x);
 
 /// cond is cast to bool; a and b are promoted together.
 Tensor where(const Tensor& cond, const Operand& a, const Operand& b);
@@ -152,9 +174,10 @@ Tensor mean(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = f
 Tensor max(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false);
 Tensor min(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false);
 Tensor prod(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false);
-/// Index of the first maximum along `axis` (i64).
-Tensor argmax(const Tensor& x, int axis, bool keepdim = false);
-Tensor argmin(const Tensor& x, int axis, bool keepdim = false);
+/// Index of the first maximum along `axis` (i64); of the last one with
+/// select_last_index (ONNX's attribute). A NaN is the maximum (and minimum).
+Tensor argmax(const Tensor& x, int axis, bool keepdim = false, bool select_last_index = false);
+Tensor argmin(const Tensor& x, int axis, bool keepdim = false, bool select_last_index = false);
 
 // ---- linear algebra -----------------------------------------------------------
 /// [..., M, K] @ [..., K, N] -> [..., M, N], batch dims broadcast. A 1-D
@@ -171,10 +194,15 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape);
 /// Drops the given extent-1 axes (all extent-1 axes when empty).
 Tensor squeeze(const Tensor& x, const std::vector<int>& axes = {});
 Tensor unsqueeze(const Tensor& x, int axis);
-/// Elements start, start+step, ... < stop along `axis` (step > 0). start and
-/// stop are clamped to the extent like Python slices; negative ones count
-/// from the end.
+/// Elements start, start+step, ... < stop along `axis` (step > 0), or
+/// start, start+step, ... > stop (step < 0, in reverse order: x[start:stop:step]
+/// in Python). start and stop are clamped to the extent like Python slices;
+/// negative ones count from the end. With step < 0, stop = INT64_MIN runs to
+/// the first element (Python's omitted stop): slice(x, 0, -1, INT64_MIN, -1)
+/// reverses axis 0. step 0 is an error.
 Tensor slice(const Tensor& x, int axis, int64_t start, int64_t stop, int64_t step = 1);
+/// Reverses the elements along each of `axes`.
+Tensor flip(const Tensor& x, const std::vector<int>& axes);
 Tensor concat(const std::vector<Tensor>& xs, int axis);
 /// out = x with `axis` replaced by the elements at `index` (an integer tensor
 /// of any shape): out.shape = x.shape[:axis] + index.shape + x.shape[axis+1:].

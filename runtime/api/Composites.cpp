@@ -1,6 +1,7 @@
 // Composite ops, recorded as their primitives so the compiler sees few op
 // kinds and fuses across them.
 #include <cmath>
+#include <limits>
 
 #include "runtime/api/OpSupport.h"
 
@@ -28,6 +29,33 @@ Tensor gelu(const Tensor& x) {
   constexpr double kSqrt2OverPi = 0.7978845608028654;
   Tensor inner = mul(add(f, mul(mul(f, mul(f, f)), 0.044715)), kSqrt2OverPi);
   return mul(mul(f, 0.5), add(tanh(inner), 1.0));
+}
+
+Tensor gelu_exact(const Tensor& x) {
+  checkTensor("gelu_exact", x);
+  Tensor f = castTo(x, core::floatingResult(x.dtype()));
+  constexpr double kSqrtHalf = 0.7071067811865476;
+  return mul(mul(f, 0.5), add(erf(mul(f, kSqrtHalf)), 1.0));
+}
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  checkTensor("leaky_relu", x);
+  if (negative_slope != negative_slope) fail("leaky_relu", "negative_slope is NaN; pass a number such as 0.01");
+  Tensor f = castTo(x, core::floatingResult(x.dtype()));
+  // where(x > 0, ...) keeps NaN: NaN > 0 is false and NaN * slope is NaN.
+  return where(gt(f, 0.0), f, mul(f, negative_slope));
+}
+
+Tensor isnan(const Tensor& x) {
+  checkTensor("isnan", x);
+  if (!is_floating(x.dtype())) return zeros(x.shape(), DType::boolean, x.device());
+  return ne(x, x);
+}
+
+Tensor isinf(const Tensor& x) {
+  checkTensor("isinf", x);
+  if (!is_floating(x.dtype())) return zeros(x.shape(), DType::boolean, x.device());
+  return eq(abs(x), std::numeric_limits<double>::infinity());
 }
 
 Tensor clamp(const Tensor& x, const Operand& low, const Operand& high) {

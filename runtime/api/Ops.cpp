@@ -1,6 +1,7 @@
 // The primitive ops: validation (through the core rules), type promotion and
 // recording. Composite ops live in Composites.cpp.
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -95,7 +96,7 @@ Tensor binary(OpKind kind, const Operand& a, const Operand& b) {
     case OpKind::LogicalAnd:
     case OpKind::LogicalOr: t = DType::boolean; break;
     default:
-      if (t == DType::boolean)
+      if (!core::acceptsDType(kind, t))
         fail(op, "arithmetic on bool operands is not defined; use logical_and/logical_or, or cast to an integer "
                  "type first");
   }
@@ -128,8 +129,9 @@ Tensor unaryFloat(OpKind kind, const Tensor& x) {
 Tensor unaryNumeric(OpKind kind, const Tensor& x) {
   const char* op = core::opName(kind).data();
   checkTensor(op, x);
-  if (x.dtype() == DType::boolean)
-    fail(op, "not defined for bool tensors; cast to an integer or floating type first");
+  if (!core::acceptsDType(kind, x.dtype()))
+    fail(op, "not defined for " + std::string(dtype_name(x.dtype())) + " tensors (it takes " +
+                 std::string(core::opTypesDescription(kind)) + "); cast to an integer or floating type first");
   return record(NodeSpec{kind, x.dtype(), x.shape()}, {&x});
 }
 
@@ -169,7 +171,7 @@ Tensor reduction(OpKind kind, const Tensor& x, const std::vector<int>& axes, boo
   return record(spec, {&in});
 }
 
-Tensor argReduction(OpKind kind, const Tensor& x, int axis, bool keepdim) {
+Tensor argReduction(OpKind kind, const Tensor& x, int axis, bool keepdim, bool selectLast) {
   const char* op = core::opName(kind).data();
   checkTensor(op, x);
   int a = 0;
@@ -182,7 +184,8 @@ Tensor argReduction(OpKind kind, const Tensor& x, int axis, bool keepdim) {
   }
   Shape out = x.rank() == 0 ? Shape{} : core::reducedShape(x.shape(), 1u << a, keepdim);
   Tensor in = castTo(x, x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? DType::f32 : x.dtype());
-  NodeSpec spec{kind, DType::i64, out};
+  const int64_t last = selectLast ? 1 : 0;
+  NodeSpec spec{kind, DType::i64, out, std::span<const int64_t>(&last, 1)};
   spec.i0 = a;
   spec.keepdim = keepdim;
   return record(spec, {&in});
@@ -308,6 +311,8 @@ Tensor sub(const Operand& a, const Operand& b) { return binary(OpKind::Sub, a, b
 Tensor mul(const Operand& a, const Operand& b) { return binary(OpKind::Mul, a, b); }
 Tensor div(const Operand& a, const Operand& b) { return binary(OpKind::Div, a, b); }
 Tensor pow(const Operand& a, const Operand& b) { return binary(OpKind::Pow, a, b); }
+Tensor fmod(const Operand& a, const Operand& b) { return binary(OpKind::Fmod, a, b); }
+Tensor remainder(const Operand& a, const Operand& b) { return binary(OpKind::Remainder, a, b); }
 Tensor maximum(const Operand& a, const Operand& b) { return binary(OpKind::Maximum, a, b); }
 Tensor minimum(const Operand& a, const Operand& b) { return binary(OpKind::Minimum, a, b); }
 Tensor logical_and(const Operand& a, const Operand& b) { return binary(OpKind::LogicalAnd, a, b); }
@@ -331,7 +336,10 @@ Tensor sign(const Tensor& x) { return unaryNumeric(OpKind::Sign, x); }
 Tensor square(const Tensor& x) { return unaryNumeric(OpKind::Square, x); }
 Tensor relu(const Tensor& x) { return unaryNumeric(OpKind::Relu, x); }
 Tensor exp(const Tensor& x) { return unaryFloat(OpKind::Exp, x); }
+Tensor expm1(const Tensor& x) { return unaryFloat(OpKind::Expm1, x); }
 Tensor log(const Tensor& x) { return unaryFloat(OpKind::Log, x); }
+Tensor log1p(const Tensor& x) { return unaryFloat(OpKind::Log1p, x); }
+Tensor erf(const Tensor& x) { return unaryFloat(OpKind::Erf, x); }
 Tensor sqrt(const Tensor& x) { return unaryFloat(OpKind::Sqrt, x); }
 Tensor rsqrt(const Tensor& x) { return unaryFloat(OpKind::Rsqrt, x); }
 Tensor tanh(const Tensor& x) { return unaryFloat(OpKind::Tanh, x); }
@@ -378,8 +386,12 @@ Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
 Tensor min(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
   return reduction(OpKind::ReduceMin, x, axes, keepdim);
 }
-Tensor argmax(const Tensor& x, int axis, bool keepdim) { return argReduction(OpKind::ArgMax, x, axis, keepdim); }
-Tensor argmin(const Tensor& x, int axis, bool keepdim) { return argReduction(OpKind::ArgMin, x, axis, keepdim); }
+Tensor argmax(const Tensor& x, int axis, bool keepdim, bool select_last_index) {
+  return argReduction(OpKind::ArgMax, x, axis, keepdim, select_last_index);
+}
+Tensor argmin(const Tensor& x, int axis, bool keepdim, bool select_last_index) {
+  return argReduction(OpKind::ArgMin, x, axis, keepdim, select_last_index);
+}
 
 // ---- matmul --------------------------------------------------------------------
 
@@ -481,10 +493,37 @@ Tensor unsqueeze(const Tensor& x, int axis) {
   return reshape(x, out);
 }
 
+namespace {
+
+/// A negative-step slice: the elements start, start+step, ... > stop (Python
+/// semantics), recorded as the ascending slice of the same elements read in
+/// reverse through index_select with a materialized index, so it compiles
+/// like any index_select and its gradient comes from the primitives'.
+Tensor reversedSlice(const Tensor& x, int a, int64_t start, int64_t stop, int64_t step) {
+  if (step == INT64_MIN) fail("slice", "step " + std::to_string(step) + " is out of range");
+  const int64_t n = x.shape()[a];
+  auto clampIndex = [n](int64_t v) {
+    if (v < 0) v += n;  // no overflow: v < 0 <= n
+    return std::clamp<int64_t>(v, -1, n - 1);  // -1: before the first element
+  };
+  const int64_t s = clampIndex(start), e = clampIndex(stop);
+  const int64_t count = s > e ? (s - e - 1) / -step + 1 : 0;
+  if (count == 0) return slice(x, a, 0, 0);
+  const int64_t lowest = s + (count - 1) * step;
+  Tensor ascending = slice(x, a, lowest, s + 1, -step);
+  if (count == 1) return ascending;
+  std::vector<int64_t> reversed(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) reversed[static_cast<size_t>(i)] = count - 1 - i;
+  return index_select(ascending, a, from_vector<int64_t>(reversed, Shape{count}, x.device()));
+}
+
+}  // namespace
+
 Tensor slice(const Tensor& x, int axis, int64_t start, int64_t stop, int64_t step) {
   checkTensor("slice", x);
   int a;
   check("slice", core::normalizeAxis(axis, x.rank(), &a));
+  if (step < 0) return reversedSlice(x, a, start, stop, step);
   int64_t s, extent;
   check("slice", core::normalizeSlice(x.shape()[a], start, stop, step, &s, &extent));
   if (extent == 0) s = 0;  // an empty slice reads nothing; start it at 0 so every lowering accepts it
@@ -498,6 +537,20 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t stop, int64_t ste
   Shape out = x.shape();
   out[a] = extent;
   return record(NodeSpec{OpKind::Slice, x.dtype(), out, std::span<const int64_t>(attrs, 2 * r)}, {&x});
+}
+
+Tensor flip(const Tensor& x, const std::vector<int>& axes) {
+  checkTensor("flip", x);
+  Tensor r = x;
+  core::AxisMask seen = 0;
+  for (int axis : axes) {
+    int a;
+    check("flip", core::normalizeAxis(axis, x.rank(), &a));
+    if (seen & (1u << a)) fail("flip", "axis " + std::to_string(axis) + " is given twice");
+    seen |= 1u << a;
+    r = slice(r, a, -1, INT64_MIN, -1);
+  }
+  return r;
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int axis) {

@@ -96,7 +96,14 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
     case OpKind::Neg: r[0] = neg(g); break;
     case OpKind::Abs: r[0] = mul(g, sign(in[0])); break;
     case OpKind::Exp: r[0] = mul(g, out); break;
+    case OpKind::Expm1: r[0] = mul(g, add(out, 1.0)); break;
     case OpKind::Log: r[0] = div(g, in[0]); break;
+    case OpKind::Log1p: r[0] = div(g, add(in[0], 1.0)); break;
+    case OpKind::Erf: {
+      constexpr double kTwoOverSqrtPi = 1.1283791670955126;
+      r[0] = mul(g, mul(exp(neg(square(in[0]))), kTwoOverSqrtPi));
+      break;
+    }
     case OpKind::Sqrt: r[0] = div(g, mul(out, 2.0)); break;
     case OpKind::Rsqrt: r[0] = mul(mul(g, -0.5), mul(out, square(out))); break;
     case OpKind::Tanh: r[0] = mul(g, sub(1.0, square(out))); break;
@@ -138,6 +145,18 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
         r[1] = sumToShape(where(eq(in[0], 0.0), 0.0, d), in[1].shape());
       }
       break;
+    case OpKind::Fmod:
+    case OpKind::Remainder: {
+      // a - q * b with q the truncated (fmod) or floored (remainder) a / b,
+      // piecewise constant in a and b, as in PyTorch.
+      if (need(0)) r[0] = sumToShape(g, in[0].shape());
+      if (need(1)) {
+        Tensor ratio = div(in[0], in[1]);
+        Tensor q = n.op == OpKind::Remainder ? floor(ratio) : where(lt(ratio, 0.0), ceil(ratio), floor(ratio));
+        r[1] = sumToShape(neg(mul(g, q)), in[1].shape());
+      }
+      break;
+    }
     case OpKind::Maximum:
     case OpKind::Minimum: {
       const bool isMax = n.op == OpKind::Maximum;

@@ -11,76 +11,56 @@ namespace kiln::capi {
 
 namespace {
 
+using UnaryFn = Tensor (*)(const Tensor&);
+using BinaryFn = Tensor (*)(const Operand&, const Operand&);
+using ReduceFn = Tensor (*)(const Tensor&, const std::vector<int>&, bool);
+
+/// One C-ABI op: its name and, for the elementwise families the op table
+/// drives, the public function that dispatch calls.
 struct OpEntry {
   kiln_op op;
   const char* name;
+  UnaryFn unary = nullptr;
+  BinaryFn binary = nullptr;
 };
 
+/// A primitive the C ABI does not name (Param): left out of the lookups.
+constexpr kiln_op NoCAbi = static_cast<kiln_op>(0);
+
+// Entries per op-table row (runtime/core/OpKinds.def), by category: unary
+// and binary elementwise ops and comparisons dispatch to their public
+// function; the others have a name here and a case in dispatch().
+#define KILN_CAPI_Leaf(fn, c_abi) {c_abi, #fn},
+#define KILN_CAPI_Unary(fn, c_abi) {c_abi, #fn, &kiln::fn, nullptr},
+#define KILN_CAPI_Binary(fn, c_abi) {c_abi, #fn, nullptr, &kiln::fn},
+#define KILN_CAPI_Compare(fn, c_abi) {c_abi, #fn, nullptr, &kiln::fn},
+#define KILN_CAPI_Select(fn, c_abi) {c_abi, #fn},
+#define KILN_CAPI_Cast(fn, c_abi) {c_abi, #fn},
+#define KILN_CAPI_Reduce(fn, c_abi) {c_abi, #fn},
+#define KILN_CAPI_ArgReduce(fn, c_abi) {c_abi, #fn},
+#define KILN_CAPI_Matmul(fn, c_abi) {c_abi, #fn},
+#define KILN_CAPI_Shape(fn, c_abi) {c_abi, #fn},
+#define KILN_CAPI_Index(fn, c_abi) {c_abi, #fn},
+
 constexpr OpEntry kOps[] = {
+#define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes) \
+  KILN_CAPI_##Category(public_name, c_abi)
+#include "runtime/core/OpKinds.def"
+    // Public ops that record other primitives (composites and conveniences).
     {KILN_OP_ZEROS, "zeros"},
     {KILN_OP_ONES, "ones"},
-    {KILN_OP_FULL, "full"},
     {KILN_OP_ZEROS_LIKE, "zeros_like"},
     {KILN_OP_ONES_LIKE, "ones_like"},
     {KILN_OP_SCALAR_TENSOR, "scalar_tensor"},
-    {KILN_OP_ARANGE, "arange"},
-    {KILN_OP_RAND, "rand"},
-    {KILN_OP_RANDN, "randn"},
-    {KILN_OP_ADD, "add"},
-    {KILN_OP_SUB, "sub"},
-    {KILN_OP_MUL, "mul"},
-    {KILN_OP_DIV, "div"},
-    {KILN_OP_POW, "pow"},
-    {KILN_OP_MAXIMUM, "maximum"},
-    {KILN_OP_MINIMUM, "minimum"},
-    {KILN_OP_EQ, "eq"},
-    {KILN_OP_NE, "ne"},
-    {KILN_OP_LT, "lt"},
-    {KILN_OP_LE, "le"},
-    {KILN_OP_GT, "gt"},
-    {KILN_OP_GE, "ge"},
-    {KILN_OP_LOGICAL_AND, "logical_and"},
-    {KILN_OP_LOGICAL_OR, "logical_or"},
-    {KILN_OP_LOGICAL_NOT, "logical_not"},
-    {KILN_OP_NEG, "neg"},
-    {KILN_OP_ABS, "abs"},
-    {KILN_OP_EXP, "exp"},
-    {KILN_OP_LOG, "log"},
-    {KILN_OP_SQRT, "sqrt"},
-    {KILN_OP_RSQRT, "rsqrt"},
-    {KILN_OP_TANH, "tanh"},
-    {KILN_OP_SIGMOID, "sigmoid"},
-    {KILN_OP_RELU, "relu"},
     {KILN_OP_GELU, "gelu"},
-    {KILN_OP_SIN, "sin"},
-    {KILN_OP_COS, "cos"},
-    {KILN_OP_FLOOR, "floor"},
-    {KILN_OP_CEIL, "ceil"},
-    {KILN_OP_ROUND, "round"},
-    {KILN_OP_SIGN, "sign"},
-    {KILN_OP_RECIPROCAL, "reciprocal"},
-    {KILN_OP_SQUARE, "square"},
-    {KILN_OP_WHERE, "where"},
+    {KILN_OP_ISNAN, "isnan", &kiln::isnan},
+    {KILN_OP_ISINF, "isinf", &kiln::isinf},
+    {KILN_OP_LEAKY_RELU, "leaky_relu"},
     {KILN_OP_CLAMP, "clamp"},
-    {KILN_OP_CAST, "cast"},
-    {KILN_OP_SUM, "sum"},
     {KILN_OP_MEAN, "mean"},
-    {KILN_OP_MAX, "max"},
-    {KILN_OP_MIN, "min"},
-    {KILN_OP_PROD, "prod"},
-    {KILN_OP_ARGMAX, "argmax"},
-    {KILN_OP_ARGMIN, "argmin"},
-    {KILN_OP_MATMUL, "matmul"},
-    {KILN_OP_RESHAPE, "reshape"},
     {KILN_OP_TRANSPOSE, "transpose"},
-    {KILN_OP_PERMUTE, "permute"},
-    {KILN_OP_BROADCAST_TO, "broadcast_to"},
     {KILN_OP_SQUEEZE, "squeeze"},
     {KILN_OP_UNSQUEEZE, "unsqueeze"},
-    {KILN_OP_SLICE, "slice"},
-    {KILN_OP_CONCAT, "concat"},
-    {KILN_OP_INDEX_SELECT, "index_select"},
-    {KILN_OP_GATHER, "gather"},
     {KILN_OP_ONE_HOT, "one_hot"},
     {KILN_OP_CONTIGUOUS, "contiguous"},
     {KILN_OP_SOFTMAX, "softmax"},
@@ -88,6 +68,25 @@ constexpr OpEntry kOps[] = {
     {KILN_OP_LAYER_NORM, "layer_norm"},
     {KILN_OP_CROSS_ENTROPY, "cross_entropy"},
 };
+
+#undef KILN_CAPI_Leaf
+#undef KILN_CAPI_Unary
+#undef KILN_CAPI_Binary
+#undef KILN_CAPI_Compare
+#undef KILN_CAPI_Select
+#undef KILN_CAPI_Cast
+#undef KILN_CAPI_Reduce
+#undef KILN_CAPI_ArgReduce
+#undef KILN_CAPI_Matmul
+#undef KILN_CAPI_Shape
+#undef KILN_CAPI_Index
+
+const OpEntry* entryOf(kiln_op op) {
+  if (op == NoCAbi) return nullptr;
+  for (const OpEntry& e : kOps)
+    if (e.op == op) return &e;
+  return nullptr;
+}
 
 const char* valueKindName(int32_t k) {
   switch (k) {
@@ -251,56 +250,6 @@ class AttrReader {
   std::string accepted_;
 };
 
-using UnaryFn = Tensor (*)(const Tensor&);
-using BinaryFn = Tensor (*)(const Operand&, const Operand&);
-using ReduceFn = Tensor (*)(const Tensor&, const std::vector<int>&, bool);
-
-UnaryFn unaryOf(kiln_op op) {
-  switch (op) {
-    case KILN_OP_LOGICAL_NOT: return &kiln::logical_not;
-    case KILN_OP_NEG: return &kiln::neg;
-    case KILN_OP_ABS: return &kiln::abs;
-    case KILN_OP_EXP: return &kiln::exp;
-    case KILN_OP_LOG: return &kiln::log;
-    case KILN_OP_SQRT: return &kiln::sqrt;
-    case KILN_OP_RSQRT: return &kiln::rsqrt;
-    case KILN_OP_TANH: return &kiln::tanh;
-    case KILN_OP_SIGMOID: return &kiln::sigmoid;
-    case KILN_OP_RELU: return &kiln::relu;
-    case KILN_OP_GELU: return &kiln::gelu;
-    case KILN_OP_SIN: return &kiln::sin;
-    case KILN_OP_COS: return &kiln::cos;
-    case KILN_OP_FLOOR: return &kiln::floor;
-    case KILN_OP_CEIL: return &kiln::ceil;
-    case KILN_OP_ROUND: return &kiln::round;
-    case KILN_OP_SIGN: return &kiln::sign;
-    case KILN_OP_RECIPROCAL: return &kiln::reciprocal;
-    case KILN_OP_SQUARE: return &kiln::square;
-    default: return nullptr;
-  }
-}
-
-BinaryFn binaryOf(kiln_op op) {
-  switch (op) {
-    case KILN_OP_ADD: return &kiln::add;
-    case KILN_OP_SUB: return &kiln::sub;
-    case KILN_OP_MUL: return &kiln::mul;
-    case KILN_OP_DIV: return &kiln::div;
-    case KILN_OP_POW: return &kiln::pow;
-    case KILN_OP_MAXIMUM: return &kiln::maximum;
-    case KILN_OP_MINIMUM: return &kiln::minimum;
-    case KILN_OP_EQ: return &kiln::eq;
-    case KILN_OP_NE: return &kiln::ne;
-    case KILN_OP_LT: return &kiln::lt;
-    case KILN_OP_LE: return &kiln::le;
-    case KILN_OP_GT: return &kiln::gt;
-    case KILN_OP_GE: return &kiln::ge;
-    case KILN_OP_LOGICAL_AND: return &kiln::logical_and;
-    case KILN_OP_LOGICAL_OR: return &kiln::logical_or;
-    default: return nullptr;
-  }
-}
-
 ReduceFn reduceOf(kiln_op op) {
   switch (op) {
     case KILN_OP_SUM: return &kiln::sum;
@@ -316,13 +265,13 @@ ReduceFn reduceOf(kiln_op op) {
 
 const char* opName(int64_t op) {
   for (const OpEntry& e : kOps)
-    if (e.op == op) return e.name;
+    if (e.op != NoCAbi && e.op == op) return e.name;
   return nullptr;
 }
 
 bool opFromName(const char* name, kiln_op* out) {
   for (const OpEntry& e : kOps) {
-    if (std::strcmp(e.name, name) == 0) {
+    if (e.op != NoCAbi && std::strcmp(e.name, name) == 0) {
       *out = e.op;
       return true;
     }
@@ -387,17 +336,18 @@ std::vector<Attr> readAttrs(const kiln_attr* attrs, int32_t count) {
 }
 
 Tensor dispatch(kiln_op op, std::span<const Value> values, std::span<const Attr> attrs) {
-  const char* name = opName(op);
-  if (!name) fail(KILN_ERROR_INVALID_ARGUMENT, "unknown op " + std::to_string(static_cast<int64_t>(op)) + " (see kiln_op)");
+  const OpEntry* entry = entryOf(op);
+  if (!entry) fail(KILN_ERROR_INVALID_ARGUMENT, "unknown op " + std::to_string(static_cast<int64_t>(op)) + " (see kiln_op)");
+  const char* name = entry->name;
   InputReader in(name, values);
   AttrReader at(name, attrs);
 
-  if (UnaryFn f = unaryOf(op)) {
+  if (UnaryFn f = entry->unary) {
     in.expectCount(1, 1);
     at.finish();
     return f(in.tensor(0, "x"));
   }
-  if (BinaryFn f = binaryOf(op)) {
+  if (BinaryFn f = entry->binary) {
     in.expectCount(2, 2);
     at.finish();
     return f(in.operand(0, "a"), in.operand(1, "b"));
@@ -463,6 +413,18 @@ Tensor dispatch(kiln_op op, std::span<const Value> values, std::span<const Attr>
       at.finish();
       return randn(s, seed, t, mu, sd);
     }
+    case KILN_OP_GELU: {
+      in.expectCount(1, 1);
+      bool exact = at.flag("exact", false);
+      at.finish();
+      return exact ? gelu_exact(in.tensor(0, "x")) : gelu(in.tensor(0, "x"));
+    }
+    case KILN_OP_LEAKY_RELU: {
+      in.expectCount(1, 1);
+      double slope = at.number("negative_slope", 0.01);
+      at.finish();
+      return leaky_relu(in.tensor(0, "x"), slope);
+    }
     case KILN_OP_WHERE:
       in.expectCount(3, 3);
       at.finish();
@@ -482,8 +444,10 @@ Tensor dispatch(kiln_op op, std::span<const Value> values, std::span<const Attr>
       in.expectCount(1, 1);
       int axis = at.intAttr("axis", std::nullopt);
       bool keepdim = at.flag("keepdim", false);
+      bool last = at.flag("select_last_index", false);
       at.finish();
-      return op == KILN_OP_ARGMAX ? argmax(in.tensor(0, "x"), axis, keepdim) : argmin(in.tensor(0, "x"), axis, keepdim);
+      return op == KILN_OP_ARGMAX ? argmax(in.tensor(0, "x"), axis, keepdim, last)
+                                  : argmin(in.tensor(0, "x"), axis, keepdim, last);
     }
     case KILN_OP_MATMUL:
       in.expectCount(2, 2);
@@ -530,7 +494,10 @@ Tensor dispatch(kiln_op op, std::span<const Value> values, std::span<const Attr>
     case KILN_OP_SLICE: {
       in.expectCount(1, 1);
       int axis = at.intAttr("axis", std::nullopt);
-      int64_t start = at.integer("start", 0), stop = at.integer("stop", INT64_MAX), step = at.integer("step", 1);
+      const int64_t step = at.integer("step", 1);
+      // Python's defaults: a negative step runs from the end to the start.
+      int64_t start = at.integer("start", step < 0 ? INT64_MAX : 0);
+      int64_t stop = at.integer("stop", step < 0 ? INT64_MIN : INT64_MAX);
       at.finish();
       return slice(in.tensor(0, "x"), axis, start, stop, step);
     }

@@ -79,6 +79,32 @@ inline T minNan(T a, T b) {
   return a < b ? a : b;
 }
 
+/// C's fmod (the result takes the dividend's sign). Integers: x % 0 and
+/// x % -1 give 0 (no trap; compiled code does the same).
+template <class T>
+inline T truncMod(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fmod(a, b);
+  } else {
+    if (b == 0) return 0;
+    if constexpr (std::is_signed_v<T>) {
+      if (b == -1) return 0;
+    }
+    return static_cast<T>(a % b);
+  }
+}
+/// Python's modulo: the result takes the divisor's sign.
+template <class T>
+inline T floorMod(T a, T b) {
+  T r = truncMod(a, b);
+  if constexpr (std::is_unsigned_v<T>) {
+    return r;
+  } else {
+    if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
+    return r;
+  }
+}
+
 /// Runs f elementwise over one input into a dense output.
 template <class TIn, class TOut, class F>
 void mapUnary(const Arg& in, char* out, F f) {
@@ -134,7 +160,10 @@ struct UnaryFloat {
   T operator()(T x) const {
     switch (op) {
       case OpKind::Exp: return std::exp(x);
+      case OpKind::Expm1: return std::expm1(x);
       case OpKind::Log: return std::log(x);
+      case OpKind::Log1p: return std::log1p(x);
+      case OpKind::Erf: return std::erf(x);
       case OpKind::Sqrt: return std::sqrt(x);
       case OpKind::Rsqrt: return T(1) / std::sqrt(x);
       case OpKind::Tanh: return std::tanh(x);
@@ -166,7 +195,10 @@ Arg broadcastArg(const Arg& a, const Shape& shape) {
 void unaryKernel(OpKind op, const Arg& in, char* out) {
   switch (op) {
     case OpKind::Exp:
+    case OpKind::Expm1:
     case OpKind::Log:
+    case OpKind::Log1p:
+    case OpKind::Erf:
     case OpKind::Sqrt:
     case OpKind::Rsqrt:
     case OpKind::Tanh:
@@ -245,6 +277,12 @@ void binaryKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, cha
           else return intPow(x, y);
         });
       });
+      return;
+    case OpKind::Fmod:
+      dispatchNumeric(a.dtype, [&]<class T>() { mapBinary<T, T>(a, b, shape, out, [](T x, T y) { return truncMod(x, y); }); });
+      return;
+    case OpKind::Remainder:
+      dispatchNumeric(a.dtype, [&]<class T>() { mapBinary<T, T>(a, b, shape, out, [](T x, T y) { return floorMod(x, y); }); });
       return;
     case OpKind::Maximum:
       dispatchNumeric(a.dtype, [&]<class T>() { mapBinary<T, T>(a, b, shape, out, [](T x, T y) { return maxNan(x, y); }); });

@@ -77,7 +77,11 @@ class NodeRunner {
         reduceKernel(n.op, widened(ins[0]), mask, o);
         break;
       }
-      case OpCategory::ArgReduce: argReduceKernel(n.op, widened(ins[0]), static_cast<int>(n.i0), o); break;
+      case OpCategory::ArgReduce: {
+        auto attrs = trace_.attrsOf(n);
+        argReduceKernel(n.op, widened(ins[0]), static_cast<int>(n.i0), !attrs.empty() && attrs[0] != 0, o);
+        break;
+      }
       case OpCategory::Matmul: {
         Arg a = widened(ins[0]), b = widened(ins[1]);
         const int r = n.shape.rank();

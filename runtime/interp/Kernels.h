@@ -60,7 +60,8 @@ void castKernel(const Arg& in, DType to, char* out);
 void copyKernel(const Arg& in, char* out);
 
 void reduceKernel(OpKind op, const Arg& in, core::AxisMask mask, char* out);
-void argReduceKernel(OpKind op, const Arg& in, int axis, char* out);
+/// selectLast: ties give the last index (else the first).
+void argReduceKernel(OpKind op, const Arg& in, int axis, bool selectLast, char* out);
 
 /// a: [..., M, K], b: [..., K, N], both already broadcast to the batch dims
 /// of `outShape` ([..., M, N]).

@@ -181,7 +181,7 @@ void reduceKernel(OpKind op, const Arg& in, core::AxisMask mask, char* out) {
   }
 }
 
-void argReduceKernel(OpKind op, const Arg& in, int axis, char* out) {
+void argReduceKernel(OpKind op, const Arg& in, int axis, bool selectLast, char* out) {
   dispatchAll(in.dtype, [&]<class T>() {
     const T* src = reinterpret_cast<const T*>(in.data);
     int64_t* o = reinterpret_cast<int64_t*>(out);
@@ -192,15 +192,18 @@ void argReduceKernel(OpKind op, const Arg& in, int axis, char* out) {
     const bool isMax = op == OpKind::ArgMax;
     const int64_t outCount = kept.count();
     const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1));
+    // The last extreme is the first one met scanning backwards.
+    const int64_t first = selectLast ? n - 1 : 0, dir = selectLast ? -1 : 1;
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, outCount, grain), [&](const tbb::blocked_range<int64_t>& r) {
       for (int64_t k = r.begin(); k < r.end(); ++k) {
         const T* p = src + kept.offset(k);
-        int64_t best = 0;
-        T bv = p[0];
-        for (int64_t i = 1; i < n; ++i) {
+        int64_t best = first;
+        T bv = p[first * s];
+        for (int64_t j = 1; j < n; ++j) {
+          const int64_t i = first + j * dir;
           T v = p[i * s];
           if constexpr (std::is_floating_point_v<T>) {
-            if (bv != bv) break;  // the first NaN is the extreme
+            if (bv != bv) break;  // the first NaN met is the extreme
             if (v != v) {
               best = i;
               bv = v;

@@ -29,8 +29,9 @@ struct Node {
   uint32_t inputs = 0;  ///< offset into Trace::operands
   uint32_t attrs = 0;   ///< offset into Trace::attrs
   Shape shape;
-  /// Op-specific scalars: Full value (f0, or i0 for integer dtypes), Arange
-  /// start/step (f0/f1), random seed (i0), axis (i0), Param index (i0).
+  /// Op-specific scalars (f0, f1, i0, keepdim and the `attrs` list): what
+  /// each op keeps in them is its row's "attributes" column in
+  /// runtime/core/OpKinds.def (core::opAttributes).
   double f0 = 0, f1 = 0;
   int64_t i0 = 0;
 };

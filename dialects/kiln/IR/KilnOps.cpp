@@ -2,13 +2,15 @@
 //
 // Verifiers: the shape rules come from runtime/core/ShapeRules.h, the same
 // functions the recorder and the interpreter call. Element types are checked
-// by the ODS constraints. Folders live in KilnFolds.cpp.
+// by the ODS constraints, and for the elementwise families also by the op
+// table's dtype rule (runtime/core/OpKinds.def). Folders live in KilnFolds.cpp.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialects/kiln/IR/KilnOps.h"
 
 #include "dialects/kiln/IR/KilnTypes.h"
+#include "runtime/core/OpKind.h"
 #include "runtime/core/ShapeRules.h"
 
 #include <vector>
@@ -135,27 +137,26 @@ LogicalResult ArangeOp::verify() {
 // Elementwise ops with broadcasting.
 //===----------------------------------------------------------------------===//
 
-#define KILN_BROADCAST_VERIFIER(Op)                                            \
-  LogicalResult Op::verify() {                                                 \
-    return verifyBroadcast(*this, getOperation()->getOperands());              \
-  }
-KILN_BROADCAST_VERIFIER(AddOp)
-KILN_BROADCAST_VERIFIER(SubOp)
-KILN_BROADCAST_VERIFIER(MulOp)
-KILN_BROADCAST_VERIFIER(DivOp)
-KILN_BROADCAST_VERIFIER(PowOp)
-KILN_BROADCAST_VERIFIER(MaximumOp)
-KILN_BROADCAST_VERIFIER(MinimumOp)
-KILN_BROADCAST_VERIFIER(LogicalAndOp)
-KILN_BROADCAST_VERIFIER(LogicalOrOp)
-KILN_BROADCAST_VERIFIER(EqOp)
-KILN_BROADCAST_VERIFIER(NeOp)
-KILN_BROADCAST_VERIFIER(LtOp)
-KILN_BROADCAST_VERIFIER(LeOp)
-KILN_BROADCAST_VERIFIER(GtOp)
-KILN_BROADCAST_VERIFIER(GeOp)
-KILN_BROADCAST_VERIFIER(WhereOp)
-#undef KILN_BROADCAST_VERIFIER
+LogicalResult mlir::kiln::verifyElementwiseOp(Operation *op) {
+  StringRef name = op->getName().stripDialect();
+  core::OpKind kind;
+  if (!core::opKindFromName(std::string_view(name.data(), name.size()), &kind))
+    return op->emitOpError("is not in the op table (runtime/core/OpKinds.def)");
+  Type elementType =
+      cast<ShapedType>(op->getOperand(0).getType()).getElementType();
+  std::optional<::kiln::DType> dtype = getDType(elementType);
+  if (!dtype || !core::acceptsDType(kind, *dtype))
+    return op->emitOpError()
+           << "takes " << core::opTypesDescription(kind).data() << ", not "
+           << elementType;
+  if (op->getNumOperands() < 2)
+    return success();
+  return verifyBroadcast(op, op->getOperands());
+}
+
+LogicalResult WhereOp::verify() {
+  return verifyBroadcast(*this, getOperation()->getOperands());
+}
 
 //===----------------------------------------------------------------------===//
 // Reductions.

@@ -16,6 +16,14 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+namespace mlir::kiln {
+/// The verifier of the unary, binary and comparison ops: the element type
+/// obeys the op table's dtype rule (kiln::core::acceptsDType, the rule the
+/// recorder and the lowering use) and operand shapes broadcast to the
+/// result's.
+LogicalResult verifyElementwiseOp(Operation *op);
+} // namespace mlir::kiln
+
 #define GET_OP_CLASSES
 #include "dialects/kiln/IR/KilnOps.h.inc"
 

@@ -117,6 +117,13 @@ class Kiln_UnaryOp<string mnemonic, Kiln_TensorOf type, string what,
   let arguments = (ins type:$input);
   let results = (outs type:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
+  // One verifier for the family, driven by the op table.
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() {
+      return ::mlir::kiln::verifyElementwiseOp(getOperation());
+    }
+  }];
 }
 
 def Kiln_NegOp : Kiln_UnaryOp<"neg", Kiln_NumericTensor,
@@ -125,7 +132,12 @@ def Kiln_NegOp : Kiln_UnaryOp<"neg", Kiln_NumericTensor,
 }
 def Kiln_AbsOp : Kiln_UnaryOp<"abs", Kiln_NumericTensor, "absolute value">;
 def Kiln_ExpOp : Kiln_UnaryOp<"exp", Kiln_FloatTensor, "exponential">;
+def Kiln_Expm1Op : Kiln_UnaryOp<"expm1", Kiln_FloatTensor,
+                                "exp(x) - 1, accurate near 0">;
 def Kiln_LogOp : Kiln_UnaryOp<"log", Kiln_FloatTensor, "natural logarithm">;
+def Kiln_Log1pOp : Kiln_UnaryOp<"log1p", Kiln_FloatTensor,
+                                "log(1 + x), accurate near 0">;
+def Kiln_ErfOp : Kiln_UnaryOp<"erf", Kiln_FloatTensor, "error function">;
 def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", Kiln_FloatTensor, "square root">;
 def Kiln_RsqrtOp : Kiln_UnaryOp<"rsqrt", Kiln_FloatTensor,
                                 "reciprocal square root 1 / sqrt(x)">;
@@ -178,7 +190,13 @@ class Kiln_BinaryOp<string mnemonic, Kiln_TensorOf type, string what,
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
   }];
+  // One verifier for the family, driven by the op table.
   let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() {
+      return ::mlir::kiln::verifyElementwiseOp(getOperation());
+    }
+  }];
 }
 
 def Kiln_AddOp : Kiln_BinaryOp<"add", Kiln_NumericTensor,
@@ -196,6 +214,12 @@ def Kiln_MulOp : Kiln_BinaryOp<"mul", Kiln_NumericTensor,
 }
 def Kiln_DivOp : Kiln_BinaryOp<"div", Kiln_FloatTensor, "true division">;
 def Kiln_PowOp : Kiln_BinaryOp<"pow", Kiln_NumericTensor, "power">;
+def Kiln_FmodOp : Kiln_BinaryOp<"fmod", Kiln_NumericTensor,
+    "remainder of the truncated division (the dividend's sign; integer "
+    "x fmod 0 is 0)">;
+def Kiln_RemainderOp : Kiln_BinaryOp<"remainder", Kiln_NumericTensor,
+    "remainder of the floored division (the divisor's sign; integer "
+    "x remainder 0 is 0)">;
 def Kiln_MaximumOp : Kiln_BinaryOp<"maximum", Kiln_NumericTensor,
                                    "maximum (NaN propagates)", [Commutative]>;
 def Kiln_MinimumOp : Kiln_BinaryOp<"minimum", Kiln_NumericTensor,
@@ -230,7 +254,13 @@ class Kiln_CompareOp<string mnemonic, string what, list<Trait> traits = []>
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
   }];
+  // One verifier for the family, driven by the op table.
   let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() {
+      return ::mlir::kiln::verifyElementwiseOp(getOperation());
+    }
+  }];
 }
 
 def Kiln_EqOp : Kiln_CompareOp<"eq", "==", [Commutative]>;
@@ -330,19 +360,22 @@ class Kiln_ArgReduceOp<string mnemonic, string what> : Kiln_Op<mnemonic> {
   let summary = "index of the " # what # " along one axis";
   let description = [{
     The i64 index of the first }] # what # [{ along `axis` (a NaN counts as
-    the extreme). With `keepdim` the axis stays as extent 1.
+    the extreme), or of the last one with `select_last_index` (ONNX's
+    attribute). With `keepdim` the axis stays as extent 1.
 
     Example:
 
     ```mlir
     %0 = kiln.}] # mnemonic # [{ %x axis 1 keepdim false : tensor<2x3xf32> -> tensor<2xi64>
+    %1 = kiln.}] # mnemonic # [{ %x axis 1 keepdim false select_last_index : tensor<2x3xf32> -> tensor<2xi64>
     ```
   }];
   let arguments = (ins Kiln_AnyTensor:$input, I64Attr:$axis,
-                       BoolAttr:$keepdim);
+                       BoolAttr:$keepdim, UnitAttr:$select_last_index);
   let results = (outs Kiln_IndexTensor:$result);
   let assemblyFormat = [{
-    $input `axis` $axis `keepdim` $keepdim attr-dict `:` type($input) `->`
+    $input `axis` $axis `keepdim` $keepdim
+    (`select_last_index` $select_last_index^)? attr-dict `:` type($input) `->`
     type($result)
   }];
   let hasVerifier = 1;

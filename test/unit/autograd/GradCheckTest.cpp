@@ -116,6 +116,9 @@ TEST(GradCheck, UnaryOps) {
       {"relu", relu, -2, 2, true},         {"sin", sin, -3, 3, false},
       {"cos", cos, -3, 3, false},          {"reciprocal", reciprocal, -2, 2, true},
       {"square", square, -2, 2, false},    {"gelu", gelu, -3, 3, false},
+      {"erf", erf, -2, 2, false},          {"expm1", expm1, -2, 2, false},
+      {"log1p", log1p, -0.5, 3, false},    {"gelu_exact", gelu_exact, -3, 3, false},
+      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.1); }, -2, 2, true},
   };
   std::mt19937_64 rng(7);
   for (const UnaryCase& c : cases) {
@@ -147,6 +150,8 @@ TEST(GradCheck, BinaryOpsBroadcast) {
       {"add", add, -2, 2, false}, {"sub", sub, -2, 2, false},         {"mul", mul, -2, 2, false},
       {"div", div, -2, 2, true},  {"pow", pow, 0.3, 2, false},        {"maximum", maximum, -2, 2, false},
       {"minimum", minimum, -2, 2, false},
+      // Piecewise: away from zero keeps the quotient's jumps rare.
+      {"fmod", fmod, -3, 3, true},  {"remainder", remainder, -3, 3, true},
   };
   std::mt19937_64 rng(11);
   for (const Case& c : cases) {
@@ -269,6 +274,8 @@ TEST(GradCheck, Slice) {
                   std::to_string(stop) + ":" + std::to_string(step),
               [&](const std::vector<Tensor>& x) { return slice(x[0], axis, start, stop, step); }, {{s}}, trial);
   }
+  gradcheck("negative step", [](const std::vector<Tensor>& x) { return slice(x[0], 1, 4, 0, -2); }, {{Shape{3, 6}}});
+  gradcheck("flip", [](const std::vector<Tensor>& x) { return flip(x[0], {0, 1}); }, {{Shape{3, 4}}});
   gradcheck("two slices", [](const std::vector<Tensor>& x) { return slice(slice(x[0], 0, 1, 4, 2), 1, -2, 5); },
             {{Shape{5, 4}}});
 }

@@ -50,7 +50,7 @@ TEST_F(CApiOps, NamesRoundTrip) {
     KILN_ASSERT_OK(kiln_op_from_name(name, &back));
     EXPECT_EQ(back, op) << name;
   }
-  EXPECT_EQ(count, 70);  // every public op
+  EXPECT_EQ(count, 78);  // every public op
 }
 
 TEST_F(CApiOps, EveryOpRuns) {
@@ -98,12 +98,15 @@ TEST_F(CApiOps, EveryOpRuns) {
   C(KILN_OP_LAYER_NORM, {X, kiln_value_none(), kiln_value_none()}, {kiln_attr_float("eps", 1e-3)}, {2, 3});
   C(KILN_OP_CROSS_ENTROPY, {X, kiln_value_of_tensor(index)}, {}, {});
 
+  C(KILN_OP_LEAKY_RELU, {X}, {kiln_attr_float("negative_slope", 0.2)}, {2, 3});
+  for (kiln_op op : {KILN_OP_EXPM1, KILN_OP_LOG1P, KILN_OP_ISNAN, KILN_OP_ISINF}) C(op, {X}, {}, {2, 3});
   for (kiln_op op : {KILN_OP_ADD, KILN_OP_SUB, KILN_OP_MUL, KILN_OP_DIV, KILN_OP_POW, KILN_OP_MAXIMUM, KILN_OP_MINIMUM,
-                     KILN_OP_EQ, KILN_OP_NE, KILN_OP_LT, KILN_OP_LE, KILN_OP_GT, KILN_OP_GE})
+                     KILN_OP_EQ, KILN_OP_NE, KILN_OP_LT, KILN_OP_LE, KILN_OP_GT, KILN_OP_GE, KILN_OP_FMOD,
+                     KILN_OP_REMAINDER})
     C(op, {X, kiln_value_of_float(2)}, {}, {2, 3});
   for (kiln_op op : {KILN_OP_LOGICAL_AND, KILN_OP_LOGICAL_OR})
     C(op, {X, kiln_value_of_int(0)}, {}, {2, 3});
-  for (int op = KILN_OP_LOGICAL_NOT; op <= KILN_OP_SQUARE; ++op) C(static_cast<kiln_op>(op), {X}, {}, {2, 3});
+  for (int op = KILN_OP_LOGICAL_NOT; op <= KILN_OP_ERF; ++op) C(static_cast<kiln_op>(op), {X}, {}, {2, 3});
   for (int op = KILN_OP_SUM; op <= KILN_OP_PROD; ++op)
     C(static_cast<kiln_op>(op), {X}, {kiln_attr_ints("axes", axes1, 1)}, {2});
 
@@ -127,7 +130,7 @@ TEST_F(CApiOps, EveryOpRuns) {
     kiln_tensor_release(byName);
     ++covered;
   }
-  EXPECT_EQ(covered, 70);
+  EXPECT_EQ(covered, 78);
   for (Case& c : cases)
     for (kiln_value& v : c.in)
       if (v.kind == KILN_VALUE_TENSOR && v.tensor != x && v.tensor != w && v.tensor != index && v.tensor != gindex)
@@ -147,6 +150,44 @@ TEST_F(CApiOps, ValuesMatchTheCppApi) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], want[i]);
   EXPECT_EQ(shapeOf(s), (std::vector<int64_t>{2, 1}));
   for (kiln_tensor t : {y, z, s}) kiln_tensor_release(t);
+}
+
+TEST_F(CApiOps, NewOpsMatchTheCppApi) {
+  // x = {1, -2, 3, -4, 5, -6} as [2, 3].
+  Tensor cx = from_vector<float>({1, -2, 3, -4, 5, -6}, {2, 3});
+  kiln_value X = kiln_value_of_tensor(x);
+  auto same = [&](kiln_tensor got, const Tensor& want) {
+    std::vector<float> g = toFloats(got), w = want.to_vector<float>();
+    ASSERT_EQ(g.size(), w.size());
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_FLOAT_EQ(g[i], w[i]) << i;
+    kiln_tensor_release(got);
+  };
+  same(run(KILN_OP_ERF, {X}), erf(cx));
+  same(run(KILN_OP_EXPM1, {X}), expm1(cx));
+  kiln_tensor absX = run(KILN_OP_ABS, {X}), nanX = run(KILN_OP_ISNAN, {X});
+  same(run(KILN_OP_LOG1P, {kiln_value_of_tensor(absX)}), log1p(abs(cx)));
+  same(run(KILN_OP_FMOD, {X, kiln_value_of_float(2.5)}), fmod(cx, 2.5));
+  same(run(KILN_OP_REMAINDER, {X, kiln_value_of_float(2.5)}), remainder(cx, 2.5));
+  same(run(KILN_OP_LEAKY_RELU, {X}, {kiln_attr_float("negative_slope", 0.25)}), leaky_relu(cx, 0.25));
+  same(run(KILN_OP_GELU, {X}, {kiln_attr_bool("exact", 1)}), gelu_exact(cx));
+  // A negative step with Python's defaults reverses the axis.
+  same(run(KILN_OP_SLICE, {X}, {kiln_attr_int("axis", 1), kiln_attr_int("step", -1)}), flip(cx, {1}));
+  same(run(KILN_OP_SLICE, {X}, {kiln_attr_int("axis", 1), kiln_attr_int("start", 1), kiln_attr_int("step", -1)}),
+       slice(cx, 1, 1, INT64_MIN, -1));
+  same(run(KILN_OP_CAST, {kiln_value_of_tensor(nanX)}, {kiln_attr_dtype("dtype", KILN_DTYPE_F32)}),
+       cast(isnan(cx), DType::f32));
+  kiln_tensor_release(absX);
+  kiln_tensor_release(nanX);
+  // Ties: 2 appears twice; the last index is 3.
+  kiln_tensor t = fromFloats({2, 1, 0, 2}, {4});
+  kiln_value T = kiln_value_of_tensor(t);
+  kiln_attr last[2] = {kiln_attr_int("axis", 0), kiln_attr_bool("select_last_index", 1)};
+  kiln_tensor a = run(KILN_OP_ARGMAX, {T}, {last[0], last[1]});
+  int64_t index = -1;
+  KILN_ASSERT_OK(kiln_tensor_copy_to_host(a, &index, sizeof index, KILN_DTYPE_I64));
+  EXPECT_EQ(index, 3);
+  kiln_tensor_release(a);
+  kiln_tensor_release(t);
 }
 
 TEST_F(CApiOps, ScalarsPromoteLikeCpp) {

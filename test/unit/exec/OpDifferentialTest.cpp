@@ -37,11 +37,14 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "kiln/kiln.h"
-#include "test/unit/exec/JitMode.h"
 #include "runtime/core/Half.h"
+#include "runtime/core/OpKind.h"
+#include "runtime/trace/Recorder.h"
+#include "test/unit/exec/JitMode.h"
 
 namespace kiln {
 namespace {
@@ -203,6 +206,24 @@ struct Output {
 };
 
 
+/// Mnemonics of the primitives the compared programs recorded: every op
+/// kind of the table must be among them (EveryOpKindIsCompared).
+std::set<std::string>& recordedOps() {
+  static std::set<std::string> ops;
+  return ops;
+}
+
+void noteRecordedOps() {
+  // The listing has one "%i = <mnemonic>(...)" line per node.
+  std::istringstream lines(trace::Recorder::current().traceListing());
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t eq = line.find("= "), paren = line.find('(');
+    if (eq != std::string::npos && paren != std::string::npos && paren > eq)
+      recordedOps().insert(line.substr(eq + 2, paren - eq - 2));
+  }
+}
+
 /// Records and runs one program. nullopt when the API rejects it at record
 /// time (the op does not accept these dtypes); *error holds a run-time error.
 std::optional<std::vector<Output>> runProgram(const Case& c, const std::string& mode, std::string* error) {
@@ -216,6 +237,7 @@ std::optional<std::vector<Output>> runProgram(const Case& c, const std::string& 
     step();
     return std::nullopt;
   }
+  if (mode == "off") noteRecordedOps();
   std::vector<Output> values;
   try {
     for (const Tensor& t : outs) {
@@ -336,6 +358,16 @@ const UnaryOp kUnaryOps[] = {
     {"reciprocal", reciprocal, kExact},
     {"square", square, kExact},
     {"logical_not", logical_not, kExact},
+    {"erf", erf, kTranscendental},
+    {"erf plain", erf, kTranscendental, Values::Plain},
+    {"log1p", log1p, kTranscendental},
+    {"log1p+", log1p, kTranscendental, Values::Positive},
+    {"expm1", expm1, kTranscendental},
+    {"expm1 plain", expm1, kTranscendental, Values::Plain},
+    {"gelu_exact", gelu_exact, kComposite, Values::Plain},
+    {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.2); }, kExact},
+    {"isnan", isnan, kExact},
+    {"isinf", isinf, kExact},
 };
 
 TEST(OpDifferential, Unary) {
@@ -388,6 +420,10 @@ const BinaryOp kBinaryOps[] = {
     {"logical_and", logical_and, kExact},
     {"logical_or", logical_or, kExact},
     {"pow", pow, kTranscendental},
+    {"fmod", fmod, kExact},
+    {"remainder", remainder, kExact},
+    {"fmod plain", fmod, kExact, Values::Plain},
+    {"remainder plain", remainder, kExact, Values::Plain},
 };
 
 /// dtype pairs of mixed-type binary cases (promotion).
@@ -535,17 +571,21 @@ TEST(OpDifferential, Reductions) {
     }
   }
   for (bool isMax : {true, false}) {
-    for (DType t : kAllTypes) {
-      for (Values v : {Values::Ties, Values::Mixed}) {
-        cases.push_back({nameOf(isMax ? "argmax" : "argmin", {t}, v == Values::Ties ? " ties" : ""), kExact,
-                         [=](InputMaker& in) {
-                           auto f = isMax ? argmax : argmin;
-                           Tensor x = in.make(t, {3, 4, 5}, v);
-                           return std::vector<Tensor>{f(x, 0, false),      f(x, -1, true),
-                                                      f(x, 1, false),      f(in.make(t, {11}, v), 0, false),
-                                                      f(in.make(t, {}, v), 0, true),
-                                                      f(in.make(t, {4, 6}, v, Layout::Transposed), 1, false)};
-                         }});
+    for (bool last : {false, true}) {
+      for (DType t : kAllTypes) {
+        for (Values v : {Values::Ties, Values::Mixed}) {
+          std::string extra = std::string(v == Values::Ties ? " ties" : "") + (last ? " last index" : "");
+          cases.push_back({nameOf(isMax ? "argmax" : "argmin", {t}, extra.c_str()), kExact, [=](InputMaker& in) {
+                             auto f = [&](const Tensor& x, int axis, bool keepdim) {
+                               return isMax ? argmax(x, axis, keepdim, last) : argmin(x, axis, keepdim, last);
+                             };
+                             Tensor x = in.make(t, {3, 4, 5}, v);
+                             return std::vector<Tensor>{f(x, 0, false),      f(x, -1, true),
+                                                        f(x, 1, false),      f(in.make(t, {11}, v), 0, false),
+                                                        f(in.make(t, {}, v), 0, true),
+                                                        f(in.make(t, {4, 6}, v, Layout::Transposed), 1, false)};
+                           }});
+        }
       }
     }
   }
@@ -607,6 +647,9 @@ TEST(OpDifferential, ShapeOps) {
                            slice(x, -1, 0, 9, 4),          slice(slice(x, 0, 1, 7, 2), 1, 2, 8, 2),
                            slice(in.make(t, {5, 6}, Values::Mixed, Layout::Transposed), 1, 1, 5, 2),
                            slice(in.make(t, {10}), 0, 3, 4), slice(x, 0, -2, 7),
+                           // Negative steps (reversed, through index_select).
+                           slice(x, 1, -1, INT64_MIN, -1), slice(x, 0, 6, 1, -2),
+                           flip(in.make(t, {4, 6}, Values::Mixed, Layout::Transposed), {0, 1}),
                        };
                      }});
     cases.push_back({nameOf("concat", {t}), kExact, [=](InputMaker& in) {
@@ -726,6 +769,18 @@ TEST(OpDifferential, Creation) {
                      }});
   }
   runCases(cases);
+}
+
+// Last in the file (GoogleTest runs a file's tests in order): every op
+// kind of the op table (runtime/core/OpKinds.def) was recorded by some
+// program above, so a new op without a differential entry fails here.
+TEST(OpDifferential, EveryOpKindIsCompared) {
+  if (::testing::GTEST_FLAG(filter) != "*") GTEST_SKIP() << "needs every test of this file to run first";
+  for (int i = 0; i < core::kNumOpKinds; ++i) {
+    const std::string name(core::opName(static_cast<core::OpKind>(i)));
+    EXPECT_TRUE(recordedOps().count(name)) << "no program of this file records " << name
+                                           << "; add a case for it";
+  }
 }
 
 }  // namespace

@@ -322,6 +322,59 @@ TEST(OpsBinary, NaNPropagationAndDivisionByZero) {
   EXPECT_TRUE(near(ione / 0, Ref({3}, {kInf, -kInf, kNaN}), {}));
 }
 
+/// fmod (truncated) and remainder (floored) of doubles, with the integer
+/// rule x % 0 = 0.
+double refFmod(double a, double b, bool integer) {
+  if (integer && b == 0) return 0;
+  return std::fmod(a, b);
+}
+double refRemainder(double a, double b, bool integer) {
+  double r = refFmod(a, b, integer);
+  if (r != 0 && (r < 0) != (b < 0)) r += b;  // NaN stays NaN
+  return r;
+}
+
+TEST(OpsBinary, FmodRemainderEveryDType) {
+  Rng rng(kSeed + 40);
+  for (DType t : kNumericTypes) {
+    for (int it = 0; it < 6; ++it) {
+      auto [sa, sb] = randomBroadcastPair(rng);
+      Range range = isFloat(t) ? Range{-6, 6, it % 2 ? 0.25 : 0.0} : t == DType::u8 ? Range{0, 20} : Range{-20, 20};
+      Ref ra = randomRef(rng, sa, t, range), rb = randomRef(rng, sb, t, range);
+      if (isFloat(t)) sprinkle(rng, rb, 0.1, {0.0, kInf, -kInf, kNaN});
+      if (!isFloat(t)) sprinkle(rng, rb, 0.15, {0.0});
+      Tensor a = makeTensor(ra, t), b = makeTensor(rb, t);
+      const bool integer = !isFloat(t);
+      SCOPED_TRACE(tname(t) + " " + str(sa) + " % " + str(sb));
+      Tensor f = kiln::fmod(a, b), r = kiln::remainder(a, b);
+      EXPECT_DTYPE(f, t);
+      EXPECT_DTYPE(r, t);
+      Ref wantF = zipRef(castRef(ra, t), castRef(rb, t), [&](double x, double y) { return refFmod(x, y, integer); });
+      Ref wantR =
+          zipRef(castRef(ra, t), castRef(rb, t), [&](double x, double y) { return refRemainder(x, y, integer); });
+      EXPECT_TRUE(near(f, castRef(wantF, t), {}));
+      EXPECT_TRUE(near(r, castRef(wantR, t), tolFor(t)));
+    }
+  }
+}
+
+TEST(OpsBinary, FmodRemainderSigns) {
+  // PyTorch: fmod takes the dividend's sign, remainder the divisor's.
+  Tensor a = kiln::from_vector(std::vector<float>{5.5f, -5.5f, 5.5f, -5.5f, 6, -0.0f}, {6});
+  Tensor b = kiln::from_vector(std::vector<float>{2, 2, -2, -2, 3, 2}, {6});
+  EXPECT_TRUE(near(kiln::fmod(a, b), Ref({6}, {1.5, -1.5, 1.5, -1.5, 0, -0.0}), {}));
+  EXPECT_TRUE(near(kiln::remainder(a, b), Ref({6}, {1.5, 0.5, -0.5, -1.5, 0, -0.0}), {}));
+  Tensor i = kiln::from_vector(std::vector<int8_t>{7, -7, 7, -7, -128, 5}, {6});
+  Tensor j = kiln::from_vector(std::vector<int8_t>{3, 3, -3, -3, -1, 0}, {6});
+  EXPECT_TRUE(near(kiln::fmod(i, j), Ref({6}, {1, -1, 1, -1, 0, 0}), {}));
+  EXPECT_TRUE(near(kiln::remainder(i, j), Ref({6}, {1, 2, -2, -1, 0, 0}), {}));
+  // Scalars promote like the other binary ops: i32 % 2.5 computes in f32.
+  Tensor k = kiln::from_vector(std::vector<int32_t>{7, -7}, {2});
+  EXPECT_DTYPE(kiln::remainder(k, 2.5), DType::f32);
+  EXPECT_TRUE(near(kiln::remainder(k, 2.5), Ref({2}, {2, 0.5}), {}));
+  expectKilnError([] { return kiln::fmod(kiln::from_vector(std::vector<bool>{true}, {1}), true); }, "fmod");
+}
+
 TEST(OpsBinary, OperatorsAndScalarFirst) {
   Rng rng(kSeed + 22);
   for (int it = 0; it < 20; ++it) {

@@ -161,8 +161,9 @@ TEST(OpsReduce, RandomAxesKeepdimEveryDType) {
       for (int it = 0; it < 10; ++it) checkReductionOnce(rng, r, t);
 }
 
-/// Reference argmax/argmin: first index of the extreme along `axis`.
-Ref argRef(const Ref& x, int axis, bool keepdim, bool isMax) {
+/// Reference argmax/argmin: first (or last) index of the extreme along
+/// `axis` (inputs hold no NaN).
+Ref argRef(const Ref& x, int axis, bool keepdim, bool isMax, bool last = false) {
   axis = normAxis(axis, x.rank());
   Dims full = x.shape;
   full[axis] = 1;
@@ -173,7 +174,8 @@ Ref argRef(const Ref& x, int axis, bool keepdim, bool isMax) {
     idx[axis] = 0;
     int64_t o = ravel(idx, full);
     double v = x.v[i];
-    if (std::isnan(best.v[o]) || (isMax ? v > best.v[o] : v < best.v[o])) {
+    const bool better = isMax ? v > best.v[o] : v < best.v[o];
+    if (std::isnan(best.v[o]) || better || (last && v == best.v[o])) {
       best.v[o] = v;
       out.v[o] = static_cast<double>(k);
     }
@@ -182,7 +184,7 @@ Ref argRef(const Ref& x, int axis, bool keepdim, bool isMax) {
   return out;
 }
 
-void checkArgOnce(Rng& rng, DType t, bool isMax) {
+void checkArgOnce(Rng& rng, DType t, bool isMax, bool last = false) {
   Dims s = randomShape(rng, 1, 4, 6, 0.05, 300);
   int rank = static_cast<int>(s.size());
   int axis = static_cast<int>(rng.randint(0, rank - 1));
@@ -195,9 +197,9 @@ void checkArgOnce(Rng& rng, DType t, bool isMax) {
   bool keepdim = rng.coin();
   SCOPED_TRACE(std::string(isMax ? "argmax(" : "argmin(") + x.how + ", " + std::to_string(axis) +
                (keepdim ? ", keepdim)" : ")"));
-  Tensor y = isMax ? kiln::argmax(x.t, axis, keepdim) : kiln::argmin(x.t, axis, keepdim);
+  Tensor y = isMax ? kiln::argmax(x.t, axis, keepdim, last) : kiln::argmin(x.t, axis, keepdim, last);
   EXPECT_DTYPE(y, DType::i64);
-  EXPECT_TRUE(near(y, argRef(x.r, axis, keepdim, isMax), {}));
+  EXPECT_TRUE(near(y, argRef(x.r, axis, keepdim, isMax, last), {}));
 }
 
 TEST(OpsReduce, ArgmaxArgminFirstIndexEveryDType) {
@@ -207,6 +209,29 @@ TEST(OpsReduce, ArgmaxArgminFirstIndexEveryDType) {
       checkArgOnce(rng, t, true);
       checkArgOnce(rng, t, false);
     }
+}
+
+TEST(OpsReduce, ArgmaxArgminLastIndexEveryDType) {
+  Rng rng(kSeed + 32);
+  for (DType t : kAllTypes)
+    for (int it = 0; it < 12; ++it) {
+      checkArgOnce(rng, t, true, /*last=*/true);
+      checkArgOnce(rng, t, false, /*last=*/true);
+    }
+}
+
+TEST(OpsReduce, ArgmaxLastIndexTiesAndNaN) {
+  Tensor x = kiln::from_vector(std::vector<float>{3, 1, 3, 0, 1}, {5});
+  EXPECT_EQ(kiln::argmax(x, 0).item<int64_t>(), 0);
+  EXPECT_EQ(kiln::argmax(x, 0, false, true).item<int64_t>(), 2);
+  EXPECT_EQ(kiln::argmin(x, 0, false, true).item<int64_t>(), 3);
+  Tensor n = kiln::from_vector(std::vector<float>{1, kNaNf, 3, kNaNf, 2}, {5});
+  EXPECT_EQ(kiln::argmax(n, 0).item<int64_t>(), 1);                // the first NaN
+  EXPECT_EQ(kiln::argmax(n, 0, false, true).item<int64_t>(), 3);   // the last NaN
+  EXPECT_EQ(kiln::argmin(n, 0, false, true).item<int64_t>(), 3);
+  Tensor m = kiln::from_vector(std::vector<int32_t>{2, 5, 5, 2, 5, 2}, {2, 3});
+  EXPECT_EQ(kiln::argmax(m, 1, true, true).to_vector<int64_t>(), (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(kiln::argmin(m, 0, false, true).to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 1}));
 }
 
 TEST(OpsReduce, Explicit) {

@@ -185,6 +185,62 @@ TEST(OpsShape, SlicePythonSemanticsEveryDType) {
     for (int it = 0; it < 25; ++it) checkSliceOnce(rng, t);
 }
 
+/// Python's x[start:stop:step] for step < 0: bounds count from the end and
+/// clamp to [-1, n - 1] (INT64_MIN is Python's omitted stop).
+Ref reversedSliceRef(const Ref& a, int axis, int64_t start, int64_t stop, int64_t step) {
+  axis = normAxis(axis, a.rank());
+  const int64_t n = a.shape[axis];
+  auto bound = [n](int64_t b) { return std::clamp<int64_t>(b < 0 ? b + n : b, -1, n - 1); };
+  const int64_t s0 = bound(start), s1 = bound(stop);
+  const int64_t cnt = s0 > s1 ? (s0 - s1 - 1) / -step + 1 : 0;
+  Dims s = a.shape;
+  s[axis] = cnt;
+  Ref out(s);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    Dims idx = unravel(i, s);
+    idx[axis] = s0 + idx[axis] * step;
+    out.v[i] = a.at(idx);
+  }
+  return out;
+}
+
+TEST(OpsShape, NegativeStepSlicesEveryDType) {
+  Rng rng(kSeed + 56);
+  for (DType t : kAllTypes) {
+    for (int it = 0; it < 20; ++it) {
+      Dims s = randomShape(rng, 1, 4, 7, 0.05);
+      int r = static_cast<int>(s.size());
+      Input x = makeInput(rng, s, t);
+      int axis = static_cast<int>(rng.randint(-r, r - 1));
+      int64_t n = s[normAxis(axis, r)];
+      int64_t start = rng.randint(-n - 3, n + 3), stop = rng.randint(-n - 3, n + 3), step = -rng.randint(1, 4);
+      if (rng.coin(0.2)) stop = INT64_MIN;
+      if (rng.coin(0.1)) start = INT64_MAX;
+      SCOPED_TRACE("slice(" + x.how + ", axis " + std::to_string(axis) + ", " + std::to_string(start) + ":" +
+                   std::to_string(stop) + ":" + std::to_string(step) + ")");
+      Tensor y = kiln::slice(x.t, axis, start, stop, step);
+      EXPECT_DTYPE(y, t);
+      EXPECT_TRUE(near(y, reversedSliceRef(x.r, axis, start, stop, step), {}));
+    }
+  }
+}
+
+TEST(OpsShape, FlipAndNegativeStepExplicit) {
+  Tensor x = kiln::arange(10);
+  auto vals = [](const Tensor& t) { return t.to_vector<int64_t>(); };
+  EXPECT_EQ(vals(kiln::slice(x, 0, -1, INT64_MIN, -1)), (std::vector<int64_t>{9, 8, 7, 6, 5, 4, 3, 2, 1, 0}));
+  EXPECT_EQ(vals(kiln::slice(x, 0, 7, 2, -2)), (std::vector<int64_t>{7, 5, 3}));
+  EXPECT_EQ(vals(kiln::slice(x, 0, 100, -100, -4)), (std::vector<int64_t>{9, 5, 1}));
+  EXPECT_EQ(vals(kiln::slice(x, 0, 2, 5, -1)), (std::vector<int64_t>{}));
+  EXPECT_EQ(vals(kiln::slice(x, 0, 3, 2, -1)), (std::vector<int64_t>{3}));
+  Tensor m = kiln::reshape(kiln::arange(6), {2, 3});
+  EXPECT_EQ(vals(kiln::flip(m, {1})), (std::vector<int64_t>{2, 1, 0, 5, 4, 3}));
+  EXPECT_EQ(vals(kiln::flip(m, {0, -1})), (std::vector<int64_t>{5, 4, 3, 2, 1, 0}));
+  EXPECT_EQ(vals(kiln::flip(m, {})), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  expectKilnError([&] { return kiln::flip(m, {1, -1}); }, "flip");
+  expectKilnError([&] { return kiln::flip(m, {2}); }, "flip");
+}
+
 TEST(OpsShape, SliceExplicit) {
   Tensor x = kiln::arange(10);
   auto vals = [](const Tensor& t) { return t.to_vector<int64_t>(); };
@@ -294,7 +350,7 @@ TEST(OpsShape, BadInputThrowsAndKeepsEarlierTensors) {
   expectKilnError([&] { return kiln::squeeze(x, {2}); }, "squeeze");
   expectKilnError([&] { return kiln::unsqueeze(x, 4); }, "unsqueeze");
   expectKilnError([&] { return kiln::slice(x, 1, 0, 2, 0); }, "slice");
-  expectKilnError([&] { return kiln::slice(x, 1, 0, 2, -1); }, "slice");
+  expectKilnError([&] { return kiln::slice(x, 1, 0, 2, INT64_MIN); }, "slice");
   expectKilnError([&] { return kiln::slice(x, 2, 0, 1); }, "slice");
   expectKilnError([&] { return kiln::concat({x, kiln::ones({2, 2})}, 0); }, "concat");
   expectKilnError([&] { return kiln::concat({x, kiln::ones({6})}, 0); }, "concat");

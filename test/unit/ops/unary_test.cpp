@@ -29,6 +29,8 @@ double gelu(double x) {
   const double k = std::sqrt(2.0 / std::numbers::pi);
   return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x)));
 }
+double geluExact(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double leakyRelu(double x) { return x > 0 ? x : x * 0.1; }  // NaN stays NaN
 
 const std::vector<UnaryOp>& ops() {
   static const std::vector<UnaryOp> v = {
@@ -50,6 +52,12 @@ const std::vector<UnaryOp>& ops() {
       {"sign", kiln::sign, [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }, IntRule::Keep, false, false, false, {-2, 2, 0.5}, {}},
       {"reciprocal", kiln::reciprocal, [](double x) { return 1 / x; }, IntRule::ToF32, true, false, true, {-4, 4}, {-100, 100}},
       {"square", kiln::square, [](double x) { return x * x; }, IntRule::Keep, false, false, true, {-4, 4}, {}},
+      {"erf", kiln::erf, [](double x) { return std::erf(x); }, IntRule::ToF32, true, false, true, {-4, 4}, {-3, 3}},
+      {"log1p", kiln::log1p, [](double x) { return std::log1p(x); }, IntRule::ToF32, true, false, true, {-1.5, 6}, {-2, 50}},
+      {"expm1", kiln::expm1, [](double x) { return std::expm1(x); }, IntRule::ToF32, true, false, true, {-6, 6}, {-10, 10}},
+      {"gelu_exact", kiln::gelu_exact, geluExact, IntRule::ToF32, true, true, false, {-4, 4}, {-5, 5}},
+      {"leaky_relu", [](const Tensor& x) { return kiln::leaky_relu(x, 0.1); }, leakyRelu, IntRule::ToF32, true, true,
+       true, {-4, 4}, {-5, 5}},
   };
   return v;
 }
@@ -141,6 +149,41 @@ TEST(OpsUnary, SpecialValuesExact) {
                    {1e-5, 1e-30}));
   EXPECT_TRUE(near(kiln::tanh(big), Ref({4}, {-1, -1, 1, 1}), tolFor(DType::f32)));
   EXPECT_TRUE(near(kiln::gelu(big), Ref({4}, {0, 0, 30, 100}), {1e-5, 1e-6}));
+}
+
+TEST(OpsUnary, NearZeroAccuracyOfLog1pAndExpm1) {
+  // Where log(1 + x) and exp(x) - 1 lose every digit, the dedicated ops keep them.
+  for (DType t : {DType::f32, DType::f64}) {
+    Tensor x = kiln::cast(kiln::from_vector(std::vector<double>{1e-10, -1e-12, 3e-8}, {3}), t);
+    Ref xs({3}, {castTo(1e-10, t), castTo(-1e-12, t), castTo(3e-8, t)});
+    EXPECT_TRUE(near(kiln::log1p(x), mapRef(xs, [](double v) { return std::log1p(v); }), tolFor(t)));
+    EXPECT_TRUE(near(kiln::expm1(x), mapRef(xs, [](double v) { return std::expm1(v); }), tolFor(t)));
+  }
+  Tensor s = kiln::from_vector(std::vector<float>{-kInff, -1, 0, kInff}, {4});
+  EXPECT_TRUE(near(kiln::log1p(s), Ref({4}, {kNaN, -kInf, 0, kInf}), {}));
+  EXPECT_TRUE(near(kiln::expm1(s), Ref({4}, {-1, std::expm1(-1.0), 0, kInf}), tolFor(DType::f32)));
+  EXPECT_TRUE(near(kiln::erf(s), Ref({4}, {-1, std::erf(-1.0), 0, 1}), tolFor(DType::f32)));
+}
+
+TEST(OpsUnary, IsNanIsInfEveryDType) {
+  for (DType t : kAllTypes) {
+    SCOPED_TRACE(tname(t));
+    Ref r({6}, {0, 1, -2, 3, 1, 0});
+    if (isFloat(t)) r = Ref({6}, {kNaN, 1, -kInf, kInf, -0.0, kNaN});
+    Tensor x = makeTensor(r, t);
+    Tensor n = kiln::isnan(x), i = kiln::isinf(x);
+    EXPECT_DTYPE(n, DType::boolean);
+    EXPECT_DTYPE(i, DType::boolean);
+    EXPECT_TRUE(near(n, mapRef(r, [](double v) { return double(std::isnan(v)); }), {}));
+    EXPECT_TRUE(near(i, mapRef(r, [](double v) { return double(std::isinf(v)); }), {}));
+  }
+}
+
+TEST(OpsUnary, LeakyReluSlopeAndErrors) {
+  Tensor x = kiln::from_vector(std::vector<float>{-2, -0.5, 0, 3, kNaNf}, {5});
+  EXPECT_TRUE(near(kiln::leaky_relu(x), Ref({5}, {-0.02, -0.005, 0, 3, kNaN}), tolFor(DType::f32)));
+  EXPECT_TRUE(near(kiln::leaky_relu(x, 0.5), Ref({5}, {-1, -0.25, 0, 3, kNaN}), {}));
+  expectKilnError([&] { kiln::leaky_relu(x, kNaN); }, "leaky_relu");
 }
 
 TEST(OpsUnary, IntegerWrapAndDTypes) {

@@ -10,6 +10,7 @@
 #include "dialects/kiln/Conversion/KilnToLinalg/ScalarOps.h"
 #include "dialects/kiln/Conversion/Passes.h"
 #include "dialects/kiln/IR/KilnOps.h"
+#include "dialects/kiln/IR/KilnTypes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
@@ -386,107 +387,73 @@ public:
 // Elementwise ops.
 //===----------------------------------------------------------------------===//
 
-/// Element type checks the ODS constraints already make; a pattern never
-/// builds a body it cannot finish.
+/// The op table's dtype rule (core::acceptsDType), which the ODS constraints
+/// agree with; a pattern never builds a body it cannot finish.
 static bool isSupported(OpKind kind, Type type) {
-  bool isFloat = isa<FloatType>(type), isBool = type.isInteger(1);
-  switch (kind) {
-  case OpKind::Neg:
-  case OpKind::Abs:
-  case OpKind::Sign:
-  case OpKind::Square:
-  case OpKind::Relu:
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Pow:
-  case OpKind::Maximum:
-  case OpKind::Minimum:
-    return !isBool;
-  case OpKind::LogicalNot:
-  case OpKind::LogicalAnd:
-  case OpKind::LogicalOr:
-    return isBool;
-  default:
-    return isFloat;
-  }
+  std::optional<::kiln::DType> dtype = getDType(type);
+  return dtype && ::kiln::core::acceptsDType(kind, *dtype);
 }
 
-template <typename OpTy, OpKind kind>
-class UnaryLowering : public KilnPattern<OpTy> {
+/// The one lowering of the unary, binary and comparison ops: a parallel
+/// linalg.generic over the broadcast operands whose body is the op's scalar
+/// semantics (ScalarBuilder). One instance is registered per op-table row of
+/// those categories, rooted at `kiln.<mnemonic>`.
+class ElementwiseLowering : public ConversionPattern {
 public:
-  using KilnPattern<OpTy>::KilnPattern;
+  ElementwiseLowering(const TypeConverter &typeConverter, MLIRContext *context,
+                      OpKind kind)
+      : ConversionPattern(typeConverter,
+                          "kiln." + std::string(::kiln::core::opName(kind)),
+                          /*benefit=*/1, context),
+        kind(kind) {}
+
   LogicalResult
-  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+  matchAndRewrite(Operation *op, ArrayRef<Value> operands,
                   ConversionPatternRewriter &rewriter) const override {
-    RankedTensorType type = this->convertType(op.getType());
-    Type elementType = op.getType().getElementType();
+    if (op->getNumResults() != 1 || op->getNumOperands() == 0)
+      return rewriter.notifyMatchFailure(op, "not an elementwise op");
+    auto resultType = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    auto operandType = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+    if (!resultType || !operandType)
+      return rewriter.notifyMatchFailure(op, "operands are not ranked tensors");
+    RankedTensorType type = dyn_cast_or_null<RankedTensorType>(
+        getTypeConverter()->convertType(resultType));
+    // Kiln-level element types: they say how to read the lowered values.
+    Type elementType = operandType.getElementType();
     if (!type || !isSupported(kind, elementType))
       return rewriter.notifyMatchFailure(op, "unsupported element type");
     FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
     if (failed(sizes))
       return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
+    const ::kiln::core::OpCategory category = ::kiln::core::opCategory(kind);
+    bool built = true;
     Value result = buildElementwise(
-        rewriter, op.getLoc(), adaptor.getOperands(), type,
-        [&](OpBuilder &b, Location loc, ValueRange args) {
-          return ScalarBuilder(b, loc).unary(kind, elementType, args[0]);
+        rewriter, op->getLoc(), operands, type,
+        [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          ScalarBuilder s(b, loc);
+          Value element;
+          if (category == ::kiln::core::OpCategory::Unary)
+            element = s.unary(kind, elementType, args[0]);
+          else if (category == ::kiln::core::OpCategory::Binary)
+            element = s.binary(kind, elementType, args[0], args[1]);
+          else
+            element = s.compare(kind, elementType, args[0], args[1]);
+          if (!element) {
+            // Keep the body valid; the pattern reports failure below.
+            built = false;
+            element = zeroOf(s, type.getElementType());
+          }
+          return element;
         },
         *sizes);
+    if (!built) // the conversion rolls back what the pattern created
+      return rewriter.notifyMatchFailure(op, "no scalar semantics for the op");
     rewriter.replaceOp(op, result);
     return success();
   }
-};
 
-template <typename OpTy, OpKind kind>
-class BinaryLowering : public KilnPattern<OpTy> {
-public:
-  using KilnPattern<OpTy>::KilnPattern;
-  LogicalResult
-  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    RankedTensorType type = this->convertType(op.getType());
-    Type elementType = op.getType().getElementType();
-    if (!type || !isSupported(kind, elementType))
-      return rewriter.notifyMatchFailure(op, "unsupported element type");
-    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
-    if (failed(sizes))
-      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
-    Value result =
-        buildElementwise(rewriter, op.getLoc(), adaptor.getOperands(), type,
-                         [&](OpBuilder &b, Location loc, ValueRange args) {
-                           return ScalarBuilder(b, loc).binary(
-                               kind, elementType, args[0], args[1]);
-                         },
-                         *sizes);
-    rewriter.replaceOp(op, result);
-    return success();
-  }
-};
-
-template <typename OpTy, OpKind kind>
-class CompareLowering : public KilnPattern<OpTy> {
-public:
-  using KilnPattern<OpTy>::KilnPattern;
-  LogicalResult
-  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    RankedTensorType type = this->convertType(op.getType());
-    if (!type)
-      return rewriter.notifyMatchFailure(op, "unsupported result type");
-    Type operandType = op.getLhs().getType().getElementType();
-    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
-    if (failed(sizes))
-      return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
-    Value result =
-        buildElementwise(rewriter, op.getLoc(), adaptor.getOperands(), type,
-                         [&](OpBuilder &b, Location loc, ValueRange args) {
-                           return ScalarBuilder(b, loc).compare(
-                               kind, operandType, args[0], args[1]);
-                         },
-                         *sizes);
-    rewriter.replaceOp(op, result);
-    return success();
-  }
+private:
+  OpKind kind;
 };
 
 class WhereLowering : public KilnPattern<WhereOp> {
@@ -740,6 +707,9 @@ public:
 
     // Start from the worst value at index 0 and take strictly better
     // elements, so ties keep the first index; the first NaN is the extreme.
+    // With select_last_index take equal ones too (and later NaNs), so ties
+    // keep the last index.
+    const bool selectLast = op.getSelectLastIndex();
     ScalarBuilder s(rewriter, loc);
     bool isUnsigned = kilnType.isUnsignedInteger() || kilnType.isInteger(1);
     Value values =
@@ -762,22 +732,37 @@ public:
                                   : sb.intConstant(b.getI64Type(), 0);
           Value take;
           if (isa<FloatType>(x.getType())) {
-            Value better = arith::CmpFOp::create(
-                b, nloc,
-                isMax ? arith::CmpFPredicate::OGT : arith::CmpFPredicate::OLT,
-                x, best);
+            arith::CmpFPredicate order =
+                selectLast ? (isMax ? arith::CmpFPredicate::OGE
+                                    : arith::CmpFPredicate::OLE)
+                           : (isMax ? arith::CmpFPredicate::OGT
+                                    : arith::CmpFPredicate::OLT);
+            Value better = arith::CmpFOp::create(b, nloc, order, x, best);
             Value xIsNaN =
                 arith::CmpFOp::create(b, nloc, arith::CmpFPredicate::UNO, x, x);
             Value bestIsNumber = arith::CmpFOp::create(
                 b, nloc, arith::CmpFPredicate::ORD, best, best);
-            Value candidate = arith::OrIOp::create(b, nloc, xIsNaN, better);
-            take = arith::AndIOp::create(b, nloc, bestIsNumber, candidate);
+            if (selectLast) {
+              // The last NaN is the extreme.
+              Value numberBetter =
+                  arith::AndIOp::create(b, nloc, bestIsNumber, better);
+              take = arith::OrIOp::create(b, nloc, xIsNaN, numberBetter);
+            } else {
+              Value candidate = arith::OrIOp::create(b, nloc, xIsNaN, better);
+              take = arith::AndIOp::create(b, nloc, bestIsNumber, candidate);
+            }
           } else {
-            arith::CmpIPredicate predicate =
-                isUnsigned ? (isMax ? arith::CmpIPredicate::ugt
-                                    : arith::CmpIPredicate::ult)
-                           : (isMax ? arith::CmpIPredicate::sgt
-                                    : arith::CmpIPredicate::slt);
+            arith::CmpIPredicate predicate;
+            if (selectLast)
+              predicate = isUnsigned ? (isMax ? arith::CmpIPredicate::uge
+                                              : arith::CmpIPredicate::ule)
+                                     : (isMax ? arith::CmpIPredicate::sge
+                                              : arith::CmpIPredicate::sle);
+            else
+              predicate = isUnsigned ? (isMax ? arith::CmpIPredicate::ugt
+                                              : arith::CmpIPredicate::ult)
+                                     : (isMax ? arith::CmpIPredicate::sgt
+                                              : arith::CmpIPredicate::slt);
             take = arith::CmpIOp::create(b, nloc, predicate, x, best);
           }
           Value newBest = arith::SelectOp::create(b, nloc, take, x, best);
@@ -1153,34 +1138,16 @@ void mlir::kiln::populateKilnToLinalgConversionPatterns(
   patterns.add<FullLowering, ArithConstantLowering, ArangeLowering,
                RandomLowering<RandUniformOp, false>,
                RandomLowering<RandNormalOp, true>>(typeConverter, context);
-  patterns.add<
-      UnaryLowering<NegOp, OpKind::Neg>, UnaryLowering<AbsOp, OpKind::Abs>,
-      UnaryLowering<ExpOp, OpKind::Exp>, UnaryLowering<LogOp, OpKind::Log>,
-      UnaryLowering<SqrtOp, OpKind::Sqrt>,
-      UnaryLowering<RsqrtOp, OpKind::Rsqrt>,
-      UnaryLowering<TanhOp, OpKind::Tanh>,
-      UnaryLowering<SigmoidOp, OpKind::Sigmoid>,
-      UnaryLowering<ReluOp, OpKind::Relu>, UnaryLowering<SinOp, OpKind::Sin>,
-      UnaryLowering<CosOp, OpKind::Cos>, UnaryLowering<FloorOp, OpKind::Floor>,
-      UnaryLowering<CeilOp, OpKind::Ceil>,
-      UnaryLowering<RoundOp, OpKind::Round>,
-      UnaryLowering<SignOp, OpKind::Sign>,
-      UnaryLowering<ReciprocalOp, OpKind::Reciprocal>,
-      UnaryLowering<SquareOp, OpKind::Square>,
-      UnaryLowering<LogicalNotOp, OpKind::LogicalNot>>(typeConverter, context);
-  patterns.add<
-      BinaryLowering<AddOp, OpKind::Add>, BinaryLowering<SubOp, OpKind::Sub>,
-      BinaryLowering<MulOp, OpKind::Mul>, BinaryLowering<DivOp, OpKind::Div>,
-      BinaryLowering<PowOp, OpKind::Pow>,
-      BinaryLowering<MaximumOp, OpKind::Maximum>,
-      BinaryLowering<MinimumOp, OpKind::Minimum>,
-      BinaryLowering<LogicalAndOp, OpKind::LogicalAnd>,
-      BinaryLowering<LogicalOrOp, OpKind::LogicalOr>>(typeConverter, context);
-  patterns
-      .add<CompareLowering<EqOp, OpKind::Eq>, CompareLowering<NeOp, OpKind::Ne>,
-           CompareLowering<LtOp, OpKind::Lt>, CompareLowering<LeOp, OpKind::Le>,
-           CompareLowering<GtOp, OpKind::Gt>, CompareLowering<GeOp, OpKind::Ge>,
-           WhereLowering, CastLowering>(typeConverter, context);
+  // Unary, binary and comparison ops: one pattern per op-table row.
+  for (int i = 0; i < ::kiln::core::kNumOpKinds; ++i) {
+    auto kind = static_cast<OpKind>(i);
+    ::kiln::core::OpCategory category = ::kiln::core::opCategory(kind);
+    if (category == ::kiln::core::OpCategory::Unary ||
+        category == ::kiln::core::OpCategory::Binary ||
+        category == ::kiln::core::OpCategory::Compare)
+      patterns.add<ElementwiseLowering>(typeConverter, context, kind);
+  }
+  patterns.add<WhereLowering, CastLowering>(typeConverter, context);
   patterns.add<ReduceLowering<ReduceSumOp, OpKind::ReduceSum>,
                ReduceLowering<ReduceProdOp, OpKind::ReduceProd>,
                ReduceLowering<ReduceMaxOp, OpKind::ReduceMax>,

@@ -119,8 +119,17 @@ Value ScalarBuilder::unary(OpKind kind, Type type, Value x) {
     case OpKind::Exp:
       r = math::ExpOp::create(builder, loc, v);
       break;
+    case OpKind::Expm1:
+      r = math::ExpM1Op::create(builder, loc, v);
+      break;
     case OpKind::Log:
       r = math::LogOp::create(builder, loc, v);
+      break;
+    case OpKind::Log1p:
+      r = math::Log1pOp::create(builder, loc, v);
+      break;
+    case OpKind::Erf:
+      r = math::ErfOp::create(builder, loc, v);
       break;
     case OpKind::Sqrt:
       r = math::SqrtOp::create(builder, loc, v);
@@ -238,6 +247,38 @@ Value ScalarBuilder::unary(OpKind kind, Type type, Value x) {
   }
 }
 
+Value ScalarBuilder::intRemainder(Value a, Value b, bool isUnsigned,
+                                  bool floored) {
+  // x % 0 and x % -1 are 0 (no trap), like the interpreter: divide by 1
+  // there and select 0.
+  Type t = a.getType();
+  Value zero = intConstant(t, 0), one = intConstant(t, 1);
+  Value unsafe =
+      arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, b, zero);
+  if (!isUnsigned) {
+    Value minusOne = arith::CmpIOp::create(
+        builder, loc, arith::CmpIPredicate::eq, b, intConstant(t, -1));
+    unsafe = arith::OrIOp::create(builder, loc, unsafe, minusOne);
+  }
+  Value divisor = arith::SelectOp::create(builder, loc, unsafe, one, b);
+  Value r = isUnsigned
+                ? Value(arith::RemUIOp::create(builder, loc, a, divisor))
+                : Value(arith::RemSIOp::create(builder, loc, a, divisor));
+  r = arith::SelectOp::create(builder, loc, unsafe, zero, r);
+  if (!floored || isUnsigned)
+    return r;
+  Value nonzero =
+      arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ne, r, zero);
+  Value rNegative =
+      arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::slt, r, zero);
+  Value bNegative =
+      arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::slt, b, zero);
+  Value signsDiffer = arith::XOrIOp::create(builder, loc, rNegative, bNegative);
+  Value adjust = arith::AndIOp::create(builder, loc, nonzero, signsDiffer);
+  Value moved = arith::AddIOp::create(builder, loc, r, b);
+  return arith::SelectOp::create(builder, loc, adjust, moved, r);
+}
+
 Value ScalarBuilder::binary(OpKind kind, Type type, Value a, Value b) {
   if (isa<FloatType>(type)) {
     Value x = toCompute(a), y = toCompute(b);
@@ -258,6 +299,27 @@ Value ScalarBuilder::binary(OpKind kind, Type type, Value a, Value b) {
     case OpKind::Pow:
       r = math::PowFOp::create(builder, loc, x, y);
       break;
+    case OpKind::Fmod:
+    case OpKind::Remainder:
+      r = arith::RemFOp::create(builder, loc, x, y);
+      if (kind == OpKind::Remainder) {
+        // Python's sign rule: a nonzero remainder whose sign differs from
+        // the divisor's moves by one divisor (like the interpreter).
+        Value zero = floatConstant(x.getType(), 0.0);
+        Value nonzero = arith::CmpFOp::create(
+            builder, loc, arith::CmpFPredicate::UNE, r, zero);
+        Value rNegative = arith::CmpFOp::create(
+            builder, loc, arith::CmpFPredicate::OLT, r, zero);
+        Value yNegative = arith::CmpFOp::create(
+            builder, loc, arith::CmpFPredicate::OLT, y, zero);
+        Value signsDiffer =
+            arith::XOrIOp::create(builder, loc, rNegative, yNegative);
+        Value adjust =
+            arith::AndIOp::create(builder, loc, nonzero, signsDiffer);
+        Value moved = arith::AddFOp::create(builder, loc, r, y);
+        r = arith::SelectOp::create(builder, loc, adjust, moved, r);
+      }
+      break;
     case OpKind::Maximum:
     case OpKind::Minimum:
       r = maxOrMin(kind == OpKind::Maximum, type, x, y);
@@ -277,6 +339,10 @@ Value ScalarBuilder::binary(OpKind kind, Type type, Value a, Value b) {
     return arith::MulIOp::create(builder, loc, a, b);
   case OpKind::Pow:
     return intPow(a, b, type.isUnsignedInteger());
+  case OpKind::Fmod:
+  case OpKind::Remainder:
+    return intRemainder(a, b, type.isUnsignedInteger(),
+                        /*floored=*/kind == OpKind::Remainder);
   case OpKind::Maximum:
   case OpKind::Minimum:
     return maxOrMin(kind == OpKind::Maximum, type, a, b);

@@ -49,6 +49,10 @@ public:
   /// for base 1, +-1 for base -1 and 0 otherwise, like the interpreter.
   Value intPow(Value base, Value exponent, bool isUnsigned);
 
+  /// Integer fmod (truncated) or remainder (`floored`: the divisor's sign)
+  /// with x % 0 = x % -1 = 0, like the interpreter.
+  Value intRemainder(Value a, Value b, bool isUnsigned, bool floored);
+
   /// kiln::core::randomBits over i64 values (runtime/core/Random.h).
   Value randomBits(Value seed, Value counter);
   /// kiln::core::uniformAt as f64.

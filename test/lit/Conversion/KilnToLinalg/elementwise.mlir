@@ -271,3 +271,71 @@ func.func @where(%c: tensor<2x3xi1>, %a: tensor<3xf32>, %b: tensor<f32>) -> tens
   %0 = kiln.where %c, %a, %b : tensor<2x3xi1>, tensor<3xf32>, tensor<f32> -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+// erf, log1p and expm1 map to their math ops (one pattern for every unary
+// row of the op table).
+// CHECK-LABEL: func.func @erf_log1p_expm1
+// CHECK: math.erf %{{.*}} : f32
+// CHECK: math.log1p %{{.*}} : f64
+// CHECK: %[[W:.*]] = arith.extf %{{.*}} : f16 to f32
+// CHECK: math.expm1 %[[W]] : f32
+func.func @erf_log1p_expm1(%x: tensor<4xf32>, %y: tensor<4xf64>, %z: tensor<4xf16>) -> (tensor<4xf32>, tensor<4xf64>, tensor<4xf16>) {
+  %0 = kiln.erf %x : tensor<4xf32>
+  %1 = kiln.log1p %y : tensor<4xf64>
+  %2 = kiln.expm1 %z : tensor<4xf16>
+  return %0, %1, %2 : tensor<4xf32>, tensor<4xf64>, tensor<4xf16>
+}
+
+// -----
+
+// Float fmod is arith.remf; remainder moves a nonzero result whose sign
+// differs from the divisor's by one divisor.
+// CHECK-LABEL: func.func @fmod_remainder_float
+// CHECK: ^bb0(%[[A:.*]]: f32, %[[B:.*]]: f32, %{{.*}}: f32):
+// CHECK: %[[R:.*]] = arith.remf %[[A]], %[[B]] : f32
+// CHECK: linalg.yield %[[R]] : f32
+// CHECK: ^bb0(%[[C:.*]]: f32, %[[D:.*]]: f32, %{{.*}}: f32):
+// CHECK: %[[M:.*]] = arith.remf %[[C]], %[[D]] : f32
+// CHECK: %[[NZ:.*]] = arith.cmpf une, %[[M]], %{{.*}} : f32
+// CHECK: %[[RN:.*]] = arith.cmpf olt, %[[M]], %{{.*}} : f32
+// CHECK: %[[DN:.*]] = arith.cmpf olt, %[[D]], %{{.*}} : f32
+// CHECK: %[[DIFF:.*]] = arith.xori %[[RN]], %[[DN]] : i1
+// CHECK: %[[ADJ:.*]] = arith.andi %[[NZ]], %[[DIFF]] : i1
+// CHECK: %[[MOVED:.*]] = arith.addf %[[M]], %[[D]] : f32
+// CHECK: arith.select %[[ADJ]], %[[MOVED]], %[[M]] : f32
+func.func @fmod_remainder_float(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %0 = kiln.fmod %a, %b : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  %1 = kiln.remainder %a, %b : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  return %0, %1 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Integer fmod divides by 1 where the divisor is 0 or -1 (no trap) and
+// gives 0 there.
+// CHECK-LABEL: func.func @fmod_int
+// CHECK: ^bb0(%[[A:.*]]: i32, %[[B:.*]]: i32, %{{.*}}: i32):
+// CHECK: %[[Z:.*]] = arith.cmpi eq, %[[B]], %{{.*}} : i32
+// CHECK: %[[M1:.*]] = arith.cmpi eq, %[[B]], %{{.*}} : i32
+// CHECK: %[[BAD:.*]] = arith.ori %[[Z]], %[[M1]] : i1
+// CHECK: %[[DIV:.*]] = arith.select %[[BAD]], %{{.*}}, %[[B]] : i32
+// CHECK: %[[R:.*]] = arith.remsi %[[A]], %[[DIV]] : i32
+// CHECK: %[[OUT:.*]] = arith.select %[[BAD]], %{{.*}}, %[[R]] : i32
+// CHECK: linalg.yield %[[OUT]] : i32
+func.func @fmod_int(%a: tensor<4xi32>, %b: tensor<4xi32>) -> tensor<4xi32> {
+  %0 = kiln.fmod %a, %b : tensor<4xi32>, tensor<4xi32> -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+// Unsigned: remui, only a zero divisor needs the guard.
+// CHECK-LABEL: func.func @remainder_u8
+// CHECK: arith.remui %{{.*}}, %{{.*}} : i8
+// CHECK-NOT: arith.cmpi slt
+func.func @remainder_u8(%a: tensor<4xui8>, %b: tensor<4xui8>) -> tensor<4xui8> {
+  %0 = kiln.remainder %a, %b : tensor<4xui8>, tensor<4xui8> -> tensor<4xui8>
+  return %0 : tensor<4xui8>
+}

@@ -112,3 +112,27 @@ func.func @argmax_bool(%p: tensor<4xi1>) -> tensor<i64> {
   %0 = kiln.argmax %p axis 0 keepdim false : tensor<4xi1> -> tensor<i64>
   return %0 : tensor<i64>
 }
+
+// -----
+
+// select_last_index: equal elements are taken too, and any later NaN.
+// CHECK-LABEL: func.func @argmax_last
+// CHECK: %[[GE:.*]] = arith.cmpf oge, %[[E:.*]], %[[BEST:.*]] : f32
+// CHECK: %[[NAN:.*]] = arith.cmpf uno, %[[E]], %[[E]] : f32
+// CHECK: %[[NUM:.*]] = arith.cmpf ord, %[[BEST]], %[[BEST]] : f32
+// CHECK: %[[NB:.*]] = arith.andi %[[NUM]], %[[GE]] : i1
+// CHECK: %[[TAKE:.*]] = arith.ori %[[NAN]], %[[NB]] : i1
+// CHECK: arith.select %[[TAKE]]
+func.func @argmax_last(%x: tensor<2x3xf32>) -> tensor<2xi64> {
+  %0 = kiln.argmax %x axis 1 keepdim false select_last_index : tensor<2x3xf32> -> tensor<2xi64>
+  return %0 : tensor<2xi64>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @argmin_last_int
+// CHECK: arith.cmpi sle
+func.func @argmin_last_int(%x: tensor<4xi32>) -> tensor<i64> {
+  %0 = kiln.argmin %x axis 0 keepdim false select_last_index : tensor<4xi32> -> tensor<i64>
+  return %0 : tensor<i64>
+}

@@ -447,3 +447,19 @@ func.func @dynamic_full() -> tensor<?xf32> {
   %0 = kiln.full(1.000000e+00 : f32) : tensor<?xf32>
   return %0 : tensor<?xf32>
 }
+
+// -----
+
+func.func @erf_of_integer(%x: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{operand #0 must be ranked tensor of rank <= 8 of 32-bit float or 64-bit float or 16-bit float or bfloat16 type values}}
+  %0 = kiln.erf %x : tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+func.func @fmod_of_bool(%a: tensor<4xi1>, %b: tensor<4xi1>) -> tensor<4xi1> {
+  // expected-error @+1 {{operand #0 must be ranked tensor of rank <= 8}}
+  %0 = kiln.fmod %a, %b : tensor<4xi1>, tensor<4xi1> -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}

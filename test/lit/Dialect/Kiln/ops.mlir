@@ -32,6 +32,12 @@ func.func @unary(%x: tensor<4xf32>, %i: tensor<4xi32>, %b: tensor<4xi1>, %h: ten
   %2 = kiln.abs %i : tensor<4xi32>
   // CHECK: kiln.exp
   %3 = kiln.exp %x : tensor<4xf32>
+  // CHECK: kiln.expm1 %{{.*}} : tensor<4xf32>
+  %e1 = kiln.expm1 %x : tensor<4xf32>
+  // CHECK: kiln.log1p %{{.*}} : tensor<4xf16>
+  %l1 = kiln.log1p %h : tensor<4xf16>
+  // CHECK: kiln.erf %{{.*}} : tensor<4xf32>
+  %er = kiln.erf %x : tensor<4xf32>
   // CHECK: kiln.log
   %4 = kiln.log %x : tensor<4xf32>
   // CHECK: kiln.sqrt
@@ -77,6 +83,10 @@ func.func @binary(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %i: tensor<2x1xi64>, %
   %3 = kiln.div %a, %b : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
   // CHECK: kiln.pow
   %4 = kiln.pow %i, %j : tensor<2x1xi64>, tensor<3xi64> -> tensor<2x3xi64>
+  // CHECK: kiln.fmod %{{.*}}, %{{.*}} : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+  %f = kiln.fmod %a, %b : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+  // CHECK: kiln.remainder %{{.*}}, %{{.*}} : tensor<2x1xi64>, tensor<3xi64> -> tensor<2x3xi64>
+  %r = kiln.remainder %i, %j : tensor<2x1xi64>, tensor<3xi64> -> tensor<2x3xi64>
   // CHECK: kiln.maximum
   %5 = kiln.maximum %a, %b : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
   // CHECK: kiln.minimum
@@ -123,6 +133,8 @@ func.func @reductions(%x: tensor<2x3x4xf32>, %i: tensor<2x3xi64>) {
   %4 = kiln.argmax %x axis 1 keepdim false : tensor<2x3x4xf32> -> tensor<2x4xi64>
   // CHECK: kiln.argmin %{{.*}} axis -1 keepdim true : tensor<2x3xi64> -> tensor<2x1xi64>
   %5 = kiln.argmin %i axis -1 keepdim true : tensor<2x3xi64> -> tensor<2x1xi64>
+  // CHECK: kiln.argmax %{{.*}} axis 0 keepdim false select_last_index : tensor<2x3xi64> -> tensor<3xi64>
+  %last = kiln.argmax %i axis 0 keepdim false select_last_index : tensor<2x3xi64> -> tensor<3xi64>
   return
 }
 
