@@ -1,9 +1,41 @@
 #include "runtime/exec/CompileQueue.h"
 
+#include <cerrno>
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace kiln::exec {
 
+namespace {
+/// Lowest CPU priority for the calling thread (Linux: nice is per thread,
+/// set through its tid): compilation then takes only the cores the user's
+/// threads leave idle, so the interpreter keeps its speed while it waits.
+void lowerThisThreadsPriority() {
+#ifdef __linux__
+  const auto tid = static_cast<id_t>(syscall(SYS_gettid));
+  (void)setpriority(PRIO_PROCESS, tid, kCompileThreadNice);  // best effort: unchanged if refused
+#endif
+}
+}  // namespace
+
+int currentThreadNice() {
+#ifdef __linux__
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  return errno ? 0 : nice;
+#else
+  return 0;
+#endif
+}
+
 CompileQueue::CompileQueue(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { serve(); });
+  for (int i = 0; i < threads; ++i)
+    threads_.emplace_back([this] {
+      lowerThisThreadsPriority();
+      serve();
+    });
 }
 
 CompileQueue::~CompileQueue() { shutdown(); }

@@ -1,5 +1,6 @@
 // CompileQueue: background threads that compile hot traces while the
-// interpreter keeps serving them.
+// interpreter keeps serving them. The threads run at the lowest CPU priority
+// (nice 19), so a compilation never takes a core the user's threads want.
 #pragma once
 
 #include <condition_variable>
@@ -10,6 +11,11 @@
 #include <vector>
 
 namespace kiln::exec {
+
+/// The nice value of compile threads (the lowest priority).
+inline constexpr int kCompileThreadNice = 19;
+/// The calling thread's nice value (tests check the compile threads').
+int currentThreadNice();
 
 class CompileQueue {
  public:
