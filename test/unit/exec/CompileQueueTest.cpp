@@ -12,14 +12,23 @@ namespace {
 TEST(CompileQueue, JobsRunAtTheLowestPriorityAndTheCallerKeepsItsOwn) {
   const int callerNice = currentThreadNice();
   CompileQueue queue(2);
+  const bool callerIdle = currentThreadIsIdlePriority();
   std::atomic<int> jobNice[2] = {-100, -100};
-  for (int i = 0; i < 2; ++i) queue.push([&jobNice, i] { jobNice[i] = currentThreadNice(); });
+  std::atomic<bool> jobIdle[2] = {false, false};
+  for (int i = 0; i < 2; ++i)
+    queue.push([&jobNice, &jobIdle, i] {
+      jobNice[i] = currentThreadNice();
+      jobIdle[i] = currentThreadIsIdlePriority();
+    });
   queue.drain();
 #ifdef __linux__
-  EXPECT_EQ(jobNice[0].load(), kCompileThreadNice);
-  EXPECT_EQ(jobNice[1].load(), kCompileThreadNice);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(jobNice[i].load(), kCompileThreadNice);
+    EXPECT_TRUE(jobIdle[i].load());
+  }
 #endif
   EXPECT_EQ(currentThreadNice(), callerNice) << "only the compile threads are lowered";
+  EXPECT_EQ(currentThreadIsIdlePriority(), callerIdle);
 }
 
 TEST(CompileQueue, DrainWaitsForEveryJobAndShutdownDropsLaterOnes) {
