@@ -1,7 +1,7 @@
 //===- CpuCompiler.h - Trace graphs to native host code ---------*- C++ -*-===//
 //
 // The CPU tier-1 compiler: kiln -> linalg -> fused loops -> scratch, GEMM
-// calls, outlined parallel bodies -> LLVM dialect -> LLVM IR -> O3 for the
+// calls, outlined parallel bodies -> LLVM dialect -> LLVM IR -> O2 (no unrolling) for the
 // host CPU -> relocatable object (linked by libkiln_loader).
 //
 //===----------------------------------------------------------------------===//

@@ -50,7 +50,7 @@ inline constexpr int kPipelineRevision = 2;  // 2: dynamic-shape kernels (sizes 
 /// compiler's sources>" (the last from the build: see cmake/HashSources.cmake).
 inline std::string pipelineFingerprint() {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (const char *stage : {kToLinalg, "kiln-elementwise-fusion", kAfterFusion, kBufferize, kToLoops, kToLLVM, "O3,pic,small"}) {
+  for (const char *stage : {kToLinalg, "kiln-elementwise-fusion", kAfterFusion, kBufferize, kToLoops, kToLLVM, "O2,no-unroll,codegen-default,pic,small"}) {
     for (const char *c = stage; *c; ++c)
       h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
     h = (h ^ 0xff) * 0x100000001b3ull;
@@ -61,13 +61,17 @@ inline std::string pipelineFingerprint() {
   return buf;
 }
 
-/// The host CPU with all its features, O3, position independent, small code
-/// model (what ORC's JITLink expects).
+/// LLVM's loop unroller (off: see CpuCompiler's optimize()).
+inline constexpr bool kLoopUnrolling = false;
+
+/// The host CPU with all its features, default codegen optimisation (O2:
+/// Aggressive cost compile time and gained nothing measurable), position
+/// independent, small code model (what ORC's JITLink expects).
 inline llvm::Expected<llvm::orc::JITTargetMachineBuilder> hostTargetMachineBuilder() {
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb)
     return jtmb.takeError();
-  jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
   jtmb->setRelocationModel(llvm::Reloc::PIC_);
   jtmb->setCodeModel(llvm::CodeModel::Small);
   return jtmb;
