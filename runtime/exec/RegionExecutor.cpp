@@ -25,25 +25,23 @@ std::string hex(uint64_t h) {
   return name;
 }
 
-/// Per region, the share of the trace's estimated work carried by all the
-/// occurrences of its key in the plan (TieringPolicy's workShare).
-std::vector<double> workShares(const trace::Trace& trace, const std::vector<uint32_t>& ids, const RegionPlan& plan) {
-  double total = 0;
+/// Fills the plan's key occurrences and the share of the trace's estimated
+/// work its recurring regions carry (TieringPolicy's facts).
+void measureRecurrence(const trace::Trace& trace, const std::vector<uint32_t>& ids, RegionPlan& plan) {
+  double total = 0, recurring = 0;
   for (uint32_t id : ids) total += estimateNodeWork(trace, trace.nodes[id]);
-  std::unordered_map<uint64_t, double> perKey;
-  std::vector<double> work(plan.regions.size(), 0.0);
+  std::unordered_map<uint64_t, uint32_t> count;
+  for (const Region& r : plan.regions)
+    if (r.keyed) ++count[r.key.hash];
+  plan.keyOccurrences.assign(plan.regions.size(), 0);
   for (size_t ri = 0; ri < plan.regions.size(); ++ri) {
     const Region& r = plan.regions[ri];
-    for (uint32_t q : r.nodes) work[ri] += estimateNodeWork(trace, trace.nodes[ids[q]]);
-    if (r.keyed) perKey[r.key.hash] += work[ri];
+    if (!r.keyed) continue;
+    plan.keyOccurrences[ri] = count[r.key.hash];
+    if (plan.keyOccurrences[ri] < 2) continue;
+    for (uint32_t q : r.nodes) recurring += estimateNodeWork(trace, trace.nodes[ids[q]]);
   }
-  std::vector<double> share(plan.regions.size(), 0.0);
-  for (size_t ri = 0; ri < plan.regions.size(); ++ri) {
-    const Region& r = plan.regions[ri];
-    const double w = r.keyed ? perKey[r.key.hash] : work[ri];
-    share[ri] = total > 0 ? std::min(1.0, w / total) : 0.0;
-  }
-  return share;
+  plan.recurringWorkShare = total > 0 ? std::min(1.0, recurring / total) : 0.0;
 }
 
 /// Where the trace being run stands, for the region policy.
@@ -93,7 +91,7 @@ std::shared_ptr<const RegionPlan> RegionExecutor::planFor(const trace::Trace& tr
     if (profile->regions) return profile->regions;
   }
   auto plan = std::make_shared<RegionPlan>(partitionRegions(trace, ids));
-  plan->keyWorkShare = workShares(trace, ids, *plan);
+  measureRecurrence(trace, ids, *plan);
   std::lock_guard<std::mutex> lock(engine_.mutex_);
   if (profile->regions) return profile->regions;  // another thread was faster
   Counters& c = counters();
@@ -278,17 +276,18 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
       const RegionFacts facts{.occurrences = rp->runs,
                               .threshold = threshold,
                               .distinctTraces = static_cast<uint32_t>(rp->seenInTraces.size()),
-                              .workShare = plan->keyWorkShare[ri],
+                              .occurrencesInTrace = plan->keyOccurrences[ri],
+                              .recurringWorkShare = plan->recurringWorkShare,
                               .trace = outlook};
       const RegionVerdict verdict = decideRegion(facts);
       if (verdict != RegionVerdict::Compile) {
         if (verdict != RegionVerdict::NotHot && !rp->deferred) {
           rp->deferred = true;
           c.regionsDeferred.fetch_add(1, std::memory_order_relaxed);
-          log().info("region {} ({} ops, seen {} times in {} trace(s), {:.1f}% of this trace's work) not compiled: "
-                     "{}",
+          log().info("region {} ({} ops, seen {} times in {} trace(s); this trace's recurring regions are {:.1f}% "
+                     "of its work) not compiled: {}",
                      hex(regions[ri].key.hash), regions[ri].ops, rp->runs, rp->seenInTraces.size(),
-                     100.0 * facts.workShare, verdictName(verdict));
+                     100.0 * facts.recurringWorkShare, verdictName(verdict));
         }
         continue;
       }

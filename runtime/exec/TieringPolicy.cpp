@@ -12,8 +12,8 @@ RegionVerdict decideRegion(const RegionFacts& f) {
     case TraceOutlook::MayRecur:
       break;
   }
-  if (f.workShare >= kLoopBodyWorkShare || f.distinctTraces >= kDistinctTracesForRegions)
-    return RegionVerdict::Compile;
+  const bool loopBody = f.occurrencesInTrace > 1 && f.recurringWorkShare >= kLoopBodyWorkShare;
+  if (loopBody || f.distinctTraces >= kDistinctTracesForRegions) return RegionVerdict::Compile;
   return RegionVerdict::WaitForRecurrence;
 }
 

@@ -8,9 +8,9 @@
 // hot, the trace is compiled as one unit and its regions never run again.
 // When a region gets hot in the first runs of a trace, nobody knows yet
 // whether that trace will recur. The region is then compiled only when
-//  - it carries most of the trace's work (a loop body unrolled into the
-//    trace: its kernel is as good as the trace's, and serves every other
-//    trip count), or
+//  - it recurs inside the trace and the regions that do carry most of the
+//    trace's work (a loop body unrolled into the trace: its kernels are as
+//    good as the trace's, and serve every other trip count), or
 //  - it has shown up in several distinct traces (the program's traces do
 //    not recur: a varying trip count, a step that logs now and then). The
 //    first two steps of a training loop differ (the first creates the
@@ -42,7 +42,11 @@ struct RegionFacts {
   uint64_t occurrences = 0;       ///< of the region key so far, this run included
   uint64_t threshold = 2;         ///< KILN_JIT_THRESHOLD
   uint32_t distinctTraces = 1;    ///< trace keys it has been seen in (saturating count)
-  double workShare = 0;           ///< share of the trace's estimated work its occurrences in this trace carry, 0..1
+  uint32_t occurrencesInTrace = 1;  ///< in the trace being run
+  /// Share of the trace's estimated work (estimateNodeWork) carried by the
+  /// regions whose key occurs more than once in it (its unrolled loop
+  /// bodies), 0..1.
+  double recurringWorkShare = 0;
   TraceOutlook trace = TraceOutlook::MayRecur;
 };
 
@@ -53,9 +57,9 @@ enum class RegionVerdict : uint8_t {
   WaitForRecurrence,      ///< small part of a trace that may recur: wait and see
 };
 
-/// Share of a trace's work above which a region hot inside one trace is
-/// compiled at once (a loop body).
-inline constexpr double kLoopBodyWorkShare = 0.5;
+/// Share of a trace's work above which its recurring regions are compiled
+/// at once (the trace is mostly an unrolled loop).
+inline constexpr double kLoopBodyWorkShare = 0.25;
 /// Distinct traces a region must appear in before it is compiled for a trace
 /// that may still recur.
 inline constexpr uint32_t kDistinctTracesForRegions = 3;

@@ -7,8 +7,14 @@
 namespace kiln::exec {
 namespace {
 
-RegionFacts hot(TraceOutlook outlook, double workShare = 0.05, uint32_t traces = 1) {
-  return RegionFacts{.occurrences = 8, .threshold = 2, .distinctTraces = traces, .workShare = workShare,
+/// A hot region (8 occurrences) that recurs `inTrace` times in the trace
+/// being run, whose recurring regions carry `recurringShare` of its work.
+RegionFacts hot(TraceOutlook outlook, double recurringShare = 0.05, uint32_t traces = 1, uint32_t inTrace = 8) {
+  return RegionFacts{.occurrences = 8,
+                     .threshold = 2,
+                     .distinctTraces = traces,
+                     .occurrencesInTrace = inTrace,
+                     .recurringWorkShare = recurringShare,
                      .trace = outlook};
 }
 
@@ -43,6 +49,8 @@ TEST(TieringPolicy, LoopBodiesAndRegionsSharedByManyTracesAreCompiledAtOnce) {
   // A loop body unrolled into the trace carries most of its work.
   EXPECT_EQ(decideRegion(hot(TraceOutlook::MayRecur, 0.9, 1)), RegionVerdict::Compile);
   EXPECT_EQ(decideRegion(hot(TraceOutlook::MayRecur, kLoopBodyWorkShare, 1)), RegionVerdict::Compile);
+  // ... but a region of such a trace that occurs once in it is no loop body.
+  EXPECT_EQ(decideRegion(hot(TraceOutlook::MayRecur, 0.9, 2, 1)), RegionVerdict::WaitForRecurrence);
   // Traces that keep changing (a trip count that varies, a step that logs).
   EXPECT_EQ(decideRegion(hot(TraceOutlook::MayRecur, 0.01, kDistinctTracesForRegions)), RegionVerdict::Compile);
 }
