@@ -1,7 +1,7 @@
 // Transformer-block training loop (issue 20): what a new user's GPT-style
 // training loop sees from tiered compilation, measured end to end.
 //
-//   kiln_bench_transformer [--jit=off|async|sync] [--steps=N] [--cache]
+//   kiln_bench_transformer [--jit=off|async|sync] [--steps=N] [--cache] [--regions-only]
 //
 // One process per JIT mode (the mode applies from the first step, as
 // KILN_JIT would). The block: token embedding by index_select plus learned
@@ -13,6 +13,8 @@
 // more were run), the wall time of the first 40 (and of all) steps including
 // every compilation, and the tiering counters. The disk kernel cache is off
 // unless --cache, so every process compiles (a tier-up, not a replay).
+// --regions-only keeps the whole step from being compiled, so that its hot
+// regions are (every step then runs mixed: region kernels + interpreter).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -117,7 +119,7 @@ double sum(const std::vector<double>& v, size_t n) {
 int main(int argc, char** argv) {
   std::string jit = "async";
   int steps = 40;
-  bool cache = false;
+  bool cache = false, regionsOnly = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--jit=", 0) == 0) {
@@ -126,8 +128,11 @@ int main(int argc, char** argv) {
       steps = std::max(1, std::atoi(a.c_str() + 8));
     } else if (a == "--cache") {
       cache = true;
+    } else if (a == "--regions-only") {
+      regionsOnly = true;
     } else {
-      std::fprintf(stderr, "usage: kiln_bench_transformer [--jit=off|async|sync] [--steps=N] [--cache]\n");
+      std::fprintf(stderr,
+                   "usage: kiln_bench_transformer [--jit=off|async|sync] [--steps=N] [--cache] [--regions-only]\n");
       return 2;
     }
   }
@@ -135,6 +140,7 @@ int main(int argc, char** argv) {
   s.jit = jit;
   if (!cache) s.cache = "off";
   set_settings(s);
+  if (regionsOnly) exec::Engine::instance().setTraceCompilesForTesting(false);
 
   Block block;
   reset_stats();
@@ -161,14 +167,15 @@ int main(int argc, char** argv) {
               "\"compiles\": %llu, \"compile_ms\": %.1f, \"compile_import_ms\": %.1f, \"compile_lower_ms\": %.1f, "
               "\"compile_llvm_ms\": %.1f, \"compile_jit_ms\": %.1f, \"compiled_runs\": %llu, "
               "\"interpreted_runs\": %llu, \"mixed_runs\": %llu, \"region_compiles\": %llu, "
-              "\"region_compile_ms\": %.1f, \"kernel_launches\": %llu, \"step_ms\": [",
+              "\"region_compile_ms\": %.1f, \"region_launches\": %llu, \"kernel_launches\": %llu, \"step_ms\": [",
               jit.c_str(), n, lastTen(40), lastTen(n), sum(stepMs, 40) / 1000, sum(stepMs, n) / 1000, loss,
               static_cast<unsigned long long>(st.ops_recorded / std::max<uint64_t>(st.traces_recorded, 1)),
               static_cast<unsigned long long>(st.compiles), st.compile_ms, st.compile_import_ms,
               st.compile_lower_ms, st.compile_llvm_ms, st.compile_jit_ms,
               static_cast<unsigned long long>(st.compiled_runs), static_cast<unsigned long long>(st.interpreted_runs),
               static_cast<unsigned long long>(st.mixed_runs), static_cast<unsigned long long>(st.region_compiles),
-              st.region_compile_ms, static_cast<unsigned long long>(st.kernel_launches));
+              st.region_compile_ms, static_cast<unsigned long long>(st.region_launches),
+              static_cast<unsigned long long>(st.kernel_launches));
   for (size_t i = 0; i < n; ++i) std::printf("%s%.3f", i ? ", " : "", stepMs[i]);
   std::printf("]}\n");
   return std::isfinite(loss) ? 0 : 1;
