@@ -52,6 +52,14 @@ WORKLOADS = {
     "compile_10_ops": ("compile latency, 10-op elementwise trace", None, None),
     "compile_50_ops": ("compile latency, 50-op elementwise trace", None, None),
     "compile_200_ops": ("compile latency, 200-op elementwise trace", None, None),
+    "transformer_train_step": ("GPT-style block training step (batch 8, 64 tokens, width 128, 4 heads, vocabulary 256, "
+                               "Adam; ~800 ops): median of steps 31-40 of a fresh process, per KILN_JIT mode "
+                               "(kiln-interp: off; kiln-async: the default; kiln-sync: compiled in the calling thread "
+                               "at step 2)", None, None),
+    "transformer_first40_wall": ("the same loop: wall time of its first 40 steps in a fresh process, compilation "
+                                 "included", None, None),
+    "transformer_first200_wall": ("the same loop: wall time of its first 200 steps, compilation included", None, None),
+    "transformer_compile": ("the same loop: compile time of its step's trace (kiln-sync)", None, None),
     "warm_start_replay": ("first MLP training step of a fresh process: interpreted (kiln-interp), replayed from "
                           "the disk cache (kiln-replay, KILN_JIT=replay), compiled in the calling thread "
                           "(kiln-compile-first-run, one sample)", None, None),
@@ -74,7 +82,7 @@ BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 def goals(med):
-    """Kiln's goals from issues 2, 4, 6 and 9: (workload, system, goal, measured, met or None when not measurable)."""
+    """Kiln's goals from issues 2, 4, 6, 9 and 20: (workload, system, goal, measured, met or None when not measurable)."""
     def m(w, s):
         return med.get((w, s))
 
@@ -116,6 +124,21 @@ def goals(med):
                 "within 3× of PyTorch eager (issue 6)" + ("" if t is not None else "; PyTorch missing: vs the issue's 5.2 ms"),
                 "—" if r is None else f"{r / ref:.2f}× PyTorch eager's time",
                 None if r is None else r <= 3 * ref))
+    r, a_, sy = (m("transformer_first40_wall", s) for s in ("kiln-interp", "kiln-async", "kiln-sync"))
+    out.append(("transformer_first40_wall", "kiln-async", "≤ the interpreted run's wall time (issue 20)",
+                "—" if r is None or a_ is None else f"{a_ / r:.2f}× interpreted",
+                None if r is None or a_ is None else a_ <= r))
+    r, a_ = m("transformer_first200_wall", "kiln-interp"), m("transformer_first200_wall", "kiln-async")
+    out.append(("transformer_first200_wall", "kiln-async", "≤ 0.7 of the interpreted run's wall time (issue 20)",
+                "—" if r is None or a_ is None else f"{a_ / r:.2f}× interpreted",
+                None if r is None or a_ is None else a_ <= 0.7 * r))
+    q = speed(m("transformer_train_step", "kiln-sync"), m("transformer_train_step", "kiln-interp"))
+    out.append(("transformer_train_step", "kiln-sync", "compiled step ≥ 1.5× interpreted (issue 20)",
+                rel(q, "interpreter"), None if q is None else q >= 1.5))
+    out.append(limit("transformer_compile", "kiln-sync", "≤ 1.5 s (issue 20)", 1.5))
+    q = speed(m("mlp_train_step", "kiln-compiled"), m("mlp_train_step", "kiln-interp"))
+    out.append(("mlp_train_step", "kiln-compiled", "≥ 1.2× interpreted (issue 20)", rel(q, "interpreter"),
+                None if q is None else q >= 1.2))
     return out
 
 
@@ -256,6 +279,33 @@ def main():
             if "first_step_s" in res:
                 samples.setdefault(("warm_start_replay", "kiln-interp"), []).append(res["first_step_s"])
 
+    # Transformer-block training loop (issue 20): one fresh process per KILN_JIT mode and round.
+    transformer = os.path.join(build, "bench", "kiln_bench_transformer")
+    transformer_steps = 40 if a.quick else 200
+
+    def transformer_round():
+        modes = ("off", "async", "sync") if have_jit else ("off",)
+        for mode in modes:
+            label = "kiln-interp" if mode == "off" else f"kiln-{mode}"
+            try:
+                p = subprocess.run([transformer, f"--jit={mode}", f"--steps={transformer_steps}"], env=base_env,
+                                   capture_output=True, text=True, timeout=600)
+                with open(log, "a") as f:
+                    f.write(f"\n### transformer, {mode}\n{p.stdout}{p.stderr}")
+                res = json.loads(p.stdout.strip().splitlines()[-1])
+            except (subprocess.TimeoutExpired, ValueError, IndexError, OSError) as e:
+                errors[("transformer_train_step", label)] = f"failed: {type(e).__name__} (see {log})"
+                continue
+            samples.setdefault(("transformer_train_step", label), []).append(res["step_ms_31_40"] / 1000)
+            samples.setdefault(("transformer_first40_wall", label), []).append(res["wall_40_s"])
+            if res["steps"] >= 200:
+                samples.setdefault(("transformer_first200_wall", label), []).append(res["wall_s"])
+            if mode == "sync":
+                samples.setdefault(("transformer_compile", label), []).append(res["compile_ms"] / 1000)
+
+    if os.path.exists(transformer):
+        procs.append(("transformer", None, None, None))
+
     if have_jit:
         populate = first_step("compiled", cache_env)
         if "error" in populate:
@@ -267,6 +317,10 @@ def main():
     for r in range(rounds):
         order = procs[r % len(procs):] + procs[:r % len(procs)]
         for name, cmd, env, timeout in order:
+            if cmd is None and name == "transformer":
+                print(f"[{now()}] round {r + 1}/{rounds}: transformer block training loop", flush=True)
+                transformer_round()
+                continue
             if cmd is None:
                 print(f"[{now()}] round {r + 1}/{rounds}: warm start (first steps)", flush=True)
                 warm_start_round()

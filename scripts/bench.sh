@@ -20,7 +20,7 @@ bash scripts/setup.sh
 bash bench/setup_peers.sh "$BUILD_DIR" || true
 # -U: forget peers not found by an earlier configure (setup_peers may have installed them since).
 cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -U 'KILN_BENCH_*' >/dev/null
-targets=(--target kiln_bench)
+targets=(--target kiln_bench --target kiln_bench_transformer)
 grep -q '^KILN_BUILD_COMPILER:BOOL=ON' "$BUILD_DIR/CMakeCache.txt" && targets+=(--target kiln_jit)
 cmake --build "$BUILD_DIR" -j"${KILN_BUILD_JOBS:-2}" "${targets[@]}"
 python3 bench/run_bench.py --build "$BUILD_DIR" "${QUICK[@]}"

@@ -49,6 +49,9 @@ struct Stats {
   uint64_t region_compile_failures = 0;
   double region_compile_ms = 0;
   uint64_t distinct_region_keys = 0;
+  /// Hot regions not compiled (at least once) because a whole-trace kernel
+  /// will or may replace them (runtime/exec/TieringPolicy.h).
+  uint64_t regions_deferred = 0;
   /// Share of executed ops (compiled_ops + interpreted_ops) that ran compiled, 0..1.
   double compiled_op_share() const {
     const uint64_t total = compiled_ops + interpreted_ops;

@@ -1,5 +1,7 @@
 // CompileQueue: background threads that compile hot traces while the
-// interpreter keeps serving them.
+// interpreter keeps serving them. The threads run at the lowest CPU priority
+// (SCHED_IDLE, nice 19 on Linux), so a compilation never takes a core the
+// user's threads want.
 #pragma once
 
 #include <condition_variable>
@@ -10,6 +12,13 @@
 #include <vector>
 
 namespace kiln::exec {
+
+/// The nice value of compile threads (the lowest priority).
+inline constexpr int kCompileThreadNice = 19;
+/// The calling thread's nice value and whether it runs under SCHED_IDLE
+/// (tests check the compile threads').
+int currentThreadNice();
+bool currentThreadIsIdlePriority();
 
 class CompileQueue {
  public:

@@ -48,6 +48,11 @@ struct TraceProfile {
   /// A trace key's partition into regions (RegionExecutor), kept once the
   /// key has recurred without a kernel of its own.
   std::shared_ptr<const RegionPlan> regions;
+  /// Region keys: the profiles of the first distinct traces it was seen in
+  /// (up to kDistinctTracesForRegions, TieringPolicy.h), and whether its
+  /// compilation was put off once (counted and logged once).
+  std::vector<const TraceProfile*> seenInTraces;
+  bool deferred = false;
 };
 
 class Engine {

@@ -1,12 +1,15 @@
 #include "runtime/exec/RegionExecutor.h"
 
+#include <algorithm>
 #include <chrono>
+#include <unordered_map>
 
 #include "kiln/runtime.h"
 #include "runtime/exec/CompileQueue.h"
 #include "runtime/exec/KernelCache.h"
 #include "runtime/exec/Log.h"
 #include "runtime/exec/StatsCounters.h"
+#include "runtime/exec/TieringPolicy.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/trace/TraceGraph.h"
 
@@ -20,6 +23,31 @@ std::string hex(uint64_t h) {
   char name[32];
   std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(h));
   return name;
+}
+
+/// Fills the plan's key occurrences and the share of the trace's estimated
+/// work its recurring regions carry (TieringPolicy's facts).
+void measureRecurrence(const trace::Trace& trace, const std::vector<uint32_t>& ids, RegionPlan& plan) {
+  double total = 0, recurring = 0;
+  for (uint32_t id : ids) total += estimateNodeWork(trace, trace.nodes[id]);
+  std::unordered_map<uint64_t, uint32_t> count;
+  for (const Region& r : plan.regions)
+    if (r.keyed) ++count[r.key.hash];
+  plan.keyOccurrences.assign(plan.regions.size(), 0);
+  for (size_t ri = 0; ri < plan.regions.size(); ++ri) {
+    const Region& r = plan.regions[ri];
+    if (!r.keyed) continue;
+    plan.keyOccurrences[ri] = count[r.key.hash];
+    if (plan.keyOccurrences[ri] < 2) continue;
+    for (uint32_t q : r.nodes) recurring += estimateNodeWork(trace, trace.nodes[ids[q]]);
+  }
+  plan.recurringWorkShare = total > 0 ? std::min(1.0, recurring / total) : 0.0;
+}
+
+/// Where the trace being run stands, for the region policy.
+TraceOutlook outlookOf(const TraceProfile& trace, bool traceCompiles, uint64_t threshold) {
+  if (!traceCompiles || trace.tier == Tier::InterpretOnly) return TraceOutlook::NoWholeKernel;
+  return trace.runs >= threshold ? TraceOutlook::WholeKernelComing : TraceOutlook::MayRecur;
 }
 
 }  // namespace
@@ -63,6 +91,7 @@ std::shared_ptr<const RegionPlan> RegionExecutor::planFor(const trace::Trace& tr
     if (profile->regions) return profile->regions;
   }
   auto plan = std::make_shared<RegionPlan>(partitionRegions(trace, ids));
+  measureRecurrence(trace, ids, *plan);
   std::lock_guard<std::mutex> lock(engine_.mutex_);
   if (profile->regions) return profile->regions;  // another thread was faster
   Counters& c = counters();
@@ -200,12 +229,18 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
 
   // Count, and find the regions to look up in the kernel cache.
   std::vector<uint32_t> probe, probeAlways, compile;
-  bool allowCompile;
+  TraceOutlook outlook;
   {
     std::lock_guard<std::mutex> lock(engine_.mutex_);
-    allowCompile = !engine_.traceCompiles_ || profile->runs < threshold || profile->tier == Tier::InterpretOnly;
-    for (const Region& r : regions)
-      if (r.keyed) ++r.profile->runs;
+    outlook = outlookOf(*profile, engine_.traceCompiles_, threshold);
+    for (const Region& r : regions) {
+      if (!r.keyed) continue;
+      TraceProfile* rp = r.profile;
+      ++rp->runs;
+      if (rp->seenInTraces.size() < kDistinctTracesForRegions &&
+          std::find(rp->seenInTraces.begin(), rp->seenInTraces.end(), profile) == rp->seenInTraces.end())
+        rp->seenInTraces.push_back(profile);
+    }
     for (uint32_t ri = 0; ri < regions.size(); ++ri) {
       TraceProfile* rp = regions[ri].profile;
       if (!rp || rp->executable) continue;
@@ -224,14 +259,36 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
     trace::Trace sub = regionTrace(trace, ids, regions[ri]);
     engine_.probeCache(sub, allNeeded(sub), regions[ri].key, regions[ri].profile, false);
   }
-  if (allowCompile) {
+  {
     std::lock_guard<std::mutex> lock(engine_.mutex_);
+    Counters& c = counters();
     for (uint32_t ri = 0; ri < regions.size(); ++ri) {
       TraceProfile* rp = regions[ri].profile;
       if (!rp || rp->executable || rp->tier != Tier::Interpreted || rp->runs < threshold) continue;
       if (replay) {
+        // Replay compiles nothing: a hot region of a trace that is not hot
+        // itself may come from the kernel cache.
+        if (outlook == TraceOutlook::WholeKernelComing) continue;
         rp->tier = Tier::Compiling;  // decided by probeReplay
         probeAlways.push_back(ri);
+        continue;
+      }
+      const RegionFacts facts{.occurrences = rp->runs,
+                              .threshold = threshold,
+                              .distinctTraces = static_cast<uint32_t>(rp->seenInTraces.size()),
+                              .occurrencesInTrace = plan->keyOccurrences[ri],
+                              .recurringWorkShare = plan->recurringWorkShare,
+                              .trace = outlook};
+      const RegionVerdict verdict = decideRegion(facts);
+      if (verdict != RegionVerdict::Compile) {
+        if (verdict != RegionVerdict::NotHot && !rp->deferred) {
+          rp->deferred = true;
+          c.regionsDeferred.fetch_add(1, std::memory_order_relaxed);
+          log().info("region {} ({} ops, seen {} times in {} trace(s); this trace's recurring regions are {:.1f}% "
+                     "of its work) not compiled: {}",
+                     hex(regions[ri].key.hash), regions[ri].ops, rp->runs, rp->seenInTraces.size(),
+                     100.0 * facts.recurringWorkShare, verdictName(verdict));
+        }
         continue;
       }
       int64_t& shapes = engine_.shapesPerStructure_[regions[ri].key.structureHash];

@@ -8,11 +8,12 @@
 //  - Region hotness is counted on every run of a trace that has no
 //    whole-trace kernel, once per occurrence: a loop body unrolled 40 times
 //    counts 40. The threshold is KILN_JIT_THRESHOLD, as for traces.
-//  - A hot region is compiled from a run of a trace that is not itself hot
-//    (fewer than KILN_JIT_THRESHOLD runs, or interpret-only): a trace that
-//    recurs is compiled as one unit instead (tier 2, preferred once ready),
-//    so its regions cost no extra compilations. Region kernels found in the
-//    kernel cache are used by any trace, hot or not.
+//  - Whether a hot region is compiled is TieringPolicy's decideRegion: not
+//    while its trace is hot (a trace that recurs is compiled as one unit,
+//    preferred once ready, so its regions cost no extra compilations), and
+//    in a trace's first runs only when it is most of the trace's work or has
+//    appeared in several distinct traces. Region kernels found in the kernel
+//    cache are used by any trace, hot or not.
 //  - KILN_JIT=off: no regions. replay: region kernels only from the kernel
 //    cache. sync: hot regions are compiled in the calling thread, before the
 //    run that made them hot. async: on a compile thread of their own, so a

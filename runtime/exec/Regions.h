@@ -67,6 +67,11 @@ struct RegionPlan {
   /// position when none); values are freed after it unless live.
   std::vector<uint32_t> lastUse;
   uint32_t keyedRegions = 0;
+  /// Per region: how often its key occurs in the plan; and the share of the
+  /// trace's estimated work (TieringPolicy.h) that the regions whose key
+  /// occurs more than once carry, 0..1.
+  std::vector<uint32_t> keyOccurrences;
+  double recurringWorkShare = 0;
 };
 
 /// Needed node ids of `trace` in recording order (plan id -> trace node id).

@@ -25,7 +25,7 @@ struct Counters {
   std::atomic<uint64_t> replayMisses{0};
   /// Hot regions (RegionExecutor.h).
   std::atomic<uint64_t> compiledOps{0}, mixedRuns{0}, regionLaunches{0}, regionCompiles{0}, regionCompileFailures{0},
-      regionCompileUs{0}, distinctRegionKeys{0};
+      regionCompileUs{0}, distinctRegionKeys{0}, regionsDeferred{0};
   /// Microseconds, so they can be atomic integers.
   std::atomic<uint64_t> compileUs{0}, importUs{0}, lowerUs{0}, llvmUs{0}, jitUs{0};
 };

@@ -1,8 +1,9 @@
 //===- CpuCompiler.h - Trace graphs to native host code ---------*- C++ -*-===//
 //
 // The CPU tier-1 compiler: kiln -> linalg -> fused loops -> scratch, GEMM
-// calls, outlined parallel bodies -> LLVM dialect -> LLVM IR -> O3 for the
-// host CPU -> shared object (mapped by the runtime with dlopen).
+// calls, outlined parallel bodies -> LLVM dialect -> LLVM IR -> O2 (no
+// unrolling) for the host CPU -> shared object (mapped by the runtime with
+// dlopen).
 //
 //===----------------------------------------------------------------------===//
 

@@ -361,6 +361,25 @@ LogicalResult outlineParallelLoops(ModuleOp module, func::FuncOp kernel, Paralle
   return success();
 }
 
+/// Erases the operations of `fn` whose results nobody reads and that have
+/// no side effects (the memref descriptors built for unused arguments), so
+/// that an argument's uses say whether the body reads it.
+static void eraseDeadOps(LLVM::LLVMFuncOp fn) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    SmallVector<Operation *> dead;
+    fn.walk<WalkOrder::PostOrder>([&](Operation *op) {
+      if (op != fn.getOperation() && isOpTriviallyDead(op))
+        dead.push_back(op);
+    });
+    for (Operation *op : dead) {
+      op->erase();
+      changed = true;
+    }
+  }
+}
+
 LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName, const std::string &entryName,
                                  const ParallelDispatches &dispatches, const std::set<unsigned> &sharedArgs,
                                  int sizesSlot) {
@@ -404,15 +423,35 @@ LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName,
     auto body = module.lookupSymbol<LLVM::LLVMFuncOp>(dispatch.body);
     if (!decl || !body)
       return module.emitError("kiln: parallel body missing after lowering");
-    const unsigned pointers = body.getNumArguments() - 2;
-    // Trampoline: body(begin, end, pointers loaded from ctx...).
+    // The body takes every kernel argument but reads a few: only those
+    // travel through ctx. Passing all of them (a kernel has hundreds) cost a
+    // store per argument per dispatch and a load per argument per body,
+    // most of the LLVM IR of a large trace and of its compile time.
+    eraseDeadOps(body);
+    SmallVector<unsigned> used;
+    for (unsigned k = 2; k < body.getNumArguments(); ++k)
+      if (!body.getArgument(k).use_empty())
+        used.push_back(k - 2);
+    const auto pointers = static_cast<unsigned>(used.size());
+    // Trampoline: body(begin, end, the arguments it reads loaded from ctx, null for the others).
     auto tramp = LLVM::LLVMFuncOp::create(mb, loc, dispatch.body + "_tramp",
                                           LLVM::LLVMFunctionType::get(voidTy, {ptr, i64, i64}));
     {
       Block *entry = tramp.addEntryBlock(mb);
       OpBuilder b = OpBuilder::atBlockEnd(entry);
       SmallVector<Value> args{entry->getArgument(1), entry->getArgument(2)};
-      llvm::append_range(args, loadSlots(b, entry->getArgument(0), body.getArgumentTypes().drop_front(2)));
+      SmallVector<Type> usedTypes;
+      for (unsigned k : used)
+        usedTypes.push_back(body.getArgument(2 + k).getType());
+      SmallVector<Value> loaded = loadSlots(b, entry->getArgument(0), usedTypes);
+      for (unsigned k = 0, next = 0; k + 2 < body.getNumArguments(); ++k) {
+        if (next < used.size() && used[next] == k) {
+          args.push_back(loaded[next++]);
+          continue;
+        }
+        Type t = body.getArgument(2 + k).getType();
+        args.push_back(LLVM::PoisonOp::create(b, loc, t));
+      }
       LLVM::CallOp::create(b, loc, body, args);
       LLVM::ReturnOp::create(b, loc, ValueRange{});
     }
@@ -427,9 +466,9 @@ LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName,
       Value one = LLVM::ConstantOp::create(ab, loc, i64, ab.getI64IntegerAttr(std::max(1u, pointers)));
       Value array = LLVM::AllocaOp::create(ab, loc, ptr, ptr, one);
       OpBuilder b(call);
-      for (unsigned k = 0; k < pointers; ++k) {
-        Value slot = LLVM::GEPOp::create(b, loc, ptr, ptr, array, ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(k)});
-        LLVM::StoreOp::create(b, loc, call.getOperand(1 + k), slot);
+      for (unsigned j = 0; j < pointers; ++j) {
+        Value slot = LLVM::GEPOp::create(b, loc, ptr, ptr, array, ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(j)});
+        LLVM::StoreOp::create(b, loc, call.getOperand(1 + used[j]), slot);
       }
       Value fn = LLVM::AddressOfOp::create(b, loc, ptr, tramp.getSymName());
       Value grain = LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(dispatch.grain));

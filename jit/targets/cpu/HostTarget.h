@@ -31,13 +31,17 @@ inline constexpr const char *kToLLVM =
     "convert-math-to-libm,arith-expand,convert-arith-to-llvm,convert-index-to-llvm,finalize-memref-to-llvm,"
     "convert-func-to-llvm{use-bare-ptr-memref-call-conv},convert-cf-to-llvm,reconcile-unrealized-casts";
 
-/// The host CPU with all its features, O3, position independent (the kernel
-/// becomes a shared object), small code model.
+/// LLVM's loop unroller (off: see CpuCompiler's optimize()).
+inline constexpr bool kLoopUnrolling = false;
+
+/// The host CPU with all its features, default codegen optimisation (O2:
+/// Aggressive cost compile time and gained nothing measurable), position
+/// independent (the kernel becomes a shared object), small code model.
 inline llvm::Expected<llvm::orc::JITTargetMachineBuilder> hostTargetMachineBuilder() {
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb)
     return jtmb.takeError();
-  jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
   jtmb->setRelocationModel(llvm::Reloc::PIC_);
   jtmb->setCodeModel(llvm::CodeModel::Small);
   return jtmb;

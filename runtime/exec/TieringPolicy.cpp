@@ -1,0 +1,58 @@
+#include "runtime/exec/TieringPolicy.h"
+
+namespace kiln::exec {
+
+RegionVerdict decideRegion(const RegionFacts& f) {
+  if (f.occurrences < f.threshold) return RegionVerdict::NotHot;
+  switch (f.trace) {
+    case TraceOutlook::NoWholeKernel:
+      return RegionVerdict::Compile;
+    case TraceOutlook::WholeKernelComing:
+      return RegionVerdict::WholeTraceWillReplace;
+    case TraceOutlook::MayRecur:
+      break;
+  }
+  const bool loopBody = f.occurrencesInTrace > 1 && f.recurringWorkShare >= kLoopBodyWorkShare;
+  if (loopBody || f.distinctTraces >= kDistinctTracesForRegions) return RegionVerdict::Compile;
+  return RegionVerdict::WaitForRecurrence;
+}
+
+std::string_view verdictName(RegionVerdict verdict) {
+  switch (verdict) {
+    case RegionVerdict::Compile:
+      return "compile";
+    case RegionVerdict::NotHot:
+      return "not hot";
+    case RegionVerdict::WholeTraceWillReplace:
+      return "its trace is hot and will be compiled whole";
+    case RegionVerdict::WaitForRecurrence:
+      return "a small part of a trace that may recur (compiled whole if it does)";
+  }
+  return "?";
+}
+
+double estimateNodeWork(const trace::Trace& trace, const trace::Node& node) {
+  const auto numel = static_cast<double>(node.shape.numel());
+  switch (node.op) {
+    case core::OpKind::Param:
+    case core::OpKind::Reshape:
+    case core::OpKind::Permute:
+    case core::OpKind::BroadcastTo:
+    case core::OpKind::Slice:
+      return 0;
+    default:
+      break;
+  }
+  const core::OpCategory category = core::opCategory(node.op);
+  auto ins = trace.inputsOf(node);
+  if (category == core::OpCategory::Matmul && !ins.empty()) {
+    const Shape& a = trace.nodes[ins[0]].shape;
+    const double k = a.rank() > 0 ? static_cast<double>(a[a.rank() - 1]) : 1.0;
+    return numel * k / 8.0;
+  }
+  if ((category == core::OpCategory::Reduce || category == core::OpCategory::ArgReduce) && !ins.empty())
+    return static_cast<double>(trace.nodes[ins[0]].shape.numel());
+  return numel;
+}
+
+}  // namespace kiln::exec

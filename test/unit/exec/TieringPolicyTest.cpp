@@ -1,0 +1,92 @@
+// TieringPolicy: the region-versus-whole-trace decisions and the work
+// estimate they use (pure functions: no engine, no compiler).
+#include <gtest/gtest.h>
+
+#include "runtime/exec/TieringPolicy.h"
+
+namespace kiln::exec {
+namespace {
+
+/// A hot region (8 occurrences) that recurs `inTrace` times in the trace
+/// being run, whose recurring regions carry `recurringShare` of its work.
+RegionFacts hot(TraceOutlook outlook, double recurringShare = 0.05, uint32_t traces = 1, uint32_t inTrace = 8) {
+  return RegionFacts{.occurrences = 8,
+                     .threshold = 2,
+                     .distinctTraces = traces,
+                     .occurrencesInTrace = inTrace,
+                     .recurringWorkShare = recurringShare,
+                     .trace = outlook};
+}
+
+TEST(TieringPolicy, ColdRegionsAreNeverCompiled) {
+  RegionFacts f = hot(TraceOutlook::NoWholeKernel, 1.0, 5);
+  f.occurrences = 1;
+  EXPECT_EQ(decideRegion(f), RegionVerdict::NotHot);
+  f.occurrences = 2;
+  EXPECT_EQ(decideRegion(f), RegionVerdict::Compile);
+}
+
+TEST(TieringPolicy, RegionsOfAHotTraceWaitForTheWholeTraceKernel) {
+  // Even a region that is all of the trace's work: the trace kernel replaces it.
+  EXPECT_EQ(decideRegion(hot(TraceOutlook::WholeKernelComing, 1.0, 5)), RegionVerdict::WholeTraceWillReplace);
+}
+
+TEST(TieringPolicy, RegionsOfTracesWithoutAWholeKernelAreCompiled) {
+  EXPECT_EQ(decideRegion(hot(TraceOutlook::NoWholeKernel, 0.001, 1)), RegionVerdict::Compile);
+}
+
+TEST(TieringPolicy, SmallRegionsOfANewTraceWaitToSeeWhetherItRecurs) {
+  // An optimizer update repeated for equal-shaped parameters: hot inside one
+  // step, a sliver of its work. The first two steps of a training loop are
+  // distinct traces (the first creates the optimizer state).
+  EXPECT_EQ(decideRegion(hot(TraceOutlook::MayRecur, 0.01, 1)), RegionVerdict::WaitForRecurrence);
+  EXPECT_EQ(decideRegion(hot(TraceOutlook::MayRecur, 0.01, 2)), RegionVerdict::WaitForRecurrence);
+  EXPECT_EQ(decideRegion(hot(TraceOutlook::MayRecur, kLoopBodyWorkShare - 0.01, 2)),
+            RegionVerdict::WaitForRecurrence);
+}
+
+TEST(TieringPolicy, LoopBodiesAndRegionsSharedByManyTracesAreCompiledAtOnce) {
+  // A loop body unrolled into the trace carries most of its work.
+  EXPECT_EQ(decideRegion(hot(TraceOutlook::MayRecur, 0.9, 1)), RegionVerdict::Compile);
+  EXPECT_EQ(decideRegion(hot(TraceOutlook::MayRecur, kLoopBodyWorkShare, 1)), RegionVerdict::Compile);
+  // ... but a region of such a trace that occurs once in it is no loop body.
+  EXPECT_EQ(decideRegion(hot(TraceOutlook::MayRecur, 0.9, 2, 1)), RegionVerdict::WaitForRecurrence);
+  // Traces that keep changing (a trip count that varies, a step that logs).
+  EXPECT_EQ(decideRegion(hot(TraceOutlook::MayRecur, 0.01, kDistinctTracesForRegions)), RegionVerdict::Compile);
+}
+
+TEST(TieringPolicy, VerdictsHaveNames) {
+  for (RegionVerdict v : {RegionVerdict::Compile, RegionVerdict::NotHot, RegionVerdict::WholeTraceWillReplace,
+                          RegionVerdict::WaitForRecurrence})
+    EXPECT_NE(verdictName(v), "?");
+}
+
+trace::Node node(core::OpKind op, const Shape& shape, std::initializer_list<uint32_t> inputs, trace::Trace& t) {
+  trace::Node n;
+  n.op = op;
+  n.dtype = DType::f32;
+  n.shape = shape;
+  n.inputs = static_cast<uint32_t>(t.operands.size());
+  n.numInputs = static_cast<uint16_t>(inputs.size());
+  for (uint32_t i : inputs) t.operands.push_back(i);
+  t.nodes.push_back(n);
+  return n;
+}
+
+TEST(TieringPolicy, WorkEstimateWeighsElementsAndMatmulsAndIgnoresViews) {
+  trace::Trace t;
+  node(core::OpKind::Param, Shape{64, 32}, {}, t);                // 0
+  node(core::OpKind::Param, Shape{32, 16}, {}, t);                // 1
+  node(core::OpKind::Matmul, Shape{64, 16}, {0, 1}, t);           // 2: 64*16*32 multiply-adds
+  node(core::OpKind::Exp, Shape{64, 16}, {2}, t);                 // 3
+  node(core::OpKind::ReduceSum, Shape{64}, {3}, t);               // 4: reads 64*16
+  node(core::OpKind::Reshape, Shape{8, 8}, {4}, t);               // 5: a view
+  EXPECT_EQ(estimateNodeWork(t, t.nodes[0]), 0.0);
+  EXPECT_EQ(estimateNodeWork(t, t.nodes[2]), 64.0 * 16 * 32 / 8);
+  EXPECT_EQ(estimateNodeWork(t, t.nodes[3]), 64.0 * 16);
+  EXPECT_EQ(estimateNodeWork(t, t.nodes[4]), 64.0 * 16);
+  EXPECT_EQ(estimateNodeWork(t, t.nodes[5]), 0.0);
+}
+
+}  // namespace
+}  // namespace kiln::exec
