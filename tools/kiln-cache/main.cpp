@@ -14,6 +14,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/exec/CacheEntry.h"
+#include "runtime/exec/CacheEntryCheck.h"
 #include "runtime/exec/Executable.h"
 #include "runtime/exec/KernelCache.h"
 
@@ -105,17 +106,35 @@ std::string hostFingerprint() {
   return loader ? loader->fingerprint() : std::string();
 }
 
-/// Full verification of one entry file; "" when good.
-std::string check(const Item& it) {
-  if (!S_ISREG(it.st.st_mode)) return "not a regular file";
-  if (it.st.st_uid != ::geteuid()) return "not owned by this user";
-  std::string bytes, error;
-  if (!cache::readFile(it.path, &bytes, &error)) return error;
-  cache::Entry e;
-  if (!cache::decode(bytes, &e, &error)) return error;
-  if (it.name != cache::entryFileName(e.meta.keyHash, e.meta.fingerprint))
+/// The largest entry this tool reads (see cache::readFile: FIFOs, links
+/// and devices are refused unread).
+uint64_t maxEntryBytes() { return cache::maxEntryBytes(kiln::settings().cache_max_mb); }
+
+/// Reads an entry's header and metadata; false with `*error`.
+bool readHead(const Item& it, cache::Entry* e, std::string* error) {
+  std::string bytes;
+  return cache::readEntryHead(it.path, maxEntryBytes(), &bytes, error) && cache::decode(bytes, e, error, true);
+}
+
+/// Full verification of decoded entry bytes filed as `name`; "" when good.
+std::string checkEntry(const std::string& name, const cache::Entry& e) {
+  if (name != cache::entryFileName(e.meta.keyHash, e.meta.fingerprint))
     return "its name does not match its contents (a renamed or swapped file)";
+  if (std::string why = cache::checkMetadata(e.meta, e.meta.keyHash); !why.empty())
+    return "its metadata does not fit its trace: " + why;
   return {};
+}
+
+/// Full verification of one entry file; "" when good. `*bytes` receives it.
+std::string check(const Item& it, std::string* bytes = nullptr) {
+  std::string own, error;
+  if (!bytes) bytes = &own;
+  struct stat st;
+  if (!cache::readFile(it.path, maxEntryBytes(), bytes, &error, false, &st)) return error;
+  if (st.st_uid != ::geteuid()) return "not owned by this user";
+  cache::Entry e;
+  if (!cache::decode(*bytes, &e, &error)) return error;
+  return checkEntry(it.name, e);
 }
 
 int cmdList(const std::string& dir) {
@@ -123,9 +142,9 @@ int cmdList(const std::string& dir) {
   std::printf("%-16s %-8s %-6s %10s %10s %-10s %s\n", "key", "target", "device", "bytes", "compile_ms", "last_use",
               "ops / inputs");
   for (const Item& it : entries(dir)) {
-    std::string bytes, error;
+    std::string error;
     cache::Entry e;
-    if (!cache::readFile(it.path, &bytes, &error) || !cache::decode(bytes, &e, &error, true)) {
+    if (!readHead(it, &e, &error)) {
       std::printf("%s  BAD: %s\n", it.name.c_str(), error.c_str());
       continue;
     }
@@ -145,9 +164,9 @@ int cmdStats(const std::string& dir) {
   for (const Item& it : entries(dir)) {
     ++count;
     total += it.st.st_size;
-    std::string bytes, error;
+    std::string error;
     cache::Entry e;
-    if (!cache::readFile(it.path, &bytes, &error) || !cache::decode(bytes, &e, &error, true)) {
+    if (!readHead(it, &e, &error)) {
       ++bad;
       continue;
     }
@@ -203,10 +222,12 @@ int cmdExplain(const std::string& dir, const std::string& prefix) {
       std::printf("%s: bad entry (%s)\n", it.name.c_str(), bad.c_str());
       continue;
     }
-    std::string bytes, error;
+    std::string error;
     cache::Entry e;
-    cache::readFile(it.path, &bytes, &error);
-    cache::decode(bytes, &e, &error, true);
+    if (!readHead(it, &e, &error)) {
+      std::printf("%s: bad entry (%s)\n", it.name.c_str(), error.c_str());
+      continue;
+    }
     const std::string diff = cache::describeDifference(e.meta.keyWords, host, e.meta.keyWords, e.meta.fingerprint);
     std::printf("%s (%s): %s\n", it.name.c_str(), e.meta.ops.c_str(),
                 diff.empty() ? "loads on this host" : ("not for this host: " + diff).c_str());
@@ -290,10 +311,9 @@ int cmdExport(const std::string& dir, const std::vector<std::string>& args) {
   }
   std::vector<std::pair<std::string, std::string>> files;
   for (const Item& it : entries(dir)) {
-    if (!check(it).empty()) continue;  // never ship a bad entry
     std::string bytes, error;
+    if (!check(it, &bytes).empty()) continue;  // never ship a bad entry
     cache::Entry e;
-    cache::readFile(it.path, &bytes, &error);
     if (!cache::decode(bytes, &e, &error) || (!all && e.meta.fingerprint != host)) continue;
     files.emplace_back(it.name, std::move(bytes));
   }
@@ -315,7 +335,7 @@ int cmdImport(const std::string& dir, const std::vector<std::string>& args) {
     return 2;
   }
   std::string bytes, error;
-  if (!cache::readFile(args[0], &bytes, &error)) {
+  if (!cache::readFile(args[0], cache::kMaxBundleBytes, &bytes, &error, /*followLinks=*/true)) {
     std::fprintf(stderr, "kiln-cache import: cannot read %s: %s\n", args[0].c_str(), error.c_str());
     return 1;
   }
@@ -326,9 +346,16 @@ int cmdImport(const std::string& dir, const std::vector<std::string>& args) {
   }
   for (const auto& [name, body] : files) {
     cache::Entry e;
-    if (!cache::decode(body, &e, &error) || name != cache::entryFileName(e.meta.keyHash, e.meta.fingerprint)) {
+    std::string why;
+    if (body.size() > maxEntryBytes())
+      why = "larger than an entry may be (" + std::to_string(body.size()) + " bytes)";
+    else if (!cache::decode(body, &e, &error))
+      why = error;
+    else
+      why = checkEntry(name, e);
+    if (!why.empty()) {
       std::fprintf(stderr, "kiln-cache import: entry %s in %s is bad (%s); nothing imported\n", name.c_str(),
-                   args[0].c_str(), error.empty() ? "name mismatch" : error.c_str());
+                   args[0].c_str(), why.c_str());
       return 1;
     }
   }
