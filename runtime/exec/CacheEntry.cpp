@@ -181,8 +181,7 @@ bool decode(std::string_view bytes, Entry* out, std::string* error, bool headerO
   if (get<uint32_t>(bytes, 8) != kFormat) return bad("unknown entry format " + std::to_string(get<uint32_t>(bytes, 8)));
   const uint64_t metaSize = get<uint32_t>(bytes, 12), objectSize = get<uint64_t>(bytes, 16);
   if (bytes.size() < kHeaderBytes + metaSize) return bad("truncated metadata");
-  if (objectSize > bytes.size()) return bad("object size " + std::to_string(objectSize) + " beyond the file");
-  if (!headerOnly && bytes.size() != kHeaderBytes + metaSize + objectSize)
+  if (!headerOnly && (objectSize > bytes.size() || bytes.size() != kHeaderBytes + metaSize + objectSize))
     return bad("size " + std::to_string(bytes.size()) + " bytes, expected " +
                std::to_string(kHeaderBytes + metaSize + objectSize) + " (truncated or extended)");
   const std::string_view meta = bytes.substr(kHeaderBytes, metaSize);

@@ -284,7 +284,9 @@ void KernelCache::evict(DirState& dir) {
     std::string path;
     int64_t size;
     struct timespec used;
+    bool junk;  ///< cannot be a valid entry (not a regular file, or too large): goes first
   };
+  const uint64_t maxEntry = cache::maxEntryBytes(settings().cache_max_mb);
   std::vector<Item> items;
   int64_t total = 0;
   const time_t now = std::time(nullptr);
@@ -299,7 +301,8 @@ void KernelCache::evict(DirState& dir) {
         continue;
       }
       if (!cache::parseEntryFileName(e->d_name, &hash) || ::lstat(path.c_str(), &st) != 0) continue;
-      items.push_back({path, static_cast<int64_t>(st.st_size), st.st_mtim});
+      const bool junk = !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > maxEntry;
+      items.push_back({path, static_cast<int64_t>(st.st_size), st.st_mtim, junk});
       total += st.st_size;
     }
     ::closedir(d);
@@ -307,6 +310,7 @@ void KernelCache::evict(DirState& dir) {
   const int64_t limit = settings().cache_max_mb * (int64_t{1} << 20);
   if (total <= limit) return;
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    if (a.junk != b.junk) return a.junk;
     return a.used.tv_sec != b.used.tv_sec ? a.used.tv_sec < b.used.tv_sec : a.used.tv_nsec < b.used.tv_nsec;
   });
   for (const Item& it : items) {
