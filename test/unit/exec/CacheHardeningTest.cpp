@@ -310,6 +310,80 @@ TEST(CacheMetadata, ResignedEntriesWithWrongMetadataAreDroppedAndRecompiled) {
   }
 }
 
+TEST(CacheMetadata, DynamicShapeEntriesAreCheckedAgainstTheirSizes) {
+  TempDir dir;
+  Tensor w = rand({19, 23}, 2, DType::f32, -1, 1), b = rand({23}, 3, DType::f32, -1, 1);
+  std::vector<Tensor> batches;
+  for (int64_t rows : {3, 4, 5, 6}) batches.push_back(rand({rows, 19}, 10 + rows, DType::f32, -1, 1));
+  kiln::sync();
+  // One structure at four batch sizes (no size-dependent constants).
+  auto step = [&](const Tensor& x) {
+    Tensor y = tanh(matmul(x, w) + b);
+    std::vector<float> r = sum(y * y, {1}).to_vector<float>();
+    kiln::step();
+    return r;
+  };
+  std::vector<std::vector<float>> references;
+  {
+    Settings saved = settings(), s = saved;
+    s.jit = "off";
+    set_settings(s);
+    for (const Tensor& x : batches) references.push_back(step(x));
+    set_settings(saved);
+  }
+  auto runAll = [&](const char* what) {
+    SCOPED_TRACE(what);
+    CacheMode m("sync", 1, dir.str());
+    CacheMode::freshProcess();
+    Settings s = settings();
+    s.max_shapes = 2;  // the third batch size gets one dynamic-shape kernel
+    set_settings(s);
+    reset_stats();
+    for (size_t i = 0; i < batches.size(); ++i) EXPECT_TRUE(close(step(batches[i]), references[i])) << i;
+    return stats();
+  };
+  runAll("first process");
+  fs::path dynamicFile;
+  cache::Entry e;
+  std::string error;
+  for (const fs::path& p : entryFiles(dir.str())) {
+    cache::Entry x;
+    ASSERT_TRUE(cache::decode(slurp(p), &x, &error)) << error;
+    EXPECT_EQ(cache::checkMetadata(x.meta, x.meta.keyHash), "") << p;
+    if (x.meta.dynamicSizes > 0) {
+      dynamicFile = p;
+      e = x;
+    }
+  }
+  ASSERT_FALSE(dynamicFile.empty()) << "no dynamic-shape kernel was cached";
+  EXPECT_EQ(e.meta.entry, cache::entrySymbolFor(e.meta.keyWords, e.meta.keyHash));
+  EXPECT_NE(e.meta.entry.find("kiln_entry_dyn_"), std::string::npos);
+  const std::vector<Damage> damages = {
+      {"one size more", [](cache::Entry& x) { x.meta.dynamicSizes += 1; }, "dynamic sizes"},
+      {"a scratch term over a size it does not have",
+       [](cache::Entry& x) { x.meta.dynamicScratch.insert(x.meta.dynamicScratch.end(), {64, 1, 7}); },
+       "dynamic_scratch names size 7"},
+      {"a terabyte per size",
+       [](cache::Entry& x) { x.meta.dynamicScratch.insert(x.meta.dynamicScratch.end(), {int64_t{1} << 40, 1, 0}); },
+       "scratch of"},
+  };
+  const std::string good = slurp(dynamicFile);
+  for (const Damage& dmg : damages) {
+    SCOPED_TRACE(dmg.what);
+    cache::Entry bad = e;
+    dmg.apply(bad);
+    const std::string why = cache::checkMetadata(bad.meta, e.meta.keyHash);
+    EXPECT_NE(why.find(dmg.why), std::string::npos) << why;
+    spit(dynamicFile, cache::encode(bad));
+    Stats s = runAll("damaged");
+    EXPECT_EQ(s.cache_rejected, 1u) << s.str();
+    EXPECT_EQ(s.compiles, 1u) << s.str();  // the dynamic kernel again; the static ones load
+    cache::Entry back;
+    ASSERT_TRUE(cache::decode(slurp(dynamicFile), &back, &error)) << error;
+    EXPECT_EQ(cache::checkMetadata(back.meta, back.meta.keyHash), "");
+  }
+}
+
 TEST(CacheMetadata, ScratchBoundCoversRealKernelsAndIsFarBelowATerabyte) {
   TempDir dir;
   Data d;
