@@ -13,6 +13,7 @@
 
 #include "kiln/dtype.h"
 #include "runtime/core/OpKind.h"
+#include "runtime/exec/Sha256.h"
 #include "runtime/trace/TraceKey.h"
 
 namespace kiln::exec::cache {
@@ -20,6 +21,8 @@ namespace kiln::exec::cache {
 namespace {
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'K', 'R', 'N', '1'};
 constexpr char kBundleMagic[8] = {'K', 'I', 'L', 'N', 'B', 'D', 'L', '1'};
+constexpr char kSignatureMagic[8] = {'K', 'I', 'L', 'N', 'S', 'I', 'G', '1'};
+constexpr size_t kSignatureBytes = 8 + 32;
 constexpr uint32_t kFormat = 1;
 constexpr size_t kHeaderBytes = 48;
 
@@ -481,6 +484,24 @@ bool decodeBundle(std::string_view bytes, std::vector<std::pair<std::string, std
   }
   if (at != bodyEnd) return bad("trailing bytes in bundle");
   return true;
+}
+
+std::string signBundle(std::string bundle, std::string_view key) {
+  const Digest256 mac = hmacSha256(key, bundle);
+  bundle.append(kSignatureMagic, 8);
+  bundle.append(reinterpret_cast<const char*>(mac.data()), mac.size());
+  return bundle;
+}
+
+BundleSignature checkBundleSignature(std::string_view bytes, std::string_view key, std::string_view* bundle) {
+  *bundle = bytes;
+  if (bytes.size() < kSignatureBytes ||
+      std::memcmp(bytes.data() + bytes.size() - kSignatureBytes, kSignatureMagic, 8) != 0)
+    return BundleSignature::Unsigned;
+  *bundle = bytes.substr(0, bytes.size() - kSignatureBytes);
+  Digest256 mac;
+  std::memcpy(mac.data(), bytes.data() + bytes.size() - 32, 32);
+  return equalDigests(mac, hmacSha256(key, *bundle)) ? BundleSignature::Valid : BundleSignature::Invalid;
 }
 
 }  // namespace kiln::exec::cache

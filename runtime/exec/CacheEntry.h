@@ -126,4 +126,13 @@ std::string encodeBundle(const std::vector<std::pair<std::string, std::string>>&
 bool decodeBundle(std::string_view bytes, std::vector<std::pair<std::string, std::string>>* files,
                   std::string* error);
 
+/// Signed bundles: the bundle's bytes, then "KILNSIG1" and the HMAC-SHA256
+/// of everything before it under a key the service holds (KILN_CACHE_KEY).
+/// Checksums only catch damage; the signature shows who made the bundle.
+std::string signBundle(std::string bundle, std::string_view key);
+enum class BundleSignature { Unsigned, Valid, Invalid };
+/// Whether `bytes` carries a signature and, if so, whether `key` made it;
+/// `*bundle` receives the bytes without the signature.
+BundleSignature checkBundleSignature(std::string_view bytes, std::string_view key, std::string_view* bundle);
+
 }  // namespace kiln::exec::cache

@@ -38,7 +38,11 @@ const char* kUsage =
     "                       (D: a number with s, m, h or d)\n"
     "  clear                removes every entry\n"
     "  export FILE [--all]  packs this host's entries (or all) into one bundle with checksums\n"
-    "  import FILE          verifies a bundle and adds its entries\n"
+    "                       (signed with the key, if one is given)\n"
+    "  import FILE          verifies a bundle (and its signature, if a key is given) and adds its entries\n"
+    "\n"
+    "--key KEYFILE (or KILN_CACHE_KEY=KEYFILE): a secret of at least 16 bytes. export signs the bundle\n"
+    "with it (HMAC-SHA256); import then accepts only bundles signed with it.\n"
     "\n"
     "`kiln-cache COMMAND --help` describes one command.\n";
 
@@ -55,9 +59,10 @@ std::map<std::string, std::string> kHelp = {
               "entries until the cache holds at most N MiB.\n  --older-than D: removes entries unused for D (e.g. "
               "90s, 30m, 12h, 7d).\n"},
     {"clear", "usage: kiln-cache clear\n  Removes every entry (and leftover temporary files).\n"},
-    {"export", "usage: kiln-cache export FILE [--all]\n  Packs the entries compiled for this host's fingerprint "
+    {"export", "usage: kiln-cache export FILE [--all] [--key KEYFILE]\n  Packs the entries compiled for this host's fingerprint "
                "(or all with --all) into FILE, with a checksum per entry and for the whole bundle.\n"},
-    {"import", "usage: kiln-cache import FILE\n  Verifies FILE's checksums and every entry in it, then adds the "
+    {"import", "usage: kiln-cache import FILE [--key KEYFILE]\n  With a key (--key or KILN_CACHE_KEY), refuses FILE unless it is "
+               "signed with that key. Verifies FILE's checksums and every entry in it, then adds the "
                "entries to the cache directory (created private if missing).\n"},
 };
 
@@ -297,7 +302,26 @@ int cmdClear(const std::string& dir) {
   return 0;
 }
 
-int cmdExport(const std::string& dir, const std::vector<std::string>& args) {
+/// The bundle signing key: --key KEYFILE, else KILN_CACHE_KEY; "" for none.
+/// False (with a message) when a named key cannot be used.
+bool loadKey(const std::string& keyPath, std::string* key) {
+  key->clear();
+  if (keyPath.empty()) return true;
+  std::string error;
+  if (!cache::readFile(keyPath, 1 << 20, key, &error, /*followLinks=*/true)) {
+    std::fprintf(stderr, "kiln-cache: cannot read the key %s: %s\n", keyPath.c_str(), error.c_str());
+    return false;
+  }
+  if (key->size() < 16) {
+    std::fprintf(stderr, "kiln-cache: the key %s has %zu bytes; use a secret of at least 16 random bytes (e.g. `head "
+                         "-c 32 /dev/urandom > KEYFILE`)\n",
+                 keyPath.c_str(), key->size());
+    return false;
+  }
+  return true;
+}
+
+int cmdExport(const std::string& dir, const std::vector<std::string>& args, const std::string& key) {
   if (!requireDir(dir)) return 2;
   if (args.empty() || args.size() > 2 || (args.size() == 2 && args[1] != "--all")) {
     std::fputs(kHelp["export"].c_str(), stderr);
@@ -321,15 +345,17 @@ int cmdExport(const std::string& dir, const std::vector<std::string>& args) {
   std::string out = args[0];
   const auto slash = out.rfind('/');
   const std::string outDir = slash == std::string::npos ? "." : out.substr(0, slash);
-  if (!cache::writeFileAtomic(outDir, out.substr(slash + 1), cache::encodeBundle(files), &error)) {
+  std::string bundle = cache::encodeBundle(files);
+  if (!key.empty()) bundle = cache::signBundle(std::move(bundle), key);
+  if (!cache::writeFileAtomic(outDir, out.substr(slash + 1), bundle, &error)) {
     std::fprintf(stderr, "kiln-cache export: cannot write %s: %s\n", out.c_str(), error.c_str());
     return 1;
   }
-  std::printf("exported %zu entries to %s\n", files.size(), out.c_str());
+  std::printf("exported %zu entries to %s%s\n", files.size(), out.c_str(), key.empty() ? "" : " (signed)");
   return 0;
 }
 
-int cmdImport(const std::string& dir, const std::vector<std::string>& args) {
+int cmdImport(const std::string& dir, const std::vector<std::string>& args, const std::string& key) {
   if (args.size() != 1) {
     std::fputs(kHelp["import"].c_str(), stderr);
     return 2;
@@ -339,8 +365,19 @@ int cmdImport(const std::string& dir, const std::vector<std::string>& args) {
     std::fprintf(stderr, "kiln-cache import: cannot read %s: %s\n", args[0].c_str(), error.c_str());
     return 1;
   }
+  // The cache directory holds native code this user runs: with a key, only
+  // bundles its holder signed may enter it.
+  std::string_view body;
+  const cache::BundleSignature signature = cache::checkBundleSignature(bytes, key, &body);
+  if (!key.empty() && signature != cache::BundleSignature::Valid) {
+    std::fprintf(stderr, "kiln-cache import: refusing %s: %s\n", args[0].c_str(),
+                 signature == cache::BundleSignature::Unsigned
+                     ? "it is not signed, and a key was given (sign it with `kiln-cache export FILE --key KEYFILE`)"
+                     : "its signature does not match the key (another key, or the bundle was changed after signing)");
+    return 1;
+  }
   std::vector<std::pair<std::string, std::string>> files;
-  if (!cache::decodeBundle(bytes, &files, &error)) {
+  if (!cache::decodeBundle(body, &files, &error)) {
     std::fprintf(stderr, "kiln-cache import: %s is not a valid bundle: %s\n", args[0].c_str(), error.c_str());
     return 1;
   }
@@ -375,7 +412,10 @@ int cmdImport(const std::string& dir, const std::vector<std::string>& args) {
       return 1;
     }
   }
-  std::printf("imported %zu entries into %s\n", files.size(), dir.c_str());
+  std::printf("imported %zu entries into %s%s\n", files.size(), dir.c_str(),
+              !key.empty()                                       ? " (signature verified)"
+              : signature == cache::BundleSignature::Unsigned ? ""
+                                                              : " (signature not checked: no key given)");
   return 0;
 }
 
@@ -402,6 +442,16 @@ int main(int argc, char** argv) {
     std::fputs(kHelp[cmd].c_str(), stdout);
     return 0;
   }
+  std::string keyPath;
+  if (const char* env = std::getenv("KILN_CACHE_KEY")) keyPath = env;
+  if (auto it = std::find(args.begin(), args.end(), "--key"); it != args.end()) {
+    if (it + 1 == args.end()) {
+      std::fputs(kHelp[cmd].c_str(), stderr);
+      return 2;
+    }
+    keyPath = *(it + 1);
+    args.erase(it, it + 2);
+  }
   if (dir.empty()) {
     std::fprintf(stderr, "kiln-cache: no cache directory (set KILN_CACHE_DIR or use --dir)\n");
     return 2;
@@ -412,6 +462,8 @@ int main(int argc, char** argv) {
   if (cmd == "explain") return cmdExplain(dir, args.empty() ? "" : args[0]);
   if (cmd == "prune") return cmdPrune(dir, args);
   if (cmd == "clear") return cmdClear(dir);
-  if (cmd == "export") return cmdExport(dir, args);
-  return cmdImport(dir, args);
+  std::string key;
+  if ((cmd == "export" || cmd == "import") && !loadKey(keyPath, &key)) return 2;
+  if (cmd == "export") return cmdExport(dir, args, key);
+  return cmdImport(dir, args, key);
 }

@@ -25,6 +25,7 @@
 #include "runtime/exec/CacheEntryCheck.h"
 #include "runtime/exec/CacheIndex.h"
 #include "runtime/exec/Log.h"
+#include "runtime/exec/Sha256.h"
 #include "test/unit/exec/CacheTestSupport.h"
 
 namespace kiln {
@@ -577,6 +578,75 @@ TEST(KilnCacheTool, ListsStatsAndVerifiesHostileDirectoriesWithoutHanging) {
   spit(bundle, cache::encodeBundle({{file.filename().string(), slurp(file)}}));
   EXPECT_EQ(runTool({"--dir", target.str(), "import", bundle}, &out), 0) << out;
   EXPECT_EQ(entryFiles(target.str()).size(), 1u);
+}
+
+// --- Signed bundles ----------------------------------------------------------
+
+std::string hex(const exec::Digest256& d) {
+  std::string s;
+  char b[3];
+  for (uint8_t x : d) {
+    std::snprintf(b, sizeof(b), "%02x", x);
+    s += b;
+  }
+  return s;
+}
+
+TEST(BundleSignature, Sha256AndHmacMatchPublishedVectors) {
+  EXPECT_EQ(hex(exec::sha256("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hex(exec::sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(hex(exec::sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(hex(exec::sha256(std::string(1000000, 'a'))),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  // RFC 4231, test cases 1, 2 and 6 (a key longer than the block).
+  EXPECT_EQ(hex(exec::hmacSha256(std::string(20, '\x0b'), "Hi There")),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(hex(exec::hmacSha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(hex(exec::hmacSha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+}
+
+TEST(BundleSignature, OnlyBundlesSignedWithTheKeyAreImported) {
+  TempDir dir;
+  Data d;
+  const fs::path file = fillCache(dir.str(), d);
+  const std::string key = (dir.path / "service.key").string(), otherKey = (dir.path / "other.key").string(),
+                    shortKey = (dir.path / "short.key").string();
+  spit(key, "0123456789abcdef-the-service-secret");
+  spit(otherKey, "another-secret-of-enough-length");
+  spit(shortKey, "short");
+  const std::string bundle = (dir.path / "signed.bundle").string(), plain = (dir.path / "plain.bundle").string();
+  std::string out;
+  ASSERT_EQ(runTool({"--dir", dir.str(), "export", bundle, "--all", "--key", key}, &out), 0) << out;
+  EXPECT_NE(out.find("(signed)"), std::string::npos) << out;
+  ASSERT_EQ(runTool({"--dir", dir.str(), "export", plain, "--all"}, &out), 0) << out;
+
+  std::string_view body;
+  const std::string signedBytes = slurp(bundle);
+  EXPECT_EQ(cache::checkBundleSignature(signedBytes, slurp(key), &body), cache::BundleSignature::Valid);
+  EXPECT_EQ(cache::checkBundleSignature(signedBytes, slurp(otherKey), &body), cache::BundleSignature::Invalid);
+  EXPECT_EQ(cache::checkBundleSignature(slurp(plain), slurp(key), &body), cache::BundleSignature::Unsigned);
+
+  auto importInto = [&](const std::string& file, std::vector<std::string> extra) {
+    TempDir target;
+    std::vector<std::string> args{"--dir", target.str(), "import", file};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const int rc = runTool(args, &out);
+    return std::make_pair(rc, entryFiles(target.str()).size());
+  };
+  EXPECT_EQ(importInto(bundle, {"--key", key}), std::make_pair(0, size_t{1})) << out;
+  EXPECT_NE(out.find("signature verified"), std::string::npos) << out;
+  EXPECT_EQ(importInto(plain, {"--key", key}), std::make_pair(1, size_t{0})) << out;
+  EXPECT_EQ(importInto(bundle, {"--key", otherKey}), std::make_pair(1, size_t{0})) << out;
+  EXPECT_EQ(importInto(bundle, {"--key", shortKey}), std::make_pair(2, size_t{0})) << out;
+  // A signed bundle changed after signing, its checksums recomputed (here:
+  // its entry dropped, which no checksum or entry check can notice).
+  spit(plain, cache::encodeBundle({}) + signedBytes.substr(signedBytes.size() - 40));
+  EXPECT_EQ(importInto(plain, {"--key", key}), std::make_pair(1, size_t{0})) << out;
+  // Without a key, unsigned bundles are still accepted on their checksums.
+  EXPECT_EQ(importInto(bundle, {}), std::make_pair(0, size_t{1})) << out;
 }
 
 }  // namespace
