@@ -274,6 +274,8 @@ TEST(CacheMetadata, ResignedEntriesWithWrongMetadataAreDroppedAndRecompiled) {
       {"scratch 1 TB", [](cache::Entry& e) { e.meta.scratchBytes = uint64_t{1} << 40; }, "scratch of"},
       {"donation beyond the outputs", [](cache::Entry& e) { e.meta.donations = {{99, 0}}; }, "donation 99:0"},
       {"donation beyond the inputs", [](cache::Entry& e) { e.meta.donations = {{0, 99}}; }, "donation 0:99"},
+      {"one input donated to two outputs", [](cache::Entry& e) { e.meta.donations = {{0, 0}, {1, 0}}; },
+       "shares a buffer twice"},
       {"no kernels", [](cache::Entry& e) { e.meta.kernelCount = 0; }, "kernel_count=0"},
       {"another kernel's symbol", [&](cache::Entry& e) { e.meta.entry = foreign.meta.entry; }, "entry symbol"},
       {"another trace's object and symbol",
