@@ -13,12 +13,16 @@
 
 #include "kiln/dtype.h"
 #include "runtime/core/OpKind.h"
+#include "runtime/exec/Sha256.h"
+#include "runtime/trace/TraceKey.h"
 
 namespace kiln::exec::cache {
 
 namespace {
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'K', 'R', 'N', '1'};
 constexpr char kBundleMagic[8] = {'K', 'I', 'L', 'N', 'B', 'D', 'L', '1'};
+constexpr char kSignatureMagic[8] = {'K', 'I', 'L', 'N', 'S', 'I', 'G', '1'};
+constexpr size_t kSignatureBytes = 8 + 32;
 constexpr uint32_t kFormat = 1;
 constexpr size_t kHeaderBytes = 48;
 
@@ -37,46 +41,6 @@ std::string hex16(uint64_t x) {
   char b[17];
   std::snprintf(b, sizeof(b), "%016" PRIx64, x);
   return b;
-}
-
-/// One node decoded from TraceKey words (see computeTraceKey).
-struct KeyNode {
-  uint32_t op = 0, dtype = 0, keepdim = 0;
-  std::vector<uint64_t> shape, inputs, attrs, rest;
-};
-struct DecodedKey {
-  uint64_t device = 0;
-  std::vector<KeyNode> nodes;
-  std::vector<uint64_t> outputs;
-};
-
-bool decodeKey(const std::vector<uint64_t>& w, DecodedKey* k) {
-  size_t i = 0;
-  auto take = [&](size_t n, std::vector<uint64_t>* into) {
-    if (i + n > w.size()) return false;
-    if (into) into->assign(w.begin() + static_cast<long>(i), w.begin() + static_cast<long>(i + n));
-    i += n;
-    return true;
-  };
-  if (w.empty()) return false;
-  k->device = w[i++];
-  while (i < w.size() && w[i] != ~0ull) {
-    KeyNode n;
-    const uint64_t h = w[i++];
-    n.op = static_cast<uint32_t>(h >> 48);
-    n.dtype = static_cast<uint32_t>((h >> 40) & 0xff);
-    n.keepdim = static_cast<uint32_t>((h >> 32) & 0xff);
-    const size_t rank = (h >> 16) & 0xffff, numInputs = h & 0xffff;
-    if (!take(rank, &n.shape) || !take(numInputs, &n.inputs) || i >= w.size()) return false;
-    const size_t numAttrs = w[i++];
-    if (!take(numAttrs, &n.attrs)) return false;
-    const bool isParam = n.op == static_cast<uint32_t>(core::OpKind::Param);
-    if (!take(isParam ? rank + 2 : 3, &n.rest)) return false;
-    k->nodes.push_back(std::move(n));
-  }
-  if (i >= w.size()) return false;
-  k->outputs.assign(w.begin() + static_cast<long>(i + 1), w.end());
-  return true;
 }
 
 std::string opNameOf(uint32_t op) {
@@ -120,6 +84,39 @@ uint64_t fnv1a(std::string_view bytes, uint64_t seed) {
   uint64_t h = seed;
   for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
   return h;
+}
+
+bool decodeKey(const std::vector<uint64_t>& w, DecodedKey* k) {
+  size_t i = 0;
+  auto take = [&](size_t n, std::vector<uint64_t>* into) {
+    if (n > w.size() - i) return false;
+    if (into) into->assign(w.begin() + static_cast<long>(i), w.begin() + static_cast<long>(i + n));
+    i += n;
+    return true;
+  };
+  if (w.empty()) return false;
+  k->dynamic = w[0] == trace::kDynamicKeyMarker;
+  if (k->dynamic) ++i;
+  if (i >= w.size()) return false;
+  k->device = w[i++];
+  while (i < w.size() && w[i] != ~0ull) {
+    KeyNode n;
+    const uint64_t h = w[i++];
+    n.op = static_cast<uint32_t>(h >> 48);
+    n.dtype = static_cast<uint32_t>((h >> 40) & 0xff);
+    n.keepdim = static_cast<uint32_t>((h >> 32) & 0xff);
+    const size_t rank = (h >> 16) & 0xffff, numInputs = h & 0xffff;
+    if (!take(rank, &n.shape) || !take(numInputs, &n.inputs) || i >= w.size()) return false;
+    const uint64_t numAttrs = w[i++];
+    if (numAttrs > w.size() || !take(static_cast<size_t>(numAttrs), &n.attrs)) return false;
+    // Param: strides (static keys only), the aliased parameter, the position.
+    const bool isParam = n.op == static_cast<uint32_t>(core::OpKind::Param);
+    if (!take(isParam ? (k->dynamic ? 2 : rank + 2) : 3, &n.rest)) return false;
+    k->nodes.push_back(std::move(n));
+  }
+  if (i >= w.size()) return false;
+  k->outputs.assign(w.begin() + static_cast<long>(i + 1), w.end());
+  return true;
 }
 
 std::string fingerprintDigest(const std::string& fingerprint) {
@@ -187,7 +184,7 @@ bool decode(std::string_view bytes, Entry* out, std::string* error, bool headerO
   if (get<uint32_t>(bytes, 8) != kFormat) return bad("unknown entry format " + std::to_string(get<uint32_t>(bytes, 8)));
   const uint64_t metaSize = get<uint32_t>(bytes, 12), objectSize = get<uint64_t>(bytes, 16);
   if (bytes.size() < kHeaderBytes + metaSize) return bad("truncated metadata");
-  if (!headerOnly && bytes.size() != kHeaderBytes + metaSize + objectSize)
+  if (!headerOnly && (objectSize > bytes.size() || bytes.size() != kHeaderBytes + metaSize + objectSize))
     return bad("size " + std::to_string(bytes.size()) + " bytes, expected " +
                std::to_string(kHeaderBytes + metaSize + objectSize) + " (truncated or extended)");
   const std::string_view meta = bytes.substr(kHeaderBytes, metaSize);
@@ -271,11 +268,17 @@ std::string fingerprintField(const std::string& fingerprint, std::string_view na
 }
 
 bool sameStructure(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
-  DecodedKey x, y;
-  if (!decodeKey(a, &x) || !decodeKey(b, &y) || x.nodes.size() != y.nodes.size()) return false;
-  for (size_t i = 0; i < x.nodes.size(); ++i)
-    if (x.nodes[i].op != y.nodes[i].op) return false;
-  return true;
+  const uint64_t x = structureDigest(a);
+  return x != 0 && x == structureDigest(b);
+}
+
+uint64_t structureDigest(const std::vector<uint64_t>& keyWords) {
+  DecodedKey k;
+  if (!decodeKey(keyWords, &k)) return 0;
+  std::string ops;
+  ops.push_back(k.dynamic ? 'd' : 's');
+  for (const KeyNode& n : k.nodes) ops.append(reinterpret_cast<const char*>(&n.op), sizeof(n.op));
+  return fnv1a(ops) | 1;  // never 0
 }
 
 std::string describeDifference(const std::vector<uint64_t>& want, const std::string& wantFp,
@@ -304,27 +307,93 @@ std::string describeDifference(const std::vector<uint64_t>& want, const std::str
   return "the key differs";
 }
 
-bool readFile(const std::string& path, std::string* out, std::string* error) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+uint64_t maxEntryBytes(int64_t cacheMaxMb) {
+  if (cacheMaxMb <= 0 || static_cast<uint64_t>(cacheMaxMb) >= (kMaxEntryBytes >> 20)) return kMaxEntryBytes;
+  return static_cast<uint64_t>(cacheMaxMb) << 20;
+}
+
+namespace {
+/// Opens `path` for reading if it is a regular file of at most `maxBytes`
+/// bytes; -1 with `*error` otherwise. O_NONBLOCK: opening a FIFO returns at
+/// once (and is then refused) instead of waiting for a writer.
+int openRegular(const std::string& path, uint64_t maxBytes, bool followLinks, struct ::stat* st,
+                std::string* error) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followLinks ? 0 : O_NOFOLLOW));
   if (fd < 0) {
-    *error = std::strerror(errno);
-    return false;
+    *error = errno == ELOOP ? std::string("a symbolic link (entries must be regular files)") : std::strerror(errno);
+    return -1;
   }
-  out->clear();
+  auto refuse = [&](std::string why) {
+    *error = std::move(why);
+    ::close(fd);
+    return -1;
+  };
+  if (::fstat(fd, st) != 0) return refuse(std::strerror(errno));
+  if (!S_ISREG(st->st_mode))
+    return refuse(std::string("not a regular file (") +
+                  (S_ISFIFO(st->st_mode)  ? "a FIFO"
+                   : S_ISCHR(st->st_mode) ? "a character device"
+                   : S_ISBLK(st->st_mode) ? "a block device"
+                   : S_ISDIR(st->st_mode) ? "a directory"
+                   : S_ISSOCK(st->st_mode) ? "a socket"
+                                          : "a special file") +
+                  ")");
+  if (static_cast<uint64_t>(st->st_size) > maxBytes)
+    return refuse("too large: " + std::to_string(st->st_size) + " bytes, more than the " +
+                  std::to_string(maxBytes) + " bytes an entry may have");
+  return fd;
+}
+
+/// Appends up to `n` bytes from `fd` to `out`; false with `*error`.
+bool readUpTo(int fd, uint64_t n, std::string* out, std::string* error) {
   char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
+  while (n > 0) {
+    const ssize_t got = ::read(fd, buf, static_cast<size_t>(std::min<uint64_t>(n, sizeof(buf))));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
       *error = std::strerror(errno);
-      ::close(fd);
       return false;
     }
-    if (n == 0) break;
-    out->append(buf, static_cast<size_t>(n));
+    if (got == 0) break;
+    out->append(buf, static_cast<size_t>(got));
+    n -= static_cast<uint64_t>(got);
+  }
+  return true;
+}
+}  // namespace
+
+bool readFile(const std::string& path, uint64_t maxBytes, std::string* out, std::string* error, bool followLinks,
+              struct ::stat* st) {
+  struct ::stat own;
+  if (!st) st = &own;
+  const int fd = openRegular(path, maxBytes, followLinks, st, error);
+  if (fd < 0) return false;
+  out->clear();
+  out->reserve(static_cast<size_t>(st->st_size));
+  // One byte past the cap tells a file that grew after fstat.
+  const bool ok = readUpTo(fd, maxBytes + 1, out, error);
+  ::close(fd);
+  if (ok && out->size() > maxBytes) {
+    *error = "grew beyond " + std::to_string(maxBytes) + " bytes while being read";
+    return false;
+  }
+  return ok;
+}
+
+bool readEntryHead(const std::string& path, uint64_t maxBytes, std::string* out, std::string* error,
+                   struct ::stat* st) {
+  struct ::stat own;
+  if (!st) st = &own;
+  const int fd = openRegular(path, maxBytes, false, st, error);
+  if (fd < 0) return false;
+  out->clear();
+  bool ok = readUpTo(fd, kHeaderBytes, out, error);
+  if (ok && out->size() == kHeaderBytes) {
+    const uint64_t metaSize = get<uint32_t>(*out, 12);
+    ok = readUpTo(fd, std::min<uint64_t>(metaSize, maxBytes > kHeaderBytes ? maxBytes - kHeaderBytes : 0), out, error);
   }
   ::close(fd);
-  return true;
+  return ok;
 }
 
 bool writeFileAtomic(const std::string& dir, const std::string& name, std::string_view bytes, std::string* error) {
@@ -415,6 +484,24 @@ bool decodeBundle(std::string_view bytes, std::vector<std::pair<std::string, std
   }
   if (at != bodyEnd) return bad("trailing bytes in bundle");
   return true;
+}
+
+std::string signBundle(std::string bundle, std::string_view key) {
+  const Digest256 mac = hmacSha256(key, bundle);
+  bundle.append(kSignatureMagic, 8);
+  bundle.append(reinterpret_cast<const char*>(mac.data()), mac.size());
+  return bundle;
+}
+
+BundleSignature checkBundleSignature(std::string_view bytes, std::string_view key, std::string_view* bundle) {
+  *bundle = bytes;
+  if (bytes.size() < kSignatureBytes ||
+      std::memcmp(bytes.data() + bytes.size() - kSignatureBytes, kSignatureMagic, 8) != 0)
+    return BundleSignature::Unsigned;
+  *bundle = bytes.substr(0, bytes.size() - kSignatureBytes);
+  Digest256 mac;
+  std::memcpy(mac.data(), bytes.data() + bytes.size() - 32, 32);
+  return equalDigests(mac, hmacSha256(key, *bundle)) ? BundleSignature::Valid : BundleSignature::Invalid;
 }
 
 }  // namespace kiln::exec::cache

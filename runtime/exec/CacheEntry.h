@@ -10,6 +10,8 @@
 // that the full TraceKey and the fingerprint inside equal what it wants.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -19,6 +21,15 @@
 namespace kiln::exec::cache {
 
 inline constexpr const char* kEntrySuffix = ".kiln";
+
+/// Largest entry file a reader reads (and a writer writes): normal entries
+/// are a few KB to a few MB, so anything near this is damage or an attack
+/// (a file that never ends); the runtime lowers it to KILN_CACHE_MAX_MB.
+inline constexpr uint64_t kMaxEntryBytes = uint64_t{256} << 20;
+/// Largest bundle `kiln-cache import` reads.
+inline constexpr uint64_t kMaxBundleBytes = uint64_t{4} << 30;
+/// The entry size cap for a cache limited to `cacheMaxMb` MiB.
+uint64_t maxEntryBytes(int64_t cacheMaxMb);
 
 /// Everything about an entry except the object file.
 struct EntryMeta {
@@ -73,11 +84,39 @@ std::string fingerprintField(const std::string& fingerprint, std::string_view na
 /// "llvm: 21.1.0 vs 22.1.0", "cpu feature +avx512f missing here").
 std::string describeDifference(const std::vector<uint64_t>& want, const std::string& wantFp,
                                const std::vector<uint64_t>& have, const std::string& haveFp);
-/// Number of ops in the key, and whether two keys have the same op sequence.
+/// Whether two keys have the same op sequence.
 bool sameStructure(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b);
+/// A hash of the key's op sequence (0 when the words do not decode): equal
+/// for keys sameStructure() calls the same.
+uint64_t structureDigest(const std::vector<uint64_t>& keyWords);
 
-/// Reads a whole file; false with `*error` on failure.
-bool readFile(const std::string& path, std::string* out, std::string* error);
+/// One node decoded from TraceKey words (see computeTraceKey and, for
+/// dynamic-shape kernels, dynamicKernelKey).
+struct KeyNode {
+  uint32_t op = 0, dtype = 0, keepdim = 0;
+  std::vector<uint64_t> shape, inputs, attrs, rest;
+};
+struct DecodedKey {
+  bool dynamic = false;  ///< a dynamic-shape kernel's key (extents < 0 are sizes)
+  uint64_t device = 0;
+  std::vector<KeyNode> nodes;
+  std::vector<uint64_t> outputs;  ///< node numbers of the live outputs
+};
+/// Decodes TraceKey words; false when they are not a well-formed key.
+bool decodeKey(const std::vector<uint64_t>& words, DecodedKey* key);
+
+/// Reads a whole regular file of at most `maxBytes` bytes; false with
+/// `*error` for anything else: a symbolic link (unless `followLinks`), a
+/// FIFO, device, socket or directory, or a larger file. Never blocks and
+/// never reads such a file: it is opened with O_NONBLOCK (and O_NOFOLLOW)
+/// and its type and size are checked on the open descriptor first. `*st`,
+/// when given, receives that descriptor's fstat (owner, size, times).
+bool readFile(const std::string& path, uint64_t maxBytes, std::string* out, std::string* error,
+              bool followLinks = false, struct ::stat* st = nullptr);
+/// Reads only an entry file's header and metadata (listings, the miss
+/// index), with the same checks as readFile; decode(..., headerOnly) it.
+bool readEntryHead(const std::string& path, uint64_t maxBytes, std::string* out, std::string* error,
+                   struct ::stat* st = nullptr);
 /// Writes `bytes` to `dir/name` atomically: a temporary file in `dir`,
 /// fsync, rename, fsync of the directory. False with `*error` (errno text).
 bool writeFileAtomic(const std::string& dir, const std::string& name, std::string_view bytes, std::string* error);
@@ -86,5 +125,14 @@ bool writeFileAtomic(const std::string& dir, const std::string& name, std::strin
 std::string encodeBundle(const std::vector<std::pair<std::string, std::string>>& files);
 bool decodeBundle(std::string_view bytes, std::vector<std::pair<std::string, std::string>>* files,
                   std::string* error);
+
+/// Signed bundles: the bundle's bytes, then "KILNSIG1" and the HMAC-SHA256
+/// of everything before it under a key the service holds (KILN_CACHE_KEY).
+/// Checksums only catch damage; the signature shows who made the bundle.
+std::string signBundle(std::string bundle, std::string_view key);
+enum class BundleSignature { Unsigned, Valid, Invalid };
+/// Whether `bytes` carries a signature and, if so, whether `key` made it;
+/// `*bundle` receives the bytes without the signature.
+BundleSignature checkBundleSignature(std::string_view bytes, std::string_view key, std::string_view* bundle);
 
 }  // namespace kiln::exec::cache

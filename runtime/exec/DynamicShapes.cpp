@@ -19,10 +19,6 @@ using core::OpKind;
 
 namespace {
 
-/// First word of every dynamic-shape kernel key: static keys start with the
-/// device word (kind << 32 | index), which never has these bits.
-constexpr uint64_t kDynamicKeyMarker = 0x4459'4E4B'524E'4C31ull;  // "DYNKRNL1"
-
 std::vector<int64_t> shapeSample(const trace::Trace& trace, const std::vector<uint8_t>& needed) {
   std::vector<int64_t> sample;
   for (size_t i = 0; i < trace.nodes.size(); ++i)
@@ -54,7 +50,7 @@ trace::TraceKey dynamicKernelKey(const trace::TraceGraph& g, const trace::Trace&
                                  const std::vector<int64_t>& paramOfInput) {
   trace::TraceKey key;
   std::vector<uint64_t>& w = key.words;
-  w.push_back(kDynamicKeyMarker);
+  w.push_back(trace::kDynamicKeyMarker);
   w.push_back((static_cast<uint64_t>(trace.device.kind) << 32) | static_cast<uint32_t>(trace.device.index));
   for (const trace::Node& n : g.nodes) {
     w.push_back((static_cast<uint64_t>(n.op) << 48) | (static_cast<uint64_t>(n.dtype) << 40) |

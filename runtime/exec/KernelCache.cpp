@@ -15,6 +15,7 @@
 #include "kiln/runtime.h"
 #include "runtime/core/OpKind.h"
 #include "runtime/exec/CacheEntry.h"
+#include "runtime/exec/CacheEntryCheck.h"
 #include "runtime/exec/Log.h"
 #include "runtime/exec/StatsCounters.h"
 
@@ -174,18 +175,23 @@ std::shared_ptr<Executable> KernelCache::loadFromDisk(DirState& dir, const trace
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {
     c.cacheMisses.fetch_add(1, std::memory_order_relaxed);
-    if (log().should_log(spdlog::level::info)) explainMiss(dir.path, key, fp);
+    if (log().should_log(spdlog::level::info)) explainMiss(dir, key, fp);
     return nullptr;
   }
-  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) return reject("not a regular file owned by this user");
+  // Regular files only, bounded: a FIFO, a link to /dev/zero or a huge file
+  // is refused before anything is read (see cache::readFile).
   std::string bytes, error;
-  if (!cache::readFile(path, &bytes, &error)) return reject("unreadable: " + error);
+  if (!cache::readFile(path, cache::maxEntryBytes(settings().cache_max_mb), &bytes, &error, false, &st))
+    return reject("unreadable: " + error);
+  if (st.st_uid != ::geteuid()) return reject("not owned by this user");
   cache::Entry entry;
   if (!cache::decode(bytes, &entry, &error)) return reject(error);
   if (entry.meta.keyWords != key.words) return reject("it holds another trace (hash collision or a swapped file)");
   if (entry.meta.fingerprint != fp)
     return reject("compiled for another target (" +
                   cache::describeDifference(key.words, fp, entry.meta.keyWords, entry.meta.fingerprint) + ")");
+  if (std::string why = cache::checkMetadata(entry.meta, key.hash); !why.empty())
+    return reject("its metadata does not fit its trace: " + why);
   auto exe = loader.load(entry.object, entry.meta.entry, entry.meta.scratchBytes, entry.meta.kernelCount, &error);
   if (!exe) return reject("it does not link: " + error);
   exe->donations = entry.meta.donations;
@@ -246,8 +252,20 @@ void KernelCache::store(const trace::TraceKey& key, const trace::TraceGraph& gra
   e.meta.compileMs = compiled.timings.totalMs();
   e.meta.createdUnix = static_cast<int64_t>(std::time(nullptr));
   e.object = compiled.object;
+  // What a later load would refuse is not written (a compiler bug if so).
+  if (std::string why = cache::checkMetadata(e.meta, key.hash); !why.empty()) {
+    log().warn("trace {:016x}: kernel not cached on disk, its metadata does not fit its trace: {}", key.hash, why);
+    return;
+  }
+  const std::string name = cache::entryFileName(key.hash, fingerprint);
+  const std::string bytes = cache::encode(e);
+  if (bytes.size() > cache::maxEntryBytes(settings().cache_max_mb)) {
+    log().warn("trace {:016x}: its kernel ({} bytes) is larger than a cache entry may be; kept in memory only",
+               key.hash, bytes.size());
+    return;
+  }
   std::string error;
-  if (!cache::writeFileAtomic(dir.path, cache::entryFileName(key.hash, fingerprint), cache::encode(e), &error)) {
+  if (!cache::writeFileAtomic(dir.path, name, bytes, &error)) {
     dir.writable = false;
     if (!dir.warnedWrite) {
       dir.warnedWrite = true;
@@ -256,6 +274,7 @@ void KernelCache::store(const trace::TraceKey& key, const trace::TraceGraph& gra
     return;
   }
   dir.listed.insert(key.hash);
+  if (dir.index) dir.index->noteWritten(name, key.words, fingerprint);
   counters().cacheStores.fetch_add(1, std::memory_order_relaxed);
   evict(dir);
 }
@@ -265,7 +284,9 @@ void KernelCache::evict(DirState& dir) {
     std::string path;
     int64_t size;
     struct timespec used;
+    bool junk;  ///< cannot be a valid entry (not a regular file, or too large): goes first
   };
+  const uint64_t maxEntry = cache::maxEntryBytes(settings().cache_max_mb);
   std::vector<Item> items;
   int64_t total = 0;
   const time_t now = std::time(nullptr);
@@ -280,7 +301,8 @@ void KernelCache::evict(DirState& dir) {
         continue;
       }
       if (!cache::parseEntryFileName(e->d_name, &hash) || ::lstat(path.c_str(), &st) != 0) continue;
-      items.push_back({path, static_cast<int64_t>(st.st_size), st.st_mtim});
+      const bool junk = !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > maxEntry;
+      items.push_back({path, static_cast<int64_t>(st.st_size), st.st_mtim, junk});
       total += st.st_size;
     }
     ::closedir(d);
@@ -288,6 +310,7 @@ void KernelCache::evict(DirState& dir) {
   const int64_t limit = settings().cache_max_mb * (int64_t{1} << 20);
   if (total <= limit) return;
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    if (a.junk != b.junk) return a.junk;
     return a.used.tv_sec != b.used.tv_sec ? a.used.tv_sec < b.used.tv_sec : a.used.tv_nsec < b.used.tv_nsec;
   });
   for (const Item& it : items) {
@@ -301,38 +324,9 @@ void KernelCache::evict(DirState& dir) {
   }
 }
 
-void KernelCache::explainMiss(const std::string& dir, const trace::TraceKey& key, const std::string& fingerprint) {
-  std::string bestName, bestWhy;
-  size_t bestScore = ~size_t{0};
-  size_t scanned = 0;
-  for (const std::string& name : listEntries(dir)) {
-    std::string bytes, error;
-    cache::Entry e;
-    if (!cache::readFile(dir + "/" + name, &bytes, &error) || !cache::decode(bytes, &e, &error, true)) continue;
-    ++scanned;
-    size_t score;
-    if (e.meta.keyWords == key.words) {
-      score = 0;
-    } else if (cache::sameStructure(key.words, e.meta.keyWords)) {
-      score = 1;
-      const size_t n = std::min(key.words.size(), e.meta.keyWords.size());
-      for (size_t i = 0; i < n; ++i) score += key.words[i] != e.meta.keyWords[i];
-    } else {
-      continue;
-    }
-    if (score < bestScore) {
-      bestScore = score;
-      bestName = name;
-      bestWhy = cache::describeDifference(key.words, fingerprint, e.meta.keyWords, e.meta.fingerprint);
-    }
-  }
-  if (bestName.empty()) {
-    log().info("kernel cache miss for trace {:016x}: none of the {} entries in {} has the same structure", key.hash,
-               scanned, dir);
-    return;
-  }
-  log().info("kernel cache miss for trace {:016x}: the nearest entry, {}, differs in {}", key.hash, bestName,
-             bestWhy);
+void KernelCache::explainMiss(DirState& dir, const trace::TraceKey& key, const std::string& fingerprint) {
+  if (!dir.index) dir.index = std::make_unique<CacheIndex>(dir.path, cache::maxEntryBytes(settings().cache_max_mb));
+  log().info("{}", dir.index->explainMiss(key.words, key.hash, fingerprint));
 }
 
 }  // namespace kiln::exec

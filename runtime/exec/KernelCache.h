@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "runtime/exec/CacheIndex.h"
 #include "runtime/exec/Executable.h"
 #include "runtime/trace/TraceGraph.h"
 #include "runtime/trace/TraceKey.h"
@@ -56,12 +57,13 @@ class KernelCache {
     bool warnedWrite = false;
     std::unordered_set<uint64_t> listed;  ///< key hashes named in the directory
     std::unordered_set<std::string> warnedBad;
+    std::unique_ptr<CacheIndex> index;  ///< built on the first explained miss
   };
   DirState& dirLocked();
   std::shared_ptr<Executable> loadFromDisk(DirState& dir, const trace::TraceKey& key, KernelLoader& loader);
   void store(const trace::TraceKey& key, const trace::TraceGraph& graph, const CompileResult& compiled,
              const std::string& fingerprint);
-  void explainMiss(const std::string& dir, const trace::TraceKey& key, const std::string& fingerprint);
+  void explainMiss(DirState& dir, const trace::TraceKey& key, const std::string& fingerprint);
   void evict(DirState& dir);
 
   std::mutex mutex_;

@@ -23,6 +23,11 @@ struct TraceKey {
   bool operator==(const TraceKey& o) const { return hash == o.hash && words == o.words; }
 };
 
+/// First word of every dynamic-shape kernel key (exec/DynamicShapes.cpp):
+/// static keys start with the device word (kind << 32 | index), which never
+/// has these bits. Its Param nodes carry no strides.
+inline constexpr uint64_t kDynamicKeyMarker = 0x4459'4E4B'524E'4C31ull;  // "DYNKRNL1"
+
 /// Encodes the needed nodes of `trace` (see Trace::liveness).
 TraceKey computeTraceKey(const Trace& trace, const std::vector<uint8_t>& needed);
 

@@ -14,6 +14,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/exec/CacheEntry.h"
+#include "runtime/exec/CacheEntryCheck.h"
 #include "runtime/exec/Executable.h"
 #include "runtime/exec/HostFingerprint.h"
 #include "runtime/exec/KernelCache.h"
@@ -38,7 +39,11 @@ const char* kUsage =
     "                       (D: a number with s, m, h or d)\n"
     "  clear                removes every entry\n"
     "  export FILE [--all]  packs this host's entries (or all) into one bundle with checksums\n"
-    "  import FILE          verifies a bundle and adds its entries\n"
+    "                       (signed with the key, if one is given)\n"
+    "  import FILE          verifies a bundle (and its signature, if a key is given) and adds its entries\n"
+    "\n"
+    "--key KEYFILE (or KILN_CACHE_KEY=KEYFILE): a secret of at least 16 bytes. export signs the bundle\n"
+    "with it (HMAC-SHA256); import then accepts only bundles signed with it.\n"
     "\n"
     "`kiln-cache COMMAND --help` describes one command.\n";
 
@@ -55,9 +60,10 @@ std::map<std::string, std::string> kHelp = {
               "entries until the cache holds at most N MiB.\n  --older-than D: removes entries unused for D (e.g. "
               "90s, 30m, 12h, 7d).\n"},
     {"clear", "usage: kiln-cache clear\n  Removes every entry (and leftover temporary files).\n"},
-    {"export", "usage: kiln-cache export FILE [--all]\n  Packs the entries compiled for this host's fingerprint "
+    {"export", "usage: kiln-cache export FILE [--all] [--key KEYFILE]\n  Packs the entries compiled for this host's fingerprint "
                "(or all with --all) into FILE, with a checksum per entry and for the whole bundle.\n"},
-    {"import", "usage: kiln-cache import FILE\n  Verifies FILE's checksums and every entry in it, then adds the "
+    {"import", "usage: kiln-cache import FILE [--key KEYFILE]\n  With a key (--key or KILN_CACHE_KEY), refuses FILE unless it is "
+               "signed with that key. Verifies FILE's checksums and every entry in it, then adds the "
                "entries to the cache directory (created private if missing).\n"},
 };
 
@@ -101,17 +107,35 @@ std::string age(time_t t) {
 }
 
 
-/// Full verification of one entry file; "" when good.
-std::string check(const Item& it) {
-  if (!S_ISREG(it.st.st_mode)) return "not a regular file";
-  if (it.st.st_uid != ::geteuid()) return "not owned by this user";
-  std::string bytes, error;
-  if (!cache::readFile(it.path, &bytes, &error)) return error;
-  cache::Entry e;
-  if (!cache::decode(bytes, &e, &error)) return error;
-  if (it.name != cache::entryFileName(e.meta.keyHash, e.meta.fingerprint))
+/// The largest entry this tool reads (see cache::readFile: FIFOs, links
+/// and devices are refused unread).
+uint64_t maxEntryBytes() { return cache::maxEntryBytes(kiln::settings().cache_max_mb); }
+
+/// Reads an entry's header and metadata; false with `*error`.
+bool readHead(const Item& it, cache::Entry* e, std::string* error) {
+  std::string bytes;
+  return cache::readEntryHead(it.path, maxEntryBytes(), &bytes, error) && cache::decode(bytes, e, error, true);
+}
+
+/// Full verification of decoded entry bytes filed as `name`; "" when good.
+std::string checkEntry(const std::string& name, const cache::Entry& e) {
+  if (name != cache::entryFileName(e.meta.keyHash, e.meta.fingerprint))
     return "its name does not match its contents (a renamed or swapped file)";
+  if (std::string why = cache::checkMetadata(e.meta, e.meta.keyHash); !why.empty())
+    return "its metadata does not fit its trace: " + why;
   return {};
+}
+
+/// Full verification of one entry file; "" when good. `*bytes` receives it.
+std::string check(const Item& it, std::string* bytes = nullptr) {
+  std::string own, error;
+  if (!bytes) bytes = &own;
+  struct stat st;
+  if (!cache::readFile(it.path, maxEntryBytes(), bytes, &error, false, &st)) return error;
+  if (st.st_uid != ::geteuid()) return "not owned by this user";
+  cache::Entry e;
+  if (!cache::decode(*bytes, &e, &error)) return error;
+  return checkEntry(it.name, e);
 }
 
 int cmdList(const std::string& dir) {
@@ -119,9 +143,9 @@ int cmdList(const std::string& dir) {
   std::printf("%-16s %-8s %-6s %10s %10s %-10s %s\n", "key", "target", "device", "bytes", "compile_ms", "last_use",
               "ops / inputs");
   for (const Item& it : entries(dir)) {
-    std::string bytes, error;
+    std::string error;
     cache::Entry e;
-    if (!cache::readFile(it.path, &bytes, &error) || !cache::decode(bytes, &e, &error, true)) {
+    if (!readHead(it, &e, &error)) {
       std::printf("%s  BAD: %s\n", it.name.c_str(), error.c_str());
       continue;
     }
@@ -141,9 +165,9 @@ int cmdStats(const std::string& dir) {
   for (const Item& it : entries(dir)) {
     ++count;
     total += it.st.st_size;
-    std::string bytes, error;
+    std::string error;
     cache::Entry e;
-    if (!cache::readFile(it.path, &bytes, &error) || !cache::decode(bytes, &e, &error, true)) {
+    if (!readHead(it, &e, &error)) {
       ++bad;
       continue;
     }
@@ -194,10 +218,12 @@ int cmdExplain(const std::string& dir, const std::string& prefix) {
       std::printf("%s: bad entry (%s)\n", it.name.c_str(), bad.c_str());
       continue;
     }
-    std::string bytes, error;
+    std::string error;
     cache::Entry e;
-    cache::readFile(it.path, &bytes, &error);
-    cache::decode(bytes, &e, &error, true);
+    if (!readHead(it, &e, &error)) {
+      std::printf("%s: bad entry (%s)\n", it.name.c_str(), error.c_str());
+      continue;
+    }
     const std::string diff = cache::describeDifference(e.meta.keyWords, host, e.meta.keyWords, e.meta.fingerprint);
     std::printf("%s (%s): %s\n", it.name.c_str(), e.meta.ops.c_str(),
                 diff.empty() ? "loads on this host" : ("not for this host: " + diff).c_str());
@@ -267,7 +293,26 @@ int cmdClear(const std::string& dir) {
   return 0;
 }
 
-int cmdExport(const std::string& dir, const std::vector<std::string>& args) {
+/// The bundle signing key: --key KEYFILE, else KILN_CACHE_KEY; "" for none.
+/// False (with a message) when a named key cannot be used.
+bool loadKey(const std::string& keyPath, std::string* key) {
+  key->clear();
+  if (keyPath.empty()) return true;
+  std::string error;
+  if (!cache::readFile(keyPath, 1 << 20, key, &error, /*followLinks=*/true)) {
+    std::fprintf(stderr, "kiln-cache: cannot read the key %s: %s\n", keyPath.c_str(), error.c_str());
+    return false;
+  }
+  if (key->size() < 16) {
+    std::fprintf(stderr, "kiln-cache: the key %s has %zu bytes; use a secret of at least 16 random bytes (e.g. `head "
+                         "-c 32 /dev/urandom > KEYFILE`)\n",
+                 keyPath.c_str(), key->size());
+    return false;
+  }
+  return true;
+}
+
+int cmdExport(const std::string& dir, const std::vector<std::string>& args, const std::string& key) {
   if (!requireDir(dir)) return 2;
   if (args.empty() || args.size() > 2 || (args.size() == 2 && args[1] != "--all")) {
     std::fputs(kHelp["export"].c_str(), stderr);
@@ -277,10 +322,9 @@ int cmdExport(const std::string& dir, const std::vector<std::string>& args) {
   const std::string host = all ? std::string() : kiln::exec::hostFingerprint();
   std::vector<std::pair<std::string, std::string>> files;
   for (const Item& it : entries(dir)) {
-    if (!check(it).empty()) continue;  // never ship a bad entry
     std::string bytes, error;
+    if (!check(it, &bytes).empty()) continue;  // never ship a bad entry
     cache::Entry e;
-    cache::readFile(it.path, &bytes, &error);
     if (!cache::decode(bytes, &e, &error) || (!all && e.meta.fingerprint != host)) continue;
     files.emplace_back(it.name, std::move(bytes));
   }
@@ -288,34 +332,54 @@ int cmdExport(const std::string& dir, const std::vector<std::string>& args) {
   std::string out = args[0];
   const auto slash = out.rfind('/');
   const std::string outDir = slash == std::string::npos ? "." : out.substr(0, slash);
-  if (!cache::writeFileAtomic(outDir, out.substr(slash + 1), cache::encodeBundle(files), &error)) {
+  std::string bundle = cache::encodeBundle(files);
+  if (!key.empty()) bundle = cache::signBundle(std::move(bundle), key);
+  if (!cache::writeFileAtomic(outDir, out.substr(slash + 1), bundle, &error)) {
     std::fprintf(stderr, "kiln-cache export: cannot write %s: %s\n", out.c_str(), error.c_str());
     return 1;
   }
-  std::printf("exported %zu entries to %s\n", files.size(), out.c_str());
+  std::printf("exported %zu entries to %s%s\n", files.size(), out.c_str(), key.empty() ? "" : " (signed)");
   return 0;
 }
 
-int cmdImport(const std::string& dir, const std::vector<std::string>& args) {
+int cmdImport(const std::string& dir, const std::vector<std::string>& args, const std::string& key) {
   if (args.size() != 1) {
     std::fputs(kHelp["import"].c_str(), stderr);
     return 2;
   }
   std::string bytes, error;
-  if (!cache::readFile(args[0], &bytes, &error)) {
+  if (!cache::readFile(args[0], cache::kMaxBundleBytes, &bytes, &error, /*followLinks=*/true)) {
     std::fprintf(stderr, "kiln-cache import: cannot read %s: %s\n", args[0].c_str(), error.c_str());
     return 1;
   }
+  // The cache directory holds native code this user runs: with a key, only
+  // bundles its holder signed may enter it.
+  std::string_view body;
+  const cache::BundleSignature signature = cache::checkBundleSignature(bytes, key, &body);
+  if (!key.empty() && signature != cache::BundleSignature::Valid) {
+    std::fprintf(stderr, "kiln-cache import: refusing %s: %s\n", args[0].c_str(),
+                 signature == cache::BundleSignature::Unsigned
+                     ? "it is not signed, and a key was given (sign it with `kiln-cache export FILE --key KEYFILE`)"
+                     : "its signature does not match the key (another key, or the bundle was changed after signing)");
+    return 1;
+  }
   std::vector<std::pair<std::string, std::string>> files;
-  if (!cache::decodeBundle(bytes, &files, &error)) {
+  if (!cache::decodeBundle(body, &files, &error)) {
     std::fprintf(stderr, "kiln-cache import: %s is not a valid bundle: %s\n", args[0].c_str(), error.c_str());
     return 1;
   }
   for (const auto& [name, body] : files) {
     cache::Entry e;
-    if (!cache::decode(body, &e, &error) || name != cache::entryFileName(e.meta.keyHash, e.meta.fingerprint)) {
+    std::string why;
+    if (body.size() > maxEntryBytes())
+      why = "larger than an entry may be (" + std::to_string(body.size()) + " bytes)";
+    else if (!cache::decode(body, &e, &error))
+      why = error;
+    else
+      why = checkEntry(name, e);
+    if (!why.empty()) {
       std::fprintf(stderr, "kiln-cache import: entry %s in %s is bad (%s); nothing imported\n", name.c_str(),
-                   args[0].c_str(), error.empty() ? "name mismatch" : error.c_str());
+                   args[0].c_str(), why.c_str());
       return 1;
     }
   }
@@ -335,7 +399,10 @@ int cmdImport(const std::string& dir, const std::vector<std::string>& args) {
       return 1;
     }
   }
-  std::printf("imported %zu entries into %s\n", files.size(), dir.c_str());
+  std::printf("imported %zu entries into %s%s\n", files.size(), dir.c_str(),
+              !key.empty()                                       ? " (signature verified)"
+              : signature == cache::BundleSignature::Unsigned ? ""
+                                                              : " (signature not checked: no key given)");
   return 0;
 }
 
@@ -362,6 +429,16 @@ int main(int argc, char** argv) {
     std::fputs(kHelp[cmd].c_str(), stdout);
     return 0;
   }
+  std::string keyPath;
+  if (const char* env = std::getenv("KILN_CACHE_KEY")) keyPath = env;
+  if (auto it = std::find(args.begin(), args.end(), "--key"); it != args.end()) {
+    if (it + 1 == args.end()) {
+      std::fputs(kHelp[cmd].c_str(), stderr);
+      return 2;
+    }
+    keyPath = *(it + 1);
+    args.erase(it, it + 2);
+  }
   if (dir.empty()) {
     std::fprintf(stderr, "kiln-cache: no cache directory (set KILN_CACHE_DIR or use --dir)\n");
     return 2;
@@ -372,6 +449,8 @@ int main(int argc, char** argv) {
   if (cmd == "explain") return cmdExplain(dir, args.empty() ? "" : args[0]);
   if (cmd == "prune") return cmdPrune(dir, args);
   if (cmd == "clear") return cmdClear(dir);
-  if (cmd == "export") return cmdExport(dir, args);
-  return cmdImport(dir, args);
+  std::string key;
+  if ((cmd == "export" || cmd == "import") && !loadKey(keyPath, &key)) return 2;
+  if (cmd == "export") return cmdExport(dir, args, key);
+  return cmdImport(dir, args, key);
 }

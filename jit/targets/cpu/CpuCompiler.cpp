@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <unistd.h>
 
 #include "dialects/kiln/InitAll.h"
 #include "jit/Importer.h"
@@ -42,6 +43,34 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+/// This machine's physical memory in bytes.
+uint64_t hostMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && pageSize > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize) : UINT64_MAX;
+}
+
+/// Why the graph's kernel could not run here: a live output the runtime
+/// would have to allocate densely beyond this machine's memory (the
+/// interpreter keeps a constant as one element broadcast by stride 0, so
+/// such a trace still runs there). "" when there is none.
+std::string oversizedOutput(const trace::TraceGraph &graph) {
+  const uint64_t limit = hostMemoryBytes();
+  for (size_t j = 0; j < graph.outputs.size(); ++j) {
+    const trace::Node &n = graph.nodes[graph.outputs[j]];
+    uint64_t bytes = dtype_size(n.dtype);
+    bool overflow = false;
+    for (int64_t d : n.shape)
+      if (d > 0)
+        overflow |= __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
+    if (overflow || bytes > limit)
+      return "output " + std::to_string(j) + " (" + std::string(dtype_name(n.dtype)) + n.shape.str() +
+             ") would be a dense kernel output of " + (overflow ? std::string("more than 2^64") : std::to_string(bytes)) +
+             " bytes, more than this machine's " + std::to_string(limit) +
+             " bytes of memory; the trace runs interpreted";
+  }
+  return {};
+}
+
 class CpuCompiler final : public exec::TraceCompiler {
  public:
   CpuCompiler() {
@@ -60,6 +89,10 @@ class CpuCompiler final : public exec::TraceCompiler {
     std::unique_ptr<llvm::TargetMachine> targetMachine;
     if (!createTargetMachine(targetMachine, error)) {
       result.error = error;
+      return result;
+    }
+    if (std::string why = oversizedOutput(graph); !why.empty()) {
+      result.error = why;
       return result;
     }
     const char *dumpEnv = std::getenv("KILN_DUMP_IR");
@@ -115,6 +148,11 @@ class CpuCompiler final : public exec::TraceCompiler {
     if (!kernel || mlir::failed(assignScratch(kernel, scratchBytes, numSizes > 0 ? &result.dynamicScratch : nullptr)) ||
         mlir::failed(matmulToRuntimeCalls(*module)) || mlir::failed(approximateMath(*module)))
       return fail("scratch/matmul/math");
+    if (static_cast<uint64_t>(scratchBytes) > hostMemoryBytes()) {
+      result.error = "the kernel's temporaries need " + std::to_string(scratchBytes) +
+                     " bytes, more than this machine's memory; the trace runs interpreted";
+      return result;
+    }
     if (numSizes > 0 && mlir::failed(bindDynamicArguments(kernel, graph, numSizes)))
       return fail("dynamic arguments");
     dump(dumpDir, name, "2-bufferized", *module);

@@ -88,8 +88,14 @@ LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes, std::vec
       continue;
     }
     offsets.push_back(scratchBytes);
-    int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
-    scratchBytes += (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+    // Temporaries of values too large to address (a splat of 2^62 elements
+    // that was not fused away) fail the compile rather than wrap around.
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(type.getNumElements(), elementBytes(type.getElementType()), &bytes) ||
+        bytes > INT64_MAX - kScratchAlignment ||
+        __builtin_add_overflow(scratchBytes, (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment,
+                               &scratchBytes))
+      return a.emitError("kiln: the kernel's temporaries need more bytes than a 64-bit address space holds");
   }
   MLIRContext *ctx = kernel.getContext();
   auto scratchType = MemRefType::get({scratchBytes}, IntegerType::get(ctx, 8));

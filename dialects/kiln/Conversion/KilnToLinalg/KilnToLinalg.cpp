@@ -255,6 +255,15 @@ protected:
 // Leaves.
 //===----------------------------------------------------------------------===//
 
+/// Splats with more elements than this are computed by a loop (a
+/// linalg.generic yielding the scalar, which fusion moves into its consumers)
+/// rather than stored: a stored constant becomes a global holding every
+/// element in the kernel's object (16 MB for full({2048, 2048})), and
+/// constant folders expand it element by element (out of memory for
+/// full({2^31, 2^31})). Small ones stay arith.constant, which fusion folds
+/// into each consumer's body.
+static constexpr int64_t kMaxStoredSplatElements = 64;
+
 class FullLowering : public KilnPattern<FullOp> {
 public:
   using KilnPattern::KilnPattern;
@@ -267,7 +276,18 @@ public:
       return rewriter.notifyMatchFailure(op, "value does not fit the type");
     if (splat.getType() != type)
       splat = splat.bitcast(type.getElementType());
-    rewriter.replaceOpWithNewOp<arith::ConstantOp>(op, type, splat);
+    if (type.getNumElements() <= kMaxStoredSplatElements) {
+      rewriter.replaceOpWithNewOp<arith::ConstantOp>(op, type, splat);
+      return success();
+    }
+    auto scalar = cast<TypedAttr>(splat.getSplatValue<Attribute>());
+    rewriter.replaceOp(
+        op, buildElementwise(rewriter, op.getLoc(), {}, type,
+                             [&](OpBuilder &b, Location loc, ValueRange) {
+                               return arith::ConstantOp::create(b, loc,
+                                                                scalar)
+                                   .getResult();
+                             }));
     return success();
   }
 };

@@ -22,6 +22,26 @@ func.func @full() -> (tensor<2x3xf32>, tensor<3xui8>, tensor<2xi1>, tensor<2xbf1
 
 // -----
 
+// Large splats are a loop yielding the scalar, never a stored dense constant
+// (which would become a global of every element in the kernel's object).
+// CHECK-LABEL: func.func @full_large
+// CHECK-NOT: dense
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<2048x2048xf32>
+// CHECK: linalg.generic {{.*}} outs(%[[E]] : tensor<2048x2048xf32>)
+// CHECK: %[[C:.*]] = arith.constant 2.500000e+00 : f32
+// CHECK: linalg.yield %[[C]] : f32
+// CHECK: tensor.empty() : tensor<2147483648x2147483648xi8>
+// CHECK: arith.constant -56 : i8
+// CHECK-NOT: dense
+// CHECK: return
+func.func @full_large() -> (tensor<2048x2048xf32>, tensor<2147483648x2147483648xui8>) {
+  %0 = kiln.full(2.5) : tensor<2048x2048xf32>
+  %1 = kiln.full(200 : ui8) : tensor<2147483648x2147483648xui8>
+  return %0, %1 : tensor<2048x2048xf32>, tensor<2147483648x2147483648xui8>
+}
+
+// -----
+
 // Element i is start + i * step in f64, then cast (saturating for integers).
 // CHECK-LABEL: func.func @arange
 // CHECK: linalg.generic
