@@ -44,9 +44,10 @@ uint64_t mix(uint64_t h, uint64_t w) {
   return h * 0xff51afd7ed558ccdull;
 }
 
-/// The kernel cache key of a dynamic-shape kernel: the graph with its
-/// dynamic extents, the device and the parameters' aliasing.
-trace::TraceKey dynamicKernelKey(const trace::TraceGraph& g, const trace::Trace& trace,
+/// The kernel cache key of a dynamic-shape kernel of `structure`: the graph
+/// with its dynamic extents, the device and the parameters' aliasing; its
+/// hash (the entry's file name) is dynamicEntryHash(structure).
+trace::TraceKey dynamicKernelKey(uint64_t structure, const trace::TraceGraph& g, const trace::Trace& trace,
                                  const std::vector<int64_t>& paramOfInput) {
   trace::TraceKey key;
   std::vector<uint64_t>& w = key.words;
@@ -80,9 +81,27 @@ trace::TraceKey dynamicKernelKey(const trace::TraceGraph& g, const trace::Trace&
   for (uint32_t o : g.outputs) w.push_back(o);
   uint64_t h = 0x84222325cbf29ce4ull;
   for (uint64_t x : w) h = mix(h, x);
-  key.hash = h;
+  key.hash = dynamicEntryHash(structure);
   key.structureHash = h;
   return key;
+}
+
+/// The dynamic extents of `g` (a trace's graph, static extents) as recorded
+/// in a dynamic kernel key's words: false when the words do not have the
+/// graph's layout.
+bool patternFromKeyWords(const trace::TraceGraph& g, const std::vector<uint64_t>& words, std::vector<int64_t>* pattern) {
+  size_t at = 2;  // the marker and the device word
+  for (const trace::Node& n : g.nodes) {
+    if (at >= words.size()) return false;
+    const uint64_t header = words[at++];
+    if (((header >> 16) & 0xffff) != static_cast<uint64_t>(n.shape.rank())) return false;
+    for (int d = 0; d < n.shape.rank(); ++d) {
+      if (at >= words.size()) return false;
+      pattern->push_back(static_cast<int64_t>(words[at++]));
+    }
+    at += g.inputsOf(n).size() + 1 + g.attrsOf(n).size() + (n.op == OpKind::Param ? 2 : 3);
+  }
+  return at <= words.size();
 }
 
 }  // namespace
@@ -144,9 +163,35 @@ std::shared_ptr<DynamicKernel> DynamicShapes::plan(uint64_t structure, const tra
   if (kernel->sizes == 0) return fail("its shapes do not differ");
   if (std::string why = checkDynamicSupport(kernel->graph); !why.empty()) return fail(why);
   kernel->indexChecks = *indexChecks;
-  kernel->key = dynamicKernelKey(kernel->graph, trace, paramOfInput);
+  kernel->key = dynamicKernelKey(structure, kernel->graph, trace, paramOfInput);
   return kernel;
 }
+
+std::shared_ptr<DynamicKernel> planFromCachedKey(uint64_t structure, const trace::Trace& trace,
+                                                 const std::vector<uint8_t>& needed,
+                                                 const std::vector<uint64_t>& keyWords,
+                                                 std::vector<std::pair<uint32_t, int64_t>> indexChecks) {
+  auto kernel = std::make_shared<DynamicKernel>();
+  std::vector<int64_t> paramOfInput;
+  std::vector<uint32_t> nodeOfOutput;
+  kernel->graph = trace::extractGraph(trace, needed, &paramOfInput, &nodeOfOutput);
+  std::vector<int64_t> pattern;
+  if (!patternFromKeyWords(kernel->graph, keyWords, &pattern)) return nullptr;
+  size_t pos = 0;
+  int sizes = 0;
+  for (trace::Node& n : kernel->graph.nodes)
+    for (int d = 0; d < n.shape.rank(); ++d) {
+      n.shape[d] = pattern[pos++];
+      if (n.shape[d] < 0) sizes = std::max(sizes, static_cast<int>(-n.shape[d]));
+    }
+  kernel->key = dynamicKernelKey(structure, kernel->graph, trace, paramOfInput);
+  if (kernel->key.words != keyWords || sizes == 0) return nullptr;
+  kernel->sizes = sizes;
+  kernel->indexChecks = std::move(indexChecks);
+  return kernel;
+}
+
+uint64_t dynamicEntryHash(uint64_t structure) { return mix(structure, trace::kDynamicKeyMarker); }
 
 std::string checkDynamicSupport(const trace::TraceGraph& g) {
   auto dynamic = [](const Shape& s) {
@@ -347,10 +392,48 @@ std::shared_ptr<Executable> Engine::bindDynamic(const trace::Trace& trace, const
   std::shared_ptr<DynamicKernel> kernel = dynamic_.kernelOf(key.structureHash);
   // Without a kernel (yet), the static tiering and its storm guard decide.
   if (!kernel || kernel->state != DynamicKernel::State::Ready) return nullptr;
+  return bindLocked(*kernel, trace, needed, key, profile);
+}
+
+std::shared_ptr<Executable> Engine::cachedDynamic(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                                                  const trace::TraceKey& key, TraceProfile* profile,
+                                                  std::vector<std::pair<uint32_t, int64_t>> indexChecks,
+                                                  KernelCache::Probe probe) {
+  const uint64_t structure = key.structureHash;
+  std::shared_ptr<DynamicKernel> kernel;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    kernel = dynamic_.kernelOf(structure);
+  }
+  if (!kernel) {
+    std::vector<uint64_t> words;
+    if (!KernelCache::instance().keyWordsOf(dynamicEntryHash(structure), probe, &words)) return nullptr;
+    kernel = planFromCachedKey(structure, trace, needed, words, std::move(indexChecks));
+    if (!kernel) return nullptr;
+    // Loaded and checked like any entry, under the key rebuilt from this trace.
+    auto exe = KernelCache::instance().find(kernel->key, KernelCache::Probe::Always);
+    if (!exe || exe->dynamicSizes != kernel->sizes) return nullptr;
+    kernel->executable = std::move(exe);
+    kernel->state = DynamicKernel::State::Ready;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto known = dynamic_.kernelOf(structure)) kernel = known;  // another thread was first
+    else dynamic_.adopt(structure, kernel);
+    log().info("trace structure {:016x}: dynamic-shape kernel ({} sizes) loaded from the disk cache", structure,
+               kernel->sizes);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (profile->executable) return profile->executable;
+  if (kernel->state != DynamicKernel::State::Ready) return nullptr;
+  return bindLocked(*kernel, trace, needed, key, profile);
+}
+
+std::shared_ptr<Executable> Engine::bindLocked(const DynamicKernel& kernel, const trace::Trace& trace,
+                                               const std::vector<uint8_t>& needed, const trace::TraceKey& key,
+                                               TraceProfile* profile) {
   std::string why;
-  if (bindDynamicSizes(*kernel, trace, needed, &profile->dynamicSizes, &why)) {
-    profile->executable = kernel->executable;
-    profile->indexChecks = kernel->indexChecks;
+  if (bindDynamicSizes(kernel, trace, needed, &profile->dynamicSizes, &why)) {
+    profile->executable = kernel.executable;
+    profile->indexChecks = kernel.indexChecks;
     profile->tier = Tier::Compiled;
     return profile->executable;
   }

@@ -78,6 +78,8 @@ class DynamicShapes {
                                       const std::string& reason);
   /// True while the structure's dynamic-shape kernel is compiling or ready:
   /// its new shapes then get no static kernels.
+  /// Registers a kernel planned by planFromCachedKey() and loaded, Ready.
+  void adopt(uint64_t structure, std::shared_ptr<DynamicKernel> kernel) { structures_[structure].kernel = std::move(kernel); }
   bool coveredByKernel(uint64_t structure) const {
     auto kernel = kernelOf(structure);
     return kernel && kernel->state != DynamicKernel::State::Failed;
@@ -87,6 +89,21 @@ class DynamicShapes {
  private:
   std::unordered_map<uint64_t, StructureShapes> structures_;
 };
+
+/// The dynamic-shape kernel an earlier process compiled and cached for
+/// `trace`'s structure (KILN_JIT=replay): `keyWords` are the cached entry's
+/// key, from which the pattern (which extents are sizes) is read back onto
+/// `trace`'s graph. Null when the graph rebuilt from that pattern does not
+/// have exactly this key (another structure's entry, or damaged words).
+std::shared_ptr<DynamicKernel> planFromCachedKey(uint64_t structure, const trace::Trace& trace,
+                                                 const std::vector<uint8_t>& needed,
+                                                 const std::vector<uint64_t>& keyWords,
+                                                 std::vector<std::pair<uint32_t, int64_t>> indexChecks);
+
+/// The disk-cache name hash of a structure's dynamic-shape kernel: known
+/// from the structure alone, so a replaying process that never saw the
+/// shapes that made it can find it.
+uint64_t dynamicEntryHash(uint64_t structure);
 
 /// Why the graph's ops cannot run with its dynamic extents ("" when they can).
 std::string checkDynamicSupport(const trace::TraceGraph& graph);

@@ -149,8 +149,9 @@ std::shared_ptr<Executable> Engine::probeCache(const trace::Trace& trace, const 
   std::string reason;
   // Only traces the engine would compile can have cached kernels.
   if (!planIndexChecks(trace, needed, &checks, &reason)) return nullptr;
-  auto exe = KernelCache::instance().find(key, always ? KernelCache::Probe::Always : KernelCache::Probe::Listed);
-  if (!exe) return nullptr;
+  const auto probe = always ? KernelCache::Probe::Always : KernelCache::Probe::Listed;
+  auto exe = KernelCache::instance().find(key, probe);
+  if (!exe) return cachedDynamic(trace, needed, key, profile, std::move(checks), probe);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!profile->executable) {
     profile->indexChecks = std::move(checks);

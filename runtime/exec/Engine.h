@@ -14,6 +14,7 @@
 
 #include "runtime/exec/DynamicShapes.h"
 #include "runtime/exec/Executable.h"
+#include "runtime/exec/KernelCache.h"
 #include "runtime/interp/Interpreter.h"
 #include "runtime/trace/Trace.h"
 #include "runtime/trace/TraceKey.h"
@@ -104,6 +105,17 @@ class Engine {
   void compileDynamicJob(std::shared_ptr<DynamicKernel> kernel, uint64_t structure);
   std::shared_ptr<Executable> bindDynamic(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                                           const trace::TraceKey& key, TraceProfile* profile);
+  /// A dynamic-shape kernel of the trace's structure from the disk cache
+  /// (compiled by an earlier process; replay and warm starts), bound to the
+  /// trace when its shape fits. Null when there is none or it does not fit.
+  std::shared_ptr<Executable> cachedDynamic(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                                            const trace::TraceKey& key, TraceProfile* profile,
+                                            std::vector<std::pair<uint32_t, int64_t>> indexChecks,
+                                            KernelCache::Probe probe);
+  /// Binds `profile` to `kernel` (Ready) when the trace fits; under mutex_.
+  std::shared_ptr<Executable> bindLocked(const DynamicKernel& kernel, const trace::Trace& trace,
+                                         const std::vector<uint8_t>& needed, const trace::TraceKey& key,
+                                         TraceProfile* profile);
 
   std::mutex mutex_;
   std::unordered_map<trace::TraceKey, TraceProfile, trace::TraceKeyHash> profiles_;

@@ -156,6 +156,20 @@ std::shared_ptr<Executable> KernelCache::find(const trace::TraceKey& key, Probe 
   return loadFromDisk(dir, key, *loader);
 }
 
+bool KernelCache::keyWordsOf(uint64_t hash, Probe probe, std::vector<uint64_t>* words) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  DirState& dir = dirLocked();
+  if (!dir.usable || (probe == Probe::Listed && !dir.listed.count(hash))) return false;
+  const std::string path = dir.path + "/" + cache::entryFileName(hash, loadKernelLoader()->fingerprint());
+  std::string bytes, error;
+  cache::Entry entry;
+  if (!cache::readEntryHead(path, cache::maxEntryBytes(settings().cache_max_mb), &bytes, &error) ||
+      !cache::decode(bytes, &entry, &error, /*headerOnly=*/true))
+    return false;
+  *words = std::move(entry.meta.keyWords);
+  return true;
+}
+
 std::shared_ptr<Executable> KernelCache::loadFromDisk(DirState& dir, const trace::TraceKey& key,
                                                       KernelLoader& loader) {
   Counters& c = counters();

@@ -323,7 +323,7 @@ TEST(DynamicShapes, AsyncModeSwitchesOnceTheKernelIsReady) {
   EXPECT_EQ(stats().compiles, compiles);
 }
 
-TEST(DynamicShapes, DiskCacheKeepsTheDynamicKernelApartAndReloadsIt) {
+TEST(DynamicShapes, DiskCacheKeepsTheDynamicKernelApartReloadsAndReplaysIt) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("kiln-dyn-cache-" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -345,6 +345,27 @@ TEST(DynamicShapes, DiskCacheKeepsTheDynamicKernelApartAndReloadsIt) {
   Stats second = run("second process");
   EXPECT_EQ(second.compiles, 0u) << second.str();
   EXPECT_EQ(second.cache_disk_hits, 3u) << second.str();
+  // A replaying process, at sizes no process has seen: the dynamic kernel is
+  // found by its structure and runs from the first step, nothing compiles.
+  {
+    DynamicMode mode("replay", 2, 1);
+    Settings s = settings();
+    s.cache = "on";
+    s.cache_dir = dir.string();
+    set_settings(s);
+    for (int64_t batch : {5, 7, 23}) {
+      auto want = mlpReference(m, batch);
+      const uint64_t before = stats().compiled_runs;
+      auto got = mlpStep(m, batch);
+      EXPECT_EQ(stats().compiled_runs, before + 1) << "batch " << batch;
+      expectUlpClose(got.first, want.first);
+      expectUlpClose(got.second, want.second);
+    }
+    Stats replayed = stats();
+    EXPECT_EQ(replayed.compiles, 0u) << replayed.str();
+    EXPECT_EQ(replayed.replay_misses, 0u) << replayed.str();
+    EXPECT_GE(replayed.cache_disk_hits, 1u) << replayed.str();
+  }
   fs::remove_all(dir);
 }
 
