@@ -399,7 +399,7 @@ bool readEntryHead(const std::string& path, uint64_t maxBytes, std::string* out,
 bool writeFileAtomic(const std::string& dir, const std::string& name, std::string_view bytes, std::string* error) {
   static std::atomic<uint64_t> counter{0};
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  const std::string tmp = dir + "/.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) +
+  const std::string tmp = dir + "/" + kTempPrefix + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) +
                           "-" + hex16(rng()).substr(0, 8);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {

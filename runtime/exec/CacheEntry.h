@@ -21,6 +21,12 @@
 namespace kiln::exec::cache {
 
 inline constexpr const char* kEntrySuffix = ".kiln";
+/// Entries are written as "<kTempPrefix>..." and renamed; writes take
+/// milliseconds, so a temporary file older than kDeadWriterSeconds belongs
+/// to a writer that died (killed mid-write) and is removed. Younger ones
+/// count towards the size cap like entries.
+inline constexpr const char* kTempPrefix = ".tmp-";
+inline constexpr int64_t kDeadWriterSeconds = 120;
 
 /// Largest entry file a reader reads (and a writer writes): normal entries
 /// are a few KB to a few MB, so anything near this is damage or an attack

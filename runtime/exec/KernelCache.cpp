@@ -309,9 +309,10 @@ void KernelCache::evict(DirState& dir) {
     while (dirent* e = ::readdir(d)) {
       const std::string path = dir.path + "/" + e->d_name;
       struct stat st;
-      if (std::strncmp(e->d_name, ".tmp-", 5) == 0) {
-        // A writer that died mid-write; live writers finish in seconds.
-        if (::lstat(path.c_str(), &st) == 0 && now - st.st_mtime > 3600) ::unlink(path.c_str());
+      if (std::strncmp(e->d_name, cache::kTempPrefix, std::strlen(cache::kTempPrefix)) == 0) {
+        if (::lstat(path.c_str(), &st) != 0) continue;
+        if (now - st.st_mtime > cache::kDeadWriterSeconds) ::unlink(path.c_str());  // its writer died
+        else total += st.st_size;  // a write in progress: counts, but is not ours to evict
         continue;
       }
       if (!cache::parseEntryFileName(e->d_name, &hash) || ::lstat(path.c_str(), &st) != 0) continue;

@@ -175,9 +175,23 @@ int cmdStats(const std::string& dir) {
     ++slot.first;
     slot.second += it.st.st_size;
   }
+  // Temporary files of writers still writing, or killed while writing.
+  int temps = 0;
+  long long tempBytes = 0;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      struct stat st;
+      if (std::strncmp(e->d_name, cache::kTempPrefix, std::strlen(cache::kTempPrefix)) != 0 ||
+          ::lstat((dir + "/" + e->d_name).c_str(), &st) != 0)
+        continue;
+      ++temps;
+      tempBytes += st.st_size;
+    }
+    ::closedir(d);
+  }
   const std::string host = kiln::exec::hostFingerprint();
-  std::printf("directory %s\nentries %d\nbytes %lld\nunreadable %d\nlimit_mb %lld\n", dir.c_str(), count, total, bad,
-              static_cast<long long>(kiln::settings().cache_max_mb));
+  std::printf("directory %s\nentries %d\nbytes %lld\nunreadable %d\ntemporary %d (%lld bytes)\nlimit_mb %lld\n",
+              dir.c_str(), count, total, bad, temps, tempBytes, static_cast<long long>(kiln::settings().cache_max_mb));
   const std::string why = kiln::exec::checkCacheDirectory(dir);
   std::printf("trusted %s\n", why.empty() ? "yes" : ("no: " + why).c_str());
   for (const auto& [fp, v] : byFp)
@@ -286,7 +300,8 @@ int cmdClear(const std::string& dir) {
   int n = removeAll(entries(dir));
   if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* e = ::readdir(d))
-      if (std::strncmp(e->d_name, ".tmp-", 5) == 0) ::unlink((dir + "/" + e->d_name).c_str());
+      if (std::strncmp(e->d_name, cache::kTempPrefix, std::strlen(cache::kTempPrefix)) == 0)
+        ::unlink((dir + "/" + e->d_name).c_str());
     ::closedir(d);
   }
   std::printf("removed %d entries\n", n);

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -301,6 +302,29 @@ TEST(KernelCache, LeastRecentlyUsedEntriesAreEvictedBeyondTheLimit) {
   EXPECT_FALSE(fs::exists(old[1]));
   EXPECT_TRUE(fs::exists(old[2]));  // the most recent one fits with the new entry
   EXPECT_EQ(entryFiles(dir.str()).size(), 2u);
+}
+
+// A writer killed mid-write leaves a temporary file: one that is old is
+// removed, one still being written counts towards the size cap.
+TEST(KernelCache, TemporaryFilesOfDeadWritersGoAndLiveOnesCount) {
+  TempDir dir;
+  Data d;
+  const fs::path dead = fs::path(dir.str()) / (std::string(cache::kTempPrefix) + "1-0-dead");
+  const fs::path live = fs::path(dir.str()) / (std::string(cache::kTempPrefix) + "2-0-live");
+  spit(dead, std::string(1000, 'x'));
+  const time_t old = std::time(nullptr) - cache::kDeadWriterSeconds - 10;
+  struct timespec t[2] = {{old, 0}, {old, 0}};
+  ::utimensat(AT_FDCWD, dead.c_str(), t, 0);
+  spit(live, std::string(3 << 20, 'x'));  // larger than the 2 MiB cap by itself
+  CacheMode m("sync", 1, dir.str());
+  Settings s = settings();
+  s.cache_max_mb = 2;
+  set_settings(s);
+  d.run();  // stores one entry, then evicts down to the cap
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live));
+  // Over the cap only because of the live temporary file: the entry went.
+  EXPECT_TRUE(entryFiles(dir.str()).empty());
 }
 
 TEST(KernelCache, BundleRoundTripsAndRejectsDamage) {
