@@ -204,13 +204,17 @@ class CpuCompiler final : public exec::TraceCompiler {
       }
       codegen.run(*llvmModule);
     }
-    auto shared = linkSharedObject(llvm::StringRef(object.data(), object.size()));
-    if (!shared) {
-      result.error = llvm::toString(shared.takeError());
-      return result;
+    if (linkKernels_) {
+      auto shared = linkSharedObject(llvm::StringRef(object.data(), object.size()));
+      if (!shared) {
+        result.error = llvm::toString(shared.takeError());
+        return result;
+      }
+      result.object = std::move(*shared);
+    } else {
+      result.object.assign(object.begin(), object.end());
     }
     result.timings.jitMs = msSince(t3);
-    result.object = std::move(*shared);
     result.entry = entryName;
     result.fingerprint = exec::hostFingerprint();
     result.scratchBytes = static_cast<std::size_t>(scratchBytes);
@@ -247,7 +251,11 @@ class CpuCompiler final : public exec::TraceCompiler {
     g.operands.push_back(1);
     g.nodes.push_back(z);
     g.outputs.push_back(2);
+    // Codegen only: linking (a cc process) creates no static of ours and
+    // would lengthen the load, which runs in the user's thread.
+    linkKernels_ = false;
     exec::CompileResult warm = compile(g, "warmup");
+    linkKernels_ = true;
     if (!warm.ok())
       std::fprintf(stderr, "kiln: the compiler's warm-up compilation failed: %s\n", warm.error.c_str());
   }
@@ -320,6 +328,8 @@ class CpuCompiler final : public exec::TraceCompiler {
   }
 
   mlir::DialectRegistry registry_;
+  /// False only during warmUp() (in the constructor, before any other use).
+  bool linkKernels_ = true;
 };
 
 } // namespace
