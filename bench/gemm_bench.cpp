@@ -1,9 +1,9 @@
 // SGEMM alone, for tuning Kiln's packed GEMM (runtime/interp/MatmulKernels.cpp)
 // against OpenBLAS and oneDNN on the machine it runs on: GFLOP/s at 1 and 2
-// threads, row-major C = A * B. The Kiln rows call the runtime's GEMM entry
-// directly (the one compiled kernels call, C += A * B on a zeroed C), so the
-// figures carry no trace or allocation cost; bench_suite.cpp measures the
-// same sizes through the public API.
+// threads, row-major C = A * B. The Kiln rows call the runtime's GEMM
+// (runtime/interp/gemm/Sgemm.h, C = A * B as the interpreter runs it) directly,
+// so the figures carry no trace or allocation cost; bench_suite.cpp measures
+// the same sizes through the public API. KILN_GEMM_ISA picks the micro-kernel.
 //
 //   kiln_gemm_bench [--systems=kiln,openblas,onednn] [--sizes=MxNxK,...]
 //                   [Google Benchmark flags]
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/interp/Kernels.h"
+#include "runtime/interp/gemm/Sgemm.h"
 
 #ifdef KILN_BENCH_HAVE_OPENBLAS
 #include <cblas.h>
@@ -79,9 +79,8 @@ void BM_Kiln(benchmark::State& state) {
   tbb::task_arena arena(static_cast<int>(state.range(3)));
   auto run = [&] {
     arena.execute([&] {
-      // C = A * B: zero C, then the runtime's C += A * B (as a compiled kernel does).
-      std::memset(o.c, 0, sizeof(float) * o.m * o.n);
-      kiln::interp::sgemmAccumulate(o.m, o.n, o.k, o.a, o.k, 1, o.b, o.n, 1, o.c, o.n, 1);
+      kiln::interp::gemm::sgemm(o.m, o.n, o.k, {o.a, o.k, 1}, {o.b, o.n, 1}, o.c, o.n, /*accumulate=*/false,
+                                /*parallel=*/true);
     });
   };
   run();
@@ -90,6 +89,7 @@ void BM_Kiln(benchmark::State& state) {
     benchmark::DoNotOptimize(o.c);
   }
   setFlops(state, o);
+  state.SetLabel(kiln::interp::gemm::isaName(kiln::interp::gemm::activeIsa()));
 }
 
 #ifdef KILN_BENCH_HAVE_OPENBLAS

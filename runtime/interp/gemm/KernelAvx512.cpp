@@ -27,8 +27,8 @@ __attribute__((target("avx512f"))) void tileRows(int kc, const float* ap, const 
   // The C tile is read (accumulate) or written after the loop: start its lines on their way.
 #pragma GCC unroll 16
   for (int r = 0; r < Rows; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNR - 1), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNR - 1), _MM_HINT_T1);
   }
 #pragma GCC unroll 2
   for (int k = 0; k < kc; ++k) {
