@@ -77,7 +77,7 @@ void microKernelAvx512(int kc, const float* ap, const float* bp, float* c, int64
 }  // namespace
 
 const MicroKernel& avx512MicroKernel() {
-  static const MicroKernel k{Isa::avx512, kMR, kNR, /*kc=*/256, /*mc=*/14 * 12, /*nc=*/2048, microKernelAvx512};
+  static const MicroKernel k{Isa::avx512, kMR, kNR, /*kc=*/1024, /*mc=*/14 * 4, /*nc=*/2048, microKernelAvx512};
   return k;
 }
 

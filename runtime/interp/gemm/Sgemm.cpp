@@ -62,37 +62,66 @@ class PackBuffer {
   size_t capacity_;
 };
 
-/// Packs rows [i0, i0+mc) x depth [k0, k0+kc) of A into mr-high panels: each
-/// panel holds kc steps of mr floats, rows past the matrix zero.
-void packA(StridedMatrix a, int64_t i0, int mc, int64_t k0, int kc, int mr, float* dst) {
-  for (int p = 0; p < mc; p += mr) {
-    const int rows = std::min(mr, mc - p);
-    float* panel = dst + static_cast<int64_t>(p) * kc;
-    for (int k = 0; k < kc; ++k) {
-      const float* src = a.p + (i0 + p) * a.rs + (k0 + k) * a.cs;
-      float* d = panel + static_cast<int64_t>(k) * mr;
+/// Packs rows [i0, i0+mc) x depth [k0, k0+kc) of A into MR-high panels: each
+/// panel holds kc steps of MR floats, rows past the matrix zero. MR is a
+/// constant so a full panel's step is an unrolled run of loads and stores.
+template <int MR>
+void packA(StridedMatrix a, int64_t i0, int mc, int64_t k0, int kc, float* dst) {
+  for (int p = 0; p < mc; p += MR) {
+    const int rows = std::min(MR, mc - p);
+    const float* src = a.p + (i0 + p) * a.rs + k0 * a.cs;
+    float* d = dst + static_cast<int64_t>(p) * kc;
+    if (rows == MR) {
+      for (int k = 0; k < kc; ++k, src += a.cs, d += MR)
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) d[i] = src[i * a.rs];
+      continue;
+    }
+    for (int k = 0; k < kc; ++k, src += a.cs, d += MR) {
       int i = 0;
       for (; i < rows; ++i) d[i] = src[i * a.rs];
-      for (; i < mr; ++i) d[i] = 0;
+      for (; i < MR; ++i) d[i] = 0;
     }
   }
 }
 
-/// Packs depth [k0, k0+kc) x columns [j0, j0+cols) of B into one nr-wide
-/// panel: kc steps of nr floats, columns past the matrix zero.
-void packBPanel(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, int nr, float* dst) {
-  for (int k = 0; k < kc; ++k) {
-    const float* src = b.p + (k0 + k) * b.rs + j0 * b.cs;
-    float* d = dst + static_cast<int64_t>(k) * nr;
-    int j = 0;
-    if (b.cs == 1) {
-      std::memcpy(d, src, sizeof(float) * cols);
-      j = cols;
-    } else {
-      for (; j < cols; ++j) d[j] = src[j * b.cs];
-    }
-    for (; j < nr; ++j) d[j] = 0;
+void packA(StridedMatrix a, int64_t i0, int mc, int64_t k0, int kc, int mr, float* dst) {
+  switch (mr) {
+    case 6:
+      return packA<6>(a, i0, mc, k0, kc, dst);
+    case 14:
+      return packA<14>(a, i0, mc, k0, kc, dst);
   }
+  throw Error("matmul: internal error: no A packing for a micro-kernel of " + std::to_string(mr) + " rows");
+}
+
+/// Packs depth [k0, k0+kc) x columns [j0, j0+cols) of B into one NR-wide
+/// panel: kc steps of NR floats, columns past the matrix zero.
+template <int NR>
+void packBPanel(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, float* dst) {
+  const float* src = b.p + k0 * b.rs + j0 * b.cs;
+  if (cols == NR && b.cs == 1) {
+    // Rows of B are contiguous: fixed-width copies the compiler vectorises.
+    for (int k = 0; k < kc; ++k, src += b.rs, dst += NR)
+#pragma GCC unroll 32
+      for (int j = 0; j < NR; ++j) dst[j] = src[j];
+    return;
+  }
+  for (int k = 0; k < kc; ++k, src += b.rs, dst += NR) {
+    int j = 0;
+    for (; j < cols; ++j) dst[j] = src[j * b.cs];
+    for (; j < NR; ++j) dst[j] = 0;
+  }
+}
+
+void packBPanel(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, int nr, float* dst) {
+  switch (nr) {
+    case 16:
+      return packBPanel<16>(b, k0, kc, j0, cols, dst);
+    case 32:
+      return packBPanel<32>(b, k0, kc, j0, cols, dst);
+  }
+  throw Error("matmul: internal error: no B packing for a micro-kernel of " + std::to_string(nr) + " columns");
 }
 
 /// Runs f(t) for t in [0, tasks), one task per thread when there are several.
@@ -119,16 +148,19 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   const int MR = mk.mr, NR = mk.nr;
   const int threads = parallel ? std::max(1, tbb::this_task_arena::max_concurrency()) : 1;
   const int64_t rowPanels = (M + MR - 1) / MR;
-  const int ncMax = static_cast<int>(std::min<int64_t>(mk.nc, (N + NR - 1) / NR * NR));
-  const int kcMax = static_cast<int>(std::min<int64_t>(mk.kc, K));
-  PackBuffer bBlock(tlsBBlock, static_cast<size_t>(kcMax) * ncMax);
+  // Equal blocks rather than full ones and a sliver: K = 1100 runs as two
+  // panels of 550, not 1024 + 76 (each panel costs a pass over C).
+  const int64_t kPasses = (K + mk.kc - 1) / mk.kc, nPasses = (N + mk.nc - 1) / mk.nc;
+  const int kcStep = static_cast<int>((K + kPasses - 1) / kPasses);
+  const int ncStep = static_cast<int>(((N + nPasses - 1) / nPasses + NR - 1) / NR * NR);
+  PackBuffer bBlock(tlsBBlock, static_cast<size_t>(kcStep) * ncStep);
 
-  for (int64_t jc = 0; jc < N; jc += mk.nc) {
-    const int nc = static_cast<int>(std::min<int64_t>(mk.nc, N - jc));
+  for (int64_t jc = 0; jc < N; jc += ncStep) {
+    const int nc = static_cast<int>(std::min<int64_t>(ncStep, N - jc));
     const int colPanels = (nc + NR - 1) / NR;
     const WorkSplit split = splitWork(rowPanels, colPanels, threads);
-    for (int64_t pc = 0; pc < K; pc += mk.kc) {
-      const int kc = static_cast<int>(std::min<int64_t>(mk.kc, K - pc));
+    for (int64_t pc = 0; pc < K; pc += kcStep) {
+      const int kc = static_cast<int>(std::min<int64_t>(kcStep, K - pc));
       const int packTasks = std::min(threads, colPanels / 4 + 1);
       forEachTask(packTasks, [&](int t) {
         for (int p = colPanels * t / packTasks; p < colPanels * (t + 1) / packTasks; ++p)
