@@ -61,6 +61,64 @@ __attribute__((target("avx512f"))) void tileRows(int kc, const float* ap, const 
   }
 }
 
+/// In-register transpose of 16 x 16 floats: r[i] lane j -> r[j] lane i.
+__attribute__((target("avx512f"))) inline void transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  __m512 u[16];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    const __m512d t0 = _mm512_castps_pd(t[4 * g]), t1 = _mm512_castps_pd(t[4 * g + 1]),
+                  t2 = _mm512_castps_pd(t[4 * g + 2]), t3 = _mm512_castps_pd(t[4 * g + 3]);
+    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  // u[4g + j], 128-bit lane L: column 4L + j of rows 4g .. 4g+3.
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD),
+                 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88),
+                 v3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+    r[j] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    r[4 + j] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + j] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+  }
+}
+
+/// Packs A with contiguous rows 16 depth steps at a time: load up to 14 row
+/// segments, transpose, store each step's 14 floats.
+__attribute__((target("avx512f"))) void packRowMajorA(StridedMatrix a, int64_t i0, int mc, int64_t k0, int kc,
+                                                      float* dst) {
+  constexpr __mmask16 kPanelLanes = (1u << kMR) - 1;
+  for (int p = 0; p < mc; p += kMR) {
+    const int rows = mc - p < kMR ? mc - p : kMR;
+    const float* src = a.p + (i0 + p) * a.rs + k0;
+    float* d = dst + static_cast<int64_t>(p) * kc;
+    for (int k = 0; k < kc; k += 16) {
+      const int steps = kc - k < 16 ? kc - k : 16;
+      const __mmask16 stepLanes = steps == 16 ? __mmask16(0xFFFF) : __mmask16((1u << steps) - 1);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        r[i] = i < rows ? _mm512_maskz_loadu_ps(stepLanes, src + i * a.rs + k) : _mm512_setzero_ps();
+      transpose16x16(r);
+      if (steps == 16) {
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(d + (k + j) * kMR, kPanelLanes, r[j]);
+      } else {
+        for (int j = 0; j < steps; ++j) _mm512_mask_storeu_ps(d + (k + j) * kMR, kPanelLanes, r[j]);
+      }
+    }
+  }
+}
+
 template <int... R>
 constexpr std::array<MicroKernelFn, sizeof...(R)> tilesByRows(std::integer_sequence<int, R...>) {
   return {[](int kc, const float* ap, const float* bp, float* c, int64_t ldc, int, int nr, bool accumulate) {
@@ -77,7 +135,8 @@ void microKernelAvx512(int kc, const float* ap, const float* bp, float* c, int64
 }  // namespace
 
 const MicroKernel& avx512MicroKernel() {
-  static const MicroKernel k{Isa::avx512, kMR, kNR, /*kc=*/1024, /*mc=*/14 * 4, /*nc=*/2048, microKernelAvx512};
+  static const MicroKernel k{Isa::avx512, kMR, kNR, /*kc=*/1024, /*mc=*/14 * 4, /*nc=*/2048, microKernelAvx512,
+                             packRowMajorA};
   return k;
 }
 

@@ -15,6 +15,11 @@ namespace kiln::interp::gemm {
 using MicroKernelFn = void (*)(int kc, const float* ap, const float* bp, float* c, int64_t ldc, int mr, int nr,
                                bool accumulate);
 
+/// Packs rows [i0, i0+mc) x depth [k0, k0+kc) of A, whose rows are
+/// contiguous (cs == 1), into MR-high panels (kc steps of MR floats each, rows
+/// past the matrix zero): the layout ap of MicroKernelFn expects.
+using PackRowMajorAFn = void (*)(StridedMatrix a, int64_t i0, int mc, int64_t k0, int kc, float* dst);
+
 /// A register tile and the cache blocking tuned for it.
 struct MicroKernel {
   Isa isa;
@@ -23,6 +28,7 @@ struct MicroKernel {
   int mc;      // rows of A per packed block (a multiple of mr; L2)
   int nc;      // columns of B per packed block (a multiple of nr; L3)
   MicroKernelFn run;
+  PackRowMajorAFn packRowMajorA = nullptr;  // optional; the driver's generic packing otherwise
 };
 
 const MicroKernel& scalarMicroKernel();

@@ -177,7 +177,10 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
         PackBuffer aBlock(tlsABlock, static_cast<size_t>(mk.mc) * kc);
         for (int64_t ic = i0; ic < i1; ic += mk.mc) {
           const int mc = static_cast<int>(std::min<int64_t>(mk.mc, i1 - ic));
-          packA(a, ic, mc, pc, kc, MR, aBlock.data());
+          if (a.cs == 1 && mk.packRowMajorA)
+            mk.packRowMajorA(a, ic, mc, pc, kc, aBlock.data());
+          else
+            packA(a, ic, mc, pc, kc, MR, aBlock.data());
           for (int p = p0; p < p1; ++p) {
             const int nr = std::min(NR, nc - p * NR);
             const float* bp = bBlock.data() + static_cast<int64_t>(p) * kc * NR;
