@@ -75,16 +75,10 @@ Isa activeIsa() { return active().load(std::memory_order_relaxed); }
 
 Isa setActiveIsa(Isa isa) { return active().exchange(clampToCpu(isa), std::memory_order_relaxed); }
 
-static MicroKernel tuned(MicroKernel k) {  // TUNING HACK, remove
-  if (const char* v = std::getenv("KILN_GEMM_TUNE")) std::sscanf(v, "%d,%d,%d", &k.kc, &k.mc, &k.nc);
-  return k;
-}
 const MicroKernel& microKernelFor(Isa isa) {
   switch (isa) {
-    case Isa::avx512: {
-      static const MicroKernel k = tuned(avx512MicroKernel());
-      return k;
-    }
+    case Isa::avx512:
+      return avx512MicroKernel();
     case Isa::avx2:
       return avx2MicroKernel();
     case Isa::scalar:
