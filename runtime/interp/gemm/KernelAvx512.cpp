@@ -63,6 +63,11 @@ __attribute__((target("avx512f"))) void tileRows(int kc, const float* ap, const 
   }
 }
 
+// GCC 12's shuffle intrinsics start from _mm512_undefined_ps() and warn about
+// it once inlined (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 /// In-register transpose of 16 x 16 floats: r[i] lane j -> r[j] lane i.
 __attribute__((target("avx512f"))) inline void transpose16x16(__m512 r[16]) {
   __m512 t[16];
@@ -120,6 +125,8 @@ __attribute__((target("avx512f"))) void packRowMajorA(StridedMatrix a, int64_t i
     }
   }
 }
+
+#pragma GCC diagnostic pop
 
 template <int... R>
 constexpr std::array<MicroKernelFn, sizeof...(R)> tilesByRows(std::integer_sequence<int, R...>) {
