@@ -146,7 +146,10 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   }
   const MicroKernel& mk = microKernelFor(activeIsa());
   const int MR = mk.mr, NR = mk.nr;
-  const int threads = parallel ? std::max(1, tbb::this_task_arena::max_concurrency()) : 1;
+  // Below about 2^18 multiply-adds (a few microseconds) a split costs more
+  // than it saves.
+  const bool split = parallel && M * N * K >= (int64_t{1} << 18);
+  const int threads = split ? std::max(1, tbb::this_task_arena::max_concurrency()) : 1;
   const int64_t rowPanels = (M + MR - 1) / MR;
   // Equal blocks rather than full ones and a sliver: K = 1100 runs as two
   // panels of 550, not 1024 + 76 (each panel costs a pass over C).
@@ -158,7 +161,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   for (int64_t jc = 0; jc < N; jc += ncStep) {
     const int nc = static_cast<int>(std::min<int64_t>(ncStep, N - jc));
     const int colPanels = (nc + NR - 1) / NR;
-    const WorkSplit split = splitWork(rowPanels, colPanels, threads);
+    const WorkSplit grid = splitWork(rowPanels, colPanels, threads);
     for (int64_t pc = 0; pc < K; pc += kcStep) {
       const int kc = static_cast<int>(std::min<int64_t>(kcStep, K - pc));
       const int packTasks = std::min(threads, colPanels / 4 + 1);
@@ -168,11 +171,10 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
                      bBlock.data() + static_cast<int64_t>(p) * kc * NR);
       });
       const bool addToC = accumulate || pc > 0;
-      forEachTask(split.rows * split.cols, [&](int t) {
-        const int64_t rg = t / split.cols, cg = t % split.cols;
-        const int64_t i0 = rowPanels * rg / split.rows * MR, i1 = std::min(M, rowPanels * (rg + 1) / split.rows * MR);
-        const int p0 = static_cast<int>(colPanels * cg / split.cols),
-                  p1 = static_cast<int>(colPanels * (cg + 1) / split.cols);
+      forEachTask(grid.rows * grid.cols, [&](int t) {
+        const int64_t rg = t / grid.cols, cg = t % grid.cols;
+        const int64_t i0 = rowPanels * rg / grid.rows * MR, i1 = std::min(M, rowPanels * (rg + 1) / grid.rows * MR);
+        const int p0 = static_cast<int>(colPanels * cg / grid.cols), p1 = static_cast<int>(colPanels * (cg + 1) / grid.cols);
         if (i0 >= i1 || p0 >= p1) return;
         PackBuffer aBlock(tlsABlock, static_cast<size_t>(mk.mc) * kc);
         for (int64_t ic = i0; ic < i1; ic += mk.mc) {
