@@ -1,0 +1,40 @@
+// The GEMM's seam between the blocked driver (Sgemm.cpp) and the per-ISA
+// register tiles (Kernel<Isa>.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/interp/gemm/Sgemm.h"
+
+namespace kiln::interp::gemm {
+
+/// C[0:mr, 0:nr] (=, or += with `accumulate`) Ap * Bp over depth kc, where Ap
+/// is a packed A micro-panel (kc steps of MR floats, rows >= mr zero) and Bp a
+/// packed B micro-panel (kc steps of NR floats, 64-byte aligned, columns >= nr
+/// zero). C's rows are ldc apart. 1 <= mr <= MR, 1 <= nr <= NR, kc >= 1.
+using MicroKernelFn = void (*)(int kc, const float* ap, const float* bp, float* c, int64_t ldc, int mr, int nr,
+                               bool accumulate);
+
+/// Packs rows [i0, i0+mc) x depth [k0, k0+kc) of A, whose rows are
+/// contiguous (cs == 1), into MR-high panels (kc steps of MR floats each, rows
+/// past the matrix zero): the layout ap of MicroKernelFn expects.
+using PackRowMajorAFn = void (*)(StridedMatrix a, int64_t i0, int mc, int64_t k0, int kc, float* dst);
+
+/// A register tile and the cache blocking tuned for it.
+struct MicroKernel {
+  Isa isa;
+  int mr, nr;  // register tile: rows of A (broadcast) x columns of B (vectors)
+  int kc;      // depth of a packed panel
+  int mc;      // rows of A per packed block (a multiple of mr; L2)
+  int nc;      // columns of B per packed block (a multiple of nr; L3)
+  MicroKernelFn run;
+  PackRowMajorAFn packRowMajorA = nullptr;  // optional; the driver's generic packing otherwise
+};
+
+const MicroKernel& scalarMicroKernel();
+const MicroKernel& avx2MicroKernel();
+const MicroKernel& avx512MicroKernel();
+/// The micro-kernel for `isa` (which the CPU must support).
+const MicroKernel& microKernelFor(Isa isa);
+
+}  // namespace kiln::interp::gemm

@@ -1,0 +1,200 @@
+// The blocked GEMM driver (Goto/BLIS loop order): for each NC-column block of
+// B and KC-deep slice of K, pack the B block once into NR-wide panels shared
+// by all threads; each thread then packs MC-row blocks of its rows of A into
+// MR-high panels and runs the micro-kernel over every (A panel, B panel) pair.
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "kiln/error.h"
+#include "runtime/interp/gemm/MicroKernel.h"
+#include "runtime/interp/gemm/Sgemm.h"
+#include "runtime/interp/gemm/WorkSplit.h"
+
+namespace kiln::interp::gemm {
+
+namespace {
+
+/// A thread's kept packing buffer: packing blocks are up to megabytes, and
+/// allocating them per call would cost page faults on every call.
+struct ScratchSlot {
+  float* p = nullptr;
+  size_t capacity = 0;  // floats
+  ~ScratchSlot() { std::free(p); }
+};
+thread_local ScratchSlot tlsBBlock, tlsABlock;
+
+/// Takes the thread's slot for the call's duration and gives it back after;
+/// a call nested on the same thread (TBB work stealing while this one waits)
+/// finds the slot empty and allocates its own.
+class PackBuffer {
+ public:
+  PackBuffer(ScratchSlot& slot, size_t floats) : slot_(slot), p_(slot.p), capacity_(slot.capacity) {
+    slot.p = nullptr;
+    slot.capacity = 0;
+    if (capacity_ < floats) {
+      std::free(p_);
+      p_ = static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64));
+      capacity_ = p_ ? floats : 0;
+      if (!p_) throw Error("matmul: out of memory for the GEMM's packing buffers (" +
+                           std::to_string(floats * sizeof(float)) + " bytes)");
+    }
+  }
+  ~PackBuffer() {
+    if (slot_.p) {
+      std::free(p_);
+      return;
+    }
+    slot_.p = p_;
+    slot_.capacity = capacity_;
+  }
+  PackBuffer(const PackBuffer&) = delete;
+  PackBuffer& operator=(const PackBuffer&) = delete;
+  float* data() const { return p_; }
+
+ private:
+  ScratchSlot& slot_;
+  float* p_;
+  size_t capacity_;
+};
+
+/// Packs rows [i0, i0+mc) x depth [k0, k0+kc) of A into MR-high panels: each
+/// panel holds kc steps of MR floats, rows past the matrix zero. MR is a
+/// constant so a full panel's step is an unrolled run of loads and stores.
+template <int MR>
+void packA(StridedMatrix a, int64_t i0, int mc, int64_t k0, int kc, float* dst) {
+  for (int p = 0; p < mc; p += MR) {
+    const int rows = std::min(MR, mc - p);
+    const float* src = a.p + (i0 + p) * a.rs + k0 * a.cs;
+    float* d = dst + static_cast<int64_t>(p) * kc;
+    if (rows == MR) {
+      for (int k = 0; k < kc; ++k, src += a.cs, d += MR)
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) d[i] = src[i * a.rs];
+      continue;
+    }
+    for (int k = 0; k < kc; ++k, src += a.cs, d += MR) {
+      int i = 0;
+      for (; i < rows; ++i) d[i] = src[i * a.rs];
+      for (; i < MR; ++i) d[i] = 0;
+    }
+  }
+}
+
+void packA(StridedMatrix a, int64_t i0, int mc, int64_t k0, int kc, int mr, float* dst) {
+  switch (mr) {
+    case 6:
+      return packA<6>(a, i0, mc, k0, kc, dst);
+    case 14:
+      return packA<14>(a, i0, mc, k0, kc, dst);
+  }
+  throw Error("matmul: internal error: no A packing for a micro-kernel of " + std::to_string(mr) + " rows");
+}
+
+/// Packs depth [k0, k0+kc) x columns [j0, j0+cols) of B into one NR-wide
+/// panel: kc steps of NR floats, columns past the matrix zero.
+template <int NR>
+void packBPanel(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, float* dst) {
+  const float* src = b.p + k0 * b.rs + j0 * b.cs;
+  if (cols == NR && b.cs == 1) {
+    // Rows of B are contiguous: fixed-width copies the compiler vectorises.
+    for (int k = 0; k < kc; ++k, src += b.rs, dst += NR)
+#pragma GCC unroll 32
+      for (int j = 0; j < NR; ++j) dst[j] = src[j];
+    return;
+  }
+  for (int k = 0; k < kc; ++k, src += b.rs, dst += NR) {
+    int j = 0;
+    for (; j < cols; ++j) dst[j] = src[j * b.cs];
+    for (; j < NR; ++j) dst[j] = 0;
+  }
+}
+
+void packBPanel(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, int nr, float* dst) {
+  switch (nr) {
+    case 16:
+      return packBPanel<16>(b, k0, kc, j0, cols, dst);
+    case 32:
+      return packBPanel<32>(b, k0, kc, j0, cols, dst);
+  }
+  throw Error("matmul: internal error: no B packing for a micro-kernel of " + std::to_string(nr) + " columns");
+}
+
+/// Runs f(t) for t in [0, tasks), one task per thread when there are several.
+template <class F>
+void forEachTask(int tasks, F&& f) {
+  if (tasks == 1) {
+    f(0);
+    return;
+  }
+  tbb::parallel_for(0, tasks, [&](int t) { f(t); }, tbb::static_partitioner());
+}
+
+}  // namespace
+
+void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, float* c, int64_t ldc, bool accumulate,
+           bool parallel) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + N, 0.0f);
+    return;
+  }
+  const MicroKernel& mk = microKernelFor(activeIsa());
+  const int MR = mk.mr, NR = mk.nr;
+  // Below about 2^18 multiply-adds (a few microseconds) a split costs more
+  // than it saves.
+  const bool split = parallel && M * N * K >= (int64_t{1} << 18);
+  const int threads = split ? std::max(1, tbb::this_task_arena::max_concurrency()) : 1;
+  const int64_t rowPanels = (M + MR - 1) / MR;
+  // Equal blocks rather than full ones and a sliver: K = 1100 runs as two
+  // panels of 550, not 1024 + 76 (each panel costs a pass over C).
+  const int64_t kPasses = (K + mk.kc - 1) / mk.kc, nPasses = (N + mk.nc - 1) / mk.nc;
+  const int kcStep = static_cast<int>((K + kPasses - 1) / kPasses);
+  const int ncStep = static_cast<int>(((N + nPasses - 1) / nPasses + NR - 1) / NR * NR);
+  PackBuffer bBlock(tlsBBlock, static_cast<size_t>(kcStep) * ncStep);
+
+  for (int64_t jc = 0; jc < N; jc += ncStep) {
+    const int nc = static_cast<int>(std::min<int64_t>(ncStep, N - jc));
+    const int colPanels = (nc + NR - 1) / NR;
+    const WorkSplit grid = splitWork(rowPanels, colPanels, threads);
+    for (int64_t pc = 0; pc < K; pc += kcStep) {
+      const int kc = static_cast<int>(std::min<int64_t>(kcStep, K - pc));
+      const int packTasks = std::min(threads, colPanels / 4 + 1);
+      forEachTask(packTasks, [&](int t) {
+        for (int p = colPanels * t / packTasks; p < colPanels * (t + 1) / packTasks; ++p)
+          packBPanel(b, pc, kc, jc + static_cast<int64_t>(p) * NR, std::min(NR, nc - p * NR), NR,
+                     bBlock.data() + static_cast<int64_t>(p) * kc * NR);
+      });
+      const bool addToC = accumulate || pc > 0;
+      forEachTask(grid.rows * grid.cols, [&](int t) {
+        const int64_t rg = t / grid.cols, cg = t % grid.cols;
+        const int64_t i0 = rowPanels * rg / grid.rows * MR, i1 = std::min(M, rowPanels * (rg + 1) / grid.rows * MR);
+        const int p0 = static_cast<int>(colPanels * cg / grid.cols), p1 = static_cast<int>(colPanels * (cg + 1) / grid.cols);
+        if (i0 >= i1 || p0 >= p1) return;
+        PackBuffer aBlock(tlsABlock, static_cast<size_t>(mk.mc) * kc);
+        for (int64_t ic = i0; ic < i1; ic += mk.mc) {
+          const int mc = static_cast<int>(std::min<int64_t>(mk.mc, i1 - ic));
+          if (a.cs == 1 && mk.packRowMajorA)
+            mk.packRowMajorA(a, ic, mc, pc, kc, aBlock.data());
+          else
+            packA(a, ic, mc, pc, kc, MR, aBlock.data());
+          for (int p = p0; p < p1; ++p) {
+            const int nr = std::min(NR, nc - p * NR);
+            const float* bp = bBlock.data() + static_cast<int64_t>(p) * kc * NR;
+            float* cp = c + ic * ldc + jc + static_cast<int64_t>(p) * NR;
+            for (int ir = 0; ir < mc; ir += MR)
+              mk.run(kc, aBlock.data() + static_cast<int64_t>(ir) * kc, bp, cp + ir * ldc, ldc, std::min(MR, mc - ir),
+                     nr, addToC);
+          }
+        }
+      });
+    }
+  }
+}
+
+}  // namespace kiln::interp::gemm

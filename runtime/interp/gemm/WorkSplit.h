@@ -1,0 +1,19 @@
+// How the GEMM splits one packed B block's work over threads.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::interp::gemm {
+
+/// A grid of rows x cols tasks over the row panels of A and the column
+/// panels of B (rows * cols <= threads).
+struct WorkSplit {
+  int rows = 1, cols = 1;
+};
+
+/// The grid whose slowest task does the least: micro-kernel calls plus the
+/// A packing that each task repeats for its rows. Ties go to more row groups
+/// (no A panel packed twice).
+WorkSplit splitWork(int64_t rowPanels, int64_t colPanels, int threads);
+
+}  // namespace kiln::interp::gemm

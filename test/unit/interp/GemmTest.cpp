@@ -1,0 +1,196 @@
+// The f32 GEMM (runtime/interp/gemm) against a double reference loop, once
+// per micro-kernel ISA this CPU can run: edge shapes around the register tile
+// and the cache blocks, strided and transposed operands, accumulation, and C
+// left alone outside its M x N window.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/interp/gemm/MicroKernel.h"
+#include "runtime/interp/gemm/Sgemm.h"
+#include "runtime/interp/gemm/WorkSplit.h"
+
+namespace kiln::interp::gemm {
+namespace {
+
+constexpr float kSentinel = 12345.f;
+
+/// An operand stored with the given layout: row-major (rs = cols + pad,
+/// cs = 1) or column-major / transposed (rs = 1, cs = rows + pad).
+struct Operand {
+  int64_t rows, cols;
+  bool transposed;
+  std::vector<float> storage;
+  int64_t rs, cs;
+  Operand(int64_t r, int64_t c, bool t, int pad, std::mt19937& rng) : rows(r), cols(c), transposed(t) {
+    rs = t ? 1 : c + pad;
+    cs = t ? r + pad : 1;
+    storage.assign(static_cast<size_t>(std::max<int64_t>(1, (t ? c : r) * (t ? r + pad : c + pad))), kSentinel);
+    std::uniform_real_distribution<float> d(-1.f, 1.f);
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) storage[i * rs + j * cs] = d(rng);
+  }
+  float at(int64_t i, int64_t j) const { return storage[i * rs + j * cs]; }
+  StridedMatrix view() const { return {storage.data(), rs, cs}; }
+};
+
+struct Case {
+  int64_t M, N, K;
+  bool transA = false, transB = false;
+  int pad = 0;  // extra elements per row/column of A, B and C
+  bool accumulate = false, parallel = true;
+};
+
+std::string describe(const Case& c) {
+  return std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) + (c.transA ? " A^T" : "") +
+         (c.transB ? " B^T" : "") + " pad " + std::to_string(c.pad) + (c.accumulate ? " C+=" : " C=") +
+         (c.parallel ? " parallel" : " serial");
+}
+
+/// Runs sgemm on `c` and compares with a double loop; an error bound of
+/// 2 (K + 2) u sum |a b| holds for any summation order.
+void check(const Case& cs, uint32_t seed) {
+  SCOPED_TRACE(describe(cs));
+  std::mt19937 rng(seed);
+  Operand a(cs.M, cs.K, cs.transA, cs.pad, rng), b(cs.K, cs.N, cs.transB, cs.pad, rng);
+  const int64_t ldc = cs.N + cs.pad;
+  // C has one row past M, so a store past the window would show.
+  std::vector<float> c(static_cast<size_t>((cs.M + 1) * ldc), kSentinel);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  for (int64_t i = 0; i < cs.M; ++i)
+    for (int64_t j = 0; j < cs.N; ++j) c[i * ldc + j] = d(rng);
+  const std::vector<float> c0 = c;
+  sgemm(cs.M, cs.N, cs.K, a.view(), b.view(), c.data(), ldc, cs.accumulate, cs.parallel);
+  const double u = std::ldexp(1.0, -24);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < cs.M + 1; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      const float got = c[i * ldc + j];
+      if (i >= cs.M || j >= cs.N) {
+        if (got != kSentinel && bad++ < 5) ADD_FAILURE() << "C(" << i << "," << j << ") outside the window changed";
+        continue;
+      }
+      double ref = cs.accumulate ? c0[i * ldc + j] : 0.0, mag = std::fabs(ref);
+      for (int64_t k = 0; k < cs.K; ++k) {
+        const double p = static_cast<double>(a.at(i, k)) * b.at(k, j);
+        ref += p;
+        mag += std::fabs(p);
+      }
+      const double tol = 2.0 * static_cast<double>(cs.K + 2) * u * mag + 1e-30;
+      if (!(std::fabs(got - ref) <= tol) && bad++ < 5)
+        ADD_FAILURE() << "C(" << i << "," << j << ") = " << got << ", expected " << ref << " (tolerance " << tol << ")";
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+class GemmIsaTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!cpuSupports(GetParam())) GTEST_SKIP() << "this CPU cannot run " << isaName(GetParam());
+    previous_ = setActiveIsa(GetParam());
+    ASSERT_EQ(activeIsa(), GetParam());
+  }
+  void TearDown() override {
+    if (cpuSupports(GetParam())) setActiveIsa(previous_);
+  }
+  const MicroKernel& kernel() const { return microKernelFor(GetParam()); }
+
+ private:
+  Isa previous_ = Isa::scalar;
+};
+
+TEST_P(GemmIsaTest, ThinAndDegenerateShapes) {
+  uint32_t seed = 1;
+  for (Case c : std::vector<Case>{{1, 1, 1},   {1, 37, 5},  {37, 1, 5},  {1, 1, 300}, {5, 7, 1},
+                                  {3, 2, 0},   {0, 4, 3},   {4, 0, 3},   {1, 100, 1}, {100, 1, 1}})
+    check(c, seed++);
+  // K = 0 accumulating leaves C as it was.
+  check({6, 9, 0, false, false, 1, true}, seed++);
+}
+
+TEST_P(GemmIsaTest, EveryRowAndColumnRemainderOfTheTile) {
+  const int mr = kernel().mr, nr = kernel().nr;
+  uint32_t seed = 100;
+  for (int m = 1; m <= mr + 1; ++m) check({m, nr + 5, 9}, seed++);                 // every partial row count
+  for (int n = 1; n <= nr + 1; ++n) check({2 * mr + 3, n, 7}, seed++);             // every column mask
+  check({3 * mr - 1, 3 * nr - 1, 33, false, false, 3}, seed++);                    // both ragged, padded rows
+}
+
+TEST_P(GemmIsaTest, AcrossTheCacheBlocks) {
+  const MicroKernel& k = kernel();
+  uint32_t seed = 200;
+  // K past one and two panels, M past the A block, N past the B block.
+  check({k.mc + k.mr + 1, 2 * k.nr + 3, 2 * k.kc + 5}, seed++);
+  check({2 * k.mc + 3, k.nr + 1, k.kc + 1, false, false, 0, true}, seed++);
+  check({3, k.nc + k.nr + 7, 40}, seed++);
+  check({k.mc + 5, k.nc + 3, k.kc + 9, false, false, 0, false, false}, seed++);
+}
+
+TEST_P(GemmIsaTest, TransposedAndStridedOperands) {
+  uint32_t seed = 300;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int pad : {0, 3}) {
+        check({45, 70, 130, ta, tb, pad}, seed++);
+        check({17, 33, 300, ta, tb, pad, true}, seed++);
+        check({1, 65, 20, ta, tb, pad, false, false}, seed++);
+      }
+}
+
+TEST_P(GemmIsaTest, SerialAndParallelAgreeBitForBit) {
+  // The split over threads changes which thread computes a tile, never the
+  // order of a tile's sums, so both give the same bits.
+  std::mt19937 rng(400);
+  const int64_t M = 150, N = 90, K = 520;
+  Operand a(M, K, false, 0, rng), b(K, N, true, 1, rng);
+  std::vector<float> serial(M * N), parallel(M * N);
+  sgemm(M, N, K, a.view(), b.view(), serial.data(), N, false, false);
+  sgemm(M, N, K, a.view(), b.view(), parallel.data(), N, false, true);
+  EXPECT_EQ(serial, parallel);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, GemmIsaTest, ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512),
+                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isaName(info.param)); });
+
+TEST(GemmIsa, SetActiveIsaClampsToTheCpu) {
+  const Isa before = activeIsa();
+  setActiveIsa(Isa::avx512);
+  EXPECT_EQ(activeIsa(), cpuSupports(Isa::avx512) ? Isa::avx512 : cpuSupports(Isa::avx2) ? Isa::avx2 : Isa::scalar);
+  setActiveIsa(Isa::scalar);
+  EXPECT_EQ(activeIsa(), Isa::scalar);
+  setActiveIsa(before);
+}
+
+TEST(GemmIsa, DefaultIsTheBestTheCpuRunsOrTheEnvironmentsChoice) {
+  // CTest runs this once as is and once with KILN_GEMM_ISA=avx2.
+  const char* env = std::getenv("KILN_GEMM_ISA");
+  const Isa best = cpuSupports(Isa::avx512) ? Isa::avx512 : cpuSupports(Isa::avx2) ? Isa::avx2 : Isa::scalar;
+  if (env && std::string(env) == "avx2" && cpuSupports(Isa::avx2)) {
+    EXPECT_EQ(activeIsa(), Isa::avx2);
+  } else if (!env) {
+    EXPECT_EQ(activeIsa(), best);
+  }
+}
+
+TEST(GemmWorkSplit, BalancesTheSlowestTask) {
+  // Enough row panels: split rows only.
+  EXPECT_EQ(splitWork(74, 32, 2).rows, 2);
+  EXPECT_EQ(splitWork(74, 32, 2).cols, 1);
+  // One row panel: split columns.
+  EXPECT_EQ(splitWork(1, 32, 2).rows, 1);
+  EXPECT_EQ(splitWork(1, 32, 2).cols, 2);
+  // One thread: one task.
+  EXPECT_EQ(splitWork(100, 100, 1).rows * splitWork(100, 100, 1).cols, 1);
+  // Three row panels on four threads: rows and columns.
+  const WorkSplit s = splitWork(3, 64, 4);
+  EXPECT_LE(s.rows * s.cols, 4);
+  EXPECT_GT(s.cols, 1);
+}
+
+}  // namespace
+}  // namespace kiln::interp::gemm
