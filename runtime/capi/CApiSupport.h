@@ -201,6 +201,9 @@ inline kiln_dtype cDType(DType t) { return static_cast<kiln_dtype>(static_cast<i
 /// Validated extents (rank <= Shape::kMaxRank, extents >= 0 unless
 /// allowInferred permits -1).
 Shape shapeOf(const int64_t* dims, int64_t rank, const char* what, bool allowInferred = false);
+/// Bytes of a dense `shape` of `dtype`; KILN_ERROR_SHAPE when they are more
+/// than fits in the address space.
+size_t denseBytes(const Shape& shape, DType dtype, const char* what);
 
 /// Writes `text` NUL-terminated into a caller buffer (see kiln_stats_json).
 void writeText(const std::string& text, char* buffer, size_t capacity, size_t* length);

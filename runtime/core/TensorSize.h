@@ -1,0 +1,41 @@
+// Checked tensor sizes: the one place where element counts, strides and byte
+// sizes are computed with overflow checks. Shapes are checked when an op
+// records its result (and when a tensor is created from memory); bytes when a
+// dense buffer is allocated or copied. Past these checks, Shape::numel(),
+// row-major strides and byte offsets of a view cannot overflow int64.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kiln/dtype.h"
+#include "kiln/shape.h"
+
+namespace kiln::core {
+
+/// The most bytes Kiln computes with: a byte offset into any buffer fits in
+/// int64 (and size_t).
+inline constexpr int64_t kMaxTensorBytes = INT64_MAX;
+
+/// Empty when `shape` has a representable element count: the product of its
+/// extents, and of its nonzero extents (its row-major strides), fit in int64.
+/// Otherwise a message: "shape [..] would hold about N elements, more than
+/// fits in int64 ...". Extents must be >= 0.
+std::string checkElementCount(const Shape& shape);
+
+/// Bytes of a dense `shape` (already element-count checked) of `dtype` into
+/// *bytes; a message instead when they exceed kMaxTensorBytes.
+std::string denseByteSize(const Shape& shape, DType dtype, int64_t* bytes);
+
+/// The element offsets, relative to element 0, of the lowest and highest
+/// element a strided view of `shape` touches (both 0 when it is empty), into
+/// *lo and *hi; a message instead when they, or the bytes between them, are
+/// more than fits (the strides reach outside the address space).
+std::string stridedExtent(const Shape& shape, const int64_t* strides, DType dtype, int64_t* lo, int64_t* hi);
+
+/// Throwing forms for the places that allocate or copy: kiln::Error
+/// "<op>: <message>".
+void requireElementCount(const char* op, const Shape& shape);
+std::size_t requireDenseBytes(const char* op, const Shape& shape, DType dtype);
+
+}  // namespace kiln::core
