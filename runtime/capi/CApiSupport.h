@@ -128,7 +128,7 @@ class HandleTable {
   }
 
   void release(uint64_t handle, const char* what) {
-    T dropped;  // destroyed after the lock is released (it may take other locks)
+    [[maybe_unused]] T dropped;  // destroyed after the lock is released (it may take other locks)
     {
       std::lock_guard<std::mutex> lock(mutex_);
       Slot& s = slotOf(handle, what);
