@@ -2,6 +2,7 @@
 // recording. Composite ops live in Composites.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -241,10 +242,12 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
   if (step == 0 || step != step) fail("arange", "step must be non-zero");
   if (start != start || end != end) fail("arange", "start and end must not be NaN");
   double n = std::ceil((end - start) / step);
-  if (!(n < 0x1p63))  // also infinite: converting would overflow
-    fail("arange", "[" + std::to_string(start) + ", " + std::to_string(end) + ") by " + std::to_string(step) +
-                       " would hold about " + std::to_string(n) + " elements, more than fits in int64 (at most " +
-                       std::to_string(INT64_MAX) + "); use a larger step or a shorter range");
+  if (!(n < 0x1p63)) {  // also infinite: converting would overflow
+    char range[128];
+    std::snprintf(range, sizeof range, "[%g, %g) by %g would hold about %g elements", start, end, step, n);
+    fail("arange", std::string(range) + ", more than fits in int64 (at most " + std::to_string(INT64_MAX) +
+                       "); use a larger step or a shorter range");
+  }
   int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
   checkCreation("arange", Shape{count}, device);
   NodeSpec spec{OpKind::Arange, dtype, Shape{count}};

@@ -24,17 +24,16 @@ std::string decimal(unsigned __int128 x) {
 
 std::string checkElementCount(const Shape& shape) {
   int64_t nonzero = 1;
-  bool overflow = false, empty = false;
+  bool overflow = false;
+  for (int64_t d : shape)
+    if (d != 0 && __builtin_mul_overflow(nonzero, d, &nonzero)) overflow = true;
+  if (!overflow) return {};  // every recorded op passes here: keep it cheap
+  bool empty = false;
   long double approx = 1;  // for the message only
   for (int64_t d : shape) {
-    if (d == 0) {
-      empty = true;
-      continue;
-    }
-    approx *= static_cast<long double>(d);
-    if (!overflow && __builtin_mul_overflow(nonzero, d, &nonzero)) overflow = true;
+    if (d == 0) empty = true;
+    else approx *= static_cast<long double>(d);
   }
-  if (!overflow) return {};
   if (empty)
     return "shape " + shape.str() + " has too many elements: it is empty, but the product of its nonzero extents (" +
            approximately(approx) + ", its row-major strides) is more than fits in int64 (at most " +

@@ -326,6 +326,9 @@ void set_settings(const Settings& s) {
 
 namespace exec {
 spdlog::logger& log() {
+  // Settings first: reading them may log warnings through this logger, which
+  // must not happen while it is being created.
+  settings();
   // Leaked on purpose: compile threads may still log during process exit.
   static auto* logger = new std::shared_ptr<spdlog::logger>([] {
     auto l = spdlog::stderr_color_mt("kiln");

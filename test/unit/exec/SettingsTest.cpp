@@ -217,3 +217,23 @@ TEST_F(DumpDirectory, ARegularFileIsWarnedAboutOnce) {
 
 }  // namespace
 }  // namespace kiln::exec
+
+namespace kiln::exec {
+namespace {
+
+// Run alone, with bad settings in the environment, by the
+// kiln_settings_first_use test (test/unit/CMakeLists.txt): the logger is the
+// first to read the settings, and their warning goes through it.
+TEST(SettingsFirstUse, TheLoggerCanBeTheFirstToReadBadSettings) {
+  if (!std::getenv("KILN_SETTINGS_FIRST_USE")) GTEST_SKIP() << "run by the kiln_settings_first_use test";
+  testing::internal::CaptureStderr();
+  log().info("first use");
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("KILN_COMPILE_THREADS=100000 is above the range 1 to 64; using 64"), std::string::npos) << err;
+  EXPECT_NE(err.find("first use"), std::string::npos) << err;
+  EXPECT_EQ(settings().compile_threads, 64);
+  EXPECT_EQ(settings().log_level, "info");
+}
+
+}  // namespace
+}  // namespace kiln::exec
