@@ -33,6 +33,18 @@ std::string denseByteSize(const Shape& shape, DType dtype, int64_t* bytes);
 /// more than fits (the strides reach outside the address space).
 std::string stridedExtent(const Shape& shape, const int64_t* strides, DType dtype, int64_t* lo, int64_t* hi);
 
+/// The common case without building messages: the element count (and the
+/// nonzero extents' product) and the dense bytes of `shape` with elements of
+/// `elementSize` bytes fit in int64.
+inline bool denseSizeFits(const Shape& shape, std::size_t elementSize) {
+  int64_t nonzero = 1, all = 1, bytes;
+  for (int64_t d : shape) {
+    if (d == 0) all = 0;
+    else if (__builtin_mul_overflow(nonzero, d, &nonzero)) return false;
+  }
+  return !__builtin_mul_overflow(all == 0 ? 0 : nonzero, static_cast<int64_t>(elementSize), &bytes);
+}
+
 /// Throwing forms for the places that allocate or copy: kiln::Error
 /// "<op>: <message>".
 void requireElementCount(const char* op, const Shape& shape);
