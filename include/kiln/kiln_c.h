@@ -366,7 +366,10 @@ KILN_API kiln_status kiln_empty_cache(void);
  * KILN_LOG / log, KILN_MAX_TRACE_OPS / max_trace_ops, KILN_NUM_THREADS /
  * num_threads, KILN_JIT / jit (async, sync, off, replay), KILN_JIT_THRESHOLD /
  * jit_threshold, KILN_COMPILE_THREADS / compile_threads. Values are text, as
- * in the environment. A new value applies to traces flushed afterwards. */
+ * in the environment, with the ranges the README documents; choices take any
+ * case. A value outside its range is KILN_ERROR_INVALID_ARGUMENT (the message
+ * names the option, the value and the range). A new value applies to traces
+ * flushed afterwards. */
 KILN_API kiln_status kiln_set_option(const char* name, const char* value);
 /* The current value as text, NUL-terminated (sizes as for kiln_stats_json). */
 KILN_API kiln_status kiln_get_option(const char* name, char* buffer, size_t capacity, size_t* length);

@@ -92,7 +92,9 @@ struct Settings {
 const Settings& settings();
 /// Replaces the settings (the C ABI's kiln_set_option uses this). New values
 /// apply to traces flushed afterwards; references returned by settings()
-/// before stay valid (they keep the old values).
+/// before stay valid (they keep the old values). A value outside its range
+/// (README, "Environment variables") throws kiln::Error and changes nothing;
+/// choices are stored in lower case.
 void set_settings(const Settings& s);
 
 }  // namespace kiln

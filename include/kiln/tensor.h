@@ -105,6 +105,9 @@ class Tensor {
 
  private:
   void copyOut(void* dst, DType dstType) const;
+  /// Throws kiln::Error when numel() elements of `elementSize` bytes are more
+  /// than fits in the address space.
+  void checkHostCopy(std::size_t elementSize) const;
   void checkSingleElement() const;
   detail::TensorImpl* impl_ = nullptr;
 };
@@ -130,6 +133,7 @@ inline constexpr bool kHasDType =
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   static_assert(std::is_arithmetic_v<T>, "to_vector<T>: T must be arithmetic");
+  checkHostCopy(kHasDType<T> ? sizeof(T) : sizeof(int64_t));
   std::vector<T> out(static_cast<size_t>(numel()));
   if constexpr (kHasDType<T>) {
     copyOut(out.data(), dtype_of<T>());

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "runtime/api/OpSupport.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/core/TensorImpl.h"
+#include "runtime/core/TensorSize.h"
 
 namespace kiln {
 
@@ -145,6 +147,7 @@ Tensor rounding(OpKind kind, const Tensor& x) {
 void checkCreation(const char* op, const Shape& shape, Device device) {
   for (int64_t d : shape)
     if (d < 0) fail(op, "shape " + shape.str() + " has a negative extent");
+  core::requireElementCount(op, shape);
   hal::deviceContext(device);  // throws a clear error when there is no driver
 }
 
@@ -242,6 +245,12 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
   if (step == 0 || step != step) fail("arange", "step must be non-zero");
   if (start != start || end != end) fail("arange", "start and end must not be NaN");
   double n = std::ceil((end - start) / step);
+  if (!(n < 0x1p63)) {  // also infinite: converting would overflow
+    char range[128];
+    std::snprintf(range, sizeof range, "[%g, %g) by %g would hold about %g elements", start, end, step, n);
+    fail("arange", std::string(range) + ", more than fits in int64 (at most " + std::to_string(INT64_MAX) +
+                       "); use a larger step or a shorter range");
+  }
   int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
   checkCreation("arange", Shape{count}, device);
   NodeSpec spec{OpKind::Arange, dtype, Shape{count}};
@@ -257,8 +266,8 @@ Tensor fromHost(const void* data, std::size_t count, DType dtype, const Shape& s
   if (static_cast<int64_t>(count) != shape.numel())
     fail("from_vector", std::to_string(count) + " values do not fill shape " + shape.str() + " (" +
                             std::to_string(shape.numel()) + " elements)");
+  const size_t bytes = core::requireDenseBytes("from_vector", shape, dtype);
   TensorImpl* impl = TensorImpl::create(dtype, shape, device);
-  const size_t bytes = count * dtype_size(dtype);
   impl->view.storage = core::Storage::allocateHost(bytes);
   if (bytes) std::memcpy(impl->view.storage->data(), data, bytes);
   core::contiguousStrides(shape, impl->view.strides);
@@ -272,13 +281,15 @@ Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device, std
   if (!data && shape.numel() > 0) fail("from_blob", "data is null for a non-empty shape " + shape.str());
   if (!strides.empty() && static_cast<int>(strides.size()) != shape.rank())
     fail("from_blob", std::to_string(strides.size()) + " strides given for rank " + std::to_string(shape.rank()));
-  detail::TensorImpl* impl = detail::TensorImpl::create(dtype, shape, device);
-  if (strides.empty()) core::contiguousStrides(shape, impl->view.strides);
+  int64_t viewStrides[Shape::kMaxRank] = {};
+  if (strides.empty()) core::contiguousStrides(shape, viewStrides);
   else
-    for (int d = 0; d < shape.rank(); ++d) impl->view.strides[d] = strides[d];
-  int64_t extent = 1;  // elements spanned by the view
-  for (int d = 0; d < shape.rank(); ++d) extent += (shape[d] - 1) * std::abs(impl->view.strides[d]);
-  if (shape.numel() == 0) extent = 0;
+    for (int d = 0; d < shape.rank(); ++d) viewStrides[d] = strides[d];
+  int64_t lo = 0, hi = 0;  // element offsets spanned by the view
+  check("from_blob", core::stridedExtent(shape, viewStrides, dtype, &lo, &hi));
+  const int64_t extent = shape.numel() == 0 ? 0 : hi - lo + 1;
+  detail::TensorImpl* impl = detail::TensorImpl::create(dtype, shape, device);
+  for (int d = 0; d < shape.rank(); ++d) impl->view.strides[d] = viewStrides[d];
   impl->view.storage = core::Storage::wrap(data, static_cast<size_t>(extent) * dtype_size(dtype), device,
                                            std::move(deleter));
   return Tensor(impl);

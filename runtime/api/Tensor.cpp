@@ -82,6 +82,14 @@ void Tensor::checkSingleElement() const {
                 " elements); item() needs exactly one element (use to_vector() or index it first)");
 }
 
+void Tensor::checkHostCopy(std::size_t elementSize) const {
+  const Shape& s = shape();
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(s.numel(), static_cast<int64_t>(elementSize), &bytes))
+    throw Error("Tensor::to_vector: " + s.str() + " holds " + std::to_string(s.numel()) + " elements of " +
+                std::to_string(elementSize) + " bytes, more than fits in the address space; slice or reduce it first");
+}
+
 void Tensor::copyOut(void* dst, DType dstType) const {
   detail::TensorImpl* i = materialized(impl_, "to_vector");
   if (i->shape.numel() == 0) return;
@@ -98,7 +106,7 @@ const void* Tensor::data() const {
   if (!core::isContiguous(i->shape, i->view.strides)) {
     // data() promises a dense row-major buffer: replace the strided view by a
     // dense copy of the same values.
-    core::View dense = interp::allocDense(i->dtype, i->shape);
+    core::View dense = interp::allocDense(i->dtype, i->shape, "Tensor::data");
     copyOut(dense.storage->data(), i->dtype);
     i->view = dense;
   }

@@ -69,10 +69,19 @@ enum class HandleKind : uint8_t { Tensor = 0x4b, Function = 0x46 };
 
 /// Handles are tokens (kind, generation, slot index), never pointers: a
 /// released, stale or forged handle is detected without touching freed
-/// memory. Slots are reused with a new generation.
-template <class T>
+/// memory. Slots are reused with a new generation; a slot whose generation
+/// is spent is retired (never reused), so no released handle ever matches a
+/// live one again. The handle encodes GenerationBits (at most 24) bits of
+/// generation; tests narrow it to reach retirement quickly.
+template <class T, unsigned GenerationBits = 24>
 class HandleTable {
+  static_assert(GenerationBits >= 1 && GenerationBits <= 24, "kind 8 bits | generation | 32-bit index");
+
  public:
+  /// The last generation a slot is handed out with; released then, the slot
+  /// is retired.
+  static constexpr uint32_t kLastGeneration = (uint32_t{1} << GenerationBits) - 1;
+
   HandleTable(HandleKind kind, const char* typeName) : kind_(kind), typeName_(typeName) {}
 
   /// A new handle holding `value` with one reference.
@@ -119,17 +128,21 @@ class HandleTable {
   }
 
   void release(uint64_t handle, const char* what) {
-    T dropped;  // destroyed after the lock is released (it may take other locks)
+    [[maybe_unused]] T dropped;  // destroyed after the lock is released (it may take other locks)
     {
       std::lock_guard<std::mutex> lock(mutex_);
       Slot& s = slotOf(handle, what);
       if (--s.refs > 0) return;
       dropped = std::move(s.value);
       s.value = T();
-      s.generation = (s.generation + 1) & kGenerationMask;
-      if (s.generation == 0) s.generation = 1;
-      free_.push_back(indexOf(handle));  // capacity reserved by insert()
       --live_;
+      // A wrapped generation would make old handles of this slot valid again.
+      if (s.generation == kLastGeneration) {
+        ++retired_;
+        return;
+      }
+      ++s.generation;
+      free_.push_back(indexOf(handle));  // capacity reserved by insert()
     }
   }
 
@@ -138,8 +151,14 @@ class HandleTable {
     return live_;
   }
 
+  /// Slots whose generations are spent (one per kLastGeneration handles).
+  uint64_t retired() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return retired_;
+  }
+
  private:
-  static constexpr uint64_t kGenerationMask = (1u << 24) - 1;
+  static constexpr uint64_t kGenerationMask = kLastGeneration;
   static constexpr size_t kMaxSlots = size_t(1) << 31;
   struct Slot {
     T value{};
@@ -179,6 +198,7 @@ class HandleTable {
   std::deque<Slot> slots_;
   std::vector<uint32_t> free_;
   uint64_t live_ = 0;
+  uint64_t retired_ = 0;
 };
 
 struct Function;
@@ -201,6 +221,9 @@ inline kiln_dtype cDType(DType t) { return static_cast<kiln_dtype>(static_cast<i
 /// Validated extents (rank <= Shape::kMaxRank, extents >= 0 unless
 /// allowInferred permits -1).
 Shape shapeOf(const int64_t* dims, int64_t rank, const char* what, bool allowInferred = false);
+/// Bytes of a dense `shape` of `dtype`; KILN_ERROR_SHAPE when they are more
+/// than fits in the address space.
+size_t denseBytes(const Shape& shape, DType dtype, const char* what);
 
 /// Writes `text` NUL-terminated into a caller buffer (see kiln_stats_json).
 void writeText(const std::string& text, char* buffer, size_t capacity, size_t* length);

@@ -12,6 +12,7 @@
 #include "runtime/capi/DLPackInterop.h"
 #include "runtime/capi/OpCall.h"
 #include "runtime/core/TensorImpl.h"
+#include "runtime/core/TensorSize.h"
 #include "runtime/exec/Log.h"
 
 namespace kiln::capi {
@@ -124,17 +125,20 @@ std::vector<TensorSpec> specsOf(const std::vector<Tensor>& ts) {
 /// Runs the function jit_threshold times on zeros so that its trace is hot.
 void warmUp(const Function& fn) {
   if (settings().jit == "off") return;
-  std::vector<Tensor> zeros;
-  for (const TensorSpec& s : fn.inputs) {
-    // Materialized like real inputs (parameters of the trace), not recorded.
-    std::vector<char> bytes(static_cast<size_t>(s.shape.numel()) * dtype_size(s.dtype), 0);
-    zeros.push_back(detail::fromHost(bytes.data(), static_cast<size_t>(s.shape.numel()), s.dtype, s.shape, Device::cpu()));
-  }
   try {
+    std::vector<Tensor> zeros;
+    for (const TensorSpec& s : fn.inputs) {
+      // Materialized like real inputs (parameters of the trace), not recorded.
+      // An input too large to make dense (a broadcast view) fails here.
+      std::vector<char> bytes(core::requireDenseBytes("warm-up input", s.shape, s.dtype), 0);
+      zeros.push_back(detail::fromHost(bytes.data(), static_cast<size_t>(s.shape.numel()), s.dtype, s.shape, Device::cpu()));
+    }
     for (int64_t i = 0; i < settings().jit_threshold; ++i) run(fn, zeros);
   } catch (const Error& e) {
     exec::log().info("kiln_capture_end: warm-up run on zeros failed ({}); the function compiles on its own calls",
                      e.what());
+  } catch (const std::bad_alloc&) {
+    exec::log().info("kiln_capture_end: no memory for a warm-up run on zeros; the function compiles on its own calls");
   }
 }
 

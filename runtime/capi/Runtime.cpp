@@ -1,5 +1,4 @@
 // C ABI: op calls, trace boundaries, statistics, settings and versions.
-#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <mutex>
@@ -11,6 +10,7 @@
 #include "kiln/runtime.h"
 #include "runtime/capi/CApiSupport.h"
 #include "runtime/capi/OpCall.h"
+#include "runtime/exec/Settings.h"
 
 #ifndef KILN_VERSION
 #define KILN_VERSION "0.0.0"
@@ -25,64 +25,15 @@ kiln_tensor call(kiln_op op, const kiln_value* inputs, int32_t numInputs, const 
   return newTensorHandle(invoke(op, values, as));
 }
 
-/// One setting reachable through kiln_set_option / kiln_get_option.
-struct Option {
-  const char* env;
-  const char* name;
-  std::string (*get)(const Settings&);
-  void (*set)(Settings&, const std::string&);
-};
-
-int64_t parseInt(const std::string& v, int64_t min, const char* name) {
-  errno = 0;
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno == ERANGE || x < min)
-    fail(KILN_ERROR_INVALID_ARGUMENT, std::string(name) + " must be an integer >= " + std::to_string(min) + ", got '" +
-                                          v + "'");
-  return x;
-}
-
-void checkOneOf(const std::string& v, std::initializer_list<const char*> allowed, const char* name) {
-  std::string list;
-  for (const char* a : allowed) {
-    if (v == a) return;
-    list += std::string(list.empty() ? "" : ", ") + a;
-  }
-  fail(KILN_ERROR_INVALID_ARGUMENT, std::string(name) + " must be one of " + list + ", got '" + v + "'");
-}
-
-const Option kOptions[] = {
-    {"KILN_LOG", "log", [](const Settings& s) { return s.log_level; },
-     [](Settings& s, const std::string& v) {
-       checkOneOf(v, {"trace", "debug", "info", "warn", "warning", "error", "err", "critical", "off"}, "log");
-       s.log_level = v;
-     }},
-    {"KILN_MAX_TRACE_OPS", "max_trace_ops", [](const Settings& s) { return std::to_string(s.max_trace_ops); },
-     [](Settings& s, const std::string& v) { s.max_trace_ops = parseInt(v, 1, "max_trace_ops"); }},
-    {"KILN_NUM_THREADS", "num_threads", [](const Settings& s) { return std::to_string(s.num_threads); },
-     [](Settings& s, const std::string& v) { s.num_threads = static_cast<int>(parseInt(v, 0, "num_threads")); }},
-    {"KILN_JIT", "jit", [](const Settings& s) { return s.jit; },
-     [](Settings& s, const std::string& v) {
-       checkOneOf(v, {"async", "sync", "off", "replay"}, "jit");
-       s.jit = v;
-     }},
-    {"KILN_JIT_THRESHOLD", "jit_threshold", [](const Settings& s) { return std::to_string(s.jit_threshold); },
-     [](Settings& s, const std::string& v) { s.jit_threshold = parseInt(v, 1, "jit_threshold"); }},
-    {"KILN_COMPILE_THREADS", "compile_threads", [](const Settings& s) { return std::to_string(s.compile_threads); },
-     [](Settings& s, const std::string& v) {
-       s.compile_threads = static_cast<int>(parseInt(v, 1, "compile_threads"));
-     }},
-};
-
-const Option& optionOf(const char* name) {
+/// A setting kiln_set_option / kiln_get_option can reach (exec/Settings.h
+/// holds the names, ranges and the parser).
+const exec::SettingInfo& optionOf(const char* name) {
   required(name, "name");
-  for (const Option& o : kOptions)
-    if (std::string(name) == o.env || std::string(name) == o.name) return o;
-  std::string list;
-  for (const Option& o : kOptions) list += std::string(list.empty() ? "" : ", ") + o.name;
-  fail(KILN_ERROR_INVALID_ARGUMENT, std::string("unknown option '") + name + "' (options: " + list +
-                                        ", or their KILN_* environment names)");
+  const exec::SettingInfo* s = exec::findSetting(name);
+  if (!s || !exec::isRuntimeOption(*s))
+    fail(KILN_ERROR_INVALID_ARGUMENT, std::string("unknown option '") + name + "' (options: " +
+                                          exec::runtimeOptionNames() + ", or their KILN_* environment names)");
+  return *s;
 }
 
 std::mutex gOptionMutex;  // serialises read-modify-write of the settings
@@ -237,17 +188,18 @@ kiln_status kiln_empty_cache(void) {
 
 kiln_status kiln_set_option(const char* name, const char* value) {
   return guarded(__func__, [&] {
-    const Option& o = optionOf(name);
+    const exec::SettingInfo& o = optionOf(name);
     required(value, "value");
     std::lock_guard<std::mutex> lock(gOptionMutex);
     Settings s = settings();
-    o.set(s, value);
+    if (std::string e = exec::applySetting(o, value, exec::SettingSource::Option, s); !e.empty())
+      fail(KILN_ERROR_INVALID_ARGUMENT, e);
     set_settings(s);
   });
 }
 
 kiln_status kiln_get_option(const char* name, char* buffer, size_t capacity, size_t* length) {
-  return guarded(__func__, [&] { writeText(optionOf(name).get(settings()), buffer, capacity, length); });
+  return guarded(__func__, [&] { writeText(exec::settingText(optionOf(name), settings()), buffer, capacity, length); });
 }
 
 }  // extern "C"

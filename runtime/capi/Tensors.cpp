@@ -8,6 +8,7 @@
 #include "runtime/capi/CApiSupport.h"
 #include "runtime/capi/DLPackInterop.h"
 #include "runtime/core/TensorImpl.h"
+#include "runtime/core/TensorSize.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/trace/Recorder.h"
 
@@ -62,13 +63,18 @@ Shape shapeOf(const int64_t* dims, int64_t rank, const char* what, bool allowInf
                                  std::to_string(dims[i]) + ")");
   }
   Shape s(std::span<const int64_t>(dims, static_cast<size_t>(rank)));
-  int64_t n = 1;
-  for (int64_t d : s) {
-    if (d > 0 && n > std::numeric_limits<int64_t>::max() / d)
-      fail(KILN_ERROR_SHAPE, std::string(what) + ": " + s.str() + " has too many elements");
-    if (d >= 0) n *= d;
-  }
+  Shape counted = s;  // an inferred extent (-1) counts as 1
+  for (int i = 0; i < counted.rank(); ++i)
+    if (counted[i] < 0) counted[i] = 1;
+  if (std::string e = core::checkElementCount(counted); !e.empty()) fail(KILN_ERROR_SHAPE, std::string(what) + ": " + e);
   return s;
+}
+
+size_t denseBytes(const Shape& shape, DType dtype, const char* what) {
+  int64_t bytes = 0;
+  if (std::string e = core::denseByteSize(shape, dtype, &bytes); !e.empty())
+    fail(KILN_ERROR_SHAPE, std::string(what) + ": " + e);
+  return static_cast<size_t>(bytes);
 }
 
 void writeText(const std::string& text, char* buffer, size_t capacity, size_t* length) {
@@ -189,18 +195,20 @@ DLPackView inspectDLPack(const DLManagedTensor* m, const char* what) {
   // Element offsets of the lowest and highest element, relative to element 0.
   int64_t lo = 0, hi = 0;
   const bool empty = v.shape.numel() == 0;
-  for (int d = 0; d < rank && !empty; ++d) {
-    int64_t span;
-    if (__builtin_mul_overflow(v.shape[d] - 1, v.strides[d], &span))
-      fail(KILN_ERROR_SHAPE, std::string(what) + ": strides overflow");
-    if (span < 0) lo += span;
-    else hi += span;
-    if (lo < -(int64_t(1) << 60) || hi > (int64_t(1) << 60))
-      fail(KILN_ERROR_SHAPE, std::string(what) + ": strides span more memory than can exist");
-  }
-  char* first = static_cast<char*>(t.data) + t.byte_offset;
+  if (std::string e = core::stridedExtent(v.shape, v.strides, v.dtype, &lo, &hi); !e.empty())
+    fail(KILN_ERROR_SHAPE, std::string(what) + ": " + e);
   if (!t.data && !empty) fail(KILN_ERROR_INVALID_ARGUMENT, std::string(what) + " has a NULL data pointer");
-  if (reinterpret_cast<uintptr_t>(first) % static_cast<uintptr_t>(esize) != 0)
+  // The addresses touched, data + byte_offset + [lo, hi] elements, must not
+  // wrap around the address space.
+  const auto data = reinterpret_cast<uintptr_t>(t.data);
+  uintptr_t firstAddr = 0, lowAddr = 0, highAddr = 0;
+  if (__builtin_add_overflow(data, t.byte_offset, &firstAddr) ||
+      (!empty && (__builtin_sub_overflow(firstAddr, static_cast<uintptr_t>(-lo) * esize, &lowAddr) ||
+                  __builtin_add_overflow(firstAddr, static_cast<uintptr_t>(hi + 1) * esize - 1, &highAddr))))
+    fail(KILN_ERROR_SHAPE, std::string(what) + ": data + byte_offset (" + std::to_string(t.byte_offset) +
+                               " bytes) and the strides reach outside the address space");
+  char* first = reinterpret_cast<char*>(firstAddr);
+  if (firstAddr % static_cast<uintptr_t>(esize) != 0)
     fail(KILN_ERROR_INVALID_ARGUMENT, std::string(what) + ": data + byte_offset is not aligned to the " +
                                           std::to_string(esize) + "-byte element size");
   v.base = empty ? first : first + lo * esize;
@@ -261,7 +269,7 @@ kiln_status kiln_tensor_from_host(const void* data, size_t data_bytes, kiln_dtyp
     required(out, "out");
     DType t = dtypeOf(dtype, "dtype");
     Shape s = shapeOf(shape, rank, "shape");
-    const size_t want = static_cast<size_t>(s.numel()) * dtype_size(t);
+    const size_t want = denseBytes(s, t, "shape");
     if (data_bytes != want)
       fail(KILN_ERROR_SHAPE, std::to_string(data_bytes) + " bytes given, but shape " + s.str() + " of " +
                                  std::string(dtype_name(t)) + " needs " + std::to_string(want));
@@ -386,7 +394,7 @@ kiln_status kiln_tensor_copy_to_host(kiln_tensor tensor, void* dst, size_t dst_b
   return guarded(__func__, [&] {
     Tensor t = tensorOf(tensor, "tensor");
     DType to = dtypeOf(dtype, "dtype");
-    const size_t want = static_cast<size_t>(t.numel()) * dtype_size(to);
+    const size_t want = denseBytes(t.shape(), to, "tensor");
     if (dst_bytes < want)
       fail(KILN_ERROR_BUFFER_TOO_SMALL, "dst has " + std::to_string(dst_bytes) + " bytes; " + t.shape().str() +
                                             " as " + std::string(dtype_name(to)) + " needs " + std::to_string(want));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "runtime/core/TensorSize.h"
+
 namespace kiln::core {
 
 namespace {
@@ -28,6 +30,7 @@ std::string broadcastShapes(const Shape& a, const Shape& b, Shape* out) {
              "; extents must be equal or 1 (reshape or slice one operand)";
     r[i] = da == 1 ? db : da;
   }
+  if (auto e = checkElementCount(r); !e.empty()) return "broadcasting " + a.str() + " and " + b.str() + ": " + e;
   *out = r;
   return {};
 }
@@ -95,29 +98,35 @@ std::string matmulShape(const Shape& a, const Shape& b, Shape* out) {
     return "batch dimensions of " + a.str() + " and " + b.str() + " do not broadcast";
   batch.push_back(a[a.rank() - 2]);
   batch.push_back(b[b.rank() - 1]);
+  if (auto e = checkElementCount(batch); !e.empty()) return "the product of " + a.str() + " and " + b.str() + ": " + e;
   *out = batch;
   return {};
 }
 
 std::string reshapeShape(const Shape& in, const Shape& requested, Shape* out) {
   int inferred = -1;
-  int64_t known = 1;
+  Shape known = requested;  // the -1 extent counted as 1
   for (int i = 0; i < requested.rank(); ++i) {
     if (requested[i] == -1) {
       if (inferred >= 0) return "only one extent of " + requested.str() + " may be -1";
       inferred = i;
+      known[i] = 1;
     } else if (requested[i] < 0) {
       return "extent " + std::to_string(requested[i]) + " in " + requested.str() + " is negative";
-    } else {
-      known *= requested[i];
     }
   }
+  if (auto e = checkElementCount(known); !e.empty())
+    return "cannot reshape " + in.str() + " to " + requested.str() + ": " + e;
   Shape r = requested;
   if (inferred >= 0) {
-    if (known == 0 || in.numel() % known != 0)
+    const int64_t k = known.numel();
+    if (k == 0 || in.numel() % k != 0)
       return "cannot infer the -1 extent of " + requested.str() + " for " + std::to_string(in.numel()) +
              " elements of " + in.str();
-    r[inferred] = in.numel() / known;
+    r[inferred] = in.numel() / k;
+    // An empty input leaves the other extents' product unchecked by numel.
+    if (auto e = checkElementCount(r); !e.empty())
+      return "cannot reshape " + in.str() + " to " + requested.str() + ": " + e;
   }
   if (r.numel() != in.numel())
     return "cannot reshape " + in.str() + " (" + std::to_string(in.numel()) + " elements) to " + requested.str() +
@@ -151,7 +160,7 @@ std::string normalizeSlice(int64_t extent, int64_t start, int64_t stop, int64_t 
   };
   int64_t s = clampIdx(start), e = clampIdx(stop);
   *normStart = s;
-  *outExtent = e > s ? (e - s + step - 1) / step : 0;
+  *outExtent = e > s ? (e - s - 1) / step + 1 : 0;  // (e - s + step - 1) could overflow
   return {};
 }
 
@@ -165,7 +174,9 @@ std::string checkSlice(const Shape& in, std::span<const int64_t> starts, std::sp
     if (starts[i] < 0 || starts[i] > in[i])
       return "slice start " + std::to_string(starts[i]) + " is outside [0, " + std::to_string(in[i]) + "] on axis " +
              std::to_string(i);
-    if (out[i] < 0 || (out[i] > 0 && starts[i] + (out[i] - 1) * steps[i] >= in[i]))
+    int64_t span = 0, last = 0;
+    if (out[i] < 0 || (out[i] > 0 && (__builtin_mul_overflow(out[i] - 1, steps[i], &span) ||
+                                      __builtin_add_overflow(starts[i], span, &last) || last >= in[i])))
       return "slice of " + std::to_string(out[i]) + " elements from " + std::to_string(starts[i]) + " by " +
              std::to_string(steps[i]) + " runs past extent " + std::to_string(in[i]) + " on axis " + std::to_string(i);
   }
@@ -188,8 +199,10 @@ std::string concatShape(std::span<const Shape* const> ins, int axis, Shape* out)
         return "extents differ off the concatenation axis " + std::to_string(a) + ": " + first.str() + " vs " +
                s->str();
     }
-    r[a] += (*s)[a];
+    if (__builtin_add_overflow(r[a], (*s)[a], &r[a]))
+      return "the concatenated extent of axis " + std::to_string(a) + " is more than fits in int64";
   }
+  if (auto e = checkElementCount(r); !e.empty()) return e;
   *out = r;
   return {};
 }
@@ -203,6 +216,7 @@ std::string indexSelectShape(const Shape& x, int axis, const Shape& index, Shape
   for (int i = 0; i < a; ++i) r.push_back(x[i]);
   for (int64_t d : index) r.push_back(d);
   for (int i = a + 1; i < x.rank(); ++i) r.push_back(x[i]);
+  if (auto e = checkElementCount(r); !e.empty()) return e;
   *out = r;
   return {};
 }

@@ -1,66 +1,285 @@
+#include "runtime/exec/Settings.h"
+
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <cstdlib>
-#include <mutex>
+#include <cstring>
+#include <filesystem>
 #include <memory>
+#include <mutex>
+#include <set>
+#include <span>
 #include <string>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <tbb/global_control.h>
 
-#include "kiln/runtime.h"
+#include "kiln/error.h"
 #include "runtime/exec/Log.h"
 
-namespace kiln {
+namespace kiln::exec {
+
+/// One accepted spelling of an enumerated value and the value it stands for.
+struct Spelling {
+  const char* text;
+  const char* value;
+};
+
+struct SettingInfo {
+  enum class Kind { Integer, Choice, Text };
+  const char* env = nullptr;
+  const char* name = nullptr;
+  bool option = false;  ///< kiln_set_option may change it
+  Kind kind = Kind::Text;
+  int64_t min = 0, max = 0;          ///< Integer: the documented range
+  std::span<const Spelling> choices;  ///< Choice: lower-case spellings
+  int64_t (*getInt)(const Settings&) = nullptr;
+  void (*setInt)(Settings&, int64_t) = nullptr;
+  std::string (*getText)(const Settings&) = nullptr;
+  void (*setText)(Settings&, const std::string&) = nullptr;
+};
 
 namespace {
-std::string envOr(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-int64_t envInt(const char* name, int64_t fallback, int64_t min) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long long x = std::strtoll(v, &end, 10);
-  if (*end != '\0' || x < min) {
-    std::fprintf(stderr, "kiln: ignoring %s=%s (expected an integer >= %lld)\n", name, v,
-                 static_cast<long long>(min));
-    return fallback;
-  }
-  return x;
+
+using Kind = SettingInfo::Kind;
+
+constexpr Spelling kLogLevels[] = {{"trace", "trace"}, {"debug", "debug"},       {"info", "info"},
+                                   {"warn", "warn"},   {"warning", "warn"},      {"error", "error"},
+                                   {"err", "error"},   {"critical", "critical"}, {"off", "off"}};
+constexpr Spelling kJitModes[] = {{"async", "async"}, {"sync", "sync"}, {"off", "off"}, {"replay", "replay"}};
+constexpr Spelling kOnOff[] = {{"on", "on"}, {"off", "off"}};
+
+SettingInfo integer(const char* env, const char* name, bool option, int64_t min, int64_t max,
+                    int64_t (*get)(const Settings&), void (*set)(Settings&, int64_t)) {
+  SettingInfo i;
+  i.env = env;
+  i.name = name;
+  i.option = option;
+  i.kind = Kind::Integer;
+  i.min = min;
+  i.max = max;
+  i.getInt = get;
+  i.setInt = set;
+  return i;
 }
 
-Settings readSettings() {
+SettingInfo text(const char* env, const char* name, bool option, std::span<const Spelling> choices,
+                 std::string (*get)(const Settings&), void (*set)(Settings&, const std::string&)) {
+  SettingInfo i;
+  i.env = env;
+  i.name = name;
+  i.option = option;
+  i.kind = choices.empty() ? Kind::Text : Kind::Choice;
+  i.choices = choices;
+  i.getText = get;
+  i.setText = set;
+  return i;
+}
+
+// The ranges are documented in the README's environment table.
+const SettingInfo kSettings[] = {
+    text("KILN_LOG", "log", true, kLogLevels, [](const Settings& s) { return s.log_level; },
+         [](Settings& s, const std::string& v) { s.log_level = v; }),
+    integer("KILN_MAX_TRACE_OPS", "max_trace_ops", true, 1, int64_t{1} << 24,
+            [](const Settings& s) { return s.max_trace_ops; }, [](Settings& s, int64_t v) { s.max_trace_ops = v; }),
+    integer("KILN_NUM_THREADS", "num_threads", true, 0, 4096, [](const Settings& s) -> int64_t { return s.num_threads; },
+            [](Settings& s, int64_t v) { s.num_threads = static_cast<int>(v); }),
+    text("KILN_JIT", "jit", true, kJitModes, [](const Settings& s) { return s.jit; },
+         [](Settings& s, const std::string& v) { s.jit = v; }),
+    integer("KILN_JIT_THRESHOLD", "jit_threshold", true, 1, 1000000,
+            [](const Settings& s) { return s.jit_threshold; }, [](Settings& s, int64_t v) { s.jit_threshold = v; }),
+    integer("KILN_COMPILE_THREADS", "compile_threads", true, 1, 64,
+            [](const Settings& s) -> int64_t { return s.compile_threads; },
+            [](Settings& s, int64_t v) { s.compile_threads = static_cast<int>(v); }),
+    integer("KILN_MAX_SHAPES", "max_shapes", false, 1, 4096, [](const Settings& s) { return s.max_shapes; },
+            [](Settings& s, int64_t v) { s.max_shapes = v; }),
+    text("KILN_CACHE", "cache", false, kOnOff, [](const Settings& s) { return s.cache; },
+         [](Settings& s, const std::string& v) { s.cache = v; }),
+    text("KILN_CACHE_DIR", "cache_dir", false, {}, [](const Settings& s) { return s.cache_dir; },
+         [](Settings& s, const std::string& v) { s.cache_dir = v; }),
+    // 2^30 MB: a petabyte, and the byte count stays far inside int64.
+    integer("KILN_CACHE_MAX_MB", "cache_max_mb", false, 1, int64_t{1} << 30,
+            [](const Settings& s) { return s.cache_max_mb; }, [](Settings& s, int64_t v) { s.cache_max_mb = v; }),
+    integer("KILN_REPLAY_STRICT", "replay_strict", false, 0, 1,
+            [](const Settings& s) -> int64_t { return s.replay_strict ? 1 : 0; },
+            [](Settings& s, int64_t v) { s.replay_strict = v != 0; }),
+};
+
+std::string lowerCase(std::string_view v) {
+  std::string s(v);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+/// "trace, debug, info, ...": each value once, in table order.
+std::string valueList(std::span<const Spelling> choices) {
+  std::string list;
+  std::set<std::string_view> seen;
+  for (const Spelling& c : choices) {
+    if (!seen.insert(c.value).second) continue;
+    list += (list.empty() ? "" : ", ") + std::string(c.value);
+  }
+  return list;
+}
+
+enum class IntegerParse { Ok, NotAnInteger, BelowInt64, AboveInt64 };
+
+/// A decimal integer with an optional sign, nothing else.
+IntegerParse parseInteger(std::string_view text, int64_t* out) {
+  std::string_view digits = text;
+  if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
+  if (digits.empty() || digits.front() == '+') return IntegerParse::NotAnInteger;
+  const char* end = digits.data() + digits.size();
+  auto [ptr, ec] = std::from_chars(digits.data(), end, *out);
+  if (ptr != end) return IntegerParse::NotAnInteger;
+  if (ec == std::errc::result_out_of_range)
+    return digits.front() == '-' ? IntegerParse::BelowInt64 : IntegerParse::AboveInt64;
+  if (ec != std::errc()) return IntegerParse::NotAnInteger;
+  return IntegerParse::Ok;
+}
+
+std::string applyInteger(const SettingInfo& info, std::string_view text, SettingSource source, Settings& s) {
+  const std::string range = std::to_string(info.min) + " to " + std::to_string(info.max);
+  int64_t v = 0;
+  const IntegerParse parsed = parseInteger(text, &v);
+  const bool inRange = parsed == IntegerParse::Ok && v >= info.min && v <= info.max;
+  if (inRange) {
+    info.setInt(s, v);
+    return {};
+  }
+  if (source == SettingSource::Option)
+    return std::string(info.name) + " must be an integer >= " + std::to_string(info.min) + " and <= " +
+           std::to_string(info.max) + ", got '" + std::string(text) + "'";
+  std::string why;
+  int64_t used;
+  if (parsed == IntegerParse::NotAnInteger) {
+    used = info.getInt(Settings{});
+    why = "is not an integer (range " + range + "); using the default " + std::to_string(used);
+  } else {
+    const bool below = parsed == IntegerParse::BelowInt64 || (parsed == IntegerParse::Ok && v < info.min);
+    used = below ? info.min : info.max;
+    why = std::string("is ") + (below ? "below" : "above") + " the range " + range + "; using " + std::to_string(used);
+  }
+  info.setInt(s, used);
+  return std::string(info.env) + "=" + std::string(text) + " " + why;
+}
+
+std::string applyChoice(const SettingInfo& info, std::string_view text, SettingSource source, Settings& s) {
+  const std::string lower = lowerCase(text);
+  for (const Spelling& c : info.choices) {
+    if (lower == c.text) {
+      info.setText(s, c.value);
+      return {};
+    }
+  }
+  const std::string list = valueList(info.choices);
+  if (source == SettingSource::Option)
+    return std::string(info.name) + " must be one of " + list + " (any case), got '" + std::string(text) + "'";
+  const std::string used = info.getText(Settings{});
+  info.setText(s, used);
+  return std::string(info.env) + "=" + std::string(text) + " is not one of " + list + "; using " + used;
+}
+
+}  // namespace
+
+const SettingInfo* findSetting(std::string_view name) {
+  for (const SettingInfo& s : kSettings)
+    if (name == s.env || name == s.name) return &s;
+  return nullptr;
+}
+
+bool isRuntimeOption(const SettingInfo& setting) { return setting.option; }
+
+std::string runtimeOptionNames() {
+  std::string list;
+  for (const SettingInfo& s : kSettings)
+    if (s.option) list += (list.empty() ? "" : ", ") + std::string(s.name);
+  return list;
+}
+
+std::string applySetting(const SettingInfo& setting, std::string_view text, SettingSource source, Settings& s) {
+  switch (setting.kind) {
+    case Kind::Integer: return applyInteger(setting, text, source, s);
+    case Kind::Choice: return applyChoice(setting, text, source, s);
+    case Kind::Text: setting.setText(s, std::string(text)); return {};
+  }
+  return {};
+}
+
+std::string settingText(const SettingInfo& setting, const Settings& s) {
+  return setting.kind == Kind::Integer ? std::to_string(setting.getInt(s)) : setting.getText(s);
+}
+
+Settings readSettings(EnvironmentLookup lookup, std::vector<std::string>* warnings) {
   Settings s;
-  s.log_level = envOr("KILN_LOG", "warn");
-  s.max_trace_ops = envInt("KILN_MAX_TRACE_OPS", 4096, 1);
-  s.num_threads = static_cast<int>(envInt("KILN_NUM_THREADS", 0, 0));
-  s.jit = envOr("KILN_JIT", "async");
-  s.jit_threshold = envInt("KILN_JIT_THRESHOLD", 2, 1);
-  s.compile_threads = static_cast<int>(envInt("KILN_COMPILE_THREADS", 1, 1));
-  s.max_shapes = envInt("KILN_MAX_SHAPES", 8, 1);
-  s.cache = envOr("KILN_CACHE", "on");
-  if (s.cache != "on" && s.cache != "off") {
-    std::fprintf(stderr, "kiln: ignoring KILN_CACHE=%s (expected on or off)\n", s.cache.c_str());
-    s.cache = "on";
+  for (const SettingInfo& info : kSettings) {
+    const char* v = lookup(info.env);
+    if (!v || !*v) continue;  // unset or empty: the default
+    if (std::string w = applySetting(info, v, SettingSource::Environment, s); !w.empty()) warnings->push_back(w);
   }
-  s.cache_dir = envOr("KILN_CACHE_DIR", "");
   if (s.cache_dir.empty()) {
-    const std::string xdg = envOr("XDG_CACHE_HOME", "");
-    const std::string home = envOr("HOME", "");
-    if (!xdg.empty() && xdg[0] == '/') s.cache_dir = xdg + "/kiln";
-    else if (!home.empty()) s.cache_dir = home + "/.cache/kiln";
-  }
-  s.cache_max_mb = envInt("KILN_CACHE_MAX_MB", 1024, 1);
-  s.replay_strict = envInt("KILN_REPLAY_STRICT", 0, 0) != 0;
-  if (s.jit != "async" && s.jit != "sync" && s.jit != "off" && s.jit != "replay") {
-    std::fprintf(stderr, "kiln: ignoring KILN_JIT=%s (expected async, sync, off or replay)\n", s.jit.c_str());
-    s.jit = "async";
+    const char* xdg = lookup("XDG_CACHE_HOME");
+    const char* home = lookup("HOME");
+    if (xdg && xdg[0] == '/') s.cache_dir = std::string(xdg) + "/kiln";
+    else if (home && *home) s.cache_dir = std::string(home) + "/.cache/kiln";
   }
   return s;
 }
-}  // namespace
+
+Settings checkedSettings(const Settings& s) {
+  Settings checked = s;
+  for (const SettingInfo& info : kSettings) {
+    const std::string text = settingText(info, s);
+    if (std::string e = applySetting(info, text, SettingSource::Option, checked); !e.empty())
+      throw Error("set_settings: " + e);
+  }
+  return checked;
+}
+
+std::string checkIrDumpDirectory(const std::string& path, std::string* warning) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) {
+    if (!fs::create_directories(path, ec) && ec) {
+      *warning = "the directory cannot be created (" + ec.message() + ")";
+      return {};
+    }
+  } else if (!fs::is_directory(st)) {
+    *warning = "it names a file that is not a directory";
+    return {};
+  }
+  if (::access(path.c_str(), W_OK | X_OK) != 0) {
+    *warning = std::string("the directory cannot be written (") + std::strerror(errno) + ")";
+    return {};
+  }
+  return path;
+}
+
+std::string irDumpDirectory() {
+  const char* v = std::getenv("KILN_DUMP_IR");
+  if (!v || !*v) return {};
+  const std::string path = v;
+  std::string warning;
+  std::string dir = checkIrDumpDirectory(path, &warning);
+  if (!warning.empty()) {
+    // Leaked: compile threads may still ask during process exit.
+    static auto* warned = new std::pair<std::mutex, std::set<std::string>>();
+    std::lock_guard<std::mutex> lock(warned->first);
+    if (warned->second.insert(path).second) log().warn("KILN_DUMP_IR={}: {}; no IR is dumped", path, warning);
+  }
+  return dir;
+}
+
+}  // namespace kiln::exec
+
+namespace kiln {
 
 namespace {
 // The current settings: an immutable snapshot. set_settings() publishes a new
@@ -76,22 +295,30 @@ void applyThreadLimit(int numThreads) {
   if (numThreads > 0)
     gThreadLimit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, numThreads);
 }
+
+const char* processEnvironment(const char* name) { return std::getenv(name); }
 }  // namespace
 
 const Settings& settings() {
   if (const Settings* s = gSettings.load(std::memory_order_acquire)) return *s;
-  std::lock_guard<std::mutex> lock(gSettingsMutex);
-  if (const Settings* s = gSettings.load(std::memory_order_acquire)) return *s;
-  auto* s = new Settings(readSettings());
-  applyThreadLimit(s->num_threads);
-  gSettings.store(s, std::memory_order_release);
-  return *s;
+  std::vector<std::string> warnings;
+  {
+    std::lock_guard<std::mutex> lock(gSettingsMutex);
+    if (const Settings* s = gSettings.load(std::memory_order_acquire)) return *s;
+    auto* s = new Settings(exec::readSettings(&processEnvironment, &warnings));
+    applyThreadLimit(s->num_threads);
+    gSettings.store(s, std::memory_order_release);
+  }
+  // After publishing: the logger reads the settings for its level.
+  for (const std::string& w : warnings) exec::log().warn("{}", w);
+  return *gSettings.load(std::memory_order_acquire);
 }
 
 void set_settings(const Settings& s) {
   settings();  // read the environment first, once
+  const Settings checked = exec::checkedSettings(s);
   std::lock_guard<std::mutex> lock(gSettingsMutex);
-  auto* next = new Settings(s);
+  auto* next = new Settings(checked);
   if (next->num_threads != gSettings.load()->num_threads) applyThreadLimit(next->num_threads);
   gSettings.store(next, std::memory_order_release);
   exec::log().set_level(spdlog::level::from_str(next->log_level));
@@ -99,6 +326,9 @@ void set_settings(const Settings& s) {
 
 namespace exec {
 spdlog::logger& log() {
+  // Settings first: reading them may log warnings through this logger, which
+  // must not happen while it is being created.
+  settings();
   // Leaked on purpose: compile threads may still log during process exit.
   static auto* logger = new std::shared_ptr<spdlog::logger>([] {
     // Not registered with spdlog's registry, which is destroyed at exit

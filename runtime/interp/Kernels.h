@@ -12,6 +12,7 @@
 #include "runtime/core/OpKind.h"
 #include "runtime/core/ShapeRules.h"
 #include "runtime/core/TensorImpl.h"
+#include "runtime/core/TensorSize.h"
 
 namespace kiln::interp {
 
@@ -25,10 +26,11 @@ struct Arg {
   int64_t strides[Shape::kMaxRank] = {};
 };
 
-/// A fresh dense row-major host buffer for `shape` elements of `t`.
-inline core::View allocDense(DType t, const Shape& shape) {
+/// A fresh dense row-major host buffer for `shape` elements of `t`; a size
+/// past the address space throws kiln::Error naming `what`.
+inline core::View allocDense(DType t, const Shape& shape, const char* what = "allocate") {
   core::View v;
-  v.storage = core::Storage::allocateHost(static_cast<size_t>(shape.numel()) * dtype_size(t));
+  v.storage = core::Storage::allocateHost(core::requireDenseBytes(what, shape, t));
   core::contiguousStrides(shape, v.strides);
   return v;
 }

@@ -5,6 +5,7 @@
 
 #include "kiln/error.h"
 #include "kiln/runtime.h"
+#include "runtime/core/TensorSize.h"
 #include "runtime/exec/Engine.h"
 #include "runtime/exec/StatsCounters.h"
 
@@ -39,6 +40,16 @@ struct ThreadRecorder {
   }
 };
 thread_local ThreadRecorder tRecorder;
+
+/// The slow path of the size check in record(): throws unless the result
+/// may be a view (or a splat) whose bytes are never allocated.
+[[gnu::noinline, gnu::cold]] void checkResultSize(const NodeSpec& spec) {
+  const char* op = core::opName(spec.op).data();
+  core::requireElementCount(op, spec.shape);
+  const bool mayBeView = spec.op == core::OpKind::Full ||
+                         (core::opCategory(spec.op) == core::OpCategory::Shape && spec.op != core::OpKind::Concat);
+  if (!mayBeView) core::requireDenseBytes(op, spec.shape, spec.dtype);
+}
 
 }  // namespace
 
@@ -78,6 +89,10 @@ uint32_t Recorder::operandLocked(detail::TensorImpl* impl) {
 }
 
 Tensor Recorder::record(const NodeSpec& spec, std::span<const Tensor* const> inputs) {
+  // Every op's result passes here: a shape whose element count overflows is
+  // refused before anything is recorded, and so is a result that is always a
+  // dense buffer (not a view or a splat constant) whose bytes overflow.
+  if (!core::denseSizeFits(spec.shape, dtype_size(spec.dtype))) [[unlikely]] checkResultSize(spec);
   // Inputs pending in another thread's trace are computed first, without
   // holding our own lock (two threads may exchange tensors both ways).
   for (const Tensor* t : inputs) {

@@ -21,6 +21,7 @@
 #include "jit/targets/cpu/ScalarPromotion.h"
 #include "jit/targets/cpu/SharedObjectLinker.h"
 #include "runtime/exec/HostFingerprint.h"
+#include "runtime/exec/Settings.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -95,8 +96,8 @@ class CpuCompiler final : public exec::TraceCompiler {
       result.error = why;
       return result;
     }
-    const char *dumpEnv = std::getenv("KILN_DUMP_IR");
-    const std::string dumpDir = dumpEnv ? dumpEnv : "";
+    // KILN_DUMP_IR, checked (created if missing, warned about once if unusable).
+    const std::string dumpDir = exec::irDumpDirectory();
     auto t0 = Clock::now();
     mlir::MLIRContext context(registry_, mlir::MLIRContext::Threading::DISABLED);
     context.loadAllAvailableDialects();

@@ -27,6 +27,10 @@ std::size_t CachingHostAllocator::bucketSize(std::size_t bytes) {
 }
 
 void* CachingHostAllocator::allocate(std::size_t bytes) {
+  // No machine has this much; rounding it to a bucket would overflow.
+  if (bytes > static_cast<std::size_t>(INT64_MAX))
+    throw Error("allocate: out of host memory for " + std::to_string(bytes) +
+                " bytes (more than the address space); reduce tensor sizes");
   std::size_t size = bucketSize(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.allocations;

@@ -242,6 +242,22 @@ func.func @reshape_count(%x: tensor<2x3xf32>) -> tensor<7xf32> {
 
 // -----
 
+func.func @binary_too_many_elements(%a: tensor<1099511627776x1xf32>, %b: tensor<1x1099511627776xf32>) -> tensor<1099511627776x1099511627776xf32> {
+  // expected-error @+1 {{broadcasting [1099511627776, 1] and [1, 1099511627776]: shape [1099511627776, 1099511627776] has too many elements}}
+  %0 = kiln.add %a, %b : tensor<1099511627776x1xf32>, tensor<1x1099511627776xf32> -> tensor<1099511627776x1099511627776xf32>
+  return %0 : tensor<1099511627776x1099511627776xf32>
+}
+
+// -----
+
+func.func @reshape_empty_too_many_elements(%x: tensor<0xf32>) -> tensor<4294967296x4294967296xf32> {
+  // expected-error @+1 {{cannot reshape [0] to [4294967296, 4294967296]: shape [4294967296, 4294967296] has too many elements}}
+  %0 = kiln.reshape %x : tensor<0xf32> -> tensor<4294967296x4294967296xf32>
+  return %0 : tensor<4294967296x4294967296xf32>
+}
+
+// -----
+
 func.func @permute_length(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
   // expected-error @+1 {{permutation has 1 entries for rank 2}}
   %0 = kiln.permute %x perm [1] : tensor<2x3xf32> -> tensor<3x2xf32>
