@@ -287,6 +287,12 @@ namespace {
 // reference returned by settings() never dangles.
 std::atomic<const Settings*> gSettings{nullptr};
 std::mutex gSettingsMutex;
+/// Every snapshot ever published, kept reachable (guarded by gSettingsMutex;
+/// never destroyed: threads may read settings during exit).
+std::vector<std::unique_ptr<const Settings>>& snapshots() {
+  static auto* all = new std::vector<std::unique_ptr<const Settings>>();
+  return *all;
+}
 std::unique_ptr<tbb::global_control> gThreadLimit;  // guarded by gSettingsMutex
 
 void applyThreadLimit(int numThreads) {
@@ -306,6 +312,7 @@ const Settings& settings() {
     std::lock_guard<std::mutex> lock(gSettingsMutex);
     if (const Settings* s = gSettings.load(std::memory_order_acquire)) return *s;
     auto* s = new Settings(exec::readSettings(&processEnvironment, &warnings));
+    snapshots().emplace_back(s);
     applyThreadLimit(s->num_threads);
     gSettings.store(s, std::memory_order_release);
   }
@@ -319,6 +326,7 @@ void set_settings(const Settings& s) {
   const Settings checked = exec::checkedSettings(s);
   std::lock_guard<std::mutex> lock(gSettingsMutex);
   auto* next = new Settings(checked);
+  snapshots().emplace_back(next);
   if (next->num_threads != gSettings.load()->num_threads) applyThreadLimit(next->num_threads);
   gSettings.store(next, std::memory_order_release);
   exec::log().set_level(spdlog::level::from_str(next->log_level));
