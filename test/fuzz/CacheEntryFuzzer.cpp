@@ -12,28 +12,11 @@
 #include <string_view>
 
 #include "runtime/exec/CacheEntry.h"
+#include "test/fuzz/FuzzInput.h"
 
 namespace cache = kiln::exec::cache;
 
 namespace {
-
-/// Reads fields from the fuzzer's bytes; zeros once they run out.
-struct Input {
-  const uint8_t* data;
-  size_t size;
-  uint64_t u64() {
-    uint64_t v = 0;
-    for (int i = 0; i < 8 && size; ++i, ++data, --size) v = v << 8 | *data;
-    return v;
-  }
-  std::string str(size_t max) {
-    const size_t n = std::min<size_t>(u64() % (max + 1), size);
-    std::string s(reinterpret_cast<const char*>(data), n);
-    data += n;
-    size -= n;
-    return s;
-  }
-};
 
 void decodeAndCheck(std::string_view bytes) {
   cache::Entry e;
@@ -52,7 +35,7 @@ void decodeAndCheck(std::string_view bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const uint8_t mode = data[0];
-  Input in{data + 1, size - 1};
+  FuzzInput in{data + 1, size - 1};
   if ((mode & 1) == 0) {
     decodeAndCheck(std::string_view(reinterpret_cast<const char*>(in.data), in.size));
     return 0;

@@ -10,26 +10,12 @@
 #include <vector>
 
 #include "kiln/kiln_c.h"
+#include "test/fuzz/FuzzInput.h"
 
 namespace {
 
-struct Input {
-  const uint8_t* data;
-  size_t size;
-  uint64_t u64() {
-    uint64_t v = 0;
-    for (int i = 0; i < 8 && size; ++i, ++data, --size) v = v << 8 | *data;
-    return v;
-  }
-  uint8_t u8() {
-    if (!size) return 0;
-    --size;
-    return *data++;
-  }
-};
-
 /// An extent: mostly small, sometimes huge or negative (the cases that overflow).
-int64_t extent(Input& in) {
+int64_t extent(FuzzInput& in) {
   const uint8_t kind = in.u8();
   if (kind < 200) return kind % 7;
   if (kind < 230) return static_cast<int64_t>(in.u64());
@@ -44,7 +30,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Input in{data, size};
+  FuzzInput in{data, size};
   const auto dtype = static_cast<kiln_dtype>(in.u8() % 10);  // 9 is not a dtype
   const int32_t rank = static_cast<int32_t>(in.u8() % 10) - 1;  // -1 and 9 are bad ranks
   std::vector<int64_t> shape(rank > 0 ? rank : 1);

@@ -3,21 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
+#include "test/unit/trace/ExpectError.h"
 
 namespace kiln {
 namespace {
-
-/// Expects `call` to throw kiln::Error whose message contains every needle.
-template <class F>
-void expectError(F&& call, std::initializer_list<const char*> needles) {
-  try {
-    call();
-    ADD_FAILURE() << "no kiln::Error thrown";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const char* n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' missing in: " << msg;
-  }
-}
 
 class ErrorsTest : public ::testing::Test {
  protected:

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
+#include "test/unit/trace/ExpectError.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define KILN_SANITIZED 1
@@ -16,17 +17,6 @@ namespace kiln {
 namespace {
 
 constexpr int64_t k2(int n) { return int64_t{1} << n; }
-
-template <class F>
-void expectError(F&& call, std::initializer_list<const char*> needles) {
-  try {
-    call();
-    ADD_FAILURE() << "no kiln::Error thrown";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const char* n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' missing in: " << msg;
-  }
-}
 
 class SizeOverflow : public ::testing::Test {
  protected:
