@@ -87,10 +87,11 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object) {
   // -Bsymbolic: a kernel's calls between its own functions never go to
   // another kernel's function of the same name.
   std::string inPath = in->str(), outPath = out->str();
-  llvm::SmallVector<llvm::StringRef, 16> args = {*linker,          "-shared",         "-nostartfiles",
-                                                 "-o",             outPath,           inPath,
-                                                 "-Wl,-Bsymbolic", "-Wl,--no-undefined", *libkiln,
-                                                 "-lm"};
+  // The driver's usual start files stay: crtbeginS.o defines __dso_handle,
+  // which libc_nonshared's atexit needs when a sanitizer build of libkiln
+  // pulls it in.
+  llvm::SmallVector<llvm::StringRef, 16> args = {*linker, "-shared", "-o", outPath, inPath, "-Wl,-Bsymbolic",
+                                                 "-Wl,--no-undefined", *libkiln, "-lm"};
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, *log, *log};
   std::string message;
   const int rc = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, redirects, /*SecondsToWait=*/60,

@@ -36,11 +36,14 @@ void stepOfSize(int64_t n) {
   kiln::step();
 }
 
-/// Records new keys until the compiler has finished `count` compiles, so
-/// that the exit below meets a loaded compiler with work in flight.
+/// Records new keys until the compiler has finished `count` compiles (or
+/// failed them, or 30 s passed), so that the exit below meets a loaded
+/// compiler with work in flight.
 int64_t warmUntilCompiled(uint64_t count) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   int64_t n = 1;
-  while (stats().compiles < count) stepOfSize(n++ % 64 + 1);
+  while (stats().compiles + stats().compile_failures < count && std::chrono::steady_clock::now() < deadline)
+    stepOfSize(n++ % 64 + 1);
   return n;
 }
 
