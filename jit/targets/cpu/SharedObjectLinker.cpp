@@ -87,11 +87,12 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object) {
   // -Bsymbolic: a kernel's calls between its own functions never go to
   // another kernel's function of the same name.
   std::string inPath = in->str(), outPath = out->str();
-  // The driver's usual start files stay: crtbeginS.o defines __dso_handle,
-  // which libc_nonshared's atexit needs when a sanitizer build of libkiln
-  // pulls it in.
+  // The driver's usual start files stay, and -lc comes again after libkiln:
+  // a sanitizer build of libkiln leaves atexit undefined, which pulls
+  // libc_nonshared's atexit (it needs crtbeginS's __dso_handle and libc's
+  // __cxa_atexit) into the kernel.
   llvm::SmallVector<llvm::StringRef, 16> args = {*linker, "-shared", "-o", outPath, inPath, "-Wl,-Bsymbolic",
-                                                 "-Wl,--no-undefined", *libkiln, "-lm"};
+                                                 "-Wl,--no-undefined", *libkiln, "-lm", "-lc"};
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, *log, *log};
   std::string message;
   const int rc = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, redirects, /*SecondsToWait=*/60,
