@@ -22,17 +22,36 @@ KILN_RT_EXPORT void kiln_rt_parallel_for(void (*body)(void*, int64_t, int64_t), 
                     [&](const tbb::blocked_range<int64_t>& r) { body(ctx, r.begin(), r.end()); });
 }
 
+namespace {
+void matmulBatches(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, int64_t aOff, int64_t aBs,
+                   int64_t aRs, int64_t aCs, int64_t bPtr, int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs,
+                   int64_t cPtr, int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, bool accumulate) {
+  const float* a = reinterpret_cast<const float*>(aPtr) + aOff;
+  const float* b = reinterpret_cast<const float*>(bPtr) + bOff;
+  float* c = reinterpret_cast<float*>(cPtr) + cOff;
+  for (int64_t i = 0; i < batch; ++i)
+    kiln::interp::sgemmStrided(M, N, K, a + i * aBs, aRs, aCs, b + i * bBs, bRs, bCs, c + i * cBs, cRs, cCs,
+                               accumulate);
+}
+}  // namespace
+
 /// C[b] += A[b] * B[b] for each batch b. Pointers arrive as integers (the
 /// aligned base pointers of memrefs); offsets and strides count elements.
 KILN_RT_EXPORT void kiln_rt_matmul_f32(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, int64_t aOff,
                                        int64_t aBs, int64_t aRs, int64_t aCs, int64_t bPtr, int64_t bOff, int64_t bBs,
                                        int64_t bRs, int64_t bCs, int64_t cPtr, int64_t cOff, int64_t cBs, int64_t cRs,
                                        int64_t cCs) {
-  const float* a = reinterpret_cast<const float*>(aPtr) + aOff;
-  const float* b = reinterpret_cast<const float*>(bPtr) + bOff;
-  float* c = reinterpret_cast<float*>(cPtr) + cOff;
-  for (int64_t i = 0; i < batch; ++i)
-    kiln::interp::sgemmAccumulate(M, N, K, a + i * aBs, aRs, aCs, b + i * bBs, bRs, bCs, c + i * cBs, cRs, cCs);
+  matmulBatches(batch, M, N, K, aPtr, aOff, aBs, aRs, aCs, bPtr, bOff, bBs, bRs, bCs, cPtr, cOff, cBs, cRs, cCs, true);
+}
+
+/// C[b] = A[b] * B[b] for each batch b (the compiler calls it where C was
+/// filled with zeros just before: no fill, no read of C).
+KILN_RT_EXPORT void kiln_rt_matmul_set_f32(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
+                                           int64_t aOff, int64_t aBs, int64_t aRs, int64_t aCs, int64_t bPtr,
+                                           int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
+                                           int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs) {
+  matmulBatches(batch, M, N, K, aPtr, aOff, aBs, aRs, aCs, bPtr, bOff, bBs, bRs, bCs, cPtr, cOff, cBs, cRs, cCs,
+                false);
 }
 
 /// MLIR's runtime hook for memref.copy between strided layouts (the same

@@ -69,10 +69,11 @@ void argReduceKernel(OpKind op, const Arg& in, int axis, bool selectLast, char* 
 /// of `outShape` ([..., M, N]).
 void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out);
 
-/// C += A * B for f32 strided matrices (C's rows may be strided; packed,
-/// parallel GEMM when C's columns are contiguous).
-void sgemmAccumulate(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsA, int64_t csA, const float* b,
-                     int64_t rsB, int64_t csB, float* c, int64_t rsC, int64_t csC);
+/// C = A * B, or C += A * B with `accumulate`, for f32 strided matrices
+/// (C's rows may be strided; packed, parallel GEMM when C's columns are
+/// contiguous).
+void sgemmStrided(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsA, int64_t csA, const float* b,
+                  int64_t rsB, int64_t csB, float* c, int64_t rsC, int64_t csC, bool accumulate);
 
 /// Integer index (i64) ops; throw kiln::Error on an out-of-range index.
 void indexSelectKernel(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out);

@@ -49,15 +49,15 @@ void gemmGeneric(int64_t M, int64_t N, int64_t K, Mat<T> a, Mat<T> b, T* c) {
 
 }  // namespace
 
-void sgemmAccumulate(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsA, int64_t csA, const float* b,
-                     int64_t rsB, int64_t csB, float* c, int64_t rsC, int64_t csC) {
+void sgemmStrided(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsA, int64_t csA, const float* b,
+                  int64_t rsB, int64_t csB, float* c, int64_t rsC, int64_t csC, bool accumulate) {
   if (csC == 1) {
-    gemm::sgemm(M, N, K, {a, rsA, csA}, {b, rsB, csB}, c, rsC, /*accumulate=*/true, /*parallel=*/true);
+    gemm::sgemm(M, N, K, {a, rsA, csA}, {b, rsB, csB}, c, rsC, accumulate, /*parallel=*/true);
     return;
   }
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
-      float acc = c[i * rsC + j * csC];
+      float acc = accumulate ? c[i * rsC + j * csC] : 0.0f;
       for (int64_t k = 0; k < K; ++k) acc += a[i * rsA + k * csA] * b[k * rsB + j * csB];
       c[i * rsC + j * csC] = acc;
     }

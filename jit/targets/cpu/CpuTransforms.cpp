@@ -29,6 +29,18 @@ constexpr int64_t kScratchAlignment = 64;
 /// Innermost iterations below which a loop nest is not worth parallelising.
 constexpr int64_t kMinParallelWork = 1 << 16;
 constexpr const char *kMatmulFn = "kiln_rt_matmul_f32";
+/// C = A * B (no read of C): used where C was zero-filled just before.
+constexpr const char *kMatmulSetFn = "kiln_rt_matmul_set_f32";
+
+/// The zero fill of `c` right before `op`, if there is one.
+linalg::FillOp zeroFillBefore(Operation *op, Value c) {
+  auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
+  if (!fill || !fill.hasPureBufferSemantics() || fill.getDpsInits()[0] != c)
+    return nullptr;
+  auto value = fill.getDpsInputs()[0].getDefiningOp<arith::ConstantOp>();
+  auto zero = value ? dyn_cast<FloatAttr>(value.getValue()) : FloatAttr();
+  return zero && zero.getValue().isPosZero() ? fill : nullptr;
+}
 constexpr const char *kParallelForFn = "kiln_rt_parallel_for";
 
 int64_t elementBytes(Type t) {
@@ -231,17 +243,22 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
     return success();
   MLIRContext *ctx = module.getContext();
   auto i64 = IntegerType::get(ctx, 64);
-  if (!module.lookupSymbol(kMatmulFn)) {
+  auto declare = [&](const char *fn) {
+    if (module.lookupSymbol(fn))
+      return;
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
     SmallVector<Type> args(19, i64);
-    auto decl = func::FuncOp::create(b, module.getLoc(), kMatmulFn, FunctionType::get(ctx, args, {}));
+    auto decl = func::FuncOp::create(b, module.getLoc(), fn, FunctionType::get(ctx, args, {}));
     decl.setPrivate();
-  }
+  };
   for (linalg::LinalgOp op : matmuls) {
     OpBuilder b(op);
     Location loc = op.getLoc();
     const bool batched = isa<linalg::BatchMatmulOp>(op.getOperation());
     Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1], c = op.getDpsInits()[0];
+    // C = 0 then C += A*B is C = A*B: one pass over C instead of three.
+    // (Looked up before the call's operands are built in between.)
+    linalg::FillOp fill = zeroFillBefore(op, c);
     auto cType = cast<MemRefType>(c.getType());
     auto aType = cast<MemRefType>(a.getType());
     const int r = cType.getRank();
@@ -257,8 +274,12 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
                             extent(c, cType, r - 1), extent(a, aType, r - 1)};
     for (Value v : {a, bm, c})
       llvm::append_range(args, describe(b, loc, v, batched));
-    func::CallOp::create(b, loc, kMatmulFn, TypeRange{}, args);
+    const char *fn = fill ? kMatmulSetFn : kMatmulFn;
+    declare(fn);
+    func::CallOp::create(b, loc, fn, TypeRange{}, args);
     op->erase();
+    if (fill)
+      fill->erase();
   }
   return success();
 }
