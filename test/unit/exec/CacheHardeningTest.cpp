@@ -144,16 +144,8 @@ TEST(CacheFiles, HostileEntriesAreDroppedUnreadAndTheTraceRecompiled) {
     SCOPED_TRACE(nameOf(h));
     plant(file, h, uint64_t{2} << 20);
     within(60, [&] {
-      CacheMode m("sync", 1, dir.str());
-      CacheMode::freshProcess();
-      reset_stats();
-      EXPECT_TRUE(close(d.run(), reference));
-      EXPECT_TRUE(close(d.run(), reference));
-      Stats s = stats();
+      Stats s = runAfterDamage(dir.str(), d, reference);
       EXPECT_EQ(s.cache_rejected, 1u) << s.str();
-      EXPECT_EQ(s.cache_disk_hits, 0u) << s.str();
-      EXPECT_EQ(s.compiles, 1u) << s.str();
-      EXPECT_EQ(s.compiled_runs, 2u) << s.str();
     });
     // Removed and rewritten as a valid entry.
     ASSERT_TRUE(fs::is_regular_file(fs::symlink_status(file)));
@@ -297,16 +289,8 @@ TEST(CacheMetadata, ResignedEntriesWithWrongMetadataAreDroppedAndRecompiled) {
       EXPECT_NE(why.find(dmg.why), std::string::npos) << why;
     }
     spit(file, cache::encode(bad));
-    CacheMode m("sync", 1, dir.str());
-    CacheMode::freshProcess();
-    reset_stats();
-    EXPECT_TRUE(close(d.run(), reference));
-    EXPECT_TRUE(close(d.run(), reference));
-    Stats s = stats();
+    Stats s = runAfterDamage(dir.str(), d, reference);
     EXPECT_EQ(s.cache_rejected, 1u) << s.str();
-    EXPECT_EQ(s.cache_disk_hits, 0u) << s.str();
-    EXPECT_EQ(s.compiles, 1u) << s.str();
-    EXPECT_EQ(s.compiled_runs, 2u) << s.str();
     cache::Entry back;
     ASSERT_TRUE(cache::decode(slurp(file), &back, &error)) << error;
     EXPECT_EQ(cache::checkMetadata(back.meta, back.meta.keyHash), "");

@@ -126,6 +126,23 @@ inline void spit(const fs::path& p, const std::string& bytes) {
   out << bytes;
 }
 
+/// Data's step run twice in a fresh "process" with a sync JIT on `dir`,
+/// after its cache entry was damaged: both runs equal `reference`, no disk
+/// entry serves them and the trace is compiled anew. Returns the stats, for
+/// the caller's check of how many entries were rejected.
+inline Stats runAfterDamage(const std::string& dir, const Data& d, const std::vector<float>& reference) {
+  CacheMode m("sync", 1, dir);
+  CacheMode::freshProcess();
+  reset_stats();
+  EXPECT_TRUE(close(d.run(), reference));
+  EXPECT_TRUE(close(d.run(), reference));
+  Stats s = stats();
+  EXPECT_EQ(s.cache_disk_hits, 0u) << s.str();
+  EXPECT_EQ(s.compiles, 1u) << s.str();
+  EXPECT_EQ(s.compiled_runs, 2u) << s.str();
+  return s;
+}
+
 /// Fills `dir` with the kernel of Data's step; returns the entry's path.
 inline fs::path fillCache(const std::string& dir, const Data& d) {
   CacheMode m("sync", 1, dir);
