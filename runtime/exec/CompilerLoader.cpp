@@ -96,7 +96,7 @@ CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& na
   ++gInFlight;
   // Counted before the check, so the exit handler either sees this
   // compilation or this compilation sees the exit.
-  TraceCompiler* compiler = gExiting.load() ? nullptr : loadCompiler();
+  TraceCompiler* compiler = loadCompiler();  // null once exit has begun
   if (compiler) result = compiler->compile(graph, name);
   else result.error = gExiting.load() ? "the process is exiting" : "the compiler library is not available";
   --gInFlight;
