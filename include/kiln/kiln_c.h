@@ -41,7 +41,7 @@ extern "C" {
 /* Bumped whenever a function signature, struct layout or enum value of this
  * header changes incompatibly. runtime/capi/kiln_c.abi records the ABI of
  * each version; the kiln_capi_abi test fails when they disagree. */
-#define KILN_ABI_VERSION 2
+#define KILN_ABI_VERSION 3
 
 struct DLManagedTensor;
 
@@ -77,7 +77,8 @@ typedef enum kiln_dtype {
 typedef enum kiln_device_kind {
   KILN_DEVICE_CPU = 0,
   KILN_DEVICE_CUDA = 1,
-  KILN_DEVICE_LEVEL_ZERO = 2
+  KILN_DEVICE_LEVEL_ZERO = 2,
+  KILN_DEVICE_TEST = 3 /* CPU-backed, not host-accessible (KILN_TEST_DEVICES) */
 } kiln_device_kind;
 
 typedef struct kiln_device {
@@ -292,6 +293,9 @@ KILN_API kiln_status kiln_tensor_rank(kiln_tensor tensor, int32_t* out);
 KILN_API kiln_status kiln_tensor_shape(kiln_tensor tensor, int64_t* dims, int32_t capacity);
 KILN_API kiln_status kiln_tensor_numel(kiln_tensor tensor, int64_t* out);
 KILN_API kiln_status kiln_tensor_device(kiln_tensor tensor, kiln_device* out);
+/* A new handle to a copy of the tensor on `device` (the same value when it is
+ * already there). Copies out of a device have finished when this returns. */
+KILN_API kiln_status kiln_tensor_to_device(kiln_tensor tensor, kiln_device device, kiln_tensor* out);
 /* 0 while the tensor is a pending trace value, 1 once computed. */
 KILN_API kiln_status kiln_tensor_is_materialized(kiln_tensor tensor, int32_t* out);
 /* Computes the tensor if pending; element strides of its buffer view. */

@@ -77,20 +77,20 @@ class Operand {
 };
 
 // ---- creation --------------------------------------------------------------
-Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = {});
-Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = {});
-Tensor full(const Shape& shape, Scalar value, DType dtype = DType::f32, Device device = {});
+Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = default_device());
+Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = default_device());
+Tensor full(const Shape& shape, Scalar value, DType dtype = DType::f32, Device device = default_device());
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 /// Rank-0 tensor holding one value.
-Tensor scalar_tensor(Scalar value, DType dtype = DType::f32, Device device = {});
+Tensor scalar_tensor(Scalar value, DType dtype = DType::f32, Device device = default_device());
 /// [start, start+step, ...) while < end (> end for negative step), like NumPy.
-Tensor arange(double start, double end, double step = 1, DType dtype = DType::f32, Device device = {});
-Tensor arange(int64_t n, DType dtype = DType::i64, Device device = {});
+Tensor arange(double start, double end, double step = 1, DType dtype = DType::f32, Device device = default_device());
+Tensor arange(int64_t n, DType dtype = DType::i64, Device device = default_device());
 /// Copies host data into a new materialized tensor. shape.numel() must equal
 /// values.size(). bool values are stored as 0/1 bytes.
 template <class T>
-Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = {});
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = default_device());
 /// Wraps caller-owned memory without copying (dense row-major unless strides
 /// are given, in elements). `deleter(data)` runs once, when the last tensor
 /// or trace using the memory is gone. The memory must stay unchanged.
@@ -99,8 +99,10 @@ Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device,
 /// Uniform [low, high) and standard normal (scaled by stddev, shifted by mean)
 /// random values from a counter-based generator: element i depends only on
 /// (seed, i), so every tier and thread count gives the same bits.
-Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::f32, double low = 0, double high = 1);
-Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32, double mean = 0, double stddev = 1);
+Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::f32, double low = 0, double high = 1,
+            Device device = default_device());
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32, double mean = 0, double stddev = 1,
+             Device device = default_device());
 
 // ---- elementwise -----------------------------------------------------------
 Tensor add(const Operand& a, const Operand& b);

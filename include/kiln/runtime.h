@@ -6,7 +6,8 @@
 
 namespace kiln {
 
-/// Flushes this thread's trace and waits until its results are computed.
+/// Flushes this thread's trace and waits until its results are computed,
+/// on every device (work on device streams included).
 void sync();
 /// Training-loop boundary: flushes this thread's trace, so that each
 /// iteration records one trace whose TraceKey repeats.
@@ -69,7 +70,7 @@ void empty_cache();
 /// Settings read once from the environment (see README): KILN_LOG,
 /// KILN_MAX_TRACE_OPS, KILN_NUM_THREADS, KILN_JIT, KILN_JIT_THRESHOLD,
 /// KILN_COMPILE_THREADS, KILN_CACHE, KILN_CACHE_DIR, KILN_CACHE_MAX_MB,
-/// KILN_REPLAY_STRICT.
+/// KILN_REPLAY_STRICT, KILN_TEST_DEVICES, KILN_DEFAULT_DEVICE.
 struct Settings {
   std::string log_level = "warn";
   int64_t max_trace_ops = 4096;
@@ -88,6 +89,11 @@ struct Settings {
   int64_t cache_max_mb = 1024;  ///< least recently used entries go beyond this
   /// KILN_JIT=replay: a hot trace without a cached kernel is an error.
   bool replay_strict = false;
+  /// Test devices to register (Device::test(0..n-1); KILN_TEST_DEVICES).
+  int test_devices = 0;
+  /// The device creation ops use when none is given ("cpu", "test:0", ...;
+  /// KILN_DEFAULT_DEVICE). Read once, at the first default_device() call.
+  std::string default_device = "cpu";
 };
 const Settings& settings();
 /// Replaces the settings (the C ABI's kiln_set_option uses this). New values

@@ -67,7 +67,7 @@ Tensor clamp(const Tensor& x, const Operand& low, const Operand& high) {
   check("clamp", core::broadcastShapes(x.shape(), operandShape(low), &lowShape));
   check("clamp", core::broadcastShapes(lowShape, operandShape(high), &highShape));
   Tensor xt = castTo(x, t);
-  return minimum(maximum(xt, operandAs(low, t)), operandAs(high, t));
+  return minimum(maximum(xt, operandAs(low, t, x.device())), operandAs(high, t, x.device()));
 }
 
 Tensor one_hot(const Tensor& index, int64_t num_classes, DType dtype) {

@@ -38,12 +38,14 @@ inline Tensor record(const trace::NodeSpec& spec, std::initializer_list<const Te
 
 /// x converted to dtype (x itself when it already has it).
 Tensor castTo(const Tensor& x, DType dtype);
-/// A rank-0 constant.
-Tensor constant(const Scalar& v, DType dtype);
+/// A rank-0 constant on `device`.
+Tensor constant(const Scalar& v, DType dtype, Device device);
 /// The dtype Operand `o` promotes as (its category's dtype for a scalar).
 core::TypedOperand typedOperand(const Operand& o);
-/// o as a tensor of dtype (a rank-0 constant for a scalar).
-Tensor operandAs(const Operand& o, DType dtype);
+/// o as a tensor of dtype (a rank-0 constant on `device` for a scalar).
+Tensor operandAs(const Operand& o, DType dtype, Device device);
+/// The device of the tensor among two operands (the default device if none).
+Device deviceOf(const Operand& a, const Operand& b);
 Shape operandShape(const Operand& o);
 
 std::string dtypeList(std::initializer_list<DType> ts);

@@ -42,8 +42,9 @@ Tensor castTo(const Tensor& x, DType dtype) {
   return record(NodeSpec{OpKind::Cast, dtype, x.shape()}, {&x});
 }
 
-Tensor constant(const Scalar& v, DType dtype) {
+Tensor constant(const Scalar& v, DType dtype, Device device) {
   NodeSpec spec{OpKind::Full, dtype, Shape{}};
+  spec.device = device;
   spec.f0 = v.to_double();
   spec.i0 = v.kind() == Scalar::Kind::Floating ? static_cast<int64_t>(v.to_double()) : v.to_int();
   return record(spec, {});
@@ -60,8 +61,12 @@ core::TypedOperand typedOperand(const Operand& o) {
   return {d, core::OperandPriority::Scalar};
 }
 
-Tensor operandAs(const Operand& o, DType dtype) {
-  return o.is_tensor() ? castTo(o.tensor(), dtype) : constant(o.scalar(), dtype);
+Tensor operandAs(const Operand& o, DType dtype, Device device) {
+  return o.is_tensor() ? castTo(o.tensor(), dtype) : constant(o.scalar(), dtype, device);
+}
+
+Device deviceOf(const Operand& a, const Operand& b) {
+  return a.is_tensor() ? a.tensor().device() : b.is_tensor() ? b.tensor().device() : default_device();
 }
 
 Shape operandShape(const Operand& o) { return o.is_tensor() ? o.tensor().shape() : Shape{}; }
@@ -104,7 +109,8 @@ Tensor binary(OpKind kind, const Operand& a, const Operand& b) {
   }
   Shape shape;
   check(op, core::broadcastShapes(operandShape(a), operandShape(b), &shape));
-  Tensor x = operandAs(a, t), y = operandAs(b, t);
+  const Device device = deviceOf(a, b);
+  Tensor x = operandAs(a, t, device), y = operandAs(b, t, device);
   return record(NodeSpec{kind, t, shape}, {&x, &y});
 }
 
@@ -115,7 +121,8 @@ Tensor compare(OpKind kind, const Operand& a, const Operand& b) {
   DType t = core::resultType(ops);
   Shape shape;
   check(op, core::broadcastShapes(operandShape(a), operandShape(b), &shape));
-  Tensor x = operandAs(a, t), y = operandAs(b, t);
+  const Device device = deviceOf(a, b);
+  Tensor x = operandAs(a, t, device), y = operandAs(b, t, device);
   return record(NodeSpec{kind, DType::boolean, shape}, {&x, &y});
 }
 
@@ -225,6 +232,7 @@ void checkIndexValues(const char* op, const Tensor& index, int axis, int64_t ext
 Tensor full(const Shape& shape, Scalar value, DType dtype, Device device) {
   checkCreation("full", shape, device);
   NodeSpec spec{OpKind::Full, dtype, shape};
+  spec.device = device;
   spec.f0 = value.to_double();
   spec.i0 = value.kind() == Scalar::Kind::Floating ? static_cast<int64_t>(value.to_double()) : value.to_int();
   return record(spec, {});
@@ -254,6 +262,7 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
   int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
   checkCreation("arange", Shape{count}, device);
   NodeSpec spec{OpKind::Arange, dtype, Shape{count}};
+  spec.device = device;
   spec.f0 = start;
   spec.f1 = step;
   return record(spec, {});
@@ -267,6 +276,8 @@ Tensor fromHost(const void* data, std::size_t count, DType dtype, const Shape& s
     fail("from_vector", std::to_string(count) + " values do not fill shape " + shape.str() + " (" +
                             std::to_string(shape.numel()) + " elements)");
   const size_t bytes = core::requireDenseBytes("from_vector", shape, dtype);
+  // Another device gets a copy of a host tensor, made on its stream.
+  if (device.kind != Device::CPU) return fromHost(data, count, dtype, shape, Device::cpu()).to(device);
   TensorImpl* impl = TensorImpl::create(dtype, shape, device);
   impl->view.storage = core::Storage::allocateHost(bytes);
   if (bytes) std::memcpy(impl->view.storage->data(), data, bytes);
@@ -295,20 +306,22 @@ Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device, std
   return Tensor(impl);
 }
 
-Tensor rand(const Shape& shape, uint64_t seed, DType dtype, double low, double high) {
-  checkCreation("rand", shape, Device::cpu());
+Tensor rand(const Shape& shape, uint64_t seed, DType dtype, double low, double high, Device device) {
+  checkCreation("rand", shape, device);
   if (!is_floating(dtype)) fail("rand", "dtype must be floating, got " + std::string(dtype_name(dtype)));
   NodeSpec spec{OpKind::RandUniform, dtype, shape};
+  spec.device = device;
   spec.i0 = static_cast<int64_t>(seed);
   Tensor u = record(spec, {});
   if (low == 0 && high == 1) return u;
   return add(mul(u, high - low), low);
 }
 
-Tensor randn(const Shape& shape, uint64_t seed, DType dtype, double mean, double stddev) {
-  checkCreation("randn", shape, Device::cpu());
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype, double mean, double stddev, Device device) {
+  checkCreation("randn", shape, device);
   if (!is_floating(dtype)) fail("randn", "dtype must be floating, got " + std::string(dtype_name(dtype)));
   NodeSpec spec{OpKind::RandNormal, dtype, shape};
+  spec.device = device;
   spec.i0 = static_cast<int64_t>(seed);
   Tensor z = record(spec, {});
   if (mean == 0 && stddev == 1) return z;
@@ -374,7 +387,7 @@ Tensor where(const Tensor& cond, const Operand& a, const Operand& b) {
   Shape ab, shape;
   check("where", core::broadcastShapes(operandShape(a), operandShape(b), &ab));
   check("where", core::broadcastShapes(cond.shape(), ab, &shape));
-  Tensor c = castTo(cond, DType::boolean), x = operandAs(a, t), y = operandAs(b, t);
+  Tensor c = castTo(cond, DType::boolean), x = operandAs(a, t, cond.device()), y = operandAs(b, t, cond.device());
   return record(NodeSpec{OpKind::Where, t, shape}, {&c, &x, &y});
 }
 

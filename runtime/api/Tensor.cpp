@@ -1,10 +1,13 @@
 // kiln::Tensor: handle management, reads (which flush) and method sugar.
+#include <cstring>
 #include <mutex>
 
 #include "kiln/error.h"
 #include "kiln/ops.h"
 #include "runtime/autograd/GradInfo.h"
+#include "runtime/backends/Hal.h"
 #include "runtime/core/TensorImpl.h"
+#include "runtime/core/TensorSize.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/trace/Recorder.h"
 
@@ -23,6 +26,46 @@ detail::TensorImpl* materialized(const detail::TensorImpl* impl, const char* wha
   return i;
 }
 std::mutex gDensifyMutex;
+
+/// A copy of `view` (of `shape` elements of `t`) on `to`: the bytes it spans,
+/// with its strides kept (a non-contiguous view stays one). Copies are
+/// stream-ordered: into a device after its earlier work, out of a device
+/// after the source's device finished what it had queued (then the host
+/// waits, so a host result is readable at once).
+core::View copyView(const core::View& view, DType t, const Shape& shape, Device from, Device to) {
+  int64_t lo = 0, hi = 0;
+  const std::string problem = core::stridedExtent(shape, view.strides, t, &lo, &hi);
+  if (!problem.empty()) throw Error("Tensor::to: " + problem);
+  const auto E = static_cast<int64_t>(dtype_size(t));
+  const int64_t count = shape.numel() == 0 ? 0 : hi - lo + 1;
+  const auto bytes = static_cast<std::size_t>(count * E);
+  core::View out;
+  out.storage = core::Storage::allocateOn(to, bytes);
+  out.offset = -lo;
+  for (int d = 0; d < shape.rank(); ++d) out.strides[d] = view.strides[d];
+  if (bytes == 0) return out;
+  const char* src = view.bytes(t) + lo * E;
+  char* dst = static_cast<char*>(out.storage->data());
+  hal::DeviceContext& source = hal::deviceContext(from);
+  hal::DeviceContext& target = hal::deviceContext(to);
+  if (source.hostAccessible() && target.hostAccessible()) {
+    std::memcpy(dst, src, bytes);
+  } else if (source.hostAccessible()) {
+    // Host to device: the host buffer stays alive until the stream copied it.
+    hal::Stream& stream = target.defaultStream();
+    stream.copy(dst, src, bytes);
+    stream.hostCall([keep = view.storage] {});
+  } else if (target.hostAccessible()) {
+    hal::Stream& stream = source.defaultStream();
+    stream.copy(dst, src, bytes);
+    stream.synchronize();
+  } else {
+    // Between two devices: through the host.
+    core::View staged = copyView(view, t, shape, from, Device::cpu());
+    return copyView(staged, t, shape, Device::cpu(), to);
+  }
+  return out;
+}
 }  // namespace
 
 Tensor::Tensor(const Tensor& o) : impl_(o.impl_) {
@@ -93,6 +136,10 @@ void Tensor::checkHostCopy(std::size_t elementSize) const {
 void Tensor::copyOut(void* dst, DType dstType) const {
   detail::TensorImpl* i = materialized(impl_, "to_vector");
   if (i->shape.numel() == 0) return;
+  if (i->device.kind != Device::CPU) {
+    to(Device::cpu()).copyOut(dst, dstType);
+    return;
+  }
   interp::Arg a = interp::argOf(i->view, i->dtype, i->shape);
   if (dstType == i->dtype) interp::copyKernel(a, static_cast<char*>(dst));
   else interp::castKernel(a, dstType, static_cast<char*>(dst));
@@ -116,8 +163,18 @@ const void* Tensor::data() const {
 Tensor Tensor::to(Device d) const {
   detail::TensorImpl* i = checked(impl_, "to");
   if (i->device == d) return *this;
-  throw Error("Tensor::to: no copy path from " + i->device.str() + " to " + d.str() +
-              " in this build; Kiln runs on cpu here");
+  hal::deviceContext(d);  // throws naming the missing driver or index
+  materialized(impl_, "to");
+  int64_t lo = 0, hi = 0;
+  if (!core::stridedExtent(i->shape, i->view.strides, i->dtype, &lo, &hi).empty() ||
+      hi - lo + 1 > 2 * i->shape.numel() + 64) {
+    // A sparse view (a few rows of a large buffer): copy only its elements.
+    return contiguous().to(d);
+  }
+  detail::TensorImpl* out = detail::TensorImpl::create(i->dtype, i->shape, d);
+  Tensor result(out);
+  out->view = copyView(i->view, i->dtype, i->shape, i->device, d);
+  return result;
 }
 
 Tensor Tensor::contiguous() const {

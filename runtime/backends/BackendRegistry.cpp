@@ -3,7 +3,9 @@
 
 #include "kiln/error.h"
 #include "runtime/backends/Hal.h"
+#include "kiln/runtime.h"
 #include "runtime/backends/cpu/CpuBackend.h"
+#include "runtime/backends/test/TestBackend.h"
 
 namespace kiln::hal {
 
@@ -29,6 +31,7 @@ void initializeBackends() {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
     addLocked(r, createCpuDriver());
+    if (int n = settings().test_devices; n > 0) addLocked(r, createTestDriver(n));
   });
 }
 
@@ -58,6 +61,10 @@ std::vector<Driver*> drivers() {
 }
 
 DeviceContext& deviceContext(Device device) {
+  if (device == Device::cpu()) {  // the hot path: every interpreted trace asks
+    static DeviceContext* cpu = &findDriver(Device::CPU)->device(0);
+    return *cpu;
+  }
   Driver* d = findDriver(device.kind);
   if (!d)
     throw Error("device " + device.str() + ": no driver for this device kind is available in this process " +
@@ -66,6 +73,11 @@ DeviceContext& deviceContext(Device device) {
     throw Error("device " + device.str() + ": the " + d->name() + " driver has " + std::to_string(d->deviceCount()) +
                 " device(s)");
   return d->device(device.index);
+}
+
+void synchronizeDevices() {
+  for (Driver* d : drivers())
+    for (int i = 0; i < d->deviceCount(); ++i) d->device(i).synchronize();
 }
 
 Allocator& hostAllocator() {

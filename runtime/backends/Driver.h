@@ -9,6 +9,10 @@
 #include "runtime/backends/Allocator.h"
 #include "runtime/backends/Stream.h"
 
+namespace kiln::interp {
+class OpLibrary;
+}  // namespace kiln::interp
+
 namespace kiln::hal {
 
 /// One device of a driver: its allocator and streams.
@@ -20,10 +24,20 @@ class DeviceContext {
   virtual std::string name() const = 0;
   /// Can the host dereference this device's pointers?
   virtual bool hostAccessible() const = 0;
+  /// Can it run kernels compiled for the host CPU (the CPU, the test
+  /// device)? Other devices need a compiler target of their own.
+  virtual bool runsHostKernels() const = 0;
+  /// Its memory. Memory freed while work on the default stream may still
+  /// use it is not handed out again before that work is done.
   virtual Allocator& allocator() = 0;
+  /// Its tier-0 kernels (the interpreter runs each op through them).
+  virtual interp::OpLibrary& ops() = 0;
   virtual std::unique_ptr<Stream> createStream() = 0;
   /// The stream that runtime work on this device is ordered on.
   virtual Stream& defaultStream() = 0;
+  /// Waits until the runtime's work on this device is done; throws
+  /// kiln::Error when some of it failed.
+  virtual void synchronize() = 0;
 };
 
 /// A backend. Registered explicitly by initializeBackends(), never by a

@@ -11,8 +11,9 @@
 
 namespace kiln::hal {
 
-/// Registers the built-in drivers (CPU now; CUDA and Level Zero when their
-/// driver libraries load). Idempotent and thread-safe; every accessor below
+/// Registers the built-in drivers (CPU; the test device when
+/// KILN_TEST_DEVICES > 0; CUDA and Level Zero when their driver libraries
+/// load). Idempotent and thread-safe; every accessor below
 /// calls it first.
 void initializeBackends();
 
@@ -25,6 +26,8 @@ std::vector<Driver*> drivers();
 /// The device context for `device`; throws kiln::Error naming the missing
 /// driver or index when there is none.
 DeviceContext& deviceContext(Device device);
+/// Waits for the runtime's work on every device (kiln::sync).
+void synchronizeDevices();
 /// The CPU device's allocator (caching host allocator).
 Allocator& hostAllocator();
 

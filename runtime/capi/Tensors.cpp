@@ -360,6 +360,17 @@ kiln_status kiln_tensor_device(kiln_tensor tensor, kiln_device* out) {
   });
 }
 
+kiln_status kiln_tensor_to_device(kiln_tensor tensor, kiln_device device, kiln_tensor* out) {
+  return guarded(__func__, [&] {
+    required(out, "out");
+    if (device.kind < KILN_DEVICE_CPU || device.kind > KILN_DEVICE_TEST || device.index < 0)
+      fail(KILN_ERROR_INVALID_ARGUMENT, "device {kind " + std::to_string(device.kind) + ", index " +
+                                            std::to_string(device.index) + "} is not a kiln_device");
+    Tensor t = tensorOf(tensor, "tensor");
+    *out = newTensorHandle(t.to(Device{static_cast<Device::Kind>(device.kind), device.index}));
+  });
+}
+
 kiln_status kiln_tensor_is_materialized(kiln_tensor tensor, int32_t* out) {
   return guarded(__func__, [&] {
     required(out, "out");
@@ -399,6 +410,7 @@ kiln_status kiln_tensor_copy_to_host(kiln_tensor tensor, void* dst, size_t dst_b
       fail(KILN_ERROR_BUFFER_TOO_SMALL, "dst has " + std::to_string(dst_bytes) + " bytes; " + t.shape().str() +
                                             " as " + std::string(dtype_name(to)) + " needs " + std::to_string(want));
     if (want > 0) required(dst, "dst");
+    if (t.device().kind != Device::CPU) t = t.to(Device::cpu());  // through the device's stream
     core::View v = materializedView(t);
     if (t.numel() == 0) return;
     interp::Arg a;

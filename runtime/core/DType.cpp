@@ -52,9 +52,26 @@ DType promote_types(DType a, DType b) {
   return dtype_size(a) >= dtype_size(b) ? a : b;
 }
 
-std::string Device::str() const {
-  const char* k = kind == CPU ? "cpu" : kind == CUDA ? "cuda" : "level_zero";
-  return std::string(k) + ":" + std::to_string(index);
+namespace {
+constexpr const char* kDeviceKindNames[] = {"cpu", "cuda", "level_zero", "test"};
+}  // namespace
+
+std::string Device::str() const { return std::string(kDeviceKindNames[kind]) + ":" + std::to_string(index); }
+
+Device Device::parse(const std::string& text) {
+  const std::size_t colon = text.find(':');
+  const std::string name = text.substr(0, colon);
+  int index = 0;
+  if (colon != std::string::npos) {
+    const std::string digits = text.substr(colon + 1);
+    if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos)
+      throw Error("device \"" + text + "\": the index after ':' must be a number from 0 to 9999");
+    index = std::stoi(digits);
+  }
+  for (unsigned char k = 0; k < std::size(kDeviceKindNames); ++k)
+    if (name == kDeviceKindNames[k]) return Device{static_cast<Device::Kind>(k), index};
+  throw Error("device \"" + text + "\" is not a device name; use cpu, cuda, level_zero or test, optionally with "
+              ":index (e.g. cuda:1)");
 }
 
 }  // namespace kiln

@@ -27,6 +27,11 @@ std::shared_ptr<Storage> Storage::allocateHost(std::size_t bytes) {
   return allocate(hal::hostAllocator(), bytes);
 }
 
+std::shared_ptr<Storage> Storage::allocateOn(Device device, std::size_t bytes) {
+  if (device.kind == Device::CPU) return allocateHost(bytes);
+  return allocate(hal::deviceContext(device).allocator(), bytes);
+}
+
 Storage::~Storage() {
   if (allocator_) {
     allocator_->deallocate(data_, bytes_);

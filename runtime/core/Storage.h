@@ -24,6 +24,8 @@ class Storage {
                                        std::function<void(void*)> deleter);
   /// `bytes` on the host device from the default CPU allocator.
   static std::shared_ptr<Storage> allocateHost(std::size_t bytes);
+  /// `bytes` from `device`'s allocator.
+  static std::shared_ptr<Storage> allocateOn(Device device, std::size_t bytes);
 
   /// Use the factories above; public only for std::make_shared.
   struct Key {};

@@ -11,6 +11,8 @@
 #include "runtime/exec/Log.h"
 #include "runtime/exec/RegionExecutor.h"
 #include "runtime/exec/StatsCounters.h"
+#include "runtime/backends/Hal.h"
+#include "runtime/exec/LaunchTarget.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/trace/Recorder.h"
 #include "runtime/trace/TraceGraph.h"
@@ -207,8 +209,11 @@ void Engine::compileJob(TraceProfile* profile, std::shared_ptr<const trace::Trac
 }
 
 bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t>& needed,
-                            const TraceProfile& profile, const Executable& exe, TraceResult& out) {
+                            const TraceProfile& profile, const std::shared_ptr<Executable>& exePtr,
+                            TraceResult& out) {
+  const Executable& exe = *exePtr;
   Counters& c = counters();
+  LaunchTarget target(trace.device);
   std::vector<int64_t> tParamOfInput;
   std::vector<uint32_t> tNodeOfOutput;
   trace::graphBindings(trace, needed, &tParamOfInput, &tNodeOfOutput);
@@ -220,28 +225,17 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
   for (auto [pos, extent] : profile.indexChecks) {
     const int64_t p = tParamOfInput[pos];
     const trace::Node* node = paramNode[static_cast<size_t>(p)];
-    std::vector<int64_t> values(static_cast<size_t>(node->shape.numel()));
-    if (!values.empty())
-      interp::castKernel(interp::argOf(trace.params[p].view, node->dtype, node->shape), DType::i64,
-                         reinterpret_cast<char*>(values.data()));
-    for (int64_t x : values)
+    for (int64_t x : target.readIndices(trace.params[p].view, node->dtype, node->shape))
       if (x < 0 || x >= extent) return false;
   }
   std::vector<void*> args;
   // Each input's dense buffer: the parameter's own view, or a dense copy.
   std::vector<core::View> dense(tParamOfInput.size());
-  args.reserve(tParamOfInput.size() + tNodeOfOutput.size() + 1);
+  args.reserve(tParamOfInput.size() + tNodeOfOutput.size() + 2);
   for (size_t i = 0; i < tParamOfInput.size(); ++i) {
     const int64_t p = tParamOfInput[i];
-    const core::View& v = trace.params[p].view;
     const trace::Node* node = paramNode[static_cast<size_t>(p)];
-    if (core::isContiguous(node->shape, v.strides)) {
-      dense[i] = v;
-      core::contiguousStrides(node->shape, dense[i].strides);
-    } else {
-      dense[i] = interp::allocDense(node->dtype, node->shape);
-      interp::copyKernel(interp::argOf(v, node->dtype, node->shape), dense[i].bytes(node->dtype));
-    }
+    dense[i] = target.dense(trace.params[p].view, node->dtype, node->shape);
     args.push_back(dense[i].bytes(node->dtype));
   }
   // Buffer donation: an output the kernel may compute in place of an input
@@ -264,7 +258,7 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
   for (size_t j = 0; j < tNodeOfOutput.size(); ++j) {
     const uint32_t id = tNodeOfOutput[j];
     const trace::Node& node = trace.nodes[id];
-    out.values[id] = donor[j] >= 0 ? dense[donor[j]] : interp::allocDense(node.dtype, node.shape);
+    out.values[id] = donor[j] >= 0 ? dense[donor[j]] : target.alloc(node.dtype, node.shape);
     args.push_back(out.values[id].bytes(node.dtype));
   }
   if (!exe.donations.empty())
@@ -273,10 +267,9 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
   // A dynamic-shape kernel's scratch depends on its sizes, which follow it.
   const bool dynamic = exe.dynamicSizes > 0;
   const std::size_t scratchBytes = dynamic ? exe.dynamicScratchBytes(profile.dynamicSizes.data()) : exe.scratchBytes();
-  if (scratchBytes > 0) scratch = core::Storage::allocateHost(scratchBytes);
+  if (scratchBytes > 0) scratch = target.scratch(scratchBytes);
   args.push_back(scratch ? scratch->data() : nullptr);
-  if (dynamic) args.push_back(const_cast<int64_t*>(profile.dynamicSizes.data()));
-  exe.launch(args.data());
+  target.launch(exePtr, std::move(args), dynamic ? profile.dynamicSizes : std::vector<int64_t>{});
   c.compiledRuns.fetch_add(1, std::memory_order_relaxed);
   c.kernelLaunches.fetch_add(static_cast<uint64_t>(exe.kernelCount()), std::memory_order_relaxed);
   return true;
@@ -301,6 +294,13 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   c.opsEliminated.fetch_add(trace.nodes.size() - paramCount - neededOps, std::memory_order_relaxed);
 
   tLastKey = trace::computeTraceKey(trace, tNeeded);
+  if (trace.device.kind != Device::CPU && !hal::deviceContext(trace.device).runsHostKernels()) {
+    // A device without a compiler target: its traces run in its op library.
+    interpreter_.run(trace, tNeeded, tLastUse, out);
+    c.interpretedRuns.fetch_add(1, std::memory_order_relaxed);
+    c.interpretedOps.fetch_add(neededOps, std::memory_order_relaxed);
+    return;
+  }
   TraceProfile* profile;
   std::shared_ptr<Executable> exe;
   bool startCompile = false, probe = false, replayMiss = false, replayDecide = false, startDynamic = false;
@@ -429,7 +429,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       }
     }
   }
-  if (exe && launchCompiled(trace, tNeeded, *profile, *exe, out)) {
+  if (exe && launchCompiled(trace, tNeeded, *profile, exe, out)) {
     c.compiledOps.fetch_add(neededOps, std::memory_order_relaxed);
     return;
   }

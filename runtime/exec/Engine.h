@@ -88,8 +88,11 @@ class Engine {
   /// Asks the kernel cache for `key`; on a hit, the profile runs compiled.
   std::shared_ptr<Executable> probeCache(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                                          const trace::TraceKey& key, TraceProfile* profile, bool always);
+  /// Runs a compiled trace on the trace's device (on its stream when the
+  /// device is asynchronous). False when an index is out of range (the
+  /// caller interprets, which reports it).
   bool launchCompiled(const trace::Trace& trace, const std::vector<uint8_t>& needed, const TraceProfile& profile,
-                      const Executable& exe, TraceResult& out);
+                      const std::shared_ptr<Executable>& exe, TraceResult& out);
   CompileQueue& queue();
   /// The hot-region executor (RegionExecutor.cpp) shares the profiles,
   /// compile jobs and kernel cache probes of whole traces.

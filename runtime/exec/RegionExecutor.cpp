@@ -7,6 +7,7 @@
 #include "kiln/runtime.h"
 #include "runtime/exec/CompileQueue.h"
 #include "runtime/exec/KernelCache.h"
+#include "runtime/exec/LaunchTarget.h"
 #include "runtime/exec/Log.h"
 #include "runtime/exec/StatsCounters.h"
 #include "runtime/exec/TieringPolicy.h"
@@ -166,47 +167,40 @@ void RegionExecutor::probeReplay(const trace::Trace& trace, const std::vector<ui
 }
 
 bool RegionExecutor::launch(const trace::Trace& trace, const std::vector<uint32_t>& ids, const Region& region,
-                            const Executable& exe, const std::vector<std::pair<uint32_t, int64_t>>& indexChecks,
-                            const RegionStep& step, const std::vector<uint32_t>& lastUse, TraceResult& out) {
+                            const std::shared_ptr<Executable>& exe,
+                            const std::vector<std::pair<uint32_t, int64_t>>& indexChecks, const RegionStep& step,
+                            const std::vector<uint32_t>& lastUse, TraceResult& out) {
   for (uint32_t q : region.inputs)
     if (out.errors[ids[q]]) return false;
+  LaunchTarget target(trace.device);
   // Kernels clamp indices: an index out of range must reach the interpreter.
   for (auto [pos, extent] : indexChecks) {
     const uint32_t id = ids[region.inputs[pos]];
     const trace::Node& node = trace.nodes[id];
-    std::vector<int64_t> values(static_cast<size_t>(node.shape.numel()));
-    if (!values.empty())
-      interp::castKernel(interp::argOf(out.values[id], node.dtype, node.shape), DType::i64,
-                         reinterpret_cast<char*>(values.data()));
-    for (int64_t x : values)
+    for (int64_t x : target.readIndices(out.values[id], node.dtype, node.shape))
       if (x < 0 || x >= extent) return false;
   }
   std::vector<void*> args;
-  std::vector<core::View> keep;  // inputs copied to dense layout
+  // Dense copies of strided inputs live until the kernel has run: on the CPU
+  // it runs before launch() returns; a device frees them stream-ordered.
+  std::vector<core::View> dense;
   args.reserve(region.inputs.size() + region.outputs.size() + 1);
   for (uint32_t q : region.inputs) {
     const uint32_t id = ids[q];
     const trace::Node& node = trace.nodes[id];
-    const core::View& v = out.values[id];
-    if (core::isContiguous(node.shape, v.strides)) {
-      args.push_back(v.bytes(node.dtype));
-    } else {
-      core::View dense = interp::allocDense(node.dtype, node.shape);
-      interp::copyKernel(interp::argOf(v, node.dtype, node.shape), dense.bytes(node.dtype));
-      args.push_back(dense.bytes(node.dtype));
-      keep.push_back(std::move(dense));
-    }
+    dense.push_back(target.dense(out.values[id], node.dtype, node.shape));
+    args.push_back(dense.back().bytes(node.dtype));
   }
   for (uint32_t q : region.outputs) {
     const uint32_t id = ids[q];
     const trace::Node& node = trace.nodes[id];
-    out.values[id] = interp::allocDense(node.dtype, node.shape);
+    out.values[id] = target.alloc(node.dtype, node.shape);
     args.push_back(out.values[id].bytes(node.dtype));
   }
   std::shared_ptr<core::Storage> scratch;
-  if (exe.scratchBytes() > 0) scratch = core::Storage::allocateHost(exe.scratchBytes());
+  if (exe->scratchBytes() > 0) scratch = target.scratch(exe->scratchBytes());
   args.push_back(scratch ? scratch->data() : nullptr);
-  exe.launch(args.data());  // never donates: region inputs may be read again
+  target.launch(exe, std::move(args), {});  // never donates: region inputs may be read again
   // Free inputs whose last reader was in this region, unless a tensor holds them.
   for (uint32_t q : region.inputs) {
     const uint32_t id = ids[q];
@@ -336,7 +330,7 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
   for (const RegionStep& step : plan->steps) {
     if (step.region >= 0) {
       const auto ri = static_cast<size_t>(step.region);
-      if (exes[ri] && launch(trace, ids, regions[ri], *exes[ri], checks[ri], step, lastUse, out)) {
+      if (exes[ri] && launch(trace, ids, regions[ri], exes[ri], checks[ri], step, lastUse, out)) {
         compiledOps += regions[ri].ops;
         ++launches;
         kernels += static_cast<uint64_t>(exes[ri]->kernelCount());

@@ -58,7 +58,7 @@ class RegionExecutor {
   /// (nothing changed) when an input failed or an index is out of range:
   /// the interpreter then runs the region and reports it.
   bool launch(const trace::Trace& trace, const std::vector<uint32_t>& ids, const Region& region,
-              const Executable& exe, const std::vector<std::pair<uint32_t, int64_t>>& indexChecks,
+              const std::shared_ptr<Executable>& exe, const std::vector<std::pair<uint32_t, int64_t>>& indexChecks,
               const RegionStep& step, const std::vector<uint32_t>& lastUse, TraceResult& out);
 
   Engine& engine_;

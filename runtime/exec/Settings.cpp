@@ -109,6 +109,11 @@ const SettingInfo kSettings[] = {
     integer("KILN_REPLAY_STRICT", "replay_strict", false, 0, 1,
             [](const Settings& s) -> int64_t { return s.replay_strict ? 1 : 0; },
             [](Settings& s, int64_t v) { s.replay_strict = v != 0; }),
+    integer("KILN_TEST_DEVICES", "test_devices", false, 0, 8,
+            [](const Settings& s) -> int64_t { return s.test_devices; },
+            [](Settings& s, int64_t v) { s.test_devices = static_cast<int>(v); }),
+    text("KILN_DEFAULT_DEVICE", "default_device", false, {}, [](const Settings& s) { return s.default_device; },
+         [](Settings& s, const std::string& v) { s.default_device = v; }),
 };
 
 std::string lowerCase(std::string_view v) {

@@ -5,6 +5,7 @@
 #include "kiln/error.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/interp/Kernels.h"
+#include "runtime/interp/OpLibrary.h"
 
 namespace kiln::interp {
 
@@ -16,11 +17,17 @@ using trace::Node;
 
 bool isHalf(DType t) { return t == DType::f16 || t == DType::bf16; }
 
-/// Executes one node. f16/bf16 operands of compute ops are widened to f32
-/// first and the result rounded back: "stored natively, computed in f32".
+/// Executes one node on the trace's device, through the device's op
+/// library. f16/bf16 operands of compute ops are widened to f32 first and the
+/// result rounded back: "stored natively, computed in f32".
 class NodeRunner {
  public:
-  NodeRunner(const trace::Trace& trace, const std::vector<View>& values) : trace_(trace), values_(values) {}
+  NodeRunner(const trace::Trace& trace, const std::vector<View>& values)
+      : trace_(trace),
+        values_(values),
+        device_(hal::deviceContext(trace.device)),
+        ops_(device_.ops()),
+        allocator_(device_.allocator()) {}
 
   View run(const Node& n) {
     temps_.clear();
@@ -30,8 +37,8 @@ class NodeRunner {
       case OpCategory::Shape: return shapeOp(n, ins);
       case OpCategory::Index: return indexOp(n, ins);
       case OpCategory::Cast: {
-        View out = allocDense(n.dtype, n.shape);
-        castKernel(input(ins[0]), n.dtype, out.bytes(n.dtype));
+        View out = alloc(n.dtype, n.shape);
+        ops_.cast(input(ins[0]), n.dtype, out.bytes(n.dtype));
         return out;
       }
       default: return compute(n, ins);
@@ -44,12 +51,20 @@ class NodeRunner {
     return argOf(values_[id], in.dtype, in.shape);
   }
 
+  /// A fresh dense buffer on the trace's device.
+  View alloc(DType t, const Shape& shape) {
+    View v;
+    v.storage = core::Storage::allocate(allocator_, core::requireDenseBytes("allocate", shape, t));
+    core::contiguousStrides(shape, v.strides);
+    return v;
+  }
+
   /// The input as f32 when it is half precision (kept alive in temps_).
   Arg widened(uint32_t id) {
     Arg a = input(id);
     if (!isHalf(a.dtype)) return a;
-    View w = allocDense(DType::f32, a.shape);
-    castKernel(a, DType::f32, w.bytes(DType::f32));
+    View w = alloc(DType::f32, a.shape);
+    ops_.cast(a, DType::f32, w.bytes(DType::f32));
     temps_.push_back(w.storage);
     return argOf(w, DType::f32, a.shape);
   }
@@ -57,29 +72,29 @@ class NodeRunner {
   View compute(const Node& n, std::span<const uint32_t> ins) {
     const bool halfOut = isHalf(n.dtype);
     const DType workType = halfOut ? DType::f32 : n.dtype;
-    View out = allocDense(workType, n.shape);
+    View out = alloc(workType, n.shape);
     char* o = out.bytes(workType);
     switch (core::opCategory(n.op)) {
-      case OpCategory::Unary: unaryKernel(n.op, widened(ins[0]), o); break;
+      case OpCategory::Unary: ops_.unary(n.op, widened(ins[0]), o); break;
       case OpCategory::Binary:
-        binaryKernel(n.op, broadcastArg(widened(ins[0]), n.shape), broadcastArg(widened(ins[1]), n.shape), n.shape, o);
+        ops_.binary(n.op, broadcastArg(widened(ins[0]), n.shape), broadcastArg(widened(ins[1]), n.shape), n.shape, o);
         break;
       case OpCategory::Compare:
-        compareKernel(n.op, broadcastArg(widened(ins[0]), n.shape), broadcastArg(widened(ins[1]), n.shape), n.shape, o);
+        ops_.compare(n.op, broadcastArg(widened(ins[0]), n.shape), broadcastArg(widened(ins[1]), n.shape), n.shape, o);
         break;
       case OpCategory::Select:
-        whereKernel(broadcastArg(input(ins[0]), n.shape), broadcastArg(widened(ins[1]), n.shape),
+        ops_.where(broadcastArg(input(ins[0]), n.shape), broadcastArg(widened(ins[1]), n.shape),
                     broadcastArg(widened(ins[2]), n.shape), n.shape, o);
         break;
       case OpCategory::Reduce: {
         core::AxisMask mask = 0;
         for (int64_t a : trace_.attrsOf(n)) mask |= 1u << a;
-        reduceKernel(n.op, widened(ins[0]), mask, o);
+        ops_.reduce(n.op, widened(ins[0]), mask, o);
         break;
       }
       case OpCategory::ArgReduce: {
         auto attrs = trace_.attrsOf(n);
-        argReduceKernel(n.op, widened(ins[0]), static_cast<int>(n.i0), !attrs.empty() && attrs[0] != 0, o);
+        ops_.argReduce(n.op, widened(ins[0]), static_cast<int>(n.i0), !attrs.empty() && attrs[0] != 0, o);
         break;
       }
       case OpCategory::Matmul: {
@@ -88,14 +103,14 @@ class NodeRunner {
         Shape as = n.shape, bs = n.shape;
         as[r - 1] = a.shape[a.shape.rank() - 1];
         bs[r - 2] = b.shape[b.shape.rank() - 2];
-        matmulKernel(broadcastArg(a, as), broadcastArg(b, bs), n.shape, o);
+        ops_.matmul(broadcastArg(a, as), broadcastArg(b, bs), n.shape, o);
         break;
       }
       default: throw Error("interpreter: unexpected op " + std::string(core::opName(n.op)));
     }
     if (!halfOut) return out;
-    View h = allocDense(n.dtype, n.shape);
-    castKernel(argOf(out, DType::f32, n.shape), n.dtype, h.bytes(n.dtype));
+    View h = alloc(n.dtype, n.shape);
+    ops_.cast(argOf(out, DType::f32, n.shape), n.dtype, h.bytes(n.dtype));
     return h;
   }
 
@@ -104,14 +119,14 @@ class NodeRunner {
     if (n.op == core::OpKind::Full) {
       // A constant is one element broadcast by stride 0: no memory traffic.
       View v;
-      v.storage = core::Storage::allocateHost(dtype_size(n.dtype));
-      fullKernel(n.dtype, 1, n.f0, n.i0, static_cast<char*>(v.storage->data()));
+      v.storage = core::Storage::allocate(allocator_, dtype_size(n.dtype));
+      ops_.full(n.dtype, 1, n.f0, n.i0, static_cast<char*>(v.storage->data()));
       return v;
     }
-    View out = allocDense(n.dtype, n.shape);
+    View out = alloc(n.dtype, n.shape);
     char* o = out.bytes(n.dtype);
-    if (n.op == core::OpKind::Arange) arangeKernel(n.dtype, n.shape.numel(), n.f0, n.f1, o);
-    else randomKernel(n.op, n.dtype, n.shape.numel(), static_cast<uint64_t>(n.i0), o);
+    if (n.op == core::OpKind::Arange) ops_.arange(n.dtype, n.shape.numel(), n.f0, n.f1, o);
+    else ops_.random(n.op, n.dtype, n.shape.numel(), static_cast<uint64_t>(n.i0), o);
     return out;
   }
 
@@ -125,8 +140,8 @@ class NodeRunner {
           core::contiguousStrides(n.shape, v.strides);
           return v;
         }
-        View out = allocDense(n.dtype, n.shape);
-        copyKernel(input(ins[0]), out.bytes(n.dtype));
+        View out = alloc(n.dtype, n.shape);
+        ops_.copy(input(ins[0]), out.bytes(n.dtype));
         return out;
       }
       case core::OpKind::Permute: {
@@ -155,13 +170,13 @@ class NodeRunner {
         return v;
       }
       case core::OpKind::Concat: {
-        View out = allocDense(n.dtype, n.shape);
+        View out = alloc(n.dtype, n.shape);
         const int axis = static_cast<int>(n.i0);
         int64_t offset = 0;
         for (uint32_t id : ins) {
           Arg part = input(id);
           char* dst = out.bytes(n.dtype) + offset * out.strides[axis] * static_cast<int64_t>(dtype_size(n.dtype));
-          copyIntoKernel(part, dst, out.strides);
+          ops_.copyInto(part, dst, out.strides);
           offset += part.shape[axis];
         }
         return out;
@@ -171,15 +186,36 @@ class NodeRunner {
   }
 
   View indexOp(const Node& n, std::span<const uint32_t> ins) {
-    View out = allocDense(n.dtype, n.shape);
     const int axis = static_cast<int>(n.i0);
-    if (n.op == core::OpKind::IndexSelect) indexSelectKernel(input(ins[0]), axis, input(ins[1]), n.shape, out.bytes(n.dtype));
-    else gatherKernel(input(ins[0]), axis, input(ins[1]), out.bytes(n.dtype));
+    const Arg x = input(ins[0]), index = input(ins[1]);
+    // The host cannot read this device's indices: bring them over first, so
+    // that a bad one fails this node (as on the CPU), not the device stream.
+    if (!device_.hostAccessible())
+      checkIndexRange(core::opName(n.op).data(), readToHost(index).data(), index.shape.numel(), axis, x.shape[axis]);
+    View out = alloc(n.dtype, n.shape);
+    if (n.op == core::OpKind::IndexSelect) ops_.indexSelect(x, axis, index, n.shape, out.bytes(n.dtype));
+    else ops_.gather(x, axis, index, out.bytes(n.dtype));
     return out;
+  }
+
+  /// An i64 device view's values in row-major order, on the host (waits for
+  /// the device).
+  std::vector<int64_t> readToHost(const Arg& a) {
+    std::vector<int64_t> host(static_cast<size_t>(a.shape.numel()));
+    if (host.empty()) return host;
+    View dense = alloc(DType::i64, a.shape);
+    ops_.copy(a, dense.bytes(DType::i64));
+    hal::Stream& stream = device_.defaultStream();
+    stream.copy(host.data(), dense.bytes(DType::i64), host.size() * sizeof(int64_t));
+    stream.synchronize();
+    return host;
   }
 
   const trace::Trace& trace_;
   const std::vector<View>& values_;
+  hal::DeviceContext& device_;
+  OpLibrary& ops_;
+  hal::Allocator& allocator_;
   std::vector<std::shared_ptr<core::Storage>> temps_;
 };
 

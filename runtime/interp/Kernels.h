@@ -78,6 +78,9 @@ void sgemmStrided(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsA, 
 /// Integer index (i64) ops; throw kiln::Error on an out-of-range index.
 void indexSelectKernel(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out);
 void gatherKernel(const Arg& x, int axis, const Arg& index, char* out);
+/// Throws the index kernels' kiln::Error when one of `n` index values is
+/// outside [0, extent).
+void checkIndexRange(const char* op, const int64_t* values, int64_t n, int axis, int64_t extent);
 
 void fullKernel(DType t, int64_t n, double f, int64_t i, char* out);
 void arangeKernel(DType t, int64_t n, double start, double step, char* out);

@@ -19,6 +19,11 @@ namespace {
 }
 }  // namespace
 
+void checkIndexRange(const char* op, const int64_t* values, int64_t n, int axis, int64_t extent) {
+  for (int64_t i = 0; i < n; ++i)
+    if (values[i] < 0 || values[i] >= extent) badIndex(op, values[i], axis, extent);
+}
+
 void copyIntoKernel(const Arg& in, char* out, const int64_t* outStrides) {
   const auto E = static_cast<int64_t>(dtype_size(in.dtype));
   char* base[2] = {out, const_cast<char*>(in.data)};

@@ -93,6 +93,12 @@ Tensor Recorder::record(const NodeSpec& spec, std::span<const Tensor* const> inp
   // refused before anything is recorded, and so is a result that is always a
   // dense buffer (not a view or a splat constant) whose bytes overflow.
   if (!core::denseSizeFits(spec.shape, dtype_size(spec.dtype))) [[unlikely]] checkResultSize(spec);
+  // A trace runs on one device: an op on another device flushes first.
+  const Device device = inputs.empty() ? spec.device : inputs[0]->impl()->device;
+  for (const Tensor* t : inputs)
+    if (t->impl()->device != device) [[unlikely]]
+      throw Error(std::string(core::opName(spec.op)) + ": operands live on different devices (" + device.str() +
+                  " and " + t->impl()->device.str() + "); move one with to()");
   // Inputs pending in another thread's trace are computed first, without
   // holding our own lock (two threads may exchange tensors both ways).
   for (const Tensor* t : inputs) {
@@ -101,6 +107,10 @@ Tensor Recorder::record(const NodeSpec& spec, std::span<const Tensor* const> inp
     if (o && o != this) o->flushFor(impl, FlushReason::CrossThread);
   }
   std::lock_guard<SpinMutex> lock(mutex_);
+  if (device != trace_.device) [[unlikely]] {
+    flushLocked();
+    trace_.device = device;
+  }
   auto inputsBegin = static_cast<uint32_t>(trace_.operands.size());
   try {
     for (const Tensor* t : inputs) trace_.operands.push_back(operandLocked(t->impl()));

@@ -22,6 +22,9 @@ struct NodeSpec {
   double f0 = 0, f1 = 0;
   int64_t i0 = 0;
   bool keepdim = false;
+  /// Where a leaf (an op without inputs) lives; other ops live on their
+  /// inputs' device.
+  Device device = Device::cpu();
 };
 
 /// A lock that is nearly always uncontended (only another thread reading or

@@ -16,6 +16,7 @@
 #include <random>
 
 #include "kiln/kiln.h"
+#include "test/unit/exec/DeviceUnderTest.h"
 #include "test/unit/exec/JitMode.h"
 #include "runtime/exec/Engine.h"
 
@@ -204,6 +205,9 @@ void expectOutputsAgree(const std::vector<std::vector<double>>& reference,
 }
 
 std::vector<std::vector<double>> runProgram(uint64_t seed, const std::string& mode, std::vector<DType>* dtypes) {
+  // The reference is the CPU interpreter; the compiled run is on the device
+  // under test (KILN_DEFAULT_DEVICE).
+  DefaultDevice scope(mode == "off" ? Device::cpu() : deviceUnderTest());
   JitMode m(mode, 1);
   ProgramGenerator gen(seed);
   std::vector<Tensor> outs = gen.record();
@@ -275,12 +279,14 @@ TEST(DifferentialFuzz, MixedRegionsAndInterpretedNodes) {
     std::vector<DType> refTypes, jitTypes;
     std::vector<std::vector<double>> reference, compiled;
     {
+      DefaultDevice cpu(Device::cpu());
       JitMode m("off");
       reference = runUnrolled(seed, &refTypes);
     }
     exec::Engine::instance().resetProfilesForTesting();  // the trace's first run
     reset_stats();
     {
+      DefaultDevice device(deviceUnderTest());
       JitMode m("sync", 2);
       compiled = runUnrolled(seed, &jitTypes);
     }

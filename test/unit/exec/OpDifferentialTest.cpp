@@ -1,7 +1,9 @@
 // Per-op differential test: every public op, on every dtype it accepts, on a
 // few shapes (broadcasting, rank 0, non-contiguous parameters and in-trace
 // views), runs interpreted (KILN_JIT=off) and compiled (KILN_JIT=sync,
-// threshold 1), and the results must agree. Each compiled run must really run
+// threshold 1), and the results must agree. Run with KILN_DEFAULT_DEVICE
+// (ctest does, with the test device), the compiled runs happen on that device
+// and are compared with the CPU interpreter. Each compiled run must really run
 // compiled (stats().compiled_runs grows), except for traces that stay
 // interpreted by design (zero-size tensors).
 //
@@ -44,6 +46,7 @@
 #include "runtime/core/Half.h"
 #include "runtime/core/OpKind.h"
 #include "runtime/trace/Recorder.h"
+#include "test/unit/exec/DeviceUnderTest.h"
 #include "test/unit/exec/JitMode.h"
 
 namespace kiln {
@@ -95,7 +98,10 @@ class InputMaker {
     const size_t size = dtype_size(t);
     char* data = new char[std::max<size_t>(1, n * size)];
     for (size_t i = 0; i < n; ++i) store(t, values, data + i * size);
-    return from_blob(data, shape, t, Device{}, [](void* p) { delete[] static_cast<char*>(p); }, strides);
+    // Made on the host, then moved to the device under test (to() keeps
+    // the strides: a strided input stays strided there).
+    return from_blob(data, shape, t, Device::cpu(), [](void* p) { delete[] static_cast<char*>(p); }, strides)
+        .to(default_device());
   }
   /// Integer class ids / positions in [0, extent).
   Tensor index(DType t, const Shape& shape, int64_t extent) {
@@ -227,6 +233,9 @@ void noteRecordedOps() {
 /// Records and runs one program. nullopt when the API rejects it at record
 /// time (the op does not accept these dtypes); *error holds a run-time error.
 std::optional<std::vector<Output>> runProgram(const Case& c, const std::string& mode, std::string* error) {
+  // The reference is the CPU interpreter; the compiled run is on the device
+  // under test.
+  DefaultDevice scope(mode == "off" ? Device::cpu() : deviceUnderTest());
   JitMode m(mode, 1);
   InputMaker inputs(std::hash<std::string>{}(c.name));
   std::vector<Tensor> outs;

@@ -54,7 +54,8 @@ TEST(OpsShape, ReshapeEveryDType) {
 TEST(OpsShape, ReshapeOfContiguousIsView) {
   Tensor x = kiln::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor y = kiln::reshape(x, {3, -1});
-  EXPECT_EQ(y.data(), x.data());
+  // data() is for host tensors (the suite also runs on the test device).
+  if (x.device().kind == kiln::Device::CPU) EXPECT_EQ(y.data(), x.data());
   EXPECT_TRUE(near(y, Ref({3, 2}, {1, 2, 3, 4, 5, 6}), {}));
   Tensor one = kiln::from_vector(std::vector<int32_t>{7}, {1, 1});
   EXPECT_TRUE(near(kiln::reshape(one, {}), Ref({}, {7}), {}));

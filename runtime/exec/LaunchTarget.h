@@ -1,0 +1,42 @@
+// LaunchTarget: the device a compiled kernel runs on (the trace's): its
+// memory, its op library (for dense copies of strided inputs) and its stream.
+// Kernels compiled for the host run at once on the CPU, and as a task of the
+// default stream on a device that runs host code (the test device), so that
+// they are ordered with the device's other work and its frees.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/backends/Hal.h"
+#include "runtime/core/TensorImpl.h"
+#include "runtime/exec/Executable.h"
+#include "runtime/interp/OpLibrary.h"
+
+namespace kiln::exec {
+
+class LaunchTarget {
+ public:
+  explicit LaunchTarget(Device device);
+
+  /// A fresh dense buffer of `shape` elements of `t` on the device.
+  core::View alloc(DType t, const Shape& shape);
+  std::shared_ptr<core::Storage> scratch(std::size_t bytes);
+  /// `v` as a dense buffer on the device: itself when it already is one.
+  core::View dense(const core::View& v, DType t, const Shape& shape);
+  /// The values of an integer view as i64, on the host (waits for the
+  /// device when it is not host-accessible).
+  std::vector<int64_t> readIndices(const core::View& v, DType t, const Shape& shape);
+  /// Runs `exe` on `args`, followed by a dynamic-shape kernel's sizes when
+  /// there are any.
+  void launch(const std::shared_ptr<Executable>& exe, std::vector<void*> args, const std::vector<int64_t>& sizes);
+
+ private:
+  hal::DeviceContext& device_;
+  interp::OpLibrary& ops_;
+  hal::Allocator& allocator_;
+};
+
+}  // namespace kiln::exec

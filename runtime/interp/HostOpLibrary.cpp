@@ -1,0 +1,50 @@
+#include "runtime/interp/OpLibrary.h"
+
+namespace kiln::interp {
+
+namespace {
+
+class HostOpLibrary final : public OpLibrary {
+ public:
+  bool synchronous() const override { return true; }
+  void unary(OpKind op, const Arg& in, char* out) override { unaryKernel(op, in, out); }
+  void binary(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) override {
+    binaryKernel(op, a, b, shape, out);
+  }
+  void compare(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) override {
+    compareKernel(op, a, b, shape, out);
+  }
+  void where(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out) override {
+    whereKernel(cond, a, b, shape, out);
+  }
+  void cast(const Arg& in, DType to, char* out) override { castKernel(in, to, out); }
+  void copy(const Arg& in, char* out) override { copyKernel(in, out); }
+  void copyInto(const Arg& in, char* out, const int64_t* outStrides) override { copyIntoKernel(in, out, outStrides); }
+  void reduce(OpKind op, const Arg& in, core::AxisMask mask, char* out) override { reduceKernel(op, in, mask, out); }
+  void argReduce(OpKind op, const Arg& in, int axis, bool selectLast, char* out) override {
+    argReduceKernel(op, in, axis, selectLast, out);
+  }
+  void matmul(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {
+    matmulKernel(a, b, outShape, out);
+  }
+  void indexSelect(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out) override {
+    indexSelectKernel(x, axis, index, outShape, out);
+  }
+  void gather(const Arg& x, int axis, const Arg& index, char* out) override { gatherKernel(x, axis, index, out); }
+  void full(DType t, int64_t n, double f, int64_t i, char* out) override { fullKernel(t, n, f, i, out); }
+  void arange(DType t, int64_t n, double start, double step, char* out) override {
+    arangeKernel(t, n, start, step, out);
+  }
+  void random(OpKind op, DType t, int64_t n, uint64_t seed, char* out) override {
+    randomKernel(op, t, n, seed, out);
+  }
+};
+
+}  // namespace
+
+OpLibrary& hostOpLibrary() {
+  static HostOpLibrary library;
+  return library;
+}
+
+}  // namespace kiln::interp

@@ -1,0 +1,107 @@
+// OpLibrary: the tier-0 kernels of one device. The interpreter runs every op
+// of a trace through the library of the trace's device. The CPU's library
+// calls the reference kernels (Kernels.h) at once; another device's library
+// enqueues its kernels on the device's stream, so they run after the work
+// enqueued before them and may finish after the call returns.
+//
+// Pointers are the device's own (not host-accessible unless the device says
+// so); Arg keeps the meaning of Kernels.h: strided inputs, dense outputs.
+#pragma once
+
+#include <array>
+#include <utility>
+
+#include "runtime/interp/Kernels.h"
+
+namespace kiln::interp {
+
+class OpLibrary {
+ public:
+  virtual ~OpLibrary() = default;
+  /// Does the work finish before each call returns (the CPU's library)?
+  virtual bool synchronous() const = 0;
+
+  virtual void unary(OpKind op, const Arg& in, char* out) = 0;
+  virtual void binary(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;
+  virtual void compare(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;
+  virtual void where(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;
+  virtual void cast(const Arg& in, DType to, char* out) = 0;
+  virtual void copy(const Arg& in, char* out) = 0;
+  virtual void copyInto(const Arg& in, char* out, const int64_t* outStrides) = 0;
+  virtual void reduce(OpKind op, const Arg& in, core::AxisMask mask, char* out) = 0;
+  virtual void argReduce(OpKind op, const Arg& in, int axis, bool selectLast, char* out) = 0;
+  virtual void matmul(const Arg& a, const Arg& b, const Shape& outShape, char* out) = 0;
+  /// Indices are range-checked before these are called (the interpreter
+  /// reads them on the host first when the device is not host-accessible).
+  virtual void indexSelect(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out) = 0;
+  virtual void gather(const Arg& x, int axis, const Arg& index, char* out) = 0;
+  virtual void full(DType t, int64_t n, double f, int64_t i, char* out) = 0;
+  virtual void arange(DType t, int64_t n, double start, double step, char* out) = 0;
+  virtual void random(OpKind op, DType t, int64_t n, uint64_t seed, char* out) = 0;
+};
+
+/// The CPU device's library: the reference kernels, run in the calling thread
+/// (and the TBB pool).
+OpLibrary& hostOpLibrary();
+
+/// The reference kernels, each call handed to `enqueue` as a task (a
+/// callable taking a std::function<void()>): the library of a device whose
+/// kernels are host code run elsewhere, e.g. the test device's stream.
+template <class Enqueue>
+class HostKernelLibrary final : public OpLibrary {
+ public:
+  explicit HostKernelLibrary(Enqueue enqueue) : enqueue_(std::move(enqueue)) {}
+  bool synchronous() const override { return false; }
+  void unary(OpKind op, const Arg& in, char* out) override {
+    enqueue_([=] { unaryKernel(op, in, out); });
+  }
+  void binary(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) override {
+    enqueue_([=] { binaryKernel(op, a, b, shape, out); });
+  }
+  void compare(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) override {
+    enqueue_([=] { compareKernel(op, a, b, shape, out); });
+  }
+  void where(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out) override {
+    enqueue_([=] { whereKernel(cond, a, b, shape, out); });
+  }
+  void cast(const Arg& in, DType to, char* out) override {
+    enqueue_([=] { castKernel(in, to, out); });
+  }
+  void copy(const Arg& in, char* out) override {
+    enqueue_([=] { copyKernel(in, out); });
+  }
+  void copyInto(const Arg& in, char* out, const int64_t* outStrides) override {
+    std::array<int64_t, Shape::kMaxRank> strides{};
+    for (int d = 0; d < in.shape.rank(); ++d) strides[d] = outStrides[d];
+    enqueue_([=] { copyIntoKernel(in, out, strides.data()); });
+  }
+  void reduce(OpKind op, const Arg& in, core::AxisMask mask, char* out) override {
+    enqueue_([=] { reduceKernel(op, in, mask, out); });
+  }
+  void argReduce(OpKind op, const Arg& in, int axis, bool selectLast, char* out) override {
+    enqueue_([=] { argReduceKernel(op, in, axis, selectLast, out); });
+  }
+  void matmul(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {
+    enqueue_([=] { matmulKernel(a, b, outShape, out); });
+  }
+  void indexSelect(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out) override {
+    enqueue_([=] { indexSelectKernel(x, axis, index, outShape, out); });
+  }
+  void gather(const Arg& x, int axis, const Arg& index, char* out) override {
+    enqueue_([=] { gatherKernel(x, axis, index, out); });
+  }
+  void full(DType t, int64_t n, double f, int64_t i, char* out) override {
+    enqueue_([=] { fullKernel(t, n, f, i, out); });
+  }
+  void arange(DType t, int64_t n, double start, double step, char* out) override {
+    enqueue_([=] { arangeKernel(t, n, start, step, out); });
+  }
+  void random(OpKind op, DType t, int64_t n, uint64_t seed, char* out) override {
+    enqueue_([=] { randomKernel(op, t, n, seed, out); });
+  }
+
+ private:
+  Enqueue enqueue_;
+};
+
+}  // namespace kiln::interp
