@@ -1,5 +1,7 @@
 #include "runtime/backends/cpu/CachingHostAllocator.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -9,6 +11,19 @@ namespace kiln::hal {
 
 namespace {
 constexpr std::size_t kAlignment = 64;
+/// Blocks this large are aligned to and backed by transparent huge pages
+/// (where the kernel allows them on request): a fresh 8 MB buffer then takes
+/// 4 page faults instead of 2,048, which is most of a first step's extra
+/// time, and the GEMM's packed panels miss the TLB less.
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+void* systemAllocate(std::size_t size) {
+  if (size < kHugePage) return std::aligned_alloc(kAlignment, size);
+  void* p = nullptr;
+  if (posix_memalign(&p, kHugePage, size) != 0) return nullptr;
+  madvise(p, size, MADV_HUGEPAGE);  // advice only: failure changes nothing
+  return p;
+}
 /// Deallocations between two looks at the clock for idle blocks.
 constexpr unsigned kIdleCheckInterval = 256;
 }  // namespace
@@ -43,12 +58,12 @@ void* CachingHostAllocator::allocate(std::size_t bytes) {
     cachedBytes_ -= size;
     ++stats_.cache_hits;
   } else {
-    p = std::aligned_alloc(kAlignment, size);
+    p = systemAllocate(size);
     if (!p && cachedBytes_ > 0) {
       // Out of memory: give the cache back to the system and retry once.
       ++stats_.retries;
       emptyCacheLocked();
-      p = std::aligned_alloc(kAlignment, size);
+      p = systemAllocate(size);
     }
     if (!p)
       throw Error("allocate: out of host memory for " + std::to_string(bytes) +
