@@ -3,11 +3,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kiln/device.h"
 #include "runtime/backends/Allocator.h"
 #include "runtime/backends/Stream.h"
+#include "runtime/exec/CompileTarget.h"
 
 namespace kiln::interp {
 class OpLibrary;
@@ -24,9 +26,10 @@ class DeviceContext {
   virtual std::string name() const = 0;
   /// Can the host dereference this device's pointers?
   virtual bool hostAccessible() const = 0;
-  /// Can it run kernels compiled for the host CPU (the CPU, the test
-  /// device)? Other devices need a compiler target of their own.
-  virtual bool runsHostKernels() const = 0;
+  /// What hot traces on this device are compiled for (the host CPU for the
+  /// CPU and the test device); none when it has no compiler target: its
+  /// traces stay in its op library.
+  virtual std::optional<exec::CompileTarget> compileTarget() const = 0;
   /// Its memory. Memory freed while work on the default stream may still
   /// use it is not handed out again before that work is done.
   virtual Allocator& allocator() = 0;

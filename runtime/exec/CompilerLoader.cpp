@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "runtime/backends/Hal.h"
 #include "runtime/exec/Engine.h"
 #include "runtime/exec/Executable.h"
 #include "runtime/exec/Log.h"
@@ -97,7 +98,9 @@ CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& na
   // Counted before the check, so the exit handler either sees this
   // compilation or this compilation sees the exit.
   TraceCompiler* compiler = loadCompiler();  // null once exit has begun
-  if (compiler) result = compiler->compile(graph, name);
+  const std::optional<CompileTarget> target = hal::deviceContext(graph.device).compileTarget();
+  if (!target) result.error = "device " + graph.device.str() + " has no compiler target";
+  else if (compiler) result = compiler->compile(graph, name, *target);
   else result.error = gExiting.load() ? "the process is exiting" : "the compiler library is not available";
   --gInFlight;
   return result;

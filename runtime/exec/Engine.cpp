@@ -52,6 +52,12 @@ std::string opsOf(const trace::Trace& trace, const std::vector<uint8_t>& needed)
 
 uint64_t toUs(double ms) { return static_cast<uint64_t>(ms * 1000.0); }
 
+/// Does the device run kernels compiled for the host (LaunchTarget's launch)?
+bool runsHostKernels(Device device) {
+  const std::optional<CompileTarget> target = hal::deviceContext(device).compileTarget();
+  return target && target->kind == CompileTarget::Kind::HostCpu;
+}
+
 /// Decides whether a trace can be compiled and finds the index checks its
 /// kernel needs. Kernels clamp indices, so
 /// an out-of-range index must be caught before launch; that is possible when
@@ -294,8 +300,10 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   c.opsEliminated.fetch_add(trace.nodes.size() - paramCount - neededOps, std::memory_order_relaxed);
 
   tLastKey = trace::computeTraceKey(trace, tNeeded);
-  if (trace.device.kind != Device::CPU && !hal::deviceContext(trace.device).runsHostKernels()) {
-    // A device without a compiler target: its traces run in its op library.
+  if (trace.device.kind != Device::CPU && !runsHostKernels(trace.device)) {
+    // Kernels compiled for another target would need their own launcher
+    // (the GPU backends); until then the device's traces run in its op
+    // library.
     interpreter_.run(trace, tNeeded, tLastUse, out);
     c.interpretedRuns.fetch_add(1, std::memory_order_relaxed);
     c.interpretedOps.fetch_add(neededOps, std::memory_order_relaxed);

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/exec/CompileTarget.h"
 #include "runtime/trace/TraceGraph.h"
 
 namespace kiln::exec {
@@ -61,13 +62,16 @@ class Executable {
   }
 };
 
-/// What the compiler produces: an ELF shared object for the host (position
-/// independent, linked against libkiln), loaded by a KernelLoader now or in a
-/// later process from the disk cache.
+/// What the compiler produces: a binary of the target's format. For the host
+/// an ELF shared object (position independent, linked against libkiln),
+/// loaded by a KernelLoader now or in a later process from the disk cache.
 struct CompileResult {
-  std::string object;       ///< the shared object's bytes; empty on failure
-  std::string entry;        ///< symbol of `void entry(void** args)` in it
-  std::string fingerprint;  ///< KernelLoader::fingerprint() of the target it was compiled for
+  BinaryFormat format = BinaryFormat::SharedObject;
+  std::string object;       ///< the binary's bytes (PTX: its text); empty on failure
+  std::string entry;        ///< host: symbol of `void entry(void** args)` in it
+  std::string fingerprint;  ///< CompileTarget::fingerprint() of the target it was compiled for
+  /// The kernels to launch, in order, with their launch shapes and arguments.
+  std::vector<KernelDispatch> dispatches;
   std::size_t scratchBytes = 0;
   int kernelCount = 0;
   /// (output, input) pairs that may share a buffer (see Executable::donations).
@@ -81,12 +85,14 @@ struct CompileResult {
   bool ok() const { return !object.empty(); }
 };
 
-/// Compiles trace graphs to native code. Thread-safe.
+/// Compiles trace graphs to native code, through the pipeline registered for
+/// the target's kind (an error result for a target without one). Thread-safe.
 class TraceCompiler {
  public:
   virtual ~TraceCompiler() = default;
   /// `name` identifies the kernel (the TraceKey hash) for IR dumps and logs.
-  virtual CompileResult compile(const trace::TraceGraph& graph, const std::string& name) = 0;
+  virtual CompileResult compile(const trace::TraceGraph& graph, const std::string& name,
+                                const CompileTarget& target) = 0;
 };
 
 /// Maps compiled kernels into the process. Thread-safe.
@@ -114,9 +120,10 @@ inline constexpr const char* kCompilerFactorySymbol = "kiln_jit_create_compiler"
 /// Loads libkiln_jit on first call; null (and one warning) when it cannot,
 /// and null once the process has begun to exit.
 TraceCompiler* loadCompiler();
-/// Compiles `graph` with loadCompiler()'s compiler. Refused (an error result)
-/// once the process has begun to exit: the exit handler waits for the
-/// compilations in flight, then the compiler's statics may be destroyed.
+/// Compiles `graph` with loadCompiler()'s compiler for the target of the
+/// graph's device. Refused (an error result) once the process has begun to
+/// exit: the exit handler waits for the compilations in flight, then the
+/// compiler's statics may be destroyed.
 CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& name);
 /// True once loadCompiler() has loaded the compiler library in this process.
 bool compilerLoaded();

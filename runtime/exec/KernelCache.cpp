@@ -226,6 +226,11 @@ std::shared_ptr<Executable> KernelCache::loadFromDisk(DirState& dir, const trace
 
 std::shared_ptr<Executable> KernelCache::install(const trace::TraceKey& key, const trace::TraceGraph& graph,
                                                  const CompileResult& compiled, std::string* error) {
+  if (compiled.format != BinaryFormat::SharedObject) {
+    *error = std::string("a ") + binaryFormatName(compiled.format) +
+             " binary needs its device's loader; this cache maps host shared objects";
+    return nullptr;
+  }
   KernelLoader* loader = loadKernelLoader();
   if (!loader) {
     *error = "the kernel loader library is not available";

@@ -5,6 +5,7 @@ namespace kiln::trace {
 TraceGraph extractGraph(const Trace& trace, const std::vector<uint8_t>& needed, std::vector<int64_t>* paramOfInput,
                         std::vector<uint32_t>* nodeOfOutput) {
   TraceGraph g;
+  g.device = trace.device;
   paramOfInput->clear();
   nodeOfOutput->clear();
   std::vector<uint32_t> renum(trace.nodes.size(), 0);

@@ -21,6 +21,8 @@ struct TraceGraph {
   std::vector<uint32_t> inputs;
   /// Node ids of the live outputs, in kernel argument order (after inputs).
   std::vector<uint32_t> outputs;
+  /// Where the kernel runs (its compile target comes from the device).
+  Device device;
 
   std::span<const uint32_t> inputsOf(const Node& n) const { return {operands.data() + n.inputs, n.numInputs}; }
   std::span<const int64_t> attrsOf(const Node& n) const { return {attrs.data() + n.attrs, n.numAttrs}; }

@@ -72,7 +72,7 @@ std::string oversizedOutput(const trace::TraceGraph &graph) {
   return {};
 }
 
-class CpuCompiler final : public exec::TraceCompiler {
+class CpuCompiler final : public TargetPipeline {
  public:
   CpuCompiler() {
     llvm::InitializeNativeTarget();
@@ -84,8 +84,13 @@ class CpuCompiler final : public exec::TraceCompiler {
     warmUp();
   }
 
-  exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name) override {
+  exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name,
+                              const exec::CompileTarget &target) override {
     exec::CompileResult result;
+    if (target.kind != exec::CompileTarget::Kind::HostCpu) {
+      result.error = "the CPU pipeline compiles for the host CPU, not for " + target.str();
+      return result;
+    }
     std::string error;
     std::unique_ptr<llvm::TargetMachine> targetMachine;
     if (!createTargetMachine(targetMachine, error)) {
@@ -217,7 +222,19 @@ class CpuCompiler final : public exec::TraceCompiler {
     }
     result.timings.jitMs = msSince(t3);
     result.entry = entryName;
-    result.fingerprint = exec::hostFingerprint();
+    result.format = exec::BinaryFormat::SharedObject;
+    result.fingerprint = target.fingerprint();
+    // One dispatch, the entry: its parallel loops run on the runtime's pool.
+    exec::KernelDispatch entry;
+    entry.symbol = entryName;
+    for (size_t i = 0; i < graph.inputs.size(); ++i)
+      entry.args.push_back({exec::DispatchArg::Kind::Input, static_cast<int64_t>(i)});
+    for (size_t j = 0; j < graph.outputs.size(); ++j)
+      entry.args.push_back({exec::DispatchArg::Kind::Output, static_cast<int64_t>(j)});
+    entry.args.push_back({exec::DispatchArg::Kind::Scratch, 0});
+    if (numSizes > 0)
+      entry.args.push_back({exec::DispatchArg::Kind::Sizes, 0});
+    result.dispatches.push_back(std::move(entry));
     result.scratchBytes = static_cast<std::size_t>(scratchBytes);
     result.kernelCount = std::max(loopNests, 1);
     result.dynamicSizes = static_cast<int>(numSizes);
@@ -255,7 +272,7 @@ class CpuCompiler final : public exec::TraceCompiler {
     // Codegen only: linking (a cc process) creates no static of ours and
     // would lengthen the load, which runs in the user's thread.
     linkKernels_ = false;
-    exec::CompileResult warm = compile(g, "warmup");
+    exec::CompileResult warm = compile(g, "warmup", exec::CompileTarget::hostCpu());
     linkKernels_ = true;
     if (!warm.ok())
       std::fprintf(stderr, "kiln: the compiler's warm-up compilation failed: %s\n", warm.error.c_str());
@@ -335,12 +352,6 @@ class CpuCompiler final : public exec::TraceCompiler {
 
 } // namespace
 
-std::unique_ptr<exec::TraceCompiler> createCpuCompiler() { return std::make_unique<CpuCompiler>(); }
+std::unique_ptr<TargetPipeline> createCpuPipeline() { return std::make_unique<CpuCompiler>(); }
 
 } // namespace kiln::jit::cpu
-
-/// The factory libkiln looks up after loading this library.
-extern "C" __attribute__((visibility("default"))) kiln::exec::TraceCompiler *kiln_jit_create_compiler() {
-  static std::unique_ptr<kiln::exec::TraceCompiler> compiler = kiln::jit::cpu::createCpuCompiler();
-  return compiler.get();
-}

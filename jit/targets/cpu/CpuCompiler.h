@@ -1,9 +1,9 @@
 //===- CpuCompiler.h - Trace graphs to native host code ---------*- C++ -*-===//
 //
-// The CPU tier-1 compiler: kiln -> linalg -> fused loops -> scratch, GEMM
-// calls, outlined parallel bodies -> LLVM dialect -> LLVM IR -> O2 (no
-// unrolling) for the host CPU -> shared object (mapped by the runtime with
-// dlopen).
+// The CPU tier-1 pipeline (target kind HostCpu): kiln -> linalg -> fused
+// loops -> scratch, GEMM calls, outlined parallel bodies -> LLVM dialect ->
+// LLVM IR -> O2 (no unrolling) for the host CPU -> shared object (mapped by
+// the runtime with dlopen).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,11 +12,11 @@
 
 #include <memory>
 
-#include "runtime/exec/Executable.h"
+#include "jit/TargetPipeline.h"
 
 namespace kiln::jit::cpu {
 
-std::unique_ptr<exec::TraceCompiler> createCpuCompiler();
+std::unique_ptr<TargetPipeline> createCpuPipeline();
 
 } // namespace kiln::jit::cpu
 

@@ -29,7 +29,7 @@ class CpuDeviceContext final : public DeviceContext {
   Device device() const override { return Device::cpu(); }
   std::string name() const override { return cpuModelName(); }
   bool hostAccessible() const override { return true; }
-  bool runsHostKernels() const override { return true; }
+  std::optional<exec::CompileTarget> compileTarget() const override { return exec::CompileTarget::hostCpu(); }
   Allocator& allocator() override { return allocator_; }
   interp::OpLibrary& ops() override { return interp::hostOpLibrary(); }
   std::unique_ptr<Stream> createStream() override { return std::make_unique<WorkerStream>(); }

@@ -52,7 +52,7 @@ class TestDeviceContext final : public DeviceContext {
     return "Kiln test device " + std::to_string(device_.index) + " (CPU-backed, memory not host-accessible)";
   }
   bool hostAccessible() const override { return false; }
-  bool runsHostKernels() const override { return true; }
+  std::optional<exec::CompileTarget> compileTarget() const override { return exec::CompileTarget::hostCpu(); }
   Allocator& allocator() override { return allocator_; }
   interp::OpLibrary& ops() override { return ops_; }
   std::unique_ptr<Stream> createStream() override { return std::make_unique<WorkerStream>(&arena_); }

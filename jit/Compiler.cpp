@@ -1,0 +1,45 @@
+//===- Compiler.cpp - The compiler libkiln loads ------------------------===//
+//
+// Routes each compilation to the pipeline registered for its target's kind.
+//
+//===----------------------------------------------------------------------===//
+
+#include <map>
+#include <memory>
+
+#include "jit/TargetPipeline.h"
+#include "jit/targets/cpu/CpuCompiler.h"
+
+namespace kiln::jit {
+
+namespace {
+
+class Compiler final : public exec::TraceCompiler {
+public:
+  Compiler() { pipelines_[exec::CompileTarget::Kind::HostCpu] = cpu::createCpuPipeline(); }
+
+  exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name,
+                              const exec::CompileTarget &target) override {
+    auto it = pipelines_.find(target.kind);
+    if (it == pipelines_.end()) {
+      exec::CompileResult result;
+      result.error = "no compiler pipeline is registered for " + target.str();
+      return result;
+    }
+    return it->second->compile(graph, name, target);
+  }
+
+private:
+  /// Filled once, in the constructor: read-only afterwards (thread-safe).
+  std::map<exec::CompileTarget::Kind, std::unique_ptr<TargetPipeline>> pipelines_;
+};
+
+} // namespace
+
+} // namespace kiln::jit
+
+/// The factory libkiln looks up after loading this library.
+extern "C" __attribute__((visibility("default"))) kiln::exec::TraceCompiler *kiln_jit_create_compiler() {
+  static std::unique_ptr<kiln::exec::TraceCompiler> compiler = std::make_unique<kiln::jit::Compiler>();
+  return compiler.get();
+}

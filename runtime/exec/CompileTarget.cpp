@@ -1,0 +1,57 @@
+#include "runtime/exec/CompileTarget.h"
+
+#include "runtime/exec/HostFingerprint.h"
+
+namespace kiln::exec {
+
+const char* binaryFormatName(BinaryFormat format) {
+  switch (format) {
+    case BinaryFormat::SharedObject: return "shared object";
+    case BinaryFormat::Ptx: return "PTX";
+    case BinaryFormat::Cubin: return "cubin";
+    case BinaryFormat::Spirv: return "SPIR-V";
+  }
+  return "?";
+}
+
+BinaryFormat CompileTarget::format() const {
+  switch (kind) {
+    case Kind::HostCpu: return BinaryFormat::SharedObject;
+    case Kind::Nvptx: return BinaryFormat::Ptx;
+    case Kind::Spirv: return BinaryFormat::Spirv;
+  }
+  return BinaryFormat::SharedObject;
+}
+
+std::string CompileTarget::str() const {
+  switch (kind) {
+    case Kind::HostCpu: return "host-cpu";
+    case Kind::Nvptx: return "nvptx sm_" + std::to_string(smVersion) + " ptx" + std::to_string(ptxVersion);
+    case Kind::Spirv: {
+      std::string s = "spirv";
+      for (const std::string& c : capabilities) s += " +" + c;
+      return s;
+    }
+  }
+  return "?";
+}
+
+std::string CompileTarget::fingerprint() const {
+  if (kind == Kind::HostCpu) return hostFingerprint();
+  // A GPU binary depends on the target and on the compiler that made it (its
+  // version and source digest are in the host fingerprint's kiln, llvm and
+  // pipeline lines), not on the host CPU.
+  std::string fp = "target=" + str() + "\n";
+  const std::string& host = hostFingerprint();
+  for (size_t start = 0; start < host.size();) {
+    size_t end = host.find('\n', start);
+    if (end == std::string::npos) end = host.size();
+    const std::string line = host.substr(start, end - start);
+    if (line.rfind("kiln=", 0) == 0 || line.rfind("llvm=", 0) == 0 || line.rfind("pipeline=", 0) == 0)
+      fp += line + "\n";
+    start = end + 1;
+  }
+  return fp;
+}
+
+}  // namespace kiln::exec

@@ -1,0 +1,82 @@
+// CompileTarget: what a compilation is for, and what it produces. The runtime
+// names a device's target (hal::DeviceContext::compileTarget); the compiler
+// library runs the pipeline registered for the target's kind and returns a
+// binary of the target's format with the list of its dispatches. No MLIR or
+// LLVM types: libkiln never includes the compiler's headers.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::exec {
+
+/// The form of compiled code.
+enum class BinaryFormat : uint8_t {
+  SharedObject,  ///< an ELF shared object for the host, linked against libkiln
+  Ptx,           ///< NVIDIA PTX text (the driver or nvJitLink makes a cubin)
+  Cubin,         ///< an NVIDIA cubin for one SM version
+  Spirv,         ///< a SPIR-V module (Level Zero)
+};
+const char* binaryFormatName(BinaryFormat format);
+
+struct CompileTarget {
+  enum class Kind : uint8_t {
+    HostCpu,  ///< the CPU this process runs on (its triple and every feature it has)
+    Nvptx,    ///< an NVIDIA GPU of one SM version
+    Spirv,    ///< a SPIR-V consumer with the Kernel capability and `capabilities`
+  };
+  Kind kind = Kind::HostCpu;
+  /// Nvptx: the SM version (80 for sm_80) and the PTX ISA version (80 for 8.0).
+  int smVersion = 0;
+  int ptxVersion = 0;
+  /// Spirv: extra capabilities (e.g. "Float64", "Int64").
+  std::vector<std::string> capabilities;
+
+  static CompileTarget hostCpu() { return {}; }
+  static CompileTarget nvptx(int sm, int ptx = 80) {
+    CompileTarget t;
+    t.kind = Kind::Nvptx;
+    t.smVersion = sm;
+    t.ptxVersion = ptx;
+    return t;
+  }
+  /// What compile() produces for this target.
+  BinaryFormat format() const;
+  /// "host-cpu", "nvptx sm_90 ptx80", "spirv".
+  std::string str() const;
+  /// What code this target runs: the disk cache keys kernels on it (for the
+  /// host, HostFingerprint: CPUID, versions, the compiler's digest).
+  std::string fingerprint() const;
+  bool operator==(const CompileTarget& o) const {
+    return kind == o.kind && smVersion == o.smVersion && ptxVersion == o.ptxVersion && capabilities == o.capabilities;
+  }
+};
+
+/// One argument of a dispatch: which buffer or value of the launch it is.
+struct DispatchArg {
+  enum class Kind : uint8_t {
+    Input,    ///< the buffer of graph input `index`
+    Output,   ///< the buffer of graph output `index`
+    Scratch,  ///< the scratch buffer, `index` bytes in
+    Sizes,    ///< a dynamic-shape kernel's int64 sizes
+    Index,    ///< the integer `index` itself
+  };
+  Kind kind = Kind::Input;
+  int64_t index = 0;
+  bool operator==(const DispatchArg& o) const { return kind == o.kind && index == o.index; }
+};
+
+/// One kernel launch of a compiled trace, in launch order. A host shared
+/// object has one dispatch, its entry (grid and block 1): its parallel loops
+/// run on the runtime's thread pool from inside it. A GPU binary has one per
+/// kernel, with the launch shape.
+struct KernelDispatch {
+  std::string symbol;
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> block{1, 1, 1};
+  std::vector<DispatchArg> args;
+};
+
+}  // namespace kiln::exec

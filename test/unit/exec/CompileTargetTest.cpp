@@ -1,0 +1,90 @@
+// Compile targets: the compiler routes a graph to the pipeline of its
+// target's kind and says what it produced (format, dispatches, fingerprint).
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "runtime/exec/CompileTarget.h"
+#include "runtime/exec/Executable.h"
+#include "runtime/exec/HostFingerprint.h"
+#include "runtime/trace/TraceGraph.h"
+
+namespace kiln::exec {
+namespace {
+
+/// y = exp(x) + x on a [4, 8] f32 input: one input, one output.
+trace::TraceGraph smallGraph() {
+  trace::TraceGraph g;
+  trace::Node x;
+  x.op = core::OpKind::Param;
+  x.dtype = DType::f32;
+  x.shape = Shape{4, 8};
+  g.nodes.push_back(x);
+  g.inputs.push_back(0);
+  trace::Node e = x;
+  e.op = core::OpKind::Exp;
+  e.numInputs = 1;
+  e.inputs = 0;
+  g.operands.push_back(0);
+  g.nodes.push_back(e);
+  trace::Node y = x;
+  y.op = core::OpKind::Add;
+  y.numInputs = 2;
+  y.inputs = 1;
+  g.operands.push_back(1);
+  g.operands.push_back(0);
+  g.nodes.push_back(y);
+  g.outputs.push_back(2);
+  return g;
+}
+
+TEST(CompileTarget, NamesFormatsAndFingerprints) {
+  const CompileTarget host = CompileTarget::hostCpu();
+  const CompileTarget sm90 = CompileTarget::nvptx(90);
+  EXPECT_EQ(host.str(), "host-cpu");
+  EXPECT_EQ(sm90.str(), "nvptx sm_90 ptx80");
+  EXPECT_EQ(host.format(), BinaryFormat::SharedObject);
+  EXPECT_EQ(sm90.format(), BinaryFormat::Ptx);
+  EXPECT_EQ(host.fingerprint(), hostFingerprint());
+  // A GPU binary does not depend on the host CPU, but on its target and the
+  // compiler that made it.
+  EXPECT_NE(sm90.fingerprint(), CompileTarget::nvptx(80).fingerprint());
+  EXPECT_NE(sm90.fingerprint().find("target=nvptx sm_90"), std::string::npos);
+  EXPECT_EQ(sm90.fingerprint().find("cpuid="), std::string::npos);
+  EXPECT_NE(sm90.fingerprint().find("pipeline="), std::string::npos);
+}
+
+TEST(CompileTarget, HostPipelineReportsItsDispatch) {
+  TraceCompiler* compiler = loadCompiler();
+  ASSERT_NE(compiler, nullptr);
+  const trace::TraceGraph g = smallGraph();
+  CompileResult r = compiler->compile(g, "target_test", CompileTarget::hostCpu());
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.format, BinaryFormat::SharedObject);
+  EXPECT_EQ(r.fingerprint, hostFingerprint());
+  ASSERT_EQ(r.dispatches.size(), 1u);
+  const KernelDispatch& d = r.dispatches[0];
+  EXPECT_EQ(d.symbol, r.entry);
+  EXPECT_EQ(d.grid, (std::array<int64_t, 3>{1, 1, 1}));
+  const std::vector<DispatchArg> args = {
+      {DispatchArg::Kind::Input, 0}, {DispatchArg::Kind::Output, 0}, {DispatchArg::Kind::Scratch, 0}};
+  EXPECT_EQ(d.args, args);
+  // compileTrace takes the target from the graph's device (the CPU here).
+  CompileResult viaDevice = compileTrace(g, "target_test_device");
+  ASSERT_TRUE(viaDevice.ok()) << viaDevice.error;
+  EXPECT_EQ(viaDevice.format, BinaryFormat::SharedObject);
+}
+
+TEST(CompileTarget, TheCpuPipelineRefusesOtherTargets) {
+  TraceCompiler* compiler = loadCompiler();
+  ASSERT_NE(compiler, nullptr);
+  CompileResult r = compiler->compile(smallGraph(), "spirv_test", [] {
+    CompileTarget t;
+    t.kind = CompileTarget::Kind::Spirv;
+    return t;
+  }());
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error.find("no compiler pipeline is registered for spirv"), std::string::npos) << r.error;
+}
+
+}  // namespace
+}  // namespace kiln::exec
