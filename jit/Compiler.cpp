@@ -9,6 +9,7 @@
 
 #include "jit/TargetPipeline.h"
 #include "jit/targets/cpu/CpuCompiler.h"
+#include "jit/targets/nvptx/NvptxPipeline.h"
 
 namespace kiln::jit {
 
@@ -16,7 +17,10 @@ namespace {
 
 class Compiler final : public exec::TraceCompiler {
 public:
-  Compiler() { pipelines_[exec::CompileTarget::Kind::HostCpu] = cpu::createCpuPipeline(); }
+  Compiler() {
+    pipelines_[exec::CompileTarget::Kind::HostCpu] = cpu::createCpuPipeline();
+    pipelines_[exec::CompileTarget::Kind::Nvptx] = nvptx::createNvptxPipeline();
+  }
 
   exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name,
                               const exec::CompileTarget &target) override {

@@ -1,0 +1,25 @@
+//===- NvptxPipeline.h - Trace graphs to PTX --------------------*- C++ -*-===//
+//
+// The NVPTX pipeline (target kind Nvptx): the CPU pipeline's front half (kiln
+// -> linalg, elementwise fusion, bufferization, scratch), then parallel loops
+// tiled onto blocks and threads, outlined into GPU kernels in one gpu.module,
+// lowered to NVVM and serialised to PTX for the target's SM and PTX versions
+// by LLVM's NVPTX back end (offline: no driver, no GPU). The result lists one
+// dispatch per kernel with its grid, block and arguments.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_JIT_TARGETS_NVPTX_NVPTXPIPELINE_H
+#define KILN_JIT_TARGETS_NVPTX_NVPTXPIPELINE_H
+
+#include <memory>
+
+#include "jit/TargetPipeline.h"
+
+namespace kiln::jit::nvptx {
+
+std::unique_ptr<TargetPipeline> createNvptxPipeline();
+
+} // namespace kiln::jit::nvptx
+
+#endif // KILN_JIT_TARGETS_NVPTX_NVPTXPIPELINE_H
