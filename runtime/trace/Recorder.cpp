@@ -211,6 +211,16 @@ TraceKey Recorder::lastKey() {
   return lastKey_;
 }
 
+TraceGraph Recorder::pendingGraphForTesting() {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  std::vector<uint8_t> needed;
+  std::vector<uint32_t> lastUse;
+  trace_.liveness(needed, lastUse);
+  std::vector<int64_t> paramOfInput;
+  std::vector<uint32_t> nodeOfOutput;
+  return extractGraph(trace_, needed, &paramOfInput, &nodeOfOutput);
+}
+
 std::string Recorder::traceListing() {
   std::lock_guard<SpinMutex> lock(mutex_);
   return trace_.str();

@@ -9,6 +9,7 @@
 
 #include "kiln/tensor.h"
 #include "runtime/trace/Trace.h"
+#include "runtime/trace/TraceGraph.h"
 #include "runtime/trace/TraceKey.h"
 
 namespace kiln::trace {
@@ -77,6 +78,9 @@ class Recorder {
   /// Number of nodes currently recorded (parameters included).
   size_t pendingNodes();
   /// A copy of the current trace's listing (for tests and logs).
+  /// The graph the pending trace would compile to now (what a flush would
+  /// hand the compiler), without running it: for tests of compiler targets.
+  TraceGraph pendingGraphForTesting();
   std::string traceListing();
   /// The key of this recorder's most recent flush: a copy taken under the
   /// lock, because another thread that reads or uses one of our pending

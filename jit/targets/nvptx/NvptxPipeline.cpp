@@ -17,6 +17,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Pipelines/Passes.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -32,6 +33,7 @@
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -90,6 +92,120 @@ void launchSerialWork(mlir::func::FuncOp kernel) {
     auto terminator = b.create<mlir::gpu::TerminatorOp>(run.front()->getLoc());
     for (mlir::Operation *op : run)
       op->moveBefore(terminator);
+  }
+}
+
+/// A reduction over a leading axis lowers to `scf.for k { scf.parallel j }`:
+/// each j accumulates into its own element, so the nest is interchanged to
+/// `scf.parallel j { scf.for k }`, one thread per element.
+void hoistParallelLoops(mlir::func::FuncOp kernel) {
+  llvm::SmallVector<mlir::scf::ForOp> serial;
+  for (mlir::Operation &op : kernel.getBody().front())
+    if (auto f = llvm::dyn_cast<mlir::scf::ForOp>(op))
+      serial.push_back(f);
+  for (mlir::scf::ForOp f : serial) {
+    mlir::Block *body = f.getBody();
+    if (f.getNumResults() != 0 || body->getOperations().size() != 2)
+      continue;
+    auto par = llvm::dyn_cast<mlir::scf::ParallelOp>(body->front());
+    if (!par || par.getNumReductions() != 0)
+      continue;
+    bool boundsOutside = true;
+    for (mlir::Value v : par->getOperands())
+      boundsOutside &= !f->isAncestor(v.getParentBlock()->getParentOp()) && v != f.getInductionVar();
+    if (!boundsOutside)
+      continue;
+    mlir::OpBuilder b(f);
+    auto outer = b.create<mlir::scf::ParallelOp>(par.getLoc(), par.getLowerBound(), par.getUpperBound(),
+                                                 par.getStep());
+    b.setInsertionPoint(outer.getBody()->getTerminator());
+    auto inner = b.create<mlir::scf::ForOp>(f.getLoc(), f.getLowerBound(), f.getUpperBound(), f.getStep());
+    mlir::IRMapping map;
+    for (auto [from, to] : llvm::zip(par.getInductionVars(), outer.getInductionVars()))
+      map.map(from, to);
+    map.map(f.getInductionVar(), inner.getInductionVar());
+    b.setInsertionPoint(inner.getBody()->getTerminator());
+    for (mlir::Operation &op : par.getBody()->without_terminator())
+      b.clone(op, map);
+    f.erase();
+  }
+}
+
+/// A splat constant buffer (a `full` output) becomes a filled allocation:
+/// device code cannot read host globals.
+void splatGlobalsToFills(mlir::ModuleOp module, mlir::func::FuncOp kernel) {
+  llvm::SmallVector<mlir::memref::GetGlobalOp> gets;
+  kernel.walk([&](mlir::memref::GetGlobalOp op) { gets.push_back(op); });
+  for (mlir::memref::GetGlobalOp get : gets) {
+    auto global = module.lookupSymbol<mlir::memref::GlobalOp>(get.getName());
+    auto init = global ? llvm::dyn_cast_or_null<mlir::DenseElementsAttr>(global.getInitialValueAttr()) : nullptr;
+    if (!init || !init.isSplat())
+      continue;
+    mlir::OpBuilder b(get);
+    auto type = llvm::cast<mlir::MemRefType>(get.getType());
+    mlir::Value alloc = b.create<mlir::memref::AllocOp>(get.getLoc(), mlir::MemRefType::get(type.getShape(),
+                                                                                          type.getElementType()));
+    mlir::Value value = b.create<mlir::arith::ConstantOp>(get.getLoc(), init.getSplatValue<mlir::TypedAttr>());
+    b.create<mlir::linalg::FillOp>(get.getLoc(), value, alloc);
+    get.replaceAllUsesWith(alloc);
+    get.erase();
+  }
+}
+
+/// Views, reshapes and index arithmetic move into the kernels that use them,
+/// so a launch passes its base buffers (identity layouts, as bare pointers).
+void sinkIntoLaunches(mlir::func::FuncOp kernel) {
+  auto sinkable = [](mlir::Operation *op) {
+    if (llvm::isa<mlir::arith::ConstantOp, mlir::memref::DimOp, mlir::memref::SubViewOp, mlir::memref::ExpandShapeOp,
+                  mlir::memref::CollapseShapeOp, mlir::memref::ViewOp, mlir::memref::ReinterpretCastOp,
+                  mlir::memref::CastOp>(op))
+      return true;
+    return op->getDialect() && op->getDialect()->getNamespace() == "arith" &&
+           llvm::all_of(op->getResultTypes(), [](mlir::Type t) { return t.isIndex(); });
+  };
+  // (upstream's sinkOperationsIntoLaunchOp keeps an op whose operand is a
+  // function argument the launch does not use already: a view of the scratch
+  // buffer, say.) Cloned at the top of the launch body, repeatedly, so a
+  // sunk op's own operands follow it in; the originals die on the host.
+  kernel.walk([&](mlir::gpu::LaunchOp launch) {
+    mlir::Region &body = launch.getBody();
+    for (bool changed = true; changed;) {
+      changed = false;
+      llvm::SetVector<mlir::Value> captured;
+      mlir::getUsedValuesDefinedAbove(body, captured);
+      for (mlir::Value v : captured) {
+        mlir::Operation *def = v.getDefiningOp();
+        if (!def || def->getNumResults() != 1 || !sinkable(def))
+          continue;
+        mlir::OpBuilder b = mlir::OpBuilder::atBlockBegin(&body.front());
+        mlir::Operation *clone = b.clone(*def);
+        mlir::replaceAllUsesInRegionWith(v, clone->getResult(0), body);
+        changed = true;
+      }
+    }
+  });
+}
+
+/// arith.remf has no NVVM lowering: it becomes libdevice's fmod.
+void remainderToLibdevice(mlir::ModuleOp module) {
+  llvm::SmallVector<mlir::arith::RemFOp> rems;
+  module.walk([&](mlir::arith::RemFOp op) { rems.push_back(op); });
+  for (mlir::arith::RemFOp rem : rems) {
+    auto gpuModule = rem->getParentOfType<mlir::gpu::GPUModuleOp>();
+    mlir::Type t = rem.getType();
+    if (!gpuModule || !(t.isF32() || t.isF64()))
+      continue;
+    const char *name = t.isF32() ? "__nv_fmodf" : "__nv_fmod";
+    auto callee = gpuModule.lookupSymbol<mlir::func::FuncOp>(name);
+    if (!callee) {
+      mlir::OpBuilder b = mlir::OpBuilder::atBlockBegin(gpuModule.getBody());
+      callee = b.create<mlir::func::FuncOp>(rem.getLoc(), name, b.getFunctionType({t, t}, {t}));
+      callee.setPrivate();
+    }
+    mlir::OpBuilder b(rem);
+    auto call = b.create<mlir::func::CallOp>(rem.getLoc(), callee, mlir::ValueRange{rem.getLhs(), rem.getRhs()});
+    rem.replaceAllUsesWith(call.getResult(0));
+    rem.erase();
   }
 }
 
@@ -220,23 +336,28 @@ public:
     if (!run(*module, cpu::kBufferize))
       return fail("bufferize");
     auto kernel = module->lookupSymbol<mlir::func::FuncOp>(kernelName);
+    if (!kernel)
+      return fail("bufferize (no kernel function)");
+    splatGlobalsToFills(*module, kernel);
     int64_t scratchBytes = 0;
-    if (!kernel || mlir::failed(cpu::assignScratch(kernel, scratchBytes)))
+    if (mlir::failed(cpu::assignScratch(kernel, scratchBytes)))
       return fail("scratch");
     copiesToLinalg(kernel);
     if (!run(*module, "convert-linalg-to-parallel-loops,canonicalize,cse"))
       return fail("loops");
+    hoistParallelLoops(kernel);
     tileParallelLoops(kernel);
     // Canonicalized first: the conversion wants constant steps and bounds.
     if (!run(*module, "canonicalize,func.func(gpu-map-parallel-loops,convert-parallel-loops-to-gpu)"))
       return fail("gpu mapping");
     launchSerialWork(kernel);
+    if (!run(*module, "lower-affine,canonicalize,cse"))
+      return fail("gpu launches");
+    sinkIntoLaunches(kernel);
     dump(dumpDir, name, "nvptx-0-launches", *module);
-    // Constants are sunk into the kernels, so launches pass only buffers and
-    // the indices they need.
-    if (!run(*module, "lower-affine,canonicalize,cse,gpu-launch-sink-index-computations,gpu-kernel-outlining,"
-                      "canonicalize"))
+    if (!run(*module, "gpu-kernel-outlining,canonicalize"))
       return fail("gpu outlining");
+    remainderToLibdevice(*module);
     if (mlir::failed(mergeGpuModules(*module)))
       return fail("merge gpu modules (no kernel was outlined)");
     dump(dumpDir, name, "nvptx-1-gpu", *module);
@@ -300,7 +421,7 @@ private:
         else if (i < numInputs + numOutputs)
           out = {exec::DispatchArg::Kind::Output, static_cast<int64_t>(i - numInputs)};
         else
-          return false;  // the scratch buffer itself is only used through views
+          out = {exec::DispatchArg::Kind::Scratch, 0};  // the trailing scratch buffer
         return true;
       }
       if (auto view = v.getDefiningOp<mlir::memref::ViewOp>()) {

@@ -9,7 +9,11 @@
 // row in the table without these fails here, naming the missing layer.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <string>
@@ -25,6 +29,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "runtime/core/OpKind.h"
+#include "runtime/exec/Executable.h"
 #include "runtime/trace/Recorder.h"
 #include "test/unit/exec/JitMode.h"
 
@@ -163,6 +168,30 @@ TEST_P(OpTable, CompilerLowersItLikeTheInterpreter) {
   for (size_t i = 0; i < compiled.size(); ++i)
     EXPECT_NEAR(compiled[i], interpreted[i], 1e-6 * std::max(1.0, std::fabs(interpreted[i]))) << i;
 }
+
+#ifdef KILN_PTXAS
+/// The NVPTX pipeline compiles the op's example to PTX that ptxas accepts
+/// for sm_90 (no GPU needed; launching it is the CUDA backend's part).
+TEST_P(OpTable, NvptxPipelineCompilesIt) {
+  if (isParam(kind()) || !example()) GTEST_SKIP();
+  JitMode mode("off");
+  Tensor out = (*example())(inputX(), inputY());
+  const trace::TraceGraph graph = trace::Recorder::current().pendingGraphForTesting();
+  step();
+  exec::TraceCompiler* compiler = exec::loadCompiler();
+  ASSERT_NE(compiler, nullptr);
+  exec::CompileResult r = compiler->compile(graph, "op_" + nameOf(kind()), exec::CompileTarget::nvptx(90));
+  ASSERT_TRUE(r.ok()) << nameOf(kind()) << ": " << r.error;
+  char path[] = "/tmp/kiln-op-ptx-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, r.object.data(), r.object.size()), static_cast<ssize_t>(r.object.size()));
+  close(fd);
+  const std::string cmd = std::string(KILN_PTXAS) + " -arch=sm_90 " + path + " -o /dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "ptxas rejected the PTX of " << nameOf(kind()) << ":\n" << r.object;
+  std::remove(path);
+}
+#endif
 
 TEST_P(OpTable, DialectRegistersIt) {
   if (isParam(kind())) GTEST_SKIP() << "param becomes a function argument";
