@@ -141,6 +141,12 @@ void Engine::resetProfilesForTesting() {
   profiles_.clear();
   shapesPerStructure_.clear();
   dynamic_.clear();
+  scalarArgs_.clear();
+}
+
+std::pair<size_t, size_t> Engine::profileCountsForTesting() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {profiles_.size(), scalarArgs_.size()};
 }
 
 std::shared_ptr<Executable> Engine::probeCache(const trace::Trace& trace, const std::vector<uint8_t>& needed,
@@ -207,7 +213,8 @@ void Engine::compileJob(TraceProfile* profile, std::shared_ptr<const trace::Trac
 }
 
 bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t>& needed,
-                            const TraceProfile& profile, const Executable& exe, TraceResult& out) {
+                            const TraceProfile& profile, const Executable& exe, std::span<const uint32_t> scalarArgs,
+                            TraceResult& out) {
   Counters& c = counters();
   std::vector<int64_t> tParamOfInput;
   std::vector<uint32_t> tNodeOfOutput;
@@ -243,6 +250,14 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
       interp::copyKernel(interp::argOf(v, node->dtype, node->shape), dense[i].bytes(node->dtype));
     }
     args.push_back(dense[i].bytes(node->dtype));
+  }
+  // Scalar arguments follow the parameters: each value as the interpreter
+  // makes its constant (one element of the node's dtype).
+  std::vector<uint64_t> scalarValues(scalarArgs.size());
+  for (size_t k = 0; k < scalarArgs.size(); ++k) {
+    const trace::Node& s = trace.nodes[scalarArgs[k]];
+    interp::fullKernel(s.dtype, 1, s.f0, s.i0, reinterpret_cast<char*>(&scalarValues[k]));
+    args.push_back(&scalarValues[k]);
   }
   // Buffer donation: an output the kernel may compute in place of an input
   // takes that input's buffer when nothing else can see it any more: a dense
@@ -300,7 +315,26 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   c.opsRecorded.fetch_add(static_cast<uint64_t>(trace.opCount), std::memory_order_relaxed);
   c.opsEliminated.fetch_add(trace.nodes.size() - paramCount - neededOps, std::memory_order_relaxed);
 
-  tLastKey = trace::computeTraceKey(trace, tNeeded);
+  // Float constants that varied across runs of this structure are kernel
+  // arguments (ScalarArgs.h): the key leaves their values out.
+  trace::ScalarSlots slots;
+  tLastKey = trace::computeTraceKey(trace, tNeeded, nullptr, &slots);
+  std::shared_ptr<const ArgSlots> argSlots;
+  if (!slots.values.empty()) {
+    bool widened = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      argSlots = scalarArgs_.note(tLastKey.valueBlindHash, slots.values, &widened);
+    }
+    if (argSlots) {
+      const uint64_t unmasked = tLastKey.hash;
+      tLastKey = trace::computeTraceKey(trace, tNeeded, argSlots.get(), &slots);
+      if (widened)
+        log().info("trace {:016x}: {} of its {} float constants changed value since its structure was first seen; "
+                   "they become kernel arguments (trace key {:016x})",
+                   unmasked, slots.argNodes.size(), slots.values.size(), tLastKey.hash);
+    }
+  }
   TraceProfile* profile;
   std::shared_ptr<Executable> exe;
   bool startCompile = false, probe = false, replayMiss = false, replayDecide = false, startDynamic = false;
@@ -311,6 +345,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
     profile = &it->second;
     if (inserted) {
       profile->ops = needed;
+      profile->scalarArgs = argSlots;
       c.distinctTraceKeys.fetch_add(1, std::memory_order_relaxed);
       // A structure seen at more than max_shapes sizes gets one
       // dynamic-shape kernel (DynamicShapes.h).
@@ -338,7 +373,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
     std::vector<std::pair<uint32_t, int64_t>> checks;
     std::string reason;
     const bool compilable = planIndexChecks(trace, tNeeded, &checks, &reason);
-    startDynamicCompile(trace, tNeeded, tLastKey, compilable ? &checks : nullptr, reason);
+    startDynamicCompile(trace, tNeeded, tLastKey, slots.argNodes, compilable ? &checks : nullptr, reason);
   }
   if (!exe && jitEnabled() && neededOps > 0) exe = bindDynamic(trace, tNeeded, tLastKey, profile);
   if (!exe) {
@@ -414,7 +449,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
         profile->indexChecks = std::move(checks);
       }
       auto graph = std::make_shared<const trace::TraceGraph>(
-          trace::extractGraph(trace, tNeeded, &scratch.paramOfInput, &scratch.nodeOfOutput));
+          trace::extractGraph(trace, tNeeded, &scratch.paramOfInput, &scratch.nodeOfOutput, slots.argNodes));
       if (settings().jit == "sync") {
         compileJob(profile, graph, tLastKey);
         std::lock_guard<std::mutex> lock(mutex_);
@@ -429,7 +464,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       }
     }
   }
-  if (exe && launchCompiled(trace, tNeeded, *profile, *exe, out)) {
+  if (exe && launchCompiled(trace, tNeeded, *profile, *exe, slots.argNodes, out)) {
     c.compiledOps.fetch_add(neededOps, std::memory_order_relaxed);
     return;
   }
