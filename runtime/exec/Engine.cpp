@@ -42,9 +42,11 @@ bool cacheEnabled() {
 
 std::string opsOf(const trace::Trace& trace, const std::vector<uint8_t>& needed) {
   std::string ops;
-  for (size_t i = 0; i < trace.nodes.size(); ++i)
-    if (needed[i] && trace.nodes[i].op != OpKind::Param)
-      ops += (ops.empty() ? "" : ",") + std::string(core::opName(trace.nodes[i].op));
+  for (size_t i = 0; i < trace.nodes.size(); ++i) {
+    if (!needed[i] || trace.nodes[i].op == OpKind::Param) continue;
+    if (!ops.empty()) ops += ',';
+    ops += core::opName(trace.nodes[i].op);
+  }
   return ops;
 }
 
@@ -327,12 +329,26 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       argSlots = scalarArgs_.note(tLastKey.valueBlindHash, slots.values, &widened);
     }
     if (argSlots) {
-      const uint64_t unmasked = tLastKey.hash;
+      trace::TraceKey exact = std::move(tLastKey);
       tLastKey = trace::computeTraceKey(trace, tNeeded, argSlots.get(), &slots);
       if (widened)
         log().info("trace {:016x}: {} of its {} float constants changed value since its structure was first seen; "
                    "they become kernel arguments (trace key {:016x})",
-                   unmasked, slots.argNodes.size(), slots.values.size(), tLastKey.hash);
+                   exact.hash, slots.argNodes.size(), slots.values.size(), tLastKey.hash);
+      // A trace whose own constants already have a kernel (compiled before
+      // they varied: the full batch of a loop whose last batch is smaller)
+      // keeps running it.
+      bool keepExact = false;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = profiles_.find(exact);
+        keepExact = it != profiles_.end() && it->second.executable != nullptr;
+      }
+      if (keepExact) {
+        tLastKey = std::move(exact);
+        argSlots = nullptr;
+        slots.argNodes.clear();
+      }
     }
   }
   TraceProfile* profile;

@@ -189,9 +189,42 @@ TEST(ScalarArgs, SlotsBecomeArgumentsWhenTheyVaryAndStay) {
   EXPECT_EQ(compilesAfter[17], 3u);
   EXPECT_EQ(stats().compiled_runs, 5u + 5u + 5u) << stats().str();  // each key's first run is interpreted
   EXPECT_EQ(stats().distinct_trace_keys, 3u) << stats().str();
-  // Back to the first values: the structure keeps both arguments.
+  // Back to the first values: their own kernel (constants folded) runs.
+  const uint64_t runs = stats().compiled_runs;
   expectBitEqual(affine(2.0f, 1.0f), want[0], "affine");
   EXPECT_EQ(stats().compiles, 3u);
+  EXPECT_EQ(stats().compiled_runs, runs + 1);
+  EXPECT_EQ(stats().distinct_trace_keys, 3u);
+}
+
+/// The mean over the rows of a [rows, 8] input: its 1 / rows is a slot.
+std::vector<float> rowMean(int64_t rows) {
+  Tensor x = from_vector(wave(rows * 8, 0.3f, static_cast<float>(rows)), {rows, 8});
+  std::vector<float> r = mean(relu(x) * 1.5f, {0}).to_vector<float>();
+  kiln::step();
+  return r;
+}
+
+TEST(ScalarArgs, AKeyCompiledBeforeItsConstantsVariedKeepsItsKernel) {
+  // Epochs of five full batches and a smaller last one.
+  std::vector<int64_t> rows;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    for (int i = 0; i < 5; ++i) rows.push_back(16);
+    rows.push_back(8);
+  }
+  std::vector<std::vector<float>> want;
+  {
+    FreshMode off("off");
+    for (int64_t r : rows) want.push_back(rowMean(r));
+  }
+  FreshMode m("sync");
+  for (size_t i = 0; i < rows.size(); ++i) expectBitEqual(rowMean(rows[i]), want[i], "mean");
+  // The full batch's kernel (1/16 folded in) keeps running after the last
+  // batch made 1/rows an argument; the last batch gets the kernel with it.
+  Stats s = stats();
+  EXPECT_EQ(s.compiles, 2u) << s.str();
+  EXPECT_EQ(s.distinct_trace_keys, 2u) << s.str();
+  EXPECT_EQ(s.interpreted_runs, 2u) << s.str();  // the first full and the first last batch
 }
 
 TEST(ScalarArgs, PowExponentsAndIntegerConstantsStayInTheKey) {
