@@ -358,7 +358,10 @@ void Engine::startDynamicCompile(const trace::Trace& trace, const std::vector<ui
     return;
   }
   std::string pattern;
-  for (uint32_t id : kernel->graph.inputs) pattern += (pattern.empty() ? "" : " ") + patternStr(kernel->graph.nodes[id].shape);
+  for (uint32_t id : kernel->graph.inputs) {
+    if (!pattern.empty()) pattern += ' ';
+    pattern += patternStr(kernel->graph.nodes[id].shape);
+  }
   log().info("trace structure {:016x} was seen with more than {} shapes: compiling one dynamic-shape kernel "
              "(inputs {}; s<k> are sizes)",
              key.structureHash, settings().max_shapes, pattern);
