@@ -320,37 +320,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   // Float constants that varied across runs of this structure are kernel
   // arguments (ScalarArgs.h): the key leaves their values out.
   trace::ScalarSlots slots;
-  tLastKey = trace::computeTraceKey(trace, tNeeded, nullptr, &slots);
-  std::shared_ptr<const ArgSlots> argSlots;
-  if (!slots.values.empty()) {
-    bool widened = false;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      argSlots = scalarArgs_.note(tLastKey.valueBlindHash, slots.values, &widened);
-    }
-    if (argSlots) {
-      trace::TraceKey exact = std::move(tLastKey);
-      tLastKey = trace::computeTraceKey(trace, tNeeded, argSlots.get(), &slots);
-      if (widened)
-        log().info("trace {:016x}: {} of its {} float constants changed value since its structure was first seen; "
-                   "they become kernel arguments (trace key {:016x})",
-                   exact.hash, slots.argNodes.size(), slots.values.size(), tLastKey.hash);
-      // A trace whose own constants already have a kernel (compiled before
-      // they varied: the full batch of a loop whose last batch is smaller)
-      // keeps running it.
-      bool keepExact = false;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        auto it = profiles_.find(exact);
-        keepExact = it != profiles_.end() && it->second.executable != nullptr;
-      }
-      if (keepExact) {
-        tLastKey = std::move(exact);
-        argSlots = nullptr;
-        slots.argNodes.clear();
-      }
-    }
-  }
+  std::shared_ptr<const ArgSlots> argSlots = keyTrace(trace, tNeeded, &tLastKey, &slots);
   TraceProfile* profile;
   std::shared_ptr<Executable> exe;
   bool startCompile = false, probe = false, replayMiss = false, replayDecide = false, startDynamic = false;

@@ -95,6 +95,12 @@ class Engine {
   /// Asks the kernel cache for `key`; on a hit, the profile runs compiled.
   std::shared_ptr<Executable> probeCache(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                                          const trace::TraceKey& key, TraceProfile* profile, bool always);
+  /// The trace's key (ScalarArgs.cpp): its float constants that varied
+  /// across runs of its structure are arguments, unless the trace's exact
+  /// key already has a kernel. Returns the argument slots (null: none) and
+  /// fills `slots` (ScalarSlots::argNodes: the arguments' nodes).
+  std::shared_ptr<const ArgSlots> keyTrace(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                                           trace::TraceKey* key, trace::ScalarSlots* slots);
   /// `scalarArgs`: the trace nodes whose values the kernel takes as
   /// arguments (ScalarSlots::argNodes of the profile's key).
   bool launchCompiled(const trace::Trace& trace, const std::vector<uint8_t>& needed, const TraceProfile& profile,

@@ -1,5 +1,8 @@
 #include "runtime/exec/ScalarArgs.h"
 
+#include "runtime/exec/Engine.h"
+#include "runtime/exec/Log.h"
+
 namespace kiln::exec {
 
 std::shared_ptr<const ArgSlots> ScalarArgs::note(uint64_t valueBlind, const std::vector<uint64_t>& values,
@@ -25,6 +28,39 @@ std::shared_ptr<const ArgSlots> ScalarArgs::note(uint64_t valueBlind, const std:
     if (widened) *widened = true;
   }
   return s.args;
+}
+
+//===----------------------------------------------------------------------===//
+// The engine's side (Engine.h): the key a trace runs under.
+//===----------------------------------------------------------------------===//
+
+std::shared_ptr<const ArgSlots> Engine::keyTrace(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                                                 trace::TraceKey* key, trace::ScalarSlots* slots) {
+  *key = trace::computeTraceKey(trace, needed, nullptr, slots);
+  if (slots->values.empty()) return nullptr;
+  bool widened = false;
+  std::shared_ptr<const ArgSlots> args;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    args = scalarArgs_.note(key->valueBlindHash, slots->values, &widened);
+  }
+  if (!args) return nullptr;
+  trace::TraceKey exact = std::move(*key);
+  *key = trace::computeTraceKey(trace, needed, args.get(), slots);
+  if (widened)
+    log().info("trace {:016x}: {} of its {} float constants changed value since its structure was first seen; they "
+               "become kernel arguments (trace key {:016x})",
+               exact.hash, slots->argNodes.size(), slots->values.size(), key->hash);
+  // A trace whose own constants already have a kernel (compiled before they
+  // varied: the full batch of a loop whose last batch is smaller) keeps it.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = profiles_.find(exact);
+    if (it == profiles_.end() || !it->second.executable) return args;
+  }
+  *key = std::move(exact);
+  slots->argNodes.clear();
+  return nullptr;
 }
 
 }  // namespace kiln::exec

@@ -197,6 +197,31 @@ TEST(ScalarArgs, SlotsBecomeArgumentsWhenTheyVaryAndStay) {
   EXPECT_EQ(stats().distinct_trace_keys, 3u);
 }
 
+/// x * a in `dtype`, read back as f32.
+std::vector<float> scaled(DType dtype, double a) {
+  Tensor x = cast(from_vector(wave(40, 0.7f), {5, 8}), dtype);
+  std::vector<float> r = cast(x * a, DType::f32).to_vector<float>();
+  kiln::step();
+  return r;
+}
+
+TEST(ScalarArgs, EveryFloatDtypeTakesItsScalarArgument) {
+  const std::vector<double> values{0.1, 0.37, -2.5, 1e-3, 3.0, 1.0 / 3.0};
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::vector<std::vector<float>> want;
+    {
+      FreshMode off("off");
+      for (double a : values) want.push_back(scaled(dtype, a));
+    }
+    FreshMode m("sync");
+    for (size_t i = 0; i < values.size(); ++i) expectBitEqual(scaled(dtype, values[i]), want[i], "x * a");
+    Stats s = stats();
+    EXPECT_EQ(s.compiles, 1u) << s.str();
+    EXPECT_EQ(s.compiled_runs, values.size() - 2) << s.str();
+  }
+}
+
 /// The mean over the rows of a [rows, 8] input: its 1 / rows is a slot.
 std::vector<float> rowMean(int64_t rows) {
   Tensor x = from_vector(wave(rows * 8, 0.3f, static_cast<float>(rows)), {rows, 8});
