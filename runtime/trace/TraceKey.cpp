@@ -50,14 +50,16 @@ TraceKey computeTraceKey(const Trace& trace, const std::vector<uint8_t>& needed,
   // encode sizes (shapes, parameter strides) are left out of structureHash
   // and valueBlindHash, the scalar slots' values out of valueBlindHash.
   uint64_t h = 0x84222325cbf29ce4ull, structure = h, blind = h;
-  auto putKeyed = [&](uint64_t word) {
+  auto put = [&](uint64_t word) {
     w.push_back(word);
     h = mix(h, word);
     structure = mix(structure, word);
-  };
-  auto put = [&](uint64_t word) {
-    putKeyed(word);
     blind = mix(blind, word);
+  };
+  auto putKeyed = [&](uint64_t word) {  // a scalar slot's words: not in valueBlindHash
+    w.push_back(word);
+    h = mix(h, word);
+    structure = mix(structure, word);
   };
   auto putSize = [&](uint64_t word) {
     w.push_back(word);
@@ -88,7 +90,10 @@ TraceKey computeTraceKey(const Trace& trace, const std::vector<uint8_t>& needed,
       // key of a trace whose slot is not an argument (then
       // its words are those of any other node).
       blind = mix(mix(blind, header(n.op, n.dtype, false, 0, 0)), kScalarArgIndex);
-      if (slots) slots->values.push_back(std::bit_cast<uint64_t>(n.f0));
+      if (slots) {
+        if (slots->values.empty()) slots->values.reserve(16);
+        slots->values.push_back(std::bit_cast<uint64_t>(n.f0));
+      }
       const bool isArg = argSlots && slot < argSlots->size() && (*argSlots)[slot] != 0;
       ++slot;
       if (isArg) {
