@@ -420,12 +420,17 @@ struct Mlp {
   Tensor y = cast(floor(rand({kBatch}, 15) * 10.0), DType::i64);
   std::unique_ptr<optim::Adam> opt;
   Tensor loss;
+  /// Decay the learning rate every step (set_lr): a new constant per step,
+  /// which becomes a kernel argument (runtime/exec/ScalarArgs.h).
+  bool schedule = false;
+  int64_t steps = 0;
   Mlp() {
     kiln::sync();
     opt = std::make_unique<optim::Adam>(std::vector<Tensor*>{&w1, &b1, &w2, &b2, &w3, &b3},
                                         optim::AdamOptions{.lr = 1e-3});
   }
   void step() {
+    if (schedule) opt->set_lr(1e-3 * std::pow(0.999, static_cast<double>(++steps)));
     Tensor h = relu(matmul(x, w1) + b1);
     h = relu(matmul(h, w2) + b2);
     loss = cross_entropy(matmul(h, w3) + b3, y);
@@ -441,6 +446,19 @@ void BM_MlpKiln(benchmark::State& state) {
   if (!kilnWarm(state, [&] { mlp.step(); }, 3)) return;
   for (auto _ : state) mlp.step();
   if (!std::isfinite(mlp.loss.item<float>())) state.SkipWithError("loss is not finite");
+}
+
+/// mlp_lr_schedule: the MLP step with a learning rate that decays every step.
+/// Its compiled tier must compile during the warm-up only (the changing lr is
+/// a kernel argument), so it runs as fast as mlp_train_step.
+void BM_MlpScheduleKiln(benchmark::State& state) {
+  Mlp mlp;
+  mlp.schedule = true;
+  if (!kilnWarm(state, [&] { mlp.step(); }, 3)) return;
+  const uint64_t compiles = stats().compiles;
+  for (auto _ : state) mlp.step();
+  if (!std::isfinite(mlp.loss.item<float>())) state.SkipWithError("loss is not finite");
+  if (stats().compiles != compiles) state.SkipWithError("the step recompiled while its learning rate changed");
 }
 
 /// --first-step: the latency of the first MLP training step of a fresh
@@ -741,6 +759,7 @@ void registerAll() {
 #endif
   if (want("kiln")) {
     reg("mlp_train_step/" + k, BM_MlpKiln)->MinTime(t);
+    reg("mlp_lr_schedule/" + k, BM_MlpScheduleKiln)->MinTime(t);
     reg("rnn_varlen/" + k, BM_RnnVarlenKiln)->MinTime(t);
     reg("rnn_fixed40/" + k, BM_RnnFixedKiln)->MinTime(t);
     reg("dispatch_tiny_step/" + k, BM_Dispatch)->Unit(benchmark::kMicrosecond)->MinTime(t);

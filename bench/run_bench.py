@@ -41,6 +41,8 @@ WORKLOADS = {
     "sgemm_4096x4096x1024": ("SGEMM 4096x4096x1024", None, 2 * 4096 * 4096 * 1024),
     "mm_bias_relu": ("matmul+bias+ReLU 1024^3", None, 2 * 1024 ** 3),
     "mlp_train_step": ("MLP 784-512-512-10 training step, batch 256, Adam", None, 6 * 256 * MLP_PARAMS),
+    "mlp_lr_schedule": ("the same MLP step with a learning rate that decays every step (set_lr): kiln-compiled "
+                        "compiles in the warm-up only (the lr is a kernel argument)", None, 6 * 256 * MLP_PARAMS),
     "rnn_varlen": ("recurrent loop h = tanh(h@W + x_t@U + b), B 64, H 256, D 128, 20-60 steps (new trip count every "
                    "iteration, mean 40): kiln-compiled runs the body on a hot-region kernel (whole-trace compiles off)",
                    None, 40 * 2 * 64 * 256 * (256 + 128)),

@@ -61,7 +61,11 @@ trace::TraceKey dynamicKernelKey(uint64_t structure, const trace::TraceGraph& g,
     for (uint32_t in : g.inputsOf(n)) w.push_back(in);
     w.push_back(n.numAttrs);
     for (int64_t a : g.attrsOf(n)) w.push_back(static_cast<uint64_t>(a));
-    if (n.op == OpKind::Param) {
+    if (n.op == OpKind::Param && static_cast<size_t>(n.i0) >= paramOfInput.size()) {
+      // A scalar argument, encoded as computeTraceKey encodes it.
+      w.push_back(~0ull);
+      w.push_back(trace::kScalarArgIndex + (static_cast<uint64_t>(n.i0) - paramOfInput.size()));
+    } else if (n.op == OpKind::Param) {
       const int64_t p = paramOfInput[static_cast<size_t>(n.i0)];
       uint64_t alias = ~0ull;
       for (int64_t q = 0; q < p; ++q)
@@ -121,6 +125,7 @@ std::shared_ptr<DynamicKernel> DynamicShapes::kernelOf(uint64_t structure) const
 
 std::shared_ptr<DynamicKernel> DynamicShapes::plan(uint64_t structure, const trace::Trace& trace,
                                                    const std::vector<uint8_t>& needed,
+                                                   std::span<const uint32_t> scalarArgs,
                                                    const std::vector<std::pair<uint32_t, int64_t>>* indexChecks,
                                                    const std::string& reason) {
   StructureShapes& s = structures_[structure];
@@ -155,7 +160,8 @@ std::shared_ptr<DynamicKernel> DynamicShapes::plan(uint64_t structure, const tra
   }
   std::vector<int64_t> paramOfInput;
   std::vector<uint32_t> nodeOfOutput;
-  kernel->graph = trace::extractGraph(trace, needed, &paramOfInput, &nodeOfOutput);
+  kernel->graph = trace::extractGraph(trace, needed, &paramOfInput, &nodeOfOutput, scalarArgs);
+  kernel->scalarArgs = scalarArgs.size();
   size_t pos = 0;
   for (trace::Node& n : kernel->graph.nodes)
     for (int d = 0; d < n.shape.rank(); ++d) n.shape[d] = pattern[pos++];
@@ -169,12 +175,14 @@ std::shared_ptr<DynamicKernel> DynamicShapes::plan(uint64_t structure, const tra
 
 std::shared_ptr<DynamicKernel> planFromCachedKey(uint64_t structure, const trace::Trace& trace,
                                                  const std::vector<uint8_t>& needed,
+                                                 std::span<const uint32_t> scalarArgs,
                                                  const std::vector<uint64_t>& keyWords,
                                                  std::vector<std::pair<uint32_t, int64_t>> indexChecks) {
   auto kernel = std::make_shared<DynamicKernel>();
   std::vector<int64_t> paramOfInput;
   std::vector<uint32_t> nodeOfOutput;
-  kernel->graph = trace::extractGraph(trace, needed, &paramOfInput, &nodeOfOutput);
+  kernel->graph = trace::extractGraph(trace, needed, &paramOfInput, &nodeOfOutput, scalarArgs);
+  kernel->scalarArgs = scalarArgs.size();
   std::vector<int64_t> pattern;
   if (!patternFromKeyWords(kernel->graph, keyWords, &pattern)) return nullptr;
   size_t pos = 0;
@@ -261,8 +269,15 @@ std::string checkDynamicSupport(const trace::TraceGraph& g) {
 }
 
 bool bindDynamicSizes(const DynamicKernel& kernel, const trace::Trace& trace, const std::vector<uint8_t>& needed,
-                      std::vector<int64_t>* sizes, std::string* why) {
+                      std::span<const uint32_t> scalarArgs, std::vector<int64_t>* sizes, std::string* why) {
   const trace::TraceGraph& g = kernel.graph;
+  if (scalarArgs.size() != kernel.scalarArgs) {
+    *why = "it has " + std::to_string(scalarArgs.size()) + " scalar arguments, the kernel " +
+           std::to_string(kernel.scalarArgs);
+    return false;
+  }
+  const size_t firstScalar = g.inputs.size() - kernel.scalarArgs;
+  size_t nextScalar = 0;
   sizes->assign(static_cast<size_t>(kernel.sizes), -1);
   std::vector<uint32_t> renum(trace.nodes.size(), 0);
   size_t next = 0, outputs = 0;
@@ -279,10 +294,16 @@ bool bindDynamicSizes(const DynamicKernel& kernel, const trace::Trace& trace, co
     auto kIns = g.inputsOf(k);
     auto tAttrs = trace.attrsOf(t);
     auto kAttrs = g.attrsOf(k);
-    bool same = t.op == k.op && t.dtype == k.dtype && t.keepdim == k.keepdim && t.shape.rank() == k.shape.rank() &&
+    // The kernel's scalar arguments are the trace's, in order.
+    const bool isScalar = nextScalar < scalarArgs.size() && scalarArgs[nextScalar] == i;
+    const bool kernelScalar = k.op == OpKind::Param && static_cast<size_t>(k.i0) >= firstScalar;
+    nextScalar += isScalar;
+    bool same = (isScalar ? kernelScalar && k.i0 == static_cast<int64_t>(firstScalar + nextScalar - 1)
+                          : t.op == k.op && !kernelScalar) &&
+                t.dtype == k.dtype && t.keepdim == k.keepdim && t.shape.rank() == k.shape.rank() &&
                 tIns.size() == kIns.size() && std::equal(tAttrs.begin(), tAttrs.end(), kAttrs.begin(), kAttrs.end());
     for (size_t j = 0; same && j < tIns.size(); ++j) same = renum[tIns[j]] == kIns[j];
-    if (same && t.op != OpKind::Param)
+    if (same && !isScalar && t.op != OpKind::Param)
       same = std::bit_cast<uint64_t>(t.f0) == std::bit_cast<uint64_t>(k.f0) &&
              std::bit_cast<uint64_t>(t.f1) == std::bit_cast<uint64_t>(k.f1) && t.i0 == k.i0;
     if (same && trace.holders[i]) same = outputs < g.outputs.size() && g.outputs[outputs++] == next;
@@ -322,13 +343,13 @@ bool bindDynamicSizes(const DynamicKernel& kernel, const trace::Trace& trace, co
 //===----------------------------------------------------------------------===//
 
 void Engine::startDynamicCompile(const trace::Trace& trace, const std::vector<uint8_t>& needed,
-                                 const trace::TraceKey& key,
+                                 const trace::TraceKey& key, std::span<const uint32_t> scalarArgs,
                                  const std::vector<std::pair<uint32_t, int64_t>>* indexChecks,
                                  const std::string& reason) {
   std::shared_ptr<DynamicKernel> kernel;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    kernel = dynamic_.plan(key.structureHash, trace, needed, indexChecks, reason);
+    kernel = dynamic_.plan(key.structureHash, trace, needed, scalarArgs, indexChecks, reason);
   }
   if (kernel->state == DynamicKernel::State::Failed) {
     log().info("trace structure {:016x} was seen with more than {} shapes but cannot have a dynamic-shape kernel: "
@@ -337,7 +358,10 @@ void Engine::startDynamicCompile(const trace::Trace& trace, const std::vector<ui
     return;
   }
   std::string pattern;
-  for (uint32_t id : kernel->graph.inputs) pattern += (pattern.empty() ? "" : " ") + patternStr(kernel->graph.nodes[id].shape);
+  for (uint32_t id : kernel->graph.inputs) {
+    if (!pattern.empty()) pattern += ' ';
+    pattern += patternStr(kernel->graph.nodes[id].shape);
+  }
   log().info("trace structure {:016x} was seen with more than {} shapes: compiling one dynamic-shape kernel "
              "(inputs {}; s<k> are sizes)",
              key.structureHash, settings().max_shapes, pattern);
@@ -408,7 +432,9 @@ std::shared_ptr<Executable> Engine::cachedDynamic(const trace::Trace& trace, con
   if (!kernel) {
     std::vector<uint64_t> words;
     if (!KernelCache::instance().keyWordsOf(dynamicEntryHash(structure), probe, &words)) return nullptr;
-    kernel = planFromCachedKey(structure, trace, needed, words, std::move(indexChecks));
+    const std::vector<uint32_t> scalarArgs =
+        profile->scalarArgs ? trace::scalarArgNodes(trace, needed, *profile->scalarArgs) : std::vector<uint32_t>{};
+    kernel = planFromCachedKey(structure, trace, needed, scalarArgs, words, std::move(indexChecks));
     if (!kernel) return nullptr;
     // Loaded and checked like any entry, under the key rebuilt from this trace.
     auto exe = KernelCache::instance().find(kernel->key, KernelCache::Probe::Always);
@@ -431,7 +457,9 @@ std::shared_ptr<Executable> Engine::bindLocked(const DynamicKernel& kernel, cons
                                                const std::vector<uint8_t>& needed, const trace::TraceKey& key,
                                                TraceProfile* profile) {
   std::string why;
-  if (bindDynamicSizes(kernel, trace, needed, &profile->dynamicSizes, &why)) {
+  const std::vector<uint32_t> scalarArgs =
+      profile->scalarArgs ? trace::scalarArgNodes(trace, needed, *profile->scalarArgs) : std::vector<uint32_t>{};
+  if (bindDynamicSizes(kernel, trace, needed, scalarArgs, &profile->dynamicSizes, &why)) {
     profile->executable = kernel.executable;
     profile->indexChecks = kernel.indexChecks;
     profile->tier = Tier::Compiled;

@@ -44,6 +44,8 @@ struct DynamicKernel {
   /// number -1 - extent).
   trace::TraceGraph graph;
   int sizes = 0;
+  /// Scalar arguments (ScalarArgs.h): the last graph inputs.
+  size_t scalarArgs = 0;
   /// Index range checks (see TraceProfile::indexChecks): their axes are static.
   std::vector<std::pair<uint32_t, int64_t>> indexChecks;
   trace::TraceKey key;  ///< kernel cache key (distinct from every static key)
@@ -71,9 +73,10 @@ class DynamicShapes {
   /// Plans the structure's kernel from the shapes seen and `trace` (one of
   /// them): the graph with dynamic extents, the sizes and the cache key.
   /// `indexChecks` null means the trace cannot be compiled (`reason`). The
-  /// kernel is registered Compiling, or Failed with the reason.
+  /// kernel is registered Compiling, or Failed with the reason. `scalarArgs`:
+  /// the trace's scalar arguments (ScalarSlots::argNodes of its key).
   std::shared_ptr<DynamicKernel> plan(uint64_t structure, const trace::Trace& trace,
-                                      const std::vector<uint8_t>& needed,
+                                      const std::vector<uint8_t>& needed, std::span<const uint32_t> scalarArgs,
                                       const std::vector<std::pair<uint32_t, int64_t>>* indexChecks,
                                       const std::string& reason);
   /// True while the structure's dynamic-shape kernel is compiling or ready:
@@ -97,6 +100,7 @@ class DynamicShapes {
 /// have exactly this key (another structure's entry, or damaged words).
 std::shared_ptr<DynamicKernel> planFromCachedKey(uint64_t structure, const trace::Trace& trace,
                                                  const std::vector<uint8_t>& needed,
+                                                 std::span<const uint32_t> scalarArgs,
                                                  const std::vector<uint64_t>& keyWords,
                                                  std::vector<std::pair<uint32_t, int64_t>> indexChecks);
 
@@ -109,8 +113,9 @@ uint64_t dynamicEntryHash(uint64_t structure);
 std::string checkDynamicSupport(const trace::TraceGraph& graph);
 
 /// The sizes of `trace` (needed nodes) for `kernel`: false and `*why` when
-/// the trace does not fit the kernel's pattern.
+/// the trace does not fit the kernel's pattern, or when its scalar
+/// arguments (`scalarArgs`) are not exactly the kernel's.
 bool bindDynamicSizes(const DynamicKernel& kernel, const trace::Trace& trace, const std::vector<uint8_t>& needed,
-                      std::vector<int64_t>* sizes, std::string* why);
+                      std::span<const uint32_t> scalarArgs, std::vector<int64_t>* sizes, std::string* why);
 
 }  // namespace kiln::exec

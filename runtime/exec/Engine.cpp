@@ -44,9 +44,11 @@ bool cacheEnabled() {
 
 std::string opsOf(const trace::Trace& trace, const std::vector<uint8_t>& needed) {
   std::string ops;
-  for (size_t i = 0; i < trace.nodes.size(); ++i)
-    if (needed[i] && trace.nodes[i].op != OpKind::Param)
-      ops += (ops.empty() ? "" : ",") + std::string(core::opName(trace.nodes[i].op));
+  for (size_t i = 0; i < trace.nodes.size(); ++i) {
+    if (!needed[i] || trace.nodes[i].op == OpKind::Param) continue;
+    if (!ops.empty()) ops += ',';
+    ops += core::opName(trace.nodes[i].op);
+  }
   return ops;
 }
 
@@ -149,6 +151,12 @@ void Engine::resetProfilesForTesting() {
   profiles_.clear();
   shapesPerStructure_.clear();
   dynamic_.clear();
+  scalarArgs_.clear();
+}
+
+std::pair<size_t, size_t> Engine::profileCountsForTesting() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {profiles_.size(), scalarArgs_.size()};
 }
 
 std::shared_ptr<Executable> Engine::probeCache(const trace::Trace& trace, const std::vector<uint8_t>& needed,
@@ -216,7 +224,7 @@ void Engine::compileJob(TraceProfile* profile, std::shared_ptr<const trace::Trac
 
 bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                             const TraceProfile& profile, const std::shared_ptr<Executable>& exePtr,
-                            TraceResult& out) {
+                            std::span<const uint32_t> scalarArgs, TraceResult& out) {
   const Executable& exe = *exePtr;
   Counters& c = counters();
   LaunchTarget target(trace.device);
@@ -243,6 +251,15 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
     const trace::Node* node = paramNode[static_cast<size_t>(p)];
     dense[i] = target.dense(trace.params[p].view, node->dtype, node->shape);
     args.push_back(dense[i].bytes(node->dtype));
+  }
+  // Scalar arguments follow the parameters: each value as the interpreter
+  // makes its constant (one element of the node's dtype), kept with the
+  // launch (a device may run it after this returns).
+  auto scalarValues = std::make_shared<std::vector<uint64_t>>(scalarArgs.size());
+  for (size_t k = 0; k < scalarArgs.size(); ++k) {
+    const trace::Node& s = trace.nodes[scalarArgs[k]];
+    interp::fullKernel(s.dtype, 1, s.f0, s.i0, reinterpret_cast<char*>(&(*scalarValues)[k]));
+    args.push_back(&(*scalarValues)[k]);
   }
   // Buffer donation: an output the kernel may compute in place of an input
   // takes that input's buffer when nothing else can see it any more: a dense
@@ -275,7 +292,7 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
   const std::size_t scratchBytes = dynamic ? exe.dynamicScratchBytes(profile.dynamicSizes.data()) : exe.scratchBytes();
   if (scratchBytes > 0) scratch = target.scratch(scratchBytes);
   args.push_back(scratch ? scratch->data() : nullptr);
-  target.launch(exePtr, std::move(args), dynamic ? profile.dynamicSizes : std::vector<int64_t>{});
+  target.launch(exePtr, std::move(args), dynamic ? profile.dynamicSizes : std::vector<int64_t>{}, scalarValues);
   c.compiledRuns.fetch_add(1, std::memory_order_relaxed);
   c.kernelLaunches.fetch_add(static_cast<uint64_t>(exe.kernelCount()), std::memory_order_relaxed);
   return true;
@@ -299,7 +316,6 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   c.opsRecorded.fetch_add(static_cast<uint64_t>(trace.opCount), std::memory_order_relaxed);
   c.opsEliminated.fetch_add(trace.nodes.size() - paramCount - neededOps, std::memory_order_relaxed);
 
-  tLastKey = trace::computeTraceKey(trace, tNeeded);
   if (trace.device.kind != Device::CPU && !runsHostKernels(trace.device)) {
     // Kernels compiled for another target would need their own launcher
     // (the GPU backends); until then the device's traces run in its op
@@ -309,6 +325,10 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
     c.interpretedOps.fetch_add(neededOps, std::memory_order_relaxed);
     return;
   }
+  // Float constants that varied across runs of this structure are kernel
+  // arguments (ScalarArgs.h): the key leaves their values out.
+  trace::ScalarSlots slots;
+  std::shared_ptr<const ArgSlots> argSlots = keyTrace(trace, tNeeded, &tLastKey, &slots);
   TraceProfile* profile;
   std::shared_ptr<Executable> exe;
   bool startCompile = false, probe = false, replayMiss = false, replayDecide = false, startDynamic = false;
@@ -319,6 +339,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
     profile = &it->second;
     if (inserted) {
       profile->ops = needed;
+      profile->scalarArgs = argSlots;
       c.distinctTraceKeys.fetch_add(1, std::memory_order_relaxed);
       // A structure seen at more than max_shapes sizes gets one
       // dynamic-shape kernel (DynamicShapes.h).
@@ -346,7 +367,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
     std::vector<std::pair<uint32_t, int64_t>> checks;
     std::string reason;
     const bool compilable = planIndexChecks(trace, tNeeded, &checks, &reason);
-    startDynamicCompile(trace, tNeeded, tLastKey, compilable ? &checks : nullptr, reason);
+    startDynamicCompile(trace, tNeeded, tLastKey, slots.argNodes, compilable ? &checks : nullptr, reason);
   }
   if (!exe && jitEnabled() && neededOps > 0) exe = bindDynamic(trace, tNeeded, tLastKey, profile);
   if (!exe) {
@@ -422,7 +443,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
         profile->indexChecks = std::move(checks);
       }
       auto graph = std::make_shared<const trace::TraceGraph>(
-          trace::extractGraph(trace, tNeeded, &scratch.paramOfInput, &scratch.nodeOfOutput));
+          trace::extractGraph(trace, tNeeded, &scratch.paramOfInput, &scratch.nodeOfOutput, slots.argNodes));
       if (settings().jit == "sync") {
         compileJob(profile, graph, tLastKey);
         std::lock_guard<std::mutex> lock(mutex_);
@@ -437,7 +458,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       }
     }
   }
-  if (exe && launchCompiled(trace, tNeeded, *profile, exe, out)) {
+  if (exe && launchCompiled(trace, tNeeded, *profile, exe, slots.argNodes, out)) {
     c.compiledOps.fetch_add(neededOps, std::memory_order_relaxed);
     return;
   }

@@ -15,6 +15,7 @@
 #include "runtime/exec/DynamicShapes.h"
 #include "runtime/exec/Executable.h"
 #include "runtime/exec/KernelCache.h"
+#include "runtime/exec/ScalarArgs.h"
 #include "runtime/interp/Interpreter.h"
 #include "runtime/trace/Trace.h"
 #include "runtime/trace/TraceKey.h"
@@ -41,6 +42,9 @@ struct TraceProfile {
   std::vector<std::pair<uint32_t, int64_t>> indexChecks;
   /// The sizes its dynamic-shape kernel runs with (empty for a static one).
   std::vector<int64_t> dynamicSizes;
+  /// The scalar slots its key makes kernel arguments (ScalarArgs.h); null
+  /// when its constants are all in the key.
+  std::shared_ptr<const ArgSlots> scalarArgs;
   std::string failure;  ///< why the key stays interpreted
   bool cacheChecked = false;  ///< the kernel cache was asked on an early run
   bool replayMiss = false;    ///< KILN_JIT=replay found no cached kernel for it
@@ -79,6 +83,9 @@ class Engine {
   /// Test hook: forgets every profile (with KernelCache::clearMemory(), a
   /// process as if freshly started).
   void resetProfilesForTesting();
+  /// Test hook: profiles held (trace and region keys) and trace structures
+  /// whose scalar slots are tracked (ScalarArgs.h).
+  std::pair<size_t, size_t> profileCountsForTesting();
   /// Test and benchmark hook: false keeps whole traces from being compiled,
   /// so that only hot regions are (to measure region kernels alone).
   void setTraceCompilesForTesting(bool on) { traceCompiles_ = on; }
@@ -88,11 +95,20 @@ class Engine {
   /// Asks the kernel cache for `key`; on a hit, the profile runs compiled.
   std::shared_ptr<Executable> probeCache(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                                          const trace::TraceKey& key, TraceProfile* profile, bool always);
+  /// The trace's key (ScalarArgs.cpp): its float constants that varied
+  /// across runs of its structure are arguments, unless the trace's exact
+  /// key already has a kernel. Returns the argument slots (null: none) and
+  /// fills `slots` (ScalarSlots::argNodes: the arguments' nodes).
+  std::shared_ptr<const ArgSlots> keyTrace(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                                           trace::TraceKey* key, trace::ScalarSlots* slots);
   /// Runs a compiled trace on the trace's device (on its stream when the
   /// device is asynchronous). False when an index is out of range (the
-  /// caller interprets, which reports it).
+  /// caller interprets, which reports it). `scalarArgs`: the trace nodes
+  /// whose values the kernel takes as arguments (ScalarSlots::argNodes of
+  /// the profile's key).
   bool launchCompiled(const trace::Trace& trace, const std::vector<uint8_t>& needed, const TraceProfile& profile,
-                      const std::shared_ptr<Executable>& exe, TraceResult& out);
+                      const std::shared_ptr<Executable>& exe, std::span<const uint32_t> scalarArgs,
+                      TraceResult& out);
   CompileQueue& queue();
   /// The hot-region executor (RegionExecutor.cpp) shares the profiles,
   /// compile jobs and kernel cache probes of whole traces.
@@ -104,6 +120,7 @@ class Engine {
   /// kernel of a structure seen with more than max_shapes shapes, and binds
   /// a trace key of that structure to it when its shape fits.
   void startDynamicCompile(const trace::Trace& trace, const std::vector<uint8_t>& needed, const trace::TraceKey& key,
+                           std::span<const uint32_t> scalarArgs,
                            const std::vector<std::pair<uint32_t, int64_t>>* indexChecks, const std::string& reason);
   void compileDynamicJob(std::shared_ptr<DynamicKernel> kernel, uint64_t structure);
   std::shared_ptr<Executable> bindDynamic(const trace::Trace& trace, const std::vector<uint8_t>& needed,
@@ -126,6 +143,8 @@ class Engine {
   std::unordered_map<uint64_t, int64_t> shapesPerStructure_;
   /// Shapes seen and dynamic-shape kernels per trace structure.
   DynamicShapes dynamic_;
+  /// Scalar slot values seen and argument slots per trace structure.
+  ScalarArgs scalarArgs_;
   interp::Interpreter interpreter_;
   /// Created once (call_once), read without the lock by the exit handler.
   std::once_flag queueOnce_;

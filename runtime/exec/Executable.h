@@ -20,7 +20,8 @@ struct CompileTimings {
 };
 
 /// A compiled trace. launch(args) runs it: args holds the input buffers
-/// (dense row-major, in TraceGraph::inputs order), then the output buffers
+/// (dense row-major, in TraceGraph::inputs order: the parameters, then one
+/// element per scalar argument, ScalarArgs.h), then the output buffers
 /// (allocated by the runtime, TraceGraph::outputs order), then a scratch
 /// buffer of scratchBytes() bytes, then, for a dynamic-shape kernel only, a
 /// pointer to its int64 sizes (and dynamicScratchBytes() of scratch).

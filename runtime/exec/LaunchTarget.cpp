@@ -49,7 +49,7 @@ std::vector<int64_t> LaunchTarget::readIndices(const core::View& v, DType t, con
 }
 
 void LaunchTarget::launch(const std::shared_ptr<Executable>& exe, std::vector<void*> args,
-                          const std::vector<int64_t>& sizes) {
+                          const std::vector<int64_t>& sizes, std::shared_ptr<const void> keep) {
   if (ops_.synchronous()) {
     if (!sizes.empty()) args.push_back(const_cast<int64_t*>(sizes.data()));
     exe->launch(args.data());
@@ -58,7 +58,7 @@ void LaunchTarget::launch(const std::shared_ptr<Executable>& exe, std::vector<vo
   // The task owns what it reads: the kernel, its arguments and sizes.
   auto owned = std::make_shared<std::pair<std::vector<void*>, std::vector<int64_t>>>(std::move(args), sizes);
   if (!sizes.empty()) owned->first.push_back(owned->second.data());
-  device_.defaultStream().hostCall([exe, owned] { exe->launch(owned->first.data()); });
+  device_.defaultStream().hostCall([exe, owned, keep] { exe->launch(owned->first.data()); });
 }
 
 }  // namespace kiln::exec

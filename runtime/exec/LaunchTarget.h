@@ -30,8 +30,10 @@ class LaunchTarget {
   /// device when it is not host-accessible).
   std::vector<int64_t> readIndices(const core::View& v, DType t, const Shape& shape);
   /// Runs `exe` on `args`, followed by a dynamic-shape kernel's sizes when
-  /// there are any.
-  void launch(const std::shared_ptr<Executable>& exe, std::vector<void*> args, const std::vector<int64_t>& sizes);
+  /// there are any. `keep` (may be null) holds host memory `args` point
+  /// into (scalar arguments) until the kernel has run.
+  void launch(const std::shared_ptr<Executable>& exe, std::vector<void*> args, const std::vector<int64_t>& sizes,
+              std::shared_ptr<const void> keep = nullptr);
 
  private:
   hal::DeviceContext& device_;

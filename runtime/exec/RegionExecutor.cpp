@@ -85,13 +85,16 @@ void RegionExecutor::noteCompiled(TraceProfile* profile, const std::shared_ptr<E
              name, profile->ops, profile->runs, exe->kernelCount(), result.timings.totalMs(), compiledOpPercent());
 }
 
-std::shared_ptr<const RegionPlan> RegionExecutor::planFor(const trace::Trace& trace, const std::vector<uint32_t>& ids,
+std::shared_ptr<const RegionPlan> RegionExecutor::planFor(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                                                         const std::vector<uint32_t>& ids,
                                                          TraceProfile* profile) {
   {
     std::lock_guard<std::mutex> lock(engine_.mutex_);
     if (profile->regions) return profile->regions;
   }
-  auto plan = std::make_shared<RegionPlan>(partitionRegions(trace, ids));
+  const std::vector<uint32_t> scalarArgs =
+      profile->scalarArgs ? trace::scalarArgNodes(trace, needed, *profile->scalarArgs) : std::vector<uint32_t>{};
+  auto plan = std::make_shared<RegionPlan>(partitionRegions(trace, ids, scalarArgs));
   measureRecurrence(trace, ids, *plan);
   std::lock_guard<std::mutex> lock(engine_.mutex_);
   if (profile->regions) return profile->regions;  // another thread was faster
@@ -217,7 +220,7 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
   if (!compileMode && !replay) return false;
   const uint64_t threshold = static_cast<uint64_t>(std::max<int64_t>(s.jit_threshold, 1));
   const std::vector<uint32_t> ids = neededNodes(needed);
-  std::shared_ptr<const RegionPlan> plan = planFor(trace, ids, profile);
+  std::shared_ptr<const RegionPlan> plan = planFor(trace, needed, ids, profile);
   if (plan->keyedRegions == 0) return false;
   const std::vector<Region>& regions = plan->regions;
 

@@ -50,8 +50,8 @@ class RegionExecutor {
                            const CompileResult& result, const char* name);
 
  private:
-  std::shared_ptr<const RegionPlan> planFor(const trace::Trace& trace, const std::vector<uint32_t>& ids,
-                                            TraceProfile* profile);
+  std::shared_ptr<const RegionPlan> planFor(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                                            const std::vector<uint32_t>& ids, TraceProfile* profile);
   void startCompile(const trace::Trace& trace, const std::vector<uint32_t>& ids, const Region& region);
   void probeReplay(const trace::Trace& trace, const std::vector<uint32_t>& ids, const Region& region);
   /// Launches one region's kernel on the values computed so far; false

@@ -72,7 +72,8 @@ std::vector<uint32_t> neededNodes(const std::vector<uint8_t>& needed) {
   return ids;
 }
 
-RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_t>& ids) {
+RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_t>& ids,
+                            std::span<const uint32_t> scalarArgs) {
   const uint32_t count = static_cast<uint32_t>(ids.size());
   RegionPlan plan;
   // Plan id of each trace node (only needed nodes are ever read).
@@ -106,6 +107,11 @@ RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_
     if (n.op == OpKind::Param) continue;
     const int32_t open = static_cast<int32_t>(plan.regions.size()) - 1;
     auto ins = trace.inputsOf(n);
+    if (std::binary_search(scalarArgs.begin(), scalarArgs.end(), ids[p])) {
+      regionOf[p] = kLoose;
+      loose.push_back(p);
+      continue;
+    }
     if (isView(n.op)) {
       const int32_t src = regionOf[planId[ins[0]]];
       if ((n.op == OpKind::Slice && src != open) || src == kLoose) {

@@ -78,8 +78,12 @@ struct RegionPlan {
 std::vector<uint32_t> neededNodes(const std::vector<uint8_t>& needed);
 
 /// Partitions the needed nodes of `trace` (the rule above) and keys each
-/// region. `ids` = neededNodes(needed).
-RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_t>& ids);
+/// region. `ids` = neededNodes(needed). `scalarArgs` (trace node ids,
+/// ascending) are the constants the trace's key leaves out (ScalarArgs.h):
+/// they stay outside every region, interpreted, so that region keys and
+/// kernels do not hold their values either.
+RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_t>& ids,
+                            std::span<const uint32_t> scalarArgs = {});
 
 /// The region as a trace of its own: one Param per input (dense layout, in
 /// Region::inputs order), then the region's nodes; its outputs are live.

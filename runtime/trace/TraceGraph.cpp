@@ -3,9 +3,11 @@
 namespace kiln::trace {
 
 TraceGraph extractGraph(const Trace& trace, const std::vector<uint8_t>& needed, std::vector<int64_t>* paramOfInput,
-                        std::vector<uint32_t>* nodeOfOutput) {
+                        std::vector<uint32_t>* nodeOfOutput, std::span<const uint32_t> scalarArgs) {
   TraceGraph g;
   g.device = trace.device;
+  std::vector<uint32_t> scalarInputs;
+  size_t nextScalar = 0;
   paramOfInput->clear();
   nodeOfOutput->clear();
   std::vector<uint32_t> renum(trace.nodes.size(), 0);
@@ -23,12 +25,22 @@ TraceGraph extractGraph(const Trace& trace, const std::vector<uint8_t>& needed, 
       paramOfInput->push_back(n.i0);
       n.i0 = static_cast<int64_t>(g.inputs.size());
       g.inputs.push_back(renum[i]);
+    } else if (nextScalar < scalarArgs.size() && scalarArgs[nextScalar] == i) {
+      // A scalar argument: a rank-0 input whose value the launch passes.
+      ++nextScalar;
+      n.op = core::OpKind::Param;
+      n.f0 = n.f1 = 0;
+      scalarInputs.push_back(renum[i]);
     }
     g.nodes.push_back(n);
     if (trace.holders[i]) {
       g.outputs.push_back(renum[i]);
       nodeOfOutput->push_back(static_cast<uint32_t>(i));
     }
+  }
+  for (uint32_t id : scalarInputs) {
+    g.nodes[id].i0 = static_cast<int64_t>(g.inputs.size());
+    g.inputs.push_back(id);
   }
   return g;
 }

@@ -17,7 +17,9 @@ struct TraceGraph {
   std::vector<Node> nodes;
   std::vector<uint32_t> operands;
   std::vector<int64_t> attrs;
-  /// Node ids of the parameters, in kernel argument order.
+  /// Node ids of the parameters, in kernel argument order: the trace's
+  /// parameters, then its scalar arguments (TraceKey.h), rank-0 Param nodes
+  /// in place of their Full nodes.
   std::vector<uint32_t> inputs;
   /// Node ids of the live outputs, in kernel argument order (after inputs).
   std::vector<uint32_t> outputs;
@@ -30,8 +32,10 @@ struct TraceGraph {
 
 /// Copies the needed nodes of `trace`. `paramOfInput[i]` receives the trace
 /// param index of graph input i; `nodeOfOutput[j]` the trace node of output j.
+/// `scalarArgs` (trace node ids, ascending: ScalarSlots::argNodes) become
+/// inputs after the parameters, in that order, without their values.
 TraceGraph extractGraph(const Trace& trace, const std::vector<uint8_t>& needed, std::vector<int64_t>* paramOfInput,
-                        std::vector<uint32_t>* nodeOfOutput);
+                        std::vector<uint32_t>* nodeOfOutput, std::span<const uint32_t> scalarArgs = {});
 
 }  // namespace kiln::trace
 

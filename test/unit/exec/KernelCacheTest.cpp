@@ -122,8 +122,11 @@ TEST(KernelCache, CorruptedTruncatedAndSwappedEntriesAreRecompiled) {
     EXPECT_TRUE(cache::decode(slurp(file), &e, &error)) << error;
   }
 
-  // Swapped: another key's entry under this key's name.
-  Data other(5, 19, 7);
+  // Swapped: another key's entry under this key's name. Its rows are d's, so
+  // its constants (mean's 1 / rows) are too: with other ones, the second of
+  // the two keys run would take them as kernel arguments (ScalarArgs.h) and
+  // not look for its own entry.
+  Data other(37, 7, 23);
   auto otherRef = other.reference();
   {
     CacheMode m("sync", 1, dir.str());

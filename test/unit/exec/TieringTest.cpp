@@ -95,6 +95,10 @@ TEST(Tiering, ThreadsRecordAndRunWhileTheCompilerWorks) {
     reference = stepOnce(d.x, d.w, d.b, 1.25f);
   }
   JitMode async("async", 2);
+  // Fresh profiles and kernels: earlier tests ran this step with other
+  // scales, so its scale is a kernel argument and its kernel may exist.
+  exec::Engine::instance().resetProfilesForTesting();
+  exec::KernelCache::instance().clearMemory();
   reset_stats();
   std::vector<std::thread> threads;
   std::atomic<int> mismatches{0};
