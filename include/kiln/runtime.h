@@ -53,6 +53,9 @@ struct Stats {
   /// Hot regions not compiled (at least once) because a whole-trace kernel
   /// will or may replace them (runtime/exec/TieringPolicy.h).
   uint64_t regions_deferred = 0;
+  /// Trace and region keys whose profiles (and, in memory, kernels) were
+  /// dropped, least recently used first, beyond KILN_MAX_TRACE_KEYS.
+  uint64_t trace_keys_evicted = 0;
   /// Share of executed ops (compiled_ops + interpreted_ops) that ran compiled, 0..1.
   double compiled_op_share() const {
     const uint64_t total = compiled_ops + interpreted_ops;
@@ -89,6 +92,11 @@ struct Settings {
   int64_t cache_max_mb = 1024;  ///< least recently used entries go beyond this
   /// KILN_JIT=replay: a hot trace without a cached kernel is an error.
   bool replay_strict = false;
+  /// Trace and region keys the engine remembers (their run counts, tiers and
+  /// kernels in memory); the least recently used go beyond this, so a
+  /// program that never repeats a trace does not grow without end
+  /// (KILN_MAX_TRACE_KEYS). A dropped key's kernel stays in the disk cache.
+  int64_t max_trace_keys = 8192;
   /// Test devices to register (Device::test(0..n-1); KILN_TEST_DEVICES).
   int test_devices = 0;
   /// The device creation ops use when none is given ("cpu", "test:0", ...;

@@ -1,5 +1,6 @@
 #include "runtime/exec/Engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -136,13 +137,13 @@ void Engine::shutdownCompiles() {
 uint64_t Engine::runCount(const trace::TraceKey& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = profiles_.find(key);
-  return it == profiles_.end() ? 0 : it->second.runs;
+  return it == profiles_.end() ? 0 : it->second->runs;
 }
 
 Tier Engine::tierOf(const trace::TraceKey& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = profiles_.find(key);
-  return it == profiles_.end() ? Tier::Interpreted : it->second.tier;
+  return it == profiles_.end() ? Tier::Interpreted : it->second->tier;
 }
 
 void Engine::resetProfilesForTesting() {
@@ -177,7 +178,31 @@ std::shared_ptr<Executable> Engine::probeCache(const trace::Trace& trace, const 
   return profile->executable;
 }
 
-void Engine::compileJob(TraceProfile* profile, std::shared_ptr<const trace::TraceGraph> graph, trace::TraceKey key) {
+std::shared_ptr<TraceProfile> Engine::profileLocked(const trace::TraceKey& key, bool* inserted) {
+  auto [it, isNew] = profiles_.try_emplace(key);
+  if (isNew) it->second = std::make_shared<TraceProfile>();
+  it->second->lastUse = ++useCounter_;
+  *inserted = isNew;
+  std::shared_ptr<TraceProfile> profile = it->second;
+  const auto limit = static_cast<size_t>(settings().max_trace_keys);
+  if (profiles_.size() > limit) {
+    // Drop the least recently used eighth: amortised, a scan every
+    // limit/8 new keys.
+    std::vector<uint64_t> uses;
+    uses.reserve(profiles_.size());
+    for (const auto& [k, p] : profiles_) uses.push_back(p->lastUse);
+    const size_t drop = std::max<size_t>(1, profiles_.size() - limit + limit / 8);
+    std::nth_element(uses.begin(), uses.begin() + static_cast<std::ptrdiff_t>(drop - 1), uses.end());
+    const uint64_t cutoff = uses[drop - 1];
+    for (auto p = profiles_.begin(); p != profiles_.end();) p = p->second->lastUse <= cutoff ? profiles_.erase(p) : std::next(p);
+    counters().profilesEvicted.fetch_add(drop, std::memory_order_relaxed);
+    KernelCache::instance().trimMemory(limit);
+  }
+  return profile;
+}
+
+void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<const trace::TraceGraph> graph,
+                        trace::TraceKey key) {
   if (int delay = compileDelayMs_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   char name[32];
   std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(key.hash));
@@ -197,7 +222,7 @@ void Engine::compileJob(TraceProfile* profile, std::shared_ptr<const trace::Trac
   Counters& c = counters();
   std::lock_guard<std::mutex> lock(mutex_);
   if (profile->region) {  // a hot region (RegionExecutor.cpp): counted apart
-    RegionExecutor::noteCompiled(profile, exe, fromCache, result, name);
+    RegionExecutor::noteCompiled(profile.get(), exe, fromCache, result, name);
     return;
   }
   if (exe) {
@@ -329,14 +354,16 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   // arguments (ScalarArgs.h): the key leaves their values out.
   trace::ScalarSlots slots;
   std::shared_ptr<const ArgSlots> argSlots = keyTrace(trace, tNeeded, &tLastKey, &slots);
+  std::shared_ptr<TraceProfile> profileRef;  // keeps it alive if dropped from the table meanwhile
   TraceProfile* profile;
   std::shared_ptr<Executable> exe;
   bool startCompile = false, probe = false, replayMiss = false, replayDecide = false, startDynamic = false;
   const bool useCache = neededOps > 0 && cacheEnabled();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto [it, inserted] = profiles_.try_emplace(tLastKey);
-    profile = &it->second;
+    bool inserted = false;
+    profileRef = profileLocked(tLastKey, &inserted);
+    profile = profileRef.get();
     if (inserted) {
       profile->ops = needed;
       profile->scalarArgs = argSlots;
@@ -445,7 +472,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       auto graph = std::make_shared<const trace::TraceGraph>(
           trace::extractGraph(trace, tNeeded, &scratch.paramOfInput, &scratch.nodeOfOutput, slots.argNodes));
       if (settings().jit == "sync") {
-        compileJob(profile, graph, tLastKey);
+        compileJob(profileRef, graph, tLastKey);
         std::lock_guard<std::mutex> lock(mutex_);
         exe = profile->executable;
       } else {
@@ -454,7 +481,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
         // are still being created on a compile thread, and the exit handler
         // that waits for compilations is registered at the end of the load.
         loadCompiler();
-        queue().push([this, profile, graph, key = tLastKey] { compileJob(profile, graph, key); });
+        queue().push([this, profileRef, graph, key = tLastKey] { compileJob(profileRef, graph, key); });
       }
     }
   }

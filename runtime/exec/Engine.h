@@ -58,6 +58,9 @@ struct TraceProfile {
   /// compilation was put off once (counted and logged once).
   std::vector<const TraceProfile*> seenInTraces;
   bool deferred = false;
+  /// The engine's use counter at this key's last run (least recently used
+  /// profiles are dropped beyond KILN_MAX_TRACE_KEYS).
+  uint64_t lastUse = 0;
 };
 
 class Engine {
@@ -91,7 +94,13 @@ class Engine {
   void setTraceCompilesForTesting(bool on) { traceCompiles_ = on; }
 
  private:
-  void compileJob(TraceProfile* profile, std::shared_ptr<const trace::TraceGraph> graph, trace::TraceKey key);
+  /// The job holds its profile: it may be dropped from the table meanwhile.
+  void compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<const trace::TraceGraph> graph,
+                  trace::TraceKey key);
+  /// The profile of `key`, created when new (`*inserted`); marks it used.
+  /// Under mutex_. Beyond KILN_MAX_TRACE_KEYS profiles, the least recently
+  /// used eighth is dropped first (whoever holds one keeps it alive).
+  std::shared_ptr<TraceProfile> profileLocked(const trace::TraceKey& key, bool* inserted);
   /// Asks the kernel cache for `key`; on a hit, the profile runs compiled.
   std::shared_ptr<Executable> probeCache(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                                          const trace::TraceKey& key, TraceProfile* profile, bool always);
@@ -138,7 +147,8 @@ class Engine {
                                          TraceProfile* profile);
 
   std::mutex mutex_;
-  std::unordered_map<trace::TraceKey, TraceProfile, trace::TraceKeyHash> profiles_;
+  std::unordered_map<trace::TraceKey, std::shared_ptr<TraceProfile>, trace::TraceKeyHash> profiles_;
+  uint64_t useCounter_ = 0;
   /// Kernels started per trace structure (TraceKey::structureHash).
   std::unordered_map<uint64_t, int64_t> shapesPerStructure_;
   /// Shapes seen and dynamic-shape kernels per trace structure.

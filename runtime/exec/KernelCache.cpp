@@ -96,6 +96,20 @@ KernelCache& KernelCache::instance() {
   return *c;
 }
 
+void KernelCache::trimMemory(std::size_t limit) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (memory_.size() <= limit) return;
+  std::vector<uint64_t> uses;
+  uses.reserve(memory_.size());
+  for (const auto& [k, m] : memory_) uses.push_back(m.lastUse);
+  const size_t drop = memory_.size() - limit + limit / 8;
+  std::nth_element(uses.begin(), uses.begin() + static_cast<std::ptrdiff_t>(drop - 1), uses.end());
+  const uint64_t cutoff = uses[drop - 1];
+  // A kernel a profile still holds stays mapped until that profile goes.
+  for (auto it = memory_.begin(); it != memory_.end();)
+    it = it->second.lastUse <= cutoff ? memory_.erase(it) : std::next(it);
+}
+
 void KernelCache::clearMemory() {
   std::lock_guard<std::mutex> lock(mutex_);
   memory_.clear();
@@ -146,7 +160,8 @@ std::shared_ptr<Executable> KernelCache::find(const trace::TraceKey& key, Probe 
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = memory_.find(key); it != memory_.end()) {
     c.cacheMemoryHits.fetch_add(1, std::memory_order_relaxed);
-    return it->second;
+    it->second.lastUse = ++useCounter_;
+    return it->second.executable;
   }
   DirState& dir = dirLocked();
   if (!dir.usable) return nullptr;
@@ -215,7 +230,7 @@ std::shared_ptr<Executable> KernelCache::loadFromDisk(DirState& dir, const trace
     const struct timespec now[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
     ::utimensat(AT_FDCWD, path.c_str(), now, 0);  // last use, for LRU eviction
   }
-  memory_[key] = exe;
+  memory_[key] = {exe, ++useCounter_};
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   c.cacheDiskHits.fetch_add(1, std::memory_order_relaxed);
   c.cacheLoadUs.fetch_add(static_cast<uint64_t>(ms * 1000.0), std::memory_order_relaxed);
@@ -242,7 +257,7 @@ std::shared_ptr<Executable> KernelCache::install(const trace::TraceKey& key, con
   exe->dynamicSizes = compiled.dynamicSizes;
   exe->dynamicScratch = compiled.dynamicScratch;
   std::lock_guard<std::mutex> lock(mutex_);
-  memory_[key] = exe;
+  memory_[key] = {exe, ++useCounter_};
   if (compiled.fingerprint != loader->fingerprint()) {
     log().warn("the compiler and the kernel loader disagree on the target; kernel not cached on disk:\n{}\nvs\n{}",
                compiled.fingerprint, loader->fingerprint());

@@ -51,6 +51,9 @@ class KernelCache {
 
   /// Forgets the kernels held in memory (tests: simulate a new process).
   void clearMemory();
+  /// Drops the least recently used kernels from memory beyond `limit` (down
+  /// to 7/8 of it); the disk cache keeps them.
+  void trimMemory(std::size_t limit);
 
   /// The directory this process uses, or "" when the disk cache is off or
   /// unusable (checks it on first call for each KILN_CACHE_DIR).
@@ -74,7 +77,13 @@ class KernelCache {
   void evict(DirState& dir);
 
   std::mutex mutex_;
-  std::unordered_map<trace::TraceKey, std::shared_ptr<Executable>, trace::TraceKeyHash> memory_;
+  /// Kernels in memory with the use counter at their last lookup.
+  struct InMemory {
+    std::shared_ptr<Executable> executable;
+    uint64_t lastUse = 0;
+  };
+  std::unordered_map<trace::TraceKey, InMemory, trace::TraceKeyHash> memory_;
+  uint64_t useCounter_ = 0;
   std::unique_ptr<DirState> dir_;
 };
 

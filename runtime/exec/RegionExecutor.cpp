@@ -101,8 +101,9 @@ std::shared_ptr<const RegionPlan> RegionExecutor::planFor(const trace::Trace& tr
   Counters& c = counters();
   for (Region& r : plan->regions) {
     if (!r.keyed) continue;
-    auto [it, inserted] = engine_.profiles_.try_emplace(r.key);
-    TraceProfile& rp = it->second;
+    bool inserted = false;
+    std::shared_ptr<TraceProfile> held = engine_.profileLocked(r.key, &inserted);
+    TraceProfile& rp = *held;
     if (inserted) {
       // A key that is also a whole trace's (a trace that is one region) is
       // counted as what it was first seen as; both share its kernel.
@@ -110,7 +111,7 @@ std::shared_ptr<const RegionPlan> RegionExecutor::planFor(const trace::Trace& tr
       rp.ops = static_cast<uint32_t>(r.inputs.size()) + r.ops;
       c.distinctRegionKeys.fetch_add(1, std::memory_order_relaxed);
     }
-    r.profile = &rp;
+    r.profile = held;
   }
   // Kept for the key's later runs once it has recurred; a trace seen once
   // (a loop with a new trip count) does not keep its plan.
@@ -123,7 +124,7 @@ void RegionExecutor::startCompile(const trace::Trace& trace, const std::vector<u
   const std::vector<uint8_t> needed = allNeeded(sub);
   std::vector<std::pair<uint32_t, int64_t>> checks;
   std::string reason;
-  TraceProfile* rp = region.profile;
+  TraceProfile* rp = region.profile.get();
   if (!Engine::planChecks(sub, needed, &checks, &reason)) {
     std::lock_guard<std::mutex> lock(engine_.mutex_);
     rp->tier = Tier::InterpretOnly;
@@ -139,12 +140,13 @@ void RegionExecutor::startCompile(const trace::Trace& trace, const std::vector<u
   std::vector<uint32_t> nodeOfOutput;
   auto graph = std::make_shared<const trace::TraceGraph>(trace::extractGraph(sub, needed, &paramOfInput, &nodeOfOutput));
   if (settings().jit == "sync") {
-    engine_.compileJob(rp, graph, region.key);
+    engine_.compileJob(region.profile, graph, region.key);
     return;
   }
   loadCompiler();  // in the calling thread, as for traces (Engine::run)
   Engine* engine = &engine_;
-  engine_.regionQueue().push([engine, rp, graph, key = region.key] { engine->compileJob(rp, graph, key); });
+  engine_.regionQueue().push(
+      [engine, held = region.profile, graph, key = region.key] { engine->compileJob(held, graph, key); });
 }
 
 void RegionExecutor::probeReplay(const trace::Trace& trace, const std::vector<uint32_t>& ids, const Region& region) {
@@ -154,9 +156,9 @@ void RegionExecutor::probeReplay(const trace::Trace& trace, const std::vector<ui
   std::string reason;
   const bool compilable = Engine::planChecks(sub, needed, &checks, &reason);
   std::shared_ptr<Executable> exe;
-  if (compilable) exe = engine_.probeCache(sub, needed, region.key, region.profile, true);
+  if (compilable) exe = engine_.probeCache(sub, needed, region.key, region.profile.get(), true);
   std::lock_guard<std::mutex> lock(engine_.mutex_);
-  TraceProfile* rp = region.profile;
+  TraceProfile* rp = region.profile.get();
   if (exe) return;
   rp->tier = Tier::InterpretOnly;
   if (!compilable) {
@@ -232,14 +234,14 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
     outlook = outlookOf(*profile, engine_.traceCompiles_, threshold);
     for (const Region& r : regions) {
       if (!r.keyed) continue;
-      TraceProfile* rp = r.profile;
+      TraceProfile* rp = r.profile.get();
       ++rp->runs;
       if (rp->seenInTraces.size() < kDistinctTracesForRegions &&
           std::find(rp->seenInTraces.begin(), rp->seenInTraces.end(), profile) == rp->seenInTraces.end())
         rp->seenInTraces.push_back(profile);
     }
     for (uint32_t ri = 0; ri < regions.size(); ++ri) {
-      TraceProfile* rp = regions[ri].profile;
+      TraceProfile* rp = regions[ri].profile.get();
       if (!rp || rp->executable) continue;
       if (rp->replayMiss && compileMode) {  // left replay mode: compile it after all
         rp->replayMiss = false;
@@ -254,13 +256,13 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
   // Warm start: region kernels an earlier process cached (listed keys only).
   for (uint32_t ri : probe) {
     trace::Trace sub = regionTrace(trace, ids, regions[ri]);
-    engine_.probeCache(sub, allNeeded(sub), regions[ri].key, regions[ri].profile, false);
+    engine_.probeCache(sub, allNeeded(sub), regions[ri].key, regions[ri].profile.get(), false);
   }
   {
     std::lock_guard<std::mutex> lock(engine_.mutex_);
     Counters& c = counters();
     for (uint32_t ri = 0; ri < regions.size(); ++ri) {
-      TraceProfile* rp = regions[ri].profile;
+      TraceProfile* rp = regions[ri].profile.get();
       if (!rp || rp->executable || rp->tier != Tier::Interpreted || rp->runs < threshold) continue;
       if (replay) {
         // Replay compiles nothing: a hot region of a trace that is not hot
@@ -312,7 +314,7 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
   {
     std::lock_guard<std::mutex> lock(engine_.mutex_);
     for (uint32_t ri = 0; ri < regions.size(); ++ri) {
-      TraceProfile* rp = regions[ri].profile;
+      TraceProfile* rp = regions[ri].profile.get();
       if (!rp || !rp->executable || rp->executable->dynamicSizes > 0) continue;
       exes[ri] = rp->executable;
       checks[ri] = rp->indexChecks;

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "runtime/trace/Trace.h"
@@ -48,7 +49,9 @@ struct Region {
   /// not keyed, counted or compiled.
   bool keyed = false;
   trace::TraceKey key;
-  TraceProfile* profile = nullptr;  ///< the region key's profile (set by the engine)
+  /// The region key's profile (set by the engine; held, so a plan's regions
+  /// outlive their keys' eviction from the engine's table).
+  std::shared_ptr<TraceProfile> profile;
 };
 
 /// Steps run in order; each covers [begin, end) of RegionPlan::order and is

@@ -56,7 +56,7 @@ std::shared_ptr<const ArgSlots> Engine::keyTrace(const trace::Trace& trace, cons
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = profiles_.find(exact);
-    if (it == profiles_.end() || !it->second.executable) return args;
+    if (it == profiles_.end() || !it->second->executable) return args;
   }
   *key = std::move(exact);
   slots->argNodes.clear();

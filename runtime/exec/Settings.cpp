@@ -109,6 +109,8 @@ const SettingInfo kSettings[] = {
     integer("KILN_REPLAY_STRICT", "replay_strict", false, 0, 1,
             [](const Settings& s) -> int64_t { return s.replay_strict ? 1 : 0; },
             [](Settings& s, int64_t v) { s.replay_strict = v != 0; }),
+    integer("KILN_MAX_TRACE_KEYS", "max_trace_keys", true, 64, int64_t{1} << 24,
+            [](const Settings& s) { return s.max_trace_keys; }, [](Settings& s, int64_t v) { s.max_trace_keys = v; }),
     integer("KILN_TEST_DEVICES", "test_devices", false, 0, 8,
             [](const Settings& s) -> int64_t { return s.test_devices; },
             [](Settings& s, int64_t v) { s.test_devices = static_cast<int>(v); }),

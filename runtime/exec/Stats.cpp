@@ -55,6 +55,7 @@ Stats stats() {
   s.region_compile_ms = static_cast<double>(c.regionCompileUs.load()) / 1000.0;
   s.distinct_region_keys = c.distinctRegionKeys.load();
   s.regions_deferred = c.regionsDeferred.load();
+  s.trace_keys_evicted = c.profilesEvicted.load();
   for (hal::Driver* d : hal::drivers()) {
     for (int i = 0; i < d->deviceCount(); ++i) {
       hal::AllocatorStats a = d->device(i).allocator().stats();
@@ -76,7 +77,7 @@ void reset_stats() {
                   &c.compiledRuns, &c.kernelLaunches, &c.donatedBuffers, &c.compileUs, &c.importUs, &c.lowerUs, &c.llvmUs, &c.jitUs, &c.cacheMemoryHits, &c.cacheDiskHits,
                   &c.cacheMisses, &c.cacheRejected, &c.cacheStores, &c.cacheLoadUs, &c.replayMisses,
                   &c.compiledOps, &c.mixedRuns, &c.regionLaunches, &c.regionCompiles, &c.regionCompileFailures,
-                  &c.regionCompileUs, &c.distinctRegionKeys, &c.regionsDeferred})
+                  &c.regionCompileUs, &c.distinctRegionKeys, &c.regionsDeferred, &c.profilesEvicted})
     a->store(0);
   gAllocBase.store(0);
   gAllocHitBase.store(0);
@@ -120,7 +121,8 @@ std::string Stats::str() const {
     << "region_compile_failures " << region_compile_failures << "\n"
     << "region_compile_ms " << region_compile_ms << "\n"
     << "distinct_region_keys " << distinct_region_keys << "\n"
-    << "regions_deferred " << regions_deferred << "\n";
+    << "regions_deferred " << regions_deferred << "\n"
+    << "trace_keys_evicted " << trace_keys_evicted << "\n";
   return o.str();
 }
 
