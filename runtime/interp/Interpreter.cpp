@@ -91,6 +91,9 @@ class NodeRunner {
         matmulKernel(broadcastArg(a, as), broadcastArg(b, bs), n.shape, o);
         break;
       }
+      case OpCategory::Conv:
+        conv2dKernel(widened(ins[0]), widened(ins[1]), core::Conv2dParams::fromAttrs(trace_.attrsOf(n)), n.shape, o);
+        break;
       default: throw Error("interpreter: unexpected op " + std::string(core::opName(n.op)));
     }
     if (!halfOut) return out;

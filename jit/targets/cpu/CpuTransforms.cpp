@@ -31,6 +31,8 @@ constexpr int64_t kMinParallelWork = 1 << 16;
 constexpr const char *kMatmulFn = "kiln_rt_matmul_f32";
 /// C = A * B (no read of C): used where C was zero-filled just before.
 constexpr const char *kMatmulSetFn = "kiln_rt_matmul_set_f32";
+/// The runtime's implicit-GEMM convolution (runtime/interp/ConvKernels.cpp).
+constexpr const char *kConvFn = "kiln_rt_conv2d_f32";
 
 /// The zero fill of `c` right before `op`, if there is one.
 linalg::FillOp zeroFillBefore(Operation *op, Value c) {
@@ -277,6 +279,67 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
     const char *fn = fill ? kMatmulSetFn : kMatmulFn;
     declare(fn);
     func::CallOp::create(b, loc, fn, TypeRange{}, args);
+    op->erase();
+    if (fill)
+      fill->erase();
+  }
+  return success();
+}
+
+LogicalResult convToRuntimeCalls(ModuleOp module) {
+  SmallVector<linalg::Conv2DNgchwGfchwOp> convs;
+  module.walk([&](linalg::Conv2DNgchwGfchwOp op) {
+    if (!op.hasPureBufferSemantics())
+      return;
+    for (Value v : op->getOperands()) {
+      auto t = dyn_cast<MemRefType>(v.getType());
+      if (!t || !t.getElementType().isF32() || !t.hasStaticShape())
+        return;
+    }
+    convs.push_back(op);
+  });
+  if (convs.empty())
+    return success();
+  MLIRContext *ctx = module.getContext();
+  constexpr unsigned kArgs = 3 * 7 + 10 + 4 + 1;
+  if (!module.lookupSymbol(kConvFn)) {
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    SmallVector<Type> args(kArgs, IntegerType::get(ctx, 64));
+    auto decl = func::FuncOp::create(b, module.getLoc(), kConvFn, FunctionType::get(ctx, args, {}));
+    decl.setPrivate();
+  }
+  for (linalg::Conv2DNgchwGfchwOp op : convs) {
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Value x = op.getDpsInputs()[0], w = op.getDpsInputs()[1], out = op.getDpsInits()[0];
+    linalg::FillOp fill = zeroFillBefore(op, out);
+    auto i64 = b.getI64Type();
+    auto konst = [&](int64_t v) -> Value { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)); };
+    auto toI64 = [&](Value v) -> Value { return arith::IndexCastOp::create(b, loc, i64, v); };
+    SmallVector<Value> args;
+    // Per operand: aligned pointer, offset, the five strides (elements).
+    for (Value v : {x, w, out}) {
+      auto md = memref::ExtractStridedMetadataOp::create(b, loc, v);
+      args.push_back(toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, md.getBaseBuffer())));
+      args.push_back(toI64(md.getOffset()));
+      for (Value stride : md.getStrides())
+        args.push_back(toI64(stride));
+    }
+    // [N, G, C/G, H, W] x [G, Co/G, C/G, kH, kW] -> [N, G, Co/G, Ho, Wo]:
+    // N, G, C/G, H, W, Co/G, kH, kW, Ho, Wo, then strides and dilations.
+    ArrayRef<int64_t> xs = cast<MemRefType>(x.getType()).getShape();
+    ArrayRef<int64_t> ws = cast<MemRefType>(w.getType()).getShape();
+    ArrayRef<int64_t> os = cast<MemRefType>(out.getType()).getShape();
+    for (int64_t v : {xs[0], xs[1], xs[2], xs[3], xs[4], ws[1], ws[3], ws[4], os[3], os[4]})
+      args.push_back(konst(v));
+    auto strides = op.getStrides().getValues<int64_t>();
+    auto dilations = op.getDilations().getValues<int64_t>();
+    args.push_back(konst(strides[0]));
+    args.push_back(konst(strides[1]));
+    args.push_back(konst(dilations[0]));
+    args.push_back(konst(dilations[1]));
+    args.push_back(konst(fill ? 0 : 1));  // accumulate into the output?
+    func::CallOp::create(b, loc, kConvFn, TypeRange{}, args);
     op->erase();
     if (fill)
       fill->erase();

@@ -44,6 +44,11 @@ void makeResultsDistinct(mlir::func::FuncOp kernel);
 /// the runtime's packed GEMM, kiln_rt_matmul_f32.
 mlir::LogicalResult matmulToRuntimeCalls(mlir::ModuleOp module);
 
+/// Rewrites f32 linalg.conv_2d_ngchw_gfchw on memrefs (what kiln.conv2d
+/// lowers to) into calls of the runtime's implicit-GEMM convolution,
+/// kiln_rt_conv2d_f32; a zero fill of the output just before is dropped.
+mlir::LogicalResult convToRuntimeCalls(mlir::ModuleOp module);
+
 /// Expands tanh, exp, log, erf, ... on f32 into polynomial approximations
 /// that LLVM vectorises (libm calls would stay scalar).
 mlir::LogicalResult approximateMath(mlir::ModuleOp module);
