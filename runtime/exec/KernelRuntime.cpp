@@ -57,19 +57,22 @@ KILN_RT_EXPORT void kiln_rt_matmul_set_f32(int64_t batch, int64_t M, int64_t N, 
 /// conv2d of grouped f32 views (linalg.conv_2d_ngchw_gfchw on memrefs):
 /// x [N, G, C/G, H, W], w [G, Co/G, C/G, kH, kW], out [N, G, Co/G, Ho, Wo],
 /// each an aligned pointer, an offset and five strides (elements), then the
-/// extents, strides and dilations (no padding: the kernel padded x). With
+/// extents (x's unpadded), strides, dilations and paddings (top, left,
+/// bottom, right; zeros outside x). With
 /// `accumulate` the result is added to out, otherwise it replaces it.
 KILN_RT_EXPORT void kiln_rt_conv2d_f32(int64_t xPtr, int64_t xOff, int64_t xs0, int64_t xs1, int64_t xs2, int64_t xs3,
                                        int64_t xs4, int64_t wPtr, int64_t wOff, int64_t ws0, int64_t ws1, int64_t ws2,
                                        int64_t ws3, int64_t ws4, int64_t oPtr, int64_t oOff, int64_t os0, int64_t os1,
                                        int64_t os2, int64_t os3, int64_t os4, int64_t n, int64_t groups, int64_t cg,
                                        int64_t h, int64_t w, int64_t cog, int64_t kh, int64_t kw, int64_t ho,
-                                       int64_t wo, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t accumulate) {
+                                       int64_t wo, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t padTop,
+                                       int64_t padLeft, int64_t padBottom, int64_t padRight, int64_t accumulate) {
   const float* x = reinterpret_cast<const float*>(xPtr) + xOff;
   const float* wt = reinterpret_cast<const float*>(wPtr) + wOff;
   float* out = reinterpret_cast<float*>(oPtr) + oOff;
   kiln::core::Conv2dParams p;
   p.strideH = sh, p.strideW = sw, p.dilationH = dh, p.dilationW = dw;
+  p.padTop = padTop, p.padLeft = padLeft, p.padBottom = padBottom, p.padRight = padRight;
   // One call for all groups when each group's channels follow the last
   // group's (the usual expanded layout), else one call per group.
   const bool merged = xs1 == cg * xs2 && ws0 == cog * ws1 && os1 == cog * os2;

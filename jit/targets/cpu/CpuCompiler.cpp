@@ -146,9 +146,10 @@ class CpuCompiler final : public exec::TraceCompiler {
         sharedArgs.insert(numInputs + output);
       }
     }
-    if (!kernel || mlir::failed(assignScratch(kernel, scratchBytes, numSizes > 0 ? &result.dynamicScratch : nullptr)) ||
-        mlir::failed(matmulToRuntimeCalls(*module)) || mlir::failed(convToRuntimeCalls(*module)) ||
-        mlir::failed(approximateMath(*module)))
+    // Convolutions first: a padded copy they no longer read frees its scratch.
+    if (!kernel || mlir::failed(convToRuntimeCalls(*module)) ||
+        mlir::failed(assignScratch(kernel, scratchBytes, numSizes > 0 ? &result.dynamicScratch : nullptr)) ||
+        mlir::failed(matmulToRuntimeCalls(*module)) || mlir::failed(approximateMath(*module)))
       return fail("scratch/matmul/math");
     if (static_cast<uint64_t>(scratchBytes) > hostMemoryBytes()) {
       result.error = "the kernel's temporaries need " + std::to_string(scratchBytes) +

@@ -286,6 +286,73 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
   return success();
 }
 
+namespace {
+/// Is `v` the constant +-0.0?
+bool isZeroConstant(Value v) {
+  auto c = v.getDefiningOp<arith::ConstantOp>();
+  auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
+  return f && f.getValue().isZero();
+}
+
+/// A convolution input that is a zero-padded copy: a fresh buffer filled with
+/// zeros (linalg.map or linalg.fill) into whose interior one memref.copy
+/// writes `source` (what tensor.pad bufferizes to).
+struct PaddedInput {
+  Value source;
+  int64_t top = 0, left = 0, bottom = 0, right = 0;
+  SmallVector<Operation *> ops;  ///< the copy, subview, fill and alloc, to erase
+};
+
+std::optional<PaddedInput> paddedInput(Value x, Operation *conv) {
+  auto alloc = x.getDefiningOp<memref::AllocOp>();
+  if (!alloc)
+    return std::nullopt;
+  Operation *fill = nullptr;
+  memref::SubViewOp sub;
+  for (Operation *user : alloc->getUsers()) {
+    if (user == conv)
+      continue;
+    if (auto m = dyn_cast<linalg::MapOp>(user); m && !fill && m.getInputs().empty()) {
+      auto yield = dyn_cast<linalg::YieldOp>(m.getMapper().front().getTerminator());
+      if (!yield || yield.getNumOperands() != 1 || !isZeroConstant(yield.getOperand(0)))
+        return std::nullopt;
+      fill = m;
+      continue;
+    }
+    if (auto f = dyn_cast<linalg::FillOp>(user); f && !fill && isZeroConstant(f.getDpsInputs()[0])) {
+      fill = f;
+      continue;
+    }
+    if (auto sv = dyn_cast<memref::SubViewOp>(user); sv && !sub) {
+      sub = sv;
+      continue;
+    }
+    return std::nullopt;
+  }
+  if (!fill || !sub || !sub->hasOneUse())
+    return std::nullopt;
+  auto copy = dyn_cast<memref::CopyOp>(*sub->getUsers().begin());
+  if (!copy || copy.getTarget() != sub.getResult() || !sub.hasUnitStride())
+    return std::nullopt;
+  // Padding only on the two spatial axes (the last two of five).
+  ArrayRef<int64_t> offsets = sub.getStaticOffsets(), sizes = sub.getStaticSizes();
+  ArrayRef<int64_t> full = alloc.getType().getShape();
+  if (offsets.size() != 5 || ShapedType::isDynamicShape(offsets) || ShapedType::isDynamicShape(sizes))
+    return std::nullopt;
+  for (int d = 0; d < 3; ++d)
+    if (offsets[d] != 0 || sizes[d] != full[d])
+      return std::nullopt;
+  PaddedInput p;
+  p.source = copy.getSource();
+  p.top = offsets[3];
+  p.left = offsets[4];
+  p.bottom = full[3] - sizes[3] - offsets[3];
+  p.right = full[4] - sizes[4] - offsets[4];
+  p.ops = {copy, sub, fill, alloc};
+  return p;
+}
+} // namespace
+
 LogicalResult convToRuntimeCalls(ModuleOp module) {
   SmallVector<linalg::Conv2DNgchwGfchwOp> convs;
   module.walk([&](linalg::Conv2DNgchwGfchwOp op) {
@@ -301,7 +368,7 @@ LogicalResult convToRuntimeCalls(ModuleOp module) {
   if (convs.empty())
     return success();
   MLIRContext *ctx = module.getContext();
-  constexpr unsigned kArgs = 3 * 7 + 10 + 4 + 1;
+  constexpr unsigned kArgs = 3 * 7 + 10 + 4 + 4 + 1;
   if (!module.lookupSymbol(kConvFn)) {
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
     SmallVector<Type> args(kArgs, IntegerType::get(ctx, 64));
@@ -313,6 +380,10 @@ LogicalResult convToRuntimeCalls(ModuleOp module) {
     Location loc = op.getLoc();
     Value x = op.getDpsInputs()[0], w = op.getDpsInputs()[1], out = op.getDpsInits()[0];
     linalg::FillOp fill = zeroFillBefore(op, out);
+    // The runtime pads while it unfolds: read the unpadded input directly.
+    std::optional<PaddedInput> padded = paddedInput(x, op);
+    if (padded)
+      x = padded->source;
     auto i64 = b.getI64Type();
     auto konst = [&](int64_t v) -> Value { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)); };
     auto toI64 = [&](Value v) -> Value { return arith::IndexCastOp::create(b, loc, i64, v); };
@@ -326,7 +397,8 @@ LogicalResult convToRuntimeCalls(ModuleOp module) {
         args.push_back(toI64(stride));
     }
     // [N, G, C/G, H, W] x [G, Co/G, C/G, kH, kW] -> [N, G, Co/G, Ho, Wo]:
-    // N, G, C/G, H, W, Co/G, kH, kW, Ho, Wo, then strides and dilations.
+    // N, G, C/G, H, W (unpadded), Co/G, kH, kW, Ho, Wo, then strides,
+    // dilations, paddings (top, left, bottom, right).
     ArrayRef<int64_t> xs = cast<MemRefType>(x.getType()).getShape();
     ArrayRef<int64_t> ws = cast<MemRefType>(w.getType()).getShape();
     ArrayRef<int64_t> os = cast<MemRefType>(out.getType()).getShape();
@@ -334,15 +406,19 @@ LogicalResult convToRuntimeCalls(ModuleOp module) {
       args.push_back(konst(v));
     auto strides = op.getStrides().getValues<int64_t>();
     auto dilations = op.getDilations().getValues<int64_t>();
-    args.push_back(konst(strides[0]));
-    args.push_back(konst(strides[1]));
-    args.push_back(konst(dilations[0]));
-    args.push_back(konst(dilations[1]));
+    for (int64_t v : {strides[0], strides[1], dilations[0], dilations[1]})
+      args.push_back(konst(v));
+    for (int64_t v : {padded ? padded->top : 0, padded ? padded->left : 0, padded ? padded->bottom : 0,
+                      padded ? padded->right : 0})
+      args.push_back(konst(v));
     args.push_back(konst(fill ? 0 : 1));  // accumulate into the output?
     func::CallOp::create(b, loc, kConvFn, TypeRange{}, args);
     op->erase();
     if (fill)
       fill->erase();
+    if (padded)
+      for (Operation *dead : padded->ops)
+        dead->erase();
   }
   return success();
 }

@@ -46,7 +46,10 @@ mlir::LogicalResult matmulToRuntimeCalls(mlir::ModuleOp module);
 
 /// Rewrites f32 linalg.conv_2d_ngchw_gfchw on memrefs (what kiln.conv2d
 /// lowers to) into calls of the runtime's implicit-GEMM convolution,
-/// kiln_rt_conv2d_f32; a zero fill of the output just before is dropped.
+/// kiln_rt_conv2d_f32; a zero fill of the output just before is dropped,
+/// and a zero-padded copy of the input (bufferized tensor.pad) is replaced
+/// by the unpadded input and the paddings (the runtime pads as it unfolds).
+/// Runs before assignScratch, so the dropped copy needs no scratch.
 mlir::LogicalResult convToRuntimeCalls(mlir::ModuleOp module);
 
 /// Expands tanh, exp, log, erf, ... on f32 into polynomial approximations
