@@ -443,6 +443,39 @@ void BM_MlpKiln(benchmark::State& state) {
   if (!std::isfinite(mlp.loss.item<float>())) state.SkipWithError("loss is not finite");
 }
 
+// ---------------------------------------------------------------- ResNet basic block
+/// A ResNet basic block forward in inference mode: conv 3x3 (64 -> 64,
+/// padding 1) + batch norm + ReLU, conv 3x3 + batch norm, + identity, ReLU;
+/// batch 16, 56x56, NCHW (torchvision's BasicBlock in eval()).
+struct ResnetBlock {
+  static constexpr int64_t kBatch = 16, kChannels = 64, kSide = 56;
+  Tensor x = randn({kBatch, kChannels, kSide, kSide}, 31);
+  Tensor w1 = randn({kChannels, kChannels, 3, 3}, 32, DType::f32, 0, std::sqrt(2.0 / (9 * kChannels)));
+  Tensor w2 = randn({kChannels, kChannels, 3, 3}, 33, DType::f32, 0, std::sqrt(2.0 / (9 * kChannels)));
+  Tensor g1 = rand({kChannels}, 34, DType::f32, 0.5, 1.5), b1 = rand({kChannels}, 35, DType::f32, -0.1, 0.1);
+  Tensor m1 = rand({kChannels}, 36, DType::f32, -0.1, 0.1), v1 = rand({kChannels}, 37, DType::f32, 0.5, 1.5);
+  Tensor g2 = rand({kChannels}, 38, DType::f32, 0.5, 1.5), b2 = rand({kChannels}, 39, DType::f32, -0.1, 0.1);
+  Tensor m2 = rand({kChannels}, 40, DType::f32, -0.1, 0.1), v2 = rand({kChannels}, 41, DType::f32, 0.5, 1.5);
+  Tensor out;
+  ResnetBlock() { kiln::sync(); }
+  void forward() {
+    Conv2dOptions same;
+    same.padding = {1};
+    Tensor h = relu(batch_norm(conv2d(x, w1, {}, same), g1, b1, m1, v1, /*training=*/false).y);
+    h = batch_norm(conv2d(h, w2, {}, same), g2, b2, m2, v2, /*training=*/false).y;
+    out = relu(add(h, x));
+    kiln::sync();
+  }
+};
+
+void BM_ResnetBlockKiln(benchmark::State& state) {
+  ResnetBlock block;
+  if (!kilnWarm(state, [&] { block.forward(); }, 3)) return;
+  for (auto _ : state) block.forward();
+  state.counters["gflop_per_iter"] = 2.0 * 2 * ResnetBlock::kBatch * ResnetBlock::kChannels * ResnetBlock::kChannels *
+                                     9 * ResnetBlock::kSide * ResnetBlock::kSide / 1e9;
+}
+
 /// --first-step: the latency of the first MLP training step of a fresh
 /// process (recording, then interpreting, or loading its kernel from the disk
 /// cache under KILN_JIT=replay), printed as one JSON line. --tier=compiled
@@ -732,6 +765,7 @@ void registerAll() {
 #endif
   if (want("kiln")) {
     reg("mlp_train_step/" + k, BM_MlpKiln)->MinTime(t);
+    reg("resnet_block_fwd/" + k, BM_ResnetBlockKiln)->MinTime(t);
     reg("rnn_varlen/" + k, BM_RnnVarlenKiln)->MinTime(t);
     reg("rnn_fixed40/" + k, BM_RnnFixedKiln)->MinTime(t);
     reg("dispatch_tiny_step/" + k, BM_Dispatch)->Unit(benchmark::kMicrosecond)->MinTime(t);
