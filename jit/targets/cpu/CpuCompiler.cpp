@@ -128,8 +128,10 @@ class CpuCompiler final : public exec::TraceCompiler {
         !runPipeline(*module, kAfterFusion))
       return fail("kiln-to-linalg");
     dump(dumpDir, name, "1-linalg", *module);
-    if (auto k = module->lookupSymbol<mlir::func::FuncOp>(kernelName))
+    if (auto k = module->lookupSymbol<mlir::func::FuncOp>(kernelName)) {
       makeResultsDistinct(k);
+      giveConvolutionsTheirOwnZeroInit(k);
+    }
     if (!runPipeline(*module, kBufferize))
       return fail("bufferize");
     auto kernel = module->lookupSymbol<mlir::func::FuncOp>(kernelName);

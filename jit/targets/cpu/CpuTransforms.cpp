@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/RegionUtils.h"
 
@@ -166,6 +167,31 @@ LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes, std::vec
     replace(a, view);
   }
   return success();
+}
+
+void giveConvolutionsTheirOwnZeroInit(func::FuncOp kernel) {
+  kernel.walk([&](linalg::Conv2DNgchwGfchwOp conv) {
+    if (!conv.hasPureTensorSemantics())
+      return;
+    OpOperand &init = conv.getDpsInitsMutable()[0];
+    auto fill = init.get().getDefiningOp<linalg::FillOp>();
+    if (!fill || fill->getResult(0).hasOneUse())
+      return;
+    auto empty = fill.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>();
+    if (!empty)
+      return;
+    OpBuilder b(conv);
+    Operation *ownEmpty = b.clone(*empty);
+    IRMapping map;
+    map.map(empty.getResult(), ownEmpty->getResult(0));
+    Operation *ownFill = b.clone(*fill, map);
+    init.set(ownFill->getResult(0));
+    if (fill->use_empty()) {
+      fill->erase();
+      if (empty->use_empty())
+        empty->erase();
+    }
+  });
 }
 
 void makeResultsDistinct(func::FuncOp kernel) {
@@ -353,6 +379,48 @@ std::optional<PaddedInput> paddedInput(Value x, Operation *conv) {
 }
 } // namespace
 
+namespace {
+/// The zero fill of a convolution's output `out`: the one just before
+/// `conv`, or, when `out` is a fresh allocation, an earlier one in the same
+/// block with no other use of the allocation (or of a view of it) between
+/// them (CSE and hoisting may move the fill away).
+linalg::FillOp zeroFilledOutput(Operation *conv, Value out) {
+  if (linalg::FillOp fill = zeroFillBefore(conv, out))
+    return fill;
+  auto alloc = out.getDefiningOp<memref::AllocOp>();
+  if (!alloc || alloc->getBlock() != conv->getBlock())
+    return nullptr;
+  // Every operation using the buffer, through views.
+  llvm::SmallPtrSet<Operation *, 16> users;
+  SmallVector<Value> work{alloc.getResult()};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (!users.insert(user).second)
+        continue;
+      if (isa<ViewLikeOpInterface>(user))
+        for (Value r : user->getResults())
+          work.push_back(r);
+    }
+  }
+  linalg::FillOp fill;
+  for (Operation *op = conv->getPrevNode(); op; op = op->getPrevNode()) {
+    if (!users.count(op)) {
+      if (op->getNumRegions() > 0 && llvm::any_of(users, [&](Operation *u) { return op->isProperAncestor(u); }))
+        return nullptr;  // used inside a region in between
+      continue;
+    }
+    if (isa<ViewLikeOpInterface>(op))
+      continue;  // taking a view reads and writes nothing
+    auto f = dyn_cast<linalg::FillOp>(op);
+    if (f && f.hasPureBufferSemantics() && f.getDpsInits()[0] == out && isZeroConstant(f.getDpsInputs()[0]))
+      fill = f;
+    break;
+  }
+  return fill;
+}
+} // namespace
+
 LogicalResult convToRuntimeCalls(ModuleOp module) {
   SmallVector<linalg::Conv2DNgchwGfchwOp> convs;
   module.walk([&](linalg::Conv2DNgchwGfchwOp op) {
@@ -379,7 +447,7 @@ LogicalResult convToRuntimeCalls(ModuleOp module) {
     OpBuilder b(op);
     Location loc = op.getLoc();
     Value x = op.getDpsInputs()[0], w = op.getDpsInputs()[1], out = op.getDpsInits()[0];
-    linalg::FillOp fill = zeroFillBefore(op, out);
+    linalg::FillOp fill = zeroFilledOutput(op, out);
     // The runtime pads while it unfolds: read the unpadded input directly.
     std::optional<PaddedInput> padded = paddedInput(x, op);
     if (padded)

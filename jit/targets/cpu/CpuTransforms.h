@@ -40,6 +40,11 @@ mlir::LogicalResult assignScratch(mlir::func::FuncOp kernel, int64_t &scratchByt
 /// output buffer doubles as a temporary.
 void makeResultsDistinct(mlir::func::FuncOp kernel);
 
+/// Gives each tensor-level convolution whose zero-filled init is shared (CSE
+/// merges equal fills) a fill of its own just before it, so bufferization
+/// copies no zeros and convToRuntimeCalls sees the fill it drops.
+void giveConvolutionsTheirOwnZeroInit(mlir::func::FuncOp kernel);
+
 /// Rewrites f32 linalg.matmul / linalg.batch_matmul on memrefs into calls of
 /// the runtime's packed GEMM, kiln_rt_matmul_f32.
 mlir::LogicalResult matmulToRuntimeCalls(mlir::ModuleOp module);
