@@ -785,6 +785,17 @@ TEST(OpDifferential, ConvAndPooling) {
                        return std::vector<Tensor>{conv2d(in.make(t, {0, 3, 5, 5}, v), in.make(t, {2, 3, 3, 3}, v))};
                      },
                      /*mayStayInterpreted=*/true});
+    if (!isHalf(t))
+      cases.push_back({nameOf("conv2d gradients", {t}), kComposite, [=](InputMaker& in) {
+                         // A training step's backward: the input and weight
+                         // gradients are convolutions too (strided, grouped).
+                         Tensor x = in.make(t, {2, 4, 9, 8}, v).requires_grad();
+                         Tensor w = in.make(t, {6, 2, 3, 3}, v).requires_grad();
+                         Tensor b = in.make(t, {6}, v).requires_grad();
+                         Tensor y = conv2d(x, w, b, convOptions({2, 1}, {1, 0, 1, 2}, {1, 2}, 2));
+                         Tensor loss = sum(mul(relu(y), in.make(t, y.shape(), v)));
+                         return grad(loss, {x, w, b});
+                       }});
     cases.push_back({nameOf("max_pool2d/avg_pool2d", {t}), kComposite, [=](InputMaker& in) {
                        Pool2dOptions a;
                        a.kernel = {3};
