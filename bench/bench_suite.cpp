@@ -468,6 +468,36 @@ struct ResnetBlock {
   }
 };
 
+/// The same block's training step: batch statistics, backward to every
+/// parameter, SGD update (torch: train(), loss.backward(), SGD.step()).
+struct ResnetBlockTrain : ResnetBlock {
+  std::unique_ptr<optim::SGD> opt;
+  Tensor loss;
+  ResnetBlockTrain() {
+    for (Tensor* p : {&w1, &w2, &g1, &b1, &g2, &b2}) p->requires_grad();
+    opt = std::make_unique<optim::SGD>(std::vector<Tensor*>{&w1, &w2, &g1, &b1, &g2, &b2},
+                                       optim::SGDOptions{.lr = 1e-3});
+  }
+  void step() {
+    Conv2dOptions same;
+    same.padding = {1};
+    Tensor h = relu(batch_norm(conv2d(x, w1, {}, same), g1, b1, {}, {}, /*training=*/true).y);
+    h = batch_norm(conv2d(h, w2, {}, same), g2, b2, {}, {}, /*training=*/true).y;
+    loss = mean(relu(add(h, x)));
+    loss.backward();
+    opt->step();
+    kiln::step();
+    kiln::sync();
+  }
+};
+
+void BM_ResnetBlockTrainKiln(benchmark::State& state) {
+  ResnetBlockTrain block;
+  if (!kilnWarm(state, [&] { block.step(); }, 3)) return;
+  for (auto _ : state) block.step();
+  if (!std::isfinite(block.loss.item<float>())) state.SkipWithError("loss is not finite");
+}
+
 void BM_ResnetBlockKiln(benchmark::State& state) {
   ResnetBlock block;
   if (!kilnWarm(state, [&] { block.forward(); }, 3)) return;
@@ -766,6 +796,7 @@ void registerAll() {
   if (want("kiln")) {
     reg("mlp_train_step/" + k, BM_MlpKiln)->MinTime(t);
     reg("resnet_block_fwd/" + k, BM_ResnetBlockKiln)->MinTime(t);
+    reg("resnet_block_train_step/" + k, BM_ResnetBlockTrainKiln)->MinTime(t);
     reg("rnn_varlen/" + k, BM_RnnVarlenKiln)->MinTime(t);
     reg("rnn_fixed40/" + k, BM_RnnFixedKiln)->MinTime(t);
     reg("dispatch_tiny_step/" + k, BM_Dispatch)->Unit(benchmark::kMicrosecond)->MinTime(t);

@@ -25,6 +25,9 @@ namespace {
 /// Below this many multiply-adds per (image, group) the images run in
 /// parallel, each GEMM serial; above it each GEMM is split instead.
 constexpr int64_t kParallelGemmWork = int64_t(1) << 22;
+/// At most this many output positions and at least this many images: one
+/// GEMM per position over all images (convolveByPosition).
+constexpr int64_t kFewPositions = 16, kManyImages = 16;
 
 /// The geometry of one conv2d call.
 struct ConvGeometry {
@@ -114,6 +117,42 @@ void matmulInto(int64_t M, int64_t N, int64_t K, const T* a, int64_t rsA, const 
   }
 }
 
+/// Few output positions, many images (conv2d's weight gradient: the output
+/// is a kH x kW kernel, the "images" are input channels): one GEMM per
+/// output position and group, [C_out/groups, K] x [K, images], whose
+/// columns gather every image's receptive field at that position. The
+/// image-major path would run GEMMs only `spatial` columns wide.
+template <class T>
+void convolveByPosition(const ConvGeometry& G, const T* x, const T* wDense, T* out, int64_t outNs, int64_t outCs) {
+  const auto& p = G.p;
+  const int64_t K = G.k(), cog = G.cog(), n = G.n;
+  std::vector<T> cols(static_cast<size_t>(K * n)), c(static_cast<size_t>(cog * n));
+  for (int64_t g = 0; g < p.groups; ++g) {
+    for (int64_t oh = 0; oh < G.ho; ++oh) {
+      for (int64_t ow = 0; ow < G.wo; ++ow) {
+        tbb::parallel_for(tbb::blocked_range<int64_t>(0, K, 64), [&](const tbb::blocked_range<int64_t>& rg) {
+          for (int64_t r = rg.begin(); r < rg.end(); ++r) {
+            const int64_t ch = r / (G.kh * G.kw), i = (r / G.kw) % G.kh, j = r % G.kw;
+            const int64_t ih = oh * p.strideH + i * p.dilationH - p.padTop;
+            const int64_t iw = ow * p.strideW + j * p.dilationW - p.padLeft;
+            T* dst = cols.data() + r * n;
+            if (ih < 0 || ih >= G.h || iw < 0 || iw >= G.w) {
+              std::fill(dst, dst + n, T(0));
+              continue;
+            }
+            const T* src = x + (g * G.cg() + ch) * G.xs[1] + ih * G.xs[2] + iw * G.xs[3];
+            for (int64_t img = 0; img < n; ++img) dst[img] = src[img * G.xs[0]];
+          }
+        });
+        matmulInto<T>(cog, n, K, wDense + g * cog * K, K, cols.data(), n, 1, c.data(), n, /*parallel=*/true);
+        const int64_t at = oh * G.wo + ow;
+        for (int64_t co = 0; co < cog; ++co)
+          for (int64_t img = 0; img < n; ++img) out[img * outNs + (g * cog + co) * outCs + at] = c[co * n + img];
+      }
+    }
+  }
+}
+
 /// out[img, co, oh, ow] (channels outCs apart, images outNs apart, each
 /// channel's Ho*Wo contiguous) = conv2d(x, wDense [co, K]).
 template <class T>
@@ -124,6 +163,10 @@ void convolve(const ConvGeometry& G, const T* x, const T* wDense, T* out, int64_
   if (K == 0) {  // no input channels: zeros
     for (int64_t img = 0; img < G.n; ++img)
       for (int64_t ch = 0; ch < G.co; ++ch) std::fill_n(out + img * outNs + ch * outCs, spatial, T(0));
+    return;
+  }
+  if (spatial <= kFewPositions && G.n >= kManyImages) {
+    convolveByPosition(G, x, wDense, out, outNs, outCs);
     return;
   }
   const bool direct = G.direct();

@@ -129,17 +129,24 @@ TEST(OpsConv, Conv2dRandomShapesEveryFloatDType) {
 TEST(OpsConv, Conv2dLargeShapesTakeTheParallelPaths) {
   Rng rng(kSeed + 301);
   // A big GEMM per image (split GEMM), many small images (images in
-  // parallel), a 1x1 kernel read directly (NCHW and NHWC), a depthwise conv.
+  // parallel), a 1x1 kernel read directly (NCHW and NHWC), a depthwise conv,
+  // and, for f32 and f64, few output positions over many images.
   const ConvCase cases[] = {
       {2, 1, 32, 48, 20, 20, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true},
       {24, 1, 4, 8, 6, 7, 3, 3, 2, 1, 1, 1, {1, 0, 1, 0}, false},
       {3, 1, 16, 24, 9, 11, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true},
       {2, 16, 1, 1, 12, 12, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true},
+      // Few output positions, many images: one GEMM per position (the
+      // shape of a weight gradient).
+      {20, 1, 3, 5, 4, 4, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, false},
+      {18, 2, 2, 3, 5, 5, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, true},
+      {16, 1, 4, 2, 9, 9, 3, 3, 1, 1, 3, 3, {0, 0, 0, 0}, false},
   };
-  for (const ConvCase& k : cases) {
-    checkConvOnce(rng, DType::f32, k, false);
-    checkConvOnce(rng, DType::f32, k, true);
-  }
+  for (DType t : {DType::f32, DType::f64})
+    for (const ConvCase& k : cases) {
+      checkConvOnce(rng, t, k, false);
+      checkConvOnce(rng, t, k, true);
+    }
 }
 
 TEST(OpsConv, Conv2dAutoPadAndPaddingForms) {
