@@ -119,35 +119,47 @@ void matmulInto(int64_t M, int64_t N, int64_t K, const T* a, int64_t rsA, const 
 
 /// Few output positions, many images (conv2d's weight gradient: the output
 /// is a kH x kW kernel, the "images" are input channels): one GEMM per
-/// output position and group, [C_out/groups, K] x [K, images], whose
-/// columns gather every image's receptive field at that position. The
-/// image-major path would run GEMMs only `spatial` columns wide.
+/// output position and group, [images, K] x [K, C_out/groups], whose rows
+/// gather each image's receptive field at that position (reads along the
+/// image's rows, writes contiguous). The image-major path would run GEMMs
+/// only `spatial` columns wide.
 template <class T>
 void convolveByPosition(const ConvGeometry& G, const T* x, const T* wDense, T* out, int64_t outNs, int64_t outCs) {
   const auto& p = G.p;
   const int64_t K = G.k(), cog = G.cog(), n = G.n;
-  std::vector<T> cols(static_cast<size_t>(K * n)), c(static_cast<size_t>(cog * n));
+  std::vector<T> rows(static_cast<size_t>(n * K)), c(static_cast<size_t>(n * cog));
+  std::vector<int64_t> offset(static_cast<size_t>(K));
+  std::vector<T> wt(static_cast<size_t>(K * cog));
   for (int64_t g = 0; g < p.groups; ++g) {
+    // weight_g^T [K, C_out/groups], once for every position.
+    const T* wg = wDense + g * cog * K;
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, K, 256), [&](const tbb::blocked_range<int64_t>& rg) {
+      for (int64_t co = 0; co < cog; ++co)
+        for (int64_t r = rg.begin(); r < rg.end(); ++r) wt[r * cog + co] = wg[co * K + r];
+    });
     for (int64_t oh = 0; oh < G.ho; ++oh) {
       for (int64_t ow = 0; ow < G.wo; ++ow) {
-        tbb::parallel_for(tbb::blocked_range<int64_t>(0, K, 64), [&](const tbb::blocked_range<int64_t>& rg) {
-          for (int64_t r = rg.begin(); r < rg.end(); ++r) {
-            const int64_t ch = r / (G.kh * G.kw), i = (r / G.kw) % G.kh, j = r % G.kw;
-            const int64_t ih = oh * p.strideH + i * p.dilationH - p.padTop;
-            const int64_t iw = ow * p.strideW + j * p.dilationW - p.padLeft;
-            T* dst = cols.data() + r * n;
-            if (ih < 0 || ih >= G.h || iw < 0 || iw >= G.w) {
-              std::fill(dst, dst + n, T(0));
-              continue;
-            }
-            const T* src = x + (g * G.cg() + ch) * G.xs[1] + ih * G.xs[2] + iw * G.xs[3];
-            for (int64_t img = 0; img < n; ++img) dst[img] = src[img * G.xs[0]];
+        // Each row's offset in an image (-1: padding).
+        for (int64_t r = 0; r < K; ++r) {
+          const int64_t ch = r / (G.kh * G.kw), i = (r / G.kw) % G.kh, j = r % G.kw;
+          const int64_t ih = oh * p.strideH + i * p.dilationH - p.padTop;
+          const int64_t iw = ow * p.strideW + j * p.dilationW - p.padLeft;
+          offset[r] = (ih < 0 || ih >= G.h || iw < 0 || iw >= G.w)
+                          ? -1
+                          : (g * G.cg() + ch) * G.xs[1] + ih * G.xs[2] + iw * G.xs[3];
+        }
+        tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1), [&](const tbb::blocked_range<int64_t>& rg) {
+          for (int64_t img = rg.begin(); img < rg.end(); ++img) {
+            const T* base = x + img * G.xs[0];
+            T* dst = rows.data() + img * K;
+            for (int64_t r = 0; r < K; ++r) dst[r] = offset[r] < 0 ? T(0) : base[offset[r]];
           }
         });
-        matmulInto<T>(cog, n, K, wDense + g * cog * K, K, cols.data(), n, 1, c.data(), n, /*parallel=*/true);
+        // c [images, C_out/groups] = rows [images, K] x weight_g^T [K, C_out/groups].
+        matmulInto<T>(n, cog, K, rows.data(), K, wt.data(), cog, 1, c.data(), cog, /*parallel=*/true);
         const int64_t at = oh * G.wo + ow;
-        for (int64_t co = 0; co < cog; ++co)
-          for (int64_t img = 0; img < n; ++img) out[img * outNs + (g * cog + co) * outCs + at] = c[co * n + img];
+        for (int64_t img = 0; img < n; ++img)
+          for (int64_t co = 0; co < cog; ++co) out[img * outNs + (g * cog + co) * outCs + at] = c[img * cog + co];
       }
     }
   }
