@@ -108,6 +108,17 @@ def torch_workloads(quick, compiled):
                             "c2": tnn.Conv2d(64, 64, 3, padding=1, bias=False), "n2": tnn.BatchNorm2d(64)}).eval()
     rx = torch.randn(16, 64, 56, 56)
     rblock = wrap(lambda v: torch.relu(block["n2"](block["c2"](torch.relu(block["n1"](block["c1"](v))))) + v))
+    tblock = tnn.ModuleDict({"c1": tnn.Conv2d(64, 64, 3, padding=1, bias=False), "n1": tnn.BatchNorm2d(64),
+                             "c2": tnn.Conv2d(64, 64, 3, padding=1, bias=False), "n2": tnn.BatchNorm2d(64)}).train()
+    topt = torch.optim.SGD(tblock.parameters(), lr=1e-3)
+    tfwd = wrap(lambda v: torch.relu(tblock["n2"](tblock["c2"](torch.relu(tblock["n1"](tblock["c1"](v))))) + v).mean())
+
+    def resnet_train():
+        topt.zero_grad(set_to_none=True)
+        loss = tfwd(rx)
+        loss.backward()
+        topt.step()
+        return loss
 
     def mlp():
         opt.zero_grad(set_to_none=True)
@@ -129,6 +140,7 @@ def torch_workloads(quick, compiled):
         rows["sgemm_4096x4096x1024"] = lambda: mm(d["a4096"], d["b4096"])
     nograd = {k: (lambda f: (lambda: _nograd(torch, f)))(f) for k, f in rows.items()}
     nograd["mlp_train_step"] = mlp
+    nograd["resnet_block_train_step"] = resnet_train
     if not compiled:
         # Per-op dispatch on 1-element tensors (eager), for scale next to Kiln's record+run.
         t = torch.ones(1)
