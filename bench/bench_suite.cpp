@@ -461,6 +461,69 @@ void BM_MlpScheduleKiln(benchmark::State& state) {
   if (stats().compiles != compiles) state.SkipWithError("the step recompiled while its learning rate changed");
 }
 
+// ---------------------------------------------------------------- ResNet basic block
+/// A ResNet basic block forward in inference mode: conv 3x3 (64 -> 64,
+/// padding 1) + batch norm + ReLU, conv 3x3 + batch norm, + identity, ReLU;
+/// batch 16, 56x56, NCHW (torchvision's BasicBlock in eval()).
+struct ResnetBlock {
+  static constexpr int64_t kBatch = 16, kChannels = 64, kSide = 56;
+  Tensor x = randn({kBatch, kChannels, kSide, kSide}, 31);
+  Tensor w1 = randn({kChannels, kChannels, 3, 3}, 32, DType::f32, 0, std::sqrt(2.0 / (9 * kChannels)));
+  Tensor w2 = randn({kChannels, kChannels, 3, 3}, 33, DType::f32, 0, std::sqrt(2.0 / (9 * kChannels)));
+  Tensor g1 = rand({kChannels}, 34, DType::f32, 0.5, 1.5), b1 = rand({kChannels}, 35, DType::f32, -0.1, 0.1);
+  Tensor m1 = rand({kChannels}, 36, DType::f32, -0.1, 0.1), v1 = rand({kChannels}, 37, DType::f32, 0.5, 1.5);
+  Tensor g2 = rand({kChannels}, 38, DType::f32, 0.5, 1.5), b2 = rand({kChannels}, 39, DType::f32, -0.1, 0.1);
+  Tensor m2 = rand({kChannels}, 40, DType::f32, -0.1, 0.1), v2 = rand({kChannels}, 41, DType::f32, 0.5, 1.5);
+  Tensor out;
+  ResnetBlock() { kiln::sync(); }
+  void forward() {
+    Conv2dOptions same;
+    same.padding = {1};
+    Tensor h = relu(batch_norm(conv2d(x, w1, {}, same), g1, b1, m1, v1, /*training=*/false).y);
+    h = batch_norm(conv2d(h, w2, {}, same), g2, b2, m2, v2, /*training=*/false).y;
+    out = relu(add(h, x));
+    kiln::sync();
+  }
+};
+
+/// The same block's training step: batch statistics, backward to every
+/// parameter, SGD update (torch: train(), loss.backward(), SGD.step()).
+struct ResnetBlockTrain : ResnetBlock {
+  std::unique_ptr<optim::SGD> opt;
+  Tensor loss;
+  ResnetBlockTrain() {
+    for (Tensor* p : {&w1, &w2, &g1, &b1, &g2, &b2}) p->requires_grad();
+    opt = std::make_unique<optim::SGD>(std::vector<Tensor*>{&w1, &w2, &g1, &b1, &g2, &b2},
+                                       optim::SGDOptions{.lr = 1e-3});
+  }
+  void step() {
+    Conv2dOptions same;
+    same.padding = {1};
+    Tensor h = relu(batch_norm(conv2d(x, w1, {}, same), g1, b1, {}, {}, /*training=*/true).y);
+    h = batch_norm(conv2d(h, w2, {}, same), g2, b2, {}, {}, /*training=*/true).y;
+    loss = mean(relu(add(h, x)));
+    loss.backward();
+    opt->step();
+    kiln::step();
+    kiln::sync();
+  }
+};
+
+void BM_ResnetBlockTrainKiln(benchmark::State& state) {
+  ResnetBlockTrain block;
+  if (!kilnWarm(state, [&] { block.step(); }, 3)) return;
+  for (auto _ : state) block.step();
+  if (!std::isfinite(block.loss.item<float>())) state.SkipWithError("loss is not finite");
+}
+
+void BM_ResnetBlockKiln(benchmark::State& state) {
+  ResnetBlock block;
+  if (!kilnWarm(state, [&] { block.forward(); }, 3)) return;
+  for (auto _ : state) block.forward();
+  state.counters["gflop_per_iter"] = 2.0 * 2 * ResnetBlock::kBatch * ResnetBlock::kChannels * ResnetBlock::kChannels *
+                                     9 * ResnetBlock::kSide * ResnetBlock::kSide / 1e9;
+}
+
 /// --first-step: the latency of the first MLP training step of a fresh
 /// process (recording, then interpreting, or loading its kernel from the disk
 /// cache under KILN_JIT=replay), printed as one JSON line. --tier=compiled
@@ -760,6 +823,8 @@ void registerAll() {
   if (want("kiln")) {
     reg("mlp_train_step/" + k, BM_MlpKiln)->MinTime(t);
     reg("mlp_lr_schedule/" + k, BM_MlpScheduleKiln)->MinTime(t);
+    reg("resnet_block_fwd/" + k, BM_ResnetBlockKiln)->MinTime(t);
+    reg("resnet_block_train_step/" + k, BM_ResnetBlockTrainKiln)->MinTime(t);
     reg("rnn_varlen/" + k, BM_RnnVarlenKiln)->MinTime(t);
     reg("rnn_fixed40/" + k, BM_RnnFixedKiln)->MinTime(t);
     reg("dispatch_tiny_step/" + k, BM_Dispatch)->Unit(benchmark::kMicrosecond)->MinTime(t);

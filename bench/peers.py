@@ -101,6 +101,25 @@ def torch_workloads(quick, compiled):
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     fwd = wrap(lambda xb, yb: torch.nn.functional.cross_entropy(model(xb), yb))
 
+    # ResNet basic block forward (eval): two 3x3 convs, batch norm, ReLU,
+    # identity shortcut; batch 16, 64 channels, 56x56.
+    tnn = torch.nn
+    block = tnn.ModuleDict({"c1": tnn.Conv2d(64, 64, 3, padding=1, bias=False), "n1": tnn.BatchNorm2d(64),
+                            "c2": tnn.Conv2d(64, 64, 3, padding=1, bias=False), "n2": tnn.BatchNorm2d(64)}).eval()
+    rx = torch.randn(16, 64, 56, 56)
+    rblock = wrap(lambda v: torch.relu(block["n2"](block["c2"](torch.relu(block["n1"](block["c1"](v))))) + v))
+    tblock = tnn.ModuleDict({"c1": tnn.Conv2d(64, 64, 3, padding=1, bias=False), "n1": tnn.BatchNorm2d(64),
+                             "c2": tnn.Conv2d(64, 64, 3, padding=1, bias=False), "n2": tnn.BatchNorm2d(64)}).train()
+    topt = torch.optim.SGD(tblock.parameters(), lr=1e-3)
+    tfwd = wrap(lambda v: torch.relu(tblock["n2"](tblock["c2"](torch.relu(tblock["n1"](tblock["c1"](v))))) + v).mean())
+
+    def resnet_train():
+        topt.zero_grad(set_to_none=True)
+        loss = tfwd(rx)
+        loss.backward()
+        topt.step()
+        return loss
+
     def mlp():
         opt.zero_grad(set_to_none=True)
         loss = fwd(d["mlp_x"], d["mlp_y"])
@@ -114,12 +133,14 @@ def torch_workloads(quick, compiled):
             "softmax": lambda: softmax(r),
             "layernorm": lambda: layernorm(r),
             "mm_bias_relu": lambda: mbr(d["a1024"], d["b1024"], d["bias"]),
+            "resnet_block_fwd": lambda: rblock(rx),
         }
     if not compiled:
         rows["sgemm_1024"] = lambda: mm(d["a1024"], d["b1024"])
         rows["sgemm_4096x4096x1024"] = lambda: mm(d["a4096"], d["b4096"])
     nograd = {k: (lambda f: (lambda: _nograd(torch, f)))(f) for k, f in rows.items()}
     nograd["mlp_train_step"] = mlp
+    nograd["resnet_block_train_step"] = resnet_train
     if not compiled:
         # Per-op dispatch on 1-element tensors (eager), for scale next to Kiln's record+run.
         t = torch.ones(1)

@@ -43,6 +43,10 @@ WORKLOADS = {
     "mlp_train_step": ("MLP 784-512-512-10 training step, batch 256, Adam", None, 6 * 256 * MLP_PARAMS),
     "mlp_lr_schedule": ("the same MLP step with a learning rate that decays every step (set_lr): kiln-compiled "
                         "compiles in the warm-up only (the lr is a kernel argument)", None, 6 * 256 * MLP_PARAMS),
+    "resnet_block_fwd": ("ResNet basic block forward, eval (two 3x3 convs 64 channels, batch norm, ReLU, identity), "
+                         "batch 16, 56x56, NCHW", None, 2 * 2 * 16 * 64 * 64 * 9 * 56 * 56),
+    "resnet_block_train_step": ("the same block's training step (batch statistics, backward, SGD)", None,
+                                3 * 2 * 2 * 16 * 64 * 64 * 9 * 56 * 56),
     "rnn_varlen": ("recurrent loop h = tanh(h@W + x_t@U + b), B 64, H 256, D 128, 20-60 steps (new trip count every "
                    "iteration, mean 40): kiln-compiled runs the body on a hot-region kernel (whole-trace compiles off)",
                    None, 40 * 2 * 64 * 256 * (256 + 128)),
@@ -72,11 +76,12 @@ PEER_ROWS = {
     "openblas": ["sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
     "onednn": ["sgemm_1024", "sgemm_4096x4096x1024"],
     "torch1": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu",
-               "mlp_train_step", "record_run_tiny_op"],
+               "mlp_train_step", "record_run_tiny_op", "resnet_block_fwd", "resnet_block_train_step"],
     "numpy": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
     "jax": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu", "mlp_train_step"],
     "onnxruntime": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
-    "torch2": ["chain8", "softmax", "layernorm", "mm_bias_relu", "mlp_train_step"],
+    "torch2": ["chain8", "softmax", "layernorm", "mm_bias_relu", "mlp_train_step", "resnet_block_fwd",
+               "resnet_block_train_step"],
 }
 PEER_LABEL = {"eigen": "eigen", "openblas": "openblas", "onednn": "onednn", "torch1": "pytorch-1.13-eager",
               "numpy": "numpy", "jax": "jax.jit", "onnxruntime": "onnxruntime", "torch2": "pytorch-2-compile"}

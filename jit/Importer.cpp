@@ -105,6 +105,9 @@ std::string attributes(const trace::TraceGraph &g, const trace::Node &n) {
     return "axis = " + std::to_string(n.i0) + " : i64, keepdim = " + keepdim +
            (!attrs.empty() && attrs[0] ? ", select_last_index" : "");
   case core::OpCategory::Index: return "axis = " + std::to_string(n.i0) + " : i64";
+  case core::OpCategory::Conv:
+    return "strides = " + i64Array(attrs.subspan(0, 2)) + ", pads = " + i64Array(attrs.subspan(2, 4)) +
+           ", dilations = " + i64Array(attrs.subspan(6, 2)) + ", groups = " + std::to_string(attrs[8]) + " : i64";
   case core::OpCategory::Shape:
     if (n.op == OpKind::Permute) return "perm = " + i64Array(attrs);
     if (n.op == OpKind::Slice)

@@ -175,7 +175,22 @@ typedef enum kiln_op {
   KILN_OP_LOG1P = 121,
   KILN_OP_ISNAN = 122,     /* bool result */
   KILN_OP_ISINF = 123,     /* bool result */
-  KILN_OP_LEAKY_RELU = 124 /* attribute: negative_slope (0.01) */
+  KILN_OP_LEAKY_RELU = 124, /* attribute: negative_slope (0.01) */
+  /* convolution and pooling (ABI version 3); ONNX attribute names and
+   * semantics. strides, dilations: {h, w} or one value (1); pads: {h, w} or
+   * {top, left, bottom, right} (0); auto_pad: 0 NOTSET, 1 VALID,
+   * 2 SAME_UPPER, 3 SAME_LOWER; channels_last: NHWC input and result (0). */
+  KILN_OP_CONV2D = 130,              /* inputs: x, weight [C_out, C/group, kH, kW], bias (optional);
+                                        attributes: strides, pads, dilations, group (1), auto_pad, channels_last */
+  KILN_OP_MAX_POOL2D = 131,          /* attributes: kernel_shape (required), strides, pads, dilations,
+                                        ceil_mode (0), auto_pad, channels_last */
+  KILN_OP_AVG_POOL2D = 132,          /* attributes: kernel_shape (required), strides, pads, dilations,
+                                        ceil_mode (0), count_include_pad (0), auto_pad, channels_last */
+  KILN_OP_ADAPTIVE_AVG_POOL2D = 133, /* attributes: output_size ({h, w} or one value, required), channels_last */
+  KILN_OP_BATCH_NORM = 134           /* inputs: x, weight, bias, running_mean, running_var (each optional but x;
+                                        the running statistics are required for inference); attributes:
+                                        training_mode (0), momentum (0.9), epsilon (1e-5), channels_last;
+                                        result: y (the updated running statistics are C++-only) */
 } kiln_op;
 
 /* An op input: a tensor, a number, or nothing (an optional input left out). */

@@ -224,6 +224,78 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias
 /// Mean cross entropy of logits [N, C] against integer targets [N].
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
 
+// ---- convolution and pooling (ONNX attribute semantics) -----------------------
+/// Layout of the input and result of conv2d and the pools: NCHW (channels
+/// first) or NHWC (channels last). conv2d's weight is [C_out, C/groups, kH,
+/// kW] in both.
+enum class Layout : uint8_t { NCHW, NHWC };
+/// ONNX auto_pad. NotSet uses the explicit padding; Valid pads nothing;
+/// SameUpper / SameLower pad so that each output extent is
+/// ceil(input extent / stride), an odd padding's extra element at the end
+/// (SameUpper) or at the start (SameLower).
+enum class AutoPad : uint8_t { NotSet, Valid, SameUpper, SameLower };
+
+/// Spatial attributes of conv2d. Each list holds {h, w} or one value for
+/// both; padding is {h, w} on both sides or {top, left, bottom, right} (ONNX's
+/// pads order: all begins, then all ends).
+struct Conv2dOptions {
+  std::vector<int64_t> stride = {1, 1};
+  std::vector<int64_t> padding = {0, 0};
+  std::vector<int64_t> dilation = {1, 1};
+  int64_t groups = 1;
+  AutoPad auto_pad = AutoPad::NotSet;
+  Layout layout = Layout::NCHW;
+};
+/// 2-D convolution (cross-correlation, as ONNX Conv and torch conv2d):
+/// x [N, C, H, W] (NHWC: [N, H, W, C]), weight [C_out, C/groups, kH, kW],
+/// optional bias [C_out]. Floating operands (promoted to one dtype); the
+/// result has C_out channels and extents (H + pads - ((kH-1)*dilation+1)) /
+/// stride + 1 (floor).
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
+
+/// Attributes of max_pool2d and avg_pool2d (ONNX MaxPool / AveragePool):
+/// `kernel` is required; stride defaults to 1 as in ONNX (torch defaults it
+/// to the kernel); with ceil_mode the output extents round up, but a window
+/// that would start in the end padding is dropped. avg_pool2d divides by the
+/// window's elements inside the input, or with count_include_pad by those
+/// inside the padded input.
+struct Pool2dOptions {
+  std::vector<int64_t> kernel;
+  std::vector<int64_t> stride = {1, 1};
+  std::vector<int64_t> padding = {0, 0};
+  std::vector<int64_t> dilation = {1, 1};
+  bool ceil_mode = false;
+  bool count_include_pad = false;
+  AutoPad auto_pad = AutoPad::NotSet;
+  Layout layout = Layout::NCHW;
+};
+/// Maximum over each window; padding never wins (it acts as -inf) and NaN
+/// propagates. Recorded as strided slices and maximum (the compiler fuses
+/// them into one loop); ties share the gradient like maximum's.
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);
+/// Mean over each window (see Pool2dOptions for the divisor).
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options);
+/// Mean over adaptive windows: output cell (i, j) averages input rows
+/// floor(i*H/out_h) to ceil((i+1)*H/out_h) and the same for columns (torch's
+/// AdaptiveAvgPool2d; ONNX GlobalAveragePool for 1x1).
+Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w, Layout layout = Layout::NCHW);
+
+/// batch_norm's results: y, and in training mode the updated running
+/// statistics (undefined when none were given).
+struct BatchNormResult {
+  Tensor y, running_mean, running_var;
+};
+/// ONNX BatchNormalization over the channel axis (1 for NCHW, last for
+/// NHWC) of a rank >= 2 input: y = (x - mean) / sqrt(var + eps) * weight +
+/// bias, weight and bias [C] (undefined: 1 and 0). Inference (training =
+/// false) uses running_mean and running_var; training uses the batch's mean
+/// and biased variance and returns running = running * momentum + batch *
+/// (1 - momentum) (ONNX's momentum: 0.9 keeps 90% of the old value; torch's
+/// momentum 0.1 is ONNX's 0.9).
+BatchNormResult batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                           const Tensor& running_var, bool training, double momentum = 0.9, double eps = 1e-5,
+                           Layout layout = Layout::NCHW);
+
 // ---- operators -------------------------------------------------------------
 inline Tensor operator+(const Tensor& a, const Operand& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Operand& b) { return sub(a, b); }

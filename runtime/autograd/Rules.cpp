@@ -1,6 +1,7 @@
 // Vector-Jacobian products of the recorded primitives (runtime/core/
 // OpKinds.def), written with the public ops so that backward ops are
 // recorded like any others. Conventions are documented in kiln/autograd.h.
+#include <algorithm>
 #include <string>
 
 #include "kiln/error.h"
@@ -77,6 +78,59 @@ std::vector<int> maskAxes(core::AxisMask mask, int rank) {
   for (int d = 0; d < rank; ++d)
     if (mask & (1u << d)) axes.push_back(d);
   return axes;
+}
+
+/// conv2d's input gradient, itself a convolution: g spread out by the
+/// stride (zeros between), convolved with the weight flipped in space and
+/// with in/out channels swapped per group, stride 1, the forward dilation.
+Tensor conv2dInputGrad(const Tensor& g, const Tensor& w, const Shape& xShape, const core::Conv2dParams& p) {
+  const int64_t groups = p.groups, co = w.shape()[0], cg = w.shape()[1], kh = w.shape()[2], kw = w.shape()[3];
+  const int64_t ho = g.shape()[2], wo = g.shape()[3], h = xShape[2], wd = xShape[3];
+  const int64_t lh = (ho - 1) * p.strideH + 1, lw = (wo - 1) * p.strideW + 1;
+  Tensor d = g;
+  if (p.strideH > 1) d = scatterStrided(d, 2, 0, p.strideH, lh);
+  if (p.strideW > 1) d = scatterStrided(d, 3, 0, p.strideW, lw);
+  // Paddings of the spread gradient; negative ones crop it instead.
+  int64_t top = (kh - 1) * p.dilationH - p.padTop, bottom = h + p.padTop - lh;
+  int64_t left = (kw - 1) * p.dilationW - p.padLeft, right = wd + p.padLeft - lw;
+  if (top < 0 || bottom < 0) {
+    d = slice(d, 2, std::max<int64_t>(0, -top), lh - std::max<int64_t>(0, -bottom));
+    top = std::max<int64_t>(0, top), bottom = std::max<int64_t>(0, bottom);
+  }
+  if (left < 0 || right < 0) {
+    d = slice(d, 3, std::max<int64_t>(0, -left), lw - std::max<int64_t>(0, -right));
+    left = std::max<int64_t>(0, left), right = std::max<int64_t>(0, right);
+  }
+  Tensor wt = reshape(w, {groups, co / groups, cg, kh, kw});
+  wt = reshape(permute(wt, {0, 2, 1, 3, 4}), {groups * cg, co / groups, kh, kw});
+  wt = flip(wt, {2, 3});
+  Conv2dOptions o;
+  o.padding = {top, left, bottom, right};
+  o.dilation = {p.dilationH, p.dilationW};
+  o.groups = groups;
+  return conv2d(d, wt, {}, o);
+}
+
+/// conv2d's weight gradient, also a convolution: the input with channels as
+/// the batch ([C/groups, groups*N, H, W]) convolved with the output
+/// gradient as the kernel ([C_out, N, Ho, Wo]); the forward stride becomes
+/// the dilation and the forward dilation the stride.
+Tensor conv2dWeightGrad(const Tensor& g, const Tensor& x, const Shape& wShape, const core::Conv2dParams& p) {
+  const int64_t groups = p.groups, n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], wd = x.shape()[3];
+  const int64_t co = wShape[0], cg = c / groups, kh = wShape[2], kw = wShape[3];
+  const int64_t ho = g.shape()[2], wo = g.shape()[3];
+  Tensor xs = reshape(permute(reshape(x, {n, groups, cg, h, wd}), {2, 1, 0, 3, 4}), {cg, groups * n, h, wd});
+  Tensor gs = reshape(permute(reshape(g, {n, groups, co / groups, ho, wo}), {1, 2, 0, 3, 4}), {co, n, ho, wo});
+  Conv2dOptions o;
+  o.stride = {p.dilationH, p.dilationW};
+  o.dilation = {p.strideH, p.strideW};
+  o.padding = {p.padTop, p.padLeft,
+               std::max<int64_t>(0, (kh - 1) * p.dilationH + (ho - 1) * p.strideH - p.padTop - (h - 1)),
+               std::max<int64_t>(0, (kw - 1) * p.dilationW + (wo - 1) * p.strideW - p.padLeft - (wd - 1))};
+  o.groups = groups;
+  Tensor r = conv2d(xs, gs, {}, o);  // [C/groups, C_out, >= kH, >= kW]
+  r = slice(slice(r, 2, 0, kh), 3, 0, kw);
+  return permute(r, {1, 0, 2, 3});
 }
 
 /// 1 where pick is true, 0.5 where a tie, 0 elsewhere (in dtype t).
@@ -196,6 +250,13 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
       if (need(0)) r[0] = sumToShape(matmul(g, transpose(in[1])), in[0].shape());
       if (need(1)) r[1] = sumToShape(matmul(transpose(in[0]), g), in[1].shape());
       break;
+
+    case OpKind::Conv2d: {
+      const core::Conv2dParams p = core::Conv2dParams::fromAttrs(n.attrs);
+      if (need(0)) r[0] = conv2dInputGrad(g, in[1], in[0].shape(), p);
+      if (need(1)) r[1] = conv2dWeightGrad(g, in[0], in[1].shape(), p);
+      break;
+    }
 
     // ---- shape --------------------------------------------------------------------
     case OpKind::Reshape: r[0] = reshape(g, in[0].shape()); break;

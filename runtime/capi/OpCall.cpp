@@ -39,6 +39,7 @@ constexpr kiln_op NoCAbi = static_cast<kiln_op>(0);
 #define KILN_CAPI_Reduce(fn, c_abi) {c_abi, #fn},
 #define KILN_CAPI_ArgReduce(fn, c_abi) {c_abi, #fn},
 #define KILN_CAPI_Matmul(fn, c_abi) {c_abi, #fn},
+#define KILN_CAPI_Conv(fn, c_abi) {c_abi, #fn},
 #define KILN_CAPI_Shape(fn, c_abi) {c_abi, #fn},
 #define KILN_CAPI_Index(fn, c_abi) {c_abi, #fn},
 
@@ -67,6 +68,10 @@ constexpr OpEntry kOps[] = {
     {KILN_OP_LOG_SOFTMAX, "log_softmax"},
     {KILN_OP_LAYER_NORM, "layer_norm"},
     {KILN_OP_CROSS_ENTROPY, "cross_entropy"},
+    {KILN_OP_MAX_POOL2D, "max_pool2d"},
+    {KILN_OP_AVG_POOL2D, "avg_pool2d"},
+    {KILN_OP_ADAPTIVE_AVG_POOL2D, "adaptive_avg_pool2d"},
+    {KILN_OP_BATCH_NORM, "batch_norm"},
 };
 
 #undef KILN_CAPI_Leaf
@@ -78,6 +83,7 @@ constexpr OpEntry kOps[] = {
 #undef KILN_CAPI_Reduce
 #undef KILN_CAPI_ArgReduce
 #undef KILN_CAPI_Matmul
+#undef KILN_CAPI_Conv
 #undef KILN_CAPI_Shape
 #undef KILN_CAPI_Index
 
@@ -249,6 +255,37 @@ class AttrReader {
   std::vector<bool> used_;
   std::string accepted_;
 };
+
+AutoPad autoPadOf(const char* op, int64_t v) {
+  switch (v) {
+    case 0: return AutoPad::NotSet;
+    case 1: return AutoPad::Valid;
+    case 2: return AutoPad::SameUpper;
+    case 3: return AutoPad::SameLower;
+    default:
+      fail(KILN_ERROR_INVALID_ARGUMENT, std::string(op) + ": auto_pad = " + std::to_string(v) +
+                                            " (expected 0 NOTSET, 1 VALID, 2 SAME_UPPER or 3 SAME_LOWER)");
+  }
+}
+
+/// ints(name) or `fallback` when the attribute is absent.
+std::vector<int64_t> intsOr(AttrReader& at, const char* name, std::vector<int64_t> fallback) {
+  std::vector<int64_t> v = at.ints(name, true);
+  return v.empty() ? fallback : v;
+}
+
+Pool2dOptions poolOptions(const char* op, AttrReader& at, bool average) {
+  Pool2dOptions o;
+  o.kernel = at.ints("kernel_shape", false);
+  o.stride = intsOr(at, "strides", {1, 1});
+  o.padding = intsOr(at, "pads", {0, 0});
+  o.dilation = intsOr(at, "dilations", {1, 1});
+  o.ceil_mode = at.flag("ceil_mode", false);
+  if (average) o.count_include_pad = at.flag("count_include_pad", false);
+  o.auto_pad = autoPadOf(op, at.integer("auto_pad", 0));
+  o.layout = at.flag("channels_last", false) ? Layout::NHWC : Layout::NCHW;
+  return o;
+}
 
 ReduceFn reduceOf(kiln_op op) {
   switch (op) {
@@ -540,6 +577,47 @@ Tensor dispatch(kiln_op op, std::span<const Value> values, std::span<const Attr>
       double eps = at.number("eps", 1e-5);
       at.finish();
       return layer_norm(in.tensor(0, "x"), in.optionalTensor(1, "weight"), in.optionalTensor(2, "bias"), eps);
+    }
+    case KILN_OP_CONV2D: {
+      in.expectCount(2, 3);
+      Conv2dOptions o;
+      o.stride = intsOr(at, "strides", {1, 1});
+      o.padding = intsOr(at, "pads", {0, 0});
+      o.dilation = intsOr(at, "dilations", {1, 1});
+      o.groups = at.integer("group", 1);
+      o.auto_pad = autoPadOf("conv2d", at.integer("auto_pad", 0));
+      o.layout = at.flag("channels_last", false) ? Layout::NHWC : Layout::NCHW;
+      at.finish();
+      return conv2d(in.tensor(0, "x"), in.tensor(1, "weight"), in.optionalTensor(2, "bias"), o);
+    }
+    case KILN_OP_MAX_POOL2D:
+    case KILN_OP_AVG_POOL2D: {
+      in.expectCount(1, 1);
+      const bool average = op == KILN_OP_AVG_POOL2D;
+      Pool2dOptions o = poolOptions(average ? "avg_pool2d" : "max_pool2d", at, average);
+      at.finish();
+      return average ? avg_pool2d(in.tensor(0, "x"), o) : max_pool2d(in.tensor(0, "x"), o);
+    }
+    case KILN_OP_ADAPTIVE_AVG_POOL2D: {
+      in.expectCount(1, 1);
+      std::vector<int64_t> size = at.ints("output_size", false);
+      const Layout layout = at.flag("channels_last", false) ? Layout::NHWC : Layout::NCHW;
+      at.finish();
+      if (size.size() != 1 && size.size() != 2)
+        fail(KILN_ERROR_INVALID_ARGUMENT, "adaptive_avg_pool2d: output_size needs 1 or 2 values, got " +
+                                              std::to_string(size.size()));
+      return adaptive_avg_pool2d(in.tensor(0, "x"), size[0], size.back(), layout);
+    }
+    case KILN_OP_BATCH_NORM: {
+      in.expectCount(1, 5);
+      const bool training = at.flag("training_mode", false);
+      const double momentum = at.number("momentum", 0.9), eps = at.number("epsilon", 1e-5);
+      const Layout layout = at.flag("channels_last", false) ? Layout::NHWC : Layout::NCHW;
+      at.finish();
+      return batch_norm(in.tensor(0, "x"), in.optionalTensor(1, "weight"), in.optionalTensor(2, "bias"),
+                        in.optionalTensor(3, "running_mean"), in.optionalTensor(4, "running_var"), training, momentum,
+                        eps, layout)
+          .y;
     }
     case KILN_OP_CROSS_ENTROPY:
       in.expectCount(2, 2);

@@ -9,7 +9,7 @@
 
 namespace kiln::core {
 
-enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Reduce, ArgReduce, Matmul, Shape, Index };
+enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Reduce, ArgReduce, Matmul, Conv, Shape, Index };
 
 /// Which element types an op's data operands (a leaf's result) may have.
 enum class OpTypes : uint8_t { Any, Numeric, Float, Bool };

@@ -103,6 +103,83 @@ std::string matmulShape(const Shape& a, const Shape& b, Shape* out) {
   return {};
 }
 
+Conv2dParams Conv2dParams::fromAttrs(std::span<const int64_t> a) {
+  Conv2dParams p;
+  if (a.size() < static_cast<size_t>(kAttrCount)) return p;
+  p.strideH = a[0], p.strideW = a[1];
+  p.padTop = a[2], p.padLeft = a[3], p.padBottom = a[4], p.padRight = a[5];
+  p.dilationH = a[6], p.dilationW = a[7];
+  p.groups = a[8];
+  return p;
+}
+
+void Conv2dParams::toAttrs(int64_t* a) const {
+  const int64_t v[kAttrCount] = {strideH, strideW, padTop, padLeft, padBottom, padRight, dilationH, dilationW, groups};
+  std::copy(v, v + kAttrCount, a);
+}
+
+namespace {
+std::string pair(int64_t a, int64_t b) { return "(" + std::to_string(a) + ", " + std::to_string(b) + ")"; }
+}  // namespace
+
+std::string conv2dShape(const Shape& x, const Shape& w, const Conv2dParams& p, Shape* out) {
+  if (x.rank() != 4 || w.rank() != 4)
+    return "input " + x.str() + " and weight " + w.str() +
+           " must both have rank 4 (input [N, C, H, W], weight [C_out, C/groups, kH, kW])";
+  if (p.strideH < 1 || p.strideW < 1) return "strides " + pair(p.strideH, p.strideW) + " must be >= 1";
+  if (p.dilationH < 1 || p.dilationW < 1) return "dilations " + pair(p.dilationH, p.dilationW) + " must be >= 1";
+  if (p.padTop < 0 || p.padLeft < 0 || p.padBottom < 0 || p.padRight < 0)
+    return "paddings (top " + std::to_string(p.padTop) + ", left " + std::to_string(p.padLeft) + ", bottom " +
+           std::to_string(p.padBottom) + ", right " + std::to_string(p.padRight) + ") must be >= 0";
+  if (p.groups < 1) return "groups = " + std::to_string(p.groups) + " must be >= 1";
+  const int64_t c = x[1], co = w[0], cg = w[1], kh = w[2], kw = w[3];
+  if (c % p.groups != 0 || co % p.groups != 0)
+    return "groups = " + std::to_string(p.groups) + " must divide the input channels (" + std::to_string(c) +
+           " in " + x.str() + ") and the output channels (" + std::to_string(co) + " in weight " + w.str() + ")";
+  if (cg * p.groups != c)
+    return "weight " + w.str() + " has " + std::to_string(cg) + " input channels per group, but input " + x.str() +
+           " with groups = " + std::to_string(p.groups) + " has " + std::to_string(c / p.groups) +
+           "; the weight's second extent must be C/groups";
+  if (kh < 1 || kw < 1) return "the kernel " + pair(kh, kw) + " of weight " + w.str() + " is empty";
+  const int64_t spanH = (kh - 1) * p.dilationH + 1, spanW = (kw - 1) * p.dilationW + 1;
+  const int64_t ph = x[2] + p.padTop + p.padBottom, pw = x[3] + p.padLeft + p.padRight;
+  if (spanH > ph || spanW > pw)
+    return "the kernel " + pair(kh, kw) + " with dilations " + pair(p.dilationH, p.dilationW) + " spans " +
+           pair(spanH, spanW) + ", larger than the padded input " + pair(ph, pw) + " of " + x.str() +
+           "; use a smaller kernel or more padding";
+  Shape r{x[0], co, (ph - spanH) / p.strideH + 1, (pw - spanW) / p.strideW + 1};
+  if (auto e = checkElementCount(r); !e.empty()) return "the result of " + x.str() + " conv " + w.str() + ": " + e;
+  *out = r;
+  return {};
+}
+
+std::string poolExtent(int64_t in, int64_t kernel, int64_t stride, int64_t padBegin, int64_t padEnd,
+                       int64_t dilation, bool ceilMode, int64_t* out) {
+  if (kernel < 1) return "kernel extent " + std::to_string(kernel) + " must be >= 1";
+  if (stride < 1) return "stride " + std::to_string(stride) + " must be >= 1";
+  if (dilation < 1) return "dilation " + std::to_string(dilation) + " must be >= 1";
+  if (padBegin < 0 || padEnd < 0)
+    return "paddings " + pair(padBegin, padEnd) + " must be >= 0";
+  const int64_t span = (kernel - 1) * dilation + 1, padded = in + padBegin + padEnd;
+  if (span > padded)
+    return "the window (kernel " + std::to_string(kernel) + ", dilation " + std::to_string(dilation) + ") spans " +
+           std::to_string(span) + ", more than the padded extent " + std::to_string(padded) +
+           "; use a smaller kernel or more padding";
+  int64_t n = ceilMode ? (padded - span + stride - 1) / stride + 1 : (padded - span) / stride + 1;
+  if (ceilMode && (n - 1) * stride >= in + padBegin) --n;  // starts in the end padding
+  *out = n;
+  return {};
+}
+
+void samePadding(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, bool upper, int64_t* padBegin,
+                 int64_t* padEnd) {
+  const int64_t outExtent = (in + stride - 1) / stride;
+  const int64_t total = std::max<int64_t>(0, (outExtent - 1) * stride + (kernel - 1) * dilation + 1 - in);
+  const int64_t small = total / 2, large = total - small;
+  *padBegin = upper ? small : large;
+  *padEnd = upper ? large : small;
+}
+
 std::string reshapeShape(const Shape& in, const Shape& requested, Shape* out) {
   int inferred = -1;
   Shape known = requested;  // the -1 extent counted as 1

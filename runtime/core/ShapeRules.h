@@ -52,6 +52,34 @@ std::string indexSelectShape(const Shape& x, int axis, const Shape& index, Shape
 /// d != axis; the result has index's shape.
 std::string gatherShape(const Shape& x, int axis, const Shape& index, Shape* out);
 
+/// The attributes of a 2-D convolution over NCHW input (the conv2d node's
+/// attribute list, in this order).
+struct Conv2dParams {
+  int64_t strideH = 1, strideW = 1;
+  int64_t padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
+  int64_t dilationH = 1, dilationW = 1;
+  int64_t groups = 1;
+  static constexpr int kAttrCount = 9;
+  /// From the node's attribute list (kAttrCount entries).
+  static Conv2dParams fromAttrs(std::span<const int64_t> a);
+  void toAttrs(int64_t* a) const;
+};
+/// x [N, C, H, W] conv w [Co, C/groups, kh, kw] -> [N, Co, Ho, Wo] with
+/// Ho = (H + padTop + padBottom - ((kh-1)*dilationH + 1)) / strideH + 1.
+/// Strides and dilations >= 1, paddings >= 0, groups >= 1 dividing C and Co;
+/// the dilated kernel must fit in the padded input.
+std::string conv2dShape(const Shape& x, const Shape& w, const Conv2dParams& p, Shape* out);
+/// Output extent of a pooling window over `in` (ONNX/PyTorch semantics):
+/// floor or, with ceilMode, ceil of (in + padBegin + padEnd - span) / stride,
+/// plus one, where span = (kernel-1)*dilation + 1; with ceilMode a window
+/// that would start in the end padding is dropped. Empty on success.
+std::string poolExtent(int64_t in, int64_t kernel, int64_t stride, int64_t padBegin, int64_t padEnd,
+                       int64_t dilation, bool ceilMode, int64_t* out);
+/// ONNX auto_pad SAME_UPPER / SAME_LOWER: the paddings that give
+/// ceil(in / stride) outputs (the odd one at the end for SAME_UPPER).
+void samePadding(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, bool upper, int64_t* padBegin,
+                 int64_t* padEnd);
+
 /// Type priority of an operand for promotion (see ops.h).
 enum class OperandPriority : uint8_t { Scalar, RankZero, Tensor };
 struct TypedOperand {

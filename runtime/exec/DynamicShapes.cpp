@@ -228,6 +228,12 @@ std::string checkDynamicSupport(const trace::TraceGraph& g) {
       case OpCategory::Matmul:
       case OpCategory::Shape:
         break;
+      case OpCategory::Conv: {
+        bool any = dynamic(n.shape);
+        for (uint32_t in : ins) any |= dynamic(g.nodes[in].shape);
+        if (any) return at + ": conv2d with dynamic extents";
+        continue;
+      }
       case OpCategory::Index: {
         const trace::Node& in = g.nodes[ins[0]];
         const int axis = static_cast<int>(n.i0 < 0 ? n.i0 + in.shape.rank() : n.i0);

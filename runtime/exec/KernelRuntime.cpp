@@ -54,6 +54,56 @@ KILN_RT_EXPORT void kiln_rt_matmul_set_f32(int64_t batch, int64_t M, int64_t N, 
                 false);
 }
 
+/// conv2d of grouped f32 views (linalg.conv_2d_ngchw_gfchw on memrefs):
+/// x [N, G, C/G, H, W], w [G, Co/G, C/G, kH, kW], out [N, G, Co/G, Ho, Wo],
+/// each an aligned pointer, an offset and five strides (elements), then the
+/// extents (x's unpadded), strides, dilations and paddings (top, left,
+/// bottom, right; zeros outside x). With
+/// `accumulate` the result is added to out, otherwise it replaces it.
+KILN_RT_EXPORT void kiln_rt_conv2d_f32(int64_t xPtr, int64_t xOff, int64_t xs0, int64_t xs1, int64_t xs2, int64_t xs3,
+                                       int64_t xs4, int64_t wPtr, int64_t wOff, int64_t ws0, int64_t ws1, int64_t ws2,
+                                       int64_t ws3, int64_t ws4, int64_t oPtr, int64_t oOff, int64_t os0, int64_t os1,
+                                       int64_t os2, int64_t os3, int64_t os4, int64_t n, int64_t groups, int64_t cg,
+                                       int64_t h, int64_t w, int64_t cog, int64_t kh, int64_t kw, int64_t ho,
+                                       int64_t wo, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t padTop,
+                                       int64_t padLeft, int64_t padBottom, int64_t padRight, int64_t accumulate) {
+  const float* x = reinterpret_cast<const float*>(xPtr) + xOff;
+  const float* wt = reinterpret_cast<const float*>(wPtr) + wOff;
+  float* out = reinterpret_cast<float*>(oPtr) + oOff;
+  kiln::core::Conv2dParams p;
+  p.strideH = sh, p.strideW = sw, p.dilationH = dh, p.dilationW = dw;
+  p.padTop = padTop, p.padLeft = padLeft, p.padBottom = padBottom, p.padRight = padRight;
+  // One call for all groups when each group's channels follow the last
+  // group's (the usual expanded layout), else one call per group.
+  const bool merged = xs1 == cg * xs2 && ws0 == cog * ws1 && os1 == cog * os2;
+  const int64_t calls = merged ? 1 : groups;
+  p.groups = merged ? groups : 1;
+  const int64_t perCall = merged ? groups : 1;
+  const int64_t xShape[4] = {n, cg * perCall, h, w}, xStrides[4] = {xs0, xs2, xs3, xs4};
+  const int64_t wShape[4] = {cog * perCall, cg, kh, kw}, wStrides[4] = {ws1, ws2, ws3, ws4};
+  const int64_t oShape[4] = {n, cog * perCall, ho, wo};
+  std::vector<float> tmp;
+  for (int64_t g = 0; g < calls; ++g) {
+    const float* xg = x + g * xs1;
+    const float* wg = wt + g * ws0;
+    float* og = out + g * os1;
+    if (!accumulate) {
+      const int64_t oStrides[4] = {os0, os2, os3, os4};
+      kiln::interp::conv2dF32(xg, xShape, xStrides, wg, wShape, wStrides, p, og, oShape, oStrides);
+      continue;
+    }
+    // Accumulate: compute densely, then add.
+    tmp.assign(static_cast<size_t>(oShape[0] * oShape[1] * ho * wo), 0.0f);
+    const int64_t dense[4] = {oShape[1] * ho * wo, ho * wo, wo, 1};
+    kiln::interp::conv2dF32(xg, xShape, xStrides, wg, wShape, wStrides, p, tmp.data(), oShape, dense);
+    size_t k = 0;
+    for (int64_t a = 0; a < oShape[0]; ++a)
+      for (int64_t c = 0; c < oShape[1]; ++c)
+        for (int64_t i = 0; i < ho; ++i)
+          for (int64_t j = 0; j < wo; ++j) og[a * os0 + c * os2 + i * os3 + j * os4] += tmp[k++];
+  }
+}
+
 /// MLIR's runtime hook for memref.copy between strided layouts (the same
 /// contract as mlir's CRunnerUtils memrefCopy): copies element by element
 /// walking both descriptors.

@@ -50,6 +50,11 @@ double estimateNodeWork(const trace::Trace& trace, const trace::Node& node) {
     const double k = a.rank() > 0 ? static_cast<double>(a[a.rank() - 1]) : 1.0;
     return numel * k / 8.0;
   }
+  if (category == core::OpCategory::Conv && ins.size() == 2) {
+    const Shape& w = trace.nodes[ins[1]].shape;  // [C_out, C/groups, kH, kW]
+    const double k = w.rank() == 4 ? static_cast<double>(w[1] * w[2] * w[3]) : 1.0;
+    return numel * k / 8.0;
+  }
   if ((category == core::OpCategory::Reduce || category == core::OpCategory::ArgReduce) && !ins.empty())
     return static_cast<double>(trace.nodes[ins[0]].shape.numel());
   return numel;

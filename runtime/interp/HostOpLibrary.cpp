@@ -27,6 +27,9 @@ class HostOpLibrary final : public OpLibrary {
   void matmul(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {
     matmulKernel(a, b, outShape, out);
   }
+  void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) override {
+    conv2dKernel(x, w, p, outShape, out);
+  }
   void indexSelect(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out) override {
     indexSelectKernel(x, axis, index, outShape, out);
   }

@@ -106,6 +106,9 @@ class NodeRunner {
         ops_.matmul(broadcastArg(a, as), broadcastArg(b, bs), n.shape, o);
         break;
       }
+      case OpCategory::Conv:
+        ops_.conv2d(widened(ins[0]), widened(ins[1]), core::Conv2dParams::fromAttrs(trace_.attrsOf(n)), n.shape, o);
+        break;
       default: throw Error("interpreter: unexpected op " + std::string(core::opName(n.op)));
     }
     if (!halfOut) return out;

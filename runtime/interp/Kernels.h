@@ -75,6 +75,15 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out);
 void sgemmStrided(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsA, int64_t csA, const float* b,
                   int64_t rsB, int64_t csB, float* c, int64_t rsC, int64_t csC, bool accumulate);
 
+/// conv2d over NCHW (runtime/interp/ConvKernels.cpp): x [N, C, H, W] and w
+/// [Co, C/groups, kH, kW] strided, f32 or f64; out dense [N, Co, Ho, Wo].
+void conv2dKernel(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out);
+/// The same for raw f32 buffers with element strides (the compiled kernels'
+/// runtime call); any output strides.
+void conv2dF32(const float* x, const int64_t* xShape, const int64_t* xStrides, const float* w, const int64_t* wShape,
+               const int64_t* wStrides, const core::Conv2dParams& p, float* out, const int64_t* outShape,
+               const int64_t* outStrides);
+
 /// Integer index (i64) ops; throw kiln::Error on an out-of-range index.
 void indexSelectKernel(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out);
 void gatherKernel(const Arg& x, int axis, const Arg& index, char* out);

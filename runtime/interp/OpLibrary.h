@@ -31,6 +31,7 @@ class OpLibrary {
   virtual void reduce(OpKind op, const Arg& in, core::AxisMask mask, char* out) = 0;
   virtual void argReduce(OpKind op, const Arg& in, int axis, bool selectLast, char* out) = 0;
   virtual void matmul(const Arg& a, const Arg& b, const Shape& outShape, char* out) = 0;
+  virtual void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) = 0;
   /// Indices are range-checked before these are called (the interpreter
   /// reads them on the host first when the device is not host-accessible).
   virtual void indexSelect(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out) = 0;
@@ -83,6 +84,9 @@ class HostKernelLibrary final : public OpLibrary {
   }
   void matmul(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {
     enqueue_([=] { matmulKernel(a, b, outShape, out); });
+  }
+  void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) override {
+    enqueue_([=] { conv2dKernel(x, w, p, outShape, out); });
   }
   void indexSelect(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out) override {
     enqueue_([=] { indexSelectKernel(x, axis, index, outShape, out); });

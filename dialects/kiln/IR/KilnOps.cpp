@@ -231,6 +231,37 @@ LogicalResult MatmulOp::verify() {
   return checkResultShape(*this, out);
 }
 
+core::Conv2dParams Conv2dOp::getParams() {
+  core::Conv2dParams p;
+  ArrayRef<int64_t> strides = getStrides(), pads = getPads(),
+                    dilations = getDilations();
+  if (strides.size() == 2)
+    p.strideH = strides[0], p.strideW = strides[1];
+  if (pads.size() == 4)
+    p.padTop = pads[0], p.padLeft = pads[1], p.padBottom = pads[2],
+    p.padRight = pads[3];
+  if (dilations.size() == 2)
+    p.dilationH = dilations[0], p.dilationW = dilations[1];
+  p.groups = getGroups();
+  return p;
+}
+
+LogicalResult Conv2dOp::verify() {
+  if (getStrides().size() != 2 || getDilations().size() != 2 ||
+      getPads().size() != 4)
+    return emitOpError() << "needs 2 strides, 4 pads and 2 dilations, got "
+                         << getStrides().size() << ", " << getPads().size()
+                         << " and " << getDilations().size();
+  if (hasDynamicExtents(*this))
+    return success();
+  Shape out;
+  if (failed(checkRule(*this, core::conv2dShape(shapeOf(getInput()),
+                                                shapeOf(getWeight()),
+                                                getParams(), &out))))
+    return failure();
+  return checkResultShape(*this, out);
+}
+
 LogicalResult ReshapeOp::verify() {
   if (hasDynamicExtents(*this))
     return success();

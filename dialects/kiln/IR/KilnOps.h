@@ -15,6 +15,7 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "runtime/core/ShapeRules.h"
 
 namespace mlir::kiln {
 /// The verifier of the unary, binary and comparison ops: the element type

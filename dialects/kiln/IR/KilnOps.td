@@ -411,6 +411,44 @@ def Kiln_MatmulOp
 }
 
 //===----------------------------------------------------------------------===//
+// Convolution.
+//===----------------------------------------------------------------------===//
+
+def Kiln_Conv2dOp
+    : Kiln_Op<"conv2d", [AllElementTypesMatch<["input", "weight", "result"]>]> {
+  let summary = "2-D convolution (cross-correlation) over NCHW input";
+  let description = [{
+    `input [N, C, H, W]` with `weight [C_out, C/groups, kH, kW]` gives
+    `[N, C_out, Ho, Wo]`: output channel `o` of group `g = o / (C_out/groups)`
+    sums `input[n, g*C/groups + c, ho*sh + i*dh - top, wo*sw + j*dw - left] *
+    weight[o, c, i, j]`, zero outside the input. `strides` and `dilations`
+    are `[h, w]`, `pads` `[top, left, bottom, right]` (ONNX Conv).
+    f16 and bf16 accumulate in f32.
+
+    Example:
+
+    ```mlir
+    %0 = kiln.conv2d %x, %w strides [1, 1] pads [1, 1, 1, 1] dilations [1, 1] groups 1
+        : tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `strides` $strides `pads` $pads `dilations` $dilations
+    `groups` $groups attr-dict `:` type($input) `,` type($weight) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The attributes as the core shape rule takes them.
+    ::kiln::core::Conv2dParams getParams();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Shape ops.
 //===----------------------------------------------------------------------===//
 

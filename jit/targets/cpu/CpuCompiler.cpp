@@ -133,8 +133,10 @@ class CpuCompiler final : public TargetPipeline {
         !runPipeline(*module, kAfterFusion))
       return fail("kiln-to-linalg");
     dump(dumpDir, name, "1-linalg", *module);
-    if (auto k = module->lookupSymbol<mlir::func::FuncOp>(kernelName))
+    if (auto k = module->lookupSymbol<mlir::func::FuncOp>(kernelName)) {
       makeResultsDistinct(k);
+      giveConvolutionsTheirOwnZeroInit(k);
+    }
     if (!runPipeline(*module, kBufferize))
       return fail("bufferize");
     auto kernel = module->lookupSymbol<mlir::func::FuncOp>(kernelName);
@@ -151,7 +153,9 @@ class CpuCompiler final : public TargetPipeline {
         sharedArgs.insert(numInputs + output);
       }
     }
-    if (!kernel || mlir::failed(assignScratch(kernel, scratchBytes, numSizes > 0 ? &result.dynamicScratch : nullptr)) ||
+    // Convolutions first: a padded copy they no longer read frees its scratch.
+    if (!kernel || mlir::failed(convToRuntimeCalls(*module)) ||
+        mlir::failed(assignScratch(kernel, scratchBytes, numSizes > 0 ? &result.dynamicScratch : nullptr)) ||
         mlir::failed(matmulToRuntimeCalls(*module)) || mlir::failed(approximateMath(*module)))
       return fail("scratch/matmul/math");
     if (static_cast<uint64_t>(scratchBytes) > hostMemoryBytes()) {

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/RegionUtils.h"
 
@@ -31,6 +32,8 @@ constexpr int64_t kMinParallelWork = 1 << 16;
 constexpr const char *kMatmulFn = "kiln_rt_matmul_f32";
 /// C = A * B (no read of C): used where C was zero-filled just before.
 constexpr const char *kMatmulSetFn = "kiln_rt_matmul_set_f32";
+/// The runtime's implicit-GEMM convolution (runtime/interp/ConvKernels.cpp).
+constexpr const char *kConvFn = "kiln_rt_conv2d_f32";
 
 /// The zero fill of `c` right before `op`, if there is one.
 linalg::FillOp zeroFillBefore(Operation *op, Value c) {
@@ -166,6 +169,31 @@ LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes, std::vec
   return success();
 }
 
+void giveConvolutionsTheirOwnZeroInit(func::FuncOp kernel) {
+  kernel.walk([&](linalg::Conv2DNgchwGfchwOp conv) {
+    if (!conv.hasPureTensorSemantics())
+      return;
+    OpOperand &init = conv.getDpsInitsMutable()[0];
+    auto fill = init.get().getDefiningOp<linalg::FillOp>();
+    if (!fill || fill->getResult(0).hasOneUse())
+      return;
+    auto empty = fill.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>();
+    if (!empty)
+      return;
+    OpBuilder b(conv);
+    Operation *ownEmpty = b.clone(*empty);
+    IRMapping map;
+    map.map(empty.getResult(), ownEmpty->getResult(0));
+    Operation *ownFill = b.clone(*fill, map);
+    init.set(ownFill->getResult(0));
+    if (fill->use_empty()) {
+      fill->erase();
+      if (empty->use_empty())
+        empty->erase();
+    }
+  });
+}
+
 void makeResultsDistinct(func::FuncOp kernel) {
   kernel.walk([&](func::ReturnOp ret) {
     llvm::SmallPtrSet<Value, 8> seen;
@@ -280,6 +308,185 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
     op->erase();
     if (fill)
       fill->erase();
+  }
+  return success();
+}
+
+namespace {
+/// Is `v` the constant +-0.0?
+bool isZeroConstant(Value v) {
+  auto c = v.getDefiningOp<arith::ConstantOp>();
+  auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
+  return f && f.getValue().isZero();
+}
+
+/// A convolution input that is a zero-padded copy: a fresh buffer filled with
+/// zeros (linalg.map or linalg.fill) into whose interior one memref.copy
+/// writes `source` (what tensor.pad bufferizes to).
+struct PaddedInput {
+  Value source;
+  int64_t top = 0, left = 0, bottom = 0, right = 0;
+  SmallVector<Operation *> ops;  ///< the copy, subview, fill and alloc, to erase
+};
+
+std::optional<PaddedInput> paddedInput(Value x, Operation *conv) {
+  auto alloc = x.getDefiningOp<memref::AllocOp>();
+  if (!alloc)
+    return std::nullopt;
+  Operation *fill = nullptr;
+  memref::SubViewOp sub;
+  for (Operation *user : alloc->getUsers()) {
+    if (user == conv)
+      continue;
+    if (auto m = dyn_cast<linalg::MapOp>(user); m && !fill && m.getInputs().empty()) {
+      auto yield = dyn_cast<linalg::YieldOp>(m.getMapper().front().getTerminator());
+      if (!yield || yield.getNumOperands() != 1 || !isZeroConstant(yield.getOperand(0)))
+        return std::nullopt;
+      fill = m;
+      continue;
+    }
+    if (auto f = dyn_cast<linalg::FillOp>(user); f && !fill && isZeroConstant(f.getDpsInputs()[0])) {
+      fill = f;
+      continue;
+    }
+    if (auto sv = dyn_cast<memref::SubViewOp>(user); sv && !sub) {
+      sub = sv;
+      continue;
+    }
+    return std::nullopt;
+  }
+  if (!fill || !sub || !sub->hasOneUse())
+    return std::nullopt;
+  auto copy = dyn_cast<memref::CopyOp>(*sub->getUsers().begin());
+  if (!copy || copy.getTarget() != sub.getResult() || !sub.hasUnitStride())
+    return std::nullopt;
+  // Padding only on the two spatial axes (the last two of five).
+  ArrayRef<int64_t> offsets = sub.getStaticOffsets(), sizes = sub.getStaticSizes();
+  ArrayRef<int64_t> full = alloc.getType().getShape();
+  if (offsets.size() != 5 || ShapedType::isDynamicShape(offsets) || ShapedType::isDynamicShape(sizes))
+    return std::nullopt;
+  for (int d = 0; d < 3; ++d)
+    if (offsets[d] != 0 || sizes[d] != full[d])
+      return std::nullopt;
+  PaddedInput p;
+  p.source = copy.getSource();
+  p.top = offsets[3];
+  p.left = offsets[4];
+  p.bottom = full[3] - sizes[3] - offsets[3];
+  p.right = full[4] - sizes[4] - offsets[4];
+  p.ops = {copy, sub, fill, alloc};
+  return p;
+}
+} // namespace
+
+namespace {
+/// The zero fill of a convolution's output `out`: the one just before
+/// `conv`, or, when `out` is a fresh allocation, an earlier one in the same
+/// block with no other use of the allocation (or of a view of it) between
+/// them (CSE and hoisting may move the fill away).
+linalg::FillOp zeroFilledOutput(Operation *conv, Value out) {
+  if (linalg::FillOp fill = zeroFillBefore(conv, out))
+    return fill;
+  auto alloc = out.getDefiningOp<memref::AllocOp>();
+  if (!alloc || alloc->getBlock() != conv->getBlock())
+    return nullptr;
+  // Every operation using the buffer, through views.
+  llvm::SmallPtrSet<Operation *, 16> users;
+  SmallVector<Value> work{alloc.getResult()};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (!users.insert(user).second)
+        continue;
+      if (isa<ViewLikeOpInterface>(user))
+        for (Value r : user->getResults())
+          work.push_back(r);
+    }
+  }
+  linalg::FillOp fill;
+  for (Operation *op = conv->getPrevNode(); op; op = op->getPrevNode()) {
+    if (!users.count(op)) {
+      if (op->getNumRegions() > 0 && llvm::any_of(users, [&](Operation *u) { return op->isProperAncestor(u); }))
+        return nullptr;  // used inside a region in between
+      continue;
+    }
+    if (isa<ViewLikeOpInterface>(op))
+      continue;  // taking a view reads and writes nothing
+    auto f = dyn_cast<linalg::FillOp>(op);
+    if (f && f.hasPureBufferSemantics() && f.getDpsInits()[0] == out && isZeroConstant(f.getDpsInputs()[0]))
+      fill = f;
+    break;
+  }
+  return fill;
+}
+} // namespace
+
+LogicalResult convToRuntimeCalls(ModuleOp module) {
+  SmallVector<linalg::Conv2DNgchwGfchwOp> convs;
+  module.walk([&](linalg::Conv2DNgchwGfchwOp op) {
+    if (!op.hasPureBufferSemantics())
+      return;
+    for (Value v : op->getOperands()) {
+      auto t = dyn_cast<MemRefType>(v.getType());
+      if (!t || !t.getElementType().isF32() || !t.hasStaticShape())
+        return;
+    }
+    convs.push_back(op);
+  });
+  if (convs.empty())
+    return success();
+  MLIRContext *ctx = module.getContext();
+  constexpr unsigned kArgs = 3 * 7 + 10 + 4 + 4 + 1;
+  if (!module.lookupSymbol(kConvFn)) {
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    SmallVector<Type> args(kArgs, IntegerType::get(ctx, 64));
+    auto decl = func::FuncOp::create(b, module.getLoc(), kConvFn, FunctionType::get(ctx, args, {}));
+    decl.setPrivate();
+  }
+  for (linalg::Conv2DNgchwGfchwOp op : convs) {
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Value x = op.getDpsInputs()[0], w = op.getDpsInputs()[1], out = op.getDpsInits()[0];
+    linalg::FillOp fill = zeroFilledOutput(op, out);
+    // The runtime pads while it unfolds: read the unpadded input directly.
+    std::optional<PaddedInput> padded = paddedInput(x, op);
+    if (padded)
+      x = padded->source;
+    auto i64 = b.getI64Type();
+    auto konst = [&](int64_t v) -> Value { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)); };
+    auto toI64 = [&](Value v) -> Value { return arith::IndexCastOp::create(b, loc, i64, v); };
+    SmallVector<Value> args;
+    // Per operand: aligned pointer, offset, the five strides (elements).
+    for (Value v : {x, w, out}) {
+      auto md = memref::ExtractStridedMetadataOp::create(b, loc, v);
+      args.push_back(toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, md.getBaseBuffer())));
+      args.push_back(toI64(md.getOffset()));
+      for (Value stride : md.getStrides())
+        args.push_back(toI64(stride));
+    }
+    // [N, G, C/G, H, W] x [G, Co/G, C/G, kH, kW] -> [N, G, Co/G, Ho, Wo]:
+    // N, G, C/G, H, W (unpadded), Co/G, kH, kW, Ho, Wo, then strides,
+    // dilations, paddings (top, left, bottom, right).
+    ArrayRef<int64_t> xs = cast<MemRefType>(x.getType()).getShape();
+    ArrayRef<int64_t> ws = cast<MemRefType>(w.getType()).getShape();
+    ArrayRef<int64_t> os = cast<MemRefType>(out.getType()).getShape();
+    for (int64_t v : {xs[0], xs[1], xs[2], xs[3], xs[4], ws[1], ws[3], ws[4], os[3], os[4]})
+      args.push_back(konst(v));
+    auto strides = op.getStrides().getValues<int64_t>();
+    auto dilations = op.getDilations().getValues<int64_t>();
+    for (int64_t v : {strides[0], strides[1], dilations[0], dilations[1]})
+      args.push_back(konst(v));
+    for (int64_t v : {padded ? padded->top : 0, padded ? padded->left : 0, padded ? padded->bottom : 0,
+                      padded ? padded->right : 0})
+      args.push_back(konst(v));
+    args.push_back(konst(fill ? 0 : 1));  // accumulate into the output?
+    func::CallOp::create(b, loc, kConvFn, TypeRange{}, args);
+    op->erase();
+    if (fill)
+      fill->erase();
+    if (padded)
+      for (Operation *dead : padded->ops)
+        dead->erase();
   }
   return success();
 }

@@ -40,9 +40,22 @@ mlir::LogicalResult assignScratch(mlir::func::FuncOp kernel, int64_t &scratchByt
 /// output buffer doubles as a temporary.
 void makeResultsDistinct(mlir::func::FuncOp kernel);
 
+/// Gives each tensor-level convolution whose zero-filled init is shared (CSE
+/// merges equal fills) a fill of its own just before it, so bufferization
+/// copies no zeros and convToRuntimeCalls sees the fill it drops.
+void giveConvolutionsTheirOwnZeroInit(mlir::func::FuncOp kernel);
+
 /// Rewrites f32 linalg.matmul / linalg.batch_matmul on memrefs into calls of
 /// the runtime's packed GEMM, kiln_rt_matmul_f32.
 mlir::LogicalResult matmulToRuntimeCalls(mlir::ModuleOp module);
+
+/// Rewrites f32 linalg.conv_2d_ngchw_gfchw on memrefs (what kiln.conv2d
+/// lowers to) into calls of the runtime's implicit-GEMM convolution,
+/// kiln_rt_conv2d_f32; a zero fill of the output just before is dropped,
+/// and a zero-padded copy of the input (bufferized tensor.pad) is replaced
+/// by the unpadded input and the paddings (the runtime pads as it unfolds).
+/// Runs before assignScratch, so the dropped copy needs no scratch.
+mlir::LogicalResult convToRuntimeCalls(mlir::ModuleOp module);
 
 /// Expands tanh, exp, log, erf, ... on f32 into polynomial approximations
 /// that LLVM vectorises (libm calls would stay scalar).

@@ -300,6 +300,74 @@ TEST(GradCheck, IndexSelectAndGather) {
   gradcheck("gather axis 1", [&](const std::vector<Tensor>& x) { return gather(x[0], 1, cidx); }, {{Shape{3, 4}}});
 }
 
+// ---- convolution and pooling ------------------------------------------------------
+
+TEST(GradCheck, Conv2dStridePaddingDilationGroups) {
+  std::mt19937_64 rng(17);
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1)); };
+  for (int trial = 0; trial < 14; ++trial) {
+    const int64_t groups = pick(1, 2), cg = pick(1, 2), cog = pick(1, 2), n = pick(1, 2);
+    const int64_t kh = pick(1, 3), kw = pick(1, 3), h = pick(3, 6), w = pick(3, 6);
+    Conv2dOptions o;
+    o.stride = {pick(1, 3), pick(1, 2)};
+    o.dilation = {pick(1, 2), pick(1, 2)};
+    // Paddings up to beyond the kernel's reach (the input gradient crops).
+    o.padding = {pick(0, 3), pick(0, 2), pick(0, 2), pick(0, 3)};
+    o.groups = groups;
+    if ((kh - 1) * o.dilation[0] + 1 > h + o.padding[0] + o.padding[2] ||
+        (kw - 1) * o.dilation[1] + 1 > w + o.padding[1] + o.padding[3])
+      continue;
+    const bool bias = trial % 2 == 0;
+    const std::string what = "conv2d x [" + std::to_string(n) + ", " + std::to_string(groups * cg) + ", " +
+                             std::to_string(h) + ", " + std::to_string(w) + "] w [" + std::to_string(groups * cog) +
+                             ", " + std::to_string(cg) + ", " + std::to_string(kh) + ", " + std::to_string(kw) +
+                             "] stride " + std::to_string(o.stride[0]) + "," + std::to_string(o.stride[1]) +
+                             " dilation " + std::to_string(o.dilation[0]) + "," + std::to_string(o.dilation[1]) +
+                             " pads " + std::to_string(o.padding[0]) + "," + std::to_string(o.padding[1]) + "," +
+                             std::to_string(o.padding[2]) + "," + std::to_string(o.padding[3]) + " groups " +
+                             std::to_string(groups);
+    std::vector<Input> ins{{Shape{n, groups * cg, h, w}}, {Shape{groups * cog, cg, kh, kw}}};
+    if (bias) ins.push_back({Shape{groups * cog}});
+    gradcheck(what,
+              [&](const std::vector<Tensor>& x) { return conv2d(x[0], x[1], bias ? x[2] : Tensor(), o); }, ins,
+              trial);
+  }
+  Conv2dOptions nhwc;
+  nhwc.layout = Layout::NHWC;
+  nhwc.padding = {1};
+  gradcheck("conv2d NHWC", [&](const std::vector<Tensor>& x) { return conv2d(x[0], x[1], {}, nhwc); },
+            {{Shape{2, 4, 3, 2}}, {Shape{3, 2, 2, 2}}});
+}
+
+TEST(GradCheck, Pooling) {
+  Pool2dOptions o;
+  o.kernel = {3, 2};
+  o.stride = {2, 1};
+  o.padding = {1, 0, 1, 1};
+  o.ceil_mode = true;
+  gradcheck("max_pool2d", [&](const std::vector<Tensor>& x) { return max_pool2d(x[0], o); }, {{Shape{2, 2, 5, 4}}});
+  o.count_include_pad = true;
+  gradcheck("avg_pool2d count_include_pad", [&](const std::vector<Tensor>& x) { return avg_pool2d(x[0], o); },
+            {{Shape{2, 2, 5, 4}}});
+  o.count_include_pad = false;
+  o.layout = Layout::NHWC;
+  gradcheck("avg_pool2d NHWC", [&](const std::vector<Tensor>& x) { return avg_pool2d(x[0], o); },
+            {{Shape{1, 5, 4, 3}}});
+  gradcheck("adaptive_avg_pool2d uneven", [](const std::vector<Tensor>& x) { return adaptive_avg_pool2d(x[0], 3, 2); },
+            {{Shape{2, 2, 5, 5}}});
+  gradcheck("adaptive_avg_pool2d global", [](const std::vector<Tensor>& x) { return adaptive_avg_pool2d(x[0], 1, 1); },
+            {{Shape{2, 3, 4, 4}}});
+}
+
+TEST(GradCheck, BatchNorm) {
+  gradcheck("batch_norm training",
+            [](const std::vector<Tensor>& x) { return batch_norm(x[0], x[1], x[2], {}, {}, true).y; },
+            {{Shape{3, 2, 3, 2}}, {Shape{2}}, {Shape{2}}}, 1, 1e-5);
+  gradcheck("batch_norm inference",
+            [](const std::vector<Tensor>& x) { return batch_norm(x[0], x[1], x[2], x[3], x[4], false).y; },
+            {{Shape{2, 3, 2}}, {Shape{3}}, {Shape{3}}, {Shape{3}}, {Shape{3}, 0.5, 2}}, 1, 1e-5);
+}
+
 // ---- composites (through their primitives) --------------------------------------------
 
 TEST(GradCheck, Composites) {

@@ -50,7 +50,7 @@ TEST_F(CApiOps, NamesRoundTrip) {
     KILN_ASSERT_OK(kiln_op_from_name(name, &back));
     EXPECT_EQ(back, op) << name;
   }
-  EXPECT_EQ(count, 78);  // every public op
+  EXPECT_EQ(count, 83);  // every public op
 }
 
 TEST_F(CApiOps, EveryOpRuns) {
@@ -99,6 +99,14 @@ TEST_F(CApiOps, EveryOpRuns) {
   C(KILN_OP_CROSS_ENTROPY, {X, kiln_value_of_tensor(index)}, {}, {});
 
   C(KILN_OP_LEAKY_RELU, {X}, {kiln_attr_float("negative_slope", 0.2)}, {2, 3});
+  const int64_t nchw[4] = {1, 1, 2, 3}, oihw[4] = {2, 1, 1, 3}, two[1] = {2}, one[1] = {1};
+  kiln_value X4 = kiln_value_of_tensor(run(KILN_OP_RESHAPE, {X}, {kiln_attr_ints("shape", nchw, 4)}));
+  kiln_value W4 = kiln_value_of_tensor(run(KILN_OP_RESHAPE, {X}, {kiln_attr_ints("shape", oihw, 4)}));
+  C(KILN_OP_CONV2D, {X4, W4}, {}, {1, 2, 2, 1});
+  C(KILN_OP_MAX_POOL2D, {X4}, {kiln_attr_ints("kernel_shape", two, 1)}, {1, 1, 1, 2});
+  C(KILN_OP_AVG_POOL2D, {X4}, {kiln_attr_ints("kernel_shape", two, 1), kiln_attr_ints("pads", one, 1)}, {1, 1, 3, 4});
+  C(KILN_OP_ADAPTIVE_AVG_POOL2D, {X4}, {kiln_attr_ints("output_size", one, 1)}, {1, 1, 1, 1});
+  C(KILN_OP_BATCH_NORM, {X}, {kiln_attr_bool("training_mode", 1)}, {2, 3});
   for (kiln_op op : {KILN_OP_EXPM1, KILN_OP_LOG1P, KILN_OP_ISNAN, KILN_OP_ISINF}) C(op, {X}, {}, {2, 3});
   for (kiln_op op : {KILN_OP_ADD, KILN_OP_SUB, KILN_OP_MUL, KILN_OP_DIV, KILN_OP_POW, KILN_OP_MAXIMUM, KILN_OP_MINIMUM,
                      KILN_OP_EQ, KILN_OP_NE, KILN_OP_LT, KILN_OP_LE, KILN_OP_GT, KILN_OP_GE, KILN_OP_FMOD,
@@ -130,7 +138,7 @@ TEST_F(CApiOps, EveryOpRuns) {
     kiln_tensor_release(byName);
     ++covered;
   }
-  EXPECT_EQ(covered, 78);
+  EXPECT_EQ(covered, 83);
   for (Case& c : cases)
     for (kiln_value& v : c.in)
       if (v.kind == KILN_VALUE_TENSOR && v.tensor != x && v.tensor != w && v.tensor != index && v.tensor != gindex)
@@ -188,6 +196,67 @@ TEST_F(CApiOps, NewOpsMatchTheCppApi) {
   EXPECT_EQ(index, 3);
   kiln_tensor_release(a);
   kiln_tensor_release(t);
+}
+
+TEST_F(CApiOps, ConvAndPoolingMatchTheCppApi) {
+  std::vector<float> xv(2 * 4 * 5 * 5), wv(6 * 2 * 3 * 3), bv{0.5f, -1, 2, 0, 1, -0.25f};
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 7) % 11) - 5;
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<float>((i * 5) % 7) * 0.25f - 0.75f;
+  kiln_tensor cx = fromFloats(xv, {2, 4, 5, 5}), cw = fromFloats(wv, {6, 2, 3, 3}), cb = fromFloats(bv, {6});
+  Tensor tx = from_vector<float>(xv, {2, 4, 5, 5}), tw = from_vector<float>(wv, {6, 2, 3, 3}), tb = from_vector<float>(bv, {6});
+  auto same = [&](kiln_tensor got, const Tensor& want) {
+    EXPECT_EQ(shapeOf(got), std::vector<int64_t>(want.shape().begin(), want.shape().end()));
+    std::vector<float> g = toFloats(got), w = want.to_vector<float>();
+    ASSERT_EQ(g.size(), w.size());
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_FLOAT_EQ(g[i], w[i]) << i;
+    kiln_tensor_release(got);
+  };
+  const int64_t strides[2] = {2, 1}, pads[4] = {1, 0, 1, 2}, dil[2] = {1, 2}, k[2] = {3, 2}, out[2] = {2, 3};
+  Conv2dOptions o;
+  o.stride = {2, 1};
+  o.padding = {1, 0, 1, 2};
+  o.dilation = {1, 2};
+  o.groups = 2;
+  same(run(KILN_OP_CONV2D, {kiln_value_of_tensor(cx), kiln_value_of_tensor(cw), kiln_value_of_tensor(cb)},
+           {kiln_attr_ints("strides", strides, 2), kiln_attr_ints("pads", pads, 4), kiln_attr_ints("dilations", dil, 2),
+            kiln_attr_int("group", 2)}),
+       conv2d(tx, tw, tb, o));
+  Conv2dOptions same_upper;
+  same_upper.auto_pad = AutoPad::SameUpper;
+  same_upper.groups = 2;
+  same(run(KILN_OP_CONV2D, {kiln_value_of_tensor(cx), kiln_value_of_tensor(cw)},
+           {kiln_attr_int("auto_pad", 2), kiln_attr_int("group", 2)}),
+       conv2d(tx, tw, {}, same_upper));
+  Pool2dOptions p;
+  p.kernel = {3, 2};
+  p.stride = {2, 1};
+  p.padding = {1, 0, 1, 2};
+  p.ceil_mode = true;
+  p.count_include_pad = true;
+  same(run(KILN_OP_AVG_POOL2D, {kiln_value_of_tensor(cx)},
+           {kiln_attr_ints("kernel_shape", k, 2), kiln_attr_ints("strides", strides, 2), kiln_attr_ints("pads", pads, 4),
+            kiln_attr_bool("ceil_mode", 1), kiln_attr_bool("count_include_pad", 1)}),
+       avg_pool2d(tx, p));
+  p.count_include_pad = false;
+  p.layout = Layout::NHWC;
+  same(run(KILN_OP_MAX_POOL2D, {kiln_value_of_tensor(cx)},
+           {kiln_attr_ints("kernel_shape", k, 2), kiln_attr_ints("strides", strides, 2), kiln_attr_ints("pads", pads, 4),
+            kiln_attr_bool("ceil_mode", 1), kiln_attr_bool("channels_last", 1)}),
+       max_pool2d(tx, p));
+  same(run(KILN_OP_ADAPTIVE_AVG_POOL2D, {kiln_value_of_tensor(cx)}, {kiln_attr_ints("output_size", out, 2)}),
+       adaptive_avg_pool2d(tx, 2, 3));
+  kiln_value none = kiln_value_none();
+  same(run(KILN_OP_BATCH_NORM, {kiln_value_of_tensor(cx), none, none, none, none},
+           {kiln_attr_bool("training_mode", 1), kiln_attr_float("epsilon", 1e-3)}),
+       batch_norm(tx, {}, {}, {}, {}, true, 0.9, 1e-3).y);
+  // Bad arguments: the shape error names the op; an unknown auto_pad is rejected.
+  kiln_tensor bad = nullptr;
+  kiln_value args[2] = {kiln_value_of_tensor(cx), kiln_value_of_tensor(cw)};
+  EXPECT_EQ(kiln_call(KILN_OP_CONV2D, args, 2, nullptr, 0, &bad), KILN_ERROR_OP);
+  EXPECT_NE(std::string(kiln_last_error()).find("conv2d"), std::string::npos) << kiln_last_error();
+  kiln_attr pad9 = kiln_attr_int("auto_pad", 9);
+  EXPECT_EQ(kiln_call(KILN_OP_CONV2D, args, 2, &pad9, 1, &bad), KILN_ERROR_INVALID_ARGUMENT);
+  for (kiln_tensor t : {cx, cw, cb}) kiln_tensor_release(t);
 }
 
 TEST_F(CApiOps, ScalarsPromoteLikeCpp) {

@@ -84,6 +84,60 @@ TEST(ShapeRules, ConcatIndexSelectGather) {
   EXPECT_NE(gatherShape(Shape{5, 7}, 1, Shape{5}, &out), "");
 }
 
+TEST(ShapeRules, Conv2dShapeAndItsErrors) {
+  Conv2dParams p;
+  Shape out;
+  EXPECT_EQ(conv2dShape(Shape{2, 3, 7, 6}, Shape{4, 3, 3, 3}, p, &out), "");
+  EXPECT_EQ(out, (Shape{2, 4, 5, 4}));
+  p.strideH = 2, p.padTop = 1, p.padBottom = 2, p.dilationW = 2, p.groups = 3;
+  // H: (7 + 3 - 3) / 2 + 1 = 4; W: (6 - 5) / 1 + 1 = 2.
+  EXPECT_EQ(conv2dShape(Shape{0, 6, 7, 6}, Shape{9, 2, 3, 3}, p, &out), "");
+  EXPECT_EQ(out, (Shape{0, 9, 4, 2}));
+  EXPECT_NE(conv2dShape(Shape{0, 6, 7, 6}, Shape{9, 3, 3, 3}, p, &out).find("C/groups"), std::string::npos);
+  EXPECT_NE(conv2dShape(Shape{0, 6, 7, 6}, Shape{8, 2, 3, 3}, p, &out).find("must divide"), std::string::npos);
+  EXPECT_NE(conv2dShape(Shape{1, 6, 7, 2}, Shape{9, 2, 3, 3}, p, &out).find("larger than the padded input"),
+            std::string::npos);
+  EXPECT_NE(conv2dShape(Shape{6, 7, 2}, Shape{9, 2, 3, 3}, p, &out).find("rank 4"), std::string::npos);
+  Conv2dParams bad;
+  bad.padRight = -1;
+  EXPECT_NE(conv2dShape(Shape{1, 1, 3, 3}, Shape{1, 1, 1, 1}, bad, &out), "");
+  bad = {};
+  bad.dilationH = 0;
+  EXPECT_NE(conv2dShape(Shape{1, 1, 3, 3}, Shape{1, 1, 1, 1}, bad, &out), "");
+  // The attribute list round-trips.
+  int64_t a[Conv2dParams::kAttrCount];
+  p.toAttrs(a);
+  Conv2dParams back = Conv2dParams::fromAttrs(a);
+  EXPECT_EQ(back.strideH, 2);
+  EXPECT_EQ(back.padBottom, 2);
+  EXPECT_EQ(back.dilationW, 2);
+  EXPECT_EQ(back.groups, 3);
+}
+
+TEST(ShapeRules, PoolExtentCeilModeAndSamePadding) {
+  int64_t n = 0;
+  EXPECT_EQ(poolExtent(5, 2, 2, 0, 0, 1, false, &n), "");
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(poolExtent(5, 2, 2, 0, 0, 1, true, &n), "");
+  EXPECT_EQ(n, 3);
+  EXPECT_EQ(poolExtent(5, 2, 2, 1, 1, 1, true, &n), "");  // the 4th window would start in the end padding
+  EXPECT_EQ(n, 3);
+  EXPECT_EQ(poolExtent(7, 3, 2, 0, 0, 2, false, &n), "");  // span 5
+  EXPECT_EQ(n, 2);
+  EXPECT_NE(poolExtent(3, 3, 1, 0, 0, 2, false, &n), "");
+  EXPECT_NE(poolExtent(3, 0, 1, 0, 0, 1, false, &n), "");
+  int64_t b = 0, e = 0;
+  samePadding(7, 3, 2, 1, true, &b, &e);  // out 4: total (4-1)*2+3-7 = 2
+  EXPECT_EQ(b, 1);
+  EXPECT_EQ(e, 1);
+  samePadding(6, 2, 1, 1, true, &b, &e);  // total 1: at the end
+  EXPECT_EQ(b, 0);
+  EXPECT_EQ(e, 1);
+  samePadding(6, 2, 1, 1, false, &b, &e);  // SAME_LOWER: at the start
+  EXPECT_EQ(b, 1);
+  EXPECT_EQ(e, 0);
+}
+
 TEST(ShapeRules, ResultTypeFollowsPyTorch) {
   using P = OperandPriority;
   auto rt = [](std::vector<TypedOperand> ops) { return resultType(ops); };

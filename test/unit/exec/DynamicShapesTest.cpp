@@ -306,6 +306,36 @@ TEST(DynamicShapes, StructureWithoutADynamicKernelKeepsTheStormGuard) {
   EXPECT_EQ(stats().compile_failures, 0u);
 }
 
+TEST(DynamicShapes, ConvolutionsKeepStaticKernelsAndStayCorrect) {
+  // conv2d has no dynamic-shape lowering: a loop over batch sizes compiles
+  // static kernels for the first sizes and interprets the rest, with no
+  // compile failure and the interpreter's results.
+  Tensor w = from_vector(floats(4 * 3 * 3 * 3, 0.23f), {4, 3, 3, 3});
+  kiln::sync();
+  auto run = [&](int64_t batch) {
+    Tensor x = from_vector(floats(batch * 3 * 6 * 5, 0.17f, static_cast<float>(batch)), {batch, 3, 6, 5});
+    Conv2dOptions o;
+    o.padding = {1};
+    std::vector<float> r = relu(conv2d(x, w, {}, o) * 0.5f).to_vector<float>();
+    step();
+    return r;
+  };
+  std::vector<std::vector<float>> want;
+  {
+    JitMode off("off");
+    for (int64_t batch = 1; batch <= 6; ++batch) want.push_back(run(batch));
+  }
+  DynamicMode mode("sync", 3, 1);
+  for (int64_t batch = 1; batch <= 6; ++batch) {
+    expectUlpClose(run(batch), want[batch - 1]);
+    EXPECT_EQ(exec::Engine::instance().tierOf(exec::Engine::lastKey()),
+              batch <= 3 ? exec::Tier::Compiled : exec::Tier::InterpretOnly)
+        << batch;
+  }
+  EXPECT_EQ(stats().compiles, 3u) << stats().str();
+  EXPECT_EQ(stats().compile_failures, 0u) << stats().str();
+}
+
 TEST(DynamicShapes, AsyncModeSwitchesOnceTheKernelIsReady) {
   Mlp m;
   kiln::sync();

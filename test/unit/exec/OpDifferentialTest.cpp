@@ -61,6 +61,8 @@ constexpr DType kIntTypes[] = {DType::i64, DType::i32, DType::i8, DType::u8};
 
 bool isHalf(DType t) { return t == DType::f16 || t == DType::bf16; }
 
+using Layout2d = ::kiln::Layout;
+
 /// What values an input holds.
 enum class Values {
   Mixed,     ///< floats in [-4, 4] plus specials (NaN, inf, -0, huge); ints incl. extremes
@@ -744,6 +746,97 @@ TEST(OpDifferential, NnComposites) {
                          return std::vector<Tensor>{cross_entropy(in.make(t, {6, 5}, Values::Plain), in.index(it, {6}, 5))};
                        }});
     }
+  }
+  runCases(cases);
+}
+
+// ---- convolution and pooling ----------------------------------------------------------
+
+Conv2dOptions convOptions(std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
+                          int64_t groups, Layout2d layout = Layout2d::NCHW) {
+  Conv2dOptions o;
+  o.stride = std::move(stride);
+  o.padding = std::move(padding);
+  o.dilation = std::move(dilation);
+  o.groups = groups;
+  o.layout = layout;
+  return o;
+}
+
+TEST(OpDifferential, ConvAndPooling) {
+  std::vector<Case> cases;
+  for (DType t : kFloatTypes) {
+    const Values v = Values::Plain;
+    cases.push_back({nameOf("conv2d", {t}), kComposite, [=](InputMaker& in) {
+                       return std::vector<Tensor>{
+                           conv2d(in.make(t, {2, 3, 7, 6}, v), in.make(t, {4, 3, 3, 3}, v), in.make(t, {4}, v),
+                                  convOptions({1}, {1}, {1}, 1)),
+                           conv2d(in.make(t, {1, 4, 9, 8}, v), in.make(t, {6, 2, 3, 2}, v), {},
+                                  convOptions({2, 3}, {1, 0, 2, 1}, {2, 1}, 2)),
+                           conv2d(in.make(t, {2, 5, 6, 3}, v, Layout::Transposed), in.make(t, {5, 1, 3, 3}, v), {},
+                                  convOptions({1}, {1}, {1}, 5)),
+                           conv2d(in.make(t, {3, 8, 5, 5}, v), in.make(t, {16, 8, 1, 1}, v, Layout::Strided),
+                                  in.make(t, {16}, v), convOptions({1}, {0}, {1}, 1)),
+                           conv2d(in.make(t, {2, 6, 5, 4}, v), in.make(t, {3, 4, 2, 2}, v), {},
+                                  convOptions({1}, {0}, {1}, 1, Layout2d::NHWC)),
+                           conv2d(in.make(t, {2, 16, 12, 12}, v), in.make(t, {16, 16, 3, 3}, v), {},
+                                  convOptions({2}, {1}, {1}, 1)),
+                       };
+                     }});
+    cases.push_back({nameOf("conv2d relu bias", {t}), kComposite, [=](InputMaker& in) {
+                       // conv + bias + relu: the epilogue a compiled conv fuses.
+                       Tensor y = conv2d(in.make(t, {2, 3, 6, 6}, v), in.make(t, {5, 3, 3, 3}, v), in.make(t, {5}, v),
+                                         convOptions({1}, {1}, {1}, 1));
+                       return std::vector<Tensor>{relu(y), conv2d(relu(y), in.make(t, {2, 5, 1, 1}, v))};
+                     }});
+    cases.push_back({nameOf("conv2d empty batch", {t}), kComposite,
+                     [=](InputMaker& in) {
+                       return std::vector<Tensor>{conv2d(in.make(t, {0, 3, 5, 5}, v), in.make(t, {2, 3, 3, 3}, v))};
+                     },
+                     /*mayStayInterpreted=*/true});
+    if (!isHalf(t))
+      cases.push_back({nameOf("conv2d gradients", {t}), kComposite, [=](InputMaker& in) {
+                         // A training step's backward: the input and weight
+                         // gradients are convolutions too (strided, grouped).
+                         Tensor x = in.make(t, {2, 4, 9, 8}, v).requires_grad();
+                         Tensor w = in.make(t, {6, 2, 3, 3}, v).requires_grad();
+                         Tensor b = in.make(t, {6}, v).requires_grad();
+                         Tensor y = conv2d(x, w, b, convOptions({2, 1}, {1, 0, 1, 2}, {1, 2}, 2));
+                         Tensor loss = sum(mul(relu(y), in.make(t, y.shape(), v)));
+                         return grad(loss, {x, w, b});
+                       }});
+    cases.push_back({nameOf("max_pool2d/avg_pool2d", {t}), kComposite, [=](InputMaker& in) {
+                       Pool2dOptions a;
+                       a.kernel = {3};
+                       a.stride = {2};
+                       a.padding = {1};
+                       Pool2dOptions b;
+                       b.kernel = {2, 3};
+                       b.stride = {2, 1};
+                       b.padding = {0, 1, 1, 1};
+                       b.ceil_mode = true;
+                       b.count_include_pad = true;
+                       Pool2dOptions c = a;
+                       c.dilation = {2, 1};
+                       c.layout = Layout2d::NHWC;
+                       Tensor x = in.make(t, {2, 3, 9, 7}, Values::Mixed);
+                       return std::vector<Tensor>{max_pool2d(x, a), avg_pool2d(in.make(t, {2, 3, 9, 7}, v), a),
+                                                  max_pool2d(x, b), avg_pool2d(in.make(t, {1, 2, 5, 6}, v), b),
+                                                  max_pool2d(in.make(t, {2, 7, 6, 3}, v), c)};
+                     }});
+    cases.push_back({nameOf("adaptive_avg_pool2d", {t}), kComposite, [=](InputMaker& in) {
+                       Tensor x = in.make(t, {2, 3, 7, 6}, v);
+                       return std::vector<Tensor>{adaptive_avg_pool2d(x, 1, 1), adaptive_avg_pool2d(x, 7, 3),
+                                                  adaptive_avg_pool2d(x, 3, 4)};
+                     }});
+    cases.push_back({nameOf("batch_norm", {t}), kComposite, [=](InputMaker& in) {
+                       Tensor x = in.make(t, {4, 3, 5, 5}, v);
+                       BatchNormResult train = batch_norm(x, in.make(t, {3}, v), in.make(t, {3}, v),
+                                                          in.make(t, {3}, v), in.make(t, {3}, Values::Positive), true);
+                       BatchNormResult infer = batch_norm(x, in.make(t, {3}, v), {}, in.make(t, {3}, v),
+                                                          in.make(t, {3}, Values::Positive), false);
+                       return std::vector<Tensor>{train.y, train.running_mean, train.running_var, infer.y};
+                     }});
   }
   runCases(cases);
 }

@@ -98,6 +98,12 @@ const std::map<OpKind, Example>& examples() {
       {OpKind::ArgMax, [](const Tensor& x, const Tensor&) { return argmax(x, 1); }},
       {OpKind::ArgMin, [](const Tensor& x, const Tensor&) { return argmin(x, 0, false, true); }},
       {OpKind::Matmul, [](const Tensor& x, const Tensor& y) { return matmul(x, transpose(y)); }},
+      {OpKind::Conv2d,
+       [](const Tensor& x, const Tensor& y) {
+         Conv2dOptions o;
+         o.padding = {1, 0};
+         return conv2d(reshape(x, {1, 1, 2, 3}), reshape(y, {3, 1, 1, 2}), {}, o);
+       }},
       {OpKind::Reshape, [](const Tensor& x, const Tensor&) { return reshape(twice(x), {3, 2}); }},
       {OpKind::Permute, [](const Tensor& x, const Tensor&) { return permute(twice(x), {1, 0}); }},
       {OpKind::BroadcastTo, [](const Tensor& x, const Tensor&) { return broadcast_to(twice(x), {4, 2, 3}); }},

@@ -257,6 +257,46 @@ TEST(Tiering, RecurrentMatmulsStayMatmulsAndAreNotRecomputed) {
   EXPECT_EQ(countInDumps(dir, "1-linalg", "\"reduction\""), 0) << "a matmul became a generic reduction";
 }
 
+TEST(Tiering, ConvolutionsCallTheRuntimeGemmOnTheUnpaddedInput) {
+  // conv2d + bias + ReLU, twice: each f32 convolution becomes a call of the
+  // runtime's implicit GEMM that reads the input itself (no padded copy, no
+  // generic convolution loops), and the results match the interpreter's.
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "kiln-dump-conv-test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Tensor x = rand({2, 8, 10, 9}, 41, DType::f32, -1, 1), w1 = rand({12, 4, 3, 3}, 42, DType::f32, -0.3, 0.3);
+  Tensor b1 = rand({12}, 43), w2 = rand({6, 12, 3, 2}, 44, DType::f32, -0.3, 0.3);
+  kiln::sync();
+  auto run = [&] {
+    Conv2dOptions a;
+    a.padding = {1};
+    a.groups = 2;
+    Conv2dOptions b;
+    b.stride = {2, 1};
+    b.padding = {0, 1, 2, 0};
+    b.dilation = {1, 2};
+    Tensor h = relu(conv2d(x, w1, b1, a));
+    return relu(conv2d(h, w2, {}, b)).to_vector<float>();
+  };
+  std::vector<float> reference;
+  {
+    JitMode off("off");
+    reference = run();
+  }
+  setenv("KILN_DUMP_IR", dir.c_str(), 1);
+  {
+    JitMode sync("sync", 1);
+    expectClose(run(), reference, 1e-5f);
+  }
+  unsetenv("KILN_DUMP_IR");
+  int files = 0;
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_conv2d_f32", &files), 2);
+  EXPECT_GE(files, 1);  // the trace's kernel (and the compiler's warm-up when it loads here)
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "linalg.conv_2d"), 0);
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "linalg.map"), 0) << "a padded copy of the input is still made";
+}
+
 TEST(Tiering, RowWiseNestsRunAsOneLoopOverRows) {
   // softmax = max, exp, sum, divide: four nests over the same rows that run
   // as one parallel loop (each row stays in cache), with the same results.

@@ -1152,6 +1152,106 @@ KilnTypeConverter::KilnTypeConverter() {
   });
 }
 
+//===----------------------------------------------------------------------===//
+// Convolution.
+//===----------------------------------------------------------------------===//
+
+/// kiln.conv2d as linalg.conv_2d_ngchw_gfchw: the input padded with zeros
+/// (tensor.pad) and split into groups ([N, G, C/G, H, W]), the weight
+/// [G, C_out/G, C/G, kH, kW], the result collapsed back to [N, C_out, Ho,
+/// Wo]. f16/bf16 compute in f32. The CPU pipeline turns the f32 convolution
+/// into a call of the runtime's implicit GEMM (kiln_rt_conv2d_f32).
+class Conv2dLowering : public KilnPattern<Conv2dOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(Conv2dOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    RankedTensorType inType = tensorTypeOf(adaptor.getInput());
+    RankedTensorType wType = tensorTypeOf(adaptor.getWeight());
+    if (!type.hasStaticShape() || !inType.hasStaticShape() ||
+        !wType.hasStaticShape())
+      return rewriter.notifyMatchFailure(op, "dynamic extents");
+    Location loc = op.getLoc();
+    Type elementType = type.getElementType();
+    Type computeType =
+        isHalf(elementType) ? rewriter.getF32Type() : elementType;
+    ::kiln::core::Conv2dParams p = op.getParams();
+    ScalarBuilder s(rewriter, loc);
+
+    auto widen = [&](Value v) -> Value {
+      auto t = tensorTypeOf(v);
+      if (t.getElementType() == computeType)
+        return v;
+      return buildElementwise(
+          rewriter, loc, {v}, t.clone(computeType),
+          [](OpBuilder &b, Location nloc, ValueRange args) {
+            return ScalarBuilder(b, nloc).toCompute(args[0]);
+          },
+          {});
+    };
+    Value input = widen(adaptor.getInput());
+    Value weight = widen(adaptor.getWeight());
+    ArrayRef<int64_t> in = inType.getShape(), w = wType.getShape();
+    const int64_t n = in[0], c = in[1], groups = p.groups;
+    int64_t h = in[2], wd = in[3];
+    if (p.padTop || p.padLeft || p.padBottom || p.padRight) {
+      h += p.padTop + p.padBottom;
+      wd += p.padLeft + p.padRight;
+      SmallVector<OpFoldResult> low{rewriter.getIndexAttr(0),
+                                    rewriter.getIndexAttr(0),
+                                    rewriter.getIndexAttr(p.padTop),
+                                    rewriter.getIndexAttr(p.padLeft)};
+      SmallVector<OpFoldResult> high{rewriter.getIndexAttr(0),
+                                     rewriter.getIndexAttr(0),
+                                     rewriter.getIndexAttr(p.padBottom),
+                                     rewriter.getIndexAttr(p.padRight)};
+      input = tensor::PadOp::create(
+          rewriter, loc, RankedTensorType::get({n, c, h, wd}, computeType),
+          input, low, high, zeroOf(s, computeType));
+    }
+    const int64_t co = w[0], cg = w[1], kh = w[2], kw = w[3];
+    const int64_t ho = type.getDimSize(2), wo = type.getDimSize(3);
+    input = tensor::ExpandShapeOp::create(
+        rewriter, loc,
+        RankedTensorType::get({n, groups, c / groups, h, wd}, computeType),
+        input, SmallVector<ReassociationIndices>{{0}, {1, 2}, {3}, {4}});
+    weight = tensor::ExpandShapeOp::create(
+        rewriter, loc,
+        RankedTensorType::get({groups, co / groups, cg, kh, kw}, computeType),
+        weight, SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}, {4}});
+    auto accType =
+        RankedTensorType::get({n, groups, co / groups, ho, wo}, computeType);
+    Value init = filledTensor(rewriter, loc, accType, zeroOf(s, computeType));
+    auto vec2 = [&](int64_t a, int64_t b) {
+      return DenseIntElementsAttr::get(
+          VectorType::get({2}, rewriter.getI64Type()), ArrayRef<int64_t>{a, b});
+    };
+    SmallVector<NamedAttribute> attrs{
+        rewriter.getNamedAttr("strides", vec2(p.strideH, p.strideW)),
+        rewriter.getNamedAttr("dilations", vec2(p.dilationH, p.dilationW))};
+    Value result = linalg::Conv2DNgchwGfchwOp::create(
+                       rewriter, loc, TypeRange{accType},
+                       ValueRange{input, weight}, ValueRange{init}, attrs)
+                       .getResult(0);
+    result = tensor::CollapseShapeOp::create(
+        rewriter, loc, RankedTensorType::get(type.getShape(), computeType),
+        result, SmallVector<ReassociationIndices>{{0}, {1, 2}, {3}, {4}});
+    if (computeType != elementType)
+      result = buildElementwise(
+          rewriter, loc, {result}, type,
+          [&](OpBuilder &b, Location nloc, ValueRange args) {
+            return ScalarBuilder(b, nloc).fromCompute(args[0], elementType);
+          },
+          {});
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
 void mlir::kiln::populateKilnToLinalgConversionPatterns(
     const KilnTypeConverter &typeConverter, RewritePatternSet &patterns) {
   MLIRContext *context = patterns.getContext();
@@ -1173,7 +1273,7 @@ void mlir::kiln::populateKilnToLinalgConversionPatterns(
                ReduceLowering<ReduceMaxOp, OpKind::ReduceMax>,
                ReduceLowering<ReduceMinOp, OpKind::ReduceMin>,
                ArgReduceLowering<ArgMaxOp, true>,
-               ArgReduceLowering<ArgMinOp, false>, MatmulLowering>(
+               ArgReduceLowering<ArgMinOp, false>, MatmulLowering, Conv2dLowering>(
       typeConverter, context);
   patterns
       .add<ReshapeLowering, PermuteLowering, BroadcastToLowering, SliceLowering,

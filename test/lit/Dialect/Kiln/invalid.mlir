@@ -479,3 +479,43 @@ func.func @fmod_of_bool(%a: tensor<4xi1>, %b: tensor<4xi1>) -> tensor<4xi1> {
   %0 = kiln.fmod %a, %b : tensor<4xi1>, tensor<4xi1> -> tensor<4xi1>
   return %0 : tensor<4xi1>
 }
+
+// -----
+
+func.func @conv2d_groups(%x: tensor<1x6x5x5xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x3x3xf32> {
+  // expected-error @+1 {{groups = 4 must divide the input channels (6 in [1, 6, 5, 5])}}
+  %0 = kiln.conv2d %x, %w strides [1, 1] pads [0, 0, 0, 0] dilations [1, 1] groups 4 : tensor<1x6x5x5xf32>, tensor<4x3x3x3xf32> -> tensor<1x4x3x3xf32>
+  return %0 : tensor<1x4x3x3xf32>
+}
+
+// -----
+
+func.func @conv2d_kernel_too_large(%x: tensor<1x2x3x3xf32>, %w: tensor<4x2x3x3xf32>) -> tensor<1x4x1x1xf32> {
+  // expected-error @+1 {{larger than the padded input (3, 3)}}
+  %0 = kiln.conv2d %x, %w strides [1, 1] pads [0, 0, 0, 0] dilations [2, 1] groups 1 : tensor<1x2x3x3xf32>, tensor<4x2x3x3xf32> -> tensor<1x4x1x1xf32>
+  return %0 : tensor<1x4x1x1xf32>
+}
+
+// -----
+
+func.func @conv2d_result_shape(%x: tensor<1x2x5x5xf32>, %w: tensor<4x2x3x3xf32>) -> tensor<1x4x5x5xf32> {
+  // expected-error @+1 {{result}}
+  %0 = kiln.conv2d %x, %w strides [1, 1] pads [0, 0, 0, 0] dilations [1, 1] groups 1 : tensor<1x2x5x5xf32>, tensor<4x2x3x3xf32> -> tensor<1x4x5x5xf32>
+  return %0 : tensor<1x4x5x5xf32>
+}
+
+// -----
+
+func.func @conv2d_attribute_counts(%x: tensor<1x2x5x5xf32>, %w: tensor<4x2x3x3xf32>) -> tensor<1x4x3x3xf32> {
+  // expected-error @+1 {{needs 2 strides, 4 pads and 2 dilations, got 2, 2 and 2}}
+  %0 = kiln.conv2d %x, %w strides [1, 1] pads [0, 0] dilations [1, 1] groups 1 : tensor<1x2x5x5xf32>, tensor<4x2x3x3xf32> -> tensor<1x4x3x3xf32>
+  return %0 : tensor<1x4x3x3xf32>
+}
+
+// -----
+
+func.func @conv2d_integer(%x: tensor<1x2x5x5xi32>, %w: tensor<4x2x3x3xi32>) -> tensor<1x4x3x3xi32> {
+  // expected-error @+1 {{operand #0 must be}}
+  %0 = kiln.conv2d %x, %w strides [1, 1] pads [0, 0, 0, 0] dilations [1, 1] groups 1 : tensor<1x2x5x5xi32>, tensor<4x2x3x3xi32> -> tensor<1x4x3x3xi32>
+  return %0 : tensor<1x4x3x3xi32>
+}

@@ -159,6 +159,15 @@ func.func @matmul(%a: tensor<4x2x3xf32>, %b: tensor<3x5xf32>, %c: tensor<2x3xi32
   return
 }
 
+// CHECK-LABEL: func.func @conv2d
+func.func @conv2d(%x: tensor<2x4x8x8xf32>, %w: tensor<6x2x3x3xf32>, %h: tensor<1x3x5x5xbf16>, %k: tensor<2x3x1x1xbf16>) {
+  // CHECK: kiln.conv2d %{{.*}}, %{{.*}} strides [2, 1] pads [1, 0, 1, 2] dilations [1, 2] groups 2 : tensor<2x4x8x8xf32>, tensor<6x2x3x3xf32> -> tensor<2x6x4x6xf32>
+  %0 = kiln.conv2d %x, %w strides [2, 1] pads [1, 0, 1, 2] dilations [1, 2] groups 2 : tensor<2x4x8x8xf32>, tensor<6x2x3x3xf32> -> tensor<2x6x4x6xf32>
+  // CHECK: kiln.conv2d %{{.*}}, %{{.*}} strides [1, 1] pads [0, 0, 0, 0] dilations [1, 1] groups 1 : tensor<1x3x5x5xbf16>, tensor<2x3x1x1xbf16> -> tensor<1x2x5x5xbf16>
+  %1 = kiln.conv2d %h, %k strides [1, 1] pads [0, 0, 0, 0] dilations [1, 1] groups 1 : tensor<1x3x5x5xbf16>, tensor<2x3x1x1xbf16> -> tensor<1x2x5x5xbf16>
+  return
+}
+
 // CHECK-LABEL: func.func @shapes
 func.func @shapes(%x: tensor<2x3xf32>, %y: tensor<1x3xf32>, %v: tensor<3xf32>) {
   // CHECK: kiln.reshape %{{.*}} : tensor<2x3xf32> -> tensor<3x2xf32>

@@ -1,0 +1,279 @@
+// conv2d as an implicit GEMM on the packed GEMM (gemm/Sgemm.h): per image
+// and group, the receptive fields are unfolded into a [C/groups*kH*kW,
+// Ho*Wo] column matrix (im2col) and multiplied by the group's [C_out/groups,
+// C/groups*kH*kW] weight rows, writing the output channels in place. A 1x1
+// kernel with unit stride and no padding reads the input directly (no
+// unfolding). The interpreter and the compiled kernels' runtime call
+// (kiln_rt_conv2d_f32) both end here.
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include "runtime/interp/Dispatch.h"
+#include "runtime/interp/Kernels.h"
+#include "runtime/interp/gemm/Sgemm.h"
+
+namespace kiln::interp {
+
+namespace {
+
+/// Below this many multiply-adds per (image, group) the images run in
+/// parallel, each GEMM serial; above it each GEMM is split instead.
+constexpr int64_t kParallelGemmWork = int64_t(1) << 22;
+/// At most this many output positions and at least this many images: one
+/// GEMM per position over all images (convolveByPosition).
+constexpr int64_t kFewPositions = 16, kManyImages = 16;
+
+/// The geometry of one conv2d call.
+struct ConvGeometry {
+  int64_t n, c, h, w;        // input
+  int64_t co, kh, kw;        // weight [co, c/groups, kh, kw]
+  int64_t ho, wo;            // output spatial extents
+  core::Conv2dParams p;
+  int64_t xs[4];             // input strides (elements)
+  int64_t cg() const { return c / p.groups; }
+  int64_t cog() const { return co / p.groups; }
+  int64_t k() const { return cg() * kh * kw; }
+  int64_t spatial() const { return ho * wo; }
+  /// Can the GEMM read the input directly as [C/groups, H*W]?
+  bool direct() const {
+    return kh == 1 && kw == 1 && p.strideH == 1 && p.strideW == 1 && p.padTop == 0 && p.padLeft == 0 &&
+           p.padBottom == 0 && p.padRight == 0 && (h == 1 || xs[2] == w * xs[3]);
+  }
+};
+
+/// The output positions [lo, hi) of one axis whose input index
+/// o*stride + offset lies in [0, extent).
+inline void validRange(int64_t offset, int64_t stride, int64_t extent, int64_t outs, int64_t* lo, int64_t* hi) {
+  const int64_t l = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  const int64_t last = extent - 1 - offset;
+  const int64_t h = last < 0 ? 0 : last / stride + 1;
+  *lo = std::min(l, outs);
+  *hi = std::max(*lo, std::min(h, outs));
+}
+
+/// Rows [r0, r1) of the column matrix of image `img`, group `g`: row
+/// (c, i, j) holds x[img, g*cg + c, oh*sh + i*dh - pt, ow*sw + j*dw - pl]
+/// over (oh, ow), zero outside the input.
+template <class T>
+void im2colRows(const ConvGeometry& G, const T* x, int64_t img, int64_t g, int64_t r0, int64_t r1, T* col) {
+  const auto& p = G.p;
+  const int64_t spatial = G.spatial();
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t c = r / (G.kh * G.kw), i = (r / G.kw) % G.kh, j = r % G.kw;
+    const T* plane = x + img * G.xs[0] + (g * G.cg() + c) * G.xs[1];
+    T* row = col + r * spatial;
+    int64_t wlo, whi;
+    validRange(j * p.dilationW - p.padLeft, p.strideW, G.w, G.wo, &wlo, &whi);
+    for (int64_t oh = 0; oh < G.ho; ++oh) {
+      T* dst = row + oh * G.wo;
+      const int64_t ih = oh * p.strideH + i * p.dilationH - p.padTop;
+      if (ih < 0 || ih >= G.h) {
+        std::fill(dst, dst + G.wo, T(0));
+        continue;
+      }
+      std::fill(dst, dst + wlo, T(0));
+      const T* src = plane + ih * G.xs[2] + (wlo * p.strideW + j * p.dilationW - p.padLeft) * G.xs[3];
+      const int64_t step = p.strideW * G.xs[3];
+      if (step == 1) {
+        std::copy(src, src + (whi - wlo), dst + wlo);
+      } else {
+        for (int64_t ow = wlo; ow < whi; ++ow, src += step) dst[ow] = *src;
+      }
+      std::fill(dst + whi, dst + G.wo, T(0));
+    }
+  }
+}
+
+/// C[M, N] = A[M, K] * B[K, N]; C rows ldc apart. f32 runs the packed GEMM.
+template <class T>
+void matmulInto(int64_t M, int64_t N, int64_t K, const T* a, int64_t rsA, const T* b, int64_t rsB, int64_t csB, T* c,
+          int64_t ldc, bool parallel) {
+  if constexpr (std::is_same_v<T, float>) {
+    gemm::sgemm(M, N, K, {a, rsA, 1}, {b, rsB, csB}, c, ldc, /*accumulate=*/false, parallel);
+  } else {
+    auto rows = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        T* ci = c + i * ldc;
+        std::fill(ci, ci + N, T(0));
+        for (int64_t k = 0; k < K; ++k) {
+          const T aik = a[i * rsA + k];
+          const T* bk = b + k * rsB;
+          for (int64_t j = 0; j < N; ++j) ci[j] += aik * bk[j * csB];
+        }
+      }
+    };
+    if (parallel) {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, M, 1),
+                        [&](const tbb::blocked_range<int64_t>& r) { rows(r.begin(), r.end()); });
+    } else {
+      rows(0, M);
+    }
+  }
+}
+
+/// Few output positions, many images (conv2d's weight gradient: the output
+/// is a kH x kW kernel, the "images" are input channels): one GEMM per
+/// output position and group, [images, K] x [K, C_out/groups], whose rows
+/// gather each image's receptive field at that position (reads along the
+/// image's rows, writes contiguous). The image-major path would run GEMMs
+/// only `spatial` columns wide.
+template <class T>
+void convolveByPosition(const ConvGeometry& G, const T* x, const T* wDense, T* out, int64_t outNs, int64_t outCs) {
+  const auto& p = G.p;
+  const int64_t K = G.k(), cog = G.cog(), n = G.n;
+  std::vector<T> rows(static_cast<size_t>(n * K)), c(static_cast<size_t>(n * cog));
+  std::vector<int64_t> offset(static_cast<size_t>(K));
+  std::vector<T> wt(static_cast<size_t>(K * cog));
+  for (int64_t g = 0; g < p.groups; ++g) {
+    // weight_g^T [K, C_out/groups], once for every position.
+    const T* wg = wDense + g * cog * K;
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, K, 256), [&](const tbb::blocked_range<int64_t>& rg) {
+      for (int64_t co = 0; co < cog; ++co)
+        for (int64_t r = rg.begin(); r < rg.end(); ++r) wt[r * cog + co] = wg[co * K + r];
+    });
+    for (int64_t oh = 0; oh < G.ho; ++oh) {
+      for (int64_t ow = 0; ow < G.wo; ++ow) {
+        // Each row's offset in an image (-1: padding).
+        for (int64_t r = 0; r < K; ++r) {
+          const int64_t ch = r / (G.kh * G.kw), i = (r / G.kw) % G.kh, j = r % G.kw;
+          const int64_t ih = oh * p.strideH + i * p.dilationH - p.padTop;
+          const int64_t iw = ow * p.strideW + j * p.dilationW - p.padLeft;
+          offset[r] = (ih < 0 || ih >= G.h || iw < 0 || iw >= G.w)
+                          ? -1
+                          : (g * G.cg() + ch) * G.xs[1] + ih * G.xs[2] + iw * G.xs[3];
+        }
+        tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1), [&](const tbb::blocked_range<int64_t>& rg) {
+          for (int64_t img = rg.begin(); img < rg.end(); ++img) {
+            const T* base = x + img * G.xs[0];
+            T* dst = rows.data() + img * K;
+            for (int64_t r = 0; r < K; ++r) dst[r] = offset[r] < 0 ? T(0) : base[offset[r]];
+          }
+        });
+        // c [images, C_out/groups] = rows [images, K] x weight_g^T [K, C_out/groups].
+        matmulInto<T>(n, cog, K, rows.data(), K, wt.data(), cog, 1, c.data(), cog, /*parallel=*/true);
+        const int64_t at = oh * G.wo + ow;
+        for (int64_t img = 0; img < n; ++img)
+          for (int64_t co = 0; co < cog; ++co) out[img * outNs + (g * cog + co) * outCs + at] = c[img * cog + co];
+      }
+    }
+  }
+}
+
+/// out[img, co, oh, ow] (channels outCs apart, images outNs apart, each
+/// channel's Ho*Wo contiguous) = conv2d(x, wDense [co, K]).
+template <class T>
+void convolve(const ConvGeometry& G, const T* x, const T* wDense, T* out, int64_t outNs, int64_t outCs) {
+  const int64_t K = G.k(), spatial = G.spatial(), cog = G.cog(), groups = G.p.groups;
+  const int64_t tasks = G.n * groups;
+  if (tasks == 0 || spatial == 0 || cog == 0) return;
+  if (K == 0) {  // no input channels: zeros
+    for (int64_t img = 0; img < G.n; ++img)
+      for (int64_t ch = 0; ch < G.co; ++ch) std::fill_n(out + img * outNs + ch * outCs, spatial, T(0));
+    return;
+  }
+  if (spatial <= kFewPositions && G.n >= kManyImages) {
+    convolveByPosition(G, x, wDense, out, outNs, outCs);
+    return;
+  }
+  const bool direct = G.direct();
+  auto one = [&](int64_t task, std::vector<T>& col, bool parallel) {
+    const int64_t img = task / groups, g = task % groups;
+    const T* a = wDense + g * cog * K;
+    T* c = out + img * outNs + g * cog * outCs;
+    if (direct) {
+      const T* b = x + img * G.xs[0] + g * G.cg() * G.xs[1];
+      matmulInto<T>(cog, spatial, K, a, K, b, G.xs[1], G.xs[3], c, outCs, parallel);
+      return;
+    }
+    col.resize(static_cast<size_t>(K * spatial));
+    if (parallel) {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, K, 1), [&](const tbb::blocked_range<int64_t>& r) {
+        im2colRows(G, x, img, g, r.begin(), r.end(), col.data());
+      });
+    } else {
+      im2colRows(G, x, img, g, 0, K, col.data());
+    }
+    matmulInto<T>(cog, spatial, K, a, K, col.data(), spatial, 1, c, outCs, parallel);
+  };
+  if (cog * spatial * K >= kParallelGemmWork || tasks == 1) {
+    std::vector<T> col;
+    for (int64_t t = 0; t < tasks; ++t) one(t, col, true);
+    return;
+  }
+  tbb::enumerable_thread_specific<std::vector<T>> cols;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, tasks, 1), [&](const tbb::blocked_range<int64_t>& r) {
+    std::vector<T>& col = cols.local();
+    for (int64_t t = r.begin(); t < r.end(); ++t) one(t, col, false);
+  });
+}
+
+/// The weight as dense [co, c/groups*kh*kw] rows (a copy unless it is one).
+template <class T>
+const T* denseWeight(const T* w, const int64_t* shape, const int64_t* strides, std::vector<T>& copy) {
+  const bool dense = strides[3] == 1 && strides[2] == shape[3] && strides[1] == shape[2] * shape[3] &&
+                     strides[0] == shape[1] * shape[2] * shape[3];
+  if (dense) return w;
+  copy.resize(static_cast<size_t>(shape[0] * shape[1] * shape[2] * shape[3]));
+  size_t k = 0;
+  for (int64_t a = 0; a < shape[0]; ++a)
+    for (int64_t b = 0; b < shape[1]; ++b)
+      for (int64_t c = 0; c < shape[2]; ++c)
+        for (int64_t d = 0; d < shape[3]; ++d)
+          copy[k++] = w[a * strides[0] + b * strides[1] + c * strides[2] + d * strides[3]];
+  return copy.data();
+}
+
+template <class T>
+void conv2dTyped(const T* x, const int64_t* xShape, const int64_t* xStrides, const T* w, const int64_t* wShape,
+                 const int64_t* wStrides, const core::Conv2dParams& p, T* out, const int64_t* outShape,
+                 const int64_t* outStrides) {
+  ConvGeometry G{xShape[0], xShape[1], xShape[2], xShape[3], wShape[0], wShape[2], wShape[3],
+                 outShape[2], outShape[3], p, {xStrides[0], xStrides[1], xStrides[2], xStrides[3]}};
+  std::vector<T> wCopy;
+  const T* wd = denseWeight(w, wShape, wStrides, wCopy);
+  const bool channelsDense = outStrides[3] == 1 && (G.ho == 1 || outStrides[2] == G.wo);
+  if (channelsDense) {
+    convolve(G, x, wd, out, outStrides[0], outStrides[1]);
+    return;
+  }
+  // An output whose channels are not dense: compute densely, then scatter.
+  std::vector<T> tmp(static_cast<size_t>(G.n * G.co * G.spatial()));
+  convolve(G, x, wd, tmp.data(), G.co * G.spatial(), G.spatial());
+  size_t k = 0;
+  for (int64_t a = 0; a < G.n; ++a)
+    for (int64_t b = 0; b < G.co; ++b)
+      for (int64_t c = 0; c < G.ho; ++c)
+        for (int64_t d = 0; d < G.wo; ++d)
+          out[a * outStrides[0] + b * outStrides[1] + c * outStrides[2] + d * outStrides[3]] = tmp[k++];
+}
+
+}  // namespace
+
+void conv2dKernel(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) {
+  int64_t xShape[4], wShape[4], oShape[4], oStrides[4];
+  for (int d = 0; d < 4; ++d) {
+    xShape[d] = x.shape[d];
+    wShape[d] = w.shape[d];
+    oShape[d] = outShape[d];
+  }
+  oStrides[3] = 1;
+  for (int d = 2; d >= 0; --d) oStrides[d] = oStrides[d + 1] * oShape[d + 1];
+  dispatchFloat(x.dtype, [&]<class T>() {
+    conv2dTyped(reinterpret_cast<const T*>(x.data), xShape, x.strides, reinterpret_cast<const T*>(w.data), wShape,
+                w.strides, p, reinterpret_cast<T*>(out), oShape, oStrides);
+  });
+}
+
+void conv2dF32(const float* x, const int64_t* xShape, const int64_t* xStrides, const float* w, const int64_t* wShape,
+               const int64_t* wStrides, const core::Conv2dParams& p, float* out, const int64_t* outShape,
+               const int64_t* outStrides) {
+  conv2dTyped(x, xShape, xStrides, w, wShape, wStrides, p, out, outShape, outStrides);
+}
+
+}  // namespace kiln::interp
