@@ -38,41 +38,6 @@ bool collectAccesses(scf::ParallelOp loop, SmallVector<Access> &out) {
   return ok;
 }
 
-/// How a view splits its bytes into rows: (base argument, first byte, bytes,
-/// rows). Only views that address exactly their source's bytes (memref.view
-/// at a constant offset, expand_shape, collapse_shape) of a function argument
-/// with a static identity layout qualify.
-using RowLayout = std::tuple<Value, int64_t, int64_t, int64_t>;
-
-std::optional<std::pair<Value, int64_t>> exactBase(Value memref) {
-  if (isa<BlockArgument>(memref))
-    return std::make_pair(memref, int64_t{0});
-  Operation *def = memref.getDefiningOp();
-  if (auto view = dyn_cast_or_null<memref::ViewOp>(def)) {
-    auto source = exactBase(view.getSource());
-    std::optional<int64_t> shift = getConstantIntValue(view.getByteShift());
-    if (!source || !shift)
-      return std::nullopt;
-    return std::make_pair(source->first, source->second + *shift);
-  }
-  if (isa_and_nonnull<memref::ExpandShapeOp, memref::CollapseShapeOp>(def))
-    return exactBase(def->getOperand(0));
-  return std::nullopt;
-}
-
-std::optional<RowLayout> rowLayout(Value memref) {
-  auto type = dyn_cast<MemRefType>(memref.getType());
-  if (!type || type.getRank() == 0 || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
-      !type.getElementType().isIntOrFloat())
-    return std::nullopt;
-  auto base = exactBase(memref);
-  if (!base)
-    return std::nullopt;
-  const int64_t bits = type.getElementType().getIntOrFloatBitWidth();
-  return RowLayout{base->first, base->second, type.getNumElements() * (bits < 8 ? 1 : bits / 8),
-                   type.getDimSize(0)};
-}
-
 /// Row `iv` of a view: the access's first index is the loop's variable.
 bool touchesOnlyItsRow(const Access &a, Value iv) { return !a.indices.empty() && a.indices[0] == iv; }
 
