@@ -175,6 +175,7 @@ class CpuCompiler final : public exec::TraceCompiler {
           scratchBytes = std::min(scratchBytes, (inUse + 63) / 64 * 64);
       }
     }
+    fuseLoopsInRows(kernel);
     if (mlir::failed(outlineParallelLoops(*module, kernel, dispatches, loopNests)))
       return fail("loops");
     lowerIeeeMinMax(*module);

@@ -3,6 +3,7 @@
 #include "jit/targets/cpu/Passes.h"
 
 #include "jit/targets/cpu/CpuTransforms.h"
+#include "jit/targets/cpu/RowFusion.h"
 #include "jit/targets/cpu/RowScratch.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -11,6 +12,7 @@ namespace kiln::jit::cpu {
 
 #define GEN_PASS_DEF_KILNCPUUNSHAREFILLS
 #define GEN_PASS_DEF_KILNCPULOCALIZEROWSCRATCH
+#define GEN_PASS_DEF_KILNCPUFUSELOOPSINROWS
 #define GEN_PASS_DEF_KILNCPUHOISTROWBUFFERS
 #define GEN_PASS_DEF_KILNCPUIEEEMINMAX
 #include "jit/targets/cpu/Passes.h.inc"
@@ -34,6 +36,10 @@ struct LocalizeRowScratch : impl::KilnCpuLocalizeRowScratchBase<LocalizeRowScrat
       return;
     localizeRowScratch(fn, last, maxRowBytes);
   }
+};
+
+struct FuseLoopsInRows : impl::KilnCpuFuseLoopsInRowsBase<FuseLoopsInRows> {
+  void runOnOperation() override { fuseLoopsInRows(getOperation()); }
 };
 
 struct HoistRowBuffers : impl::KilnCpuHoistRowBuffersBase<HoistRowBuffers> {

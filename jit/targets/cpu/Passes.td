@@ -62,6 +62,27 @@ def KilnCpuLocalizeRowScratch
   ];
 }
 
+def KilnCpuFuseLoopsInRows
+    : Pass<"kiln-cpu-fuse-loops-in-rows", "::mlir::func::FuncOp"> {
+  let summary = "Merge adjacent inner loops of a row loop that touch the same elements";
+  let description = [{
+    Inside each top-level `scf.parallel` over rows, merges adjacent
+    innermost `scf.for` loops with equal constant bounds when the second
+    uses no result of the first and every conflicting pair of accesses is to
+    the same element in the same iteration (exp then sum of a softmax row;
+    centre then sum of squares of a layer_norm row): one pass over the row
+    instead of two. See `fuseLoopsInRows` (RowFusion.h).
+
+    Example:
+
+    ```mlir
+    scf.for %j = %c0 to %c4 step %c1 { store %e, %row[%c0, %j] }
+    %s = scf.for %j = %c0 to %c4 step %c1 iter_args(%a = %z) { load %row[%c0, %j] ... }
+    // becomes one scf.for storing and summing
+    ```
+  }];
+}
+
 def KilnCpuHoistRowBuffers
     : Pass<"kiln-cpu-hoist-row-buffers", "::mlir::func::FuncOp"> {
   let summary = "Row buffers of top-level parallel loops to the entry block";
