@@ -133,14 +133,18 @@ int localizeRowScratch(func::FuncOp kernel, unsigned scratchArg, int64_t maxByte
   });
 
   int moved = 0;
+  int64_t total = 0;
   std::map<Operation *, int64_t> bytesOfLoop;
   for (Candidate &c : ordered) {
     const int64_t rowBytes = (c.end - c.begin) / c.rows;
     int64_t &used = bytesOfLoop[c.loop.getOperation()];
     const int64_t padded = (rowBytes + kRowBufferAlignment - 1) / kRowBufferAlignment * kRowBufferAlignment;
-    if (used + padded > maxBytes)
+    // Loops that stay in the kernel (too small to dispatch) all keep their
+    // buffers in the kernel's frame, on the caller's stack: bound the sum.
+    if (used + padded > maxBytes || total + padded > kMaxRowBufferBytesPerKernel)
       continue;
     used += padded;
+    total += padded;
 
     Block *body = c.loop.getBody();
     OpBuilder b = OpBuilder::atBlockBegin(body);

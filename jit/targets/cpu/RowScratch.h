@@ -21,6 +21,8 @@ namespace kiln::jit::cpu {
 
 /// Default bound on the row buffers of one loop (bytes of stack per task).
 inline constexpr int64_t kMaxRowBufferBytes = 64 * 1024;
+/// Bound on the row buffers of all loops of one kernel.
+inline constexpr int64_t kMaxRowBufferBytesPerKernel = 256 * 1024;
 
 /// Replaces the scratch temporaries of `kernel` (views of argument
 /// `scratchArg`) that live within one row of one top-level one-dimensional
@@ -29,8 +31,9 @@ inline constexpr int64_t kMaxRowBufferBytes = 64 * 1024;
 /// qualifies when every access in the kernel to bytes it may share is a
 /// load or store in that loop, through a view that splits the same bytes
 /// into the loop's rows (see RowFusion.h), at the loop's variable as first
-/// index. Row buffers of one loop take at most `maxBytes`; temporaries past
-/// that stay in scratch. Returns the number of temporaries moved.
+/// index. Row buffers of one loop take at most `maxBytes`, those of the
+/// whole kernel at most kMaxRowBufferBytesPerKernel; smaller rows go first,
+/// temporaries past the bounds stay in scratch. Returns the number of temporaries moved.
 int localizeRowScratch(mlir::func::FuncOp kernel, unsigned scratchArg, int64_t maxBytes = kMaxRowBufferBytes);
 
 /// The bytes of argument `scratchArg` that `kernel` still addresses: the end
