@@ -3,6 +3,7 @@
 #include "jit/targets/cpu/RowScratch.h"
 
 #include <map>
+#include <set>
 
 #include "jit/targets/cpu/MemoryExtent.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
