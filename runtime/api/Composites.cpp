@@ -92,7 +92,11 @@ Tensor softmax(const Tensor& x, int axis) {
   int a = 0;
   if (f.rank() > 0) check("softmax", core::normalizeAxis(axis, f.rank(), &a));
   Tensor e = exp(sub(f, max(f, {a}, true)));
-  return div(e, sum(e, {a}, true));
+  // One division per row, then a product per element (as PyTorch's kernel
+  // and the hand-fused loop): the row sum is in [1, n] or NaN, so this is
+  // within an ulp of the quotient, and a vector division per element would
+  // cost more than the rest of the row.
+  return mul(e, reciprocal(sum(e, {a}, true)));
 }
 
 Tensor log_softmax(const Tensor& x, int axis) {

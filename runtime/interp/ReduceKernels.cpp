@@ -1,5 +1,7 @@
 // Reductions over any set of axes, and argmax/argmin over one axis.
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -47,6 +49,64 @@ struct Axes {
   }
 };
 
+/// An integer whose signed order is the order of the floats it encodes,
+/// -0 < +0 included (NaNs sort past the infinities and are handled apart).
+/// The map is its own inverse.
+template <class K, class T>
+[[gnu::always_inline]] inline K orderKey(T x) {
+  const K bits = std::bit_cast<K>(x);
+  return bits ^ ((bits >> (8 * sizeof(K) - 1)) & std::numeric_limits<K>::max());
+}
+template <class T, class K>
+[[gnu::always_inline]] inline T fromOrderKey(K k) {
+  return std::bit_cast<T>(static_cast<K>(k ^ ((k >> (8 * sizeof(K) - 1)) & std::numeric_limits<K>::max())));
+}
+
+/// IEEE maximum (or minimum) of p[0..n), n > 0: NaN when any element is
+/// NaN, else the extreme with +0 > -0. Branch-free over one vector of lanes
+/// of integer keys, so the compiler vectorises it for the clone's ISA.
+template <class T, class K, bool IsMax>
+[[gnu::always_inline]] inline T extremeLanes(const T* p, int64_t n) {
+  constexpr int kLanes = 64 / sizeof(T);
+  const K start = orderKey<K>(IsMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity());
+  K best[kLanes], nan[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    best[l] = start;
+    nan[l] = 0;
+  }
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const T x = p[i + l];
+      const K k = orderKey<K>(x);
+      best[l] = IsMax ? (k > best[l] ? k : best[l]) : (k < best[l] ? k : best[l]);
+      nan[l] |= static_cast<K>(x != x);
+    }
+  for (int l = 0; i < n; ++i, ++l) {
+    const T x = p[i];
+    const K k = orderKey<K>(x);
+    best[l] = IsMax ? (k > best[l] ? k : best[l]) : (k < best[l] ? k : best[l]);
+    nan[l] |= static_cast<K>(x != x);
+  }
+  K b = best[0], anyNan = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    b = IsMax ? (best[l] > b ? best[l] : b) : (best[l] < b ? best[l] : b);
+    anyNan |= nan[l];
+  }
+  return anyNan ? std::numeric_limits<T>::quiet_NaN() : fromOrderKey<T>(b);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) float extremeRunF32(const float* p, int64_t n,
+                                                                                 bool isMax) {
+  return isMax ? extremeLanes<float, int32_t, true>(p, n) : extremeLanes<float, int32_t, false>(p, n);
+}
+__attribute__((target_clones("avx512f", "avx2", "default"))) double extremeRunF64(const double* p, int64_t n,
+                                                                                  bool isMax) {
+  return isMax ? extremeLanes<double, int64_t, true>(p, n) : extremeLanes<double, int64_t, false>(p, n);
+}
+inline float extremeOfRun(const float* p, int64_t n, bool isMax) { return extremeRunF32(p, n, isMax); }
+inline double extremeOfRun(const double* p, int64_t n, bool isMax) { return extremeRunF64(p, n, isMax); }
+
 template <class T, class Acc>
 struct Reducer {
   OpKind op;
@@ -72,22 +132,30 @@ struct Reducer {
         if constexpr (std::is_integral_v<Acc> && !std::is_same_v<Acc, bool>)
           return static_cast<Acc>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
         else return a * b;
+      // Floats: IEEE 754-2019 maximum/minimum, as the compiled kernels: NaN
+      // wins and +0 > -0, so the result does not depend on the order.
       case OpKind::ReduceMax:
         if constexpr (std::is_floating_point_v<Acc>) {
           if (a != a) return a;
           if (b != b) return b;
+          if (a == b) return std::signbit(a) ? b : a;
         }
         return a > b ? a : b;
       default:
         if constexpr (std::is_floating_point_v<Acc>) {
           if (a != a) return a;
           if (b != b) return b;
+          if (a == b) return std::signbit(a) ? a : b;
         }
         return a < b ? a : b;
     }
   }
   /// Reduces a strided run of n elements.
   Acc run(const T* p, int64_t n, int64_t stride, Acc acc) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if ((op == OpKind::ReduceMax || op == OpKind::ReduceMin) && stride == 1 && n > 0)
+        return combine(acc, static_cast<Acc>(extremeOfRun(p, n, op == OpKind::ReduceMax)));
+    }
     if (op == OpKind::ReduceSum && stride == 1) {
       // Independent partial sums vectorise and keep f32 error small.
       Acc part[8] = {Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0)};

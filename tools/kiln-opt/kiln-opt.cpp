@@ -1,6 +1,7 @@
 //===- kiln-opt.cpp - mlir-opt with the kiln dialect ----------------------===//
 
 #include "dialects/kiln/InitAll.h"
+#include "jit/targets/cpu/Passes.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
@@ -8,6 +9,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::kiln::registerAllDialects(registry);
   mlir::kiln::registerAllPasses();
+  kiln::jit::cpu::registerKilnCpuPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Kiln optimizer driver\n", registry));
 }

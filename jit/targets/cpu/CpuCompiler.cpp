@@ -18,6 +18,7 @@
 #include "jit/targets/cpu/ElementwiseFusion.h"
 #include "jit/targets/cpu/HostTarget.h"
 #include "jit/targets/cpu/RowFusion.h"
+#include "jit/targets/cpu/RowScratch.h"
 #include "jit/targets/cpu/ScalarPromotion.h"
 #include "jit/targets/cpu/SharedObjectLinker.h"
 #include "runtime/exec/HostFingerprint.h"
@@ -135,7 +136,9 @@ class CpuCompiler final : public TargetPipeline {
     dump(dumpDir, name, "1-linalg", *module);
     if (auto k = module->lookupSymbol<mlir::func::FuncOp>(kernelName)) {
       makeResultsDistinct(k);
-      giveConvolutionsTheirOwnZeroInit(k);
+      // Every fill-initialised op (reductions, matmuls, convolutions) gets
+      // its own fill: a shared one costs a copy and splits row loops.
+      unshareFilledInits(k);
     }
     if (!runPipeline(*module, kBufferize))
       return fail("bufferize");
@@ -171,8 +174,20 @@ class CpuCompiler final : public TargetPipeline {
     promoteReductionAccumulators(*module);
     hoistInvariantLoads(*module);
     fuseRowLoops(kernel, sharedArgs);
+    // Row temporaries on the stack; the scratch shrinks to what is left
+    // (static kernels: a dynamic one sizes its scratch from the allocations).
+    if (scratchBytes > 0 && numSizes == 0) {
+      const unsigned scratchArg = kernel.getNumArguments() - 1;
+      if (localizeRowScratch(kernel, scratchArg) > 0) {
+        const int64_t inUse = scratchBytesInUse(kernel, scratchArg);
+        if (inUse >= 0)
+          scratchBytes = std::min(scratchBytes, (inUse + 63) / 64 * 64);
+      }
+    }
+    fuseLoopsInRows(kernel);
     if (mlir::failed(outlineParallelLoops(*module, kernel, dispatches, loopNests)))
       return fail("loops");
+    lowerIeeeMinMax(*module);
     dump(dumpDir, name, "3-loops", *module);
     if (!runPipeline(*module, kToLLVM))
       return fail("to-llvm");

@@ -1,6 +1,7 @@
 //===- CpuTransforms.cpp - Kiln's own steps of the CPU pipeline -*- C++ -*-===//
 
 #include "jit/targets/cpu/CpuTransforms.h"
+#include "jit/targets/cpu/RowScratch.h"
 
 #include <functional>
 
@@ -167,31 +168,6 @@ LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes, std::vec
     replace(a, view);
   }
   return success();
-}
-
-void giveConvolutionsTheirOwnZeroInit(func::FuncOp kernel) {
-  kernel.walk([&](linalg::Conv2DNgchwGfchwOp conv) {
-    if (!conv.hasPureTensorSemantics())
-      return;
-    OpOperand &init = conv.getDpsInitsMutable()[0];
-    auto fill = init.get().getDefiningOp<linalg::FillOp>();
-    if (!fill || fill->getResult(0).hasOneUse())
-      return;
-    auto empty = fill.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>();
-    if (!empty)
-      return;
-    OpBuilder b(conv);
-    Operation *ownEmpty = b.clone(*empty);
-    IRMapping map;
-    map.map(empty.getResult(), ownEmpty->getResult(0));
-    Operation *ownFill = b.clone(*fill, map);
-    init.set(ownFill->getResult(0));
-    if (fill->use_empty()) {
-      fill->erase();
-      if (empty->use_empty())
-        empty->erase();
-    }
-  });
 }
 
 void makeResultsDistinct(func::FuncOp kernel) {
@@ -497,6 +473,72 @@ LogicalResult approximateMath(ModuleOp module) {
   return applyPatternsGreedily(module, std::move(patterns));
 }
 
+void lowerIeeeMinMax(Operation *root) {
+  SmallVector<Operation *> ops;
+  root->walk([&](Operation *op) {
+    if (isa<arith::MaximumFOp, arith::MinimumFOp>(op))
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    OpBuilder b(op);
+    Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+    Value r = isa<arith::MaximumFOp>(op) ? Value(LLVM::MaximumOp::create(b, op->getLoc(), lhs, rhs))
+                                         : Value(LLVM::MinimumOp::create(b, op->getLoc(), lhs, rhs));
+    op->getResult(0).replaceAllUsesWith(r);
+    op->erase();
+  }
+}
+
+/// `v` is a tensor.empty, or a reshape of one: a value that only names a shape.
+static bool isEmptyChain(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (isa_and_nonnull<tensor::EmptyOp>(def))
+    return true;
+  if (isa_and_nonnull<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def))
+    return isEmptyChain(def->getOperand(0));
+  return false;
+}
+
+/// Clones the ops that compute `v` from a tensor.empty before `b`'s point.
+static Value cloneEmptyChain(OpBuilder &b, Value v) {
+  Operation *def = v.getDefiningOp();
+  IRMapping map;
+  if (!isa<tensor::EmptyOp>(def))
+    map.map(def->getOperand(0), cloneEmptyChain(b, def->getOperand(0)));
+  return b.clone(*def, map)->getResult(cast<OpResult>(v).getResultNumber());
+}
+
+int unshareFilledInits(func::FuncOp fn) {
+  int cloned = 0;
+  SmallVector<linalg::FillOp> fills;
+  fn.walk([&](linalg::FillOp fill) {
+    if (fill.hasPureTensorSemantics() && !fill->hasOneUse() && isEmptyChain(fill.getDpsInits()[0]))
+      fills.push_back(fill);
+  });
+  for (linalg::FillOp fill : fills) {
+    SmallVector<OpOperand *> inits;
+    for (OpOperand &use : fill->getResult(0).getUses()) {
+      auto dps = dyn_cast<DestinationStyleOpInterface>(use.getOwner());
+      if (dps && dps.isDpsInit(&use))
+        inits.push_back(&use);
+    }
+    // The first user (in program order) keeps the fill; each later one gets
+    // a clone right before it.
+    llvm::sort(inits, [](OpOperand *a, OpOperand *b) {
+      Operation *x = a->getOwner(), *y = b->getOwner();
+      return x->getBlock() == y->getBlock() ? x->isBeforeInBlock(y) : false;
+    });
+    for (OpOperand *use : llvm::drop_begin(inits)) {
+      OpBuilder b(use->getOwner());
+      IRMapping map;
+      map.map(fill.getDpsInits()[0], cloneEmptyChain(b, fill.getDpsInits()[0]));
+      use->set(b.clone(*fill.getOperation(), map)->getResult(0));
+      ++cloned;
+    }
+  }
+  return cloned;
+}
+
 LogicalResult outlineParallelLoops(ModuleOp module, func::FuncOp kernel, ParallelDispatches &dispatches,
                                    int &loopNests) {
   loopNests = 0;
@@ -579,6 +621,7 @@ LogicalResult outlineParallelLoops(ModuleOp module, func::FuncOp kernel, Paralle
     clone->setOperand(0, entry->getArgument(0));          // lower bound of dim 0
     clone->setOperand(dims, entry->getArgument(1));       // upper bound of dim 0
     func::ReturnOp::create(bb, p.getLoc());
+    hoistRowBuffers(body);
 
     SmallVector<Type> declArgs{IndexType::get(ctx)};
     llvm::append_range(declArgs, kernel.getArgumentTypes());
@@ -592,6 +635,8 @@ LogicalResult outlineParallelLoops(ModuleOp module, func::FuncOp kernel, Paralle
     p.erase();
     dispatches[declName] = {bodyName, grain};
   }
+  // Loops that stay in the kernel run serially there.
+  hoistRowBuffers(kernel);
   return success();
 }
 

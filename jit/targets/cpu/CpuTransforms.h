@@ -40,10 +40,6 @@ mlir::LogicalResult assignScratch(mlir::func::FuncOp kernel, int64_t &scratchByt
 /// output buffer doubles as a temporary.
 void makeResultsDistinct(mlir::func::FuncOp kernel);
 
-/// Gives each tensor-level convolution whose zero-filled init is shared (CSE
-/// merges equal fills) a fill of its own just before it, so bufferization
-/// copies no zeros and convToRuntimeCalls sees the fill it drops.
-void giveConvolutionsTheirOwnZeroInit(mlir::func::FuncOp kernel);
 
 /// Rewrites f32 linalg.matmul / linalg.batch_matmul on memrefs into calls of
 /// the runtime's packed GEMM, kiln_rt_matmul_f32.
@@ -61,6 +57,21 @@ mlir::LogicalResult convToRuntimeCalls(mlir::ModuleOp module);
 /// that LLVM vectorises (libm calls would stay scalar).
 mlir::LogicalResult approximateMath(mlir::ModuleOp module);
 
+/// Rewrites arith.maximumf/minimumf under `root` into llvm.intr.maximum /
+/// llvm.intr.minimum, which they mean (IEEE 754-2019: NaN wins, -0 < +0).
+/// arith-expand, which the LLVM lowering needs for other ops, would expand
+/// them into compare-and-select chains, which LLVM does not recognise as a
+/// reduction it may vectorise; the intrinsics are associative, so it does.
+void lowerIeeeMinMax(mlir::Operation *root);
+
+/// Gives each linalg op that takes a tensor linalg.fill of a tensor.empty
+/// as its init (CSE merges equal fills) a fill of its own, on a clone of the
+/// empty. Otherwise bufferization writes the fill once into a temporary and
+/// copies it for each extra user (layer_norm's two f64 sums): a loop and a
+/// copy between the row loops, which then cannot fuse. Returns the number of
+/// fills cloned.
+int unshareFilledInits(mlir::func::FuncOp fn);
+
 /// What outlineParallelLoops made: for each dispatch declaration, the body
 /// function it runs and the grain size.
 struct ParallelDispatch {
@@ -73,7 +84,8 @@ using ParallelDispatches = std::map<std::string, ParallelDispatch>;
 /// dimension, to a constant or, in dynamic-shape kernels, a size) into a function `<kernel>_par<i>(begin, end,
 /// kernel args...)` and calls a declaration `__kiln_parallel_<i>(n, kernel
 /// args...)` in its place. `loopNests` receives the number of top-level loop
-/// nests and runtime calls (the fused kernels).
+/// nests and runtime calls (the fused kernels). Row buffers (RowScratch.h)
+/// move to the entry of the function that runs their loop.
 mlir::LogicalResult outlineParallelLoops(mlir::ModuleOp module, mlir::func::FuncOp kernel,
                                          ParallelDispatches &dispatches, int &loopNests);
 

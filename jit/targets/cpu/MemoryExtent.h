@@ -12,6 +12,9 @@
 
 #include <climits>
 #include <cstdint>
+#include <optional>
+#include <tuple>
+#include <utility>
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -66,6 +69,41 @@ inline bool disjoint(const Extent &a, const Extent &b) {
   if (a.base != b.base)
     return true;
   return a.end <= b.begin || b.end <= a.begin;
+}
+
+/// How a view splits its bytes into rows: (base argument, first byte, bytes,
+/// rows). Only views that address exactly their source's bytes (memref.view
+/// at a constant offset, expand_shape, collapse_shape) of a function argument
+/// with a static identity layout qualify.
+using RowLayout = std::tuple<mlir::Value, int64_t, int64_t, int64_t>;
+
+inline std::optional<std::pair<mlir::Value, int64_t>> exactBase(mlir::Value memref) {
+  if (llvm::isa<mlir::BlockArgument>(memref))
+    return std::make_pair(memref, int64_t{0});
+  mlir::Operation *def = memref.getDefiningOp();
+  if (auto view = llvm::dyn_cast_or_null<mlir::memref::ViewOp>(def)) {
+    auto source = exactBase(view.getSource());
+    std::optional<int64_t> shift = mlir::getConstantIntValue(view.getByteShift());
+    if (!source || !shift)
+      return std::nullopt;
+    return std::make_pair(source->first, source->second + *shift);
+  }
+  if (llvm::isa_and_nonnull<mlir::memref::ExpandShapeOp, mlir::memref::CollapseShapeOp>(def))
+    return exactBase(def->getOperand(0));
+  return std::nullopt;
+}
+
+inline std::optional<RowLayout> rowLayout(mlir::Value memref) {
+  auto type = llvm::dyn_cast<mlir::MemRefType>(memref.getType());
+  if (!type || type.getRank() == 0 || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
+      !type.getElementType().isIntOrFloat())
+    return std::nullopt;
+  auto base = exactBase(memref);
+  if (!base)
+    return std::nullopt;
+  const int64_t bits = type.getElementType().getIntOrFloatBitWidth();
+  return RowLayout{base->first, base->second, type.getNumElements() * (bits < 8 ? 1 : bits / 8),
+                   type.getDimSize(0)};
 }
 
 } // namespace kiln::jit::cpu

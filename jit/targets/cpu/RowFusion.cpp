@@ -38,41 +38,6 @@ bool collectAccesses(scf::ParallelOp loop, SmallVector<Access> &out) {
   return ok;
 }
 
-/// How a view splits its bytes into rows: (base argument, first byte, bytes,
-/// rows). Only views that address exactly their source's bytes (memref.view
-/// at a constant offset, expand_shape, collapse_shape) of a function argument
-/// with a static identity layout qualify.
-using RowLayout = std::tuple<Value, int64_t, int64_t, int64_t>;
-
-std::optional<std::pair<Value, int64_t>> exactBase(Value memref) {
-  if (isa<BlockArgument>(memref))
-    return std::make_pair(memref, int64_t{0});
-  Operation *def = memref.getDefiningOp();
-  if (auto view = dyn_cast_or_null<memref::ViewOp>(def)) {
-    auto source = exactBase(view.getSource());
-    std::optional<int64_t> shift = getConstantIntValue(view.getByteShift());
-    if (!source || !shift)
-      return std::nullopt;
-    return std::make_pair(source->first, source->second + *shift);
-  }
-  if (isa_and_nonnull<memref::ExpandShapeOp, memref::CollapseShapeOp>(def))
-    return exactBase(def->getOperand(0));
-  return std::nullopt;
-}
-
-std::optional<RowLayout> rowLayout(Value memref) {
-  auto type = dyn_cast<MemRefType>(memref.getType());
-  if (!type || type.getRank() == 0 || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
-      !type.getElementType().isIntOrFloat())
-    return std::nullopt;
-  auto base = exactBase(memref);
-  if (!base)
-    return std::nullopt;
-  const int64_t bits = type.getElementType().getIntOrFloatBitWidth();
-  return RowLayout{base->first, base->second, type.getNumElements() * (bits < 8 ? 1 : bits / 8),
-                   type.getDimSize(0)};
-}
-
 /// Row `iv` of a view: the access's first index is the loop's variable.
 bool touchesOnlyItsRow(const Access &a, Value iv) { return !a.indices.empty() && a.indices[0] == iv; }
 
@@ -129,7 +94,217 @@ bool candidate(Operation &op) {
   return p && p.getNumLoops() == 1 && p.getNumResults() == 0 && RowFuser::tripCount(p);
 }
 
+/// A load or store of an innermost loop body: memref and indices.
+struct ElementAccess {
+  Value memref;
+  SmallVector<Value> indices;
+  bool write;
+};
+
+/// The accesses of a loop whose body is straight-line code; false when it
+/// holds a nested region or another op with memory effects.
+bool elementAccesses(Block &body, SmallVector<ElementAccess> &out) {
+  for (Operation &op : body.without_terminator()) {
+    if (op.getNumRegions() > 0)
+      return false;
+    if (auto load = dyn_cast<memref::LoadOp>(op))
+      out.push_back({load.getMemRef(), SmallVector<Value>(load.getIndices()), false});
+    else if (auto store = dyn_cast<memref::StoreOp>(op))
+      out.push_back({store.getMemRef(), SmallVector<Value>(store.getIndices()), true});
+    else if (!isMemoryEffectFree(&op))
+      return false;
+  }
+  return true;
+}
+
+bool mayConflict(const ElementAccess &x, const ElementAccess &y) {
+  return (x.write || y.write) && !disjoint(extentOf(x.memref), extentOf(y.memref));
+}
+
+/// Iteration j of `a` and iteration j of `b` touch the same element, and
+/// different iterations touch different ones: the same memref, each index
+/// either the loops' variable in both or one value from outside both.
+/// An access in a form that views of the same bytes share: the buffer it
+/// views (through views at constant offsets and reshapes), the byte offset,
+/// the element type, and the shape and indices without unit dimensions
+/// (whose index must be the constant 0).
+struct CanonicalAccess {
+  Value root;
+  int64_t offset = 0;
+  Type element;
+  SmallVector<int64_t> shape;
+  SmallVector<Value> indices;
+};
+
+std::optional<CanonicalAccess> canonical(const ElementAccess &x) {
+  auto type = dyn_cast<MemRefType>(x.memref.getType());
+  if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity())
+    return std::nullopt;
+  CanonicalAccess c;
+  c.element = type.getElementType();
+  for (auto [extent, index] : llvm::zip(type.getShape(), x.indices)) {
+    if (extent == 1) {
+      std::optional<int64_t> k = getConstantIntValue(index);
+      if (!k || *k != 0)
+        return std::nullopt;
+      continue;
+    }
+    c.shape.push_back(extent);
+    c.indices.push_back(index);
+  }
+  Value v = x.memref;
+  for (;;) {
+    Operation *def = v.getDefiningOp();
+    if (auto view = dyn_cast_or_null<memref::ViewOp>(def)) {
+      std::optional<int64_t> shift = getConstantIntValue(view.getByteShift());
+      if (!shift)
+        return std::nullopt;
+      c.offset += *shift;
+      v = view.getSource();
+      continue;
+    }
+    if (isa_and_nonnull<memref::ExpandShapeOp, memref::CollapseShapeOp>(def)) {
+      v = def->getOperand(0);
+      continue;
+    }
+    break;
+  }
+  c.root = v;
+  return c;
+}
+
+bool sameElementAtSameIteration(const ElementAccess &x, scf::ForOp a, const ElementAccess &y, scf::ForOp b) {
+  std::optional<CanonicalAccess> cx = canonical(x), cy = canonical(y);
+  if (!cx || !cy || cx->root != cy->root || cx->offset != cy->offset || cx->element != cy->element ||
+      cx->shape != cy->shape)
+    return false;
+  bool usesIv = false;
+  for (auto [i, j] : llvm::zip(cx->indices, cy->indices)) {
+    if (i == a.getInductionVar() && j == b.getInductionVar()) {
+      usesIv = true;
+      continue;
+    }
+    if (i != j || !a.isDefinedOutsideOfLoop(i) || !b.isDefinedOutsideOfLoop(j))
+      return false;
+  }
+  return usesIv;
+}
+
+bool sameBounds(scf::ForOp a, scf::ForOp b) {
+  auto c = [](Value v) { return getConstantIntValue(v); };
+  auto st = c(a.getStep());
+  return c(a.getLowerBound()) && c(a.getLowerBound()) == c(b.getLowerBound()) && c(a.getUpperBound()) &&
+         c(a.getUpperBound()) == c(b.getUpperBound()) && st && *st > 0 && st == c(b.getStep());
+}
+
+/// Whether `b` can run in the iterations of `a` (after `a`'s body), the ops
+/// `between` them moving before `a`.
+bool fusibleInner(scf::ForOp a, scf::ForOp b, ArrayRef<Operation *> between) {
+  if (!sameBounds(a, b))
+    return false;
+  SmallVector<ElementAccess> xa, xb;
+  if (!elementAccesses(*a.getBody(), xa) || !elementAccesses(*b.getBody(), xb))
+    return false;
+  // Nothing after `a` may use its results (they are only final after its
+  // last iteration), and the ops in between must not touch its memory.
+  auto usesA = [&](Operation *op) {
+    bool uses = false;
+    op->walk([&](Operation *inner) {
+      for (Value v : inner->getOperands())
+        uses |= v.getDefiningOp() == a.getOperation();
+    });
+    return uses;
+  };
+  if (usesA(b))
+    return false;
+  for (Operation *op : between) {
+    if (usesA(op))
+      return false;
+    SmallVector<ElementAccess> one;
+    if (auto load = dyn_cast<memref::LoadOp>(op))
+      one.push_back({load.getMemRef(), SmallVector<Value>(load.getIndices()), false});
+    else if (auto store = dyn_cast<memref::StoreOp>(op))
+      one.push_back({store.getMemRef(), SmallVector<Value>(store.getIndices()), true});
+    else if (!isMemoryEffectFree(op) || op->getNumRegions() > 0)
+      return false;
+    for (const ElementAccess &e : one)
+      for (const ElementAccess &x : xa)
+        if (mayConflict(e, x))
+          return false;
+  }
+  for (const ElementAccess &x : xa)
+    for (const ElementAccess &y : xb)
+      if (mayConflict(x, y) && !sameElementAtSameIteration(x, a, y, b))
+        return false;
+  return true;
+}
+
+/// One loop running `a`'s body, then `b`'s, per iteration.
+scf::ForOp mergeInner(scf::ForOp a, scf::ForOp b) {
+  OpBuilder builder(a);
+  SmallVector<Value> inits(a.getInitArgs());
+  llvm::append_range(inits, b.getInitArgs());
+  const unsigned na = a.getNumResults();
+  auto merged = scf::ForOp::create(
+      builder, a.getLoc(), a.getLowerBound(), a.getUpperBound(), a.getStep(), inits,
+      [&](OpBuilder &nb, Location loc, Value iv, ValueRange args) {
+        IRMapping map;
+        SmallVector<Value> yields;
+        for (auto [loop, first] : {std::pair{a, 0u}, std::pair{b, na}}) {
+          map.map(loop.getInductionVar(), iv);
+          for (unsigned k = 0; k < loop.getNumRegionIterArgs(); ++k)
+            map.map(loop.getRegionIterArgs()[k], args[first + k]);
+          for (Operation &op : loop.getBody()->without_terminator())
+            nb.clone(op, map);
+          for (Value v : loop.getBody()->getTerminator()->getOperands())
+            yields.push_back(map.lookupOrDefault(v));
+        }
+        scf::YieldOp::create(nb, loc, yields);
+      });
+  for (unsigned k = 0; k < na; ++k)
+    a.getResult(k).replaceAllUsesWith(merged.getResult(k));
+  for (unsigned k = 0; k < b.getNumResults(); ++k)
+    b.getResult(k).replaceAllUsesWith(merged.getResult(na + k));
+  b.erase();
+  a.erase();
+  return merged;
+}
+
 } // namespace
+
+int fuseLoopsInRows(func::FuncOp kernel) {
+  int merged = 0;
+  SmallVector<scf::ParallelOp> rows;
+  kernel.walk([&](scf::ParallelOp p) {
+    if (p->getParentOp() == kernel.getOperation())
+      rows.push_back(p);
+  });
+  for (scf::ParallelOp p : rows) {
+    Block *body = p.getBody();
+    for (auto it = body->begin(); it != body->end(); ++it) {
+      auto first = dyn_cast<scf::ForOp>(*it);
+      if (!first)
+        continue;
+      for (;;) {
+        SmallVector<Operation *> between;
+        Operation *next = first->getNextNode();
+        while (next && !isa<scf::ForOp>(next) && !next->hasTrait<OpTrait::IsTerminator>()) {
+          between.push_back(next);
+          next = next->getNextNode();
+        }
+        auto second = dyn_cast_or_null<scf::ForOp>(next);
+        if (!second || !fusibleInner(first, second, between))
+          break;
+        for (Operation *op : between)
+          op->moveBefore(first);
+        first = mergeInner(first, second);
+        ++merged;
+      }
+      it = Block::iterator(first.getOperation());
+    }
+  }
+  return merged;
+}
 
 int fuseRowLoops(func::FuncOp kernel, const std::set<unsigned> &sharedArgs) {
   if (!kernel.getBody().hasOneBlock())

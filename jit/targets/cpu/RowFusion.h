@@ -26,6 +26,16 @@ namespace kiln::jit::cpu {
 /// pairs) may alias one another. Returns the number of loops merged away.
 int fuseRowLoops(mlir::func::FuncOp kernel, const std::set<unsigned> &sharedArgs);
 
+/// Inside each top-level scf.parallel of `kernel`, merges adjacent
+/// innermost scf.for loops with equal constant bounds into one when the
+/// second uses no result of the first and every pair of their accesses
+/// that may touch the same memory (one a write) is to the same element in
+/// the same iteration; ops between them without effects on the first
+/// loop's memory move before it. A softmax row then takes three passes
+/// (max; exp, store and sum; scale), a layer_norm row three (sum; centre,
+/// store and sum of squares; scale). Returns the number of loops merged away.
+int fuseLoopsInRows(mlir::func::FuncOp kernel);
+
 } // namespace kiln::jit::cpu
 
 #endif // KILN_JIT_TARGETS_CPU_ROWFUSION_H

@@ -188,8 +188,11 @@ class InputMaker {
 struct Bound {
   double relative = 0;  ///< f32/f64: |c - r| <= relative * max(1, |r|)
   int ulps = 0;         ///< f16/bf16: |c - r| <= ulps * ulp(r)
+  bool zeroSign = false;  ///< equal zeros must also agree in sign
 };
 constexpr Bound kExact{0, 0};
+/// Max/min reductions: IEEE maximum/minimum in both tiers, whatever the order.
+constexpr Bound kExactSigned{0, 0, true};
 constexpr Bound kTranscendental{1e-5, 1};
 constexpr Bound kSummed{1e-5, 1};
 constexpr Bound kMatmul{1e-4, 1};
@@ -273,7 +276,7 @@ double ulpOf(DType t, double x) {
 
 bool floatsAgree(DType t, Bound b, double r, double c) {
   if (std::isnan(r) || std::isnan(c)) return std::isnan(r) && std::isnan(c);
-  if (r == c) return true;
+  if (r == c) return !b.zeroSign || std::signbit(r) == std::signbit(c);
   if (std::isinf(r) || std::isinf(c)) return false;
   if (isHalf(t)) return std::fabs(r - c) <= b.ulps * ulpOf(t, std::max(std::fabs(r), std::fabs(c)));
   return std::fabs(r - c) <= b.relative * std::max(1.0, std::fabs(r));
@@ -712,6 +715,63 @@ TEST(OpDifferential, IndexOps) {
                                                     one_hot(in.index(it, {}, 3), 3, t)};
                        }});
     }
+  }
+  runCases(cases);
+}
+
+// ---- one-pass row kernels ---------------------------------------------------------
+
+/// Rows of +0, -0 and negative values, some all -0, some with one +0, and
+/// their mirror image (-x): the max (min) of a row is a zero whose sign the
+/// order of the elements must not decide.
+Tensor signedZeroRows(DType t, int64_t rows, int64_t cols) {
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t h = (r * 7 + c * 13) % 5;
+      float x = h == 0 ? -1.5f : -0.0f;
+      if (r % 3 == 1 && c == (r * 5) % cols) x = 0.0f;  // one +0, anywhere in the row
+      if (r % 3 == 2 && c % 4 == 1) x = 0.0f;           // several
+      v[static_cast<size_t>(r * cols + c)] = x;
+    }
+  Tensor x = from_vector(v, {rows, cols});
+  Tensor both = concat({x, neg(x)}, 0);
+  return t == DType::f32 ? both : cast(both, t);
+}
+
+// Softmax and layer_norm rows run as one parallel loop whose temporaries are
+// row buffers on the stack, with vectorised IEEE max/min: rows longer than a
+// vector with tails, enough rows to run in parallel, special values (NaN and
+// infinite rows), signed zeros and empty dimensions.
+TEST(OpDifferential, RowKernels) {
+  std::vector<Case> cases;
+  for (DType t : kFloatTypes) {
+    cases.push_back({nameOf("softmax rows", {t}), kComposite, [=](InputMaker& in) {
+                       return std::vector<Tensor>{softmax(in.make(t, {256, 300}, Values::Plain)),
+                                                  softmax(in.make(t, {24, 70})), softmax(in.make(t, {40, 6})),
+                                                  log_softmax(in.make(t, {64, 33}))};
+                     }});
+    cases.push_back({nameOf("layer_norm rows", {t}), kComposite, [=](InputMaker& in) {
+                       return std::vector<Tensor>{layer_norm(in.make(t, {256, 300}, Values::Plain)),
+                                                  layer_norm(in.make(t, {40, 6})),
+                                                  layer_norm(in.make(t, {24, 70}, Values::Plain),
+                                                             in.make(t, {70}, Values::Plain),
+                                                             in.make(t, {70}, Values::Plain))};
+                     }});
+    cases.push_back({nameOf("max/min rows", {t}), kExactSigned, [=](InputMaker& in) {
+                       Tensor x = in.make(t, {33, 70});
+                       Tensor z = signedZeroRows(t, 12, 37);
+                       return std::vector<Tensor>{max(x, {1}), min(x, {1}, true), max(x, {0}),
+                                                  max(z, {1}), min(z, {1}), max(z, {0}), min(z)};
+                     }});
+    cases.push_back({nameOf("softmax/layer_norm empty", {t}), kComposite,
+                     [=](InputMaker& in) {
+                       // (softmax over an empty axis is rejected: an empty set has no maximum)
+                       return std::vector<Tensor>{softmax(in.make(t, {0, 5})), softmax(in.make(t, {3, 0}), 0),
+                                                  layer_norm(in.make(t, {0, 8})), layer_norm(in.make(t, {4, 0, 3})),
+                                                  max(in.make(t, {0, 4}), {1})};
+                     },
+                     /*mayStayInterpreted=*/true});
   }
   runCases(cases);
 }

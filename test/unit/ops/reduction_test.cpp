@@ -277,6 +277,43 @@ TEST(OpsReduce, Explicit) {
   EXPECT_TRUE(near(kiln::mean(r0), Ref({}, 2.5), {}));
 }
 
+// Float max/min are IEEE maximum/minimum: NaN wins, +0 > -0, whatever the
+// order of the elements (the row loops are vectorised, so the order is not
+// the index order).
+TEST(OpsReduce, MaxMinSignedZeroAndNaNAnyOrder) {
+  for (bool f64 : {false, true}) {
+    SCOPED_TRACE(f64 ? "f64" : "f32");
+    auto make = [&](std::vector<float> v, Shape s) {
+      Tensor t = kiln::from_vector(v, s);
+      return f64 ? kiln::cast(t, DType::f64) : t;
+    };
+    for (const std::vector<float>& zeros : {std::vector<float>{-0.f, 0.f}, std::vector<float>{0.f, -0.f}}) {
+      Tensor z = make(zeros, {2});
+      EXPECT_FALSE(std::signbit(kiln::max(z).item<double>()));
+      EXPECT_TRUE(std::signbit(kiln::min(z).item<double>()));
+    }
+    // Rows of 70 (four vectors of 16 and a tail): +0 or NaN at every place.
+    const int64_t n = 70;
+    for (int64_t at : {int64_t{0}, int64_t{15}, int64_t{16}, int64_t{63}, int64_t{64}, int64_t{69}}) {
+      SCOPED_TRACE("at " + std::to_string(at));
+      std::vector<float> v(static_cast<size_t>(3 * n), -0.f);
+      for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(2 * n + i)] = -1.f - static_cast<float>(i);
+      v[static_cast<size_t>(at)] = 0.f;
+      v[static_cast<size_t>(n + at)] = std::copysign(kNaNf, -1.f);  // a NaN with its sign bit set
+      v[static_cast<size_t>(2 * n + at)] = -kInff;
+      Tensor x = make(v, {3, n});
+      std::vector<double> mx = kiln::max(x, {1}).to_vector<double>(), mn = kiln::min(x, {1}).to_vector<double>();
+      EXPECT_EQ(mx[0], 0.0);
+      EXPECT_FALSE(std::signbit(mx[0]));
+      EXPECT_TRUE(std::signbit(mn[0]));
+      EXPECT_TRUE(std::isnan(mx[1]));
+      EXPECT_TRUE(std::isnan(mn[1]));
+      EXPECT_EQ(mx[2], at == 0 ? -2.0 : -1.0);
+      EXPECT_EQ(mn[2], -kInf);
+    }
+  }
+}
+
 TEST(OpsReduce, LargeSumAccuracy) {
   const int64_t n = 1 << 18;
   Tensor x = kiln::rand({n}, 5);

@@ -659,7 +659,16 @@ public:
                         : Value(arith::MulIOp::create(b, nloc, acc, x));
             break;
           default:
-            r = sb.maxOrMin(kind == OpKind::ReduceMax, kilnType, acc, x);
+            // Floats: IEEE 754-2019 maximum/minimum. NaN wins, as in the
+            // interpreter, and +0 > -0, so the result (sign of zero
+            // included) does not depend on the order of the elements, and
+            // the reduction may be reassociated and vectorised.
+            if (isFloat)
+              r = kind == OpKind::ReduceMax
+                      ? Value(arith::MaximumFOp::create(b, nloc, acc, x))
+                      : Value(arith::MinimumFOp::create(b, nloc, acc, x));
+            else
+              r = sb.maxOrMin(kind == OpKind::ReduceMax, kilnType, acc, x);
             break;
           }
           linalg::YieldOp::create(b, nloc, r);

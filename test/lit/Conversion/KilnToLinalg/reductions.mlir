@@ -36,18 +36,33 @@ func.func @prod_all_int(%x: tensor<2x3xi32>) -> tensor<i32> {
 
 // -----
 
-// Max starts at -inf and propagates NaN; f16 compares in f32.
+// Max starts at -inf and is IEEE maximum (NaN wins, +0 > -0: the result
+// does not depend on the order); f16 compares in f32.
 // CHECK-LABEL: func.func @max_half
 // CHECK: %[[NINF:.*]] = arith.constant 0xFF800000 : f32
 // CHECK: linalg.fill ins(%[[NINF]] : f32)
 // CHECK: ^bb0(%[[E:.*]]: f16, %[[ACC:.*]]: f32):
 // CHECK: %[[W:.*]] = arith.extf %[[E]] : f16 to f32
-// CHECK: arith.cmpf ogt, %[[ACC]], %[[W]] : f32
-// CHECK: arith.cmpf uno
+// CHECK: %[[M:.*]] = arith.maximumf %[[ACC]], %[[W]] : f32
+// CHECK: linalg.yield %[[M]] : f32
 // CHECK: arith.truncf %{{.*}} : f32 to f16
 func.func @max_half(%x: tensor<2x3xf16>) -> tensor<2xf16> {
   %0 = kiln.reduce_max %x axes [1] keepdim false : tensor<2x3xf16> -> tensor<2xf16>
   return %0 : tensor<2xf16>
+}
+
+// -----
+
+// Min starts at +inf and is IEEE minimum (-0 < +0).
+// CHECK-LABEL: func.func @min_f32
+// CHECK: %[[INF:.*]] = arith.constant 0x7F800000 : f32
+// CHECK: linalg.fill ins(%[[INF]] : f32)
+// CHECK: ^bb0(%[[E:.*]]: f32, %[[ACC:.*]]: f32):
+// CHECK: %[[M:.*]] = arith.minimumf %[[ACC]], %[[E]] : f32
+// CHECK: linalg.yield %[[M]] : f32
+func.func @min_f32(%x: tensor<2x3xf32>) -> tensor<2xf32> {
+  %0 = kiln.reduce_min %x axes [1] keepdim false : tensor<2x3xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
 }
 
 // -----

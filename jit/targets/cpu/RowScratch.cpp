@@ -1,0 +1,214 @@
+//===- RowScratch.cpp - Row temporaries on the stack, not in scratch -*- C++ -*-===//
+
+#include "jit/targets/cpu/RowScratch.h"
+
+#include <map>
+#include <set>
+
+#include "jit/targets/cpu/MemoryExtent.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+using namespace mlir;
+
+namespace kiln::jit::cpu {
+
+namespace {
+
+/// Row buffers are aligned for the widest vector loads.
+constexpr int64_t kRowBufferAlignment = 64;
+
+/// A top-level loop over rows: one dimension, from 0 by 1 to a constant.
+std::optional<int64_t> rowCount(scf::ParallelOp p) {
+  if (p.getNumLoops() != 1 || p.getNumResults() != 0)
+    return std::nullopt;
+  auto lb = getConstantIntValue(p.getLowerBound()[0]), ub = getConstantIntValue(p.getUpperBound()[0]),
+       st = getConstantIntValue(p.getStep()[0]);
+  if (!lb || !ub || !st || *lb != 0 || *st != 1 || *ub <= 0)
+    return std::nullopt;
+  return *ub;
+}
+
+/// One use of the scratch buffer by an op that is not a view of it.
+struct ScratchUse {
+  Operation *op;
+  Value memref;
+  Extent extent;
+};
+
+/// The memref a load or store accesses, its indices; null for other ops.
+std::pair<Value, ValueRange> accessOf(Operation *op) {
+  if (auto load = dyn_cast<memref::LoadOp>(op))
+    return {load.getMemRef(), load.getIndices()};
+  if (auto store = dyn_cast<memref::StoreOp>(op))
+    return {store.getMemRef(), store.getIndices()};
+  return {Value(), ValueRange()};
+}
+
+bool isView(Operation *op) { return isa<ViewLikeOpInterface>(op) && op->getNumResults() == 1; }
+
+/// Erases the view ops of `kernel` nobody uses any more.
+void eraseDeadViews(func::FuncOp kernel) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    SmallVector<Operation *> dead;
+    kernel.walk([&](Operation *op) {
+      if (isView(op) && op->use_empty() && isMemoryEffectFree(op))
+        dead.push_back(op);
+    });
+    for (Operation *op : dead)
+      op->erase();
+    changed = !dead.empty();
+  }
+}
+
+} // namespace
+
+int localizeRowScratch(func::FuncOp kernel, unsigned scratchArg, int64_t maxBytes) {
+  if (kernel.getBody().empty() || !kernel.getBody().hasOneBlock() || scratchArg >= kernel.getNumArguments())
+    return 0;
+  Value scratch = kernel.getArgument(scratchArg);
+  if (!isa<MemRefType>(scratch.getType()))
+    return 0;
+
+  // Every op that touches scratch bytes through a memref operand.
+  SmallVector<ScratchUse> uses;
+  kernel.walk([&](Operation *op) {
+    if (isView(op))
+      return;
+    for (Value v : op->getOperands()) {
+      if (!isa<MemRefType>(v.getType()))
+        continue;
+      Extent e = extentOf(v);
+      if (e.base == scratch)
+        uses.push_back({op, v, e});
+    }
+  });
+
+  /// A temporary of one loop: its bytes and the loop.
+  struct Candidate {
+    int64_t begin, end, rows;
+    scf::ParallelOp loop;
+  };
+  std::map<std::pair<int64_t, int64_t>, Candidate> candidates;
+  std::set<std::pair<int64_t, int64_t>> rejected;
+  for (const ScratchUse &u : uses) {
+    auto [memref, indices] = accessOf(u.op);
+    auto loop = u.op->getParentOfType<scf::ParallelOp>();
+    while (loop && loop->getParentOp() != kernel.getOperation())
+      loop = loop->getParentOfType<scf::ParallelOp>();
+    std::optional<RowLayout> layout = memref ? rowLayout(memref) : std::nullopt;
+    std::optional<int64_t> rows = loop ? rowCount(loop) : std::nullopt;
+    const std::pair<int64_t, int64_t> key{u.extent.begin, u.extent.end};
+    if (!layout || !rows || std::get<3>(*layout) != *rows || indices.empty() ||
+        indices[0] != loop.getInductionVars()[0] || std::get<1>(*layout) != u.extent.begin ||
+        std::get<1>(*layout) + std::get<2>(*layout) != u.extent.end || std::get<2>(*layout) % *rows != 0) {
+      rejected.insert(key);
+      continue;
+    }
+    auto [it, inserted] = candidates.try_emplace(key, Candidate{u.extent.begin, u.extent.end, *rows, loop});
+    if (!inserted && it->second.loop != loop)
+      rejected.insert(key);
+  }
+  // Temporaries that share a byte with a rejected use stay in scratch.
+  auto overlapsRejected = [&](const Candidate &c) {
+    for (const ScratchUse &u : uses) {
+      const std::pair<int64_t, int64_t> key{u.extent.begin, u.extent.end};
+      if (rejected.count(key) && u.extent.begin < c.end && c.begin < u.extent.end)
+        return true;
+    }
+    return false;
+  };
+
+  // Smallest rows first: a loop's accumulators (a row max, a row sum) then
+  // always fit, and LLVM keeps them in registers.
+  SmallVector<Candidate> ordered;
+  for (auto &[key, c] : candidates)
+    if (!rejected.count(key) && !overlapsRejected(c))
+      ordered.push_back(c);
+  llvm::stable_sort(ordered, [](const Candidate &a, const Candidate &b) {
+    return (a.end - a.begin) / a.rows < (b.end - b.begin) / b.rows;
+  });
+
+  int moved = 0;
+  int64_t total = 0;
+  std::map<Operation *, int64_t> bytesOfLoop;
+  for (Candidate &c : ordered) {
+    const int64_t rowBytes = (c.end - c.begin) / c.rows;
+    int64_t &used = bytesOfLoop[c.loop.getOperation()];
+    const int64_t padded = (rowBytes + kRowBufferAlignment - 1) / kRowBufferAlignment * kRowBufferAlignment;
+    // Loops that stay in the kernel (too small to dispatch) all keep their
+    // buffers in the kernel's frame, on the caller's stack: bound the sum.
+    if (used + padded > maxBytes || total + padded > kMaxRowBufferBytesPerKernel)
+      continue;
+    used += padded;
+    total += padded;
+
+    Block *body = c.loop.getBody();
+    OpBuilder b = OpBuilder::atBlockBegin(body);
+    Location loc = c.loop.getLoc();
+    auto bufferType = MemRefType::get({rowBytes}, b.getI8Type());
+    Value buffer = memref::AllocaOp::create(b, loc, bufferType, b.getI64IntegerAttr(kRowBufferAlignment));
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    // One view of the row buffer per view of the temporary: its first
+    // dimension (the rows) becomes 1.
+    DenseMap<Value, Value> rowViews;
+    for (const ScratchUse &u : uses) {
+      if (u.extent.begin != c.begin || u.extent.end != c.end)
+        continue;
+      auto [memref, indices] = accessOf(u.op);
+      Value &view = rowViews[memref];
+      if (!view) {
+        auto type = cast<MemRefType>(memref.getType());
+        SmallVector<int64_t> shape(type.getShape());
+        shape[0] = 1;
+        view = memref::ViewOp::create(b, loc, MemRefType::get(shape, type.getElementType()), buffer, zero, ValueRange{});
+      }
+      // The memref is operand 0 of a load and operand 1 of a store; the
+      // first index follows it.
+      const unsigned memrefOperand = isa<memref::LoadOp>(u.op) ? 0 : 1;
+      u.op->setOperand(memrefOperand, view);
+      u.op->setOperand(memrefOperand + 1, zero);
+    }
+    ++moved;
+  }
+  if (moved)
+    eraseDeadViews(kernel);
+  return moved;
+}
+
+int64_t scratchBytesInUse(func::FuncOp kernel, unsigned scratchArg) {
+  if (kernel.getBody().empty() || scratchArg >= kernel.getNumArguments())
+    return -1;
+  Value scratch = kernel.getArgument(scratchArg);
+  int64_t end = 0;
+  for (Operation *user : scratch.getUsers()) {
+    auto view = dyn_cast<memref::ViewOp>(user);
+    if (!view || view.getSource() != scratch)
+      return -1;
+    Extent e = extentOf(view.getResult());
+    if (e.end == INT64_MAX)
+      return -1;
+    end = std::max(end, e.end);
+  }
+  return end;
+}
+
+void hoistRowBuffers(func::FuncOp fn) {
+  if (fn.getBody().empty())
+    return;
+  Block &entry = fn.getBody().front();
+  SmallVector<memref::AllocaOp> allocas;
+  for (Operation &op : entry)
+    if (auto p = dyn_cast<scf::ParallelOp>(op))
+      for (Operation &inner : *p.getBody())
+        if (auto alloca = dyn_cast<memref::AllocaOp>(inner); alloca && alloca->getNumOperands() == 0)
+          allocas.push_back(alloca);
+  for (memref::AllocaOp alloca : allocas)
+    alloca->moveBefore(&entry, entry.begin());
+}
+
+} // namespace kiln::jit::cpu
