@@ -24,12 +24,13 @@ class WorkerEvent final : public Event {
     auto [s, id] = snapshot();
     if (s) s->waitFor(id);
   }
-
- private:
+  /// The stream and task count of the last record() (null: never recorded).
   std::pair<WorkerStream*, uint64_t> snapshot() {
     std::lock_guard<std::mutex> lock(mutex_);
     return {stream_, id_};
   }
+
+ private:
   std::mutex mutex_;
   WorkerStream* stream_ = nullptr;
   uint64_t id_ = 0;
@@ -59,7 +60,15 @@ void WorkerStream::fill(void* dst, unsigned char value, std::size_t bytes) {
 void WorkerStream::hostCall(std::function<void()> fn) { enqueue(std::move(fn)); }
 
 void WorkerStream::wait(Event& event) {
-  // The worker blocks on the event before running later work.
+  // The worker blocks on the event before running later work. What it waits
+  // for is the event's last record() before this call, taken now (as on a
+  // GPU): the caller may record the event again, or destroy it, before the
+  // worker gets to this task.
+  if (auto* ours = dynamic_cast<WorkerEvent*>(&event)) {
+    auto [stream, id] = ours->snapshot();
+    if (stream) enqueue([stream, id] { stream->waitFor(id); });
+    return;
+  }
   Event* e = &event;
   enqueue([e] { e->synchronize(); });
 }
@@ -130,6 +139,12 @@ void WorkerStream::serve() {
     } catch (...) {
       failure = "unknown exception";
     }
+    // Release what the task holds (buffers it keeps alive, a kernel, a host
+    // buffer's storage) before it counts as complete: once synchronize()
+    // returns, nothing of the task runs any more, e.g. a Storage freed into
+    // an allocator while the caller reads its stats, or a kernel's last
+    // reference dropped while the process exits.
+    fn = nullptr;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!failure.empty() && error_.empty()) error_ = failure;

@@ -1,5 +1,6 @@
 #include "runtime/backends/cpu/CpuBackend.h"
 
+#include <atomic>
 #include <fstream>
 #include <mutex>
 
@@ -34,19 +35,24 @@ class CpuDeviceContext final : public DeviceContext {
   interp::OpLibrary& ops() override { return interp::hostOpLibrary(); }
   std::unique_ptr<Stream> createStream() override { return std::make_unique<WorkerStream>(); }
   Stream& defaultStream() override {
-    std::call_once(streamOnce_, [this] { stream_ = std::make_unique<WorkerStream>(); });
+    std::call_once(streamOnce_, [this] {
+      stream_ = std::make_unique<WorkerStream>();
+      hasStream_.store(true, std::memory_order_release);
+    });
     return *stream_;
   }
   // The runtime's work on the CPU runs in the calling thread: only user
-  // streams can hold work.
+  // streams can hold work. (sync() calls this from any thread, maybe while
+  // another creates the default stream: the flag, not stream_, is read.)
   void synchronize() override {
-    if (stream_) stream_->synchronize();
+    if (hasStream_.load(std::memory_order_acquire)) stream_->synchronize();
   }
 
  private:
   CachingHostAllocator allocator_;
   std::once_flag streamOnce_;
   std::unique_ptr<WorkerStream> stream_;
+  std::atomic<bool> hasStream_{false};
 };
 
 class CpuDriver final : public Driver {

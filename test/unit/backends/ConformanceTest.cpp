@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -99,6 +100,41 @@ TEST_P(Conformance, EventsOrderStreams) {
   EXPECT_TRUE(ev->query());
   consumer->synchronize();
   EXPECT_TRUE(consumerSawProduced);
+}
+
+TEST_P(Conformance, WaitTakesTheEventAsRecordedThen) {
+  // A wait is for the record() before it: the event may be recorded again or
+  // destroyed while the waiting stream has not got there yet.
+  auto producer = ctx().createStream();
+  auto consumer = ctx().createStream();
+  auto ev = producer->createEvent();
+  std::atomic<bool> release{false}, produced{false};
+  bool consumerSawProduced = false;
+  producer->hostCall([&] {
+    while (!release) std::this_thread::yield();
+    produced = true;
+  });
+  ev->record(*producer);
+  consumer->wait(*ev);
+  consumer->hostCall([&] { consumerSawProduced = produced.load(); });
+  ev.reset();
+  release = true;
+  consumer->synchronize();
+  EXPECT_TRUE(consumerSawProduced);
+  producer->synchronize();
+}
+
+TEST_P(Conformance, SynchronizeReturnsAfterTasksReleasedTheirCaptures) {
+  // What a task keeps alive (a buffer, a kernel) is released by the time
+  // synchronize() returns.
+  auto s = ctx().createStream();
+  bool released = false;
+  {
+    std::shared_ptr<void> guard(nullptr, [&released](void*) { released = true; });
+    s->hostCall([guard] {});
+  }
+  s->synchronize();
+  EXPECT_TRUE(released);
 }
 
 TEST_P(Conformance, DefaultStreamIsShared) {
