@@ -669,6 +669,10 @@ void BM_CompileLatency(benchmark::State& state) {
   static int salt = 0;
   for (auto _ : state) {
     ++salt;
+    // Constants that vary between runs of one structure become kernel
+    // arguments (ScalarArgs.h): start each iteration as a fresh process, so
+    // the new constants make a new key and a new compilation.
+    exec::Engine::instance().resetProfilesForTesting();
     Tensor y = x;
     for (int i = 0; i < ops; ++i) {
       const float c = 1.f + 1e-4f * static_cast<float>((salt * 7919 + i) % 9973);
