@@ -28,14 +28,13 @@ detail::TensorImpl* materialized(const detail::TensorImpl* impl, const char* wha
 std::mutex gDensifyMutex;
 
 /// A copy of `view` (of `shape` elements of `t`) on `to`: the bytes it spans,
-/// with its strides kept (a non-contiguous view stays one). Copies are
+/// elements [lo, hi] relative to its element 0 (core::stridedExtent), with
+/// its strides kept (a non-contiguous view stays one). Copies are
 /// stream-ordered: into a device after its earlier work, out of a device
 /// after the source's device finished what it had queued (then the host
 /// waits, so a host result is readable at once).
-core::View copyView(const core::View& view, DType t, const Shape& shape, Device from, Device to) {
-  int64_t lo = 0, hi = 0;
-  const std::string problem = core::stridedExtent(shape, view.strides, t, &lo, &hi);
-  if (!problem.empty()) throw Error("Tensor::to: " + problem);
+core::View copyView(const core::View& view, DType t, const Shape& shape, int64_t lo, int64_t hi, Device from,
+                    Device to) {
   const auto E = static_cast<int64_t>(dtype_size(t));
   const int64_t count = shape.numel() == 0 ? 0 : hi - lo + 1;
   const auto bytes = static_cast<std::size_t>(count * E);
@@ -61,8 +60,8 @@ core::View copyView(const core::View& view, DType t, const Shape& shape, Device 
     stream.synchronize();
   } else {
     // Between two devices: through the host.
-    core::View staged = copyView(view, t, shape, from, Device::cpu());
-    return copyView(staged, t, shape, Device::cpu(), to);
+    core::View staged = copyView(view, t, shape, lo, hi, from, Device::cpu());
+    return copyView(staged, t, shape, lo, hi, Device::cpu(), to);
   }
   return out;
 }
@@ -173,7 +172,7 @@ Tensor Tensor::to(Device d) const {
   }
   detail::TensorImpl* out = detail::TensorImpl::create(i->dtype, i->shape, d);
   Tensor result(out);
-  out->view = copyView(i->view, i->dtype, i->shape, i->device, d);
+  out->view = copyView(i->view, i->dtype, i->shape, lo, hi, i->device, d);
   return result;
 }
 

@@ -1,6 +1,5 @@
 #include "runtime/exec/Engine.h"
 
-#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -14,6 +13,7 @@
 #include "runtime/exec/StatsCounters.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/exec/LaunchTarget.h"
+#include "runtime/exec/LeastRecentlyUsed.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/trace/Recorder.h"
 #include "runtime/trace/TraceGraph.h"
@@ -186,16 +186,9 @@ std::shared_ptr<TraceProfile> Engine::profileLocked(const trace::TraceKey& key, 
   std::shared_ptr<TraceProfile> profile = it->second;
   const auto limit = static_cast<size_t>(settings().max_trace_keys);
   if (profiles_.size() > limit) {
-    // Drop the least recently used eighth: amortised, a scan every
-    // limit/8 new keys.
-    std::vector<uint64_t> uses;
-    uses.reserve(profiles_.size());
-    for (const auto& [k, p] : profiles_) uses.push_back(p->lastUse);
-    const size_t drop = std::max<size_t>(1, profiles_.size() - limit + limit / 8);
-    std::nth_element(uses.begin(), uses.begin() + static_cast<std::ptrdiff_t>(drop - 1), uses.end());
-    const uint64_t cutoff = uses[drop - 1];
-    for (auto p = profiles_.begin(); p != profiles_.end();) p = p->second->lastUse <= cutoff ? profiles_.erase(p) : std::next(p);
-    counters().profilesEvicted.fetch_add(drop, std::memory_order_relaxed);
+    const std::size_t dropped =
+        trimLeastRecentlyUsed(profiles_, limit, [](const std::shared_ptr<TraceProfile>& p) { return p->lastUse; });
+    counters().profilesEvicted.fetch_add(dropped, std::memory_order_relaxed);
     KernelCache::instance().trimMemory(limit);
   }
   return profile;

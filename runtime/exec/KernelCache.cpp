@@ -16,6 +16,7 @@
 #include "runtime/core/OpKind.h"
 #include "runtime/exec/CacheEntry.h"
 #include "runtime/exec/CacheEntryCheck.h"
+#include "runtime/exec/LeastRecentlyUsed.h"
 #include "runtime/exec/Log.h"
 #include "runtime/exec/StatsCounters.h"
 
@@ -98,16 +99,8 @@ KernelCache& KernelCache::instance() {
 
 void KernelCache::trimMemory(std::size_t limit) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (memory_.size() <= limit) return;
-  std::vector<uint64_t> uses;
-  uses.reserve(memory_.size());
-  for (const auto& [k, m] : memory_) uses.push_back(m.lastUse);
-  const size_t drop = memory_.size() - limit + limit / 8;
-  std::nth_element(uses.begin(), uses.begin() + static_cast<std::ptrdiff_t>(drop - 1), uses.end());
-  const uint64_t cutoff = uses[drop - 1];
   // A kernel a profile still holds stays mapped until that profile goes.
-  for (auto it = memory_.begin(); it != memory_.end();)
-    it = it->second.lastUse <= cutoff ? memory_.erase(it) : std::next(it);
+  trimLeastRecentlyUsed(memory_, limit, [](const InMemory& m) { return m.lastUse; });
 }
 
 void KernelCache::clearMemory() {

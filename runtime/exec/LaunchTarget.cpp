@@ -2,7 +2,6 @@
 
 #include <utility>
 
-#include "runtime/core/TensorSize.h"
 #include "runtime/interp/Kernels.h"
 
 namespace kiln::exec {
@@ -10,12 +9,7 @@ namespace kiln::exec {
 LaunchTarget::LaunchTarget(Device device)
     : device_(hal::deviceContext(device)), ops_(device_.ops()), allocator_(device_.allocator()) {}
 
-core::View LaunchTarget::alloc(DType t, const Shape& shape) {
-  core::View v;
-  v.storage = core::Storage::allocate(allocator_, core::requireDenseBytes("allocate", shape, t));
-  core::contiguousStrides(shape, v.strides);
-  return v;
-}
+core::View LaunchTarget::alloc(DType t, const Shape& shape) { return interp::allocDense(allocator_, t, shape); }
 
 std::shared_ptr<core::Storage> LaunchTarget::scratch(std::size_t bytes) {
   return core::Storage::allocate(allocator_, bytes);
@@ -33,19 +27,7 @@ core::View LaunchTarget::dense(const core::View& v, DType t, const Shape& shape)
 }
 
 std::vector<int64_t> LaunchTarget::readIndices(const core::View& v, DType t, const Shape& shape) {
-  std::vector<int64_t> values(static_cast<size_t>(shape.numel()));
-  if (values.empty()) return values;
-  const interp::Arg arg = interp::argOf(v, t, shape);
-  if (device_.hostAccessible()) {
-    interp::castKernel(arg, DType::i64, reinterpret_cast<char*>(values.data()));
-    return values;
-  }
-  core::View dense = alloc(DType::i64, shape);
-  ops_.cast(arg, DType::i64, dense.bytes(DType::i64));
-  hal::Stream& stream = device_.defaultStream();
-  stream.copy(values.data(), dense.bytes(DType::i64), values.size() * sizeof(int64_t));
-  stream.synchronize();
-  return values;
+  return interp::readIndices(device_, interp::argOf(v, t, shape));
 }
 
 void LaunchTarget::launch(const std::shared_ptr<Executable>& exe, std::vector<void*> args,

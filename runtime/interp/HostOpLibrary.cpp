@@ -1,5 +1,7 @@
 #include "runtime/interp/OpLibrary.h"
 
+#include "runtime/backends/Hal.h"
+
 namespace kiln::interp {
 
 namespace {
@@ -48,6 +50,21 @@ class HostOpLibrary final : public OpLibrary {
 OpLibrary& hostOpLibrary() {
   static HostOpLibrary library;
   return library;
+}
+
+std::vector<int64_t> readIndices(hal::DeviceContext& device, const Arg& index) {
+  std::vector<int64_t> values(static_cast<size_t>(index.shape.numel()));
+  if (values.empty()) return values;
+  if (device.hostAccessible()) {
+    castKernel(index, DType::i64, reinterpret_cast<char*>(values.data()));
+    return values;
+  }
+  core::View dense = allocDense(device.allocator(), DType::i64, index.shape);
+  device.ops().cast(index, DType::i64, dense.bytes(DType::i64));
+  hal::Stream& stream = device.defaultStream();
+  stream.copy(values.data(), dense.bytes(DType::i64), values.size() * sizeof(int64_t));
+  stream.synchronize();
+  return values;
 }
 
 }  // namespace kiln::interp

@@ -52,12 +52,7 @@ class NodeRunner {
   }
 
   /// A fresh dense buffer on the trace's device.
-  View alloc(DType t, const Shape& shape) {
-    View v;
-    v.storage = core::Storage::allocate(allocator_, core::requireDenseBytes("allocate", shape, t));
-    core::contiguousStrides(shape, v.strides);
-    return v;
-  }
+  View alloc(DType t, const Shape& shape) { return allocDense(allocator_, t, shape); }
 
   /// The input as f32 when it is half precision (kept alive in temps_).
   Arg widened(uint32_t id) {
@@ -194,24 +189,12 @@ class NodeRunner {
     // The host cannot read this device's indices: bring them over first, so
     // that a bad one fails this node (as on the CPU), not the device stream.
     if (!device_.hostAccessible())
-      checkIndexRange(core::opName(n.op).data(), readToHost(index).data(), index.shape.numel(), axis, x.shape[axis]);
+      checkIndexRange(core::opName(n.op).data(), readIndices(device_, index).data(), index.shape.numel(), axis,
+                      x.shape[axis]);
     View out = alloc(n.dtype, n.shape);
     if (n.op == core::OpKind::IndexSelect) ops_.indexSelect(x, axis, index, n.shape, out.bytes(n.dtype));
     else ops_.gather(x, axis, index, out.bytes(n.dtype));
     return out;
-  }
-
-  /// An i64 device view's values in row-major order, on the host (waits for
-  /// the device).
-  std::vector<int64_t> readToHost(const Arg& a) {
-    std::vector<int64_t> host(static_cast<size_t>(a.shape.numel()));
-    if (host.empty()) return host;
-    View dense = alloc(DType::i64, a.shape);
-    ops_.copy(a, dense.bytes(DType::i64));
-    hal::Stream& stream = device_.defaultStream();
-    stream.copy(host.data(), dense.bytes(DType::i64), host.size() * sizeof(int64_t));
-    stream.synchronize();
-    return host;
   }
 
   const trace::Trace& trace_;

@@ -26,8 +26,16 @@ struct Arg {
   int64_t strides[Shape::kMaxRank] = {};
 };
 
-/// A fresh dense row-major host buffer for `shape` elements of `t`; a size
-/// past the address space throws kiln::Error naming `what`.
+/// A fresh dense row-major buffer for `shape` elements of `t` from
+/// `allocator` (a device's memory); a size past the address space throws
+/// kiln::Error naming `what`.
+inline core::View allocDense(hal::Allocator& allocator, DType t, const Shape& shape, const char* what = "allocate") {
+  core::View v;
+  v.storage = core::Storage::allocate(allocator, core::requireDenseBytes(what, shape, t));
+  core::contiguousStrides(shape, v.strides);
+  return v;
+}
+/// The same on the host.
 inline core::View allocDense(DType t, const Shape& shape, const char* what = "allocate") {
   core::View v;
   v.storage = core::Storage::allocateHost(core::requireDenseBytes(what, shape, t));

@@ -10,8 +10,13 @@
 
 #include <array>
 #include <utility>
+#include <vector>
 
 #include "runtime/interp/Kernels.h"
+
+namespace kiln::hal {
+class DeviceContext;
+}  // namespace kiln::hal
 
 namespace kiln::interp {
 
@@ -44,6 +49,11 @@ class OpLibrary {
 /// The CPU device's library: the reference kernels, run in the calling thread
 /// (and the TBB pool).
 OpLibrary& hostOpLibrary();
+
+/// The values of an integer view on `device` as i64 in row-major order, on
+/// the host (for index range checks); waits for the device when it is not
+/// host-accessible.
+std::vector<int64_t> readIndices(hal::DeviceContext& device, const Arg& index);
 
 /// The reference kernels, each call handed to `enqueue` as a task (a
 /// callable taking a std::function<void()>): the library of a device whose

@@ -33,7 +33,7 @@ void DeviceArena::protectLocked(std::size_t from, std::size_t to, bool accessibl
 }
 
 void* DeviceArena::allocate(std::size_t bytes) {
-  const std::size_t size = CachingHostAllocator::bucketSize(bytes == 0 ? 1 : bytes);
+  const std::size_t size = CachingHostAllocator::bucketSize(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.allocations;
   stats_.bytes_requested += bytes;
@@ -66,7 +66,7 @@ void* DeviceArena::allocate(std::size_t bytes) {
 
 void DeviceArena::release(void* ptr, std::size_t bytes) {
   if (!ptr) return;
-  const std::size_t size = CachingHostAllocator::bucketSize(bytes == 0 ? 1 : bytes);
+  const std::size_t size = CachingHostAllocator::bucketSize(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.bytes_active -= size;
   free_[size].push_back(ptr);
