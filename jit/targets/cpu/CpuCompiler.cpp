@@ -12,6 +12,7 @@
 
 #include "dialects/kiln/InitAll.h"
 #include "jit/Importer.h"
+#include "jit/PipelineSupport.h"
 #include "jit/targets/cpu/BufferDonation.h"
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/DynamicKernel.h"
@@ -119,7 +120,7 @@ class CpuCompiler final : public TargetPipeline {
       result.error = error;
       return result;
     }
-    dump(dumpDir, name, "0-kiln", *module);
+    dumpModule(dumpDir, name, "0-kiln", *module);
     result.timings.importMs = msSince(t0);
 
     auto t1 = Clock::now();
@@ -130,17 +131,17 @@ class CpuCompiler final : public TargetPipeline {
       result.error = std::string("stage ") + stage + " failed: " + diagnostics;
       return result;
     };
-    if (!runPipeline(*module, kToLinalg) || mlir::failed(fuseElementwiseOps(*module)) ||
-        !runPipeline(*module, kAfterFusion))
+    if (!runPassPipeline(*module, kToLinalg) || mlir::failed(fuseElementwiseOps(*module)) ||
+        !runPassPipeline(*module, kAfterFusion))
       return fail("kiln-to-linalg");
-    dump(dumpDir, name, "1-linalg", *module);
+    dumpModule(dumpDir, name, "1-linalg", *module);
     if (auto k = module->lookupSymbol<mlir::func::FuncOp>(kernelName)) {
       makeResultsDistinct(k);
       // Every fill-initialised op (reductions, matmuls, convolutions) gets
       // its own fill: a shared one costs a copy and splits row loops.
       unshareFilledInits(k);
     }
-    if (!runPipeline(*module, kBufferize))
+    if (!runPassPipeline(*module, kBufferize))
       return fail("bufferize");
     auto kernel = module->lookupSymbol<mlir::func::FuncOp>(kernelName);
     // Dynamic-shape kernels: sizes behind the out-params (see DynamicKernel.h).
@@ -168,8 +169,8 @@ class CpuCompiler final : public TargetPipeline {
     }
     if (numSizes > 0 && mlir::failed(bindDynamicArguments(kernel, graph, numSizes)))
       return fail("dynamic arguments");
-    dump(dumpDir, name, "2-bufferized", *module);
-    if (!runPipeline(*module, kToLoops))
+    dumpModule(dumpDir, name, "2-bufferized", *module);
+    if (!runPassPipeline(*module, kToLoops))
       return fail("loops");
     promoteReductionAccumulators(*module);
     hoistInvariantLoads(*module);
@@ -188,15 +189,15 @@ class CpuCompiler final : public TargetPipeline {
     if (mlir::failed(outlineParallelLoops(*module, kernel, dispatches, loopNests)))
       return fail("loops");
     lowerIeeeMinMax(*module);
-    dump(dumpDir, name, "3-loops", *module);
-    if (!runPipeline(*module, kToLLVM))
+    dumpModule(dumpDir, name, "3-loops", *module);
+    if (!runPassPipeline(*module, kToLLVM))
       return fail("to-llvm");
     const std::string entryName = "kiln_entry_" + name;
     // The sizes of a dynamic-shape kernel follow the inputs, outputs and scratch.
     const int sizesSlot = numSizes > 0 ? static_cast<int>(graph.inputs.size() + graph.outputs.size() + 1) : -1;
     if (mlir::failed(finalizeLLVMModule(*module, kernelName, entryName, dispatches, sharedArgs, sizesSlot)))
       return fail("finalize");
-    dump(dumpDir, name, "4-llvm-dialect", *module);
+    dumpModule(dumpDir, name, "4-llvm-dialect", *module);
     result.timings.lowerMs = msSince(t1);
 
     auto t2 = Clock::now();
@@ -295,22 +296,6 @@ class CpuCompiler final : public TargetPipeline {
     linkKernels_ = true;
     if (!warm.ok())
       std::fprintf(stderr, "kiln: the compiler's warm-up compilation failed: %s\n", warm.error.c_str());
-  }
-
-  bool runPipeline(mlir::ModuleOp module, const char *pipeline) {
-    mlir::PassManager pm(module.getContext());
-    if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
-      return false;
-    return mlir::succeeded(pm.run(module));
-  }
-
-  void dump(const std::string &dumpDir, const std::string &name, const char *stage, mlir::ModuleOp module) {
-    if (dumpDir.empty())
-      return;
-    std::error_code ec;
-    llvm::raw_fd_ostream os(dumpDir + "/" + name + "." + stage + ".mlir", ec);
-    if (!ec)
-      module.print(os);
   }
 
   /// A target machine for the host (one per compilation: they are not

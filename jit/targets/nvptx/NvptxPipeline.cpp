@@ -8,6 +8,7 @@
 
 #include "dialects/kiln/InitAll.h"
 #include "jit/Importer.h"
+#include "jit/PipelineSupport.h"
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/ElementwiseFusion.h"
 #include "jit/targets/cpu/HostTarget.h"
@@ -328,12 +329,12 @@ public:
     };
 
     auto t1 = Clock::now();
-    if (!run(*module, cpu::kToLinalg) || mlir::failed(cpu::fuseElementwiseOps(*module)) ||
-        !run(*module, cpu::kAfterFusion))
+    if (!runPassPipeline(*module, cpu::kToLinalg) || mlir::failed(cpu::fuseElementwiseOps(*module)) ||
+        !runPassPipeline(*module, cpu::kAfterFusion))
       return fail("kiln-to-linalg");
     if (auto k = module->lookupSymbol<mlir::func::FuncOp>(kernelName))
       cpu::makeResultsDistinct(k);
-    if (!run(*module, cpu::kBufferize))
+    if (!runPassPipeline(*module, cpu::kBufferize))
       return fail("bufferize");
     auto kernel = module->lookupSymbol<mlir::func::FuncOp>(kernelName);
     if (!kernel)
@@ -343,24 +344,24 @@ public:
     if (mlir::failed(cpu::assignScratch(kernel, scratchBytes)))
       return fail("scratch");
     copiesToLinalg(kernel);
-    if (!run(*module, "convert-linalg-to-parallel-loops,canonicalize,cse"))
+    if (!runPassPipeline(*module, "convert-linalg-to-parallel-loops,canonicalize,cse"))
       return fail("loops");
     hoistParallelLoops(kernel);
     tileParallelLoops(kernel);
     // Canonicalized first: the conversion wants constant steps and bounds.
-    if (!run(*module, "canonicalize,func.func(gpu-map-parallel-loops,convert-parallel-loops-to-gpu)"))
+    if (!runPassPipeline(*module, "canonicalize,func.func(gpu-map-parallel-loops,convert-parallel-loops-to-gpu)"))
       return fail("gpu mapping");
     launchSerialWork(kernel);
-    if (!run(*module, "lower-affine,canonicalize,cse"))
+    if (!runPassPipeline(*module, "lower-affine,canonicalize,cse"))
       return fail("gpu launches");
     sinkIntoLaunches(kernel);
-    dump(dumpDir, name, "nvptx-0-launches", *module);
-    if (!run(*module, "gpu-kernel-outlining,canonicalize"))
+    dumpModule(dumpDir, name, "nvptx-0-launches", *module);
+    if (!runPassPipeline(*module, "gpu-kernel-outlining,canonicalize"))
       return fail("gpu outlining");
     remainderToLibdevice(*module);
     if (mlir::failed(mergeGpuModules(*module)))
       return fail("merge gpu modules (no kernel was outlined)");
-    dump(dumpDir, name, "nvptx-1-gpu", *module);
+    dumpModule(dumpDir, name, "nvptx-1-gpu", *module);
     if (!dispatchesOf(kernel, graph, result))
       return result;
     char pipeline[256];
@@ -370,9 +371,9 @@ public:
                   target.smVersion, target.ptxVersion);
     result.timings.lowerMs = msSince(t1);
     auto t2 = Clock::now();
-    if (!run(*module, pipeline))
+    if (!runPassPipeline(*module, pipeline))
       return fail("nvvm/ptx");
-    dump(dumpDir, name, "nvptx-2-binary", *module);
+    dumpModule(dumpDir, name, "nvptx-2-binary", *module);
     for (auto binary : module->getOps<mlir::gpu::BinaryOp>())
       for (mlir::Attribute a : binary.getObjects())
         if (auto object = llvm::dyn_cast<mlir::gpu::ObjectAttr>(a))
@@ -388,22 +389,6 @@ public:
   }
 
 private:
-  bool run(mlir::ModuleOp module, const char *pipeline) {
-    mlir::PassManager pm(module.getContext());
-    if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
-      return false;
-    return mlir::succeeded(pm.run(module));
-  }
-
-  void dump(const std::string &dumpDir, const std::string &name, const char *stage, mlir::ModuleOp module) {
-    if (dumpDir.empty())
-      return;
-    std::error_code ec;
-    llvm::raw_fd_ostream os(dumpDir + "/" + name + "." + stage + ".mlir", ec);
-    if (!ec)
-      module.print(os);
-  }
-
   /// The kernel's host part, read as launches: every gpu.launch_func with a
   /// constant grid and block, its arguments the kernel's buffers (inputs,
   /// outputs, views into the scratch buffer) and constants. Anything else on
