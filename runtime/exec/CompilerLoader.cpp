@@ -5,9 +5,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
+#include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "runtime/backends/Hal.h"
 #include "runtime/exec/Engine.h"
@@ -23,11 +24,28 @@ std::atomic<bool> gExiting{false};
 /// Compilations running now (on compile threads or, in sync mode, on the
 /// caller's): the exit handler waits for them.
 std::atomic<int> gInFlight{0};
+/// True while a thread is inside the library load (dlopen and the static
+/// constructors of MLIR and LLVM); guarded by gLoadMutex, which also orders
+/// it with gExiting: no load starts once exit has begun.
+std::mutex gLoadMutex;
+std::condition_variable gLoadDone;
+bool gLoading = false;
+
+void waitForLoad(std::unique_lock<std::mutex>& lock) {
+  gLoadDone.wait(lock, [] { return !gLoading; });
+}
 
 /// At process exit, before the compiler's static objects are destroyed:
-/// stop new compilations, finish the ones running, stop the compile threads.
+/// stop new loads and compilations, finish the load and the compilations
+/// running, stop the compile threads. Registered before the first background
+/// compile is queued (prepareBackgroundCompile) and again once the library
+/// is loaded, so that it runs before the compiler's statics are destroyed.
 void finishCompilesAtExit() {
-  gExiting = true;
+  {
+    std::unique_lock<std::mutex> lock(gLoadMutex);
+    gExiting = true;
+    waitForLoad(lock);
+  }
   Engine::instance().shutdownCompiles();
   while (gInFlight.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
@@ -73,6 +91,20 @@ TraceCompiler* loadCompiler() {
   static std::once_flag once;
   static TraceCompiler* compiler = nullptr;
   std::call_once(once, [] {
+    {
+      std::lock_guard<std::mutex> lock(gLoadMutex);
+      if (gExiting.load()) return;
+      gLoading = true;
+    }
+    struct LoadFinished {
+      ~LoadFinished() {
+        {
+          std::lock_guard<std::mutex> lock(gLoadMutex);
+          gLoading = false;
+        }
+        gLoadDone.notify_all();
+      }
+    } loadFinished;
     std::string errors, path;
     auto factory = reinterpret_cast<TraceCompiler* (*)()>(
         openLibrary("KILN_JIT_LIBRARY", "libkiln_jit.so", kCompilerFactorySymbol, RTLD_NOW, &errors, &path));
@@ -89,7 +121,25 @@ TraceCompiler* loadCompiler() {
     std::atexit(finishCompilesAtExit);
     log().debug("loaded the compiler from {}", path);
   });
-  return compiler;
+  return gExiting.load() ? nullptr : compiler;
+}
+
+void prepareBackgroundCompile() {
+  static std::once_flag once;
+  std::call_once(once, [] { std::atexit(finishCompilesAtExit); });
+  // exit() runs the exiting thread's thread_local destructors before the
+  // atexit handlers: a thread that queued compiles and then exits the
+  // process waits here for a load under way on a compile thread, so that
+  // no static object of MLIR or LLVM is destroyed while others are still
+  // being constructed.
+  struct WaitForLoadAtExit {
+    ~WaitForLoadAtExit() {
+      std::unique_lock<std::mutex> lock(gLoadMutex);
+      waitForLoad(lock);
+    }
+  };
+  static thread_local WaitForLoadAtExit waitAtExit;
+  (void)waitAtExit;
 }
 
 CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& name) {

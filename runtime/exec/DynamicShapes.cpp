@@ -375,7 +375,7 @@ void Engine::startDynamicCompile(const trace::Trace& trace, const std::vector<ui
   if (settings().jit == "sync") {
     compileDynamicJob(kernel, structure);
   } else {
-    loadCompiler();  // in the calling thread, as for static kernels (see Engine::run)
+    prepareBackgroundCompile();
     queue().push([this, kernel, structure] { compileDynamicJob(kernel, structure); });
   }
 }

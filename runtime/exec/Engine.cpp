@@ -469,11 +469,9 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
         std::lock_guard<std::mutex> lock(mutex_);
         exe = profile->executable;
       } else {
-        // The compiler library is loaded (and warmed up) here, once, in the
-        // calling thread: a process must not exit while MLIR's static objects
-        // are still being created on a compile thread, and the exit handler
-        // that waits for compilations is registered at the end of the load.
-        loadCompiler();
+        // The compile thread loads the compiler library on its first job,
+        // so this step does not wait for it.
+        prepareBackgroundCompile();
         queue().push([this, profileRef, graph, key = tLastKey] { compileJob(profileRef, graph, key); });
       }
     }

@@ -121,6 +121,10 @@ inline constexpr const char* kCompilerFactorySymbol = "kiln_jit_create_compiler"
 /// Loads libkiln_jit on first call; null (and one warning) when it cannot,
 /// and null once the process has begun to exit.
 TraceCompiler* loadCompiler();
+/// Called by a thread before it queues a background compile: makes exit
+/// safe while the compile thread loads the compiler (the load, 50-200 ms of
+/// dlopen and static constructors, happens there, not in the caller's step).
+void prepareBackgroundCompile();
 /// Compiles `graph` with loadCompiler()'s compiler for the target of the
 /// graph's device. Refused (an error result) once the process has begun to
 /// exit: the exit handler waits for the compilations in flight, then the

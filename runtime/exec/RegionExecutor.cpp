@@ -143,7 +143,7 @@ void RegionExecutor::startCompile(const trace::Trace& trace, const std::vector<u
     engine_.compileJob(region.profile, graph, region.key);
     return;
   }
-  loadCompiler();  // in the calling thread, as for traces (Engine::run)
+  prepareBackgroundCompile();
   Engine* engine = &engine_;
   engine_.regionQueue().push(
       [engine, held = region.profile, graph, key = region.key] { engine->compileJob(held, graph, key); });
