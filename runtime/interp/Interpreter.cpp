@@ -116,9 +116,16 @@ class NodeRunner {
     if (n.op == core::OpKind::Param) return trace_.params[n.i0].view;
     if (n.op == core::OpKind::Full) {
       // A constant is one element broadcast by stride 0: no memory traffic.
+      // Constants share small blocks (one allocation per kConstantsPerBlock
+      // of them, not one each: a scalar operand is in most steps' ops).
+      if (!constants_ || constantsUsed_ == kConstantsPerBlock) {
+        constants_ = core::Storage::allocate(allocator_, kConstantsPerBlock * kConstantSlot);
+        constantsUsed_ = 0;
+      }
       View v;
-      v.storage = core::Storage::allocate(allocator_, dtype_size(n.dtype));
-      ops_.full(n.dtype, 1, n.f0, n.i0, static_cast<char*>(v.storage->data()));
+      v.storage = constants_;
+      v.offset = static_cast<int64_t>(constantsUsed_++ * kConstantSlot / dtype_size(n.dtype));
+      ops_.full(n.dtype, 1, n.f0, n.i0, v.bytes(n.dtype));
       return v;
     }
     View out = alloc(n.dtype, n.shape);
@@ -203,6 +210,11 @@ class NodeRunner {
   OpLibrary& ops_;
   hal::Allocator& allocator_;
   std::vector<std::shared_ptr<core::Storage>> temps_;
+  /// The block that constants are placed in, one kConstantSlot each (every
+  /// dtype's size divides it, so a slot's offset is whole in its elements).
+  static constexpr std::size_t kConstantSlot = 16, kConstantsPerBlock = 16;
+  std::shared_ptr<core::Storage> constants_;
+  std::size_t constantsUsed_ = 0;
 };
 
 }  // namespace

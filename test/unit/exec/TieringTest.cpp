@@ -9,6 +9,8 @@
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
 #include "kiln/kiln.h"
 #include "test/unit/exec/JitMode.h"
 #include "test/unit/exec/TrainingStep.h"
@@ -205,9 +207,15 @@ int countInDumps(const std::filesystem::path& dir, const std::string& stage, con
   return count;
 }
 
+/// A fresh dump directory of this process: the CPU and test-device runs of
+/// this suite run at the same time under ctest -j.
+std::filesystem::path dumpDirectory(const std::string& name) {
+  return std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+}
+
 TEST(Tiering, CompiledKernelsNeverCallMalloc) {
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / "kiln-dump-test";
+  fs::path dir = dumpDirectory("kiln-dump-test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   setenv("KILN_DUMP_IR", dir.c_str(), 1);  // read by the compiler when it loads
@@ -229,7 +237,7 @@ TEST(Tiering, RecurrentMatmulsStayMatmulsAndAreNotRecomputed) {
   // for every output column, and the matmul would become generic loops
   // instead of a call of the runtime's GEMM).
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / "kiln-dump-rnn-test";
+  fs::path dir = dumpDirectory("kiln-dump-rnn-test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   Tensor w = rand({32, 32}, 21, DType::f32, -0.2, 0.2), u = rand({16, 32}, 22, DType::f32, -0.2, 0.2);
@@ -265,7 +273,7 @@ TEST(Tiering, ConvolutionsCallTheRuntimeGemmOnTheUnpaddedInput) {
   // runtime's implicit GEMM that reads the input itself (no padded copy, no
   // generic convolution loops), and the results match the interpreter's.
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / "kiln-dump-conv-test";
+  fs::path dir = dumpDirectory("kiln-dump-conv-test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   Tensor x = rand({2, 8, 10, 9}, 41, DType::f32, -1, 1), w1 = rand({12, 4, 3, 3}, 42, DType::f32, -0.3, 0.3);
@@ -304,7 +312,7 @@ TEST(Tiering, RowWiseNestsRunAsOneLoopOverRows) {
   // softmax = max, exp, sum, divide: four nests over the same rows that run
   // as one parallel loop (each row stays in cache), with the same results.
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / "kiln-dump-rows-test";
+  fs::path dir = dumpDirectory("kiln-dump-rows-test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   Tensor x = rand({256, 512}, 31, DType::f32, -4, 4);
