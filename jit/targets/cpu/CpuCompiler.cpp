@@ -169,6 +169,7 @@ class CpuCompiler final : public TargetPipeline {
     }
     if (numSizes > 0 && mlir::failed(bindDynamicArguments(kernel, graph, numSizes)))
       return fail("dynamic arguments");
+    copiesToLinalg(kernel, /*keepContiguous=*/true);
     dumpModule(dumpDir, name, "2-bufferized", *module);
     if (!runPassPipeline(*module, kToLoops))
       return fail("loops");

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -813,6 +814,28 @@ LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName,
     }
   }
   return success();
+}
+
+} // namespace kiln::jit::cpu
+
+namespace kiln::jit::cpu {
+
+int copiesToLinalg(mlir::func::FuncOp fn, bool keepContiguous) {
+  llvm::SmallVector<mlir::memref::CopyOp> copies;
+  fn.walk([&](mlir::memref::CopyOp op) {
+    auto contiguous = [](mlir::Value v) {
+      auto type = llvm::dyn_cast<mlir::MemRefType>(v.getType());
+      return type && mlir::memref::isStaticShapeAndContiguousRowMajor(type);
+    };
+    if (!keepContiguous || !contiguous(op.getSource()) || !contiguous(op.getTarget()))
+      copies.push_back(op);
+  });
+  for (mlir::memref::CopyOp op : copies) {
+    mlir::OpBuilder b(op);
+    mlir::linalg::CopyOp::create(b, op.getLoc(), op.getSource(), op.getTarget());
+    op.erase();
+  }
+  return static_cast<int>(copies.size());
 }
 
 } // namespace kiln::jit::cpu

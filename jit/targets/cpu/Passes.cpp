@@ -6,6 +6,7 @@
 #include "jit/targets/cpu/RowFusion.h"
 #include "jit/targets/cpu/RowScratch.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 namespace kiln::jit::cpu {
@@ -15,6 +16,7 @@ namespace kiln::jit::cpu {
 #define GEN_PASS_DEF_KILNCPUFUSELOOPSINROWS
 #define GEN_PASS_DEF_KILNCPUHOISTROWBUFFERS
 #define GEN_PASS_DEF_KILNCPUIEEEMINMAX
+#define GEN_PASS_DEF_KILNCPUSTRIDEDCOPIESTOLINALG
 #include "jit/targets/cpu/Passes.h.inc"
 
 namespace {
@@ -48,6 +50,10 @@ struct HoistRowBuffers : impl::KilnCpuHoistRowBuffersBase<HoistRowBuffers> {
 
 struct IeeeMinMax : impl::KilnCpuIeeeMinMaxBase<IeeeMinMax> {
   void runOnOperation() override { lowerIeeeMinMax(getOperation()); }
+};
+
+struct StridedCopiesToLinalg : impl::KilnCpuStridedCopiesToLinalgBase<StridedCopiesToLinalg> {
+  void runOnOperation() override { copiesToLinalg(getOperation(), /*keepContiguous=*/true); }
 };
 
 } // namespace

@@ -114,4 +114,26 @@ def KilnCpuIeeeMinMax : Pass<"kiln-cpu-ieee-min-max"> {
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def KilnCpuStridedCopiesToLinalg
+    : Pass<"kiln-cpu-strided-copies-to-linalg", "::mlir::func::FuncOp"> {
+  let summary = "memref.copy between non-contiguous memrefs as linalg.copy";
+  let description = [{
+    After bufferization, a `memref.copy` whose source or target is not
+    contiguous (a slice of a concatenation, a strided view) would lower to
+    a call of MLIR's generic runtime `memrefCopy`, which moves one element at
+    a time. As `linalg.copy` it becomes parallel loops that LLVM vectorises.
+    Copies between two contiguous memrefs stay (they lower to memcpy). See
+    `copiesToLinalg` (CpuTransforms.h).
+
+    Example:
+
+    ```mlir
+    memref.copy %a, %s : memref<2x4xf32> to memref<2x4xf32, strided<[8, 1]>>
+    // becomes
+    linalg.copy ins(%a : memref<2x4xf32>) outs(%s : memref<2x4xf32, strided<[8, 1]>>)
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 #endif // KILN_JIT_TARGETS_CPU_PASSES_TD

@@ -56,18 +56,6 @@ llvm::SmallVector<int64_t> tileSizesFor(unsigned rank) {
   return sizes;
 }
 
-/// Turns the kernel's top-level memref.copy ops (bufferization's copies) into
-/// linalg.copy, so they become parallel loops like everything else.
-void copiesToLinalg(mlir::func::FuncOp kernel) {
-  llvm::SmallVector<mlir::memref::CopyOp> copies;
-  kernel.walk([&](mlir::memref::CopyOp op) { copies.push_back(op); });
-  for (mlir::memref::CopyOp op : copies) {
-    mlir::OpBuilder b(op);
-    b.create<mlir::linalg::CopyOp>(op.getLoc(), op.getSource(), op.getTarget());
-    op.erase();
-  }
-}
-
 /// Host-side work left after the parallel loops became launches (a
 /// reduction over every axis is serial loops, its initial value a plain
 /// store): each run of it becomes a one-thread launch, so the GPU does it in
@@ -343,7 +331,7 @@ public:
     int64_t scratchBytes = 0;
     if (mlir::failed(cpu::assignScratch(kernel, scratchBytes)))
       return fail("scratch");
-    copiesToLinalg(kernel);
+    cpu::copiesToLinalg(kernel, /*keepContiguous=*/false);
     if (!runPassPipeline(*module, "convert-linalg-to-parallel-loops,canonicalize,cse"))
       return fail("loops");
     hoistParallelLoops(kernel);
