@@ -26,6 +26,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -88,6 +89,13 @@ class DynamicShapes {
     return kernel && kernel->state != DynamicKernel::State::Failed;
   }
   void clear() { structures_.clear(); }
+  /// Forgets every structure not in `live` (those with no trace key left
+  /// after the engine trimmed its profiles). A kernel being compiled stays
+  /// with its job.
+  void retain(const std::unordered_set<uint64_t>& live) {
+    std::erase_if(structures_, [&](const auto& entry) { return !live.contains(entry.first); });
+  }
+  size_t size() const { return structures_.size(); }
 
  private:
   std::unordered_map<uint64_t, StructureShapes> structures_;

@@ -1,7 +1,9 @@
 #include "runtime/exec/Engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
+#include <unordered_set>
 
 #include "kiln/error.h"
 #include "kiln/runtime.h"
@@ -160,6 +162,11 @@ std::pair<size_t, size_t> Engine::profileCountsForTesting() {
   return {profiles_.size(), scalarArgs_.size()};
 }
 
+size_t Engine::structureCountForTesting() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::max({scalarArgs_.size(), dynamic_.size(), shapesPerStructure_.size()});
+}
+
 std::shared_ptr<Executable> Engine::probeCache(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                                                const trace::TraceKey& key, TraceProfile* profile, bool always) {
   std::vector<std::pair<uint32_t, int64_t>> checks;
@@ -190,6 +197,16 @@ std::shared_ptr<TraceProfile> Engine::profileLocked(const trace::TraceKey& key, 
         trimLeastRecentlyUsed(profiles_, limit, [](const std::shared_ptr<TraceProfile>& p) { return p->lastUse; });
     counters().profilesEvicted.fetch_add(dropped, std::memory_order_relaxed);
     KernelCache::instance().trimMemory(limit);
+    // The per-structure tables keep only structures that still have a key,
+    // so they are bounded by the same limit.
+    std::unordered_set<uint64_t> structures, valueBlind;
+    for (const auto& entry : profiles_) {
+      structures.insert(entry.first.structureHash);
+      valueBlind.insert(entry.first.valueBlindHash);
+    }
+    std::erase_if(shapesPerStructure_, [&](const auto& e) { return !structures.contains(e.first); });
+    dynamic_.retain(structures);
+    scalarArgs_.retain(valueBlind);
   }
   return profile;
 }

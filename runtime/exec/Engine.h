@@ -89,6 +89,9 @@ class Engine {
   /// Test hook: profiles held (trace and region keys) and trace structures
   /// whose scalar slots are tracked (ScalarArgs.h).
   std::pair<size_t, size_t> profileCountsForTesting();
+  /// Test hook: the largest of the per-structure tables (scalar slots,
+  /// dynamic shapes, kernels started per structure).
+  size_t structureCountForTesting();
   /// Test and benchmark hook: false keeps whole traces from being compiled,
   /// so that only hot regions are (to measure region kernels alone).
   void setTraceCompilesForTesting(bool on) { traceCompiles_ = on; }

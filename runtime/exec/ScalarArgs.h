@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace kiln::exec {
@@ -44,6 +45,11 @@ class ScalarArgs {
   /// Structures tracked (one entry each, whatever the number of values).
   size_t size() const { return structures_.size(); }
   void clear() { structures_.clear(); }
+  /// Forgets every structure not in `live` (value-blind hashes of the trace
+  /// keys the engine still holds).
+  void retain(const std::unordered_set<uint64_t>& live) {
+    std::erase_if(structures_, [&](const auto& entry) { return !live.contains(entry.first); });
+  }
 
  private:
   struct Structure {

@@ -22,6 +22,17 @@ std::vector<int64_t> runKey(int64_t k) {
   return out;
 }
 
+/// A trace structure per `k` (its ten bits choose add or multiply by a float
+/// constant at each of ten steps): every structure has scalar slots and, in
+/// a JIT mode, a dynamic-shape record.
+float runStructure(int64_t k) {
+  Tensor y = from_vector<float>({1, 2}, {2});
+  for (int bit = 0; bit < 10; ++bit) y = (k >> bit) & 1 ? y + 0.5f : y * 1.5f;
+  const float out = y.to_vector<float>()[0];
+  step();
+  return out;
+}
+
 class MaxTraceKeys {
  public:
   explicit MaxTraceKeys(int64_t n) : saved_(settings()) {
@@ -47,6 +58,20 @@ TEST(BoundedTables, InterpretedKeysPlateau) {
   }
   EXPECT_GE(stats().trace_keys_evicted, 900u);
   EXPECT_EQ(stats().distinct_trace_keys, 1000u);
+}
+
+TEST(BoundedTables, PerStructureTablesPlateauWithTheKeys) {
+  exec::Engine::instance().resetProfilesForTesting();
+  JitMode neverHot("sync", 1'000'000);  // keys, scalar slots and shape records, no compiles
+  MaxTraceKeys cap(64);
+  for (int64_t k = 0; k < 1024; ++k) {
+    float expected = 1;
+    for (int bit = 0; bit < 10; ++bit) expected = (k >> bit) & 1 ? expected + 0.5f : expected * 1.5f;
+    ASSERT_EQ(runStructure(k), expected) << "structure " << k;
+    ASSERT_LE(exec::Engine::instance().structureCountForTesting(), 64u) << "after structure " << k;
+  }
+  // A structure whose records were dropped starts again, correctly.
+  EXPECT_EQ(runStructure(0), 1.0f * 1.5f * 1.5f * 1.5f * 1.5f * 1.5f * 1.5f * 1.5f * 1.5f * 1.5f * 1.5f);
 }
 
 TEST(BoundedTables, CompiledKeysAreDroppedAndComeBackCorrect) {
