@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "runtime/trace/Recorder.h"
 #include "test/unit/exec/JitMode.h"
 
 namespace kiln {
@@ -215,6 +216,12 @@ TEST(DataParallel, TwoRanksEqualOneRankOnTheConcatenatedBatch) {
   std::vector<Tensor> full = grad(mlpLoss(values, x, y), values);
   std::vector<Tensor> averaged = dp.gradients(mlpLoss(values, xs, ys));
   EXPECT_GT(dp.buckets().size(), 1u);
+  // The last layer's bucket is all-reduced while backward goes on: its
+  // all_reduce is recorded before the matmul that gives w1's gradient.
+  const std::string listing = trace::Recorder::current().traceListing();
+  const size_t firstReduce = listing.find("= all_reduce("), lastMatmul = listing.rfind("= matmul(");
+  ASSERT_NE(firstReduce, std::string::npos) << listing;
+  EXPECT_LT(firstReduce, lastMatmul) << "all-reduces only after the whole backward:\n" << listing;
   for (size_t k = 0; k < full.size(); ++k) {
     std::vector<float> a = averaged[k].to_vector<float>(), f = full[k].to_vector<float>();
     ASSERT_EQ(a.size(), f.size());
