@@ -67,7 +67,9 @@ class Communicator {
 /// Sets up the world communicator once (later calls do nothing): MPI when
 /// the process was launched by mpirun (Open MPI's or PMIx's environment),
 /// else the single-process one. Throws kiln::Error when launched by mpirun
-/// but Kiln was built without MPI.
+/// but Kiln was built without MPI. Kiln initializes MPI itself on its
+/// communication thread, unless the application already has (then with at
+/// least MPI_THREAD_SERIALIZED, and it finalizes MPI itself).
 void init();
 bool initialized();
 /// The world communicator; throws kiln::Error before init().

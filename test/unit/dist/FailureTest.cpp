@@ -2,12 +2,15 @@
 // kiln::Error within KILN_DIST_TIMEOUT, never a silent hang. Run under
 // `mpirun -np 2` with a mode:
 //   hang   rank 1 sleeps instead of joining the collective;
-//   exit   rank 1 finalizes and leaves before the collective.
+//   exit   rank 1 finalizes and leaves before the collective;
+//   die    rank 1 dies (exit without finalizing): mpirun ends the job, so
+//          CTest only checks that the run fails, well within its time limit.
 // Rank 0 prints "PASS: ..." when its collective failed with the timeout
 // error in time (CTest looks for it: mpirun itself reports the job as
 // failed, since rank 0 cannot finalize after a timed-out collective).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -16,8 +19,8 @@
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "hang" && mode != "exit") {
-    std::fprintf(stderr, "usage: %s hang|exit (under mpirun -np 2, with KILN_DIST_TIMEOUT set)\n", argv[0]);
+  if (mode != "hang" && mode != "exit" && mode != "die") {
+    std::fprintf(stderr, "usage: %s hang|exit|die (under mpirun -np 2, with KILN_DIST_TIMEOUT set)\n", argv[0]);
     return 2;
   }
   kiln::dist::init();
@@ -28,6 +31,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (rank == 1) {
+    if (mode == "die") std::_Exit(3);
     if (mode == "hang") std::this_thread::sleep_for(std::chrono::seconds(60));
     kiln::dist::finalize();
     return 0;
