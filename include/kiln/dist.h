@@ -80,6 +80,15 @@ int size();
 /// before; skipped after a timed-out collective (it could not complete).
 void finalize();
 
+/// NCCL between NVIDIA GPUs: a communicator over the ranks of `bootstrap`
+/// (normally world()), whose collectives take CUDA device pointers on device
+/// `cuda_device`; rank 0's NCCL id and the small agreement exchanges go
+/// through `bootstrap`, which must outlive it. libnccl.so.2 and libcuda.so.1
+/// are opened at run time (KILN_NCCL_LIBRARY, KILN_CUDA_LIBRARY); a missing
+/// one is a kiln::Error. Collective ops do not use it yet (tensors are on the
+/// CPU in this build), and it has not run on a GPU yet.
+std::unique_ptr<Communicator> nccl_communicator(Communicator& bootstrap, int cuda_device = 0);
+
 /// Sum, mean or max of `x` over the ranks (same dtype and shape on every
 /// rank; mean needs a floating dtype). Not differentiated: the result
 /// carries no gradient.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -192,6 +193,20 @@ TEST(DistApi, RecordTimeErrors) {
   EXPECT_THROW(dist::all_reduce(ones({2}, DType::i32), ReduceOp::mean), Error);
   EXPECT_EQ(dist::world().backend(), "mpi");
   EXPECT_EQ(dist::size(), 2);
+}
+
+/// Without NCCL (here: a library path that does not exist) the NCCL backend
+/// is a clear error naming the library and the variable, on every rank.
+TEST(DistApi, NcclWithoutTheLibraryIsAClearError) {
+  setenv("KILN_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+  try {
+    dist::nccl_communicator(dist::world(), 0);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/libnccl.so.2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("KILN_NCCL_LIBRARY"), std::string::npos) << e.what();
+  }
+  unsetenv("KILN_NCCL_LIBRARY");
 }
 
 /// A two-layer network's loss on `x` [n, 4] with targets `y` [n, 2].
