@@ -35,6 +35,8 @@
 //   walk the same graph again.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "kiln/tensor.h"
@@ -48,6 +50,18 @@ namespace kiln {
 /// Leaves' .grad() slots are not touched.
 std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, const Tensor& grad_output = {},
                          bool retain_graph = false);
+
+/// Called by grad() with (i, gradient of wrt[i]) as soon as that gradient is
+/// final, while backward is still being recorded.
+using GradReadyFn = std::function<void(std::size_t, const Tensor&)>;
+/// grad() that hands each gradient to `ready` the moment backward has
+/// produced it (the graph is walked from the loss towards its inputs, so the
+/// last layers' gradients come first); ops `ready` records land in the trace
+/// between the backward ops that follow (dist::DataParallel starts the
+/// all-reduce of a bucket there, overlapping it with the rest of backward).
+/// Gradients that never flow (zeros) are handed over at the end. Returns
+/// them all, in order.
+std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, const GradReadyFn& ready);
 
 /// While an instance lives, ops on this thread record no autograd graph
 /// (evaluation, optimizer updates). Nests.

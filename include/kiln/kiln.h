@@ -3,6 +3,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/device.h"
+#include "kiln/dist.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"

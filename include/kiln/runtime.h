@@ -102,6 +102,9 @@ struct Settings {
   /// The device creation ops use when none is given ("cpu", "test:0", ...;
   /// KILN_DEFAULT_DEVICE). Read once, at the first default_device() call.
   std::string default_device = "cpu";
+  /// Seconds a collective may take before it fails with kiln::Error (a rank
+  /// died or hangs; include/kiln/dist.h) (KILN_DIST_TIMEOUT).
+  int64_t dist_timeout_s = 300;
 };
 const Settings& settings();
 /// Replaces the settings (the C ABI's kiln_set_option uses this). New values

@@ -59,7 +59,12 @@ struct BackwardResult {
   std::unordered_map<detail::TensorImpl*, Tensor> grads;
 };
 
-BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& gradOutput, bool retainGraph) {
+/// Called with each tensor whose gradient is final (all its consumers done),
+/// before its own rule runs.
+using FinalFn = std::function<void(const Tensor&, const Tensor&)>;
+
+BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& gradOutput, bool retainGraph,
+                           const FinalFn& final = {}) {
   checkedImpl(root, what);
   if (!is_floating(root.dtype()))
     fail(what, "the loss has dtype " + std::string(dtype_name(root.dtype())) + "; gradients need a floating loss");
@@ -84,8 +89,10 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
   for (auto it = r.order.rbegin(); it != r.order.rend(); ++it) {
     const Tensor& t = *it;
     GradInfo& info = *t.impl()->autograd;
-    if (info.leaf) continue;
     auto found = r.grads.find(t.impl());
+    // Topological order: every reader of t came before it in this walk.
+    if (final && found != r.grads.end() && found->second.defined()) final(t, found->second);
+    if (info.leaf) continue;
     if (found == r.grads.end() || !found->second.defined()) continue;
     if (info.freed)
       fail(what, "the graph behind this tensor was already freed by an earlier backward pass; pass "
@@ -145,6 +152,28 @@ void attach(const Tensor& out, const trace::NodeSpec& spec, std::span<const Tens
 NoGradGuard::NoGradGuard() : previous_(autograd::tGradMode) { autograd::tGradMode = false; }
 NoGradGuard::~NoGradGuard() { autograd::tGradMode = previous_; }
 bool grad_mode_enabled() { return autograd::tGradMode; }
+
+std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, const GradReadyFn& ready) {
+  for (const Tensor& w : wrt) autograd::checkedImpl(w, "grad");
+  std::unordered_map<detail::TensorImpl*, std::vector<size_t>> positions;
+  for (size_t i = 0; i < wrt.size(); ++i) positions[wrt[i].impl()].push_back(i);
+  std::vector<Tensor> out(wrt.size());
+  autograd::runBackward("grad", loss, Tensor(), false, [&](const Tensor& t, const Tensor& g) {
+    auto it = positions.find(t.impl());
+    if (it == positions.end()) return;
+    for (size_t i : it->second) {
+      out[i] = g;
+      ready(i, g);
+    }
+  });
+  NoGradGuard noGrad;
+  for (size_t i = 0; i < wrt.size(); ++i) {
+    if (out[i].defined()) continue;
+    out[i] = zeros_like(wrt[i]);
+    ready(i, out[i]);
+  }
+  return out;
+}
 
 std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, const Tensor& grad_output,
                          bool retain_graph) {

@@ -12,13 +12,15 @@ struct OpFacts {
   bool vjp;
   std::string_view publicName;
   std::string_view attributes;
+  bool cAbi;
 };
 
 constexpr bool Vjp = true, NoVjp = false;
 
 constexpr OpFacts kFacts[] = {
 #define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes) \
-  {mnemonic, OpCategory::Category, Arity, OpTypes::Types, Grad, #public_name, attributes},
+  {mnemonic, OpCategory::Category, Arity, OpTypes::Types, Grad, #public_name, attributes, \
+   std::string_view(#c_abi) != "NoCAbi"},
 #include "runtime/core/OpKinds.def"
 };
 static_assert(sizeof(kFacts) / sizeof(kFacts[0]) == kNumOpKinds);
@@ -45,6 +47,8 @@ OpTypes opTypes(OpKind k) { return facts(k).types; }
 bool opHasVjp(OpKind k) { return facts(k).vjp; }
 std::string_view opPublicName(OpKind k) { return k == OpKind::Param ? std::string_view() : facts(k).publicName; }
 std::string_view opAttributes(OpKind k) { return facts(k).attributes; }
+bool opHasCAbi(OpKind k) { return facts(k).cAbi; }
+bool opIsLowered(OpKind k) { return k != OpKind::Param && facts(k).category != OpCategory::Collective; }
 
 bool acceptsDType(OpKind k, DType t) {
   switch (facts(k).types) {

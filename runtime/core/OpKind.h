@@ -9,7 +9,7 @@
 
 namespace kiln::core {
 
-enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Reduce, ArgReduce, Matmul, Conv, Shape, Index };
+enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Reduce, ArgReduce, Matmul, Conv, Shape, Index, Collective };
 
 /// Which element types an op's data operands (a leaf's result) may have.
 enum class OpTypes : uint8_t { Any, Numeric, Float, Bool };
@@ -38,6 +38,12 @@ bool opHasVjp(OpKind k);
 std::string_view opPublicName(OpKind k);
 /// What the node's attribute slots mean ("" when it has none).
 std::string_view opAttributes(OpKind k);
+/// True when the C ABI has a kiln_op for it (the row's c_abi is not NoCAbi).
+bool opHasCAbi(OpKind k);
+/// True when the compiler lowers it into kernels; false for Collective rows,
+/// which the engine runs between compiled regions (and for Param, the
+/// kernels' arguments).
+bool opIsLowered(OpKind k);
 
 /// The one dtype-legality rule: may the op's data operands (a leaf's result)
 /// have element type `t`? The public API, the lowering's support check and

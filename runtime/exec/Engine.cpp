@@ -75,6 +75,15 @@ bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& need
   for (size_t i = 0; i < trace.nodes.size(); ++i)
     if (needed[i] && trace.nodes[i].op == OpKind::Param) inputPos[i] = nextInput++;
   for (size_t i = 0; i < trace.nodes.size(); ++i) {
+    const OpKind op = trace.nodes[i].op;
+    if (needed[i] && op != OpKind::Param && !core::opIsLowered(op)) {
+      // Collectives call the communicator between kernels: the trace runs
+      // as compiled regions around them (Regions.h).
+      *reason = "the trace has " + std::string(core::opName(op)) + ", which runs between compiled regions";
+      return false;
+    }
+  }
+  for (size_t i = 0; i < trace.nodes.size(); ++i) {
     // Zero-size values cost nothing to interpret, and bare-pointer kernel
     // signatures cannot carry them.
     if (needed[i] && trace.nodes[i].shape.numel() == 0) {
@@ -313,6 +322,7 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
   const size_t n = trace.nodes.size();
   out.values.assign(n, core::View{});
   out.errors.assign(n, nullptr);
+  out.pending.clear();
   for (size_t j = 0; j < tNodeOfOutput.size(); ++j) {
     const uint32_t id = tNodeOfOutput[j];
     const trace::Node& node = trace.nodes[id];

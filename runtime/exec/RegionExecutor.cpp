@@ -175,8 +175,10 @@ bool RegionExecutor::launch(const trace::Trace& trace, const std::vector<uint32_
                             const std::shared_ptr<Executable>& exe,
                             const std::vector<std::pair<uint32_t, int64_t>>& indexChecks, const RegionStep& step,
                             const std::vector<uint32_t>& lastUse, TraceResult& out) {
-  for (uint32_t q : region.inputs)
+  for (uint32_t q : region.inputs) {
+    if (!out.pending.empty()) interp::awaitValue(out, ids[q]);  // a collective's result
     if (out.errors[ids[q]]) return false;
+  }
   LaunchTarget target(trace.device);
   // Kernels clamp indices: an index out of range must reach the interpreter.
   for (auto [pos, extent] : indexChecks) {
@@ -328,6 +330,7 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
   const size_t n = trace.nodes.size();
   out.values.assign(n, core::View{});
   out.errors.assign(n, nullptr);
+  out.pending.clear();
   std::vector<uint32_t> order(plan->order.size()), lastUse(n, 0);
   for (size_t i = 0; i < order.size(); ++i) order[i] = ids[plan->order[i]];
   for (size_t p = 0; p < ids.size(); ++p) lastUse[ids[p]] = plan->lastUse[p];
@@ -346,6 +349,8 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
     engine_.interpreter_.runNodes(trace, nodes, step.begin, lastUse, out);
     for (uint32_t id : nodes) interpretedOps += trace.nodes[id].op != core::OpKind::Param;
   }
+  // Collectives still running (their results are outputs, or unread).
+  interp::awaitAll(out);
   Counters& c = counters();
   c.mixedRuns.fetch_add(1, std::memory_order_relaxed);
   c.regionLaunches.fetch_add(launches, std::memory_order_relaxed);

@@ -14,6 +14,9 @@ bool isView(OpKind op) {
 
 bool isLeaf(OpKind op) { return core::opCategory(op) == core::OpCategory::Leaf; }
 
+/// Ops the compiler does not lower (collectives): they run between regions.
+bool isBoundary(OpKind op) { return op != OpKind::Param && !core::opIsLowered(op); }
+
 /// Marks a region trace's outputs: computeTraceKey and extractGraph only ask
 /// whether a node has a holder, never read it.
 char gLiveMarker;
@@ -107,6 +110,16 @@ RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_
     if (n.op == OpKind::Param) continue;
     const int32_t open = static_cast<int32_t>(plan.regions.size()) - 1;
     auto ins = trace.inputsOf(n);
+    if (isBoundary(n.op)) {
+      // Closes the open region and runs alone, interpreted, after it and
+      // the loose nodes before it (it may read either); what follows opens
+      // a new region.
+      closeRegion();
+      flushLoose();
+      regionOf[p] = kLoose;
+      plan.order.push_back(p);
+      continue;
+    }
     if (std::binary_search(scalarArgs.begin(), scalarArgs.end(), ids[p])) {
       regionOf[p] = kLoose;
       loose.push_back(p);

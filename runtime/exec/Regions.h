@@ -6,6 +6,10 @@
 //
 // The rule, in recording order over the needed nodes:
 //  - Param nodes belong to no region (they are the trace's inputs).
+//  - A node the compiler does not lower (a Collective row of the op table:
+//    core::opIsLowered is false) closes the open region and runs alone,
+//    interpreted, between the region before it and the one after it: a
+//    trace with collectives runs as compiled regions around them.
 //  - A slice of a value from outside the open region, and any view (slice,
 //    reshape, permute, broadcast_to) of such a loose node, is a *loose* node:
 //    the interpreter runs it (a view costs nothing) before the region. So

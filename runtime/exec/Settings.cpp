@@ -116,6 +116,8 @@ const SettingInfo kSettings[] = {
             [](Settings& s, int64_t v) { s.test_devices = static_cast<int>(v); }),
     text("KILN_DEFAULT_DEVICE", "default_device", false, {}, [](const Settings& s) { return s.default_device; },
          [](Settings& s, const std::string& v) { s.default_device = v; }),
+    integer("KILN_DIST_TIMEOUT", "dist_timeout", true, 1, 7 * 24 * 3600,
+            [](const Settings& s) { return s.dist_timeout_s; }, [](Settings& s, int64_t v) { s.dist_timeout_s = v; }),
 };
 
 std::string lowerCase(std::string_view v) {

@@ -4,6 +4,7 @@
 
 #include "kiln/error.h"
 #include "runtime/backends/Hal.h"
+#include "runtime/dist/Collectives.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/interp/OpLibrary.h"
 
@@ -36,6 +37,7 @@ class NodeRunner {
       case OpCategory::Leaf: return leaf(n);
       case OpCategory::Shape: return shapeOp(n, ins);
       case OpCategory::Index: return indexOp(n, ins);
+      case OpCategory::Collective: return collective(n, ins);
       case OpCategory::Cast: {
         View out = alloc(n.dtype, n.shape);
         ops_.cast(input(ins[0]), n.dtype, out.bytes(n.dtype));
@@ -204,6 +206,39 @@ class NodeRunner {
     return out;
   }
 
+  /// A collective through the world communicator (runtime/dist), on dense
+  /// host buffers (the device's queued work is waited for first): started on
+  /// the communication thread; its value is ready once takeStarted()'s
+  /// future is.
+  View collective(const Node& n, std::span<const uint32_t> ins) {
+    if (!device_.hostAccessible())
+      throw Error("dist::" + std::string(core::opName(n.op)) + ": tensors on " + trace_.device.str() +
+                  " cannot go through the MPI backend (it takes host memory); move them to the CPU first");
+    const Node& in = trace_.nodes[ins[0]];
+    Arg x = input(ins[0]);
+    if (!core::isContiguous(in.shape, x.strides)) {
+      View dense = alloc(in.dtype, in.shape);
+      ops_.copy(x, dense.bytes(in.dtype));
+      temps_.push_back(dense.storage);
+      x = argOf(dense, in.dtype, in.shape);
+    }
+    View out = alloc(n.dtype, n.shape);
+    device_.synchronize();
+    std::vector<std::shared_ptr<void>> keep = {values_[ins[0]].storage, out.storage};
+    if (!temps_.empty()) keep.push_back(temps_.back());
+    started_ = dist::detail::startCollective(n.op, n.i0, n.dtype, in.shape, n.shape, x.data, out.bytes(n.dtype),
+                                             std::move(keep));
+    return out;
+  }
+
+ public:
+  /// The collective the last run() started, if any (the caller waits for it
+  /// where its value is read).
+  std::shared_future<void> takeStarted() { return std::move(started_); }
+
+ private:
+  std::shared_future<void> started_;
+
   const trace::Trace& trace_;
   const std::vector<View>& values_;
   hal::DeviceContext& device_;
@@ -220,12 +255,33 @@ class NodeRunner {
 }  // namespace
 
 namespace {
+const std::shared_future<void>* pendingOf(const NodeResults& results, uint32_t id) {
+  for (const auto& [node, done] : results.pending)
+    if (node == id) return &done;
+  return nullptr;
+}
+
 /// Runs node `i` (at schedule position `at`): a failed input fails it with the
 /// same message; inputs whose last reader it is are freed unless live.
 inline void runOne(NodeRunner& runner, const trace::Trace& trace, size_t i, size_t at,
                    const std::vector<uint32_t>& lastUse, NodeResults& results) {
   const Node& node = trace.nodes[i];
   std::shared_ptr<const std::string> failedInput;
+  // A view of a pending value (a collective's dense result) is made without
+  // waiting and is pending with it; every other reader waits.
+  std::shared_future<void> inherited;
+  if (!results.pending.empty()) {
+    for (uint32_t in : trace.inputsOf(node)) {
+      const std::shared_future<void>* p = pendingOf(results, in);
+      if (!p) continue;
+      const bool view = node.op == core::OpKind::Slice || node.op == core::OpKind::Permute ||
+                        node.op == core::OpKind::BroadcastTo ||
+                        (node.op == core::OpKind::Reshape &&
+                         core::isContiguous(trace.nodes[in].shape, results.values[in].strides));
+      if (view) inherited = *p;
+      else awaitValue(results, in);
+    }
+  }
   for (uint32_t in : trace.inputsOf(node))
     if (results.errors[in]) failedInput = results.errors[in];
   if (failedInput) {
@@ -233,6 +289,10 @@ inline void runOne(NodeRunner& runner, const trace::Trace& trace, size_t i, size
   } else {
     try {
       results.values[i] = runner.run(node);
+      if (std::shared_future<void> started = runner.takeStarted(); started.valid())
+        results.pending.emplace_back(static_cast<uint32_t>(i), std::move(started));
+      else if (inherited.valid())
+        results.pending.emplace_back(static_cast<uint32_t>(i), std::move(inherited));
     } catch (const std::exception& e) {
       results.errors[i] = std::make_shared<const std::string>(e.what());
     }
@@ -244,15 +304,36 @@ inline void runOne(NodeRunner& runner, const trace::Trace& trace, size_t i, size
 }
 }  // namespace
 
+void awaitValue(NodeResults& results, uint32_t id) {
+  for (size_t k = 0; k < results.pending.size(); ++k) {
+    if (results.pending[k].first != id) continue;
+    std::shared_future<void> done = std::move(results.pending[k].second);
+    results.pending.erase(results.pending.begin() + static_cast<std::ptrdiff_t>(k));
+    try {
+      done.get();
+    } catch (const std::exception& e) {
+      results.values[id] = View{};
+      results.errors[id] = std::make_shared<const std::string>(e.what());
+    }
+    return;
+  }
+}
+
+void awaitAll(NodeResults& results) {
+  while (!results.pending.empty()) awaitValue(results, results.pending.front().first);
+}
+
 void Interpreter::run(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                       const std::vector<uint32_t>& lastUse, NodeResults& results) const {
   const size_t n = trace.nodes.size();
   results.values.assign(n, View{});
   results.errors.assign(n, nullptr);
+  results.pending.clear();
   NodeRunner runner(trace, results.values);
   for (size_t i = 0; i < n; ++i) {
     if (needed[i]) runOne(runner, trace, i, i, lastUse, results);
   }
+  awaitAll(results);
 }
 
 void Interpreter::runNodes(const trace::Trace& trace, std::span<const uint32_t> nodes, uint32_t first,

@@ -1,8 +1,10 @@
 // The tier-0 interpreter: runs a flushed trace node by node.
 #pragma once
 
+#include <future>
 #include <memory>
 #include <span>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -16,7 +18,16 @@ namespace kiln::interp {
 struct NodeResults {
   std::vector<core::View> values;
   std::vector<std::shared_ptr<const std::string>> errors;
+  /// Values still being computed off this thread (collectives, on the
+  /// communication thread), by node id: awaitValue before reading one.
+  std::vector<std::pair<uint32_t, std::shared_future<void>>> pending;
 };
+
+/// Waits for node `id` when its value is pending; a failure becomes the
+/// node's error (and its value is dropped).
+void awaitValue(NodeResults& results, uint32_t id);
+/// Waits for every pending value (at the end of a run).
+void awaitAll(NodeResults& results);
 
 class Interpreter {
  public:

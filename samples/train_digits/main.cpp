@@ -8,7 +8,14 @@
 //
 //   train_digits [--epochs N] [--batch B] [--lr X] [--weight-decay W]
 //                [--split-seed S] [--data path.csv.gz] [--min-accuracy A]
-//                [--min-compiled-steps C]
+//                [--min-compiled-steps C] [--distributed]
+//
+// --distributed (under `mpirun -np P`): data-parallel training. Each rank
+// takes its 1/P share of every batch of B images, and dist::DataParallel
+// averages the gradients over the ranks (all-reduces recorded into the step's
+// trace, which then runs as compiled regions around them), so the run
+// follows the single-process one; the ranks' parameters must be bit-identical
+// at the end (checked: FAIL otherwise). Rank 0 prints.
 // Exits 0 and prints "train_digits: PASS" when the final test accuracy is at
 // least A (default 0.95) and, in a build that has the compiler
 // (KILN_SAMPLE_HAS_COMPILER) with KILN_JIT=async or sync, at least C steps
@@ -145,6 +152,7 @@ int main(int argc, char** argv) {
   double lr = 2e-3, minAccuracy = 0.95, weightDecay = 0;
   uint64_t minCompiledSteps = 1;
   uint64_t splitSeed = 0;
+  bool distributed = false;
   std::string path = KILN_DIGITS_CSV;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -163,10 +171,11 @@ int main(int argc, char** argv) {
     else if (a == "--split-seed") splitSeed = std::strtoull(next(), nullptr, 10);
     else if (a == "--min-accuracy") minAccuracy = std::atof(next());
     else if (a == "--min-compiled-steps") minCompiledSteps = std::strtoull(next(), nullptr, 10);
+    else if (a == "--distributed") distributed = true;
     else {
       std::fprintf(stderr,
                    "usage: train_digits [--epochs N] [--batch B] [--lr X] [--weight-decay W] [--split-seed S] "
-                   "[--data digits.csv.gz] [--min-accuracy A] [--min-compiled-steps C]\n");
+                   "[--data digits.csv.gz] [--min-accuracy A] [--min-compiled-steps C] [--distributed]\n");
       return 2;
     }
   }
@@ -174,6 +183,24 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train_digits: --epochs and --batch must be positive\n");
     return 2;
   }
+
+  // Ranks and size from mpirun (one rank of one without --distributed).
+  int rank = 0, ranks = 1;
+  if (distributed) {
+    dist::init();
+    rank = dist::rank();
+    ranks = dist::size();
+    if (batch % ranks != 0) {
+      std::fprintf(stderr, "train_digits: --batch %lld must be a multiple of the %d ranks\n",
+                   static_cast<long long>(batch), ranks);
+      return 2;
+    }
+  }
+  // Only rank 0 prints.
+  auto say = [&](const char* fmt, auto... args) {
+    if (rank == 0) std::printf(fmt, args...);
+  };
+  const int64_t local = batch / ranks;  // this rank's share of each batch
 
   const auto start = Clock::now();
   Dataset all;
@@ -190,10 +217,16 @@ int main(int argc, char** argv) {
   Dataset train = subset(all, order.data(), numTrain);
   Dataset test = subset(all, order.data() + numTrain, numTest);
   standardize(train, test);
-  std::printf("digits: %lld train / %lld test images, MLP 64-128-64-10, Adam lr %g, batch %lld\n",
-              static_cast<long long>(numTrain), static_cast<long long>(numTest), lr, static_cast<long long>(batch));
+  say("digits: %lld train / %lld test images, MLP 64-128-64-10, Adam lr %g, batch %lld\n",
+      static_cast<long long>(numTrain), static_cast<long long>(numTest), lr, static_cast<long long>(batch));
+  if (distributed)
+    say("distributed: %d rank(s) (%s), %lld images of each batch per rank\n", ranks,
+        dist::world().backend().c_str(), static_cast<long long>(local));
 
   Mlp model(/*seed=*/7);
+  // Parameters from rank 0; gradients averaged over the ranks.
+  std::unique_ptr<dist::DataParallel> dp;
+  if (distributed) dp = std::make_unique<dist::DataParallel>(model.params());
   // Adam; AdamW (decoupled weight decay) when --weight-decay is given.
   std::unique_ptr<optim::Optimizer> opt;
   if (weightDecay > 0) opt = std::make_unique<optim::AdamW>(model.params(), optim::AdamOptions{.lr = lr, .weight_decay = weightDecay});
@@ -201,13 +234,13 @@ int main(int argc, char** argv) {
 
   std::vector<int64_t> perm(numTrain);
   for (int64_t i = 0; i < numTrain; ++i) perm[i] = i;
-  std::vector<float> bx(batch * kFeatures);
-  std::vector<int64_t> by(batch);
+  std::vector<float> bx(local * kFeatures);
+  std::vector<int64_t> by(local);
   const int64_t stepsPerEpoch = numTrain / batch;  // full batches only: one shape, one trace key
   uint64_t interpretedSteps = 0, compiledSteps = 0, stepIndex = 0, firstCompiledStep = 0;
   double firstCompiledEpochMs = 0;
   double testAcc = 0;
-  std::printf("%5s %9s %9s %9s %9s %12s %9s\n", "epoch", "loss", "train", "test", "ms/step", "interpreted",
+  say("%5s %9s %9s %9s %9s %12s %9s\n", "epoch", "loss", "train", "test", "ms/step", "interpreted",
               "compiled");
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     shuffle(perm, 100 + epoch);
@@ -215,19 +248,25 @@ int main(int argc, char** argv) {
     uint64_t epochInterpreted = 0, epochCompiled = 0;
     for (int64_t s = 0; s < stepsPerEpoch; ++s) {
       const auto t0 = Clock::now();
-      for (int64_t i = 0; i < batch; ++i) {
-        const int64_t k = perm[s * batch + i];
+      for (int64_t i = 0; i < local; ++i) {
+        const int64_t k = perm[s * batch + rank * local + i];
         std::memcpy(&bx[i * kFeatures], &train.x[k * kFeatures], kFeatures * sizeof(float));
         by[i] = train.y[k];
       }
-      Tensor x = from_vector<float>(bx, {batch, kFeatures});
-      Tensor y = from_vector<int64_t>(by, {batch});
+      Tensor x = from_vector<float>(bx, {local, kFeatures});
+      Tensor y = from_vector<int64_t>(by, {local});
       Tensor loss = cross_entropy(model(x), y);
-      loss.backward();
-      opt->step();
+      if (dp) {
+        opt->step(dp->gradients(loss));  // gradients all-reduced inside the step's trace
+      } else {
+        loss.backward();
+        opt->step();
+      }
       const uint64_t before = stats().interpreted_runs;
       kiln::step();  // forward + backward + update: one trace
       ++stepIndex;
+      // A distributed step runs as compiled regions around its all-reduces
+      // once hot (a mixed run, not counted as interpreted).
       if (stats().interpreted_runs > before) {
         ++epochInterpreted;
       } else {
@@ -244,22 +283,27 @@ int main(int argc, char** argv) {
     compiledSteps += epochCompiled;
     const double trainAcc = accuracy(model, train);
     testAcc = accuracy(model, test);
-    std::printf("%5d %9.4f %8.2f%% %8.2f%% %9.3f %12llu %9llu\n", epoch, lossSum / stepsPerEpoch, 100 * trainAcc,
+    say("%5d %9.4f %8.2f%% %8.2f%% %9.3f %12llu %9llu\n", epoch, lossSum / stepsPerEpoch, 100 * trainAcc,
                 100 * testAcc, stepMs / stepsPerEpoch, static_cast<unsigned long long>(epochInterpreted),
                 static_cast<unsigned long long>(epochCompiled));
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("\ntraining steps: %llu interpreted, %llu compiled; %.2f s in all\n",
+  say("\ntraining steps: %llu interpreted, %llu compiled; %.2f s in all\n",
               static_cast<unsigned long long>(interpretedSteps), static_cast<unsigned long long>(compiledSteps),
               seconds);
   if (firstCompiledStep)
-    std::printf("tier-up: step %llu was the first to run compiled (%.0f ms after start)\n",
+    say("tier-up: step %llu was the first to run compiled (%.0f ms after start)\n",
                 static_cast<unsigned long long>(firstCompiledStep), firstCompiledEpochMs);
   else
-    std::printf("tier-up: every step ran in the interpreter (no compiler in this build, or KILN_JIT=off)\n");
-  std::printf("\nwhat Kiln did:\n%s", stats().str().c_str());
+    say("tier-up: every step ran in the interpreter (no compiler in this build, or KILN_JIT=off)\n");
+  say("\nwhat Kiln did:\n%s", stats().str().c_str());
   const bool accurate = testAcc >= minAccuracy;
-  std::printf("\ntest accuracy %.2f%% (required %.2f%%)\n", 100 * testAcc, 100 * minAccuracy);
+  bool identical = true;
+  if (dp) {
+    identical = dp->parameters_identical();
+    say("parameters after training: %s on all %d ranks\n", identical ? "bit-identical" : "DIFFERENT", ranks);
+  }
+  say("\ntest accuracy %.2f%% (required %.2f%%)\n", 100 * testAcc, 100 * minAccuracy);
 #ifdef KILN_SAMPLE_HAS_COMPILER
   const std::string& jit = settings().jit;
   const bool tierUpRequired = jit == "async" || jit == "sync";
@@ -268,11 +312,11 @@ int main(int argc, char** argv) {
 #endif
   const bool tieredUp = !tierUpRequired || compiledSteps >= minCompiledSteps;
   if (!tieredUp)
-    std::printf("%llu steps ran compiled, %llu required, although this build has the compiler and KILN_JIT=%s: "
+    say("%llu steps ran compiled, %llu required, although this build has the compiler and KILN_JIT=%s: "
                 "the tier-up failed (KILN_LOG=info says why)\n",
                 static_cast<unsigned long long>(compiledSteps), static_cast<unsigned long long>(minCompiledSteps),
                 settings().jit.c_str());
-  const bool pass = accurate && tieredUp;
-  std::printf("train_digits: %s\n", pass ? "PASS" : "FAIL");
+  const bool pass = accurate && tieredUp && identical;
+  say("train_digits: %s\n", pass ? "PASS" : "FAIL");
   return pass ? 0 : 1;
 }

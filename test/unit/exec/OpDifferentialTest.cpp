@@ -207,6 +207,9 @@ struct Case {
   /// Zero-size tensors run interpreted by design; a program that records no
   /// op has no trace to compile.
   bool mayStayInterpreted = false;
+  /// Records ops the compiler does not lower (collectives): the compiled
+  /// run must launch region kernels around them instead of a whole trace.
+  bool betweenRegions = false;
 };
 
 struct Output {
@@ -301,7 +304,9 @@ void checkCase(const Case& c, Tally& tally) {
   ASSERT_TRUE(compiled) << "recorded interpreted but not compiled";
   ASSERT_EQ(refError, jitError) << "run-time errors differ";
   EXPECT_EQ(after.compile_failures, before.compile_failures) << "failed to compile";
-  if (after.compiled_runs == before.compiled_runs) {
+  if (c.betweenRegions) {
+    EXPECT_GT(after.region_launches, before.region_launches) << "no region around the collective ran compiled";
+  } else if (after.compiled_runs == before.compiled_runs) {
     if (c.mayStayInterpreted) ++tally.interpretedByDesign;
     else ADD_FAILURE() << "did not run compiled";
   }
@@ -929,6 +934,35 @@ TEST(OpDifferential, Creation) {
                        return std::vector<Tensor>{randn({4, 5}, 42, t), randn({}, 7, t), randn({3, 2, 2}, 99, t, 1, 0.5),
                                                   randn({1000}, 1234567, t)};
                      }});
+  }
+  runCases(cases);
+}
+
+// ---- collectives ---------------------------------------------------------------
+
+// One process (no mpirun: the single-process communicator), CPU tensors (the
+// MPI backend takes host memory); test/dist runs them on two ranks against
+// a reference. Here: the regions around them compiled, the values unchanged.
+TEST(OpDifferential, Collectives) {
+  dist::init();
+  std::vector<Case> cases;
+  for (DType t : kAllTypes) {
+    const bool numeric = t != DType::boolean;
+    cases.push_back({nameOf("collectives", {t}), kExact, [=](InputMaker& in) {
+                       Tensor x = in.make(t, {4, 3}).to(Device::cpu());
+                       Tensor y = in.make(t, {2, 5}, Values::Mixed, Layout::Transposed).to(Device::cpu());
+                       Tensor xx = concat({x, x}, 0), yy = concat({y, y}, 1);
+                       std::vector<Tensor> outs = {concat({dist::broadcast(xx, 0), x}, 0),
+                                                   concat({dist::all_gather(yy), yy}, 0)};
+                       if (numeric) {
+                         outs.push_back(concat({dist::all_reduce(xx, dist::ReduceOp::sum), xx}, 1));
+                         outs.push_back(concat({dist::all_reduce(xx, dist::ReduceOp::max), xx}, 1));
+                         outs.push_back(concat({dist::reduce_scatter(yy, dist::ReduceOp::sum), yy}, 0));
+                       }
+                       if (is_floating(t)) outs.push_back(concat({dist::all_reduce(xx, dist::ReduceOp::mean), xx}, 0));
+                       return outs;
+                     },
+                     false, true});
   }
   runCases(cases);
 }

@@ -113,6 +113,13 @@ const std::map<OpKind, Example>& examples() {
        [](const Tensor& x, const Tensor&) { return index_select(x, 1, from_vector<int64_t>({2, 0}, {2})); }},
       {OpKind::Gather,
        [](const Tensor& x, const Tensor&) { return gather(x, 1, from_vector<int64_t>({0, 2, 1, 1, 0, 2}, {2, 3})); }},
+      // Collectives over this process alone (no mpirun: the single-process
+      // communicator); test/dist runs them on two ranks.
+      {OpKind::AllReduce, [](const Tensor& x, const Tensor&) { return dist::all_reduce(twice(x), dist::ReduceOp::mean); }},
+      {OpKind::Broadcast, [](const Tensor& x, const Tensor&) { return dist::broadcast(twice(x), 0); }},
+      {OpKind::AllGather, [](const Tensor& x, const Tensor&) { return dist::all_gather(twice(x)); }},
+      {OpKind::ReduceScatter,
+       [](const Tensor& x, const Tensor&) { return dist::reduce_scatter(twice(x), dist::ReduceOp::max); }},
   };
   return m;
 }
@@ -126,8 +133,13 @@ Tensor inputY() { return from_vector<double>({1.25, 0.5, 1.75, 1.5, 0.75, 1.0}, 
 /// or public function of its own.
 bool isParam(OpKind k) { return k == OpKind::Param; }
 
+/// Ops the table says the compiler does not lower (Collective rows): the
+/// engine runs them between compiled regions.
+bool runsBetweenRegions(OpKind k) { return !isParam(k) && !core::opIsLowered(k); }
+
 class OpTable : public ::testing::TestWithParam<int> {
  protected:
+  void SetUp() override { dist::init(); }
   OpKind kind() const { return static_cast<OpKind>(GetParam()); }
   const Example* example() const {
     auto it = examples().find(kind());
@@ -155,8 +167,40 @@ TEST_P(OpTable, InterpreterRunsIt) {
   step();
 }
 
+/// An op the compiler does not lower runs between compiled regions: with
+/// work before and after it, a hot trace runs those as region kernels and
+/// the op through the runtime, and matches the interpreter.
+TEST_P(OpTable, RunsBetweenCompiledRegionsWhenNotLowered) {
+  if (!runsBetweenRegions(kind()) || !example()) GTEST_SKIP() << "lowered into kernels";
+  auto program = [&] {
+    Tensor x = exp(mul(inputX(), 0.5)), y = inputY();
+    return tanh(add((*example())(x, y), 1.0));
+  };
+  std::vector<double> interpreted;
+  {
+    JitMode mode("off");
+    interpreted = program().to_vector<double>();
+    step();
+  }
+  JitMode mode("sync", 1);
+  std::vector<double> compiled;
+  const Stats before = stats();
+  for (int i = 0; i < 3; ++i) {
+    compiled = program().to_vector<double>();
+    step();
+  }
+  const Stats after = stats();
+  EXPECT_EQ(after.region_compile_failures, before.region_compile_failures);
+  EXPECT_GT(after.region_launches, before.region_launches) << nameOf(kind()) << ": no region around it ran compiled";
+  EXPECT_EQ(after.compiled_runs, before.compiled_runs) << nameOf(kind()) << " ran inside a whole-trace kernel";
+  ASSERT_EQ(compiled.size(), interpreted.size());
+  for (size_t i = 0; i < compiled.size(); ++i)
+    EXPECT_NEAR(compiled[i], interpreted[i], 1e-12 * std::max(1.0, std::fabs(interpreted[i]))) << i;
+}
+
 TEST_P(OpTable, CompilerLowersItLikeTheInterpreter) {
   if (isParam(kind()) || !example()) GTEST_SKIP();
+  if (runsBetweenRegions(kind())) GTEST_SKIP() << "not lowered (RunsBetweenCompiledRegionsWhenNotLowered)";
   std::vector<double> interpreted;
   {
     JitMode mode("off");
@@ -179,7 +223,7 @@ TEST_P(OpTable, CompilerLowersItLikeTheInterpreter) {
 /// The NVPTX pipeline compiles the op's example to PTX that ptxas accepts
 /// for sm_90 (no GPU needed; launching it is the CUDA backend's part).
 TEST_P(OpTable, NvptxPipelineCompilesIt) {
-  if (isParam(kind()) || !example()) GTEST_SKIP();
+  if (isParam(kind()) || !example() || runsBetweenRegions(kind())) GTEST_SKIP();
   JitMode mode("off");
   Tensor out = (*example())(inputX(), inputY());
   const trace::TraceGraph graph = trace::Recorder::current().pendingGraphForTesting();
@@ -203,8 +247,11 @@ TEST_P(OpTable, DialectRegistersIt) {
   if (isParam(kind())) GTEST_SKIP() << "param becomes a function argument";
   mlir::MLIRContext context;
   context.getOrLoadDialect<mlir::kiln::KilnDialect>();
-  EXPECT_TRUE(mlir::RegisteredOperationName::lookup("kiln." + nameOf(kind()), &context).has_value())
-      << "dialects/kiln/IR/KilnOps.td has no op kiln." << nameOf(kind());
+  const bool registered = mlir::RegisteredOperationName::lookup("kiln." + nameOf(kind()), &context).has_value();
+  if (runsBetweenRegions(kind()))
+    EXPECT_FALSE(registered) << "kiln." << nameOf(kind()) << " is a dialect op but the op table says it is not lowered";
+  else
+    EXPECT_TRUE(registered) << "dialects/kiln/IR/KilnOps.td has no op kiln." << nameOf(kind());
 }
 
 /// The element type of a dtype in the kiln dialect.
@@ -256,6 +303,12 @@ TEST_P(OpTable, AutogradHasItsVjp) {
 
 TEST_P(OpTable, CAbiNamesIt) {
   if (isParam(kind())) GTEST_SKIP();
+  if (!core::opHasCAbi(kind())) {
+    kiln_op op;
+    EXPECT_NE(kiln_op_from_name(std::string(core::opPublicName(kind())).c_str(), &op), KILN_OK)
+        << "the C ABI names " << nameOf(kind()) << " but its row says NoCAbi";
+    GTEST_SKIP() << "its row says NoCAbi";
+  }
   const std::string name(core::opPublicName(kind()));
   ASSERT_FALSE(name.empty());
   kiln_op op;
@@ -295,7 +348,9 @@ TEST(OpTableFacts, EveryDialectOpIsInTheTable) {
     EXPECT_TRUE(core::opKindFromName(std::string_view(name.data(), name.size()), &k))
         << "kiln." << name.str() << " has no row in runtime/core/OpKinds.def";
   }
-  EXPECT_EQ(count, core::kNumOpKinds - 1);  // every kind but param
+  int lowered = 0;
+  for (int i = 0; i < core::kNumOpKinds; ++i) lowered += core::opIsLowered(static_cast<OpKind>(i));
+  EXPECT_EQ(count, lowered);  // every kind but param and the collectives
 }
 
 TEST(OpTableFacts, ArityMatchesTheCategory) {
@@ -313,6 +368,7 @@ TEST(OpTableFacts, ArityMatchesTheCategory) {
       case OpCategory::Matmul:
       case OpCategory::Index: EXPECT_EQ(core::opArity(k), 2); break;
       case OpCategory::Select: EXPECT_EQ(core::opArity(k), 3); break;
+      case OpCategory::Collective: EXPECT_EQ(core::opArity(k), 1); break;
       case OpCategory::Shape: EXPECT_EQ(core::opArity(k), k == OpKind::Concat ? -1 : 1); break;
     }
   }

@@ -116,6 +116,44 @@ TEST(RegionPartition, OneRegionPerRecurrentStepWithTheSameKey) {
   }
 }
 
+/// A collective (not lowered: a Collective row) is in no region: it closes
+/// the region before it, runs after it and after the loose views it reads,
+/// and what reads it is in a later region.
+TEST(RegionPartition, CollectivesRunBetweenRegions) {
+  TraceBuilder b;
+  uint32_t x = b.param({4, 3}), w = b.param({3, 3});
+  uint32_t e = b.add(OpKind::Exp, {4, 3}, {x});
+  uint32_t g = b.add(OpKind::Matmul, {4, 3}, {e, w});
+  uint32_t flat = b.add(OpKind::Reshape, {12}, {g});
+  uint32_t part = b.add(OpKind::Slice, {6}, {x}, {0, 2});  // loose: a view of an outside value
+  uint32_t r1 = b.add(OpKind::AllReduce, {12}, {flat});
+  uint32_t r2 = b.add(OpKind::AllReduce, {6}, {b.add(OpKind::Reshape, {12}, {x})});
+  uint32_t t = b.add(OpKind::Tanh, {12}, {r1});
+  uint32_t s = b.add(OpKind::Add, {6}, {r2, b.add(OpKind::Slice, {6}, {t}, {0, 1})});
+  (void)part;
+  b.live(s);
+  exec::RegionPlan plan = b.plan();
+  expectValidSchedule(b, plan);
+  std::vector<uint8_t> needed;
+  std::vector<uint32_t> lastUse;
+  b.t.liveness(needed, lastUse);
+  const std::vector<uint32_t> ids = exec::neededNodes(needed);
+  for (const exec::Region& r : plan.regions)
+    for (uint32_t q : r.nodes) EXPECT_NE(b.t.nodes[ids[q]].op, OpKind::AllReduce) << "a collective in a region";
+  // The region before (exp, matmul, reshape) and the one after (tanh, add, ...).
+  ASSERT_GE(plan.regions.size(), 2u);
+  auto regionOf = [&](uint32_t id) {
+    for (size_t ri = 0; ri < plan.regions.size(); ++ri)
+      for (uint32_t q : plan.regions[ri].nodes)
+        if (ids[q] == id) return static_cast<int>(ri);
+    return -1;
+  };
+  EXPECT_EQ(regionOf(e), regionOf(g));
+  EXPECT_GE(regionOf(e), 0);
+  EXPECT_GT(regionOf(t), regionOf(g));
+  EXPECT_EQ(regionOf(t), regionOf(s));
+}
+
 TEST(RegionPartition, OperandOrderDoesNotShiftTheStepRegions) {
   TraceBuilder b = recurrentTrace(6, /*inputFirst=*/true);
   exec::RegionPlan plan = b.plan();

@@ -1,0 +1,48 @@
+// The runtime side of the collective ops (runtime/core/OpKinds.def,
+// category Collective): the interpreter starts each node with
+// startCollective, between the compiled regions of a trace (exec/Regions.h),
+// and waits for it where its result is first read, so the collective
+// overlaps with the work recorded after it that does not need it. Backends
+// (MpiCommunicator.cpp, the single-process one in Communicator.cpp) are
+// created by init() (include/kiln/dist.h).
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/dist.h"
+#include "kiln/shape.h"
+#include "runtime/core/OpKind.h"
+
+namespace kiln::dist::detail {
+
+/// Starts one collective node on the world communicator's communication
+/// thread, after those started before it, on dense host buffers: `in` holds
+/// `inShape`, `out` receives `outShape`; `keepAlive` holds their storage
+/// until it is done. It first checks that every rank runs the same
+/// collective on the same dtype and shape (a kiln::Error naming both sides
+/// otherwise). The future completes with the collective (or its error).
+std::shared_future<void> startCollective(core::OpKind op, int64_t attr, DType dtype, const Shape& inShape,
+                                         const Shape& outShape, const void* in, void* out,
+                                         std::vector<std::shared_ptr<void>> keepAlive);
+
+/// Exchanges (op, dtype, shape, attr) with every rank; throws kiln::Error
+/// naming this rank's and the first differing rank's when they disagree.
+void checkAgreement(Communicator& comm, core::OpKind op, int64_t attr, DType dtype, const Shape& shape);
+
+/// Was this process started by mpirun (Open MPI or PMIx environment)?
+bool launchedByMpi();
+
+/// The MPI backend; null when Kiln was built without MPI.
+std::unique_ptr<Communicator> createMpiCommunicator();
+
+/// "dist::all_reduce (f32 [4, 3], rank 1 of 2)" for messages.
+std::string describe(core::OpKind op, DType dtype, const Shape& shape, int rank, int size);
+
+/// Element-wise out /= size for a mean (floating dtypes, including f16/bf16).
+void divideBySize(void* data, int64_t count, DType dtype, int size);
+
+}  // namespace kiln::dist::detail
