@@ -489,9 +489,15 @@ def _check_node(node: torch.fx.Node) -> str | None:
             return f"{node.target}: dtype {m.dtype} has no Kiln dtype"
         if m.ndim > 8:
             return f"{node.target}: rank {m.ndim} (Kiln's limit is 8)"
-        if any(not isinstance(s, int) for s in m.shape):
-            return f"{node.target}: a dynamic shape"
     return None
+
+
+def _is_scalar_node(node: torch.fx.Node) -> bool:
+    """Shape arithmetic of dynamic shapes (sym_size, operator.mul on SymInts):
+    no tensor comes out; it runs as Python on the concrete values."""
+    val = node.meta.get("val")
+    return val is not None and not any(True for _ in _meta_tensors(val)) and \
+        isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool))
 
 
 # ---- running a graph ---------------------------------------------------------
@@ -549,6 +555,9 @@ class KilnGraph:
             elif node.op == "call_function":
                 if node.target is operator.getitem:
                     self.steps.append((node, "getitem"))
+                    continue
+                if _is_scalar_node(node):
+                    self.steps.append((node, "eager"))
                     continue
                 reason = _check_node(node)
                 if reason is None:

@@ -187,3 +187,15 @@ def test_zero_copy_inputs_into_the_graph():
     assert kiln.Tensor.numpy(k).__array_interface__["data"][0] == t.data_ptr()
     back = torch_backend.to_torch(k * 1.0)
     assert torch.equal(back, t)
+
+
+def test_dynamic_batch_sizes_stay_on_kiln(caplog):
+    """After a second batch size Dynamo compiles a dynamic-shape graph: its
+    shape arithmetic runs as Python and the tensor ops stay on Kiln."""
+    model = MLP()
+    compiled = torch.compile(model, backend="kiln")
+    with caplog.at_level(logging.WARNING, logger="kiln.torch"):
+        for batch in (4, 8, 16):
+            x = torch.randn(batch, 64)
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-4)
+    assert not [r for r in caplog.records if "eager" in r.getMessage()]

@@ -48,7 +48,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr", type=float, default=5e-3)
     ap.add_argument("--loss-tolerance", type=float, default=1e-4)
     ap.add_argument("--min-accuracy", type=float, default=0.95)
     ap.add_argument("--min-compiled-steps", type=int, default=1)
