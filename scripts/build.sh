@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 BUILD_DIR=${KILN_BUILD_DIR:-build}
+# Paths inside the clone hash relative to it, so build-wheel/ (pip, the same
+# depth as build/) reuses build/'s objects wherever the clone lives.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 JOBS=${KILN_BUILD_JOBS:-2}
 PYTHON_ARGS=(-DKILN_PYTHON=OFF)
 if [ "${KILN_PYTHON:-1}" != 0 ]; then

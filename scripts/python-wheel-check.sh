@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-$(bash scripts/setup-python.sh)}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}  # as scripts/build.sh: build/'s objects serve build-wheel/
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$PY" -m pip wheel . --no-deps --no-build-isolation -q -w "$work/wheel"

@@ -199,3 +199,26 @@ def test_dynamic_batch_sizes_stay_on_kiln(caplog):
             x = torch.randn(batch, 64)
             torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-4)
     assert not [r for r in caplog.records if "eager" in r.getMessage()]
+
+
+def test_custom_op_mlp_in_an_eager_model():
+    """torch.ops.kiln.mlp: one fused Kiln op (forward and backward) inside eager
+    PyTorch, with a fake kernel for tracing."""
+    import kiln.torch_ops  # noqa: F401  (registers torch.ops.kiln.*)
+
+    fc1, fc2 = nn.Linear(16, 32), nn.Linear(32, 4)
+    x = torch.randn(8, 16, requires_grad=True)
+    args = (x, fc1.weight, fc1.bias, fc2.weight, fc2.bias)
+    y = torch.ops.kiln.mlp(*args)
+    ref = fc2(F.relu(fc1(x)))
+    torch.testing.assert_close(y, ref, atol=1e-5, rtol=1e-4)
+    g = torch.randn_like(ref)
+    got = torch.autograd.grad(y, args, g)
+    want = torch.autograd.grad(ref, args, g)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        fake = torch.ops.kiln.mlp(torch.empty(3, 16), torch.empty(32, 16), torch.empty(32), torch.empty(4, 32),
+                                  torch.empty(4))
+    assert fake.shape == (3, 4)
+    torch.library.opcheck(torch.ops.kiln.mlp.default, [t.detach().requires_grad_() for t in args])
