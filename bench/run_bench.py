@@ -530,6 +530,12 @@ def write_md(path, meta, table, goal_list, quick):
                  f"{f('fraction_of_limit', '.2f')} | {g} |")
     L.append("")
     L.append("Workloads: " + "; ".join(f"`{k}`: {v[0]}" for k, v in WORKLOADS.items()) + ".\n")
+    # The PyTorch backend's rows (bench/torch_backend.py, run by scripts/bench.sh when the Python
+    # package is built).
+    torch_md = os.path.join(HERE, "RESULTS-torch.md")
+    if os.path.exists(torch_md):
+        with open(torch_md) as fh:
+            L.append(fh.read())
     with open(path, "w") as fh:
         fh.write("\n".join(L))
 

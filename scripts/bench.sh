@@ -23,4 +23,10 @@ cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -U 'KILN_BENCH_*'
 targets=(--target kiln_bench --target kiln_bench_transformer)
 grep -q '^KILN_BUILD_COMPILER:BOOL=ON' "$BUILD_DIR/CMakeCache.txt" && targets+=(--target kiln_jit)
 cmake --build "$BUILD_DIR" -j"${KILN_BUILD_JOBS:-2}" "${targets[@]}"
+# The PyTorch backend against Inductor and eager (bench/RESULTS-torch.md), with the package of build/.
+if [ -d build/python/kiln ] && [ -x "${KILN_PY_VENV:-$HOME/.cache/kiln-python/venv}/bin/python" ]; then
+  steps=50; [ ${#QUICK[@]} -gt 0 ] && steps=10
+  PYTHONPATH=build/python KILN_CACHE=off "${KILN_PY_VENV:-$HOME/.cache/kiln-python/venv}/bin/python" \
+    bench/torch_backend.py --steps "$steps" --md bench/RESULTS-torch.md || echo "bench: bench/torch_backend.py failed" >&2
+fi
 python3 bench/run_bench.py --build "$BUILD_DIR" "${QUICK[@]}"

@@ -20,7 +20,10 @@
  *   any thread.
  *
  * DLPack: the functions take `struct DLManagedTensor` from <dlpack/dlpack.h>
- * (any DLPack >= 0.6); this header only forward-declares it.
+ * (any DLPack >= 0.6), and the *_versioned ones DLPack 1.x's `struct
+ * DLManagedTensorVersioned` (dlpack.h >= 1.0, or
+ * runtime/capi/DLPackVersioned.h for older headers); this header only
+ * forward-declares them.
  */
 #ifndef KILN_KILN_C_H
 #define KILN_KILN_C_H
@@ -41,9 +44,10 @@ extern "C" {
 /* Bumped whenever a function signature, struct layout or enum value of this
  * header changes incompatibly. runtime/capi/kiln_c.abi records the ABI of
  * each version; the kiln_capi_abi test fails when they disagree. */
-#define KILN_ABI_VERSION 3
+#define KILN_ABI_VERSION 4
 
 struct DLManagedTensor;
+struct DLManagedTensorVersioned;
 
 typedef struct kiln_tensor_t* kiln_tensor;
 typedef struct kiln_function_t* kiln_function;
@@ -297,6 +301,12 @@ KILN_API kiln_status kiln_tensor_from_dlpack(struct DLManagedTensor* src, kiln_t
  * Kiln's buffer stays alive, even after the handle is released. The memory
  * must not be written. */
 KILN_API kiln_status kiln_tensor_to_dlpack(kiln_tensor tensor, struct DLManagedTensor** out);
+/* The same with DLPack 1.x versioned tensors. from: a tensor of another
+ * major version is refused (KILN_ERROR_INVALID_ARGUMENT); a read-only one is
+ * accepted (Kiln never writes memory it did not allocate). to: a DLPack 1.0
+ * tensor with DLPACK_FLAG_BITMASK_READ_ONLY set. */
+KILN_API kiln_status kiln_tensor_from_dlpack_versioned(struct DLManagedTensorVersioned* src, kiln_tensor* out);
+KILN_API kiln_status kiln_tensor_to_dlpack_versioned(kiln_tensor tensor, struct DLManagedTensorVersioned** out);
 KILN_API kiln_status kiln_tensor_retain(kiln_tensor tensor);
 /* Drops one reference; the handle is invalid once its count reaches zero. */
 KILN_API kiln_status kiln_tensor_release(kiln_tensor tensor);

@@ -3,10 +3,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "kiln/tensor.h"
-
-struct DLManagedTensor;
+#include "runtime/capi/DLPackVersioned.h"
 
 namespace kiln::capi {
 
@@ -23,11 +23,21 @@ struct DLPackView {
 /// Throws StatusError when the tensor cannot be wrapped (device, dtype,
 /// shape, strides, alignment). `what` names it in the message.
 DLPackView inspectDLPack(const DLManagedTensor* m, const char* what);
+/// The same for a DLPack 1.x tensor (another major version is refused; a
+/// read-only one is accepted, as Kiln never writes memory it did not allocate).
+DLPackView inspectDLPack(const DLManagedTensorVersioned* m, const char* what);
+DLPackView inspectDLTensor(const DLTensor& t, const char* what);
 /// Wraps `m` (checked by inspectDLPack) without copying; from then on Kiln
 /// calls m->deleter exactly once, after the last use of the memory. Fails
 /// only before taking ownership (out of memory).
 Tensor adoptDLPack(DLManagedTensor* m, const DLPackView& v);
+Tensor adoptDLPack(DLManagedTensorVersioned* m, const DLPackView& v);
+/// Wraps the memory `v` describes; `release` runs once after its last use.
+Tensor adoptView(const DLPackView& v, std::function<void()> release);
 /// A DLPack view of `t` (computed first) that keeps its buffer alive.
 DLManagedTensor* exportDLPack(const Tensor& t);
+/// The same as a DLPack 1.0 versioned tensor, flagged read-only (Kiln's
+/// values are immutable).
+DLManagedTensorVersioned* exportDLPackVersioned(const Tensor& t);
 
 }  // namespace kiln::capi

@@ -7,6 +7,7 @@
 #include "kiln/ops.h"
 #include "runtime/capi/CApiSupport.h"
 #include "runtime/capi/DLPackInterop.h"
+#include "runtime/capi/DLPackVersioned.h"
 #include "runtime/core/TensorImpl.h"
 #include "runtime/core/TensorSize.h"
 #include "runtime/interp/Kernels.h"
@@ -159,16 +160,45 @@ const char* deviceTypeName(int t) {
   }
 }
 
-/// What an exported DLManagedTensor owns.
+/// What an exported DLManagedTensor (or DLManagedTensorVersioned) owns.
+template <class Managed>
 struct ExportContext {
-  DLManagedTensor managed{};
+  Managed managed{};
   std::shared_ptr<core::Storage> storage;  // keeps Kiln's buffer alive
   int64_t shape[Shape::kMaxRank] = {};
   int64_t strides[Shape::kMaxRank] = {};
 };
 
-void deleteExport(DLManagedTensor* m) {
-  delete static_cast<ExportContext*>(m->manager_ctx);
+template <class Managed>
+void deleteExport(Managed* m) {
+  delete static_cast<ExportContext<Managed>*>(m->manager_ctx);
+}
+
+/// Fills ctx's DLTensor with the computed view of `t` and takes a reference
+/// to its buffer.
+template <class Managed>
+std::unique_ptr<ExportContext<Managed>> exportContext(const Tensor& t) {
+  core::View view = materializedView(t);
+  if (t.device().kind != Device::CPU)
+    fail(KILN_ERROR_DEVICE, "the tensor lives on " + t.device().str() + "; only CPU tensors can be exported");
+  auto ctx = std::make_unique<ExportContext<Managed>>();
+  const Shape& s = t.shape();
+  for (int d = 0; d < s.rank(); ++d) {
+    ctx->shape[d] = s[d];
+    ctx->strides[d] = view.strides[d];
+  }
+  DLTensor& dl = ctx->managed.dl_tensor;
+  dl.data = view.storage ? view.bytes(t.dtype()) : nullptr;
+  dl.device = DLDevice{kDLCPU, 0};
+  dl.ndim = s.rank();
+  dl.dtype = dlFromDType(t.dtype());
+  dl.shape = ctx->shape;
+  dl.strides = ctx->strides;
+  dl.byte_offset = 0;
+  ctx->storage = std::move(view.storage);
+  ctx->managed.manager_ctx = ctx.get();
+  ctx->managed.deleter = &deleteExport<Managed>;
+  return ctx;
 }
 
 }  // namespace
@@ -177,7 +207,19 @@ void deleteExport(DLManagedTensor* m) {
 /// yet). Shared by kiln_tensor_from_dlpack and kiln_function_call_dlpack.
 DLPackView inspectDLPack(const DLManagedTensor* m, const char* what) {
   if (!m) fail(KILN_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
-  const DLTensor& t = m->dl_tensor;
+  return inspectDLTensor(m->dl_tensor, what);
+}
+
+DLPackView inspectDLPack(const DLManagedTensorVersioned* m, const char* what) {
+  if (!m) fail(KILN_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
+  if (m->version.major != kDLPackMajor)
+    fail(KILN_ERROR_INVALID_ARGUMENT, std::string(what) + " is a DLPack " + std::to_string(m->version.major) + "." +
+                                          std::to_string(m->version.minor) + " tensor; Kiln reads DLPack 1.x");
+  // Read-only memory is fine: Kiln never writes memory it did not allocate.
+  return inspectDLTensor(m->dl_tensor, what);
+}
+
+DLPackView inspectDLTensor(const DLTensor& t, const char* what) {
   if (t.device.device_type != kDLCPU)
     fail(KILN_ERROR_DEVICE, std::string(what) + " lives on " + deviceTypeName(t.device.device_type) +
                                 " (DLPack device type " + std::to_string(t.device.device_type) +
@@ -218,42 +260,60 @@ DLPackView inspectDLPack(const DLManagedTensor* m, const char* what) {
 }
 
 Tensor adoptDLPack(DLManagedTensor* m, const DLPackView& v) {
+  return adoptView(v, [m] {
+    if (m->deleter) m->deleter(m);
+  });
+}
+
+Tensor adoptDLPack(DLManagedTensorVersioned* m, const DLPackView& v) {
+  return adoptView(v, [m] {
+    if (m->deleter) m->deleter(m);
+  });
+}
+
+Tensor adoptView(const DLPackView& v, std::function<void()> release) {
   detail::TensorImpl* impl = detail::TensorImpl::create(v.dtype, v.shape, Device::cpu());
   Tensor t(impl);
   impl->view.offset = v.offset;
   for (int d = 0; d < v.shape.rank(); ++d) impl->view.strides[d] = v.strides[d];
   // The producer's deleter runs when the last view of this storage is gone:
   // handles, trace parameters, exported DLPack tensors and views alike.
-  impl->view.storage = core::Storage::wrap(v.base, v.bytes, Device::cpu(), [m](void*) {
-    if (m->deleter) m->deleter(m);
-  });
+  impl->view.storage =
+      core::Storage::wrap(v.base, v.bytes, Device::cpu(), [release = std::move(release)](void*) { release(); });
   return t;
 }
 
 DLManagedTensor* exportDLPack(const Tensor& t) {
-  core::View view = materializedView(t);
-  if (t.device().kind != Device::CPU)
-    fail(KILN_ERROR_DEVICE, "the tensor lives on " + t.device().str() + "; only CPU tensors can be exported");
-  auto ctx = std::make_unique<ExportContext>();
-  const Shape& s = t.shape();
-  for (int d = 0; d < s.rank(); ++d) {
-    ctx->shape[d] = s[d];
-    ctx->strides[d] = view.strides[d];
-  }
-  DLTensor& dl = ctx->managed.dl_tensor;
-  dl.data = view.storage ? view.bytes(t.dtype()) : nullptr;
-  dl.device = DLDevice{kDLCPU, 0};
-  dl.ndim = s.rank();
-  dl.dtype = dlFromDType(t.dtype());
-  dl.shape = ctx->shape;
-  dl.strides = ctx->strides;
-  dl.byte_offset = 0;
-  ctx->storage = std::move(view.storage);
-  ctx->managed.manager_ctx = ctx.get();
-  ctx->managed.deleter = &deleteExport;
+  return &exportContext<DLManagedTensor>(t).release()->managed;
+}
+
+DLManagedTensorVersioned* exportDLPackVersioned(const Tensor& t) {
+  auto ctx = exportContext<DLManagedTensorVersioned>(t);
+  ctx->managed.version = DLPackVersion{kDLPackMajor, kDLPackMinor};
+  // Kiln's values are immutable: the consumer must not write them.
+  ctx->managed.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
   return &ctx.release()->managed;
 }
 
+namespace {
+/// kiln_tensor_from_dlpack for either managed-tensor kind.
+template <class Managed>
+void adoptIntoHandle(Managed* src, kiln_tensor* out) {
+  required(out, "out");
+  DLPackView v = inspectDLPack(src, "src");
+  // Reserve the handle first: after adoptDLPack nothing may fail, or the
+  // caller and Kiln would both own src.
+  kiln_tensor h = newTensorHandle(Tensor());
+  try {
+    Tensor t = adoptDLPack(src, v);
+    tensorHandles().set(bits(h), std::move(t));
+  } catch (...) {
+    tensorHandles().release(bits(h), "out");
+    throw;
+  }
+  *out = h;
+}
+}  // namespace
 }  // namespace kiln::capi
 
 using namespace kiln;
@@ -286,21 +346,11 @@ kiln_status kiln_tensor_from_host(const void* data, size_t data_bytes, kiln_dtyp
 }
 
 kiln_status kiln_tensor_from_dlpack(DLManagedTensor* src, kiln_tensor* out) {
-  return guarded(__func__, [&] {
-    required(out, "out");
-    DLPackView v = inspectDLPack(src, "src");
-    // Reserve the handle first: after adoptDLPack nothing may fail, or the
-    // caller and Kiln would both own src.
-    kiln_tensor h = newTensorHandle(Tensor());
-    try {
-      Tensor t = adoptDLPack(src, v);
-      tensorHandles().set(bits(h), std::move(t));
-    } catch (...) {
-      tensorHandles().release(bits(h), "out");
-      throw;
-    }
-    *out = h;
-  });
+  return guarded(__func__, [&] { adoptIntoHandle(src, out); });
+}
+
+kiln_status kiln_tensor_from_dlpack_versioned(DLManagedTensorVersioned* src, kiln_tensor* out) {
+  return guarded(__func__, [&] { adoptIntoHandle(src, out); });
 }
 
 kiln_status kiln_tensor_to_dlpack(kiln_tensor tensor, DLManagedTensor** out) {
@@ -308,6 +358,14 @@ kiln_status kiln_tensor_to_dlpack(kiln_tensor tensor, DLManagedTensor** out) {
     required(out, "out");
     Tensor t = tensorOf(tensor, "tensor");
     *out = exportDLPack(t);
+  });
+}
+
+kiln_status kiln_tensor_to_dlpack_versioned(kiln_tensor tensor, DLManagedTensorVersioned** out) {
+  return guarded(__func__, [&] {
+    required(out, "out");
+    Tensor t = tensorOf(tensor, "tensor");
+    *out = exportDLPackVersioned(t);
   });
 }
 

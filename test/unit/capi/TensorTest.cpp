@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "CApiTestUtil.h"
+#include "runtime/capi/DLPackVersioned.h"
 
 extern "C" int kiln_capi_c99_smoke(void);
 
@@ -96,6 +97,54 @@ TEST(CApiDLPack, ImportExportIsZeroCopy) {
   EXPECT_EQ(static_cast<float*>(out->dl_tensor.data)[4], 5.0f);
   out->deleter(out);
   EXPECT_EQ(deleted.load(), 1);  // exactly once, after the last user
+}
+
+/// A DLPack 1.x tensor around makeDL's (which it frees with itself).
+DLManagedTensorVersioned* makeVersionedDL(DLManagedTensor* inner, uint32_t major, uint64_t flags) {
+  auto* m = new DLManagedTensorVersioned{};
+  m->version = DLPackVersion{major, 0};
+  m->manager_ctx = inner;
+  m->flags = flags;
+  m->dl_tensor = inner->dl_tensor;
+  m->deleter = [](DLManagedTensorVersioned* self) {
+    auto* in = static_cast<DLManagedTensor*>(self->manager_ctx);
+    in->deleter(in);
+    delete self;
+  };
+  return m;
+}
+
+TEST(CApiDLPack, VersionedImportExportIsZeroCopyAndReadOnly) {
+  std::vector<float> data = {1, 2, 3, 4, 5, 6};
+  std::atomic<int> deleted{0};
+  // A read-only producer is fine: Kiln never writes its memory.
+  DLManagedTensorVersioned* in =
+      makeVersionedDL(makeDL(data.data(), f32(), {3, 2}, {1, 3}, 0, &deleted), 1, DLPACK_FLAG_BITMASK_READ_ONLY);
+  kiln_tensor t;
+  KILN_ASSERT_OK(kiln_tensor_from_dlpack_versioned(in, &t));
+  EXPECT_EQ(toFloats(t), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  DLManagedTensorVersioned* out = nullptr;
+  KILN_ASSERT_OK(kiln_tensor_to_dlpack_versioned(t, &out));
+  EXPECT_EQ(out->version.major, 1u);
+  EXPECT_EQ(out->flags & DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_FLAG_BITMASK_READ_ONLY);
+  EXPECT_EQ(out->dl_tensor.data, data.data());
+  EXPECT_EQ(out->dl_tensor.strides[0], 1);
+  EXPECT_EQ(out->dl_tensor.strides[1], 3);
+  KILN_ASSERT_OK(kiln_tensor_release(t));
+  EXPECT_EQ(deleted.load(), 0);
+  out->deleter(out);
+  EXPECT_EQ(deleted.load(), 1);
+}
+
+TEST(CApiDLPack, VersionedImportRefusesAnotherMajorVersion) {
+  std::vector<float> data = {1, 2};
+  std::atomic<int> deleted{0};
+  DLManagedTensorVersioned* in = makeVersionedDL(makeDL(data.data(), f32(), {2}, {}, 0, &deleted), 2, 0);
+  kiln_tensor t;
+  EXPECT_EQ(kiln_tensor_from_dlpack_versioned(in, &t), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("DLPack 2.0"), std::string::npos) << kiln_last_error();
+  in->deleter(in);  // still the caller's
+  EXPECT_EQ(deleted.load(), 1);
 }
 
 TEST(CApiDLPack, DeleterRunsOnceAfterTheLastTraceUse) {

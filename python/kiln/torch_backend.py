@@ -1,0 +1,685 @@
+"""PyTorch backend: ``torch.compile(model, backend="kiln")``.
+
+Dynamo hands the captured graph to AOTAutograd, which gives Kiln the ATen
+forward and backward graphs (training works, not only inference). Each graph
+runs node by node: ATen ops that Kiln offers record Kiln ops (lazily, into one
+trace per graph call, so a training step's forward and backward traces repeat
+and tier up to compiled kernels); any other node runs in PyTorch eager inside
+the compiled function, with its reason logged once. Tensors cross between
+PyTorch and Kiln through DLPack, without copies.
+
+The backend is registered through the package's ``torch_dynamo_backends``
+entry point; :func:`explain` reports what ran where.
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import logging
+import math
+import operator
+import threading
+
+import torch
+import torch.fx
+import torch.utils.dlpack
+from torch._decomp import get_decompositions
+from torch._dynamo.backends.common import aot_autograd
+
+import kiln
+
+log = logging.getLogger("kiln.torch")
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+_TORCH_TO_KILN = {
+    torch.float32: kiln.DType.f32,
+    torch.float64: kiln.DType.f64,
+    torch.float16: kiln.DType.f16,
+    torch.bfloat16: kiln.DType.bf16,
+    torch.int64: kiln.DType.i64,
+    torch.int32: kiln.DType.i32,
+    torch.int8: kiln.DType.i8,
+    torch.uint8: kiln.DType.u8,
+    torch.bool: kiln.DType.bool,
+}
+
+
+class Unsupported(Exception):
+    """A node Kiln does not run; the message says why."""
+
+
+# ---- DLPack crossings --------------------------------------------------------
+
+def to_kiln(t: torch.Tensor) -> kiln.Tensor:
+    """A Kiln view of a CPU tensor's memory (no copy)."""
+    if t.device.type != "cpu":
+        raise Unsupported(f"a tensor on {t.device} (this Kiln build takes CPU memory)")
+    if t.dtype not in _TORCH_TO_KILN:
+        raise Unsupported(f"dtype {t.dtype} has no Kiln dtype")
+    if t.requires_grad:
+        t = t.detach()
+    return kiln._kiln._from_capsule(torch.utils.dlpack.to_dlpack(t))
+
+
+def to_torch(k: kiln.Tensor) -> torch.Tensor:
+    """A PyTorch view of a Kiln tensor's buffer (computed first; no copy).
+
+    The plain (unversioned) capsule: AOTAutograd's outputs belong to PyTorch
+    from here on (gradients are accumulated into in place), and once the graph
+    call returns no Kiln value reads that buffer any more."""
+    return torch.utils.dlpack.from_dlpack(k.__dlpack__())
+
+
+# ---- the ATen -> Kiln table ---------------------------------------------------
+#
+# Each entry maps an ATen overload to a function of the node's arguments, in
+# which tensors are kiln.Tensors. A function raises Unsupported when an
+# argument is outside what Kiln offers; `check` functions do the same at
+# compile time from the node's fake-tensor metadata.
+
+_KILN_OPS = {}
+
+
+def _op(*overloads):
+    def register(fn):
+        for o in overloads:
+            _KILN_OPS[o] = fn
+        return fn
+    return register
+
+
+def _dims(dims, rank):
+    if dims is None:
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return [d + rank if d < 0 else d for d in dims]
+
+
+def _scaled(x, alpha):
+    return x if alpha == 1 else kiln.mul(x, alpha)
+
+
+@_op(aten.add.Tensor, aten.add.Scalar)
+def _add(a, b, alpha=1):
+    return kiln.add(a, _scaled(b, alpha))
+
+
+@_op(aten.sub.Tensor, aten.sub.Scalar)
+def _sub(a, b, alpha=1):
+    return kiln.sub(a, _scaled(b, alpha))
+
+
+@_op(aten.rsub.Scalar, aten.rsub.Tensor)
+def _rsub(a, b, alpha=1):
+    return kiln.sub(b, _scaled(a, alpha))
+
+
+@_op(aten.mul.Tensor, aten.mul.Scalar)
+def _mul(a, b):
+    return kiln.mul(a, b)
+
+
+@_op(aten.div.Tensor, aten.div.Scalar)
+def _div(a, b):
+    return kiln.div(a, b)
+
+
+@_op(aten.div.Tensor_mode)
+def _div_mode(a, b, rounding_mode=None):
+    q = kiln.div(a, b)
+    if rounding_mode is None:
+        return q
+    if rounding_mode == "floor":
+        return kiln.floor(q)
+    if rounding_mode == "trunc":
+        return kiln.mul(kiln.sign(q), kiln.floor(kiln.abs(q)))
+    raise Unsupported(f"div rounding_mode={rounding_mode!r}")
+
+
+@_op(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, aten.pow.Scalar)
+def _pow(a, b):
+    if isinstance(b, (int, float)) and b == 2:
+        return kiln.square(a)
+    return kiln.pow(a, b)
+
+
+_UNARY = {
+    aten.neg.default: kiln.neg, aten.abs.default: kiln.abs, aten.exp.default: kiln.exp,
+    aten.expm1.default: kiln.expm1, aten.log.default: kiln.log, aten.log1p.default: kiln.log1p,
+    aten.erf.default: kiln.erf, aten.sqrt.default: kiln.sqrt, aten.rsqrt.default: kiln.rsqrt,
+    aten.tanh.default: kiln.tanh, aten.sigmoid.default: kiln.sigmoid, aten.relu.default: kiln.relu,
+    aten.sin.default: kiln.sin, aten.cos.default: kiln.cos, aten.floor.default: kiln.floor,
+    aten.ceil.default: kiln.ceil, aten.round.default: kiln.round, aten.sign.default: kiln.sign,
+    aten.reciprocal.default: kiln.reciprocal, aten.isnan.default: kiln.isnan,
+    aten.logical_not.default: kiln.logical_not,
+}
+for _overload, _fn in _UNARY.items():
+    _KILN_OPS[_overload] = _fn
+
+_BINARY = {
+    "maximum": kiln.maximum, "minimum": kiln.minimum, "eq": kiln.eq, "ne": kiln.ne, "lt": kiln.lt,
+    "le": kiln.le, "gt": kiln.gt, "ge": kiln.ge, "logical_and": kiln.logical_and,
+    "logical_or": kiln.logical_or, "fmod": kiln.fmod, "remainder": kiln.remainder,
+}
+for _name, _fn in _BINARY.items():
+    _packet = getattr(aten, _name)
+    for _overload_name in ("default", "Tensor", "Scalar"):
+        if _overload_name in _packet.overloads():
+            _KILN_OPS[getattr(_packet, _overload_name)] = _fn
+
+
+@_op(aten.gelu.default)
+def _gelu(x, approximate="none"):
+    return kiln.gelu(x) if approximate == "tanh" else kiln.gelu_exact(x)
+
+
+@_op(aten.leaky_relu.default)
+def _leaky_relu(x, negative_slope=0.01):
+    return kiln.leaky_relu(x, float(negative_slope))
+
+
+@_op(aten.where.self)
+def _where(c, a, b):
+    return kiln.where(c, a, b)
+
+
+@_op(aten.clamp.default, aten.clamp.Tensor)
+def _clamp(x, min=None, max=None):
+    return kiln.clamp(x, min, max)
+
+
+@_op(aten.clamp_min.default)
+def _clamp_min(x, m):
+    return kiln.maximum(x, m)
+
+
+@_op(aten.clamp_max.default)
+def _clamp_max(x, m):
+    return kiln.minimum(x, m)
+
+
+@_op(aten.mm.default, aten.bmm.default, aten.matmul.default)
+def _mm(a, b):
+    return kiln.matmul(a, b)
+
+
+@_op(aten.addmm.default)
+def _addmm(bias, a, b, beta=1, alpha=1):
+    return kiln.add(_scaled(bias, beta), _scaled(kiln.matmul(a, b), alpha))
+
+
+@_op(aten.baddbmm.default)
+def _baddbmm(c, a, b, beta=1, alpha=1):
+    return kiln.add(_scaled(c, beta), _scaled(kiln.matmul(a, b), alpha))
+
+
+@_op(aten.t.default)
+def _t(x):
+    return x if x.ndim < 2 else kiln.transpose(x, 0, 1)
+
+
+@_op(aten.transpose.int)
+def _transpose(x, a, b):
+    return kiln.transpose(x, a, b)
+
+
+@_op(aten.permute.default)
+def _permute(x, dims):
+    return kiln.permute(x, list(dims))
+
+
+@_op(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+def _view(x, shape):
+    return kiln.reshape(x, list(shape))
+
+
+@_op(aten.expand.default)
+def _expand(x, shape, implicit=False):
+    shape = list(shape)
+    lead = len(shape) - x.ndim
+    target = [x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape)]
+    return kiln.broadcast_to(x, target)
+
+
+@_op(aten.unsqueeze.default)
+def _unsqueeze(x, dim):
+    return kiln.unsqueeze(x, dim)
+
+
+@_op(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def _squeeze(x, dims=None):
+    if dims is None:
+        return kiln.squeeze(x)
+    dims = [d for d in _dims(dims, x.ndim) if x.shape[d] == 1]  # torch ignores extents != 1
+    return kiln.squeeze(x, dims) if dims else x
+
+
+@_op(aten.clone.default, aten.alias.default, aten.detach.default, aten.lift_fresh_copy.default)
+def _identity(x, **kwargs):
+    return x  # Kiln's values are immutable: a clone is the value itself
+
+
+@_op(aten._to_copy.default)
+def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    if device is not None and torch.device(device).type != "cpu":
+        raise Unsupported(f"_to_copy to {device}")
+    return x if dtype is None else kiln.cast(x, _TORCH_TO_KILN[dtype])
+
+
+@_op(prims.convert_element_type.default)
+def _convert(x, dtype):
+    return kiln.cast(x, _TORCH_TO_KILN[dtype])
+
+
+def _reduction(fn):
+    def run(x, dims=None, keepdim=False, dtype=None):
+        y = fn(x, _dims(dims, x.ndim) if dims not in (None, []) else None, keepdim)
+        return kiln.cast(y, _TORCH_TO_KILN[dtype]) if dtype is not None else y
+    return run
+
+
+_sum = _reduction(kiln.sum)
+_mean = _reduction(kiln.mean)
+_KILN_OPS[aten.sum.dim_IntList] = _sum
+_KILN_OPS[aten.mean.dim] = _mean
+
+
+@_op(aten.sum.default)
+def _sum_all(x, dtype=None):
+    return _sum(x, None, False, dtype)
+
+
+@_op(aten.mean.default)
+def _mean_all(x, dtype=None):
+    return _mean(x, None, False, dtype)
+
+
+@_op(aten.amax.default)
+def _amax(x, dims=(), keepdim=False):
+    return kiln.max(x, _dims(list(dims), x.ndim) if len(dims) else None, keepdim)
+
+
+@_op(aten.amin.default)
+def _amin(x, dims=(), keepdim=False):
+    return kiln.min(x, _dims(list(dims), x.ndim) if len(dims) else None, keepdim)
+
+
+@_op(aten.argmax.default)
+def _argmax(x, dim=None, keepdim=False):
+    if dim is None:
+        raise Unsupported("argmax without dim")
+    return kiln.argmax(x, dim, keepdim)
+
+
+@_op(aten.var_mean.correction)
+def _var_mean(x, dims=None, correction=None, keepdim=False):
+    axes = _dims(dims, x.ndim) if dims not in (None, []) else list(range(x.ndim))
+    n = math.prod(x.shape[a] for a in axes)
+    c = 1 if correction is None else correction
+    m = kiln.mean(x, axes, True)
+    var = kiln.mul(kiln.sum(kiln.square(kiln.sub(x, m)), axes, keepdim), 1.0 / builtins.max(n - c, 0))
+    return var, (m if keepdim else kiln.squeeze(m, axes))
+
+
+@_op(aten.var.correction)
+def _var(x, dims=None, correction=None, keepdim=False):
+    return _var_mean(x, dims, correction=correction, keepdim=keepdim)[0]
+
+
+@_op(aten._softmax.default)
+def _softmax(x, dim, half_to_float=False):
+    return kiln.softmax(x, dim)
+
+
+@_op(aten._log_softmax.default)
+def _log_softmax(x, dim, half_to_float=False):
+    return kiln.log_softmax(x, dim)
+
+
+@_op(aten._softmax_backward_data.default)
+def _softmax_backward(grad, out, dim, input_dtype):
+    return kiln.mul(out, kiln.sub(grad, kiln.sum(kiln.mul(grad, out), [dim], True)))
+
+
+@_op(aten._log_softmax_backward_data.default)
+def _log_softmax_backward(grad, out, dim, input_dtype):
+    return kiln.sub(grad, kiln.mul(kiln.exp(out), kiln.sum(grad, [dim], True)))
+
+
+@_op(aten.threshold_backward.default)
+def _threshold_backward(grad, x, threshold):
+    return kiln.where(kiln.le(x, threshold), 0.0, grad)
+
+
+@_op(aten.cat.default)
+def _cat(xs, dim=0):
+    return kiln.concat(list(xs), dim)
+
+
+@_op(aten.split.Tensor)
+def _split(x, size, dim=0):
+    n = x.shape[dim]
+    return tuple(kiln.slice(x, dim, s, builtins.min(s + size, n), 1) for s in range(0, n, size))
+
+
+@_op(aten.split_with_sizes.default)
+def _split_with_sizes(x, sizes, dim=0):
+    out, start = [], 0
+    for size in sizes:
+        out.append(kiln.slice(x, dim, start, start + size, 1))
+        start += size
+    return tuple(out)
+
+
+@_op(aten.slice.Tensor)
+def _slice(x, dim=0, start=None, end=None, step=1):
+    return kiln.slice(x, dim, start, end, step)
+
+
+@_op(aten.select.int)
+def _select(x, dim, index):
+    n = x.shape[dim]
+    i = index + n if index < 0 else index
+    return kiln.squeeze(kiln.slice(x, dim, i, i + 1, 1), [dim])
+
+
+@_op(aten.index_select.default)
+def _index_select(x, dim, index):
+    return kiln.index_select(x, dim, index)
+
+
+@_op(aten.gather.default)
+def _gather(x, dim, index, sparse_grad=False):
+    return kiln.gather(x, dim, index)
+
+
+@_op(aten.embedding.default)
+def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return kiln.index_select(weight, 0, indices)
+
+
+def _creation(shape, value, dtype, device):
+    if device is not None and torch.device(device).type != "cpu":
+        raise Unsupported(f"a tensor created on {device}")
+    kd = _TORCH_TO_KILN[dtype if dtype is not None else torch.get_default_dtype()]
+    return kiln.full(list(shape), value, kd)
+
+
+@_op(aten.full.default)
+def _full(size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
+    if dtype is None and isinstance(fill_value, bool):
+        dtype = torch.bool
+    elif dtype is None and isinstance(fill_value, int):
+        dtype = torch.int64
+    return _creation(size, fill_value, dtype, device)
+
+
+@_op(aten.zeros.default)
+def _zeros(size, dtype=None, layout=None, device=None, pin_memory=None):
+    return _creation(size, 0, dtype, device)
+
+
+@_op(aten.ones.default)
+def _ones(size, dtype=None, layout=None, device=None, pin_memory=None):
+    return _creation(size, 1, dtype, device)
+
+
+@_op(aten.scalar_tensor.default)
+def _scalar_tensor(value, dtype=None, layout=None, device=None, pin_memory=None):
+    return _creation([], value, dtype, device)
+
+
+@_op(aten.convolution.default)
+def _convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    if transposed:
+        raise Unsupported("transposed convolution")
+    if x.ndim != 4:
+        raise Unsupported(f"{x.ndim - 2}-d convolution (Kiln has conv2d)")
+    return kiln.conv2d(x, w, bias, list(stride), list(padding), list(dilation), groups)
+
+
+# Backward and composite ops that PyTorch decomposes into ops of the table above.
+DECOMPOSITIONS = get_decompositions([
+    aten.native_layer_norm,
+    aten.native_layer_norm_backward,
+    aten.gelu_backward,
+    aten.sigmoid_backward,
+    aten.tanh_backward,
+    aten.silu,
+    aten.silu_backward,
+    aten.nll_loss_forward,
+    aten.nll_loss_backward,
+    aten.mse_loss,
+    aten.mse_loss_backward,
+    aten._log_softmax_backward_data,
+    aten._softmax_backward_data,
+    aten.addcmul,
+    aten.hardtanh_backward,
+    aten.leaky_relu_backward,
+    aten.elu_backward,
+    aten.squeeze.default,
+    aten.linalg_vector_norm,
+])
+
+
+# ---- compile-time support checks --------------------------------------------
+
+def _meta_tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _meta_tensors(v)
+
+
+def _check_node(node: torch.fx.Node) -> str | None:
+    """None when Kiln runs `node`, else the reason it runs in eager."""
+    if node.target not in _KILN_OPS:
+        return f"no Kiln op for {node.target}"
+    metas = list(_meta_tensors(node.meta.get("val")))
+    for arg in node.all_input_nodes:
+        metas.extend(_meta_tensors(arg.meta.get("val")))
+    for m in metas:
+        if m.device.type != "cpu":
+            return f"{node.target}: a tensor on {m.device} (this Kiln build takes CPU memory)"
+        if m.dtype not in _TORCH_TO_KILN:
+            return f"{node.target}: dtype {m.dtype} has no Kiln dtype"
+        if m.ndim > 8:
+            return f"{node.target}: rank {m.ndim} (Kiln's limit is 8)"
+    return None
+
+
+def _is_scalar_node(node: torch.fx.Node) -> bool:
+    """Shape arithmetic of dynamic shapes (sym_size, operator.mul on SymInts):
+    no tensor comes out; it runs as Python on the concrete values."""
+    val = node.meta.get("val")
+    return val is not None and not any(True for _ in _meta_tensors(val)) and \
+        isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool))
+
+
+# ---- running a graph ---------------------------------------------------------
+
+_logged_reasons = set()
+_logged_lock = threading.Lock()
+
+
+def _log_once(reason):
+    with _logged_lock:
+        if reason in _logged_reasons:
+            return
+        _logged_reasons.add(reason)
+    log.warning("kiln: running in PyTorch eager: %s", reason)
+
+
+class Report:
+    """What the Kiln backend did with the graphs it compiled (kiln.explain)."""
+
+    def __init__(self):
+        self.graphs = 0
+        self.kiln_nodes = 0
+        self.eager_nodes = 0
+        self.reasons = collections.Counter()
+        self.ops = collections.Counter()  # op -> nodes run on Kiln
+
+    @property
+    def total_nodes(self):
+        return self.kiln_nodes + self.eager_nodes
+
+    def __str__(self):
+        lines = [f"kiln.explain: {self.graphs} graph(s), {self.total_nodes} ATen node(s): "
+                 f"{self.kiln_nodes} on Kiln, {self.eager_nodes} in PyTorch eager"]
+        for reason, n in self.reasons.most_common():
+            lines.append(f"  eager x{n}: {reason}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+class KilnGraph:
+    """One ATen graph run on Kiln, with per-node eager fallback.
+
+    Called by AOTAutograd with a list of torch tensors (boxed calling
+    convention); returns the graph's outputs as torch tensors."""
+
+    def __init__(self, gm: torch.fx.GraphModule, report: Report | None = None):
+        self.gm = gm
+        self.steps = []
+        self.placeholders = []
+        self.output = None
+        for node in gm.graph.nodes:
+            if node.op == "placeholder":
+                self.placeholders.append(node)
+            elif node.op == "call_function":
+                if node.target is operator.getitem:
+                    self.steps.append((node, "getitem"))
+                    continue
+                if _is_scalar_node(node):
+                    self.steps.append((node, "eager"))
+                    continue
+                reason = _check_node(node)
+                if reason is None:
+                    self.steps.append((node, "kiln"))
+                    if report is not None:
+                        report.kiln_nodes += 1
+                        report.ops[str(node.target)] += 1
+                else:
+                    self.steps.append((node, "eager"))
+                    _log_once(reason)
+                    if report is not None:
+                        report.eager_nodes += 1
+                        report.reasons[reason] += 1
+            elif node.op == "output":
+                self.output = node
+            elif node.op == "get_attr":
+                self.steps.append((node, "attr"))
+            else:
+                raise NotImplementedError(f"kiln: FX node kind {node.op!r}")
+        if report is not None:
+            report.graphs += 1
+
+    def __call__(self, args):
+        kiln_values = {}   # node -> kiln.Tensor (or tuple of them)
+        torch_values = {}  # node -> torch value (tensors, numbers, tuples)
+        for node, a in zip(self.placeholders, args):
+            torch_values[node] = a
+        args.clear()  # boxed convention: drop the caller's references early
+
+        def as_kiln(node):
+            if node in kiln_values:
+                return kiln_values[node]
+            v = torch_values[node]
+            if isinstance(v, torch.Tensor):
+                k = to_kiln(v)
+            elif isinstance(v, (tuple, list)):
+                k = type(v)(to_kiln(e) if isinstance(e, torch.Tensor) else e for e in v)
+            else:
+                return v
+            kiln_values[node] = k
+            return k
+
+        def as_torch(node):
+            if node in torch_values:
+                return torch_values[node]
+            v = kiln_values[node]
+            if isinstance(v, kiln.Tensor):
+                t = to_torch(v)
+            elif isinstance(v, (tuple, list)):
+                t = type(v)(to_torch(e) if isinstance(e, kiln.Tensor) else e for e in v)
+            else:
+                t = v
+            torch_values[node] = t
+            return t
+
+        steps = self.steps
+        for i, (node, kind) in enumerate(steps):
+            if kind == "kiln":
+                try:
+                    a = torch.fx.node.map_arg(node.args, as_kiln)
+                    kw = torch.fx.node.map_arg(node.kwargs, as_kiln)
+                    kiln_values[node] = _KILN_OPS[node.target](*a, **kw)
+                    continue
+                except (Unsupported, kiln.Error) as e:
+                    # From now on this node runs in eager (its reason logged once).
+                    _log_once(f"{node.target}: {e}")
+                    steps[i] = (node, "eager")
+                    kind = "eager"
+            if kind == "eager":
+                a = torch.fx.node.map_arg(node.args, as_torch)
+                kw = torch.fx.node.map_arg(node.kwargs, as_torch)
+                torch_values[node] = node.target(*a, **kw)
+            elif kind == "getitem":
+                src, index = node.args
+                if src in kiln_values:
+                    kiln_values[node] = kiln_values[src][index]
+                else:
+                    torch_values[node] = torch_values[src][index]
+            elif kind == "attr":
+                torch_values[node] = getattr(self.gm, node.target)
+        # One trace per graph call: run it now (once), then hand the results over.
+        kiln.step()
+        return tuple(torch.fx.node.map_arg(self.output.args[0], as_torch))
+
+
+def _compiler(report=None):
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+        graph = KilnGraph(gm, report)
+
+        def run(args):
+            return graph(args)
+        run._boxed_call = True  # AOTAutograd passes one list of inputs, which we may clear
+        return run
+    return compile_graph
+
+
+def make_backend(report: Report | None = None):
+    """A Dynamo backend (AOTAutograd with Kiln's forward and backward
+    compilers); `report`, when given, collects what ran where."""
+    compiler = _compiler(report)
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler, decompositions=DECOMPOSITIONS,
+                        keep_inference_input_mutations=True)
+
+
+_default_backend = make_backend()
+
+
+def kiln_backend(gm: torch.fx.GraphModule, example_inputs):
+    """The ``torch_dynamo_backends`` entry point: ``torch.compile(m, backend="kiln")``."""
+    return _default_backend(gm, example_inputs)
+
+
+def explain(model, *example_inputs, backward=True) -> Report:
+    """Compiles `model` with the Kiln backend, runs it once (and its backward
+    pass when the output needs gradients and `backward` is true) and returns
+    a :class:`Report` of the ATen nodes that ran on Kiln and why the rest ran
+    in PyTorch eager."""
+    report = Report()
+    compiled = torch.compile(model, backend=make_backend(report))
+    out = compiled(*example_inputs)
+    if backward:
+        tensors = [t for t in _meta_tensors(out) if t.requires_grad]
+        if tensors:
+            torch.autograd.backward([t.sum() for t in tensors])
+    return report

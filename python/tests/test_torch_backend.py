@@ -1,0 +1,224 @@
+"""torch.compile(backend="kiln"): forward and backward against PyTorch eager
+on an MLP, a small CNN and a transformer block; the eager fallback for nodes
+Kiln does not offer; kiln.explain; compiled Kiln steps in a training loop."""
+import copy
+import logging
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import kiln
+from kiln import torch_backend
+
+torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def run_both(model, *inputs, atol=1e-5, rtol=1e-4):
+    """Forward + backward of `model` in eager and through the Kiln backend
+    (on identical copies); checks outputs, input gradients and parameter
+    gradients agree."""
+    eager = copy.deepcopy(model)
+    compiled_model = copy.deepcopy(model)
+    compiled = torch.compile(compiled_model, backend="kiln")
+    ins_e = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    ins_k = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    out_e = eager(*ins_e)
+    out_k = compiled(*ins_k)
+    torch.testing.assert_close(out_k, out_e, atol=atol, rtol=rtol)
+    grad_out = torch.randn_like(out_e)
+    out_e.backward(grad_out)
+    out_k.backward(grad_out)
+    for a, b in zip(ins_k, ins_e):
+        if b.grad is not None:
+            torch.testing.assert_close(a.grad, b.grad, atol=atol, rtol=rtol)
+    for (name, pk), (_, pe) in zip(compiled_model.named_parameters(), eager.named_parameters()):
+        torch.testing.assert_close(pk.grad, pe.grad, atol=atol, rtol=rtol, msg=lambda m: f"{name}: {m}")
+    return compiled
+
+
+class MLP(nn.Module):
+    def __init__(self, d_in=64, hidden=32, d_out=10):
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, hidden)
+        self.fc2 = nn.Linear(hidden, d_out)
+
+    def forward(self, x):
+        return F.log_softmax(self.fc2(F.relu(self.fc1(x))), dim=-1)
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block: layer_norm, attention matmuls, softmax, GELU."""
+
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.ln1(x)
+        q, k, v = self.qkv(h).split(d, dim=-1)
+        q = q.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        k = k.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        v = v.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        att = torch.softmax(q @ k.transpose(-2, -1) / (d // self.heads) ** 0.5, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 8 * 8, 10)
+
+    def forward(self, x):
+        return self.fc(torch.tanh(self.conv(x)).flatten(1))
+
+
+def test_backend_is_registered_through_the_entry_point():
+    assert "kiln" in torch._dynamo.list_backends(exclude_tags=())
+
+
+def test_mlp_forward_backward_matches_eager():
+    run_both(MLP(), torch.randn(16, 64))
+
+
+def test_mlp_runs_entirely_on_kiln():
+    report = kiln.explain(MLP(), torch.randn(8, 64))
+    assert report.graphs == 2  # forward and backward
+    assert report.eager_nodes == 0, str(report)
+    assert report.kiln_nodes > 10
+    assert "on Kiln" in str(report)
+
+
+def test_transformer_block_forward_backward_matches_eager():
+    run_both(Block(), torch.randn(2, 8, 32), atol=1e-4, rtol=1e-4)
+    report = kiln.explain(Block(), torch.randn(2, 8, 32))
+    assert report.kiln_nodes > 0
+    # Everything in the block's forward and backward has a Kiln op.
+    assert report.eager_nodes == 0, str(report)
+
+
+def test_cnn_forward_backward_matches_eager():
+    # conv2d runs on Kiln; its backward (aten.convolution_backward) in eager.
+    run_both(CNN(), torch.randn(2, 1, 8, 8), atol=1e-4, rtol=1e-4)
+
+
+class WithCumsum(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.cumsum(F.relu(self.fc(x)), dim=1) * 0.5
+
+
+def test_fallback_runs_in_eager_logs_once_and_is_explained(caplog):
+    with caplog.at_level(logging.WARNING, logger="kiln.torch"):
+        compiled = run_both(WithCumsum(), torch.randn(4, 8))
+        x = torch.randn(4, 8)
+        for _ in range(3):
+            compiled(x)
+    cumsum_logs = [r for r in caplog.records if "cumsum" in r.getMessage()]
+    assert len(cumsum_logs) <= 1  # logged once per reason (maybe earlier in this process)
+    report = kiln.explain(WithCumsum(), torch.randn(4, 8))
+    assert report.eager_nodes >= 1
+    assert any("cumsum" in r for r in report.reasons), str(report)
+    assert report.kiln_nodes > report.eager_nodes
+
+
+def test_inference_without_grad():
+    model = MLP()
+    compiled = torch.compile(model, backend="kiln")
+    x = torch.randn(4, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-4)
+
+
+def test_training_loop_matches_eager_and_tiers_up():
+    kiln.configure(jit="sync", jit_threshold=2)
+    try:
+        torch.manual_seed(1)
+        model_e = MLP()
+        model_k = copy.deepcopy(model_e)
+        compiled = torch.compile(model_k, backend="kiln")
+        opt_e = torch.optim.SGD(model_e.parameters(), lr=0.1)
+        opt_k = torch.optim.SGD(model_k.parameters(), lr=0.1)
+        x = torch.randn(32, 64)
+        y = torch.randint(0, 10, (32,))
+        kiln.reset_stats()
+        for _ in range(6):
+            losses = []
+            for model, opt in ((model_e, opt_e), (compiled, opt_k)):
+                opt.zero_grad()
+                loss = F.nll_loss(model(x), y)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+            assert losses[1] == pytest.approx(losses[0], rel=1e-4)
+        for pk, pe in zip(model_k.parameters(), model_e.parameters()):
+            torch.testing.assert_close(pk, pe, atol=1e-5, rtol=1e-4)
+        s = kiln.stats()
+        assert s.compiled_runs >= 4, str(s)  # forward and backward traces ran compiled
+    finally:
+        kiln.configure(jit="async")
+
+
+def test_zero_copy_inputs_into_the_graph():
+    """A graph input reaches Kiln as a view of PyTorch's memory."""
+    t = torch.randn(5, 3)
+    k = torch_backend.to_kiln(t)
+    assert kiln.Tensor.numpy(k).__array_interface__["data"][0] == t.data_ptr()
+    back = torch_backend.to_torch(k * 1.0)
+    assert torch.equal(back, t)
+
+
+def test_dynamic_batch_sizes_stay_on_kiln(caplog):
+    """After a second batch size Dynamo compiles a dynamic-shape graph: its
+    shape arithmetic runs as Python and the tensor ops stay on Kiln."""
+    model = MLP()
+    compiled = torch.compile(model, backend="kiln")
+    with caplog.at_level(logging.WARNING, logger="kiln.torch"):
+        for batch in (4, 8, 16):
+            x = torch.randn(batch, 64)
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-4)
+    assert not [r for r in caplog.records if "eager" in r.getMessage()]
+
+
+def test_custom_op_mlp_in_an_eager_model():
+    """torch.ops.kiln.mlp: one fused Kiln op (forward and backward) inside eager
+    PyTorch, with a fake kernel for tracing."""
+    import kiln.torch_ops  # noqa: F401  (registers torch.ops.kiln.*)
+
+    fc1, fc2 = nn.Linear(16, 32), nn.Linear(32, 4)
+    x = torch.randn(8, 16, requires_grad=True)
+    args = (x, fc1.weight, fc1.bias, fc2.weight, fc2.bias)
+    y = torch.ops.kiln.mlp(*args)
+    ref = fc2(F.relu(fc1(x)))
+    torch.testing.assert_close(y, ref, atol=1e-5, rtol=1e-4)
+    g = torch.randn_like(ref)
+    got = torch.autograd.grad(y, args, g)
+    want = torch.autograd.grad(ref, args, g)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        fake = torch.ops.kiln.mlp(torch.empty(3, 16), torch.empty(32, 16), torch.empty(32), torch.empty(4, 32),
+                                  torch.empty(4))
+    assert fake.shape == (3, 4)
+    torch.library.opcheck(torch.ops.kiln.mlp.default, [t.detach().requires_grad_() for t in args])
