@@ -116,6 +116,8 @@ const SettingInfo kSettings[] = {
             [](Settings& s, int64_t v) { s.test_devices = static_cast<int>(v); }),
     text("KILN_DEFAULT_DEVICE", "default_device", false, {}, [](const Settings& s) { return s.default_device; },
          [](Settings& s, const std::string& v) { s.default_device = v; }),
+    text("KILN_CUDA_LIBRARY", "cuda_library", false, {}, [](const Settings& s) { return s.cuda_library; },
+         [](Settings& s, const std::string& v) { s.cuda_library = v; }),
 };
 
 std::string lowerCase(std::string_view v) {
