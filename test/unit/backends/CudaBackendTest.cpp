@@ -1,0 +1,300 @@
+// The CUDA backend on the fake CUDA driver (test/cuda_driver, loaded through
+// KILN_CUDA_LIBRARY by ctest): devices, memory, streams, tensors, the tier-0
+// op library and injected failures. The fake runs the host reference kernel
+// for each tier-0 launch (see FakeCuda.cpp), so results equal the CPU's
+// exactly: these tests check the backend (kernel choice, parameters, strides,
+// streams, memory, errors), not the PTX, which ptxas checks
+// (kiln_cuda_kernel_tests). CudaNoDriver runs in its own process with a
+// driver path that does not exist.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <future>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "runtime/backends/Hal.h"
+#include "runtime/backends/cuda/CudaCachingAllocator.h"
+#include "test/unit/exec/JitMode.h"
+#include "test/unit/trace/ExpectError.h"
+
+namespace kiln {
+namespace {
+
+const Device kCuda = Device::cuda(0);
+
+/// A hook of the fake driver (test/cuda_driver/FakeCuda.h).
+template <class F>
+F* fakeHook(const char* name) {
+  const char* path = std::getenv("KILN_CUDA_LIBRARY");
+  void* handle = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  void* symbol = handle ? dlsym(handle, name) : nullptr;
+  if (!symbol) throw std::runtime_error(std::string("fake CUDA driver hook missing: ") + name);
+  return reinterpret_cast<F*>(symbol);
+}
+int inject(const char* kind, int skip, int times) { return fakeHook<int(const char*, int, int)>("kiln_fake_cuda_inject")(kind, skip, times); }
+void resetFaults() { fakeHook<void()>("kiln_fake_cuda_reset_faults")(); }
+size_t calls(const char* name) { return fakeHook<size_t(const char*)>("kiln_fake_cuda_calls")(name); }
+size_t rejectedLaunches() { return fakeHook<size_t()>("kiln_fake_cuda_rejected_launches")(); }
+
+/// Holds the device's default stream until open(): work enqueued meanwhile
+/// has demonstrably not run.
+class StreamGate {
+ public:
+  StreamGate() {
+    std::shared_future<void> f = gate_.get_future().share();
+    hal::deviceContext(kCuda).defaultStream().hostCall([f] { f.wait(); });
+  }
+  ~StreamGate() { open(); }
+  void open() {
+    if (!opened_) gate_.set_value();
+    opened_ = true;
+  }
+
+ private:
+  std::promise<void> gate_;
+  bool opened_ = false;
+};
+
+std::vector<float> ramp(size_t n, float start = -3.0f, float step = 0.37f) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);
+  return v;
+}
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(device_count(Device::CUDA), 1) << "ctest runs this with KILN_CUDA_LIBRARY=libkiln_fake_cuda.so";
+  }
+  JitMode jit_{"off"};  // tier 0 only: the CUDA device has no compile target yet
+};
+
+TEST_F(CudaTest, DeviceIsTheFakeDriversAndNamed) {
+  hal::DeviceContext& ctx = hal::deviceContext(kCuda);
+  EXPECT_NE(ctx.name().find("fake CUDA device 0"), std::string::npos) << ctx.name();
+  EXPECT_NE(ctx.name().find("sm_90"), std::string::npos) << ctx.name();
+  EXPECT_FALSE(ctx.hostAccessible());
+  EXPECT_FALSE(ctx.compileTarget().has_value());
+  expectError([] { hal::deviceContext(Device::cuda(1)); }, {"cuda:1", "1 device"});
+}
+
+using CudaDeathTest = CudaTest;
+TEST_F(CudaDeathTest, HostAccessToDeviceMemoryFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  hal::Allocator& a = hal::deviceContext(kCuda).allocator();
+  auto* p = static_cast<volatile char*>(a.allocate(4096));
+  EXPECT_DEATH({ p[0] = 1; }, "");
+  hal::Stream& s = hal::deviceContext(kCuda).defaultStream();
+  s.fill(const_cast<char*>(p), 7, 4096);
+  char back[4] = {};
+  s.copy(back, const_cast<char*>(p) + 100, 4);
+  s.synchronize();
+  EXPECT_EQ(back[3], 7);
+  a.deallocate(const_cast<char*>(p), 4096);
+}
+
+TEST_F(CudaTest, FreedBlockIsReusedOnlyAfterTheStreamWorkBeforeTheFree) {
+  hal::DeviceContext& ctx = hal::deviceContext(kCuda);
+  hal::Allocator& a = ctx.allocator();
+  ctx.synchronize();
+  void* first = nullptr;
+  {
+    StreamGate gate;  // work before the free has not run
+    first = a.allocate(1000);
+    a.deallocate(first, 1000);
+    void* second = a.allocate(1000);
+    EXPECT_NE(second, first) << "a block was handed out again while stream work before its free was pending";
+    a.deallocate(second, 1000);
+  }
+  ctx.synchronize();
+  void* third = a.allocate(1000);
+  EXPECT_TRUE(third == first || a.stats().cache_hits > 0);
+  a.deallocate(third, 1000);
+}
+
+TEST_F(CudaTest, BlocksSplitAndMergeInsideSegmentsAndEmptyCacheReturnsThem) {
+  hal::DeviceContext& ctx = hal::deviceContext(kCuda);
+  auto& a = dynamic_cast<hal::cuda::CudaCachingAllocator&>(ctx.allocator());
+  a.emptyCache();
+  ASSERT_EQ(a.segmentCount(), 0u) << "a test before this one left device memory in use";
+  std::vector<void*> quarter;
+  for (int i = 0; i < 4; ++i) quarter.push_back(a.allocate(256 << 10));
+  EXPECT_EQ(a.segmentCount(), 1u) << "four 256 KiB blocks are split out of one 2 MiB segment";
+  for (void* p : quarter) a.deallocate(p, 256 << 10);
+  ctx.synchronize();
+  const uint64_t systemBefore = a.stats().system_allocs;
+  void* whole = a.allocate(1 << 20);  // needs the four merged back together
+  EXPECT_EQ(a.stats().system_allocs, systemBefore) << "freed neighbours were not merged";
+  EXPECT_EQ(a.segmentCount(), 1u);
+  void* large = a.allocate(24 << 20);  // the large pool: a segment of its own
+  EXPECT_EQ(a.segmentCount(), 2u);
+  a.deallocate(whole, 1 << 20);
+  a.deallocate(large, 24 << 20);
+  a.emptyCache();
+  EXPECT_EQ(a.segmentCount(), 0u);
+  EXPECT_EQ(a.stats().bytes_reserved, 0u);
+}
+
+TEST_F(CudaTest, OutOfMemoryEmptiesTheCacheRetriesOnceThenSaysWhatItNeeded) {
+  hal::DeviceContext& ctx = hal::deviceContext(kCuda);
+  hal::Allocator& a = ctx.allocator();
+  const uint64_t retries = a.stats().retries;
+  ASSERT_EQ(inject("oom", 0, 1), 0);
+  void* p = a.allocate(32 << 20);  // the first cuMemAlloc fails, the retry succeeds
+  EXPECT_EQ(a.stats().retries, retries + 1);
+  a.deallocate(p, 32 << 20);
+  ASSERT_EQ(inject("oom", 0, 2), 0);
+  expectError([&] { a.allocate(40 << 20); },
+              {"cuda:0", "out of memory allocating 41943040 bytes", "active", "reserved", "empty_cache"});
+  resetFaults();
+  // More than the fake device has (1 GiB).
+  expectError([&] { a.allocate(std::size_t{3} << 30); }, {"cuda:0", "out of memory", "free of 1024.0 MiB"});
+}
+
+TEST_F(CudaTest, TensorsRoundTripThroughPinnedStaging) {
+  const auto before = device_stats(kCuda);
+  const size_t n = (5u << 20) / 4 + 3;  // more than one 4 MiB staging chunk
+  std::vector<float> v = ramp(n);
+  Tensor d = from_vector(v, {static_cast<int64_t>(n)}).to(kCuda);
+  EXPECT_EQ(d.device(), kCuda);
+  Tensor back = d.to(Device::cpu());
+  EXPECT_EQ(back.to_vector<float>(), v);
+  const auto after = device_stats(kCuda);
+  EXPECT_GE(after.copy_bytes_to_device - before.copy_bytes_to_device, n * 4);
+  EXPECT_GE(after.copy_bytes_to_host - before.copy_bytes_to_host, n * 4);
+  EXPECT_GT(stats().device_copy_bytes, 0u);
+  EXPECT_GT(calls("cuMemHostAlloc"), 0u) << "host copies go through pinned staging";
+  expectError([&] { d.data(); }, {"cuda:0", "to(Device::cpu())"});
+}
+
+TEST_F(CudaTest, ElementwiseOpsMatchTheCpu) {
+  const std::vector<float> v = ramp(1000, -2.5f, 0.0071f);
+  Tensor xc = from_vector(v, {10, 100});
+  Tensor xg = xc.to(kCuda);
+  const auto before = device_stats(kCuda).kernel_launches;
+  std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> ops = {
+      {"exp", [](const Tensor& x) { return exp(x); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"abs", [](const Tensor& x) { return abs(x); }},
+      {"add", [](const Tensor& x) { return add(x, x); }},
+      {"mul scalar", [](const Tensor& x) { return mul(x, 3.0); }},
+      {"maximum", [](const Tensor& x) { return maximum(x, 0.25); }},
+      {"where", [](const Tensor& x) { return where(lt(x, 0.0), x, neg(x)); }},
+      {"cast i32", [](const Tensor& x) { return cast(mul(x, 10.0), DType::i32); }},
+      {"f16 relu", [](const Tensor& x) { return relu(cast(x, DType::f16)); }},
+      {"bf16 square", [](const Tensor& x) { return square(cast(x, DType::bf16)); }},
+      {"i64 remainder", [](const Tensor& x) { return remainder(cast(mul(x, 100.0), DType::i64), 7); }},
+  };
+  for (auto& [name, op] : ops) {
+    Tensor want = op(xc), got = op(xg);
+    EXPECT_EQ(got.device(), kCuda) << name;
+    EXPECT_EQ(got.dtype(), want.dtype()) << name;
+    EXPECT_EQ(got.to(Device::cpu()).to_vector<double>(), want.to_vector<double>()) << name;
+  }
+  EXPECT_GT(device_stats(kCuda).kernel_launches, before + ops.size());
+  EXPECT_EQ(rejectedLaunches(), 0u);
+}
+
+TEST_F(CudaTest, BroadcastingStridedViewsAndConcat) {
+  Tensor ac = from_vector(ramp(24), {2, 3, 4}), bc = from_vector(ramp(4, 1.0f, 0.5f), {4});
+  Tensor ag = ac.to(kCuda), bg = bc.to(kCuda);
+  auto same = [](const Tensor& got, const Tensor& want, const char* what) {
+    EXPECT_EQ(got.shape(), want.shape()) << what;
+    EXPECT_EQ(got.to(Device::cpu()).to_vector<float>(), want.to_vector<float>()) << what;
+  };
+  same(add(ag, bg), add(ac, bc), "broadcast add");
+  same(mul(permute(ag, {2, 0, 1}), 2.0), mul(permute(ac, {2, 0, 1}), 2.0), "permuted");
+  same(exp(slice(ag, 2, 3, 0, -2)), exp(slice(ac, 2, 3, 0, -2)), "negative-step slice");
+  same(permute(ag, {1, 2, 0}).contiguous(), permute(ac, {1, 2, 0}).contiguous(), "strided copy");
+  same(concat({ag, mul(ag, 3.0)}, 1), concat({ac, mul(ac, 3.0)}, 1), "concat (copy into strided)");
+  same(zeros({3, 5}, DType::f32, kCuda), zeros({3, 5}), "fill");
+  same(full({7}, 2.5, DType::f32, kCuda), full({7}, 2.5), "fill value");
+  EXPECT_EQ(full({3}, int64_t{-5}, DType::i64, kCuda).to_vector<int64_t>(), (std::vector<int64_t>{-5, -5, -5}));
+}
+
+TEST_F(CudaTest, EveryLaunchMatchesItsPtxAndIsCounted) {
+  const size_t launchesBefore = calls("cuLaunchKernel");
+  const uint64_t countedBefore = device_stats(kCuda).kernel_launches;
+  Tensor x = from_vector(ramp(64), {8, 8}).to(kCuda);
+  Tensor y = add(exp(x), permute(x, {1, 0}));
+  sync();
+  EXPECT_EQ(calls("cuLaunchKernel") - launchesBefore, device_stats(kCuda).kernel_launches - countedBefore);
+  EXPECT_GE(calls("cuModuleLoadData"), 2u) << "each kernel's PTX module is loaded on first use";
+  EXPECT_EQ(rejectedLaunches(), 0u) << "the fake rejected a launch (parameters, pointers or launch shape)";
+}
+
+TEST_F(CudaTest, MixedDevicesAreAnErrorNamingBothAndTheFix) {
+  Tensor c = from_vector(ramp(4), {4});
+  Tensor g = c.to(kCuda);
+  expectError([&] { add(c, g); }, {"cpu:0", "cuda:0", "to("});
+  expectError([&] { where(gt(g, 0.0), c, g); }, {"cpu:0", "cuda:0", "to("});
+}
+
+TEST_F(CudaTest, OpsWithoutACudaKernelYetSaySo) {
+  Tensor g = from_vector(ramp(6), {2, 3}).to(kCuda);
+  expectError([&] { sum(g).to(Device::cpu()).to_vector<float>(); },
+              {"reduce_sum", "cuda:0", "no tier-0 CUDA kernel", "to(Device::cpu())"});
+  // The device keeps working.
+  EXPECT_EQ(neg(g).to(Device::cpu()).to_vector<float>(), neg(from_vector(ramp(6), {2, 3})).to_vector<float>());
+}
+
+TEST_F(CudaTest, RefusedLaunchFailsItsOpAndKeepsEarlierResults) {
+  Tensor x = from_vector(ramp(32), {32}).to(kCuda);
+  Tensor before = exp(x);
+  sync();
+  ASSERT_EQ(inject("launch", 0, 1), 0);
+  Tensor failed = tanh(x);
+  expectError([&] { failed.to(Device::cpu()).to_vector<float>(); },
+              {"cuLaunchKernel", "kiln_t0_unary_tanh_f32", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"});
+  EXPECT_EQ(before.to(Device::cpu()).to_vector<float>(), exp(from_vector(ramp(32), {32})).to_vector<float>());
+  EXPECT_EQ(tanh(x).to(Device::cpu()).to_vector<float>(), tanh(from_vector(ramp(32), {32})).to_vector<float>());
+}
+
+TEST_F(CudaTest, OutOfMemoryInAnOpFailsThatOpAndKeepsEarlierResults) {
+  Tensor x = from_vector(ramp(16), {16}).to(kCuda);
+  Tensor kept = mul(x, 2.0);
+  sync();
+  const std::vector<float> keptHost = kept.to(Device::cpu()).to_vector<float>();
+  ASSERT_EQ(inject("oom", 0, 2), 0);
+  Tensor big = add(zeros({64 << 20}, DType::f32, kCuda), 1.0);  // 256 MiB: a new segment
+  expectError([&] { big.to(Device::cpu()).to_vector<float>(); }, {"cuda:0", "out of memory", "empty_cache"});
+  resetFaults();
+  EXPECT_EQ(kept.to(Device::cpu()).to_vector<float>(), keptHost);
+}
+
+// Sticky failures (a faulting kernel, a lost device) leave the fake driver
+// failing every call until reset: each runs in its own process (ctest).
+TEST_F(CudaTest, KernelFaultSurfacesAtSyncNamingTheDriverError) {
+  Tensor x = from_vector(ramp(16), {16}).to(kCuda);
+  const std::vector<float> computed = exp(x).to(Device::cpu()).to_vector<float>();
+  ASSERT_EQ(inject("fault", 0, 1), 0);
+  Tensor y = sin(x);
+  expectError([] { sync(); }, {"cuda:0", "CUDA_ERROR_LAUNCH_FAILED"});
+  EXPECT_EQ(computed, exp(from_vector(ramp(16), {16})).to_vector<float>());
+  resetFaults();
+}
+
+TEST_F(CudaTest, LostDeviceIsAnErrorAtTheNextCall) {
+  Tensor x = from_vector(ramp(8), {8}).to(kCuda);
+  const std::vector<float> host = x.to(Device::cpu()).to_vector<float>();
+  ASSERT_EQ(inject("lost", 0, 1), 0);
+  expectError([&] { exp(x).to(Device::cpu()).to_vector<float>(); }, {"cuda:0", "CUDA_ERROR_DEVICE_UNAVAILABLE"});
+  EXPECT_EQ(host, ramp(8));
+  resetFaults();
+}
+
+// Run with KILN_CUDA_LIBRARY naming a library that does not exist.
+TEST(CudaNoDriver, DeviceCountIsZeroAndUseSaysWhatIsMissing) {
+  EXPECT_EQ(device_count(Device::CUDA), 0);
+  expectError([] { zeros({2}, DType::f32, Device::cuda(0)); },
+              {"cuda:0", "no driver", "not found", "KILN_CUDA_LIBRARY", "libcuda.so.1"});
+  expectError([] { from_vector(std::vector<float>{1, 2}, {2}).to(Device::cuda(0)); }, {"cuda:0", "KILN_CUDA_LIBRARY"});
+  expectError([] { set_default_device(Device::parse("cuda:0")); }, {"cuda:0", "KILN_CUDA_LIBRARY"});
+}
+
+}  // namespace
+}  // namespace kiln
