@@ -305,7 +305,9 @@ bool parsePtx(const std::string& ptx, int deviceSm, std::map<std::string, std::v
   if (!std::regex_search(ptx, target, targetRe)) return false;
   if (std::stoi(target[1]) > deviceSm) return false;  // PTX for a newer GPU
   static const std::regex entryRe(R"(\.entry\s+([A-Za-z_$][\w$]*)\s*\(([^)]*)\))");
-  static const std::regex paramRe(R"(\.param\s+(?:\.align\s+\d+\s+)?\.([a-z]+)(\d+)\s+[\w$]+(?:\[(\d+)\])?)");
+  // ".param .u64 name", ".param .u64 .ptr .align 1 name", ".param .align 8 .b8 name[48]"
+  static const std::regex paramRe(
+      R"(\.param\s+(?:\.align\s+\d+\s+)?\.([a-z]+)(\d+)(?:\s+\.ptr)?(?:\s+\.(?:global|shared|const|local))?(?:\s+\.align\s+\d+)?\s+[\w$]+(?:\[(\d+)\])?)");
   for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), entryRe); it != std::sregex_iterator(); ++it) {
     std::vector<std::size_t> sizes;
     const std::string params = (*it)[2];

@@ -5,6 +5,7 @@
 
 #include "kiln/error.h"
 #include "runtime/backends/cuda/CudaStream.h"
+#include "runtime/exec/Log.h"
 
 namespace kiln::hal::cuda {
 
@@ -34,17 +35,6 @@ CudaCachingAllocator::~CudaCachingAllocator() {
 }
 
 Device CudaCachingAllocator::device() const { return device_.device; }
-
-CUevent CudaCachingAllocator::takeEventLocked() {
-  if (!events_.empty()) {
-    CUevent e = events_.back();
-    events_.pop_back();
-    return e;
-  }
-  CUevent e = nullptr;
-  device_.check(device_.api->eventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate (for a stream-ordered free)");
-  return e;
-}
 
 CudaCachingAllocator::Block* CudaCachingAllocator::takeFreeLocked(std::size_t size, bool small) {
   FreeSet& pool = poolFor(small);
@@ -141,17 +131,28 @@ void CudaCachingAllocator::deallocate(void* ptr, std::size_t /*bytes*/) {
   std::lock_guard<std::mutex> lock(mutex_);
   drainDeferredLocked();
   auto it = active_.find(dptr);
-  if (it == active_.end()) throw Error(device_.device.str() + ": deallocate of a pointer this allocator did not hand out");
+  if (it == active_.end()) {
+    // A programmer error; deallocate runs in destructors, so it is logged, not thrown.
+    exec::log().error("{}: deallocate of a pointer its allocator did not hand out", device_.device.str());
+    return;
+  }
   Block* b = it->second;
   active_.erase(it);
   freeLocked(b);
 }
 
 void CudaCachingAllocator::freeLocked(Block* b) {
+  // Runs in destructors (a Storage's): never throws.
   b->allocated = false;
   stats_.bytes_active -= b->size;
-  device_.makeCurrent();
-  CUevent e = takeEventLocked();
+  device_.api->ctxSetCurrent(device_.context);
+  CUevent e = nullptr;
+  if (!events_.empty()) {
+    e = events_.back();
+    events_.pop_back();
+  } else if (device_.api->eventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    return;  // the device failed: the block stays out of the pools (see below)
+  }
   if (device_.api->eventRecord(e, stream_.handle()) != CUDA_SUCCESS) {
     // The stream cannot be marked (the device failed): the block is kept out
     // of the pools rather than risk handing out memory still in use.

@@ -80,7 +80,6 @@ class CudaCachingAllocator final : public Allocator {
   void processPendingLocked(bool wait);
   void drainDeferredLocked();
   void releaseSegmentsLocked();
-  CUevent takeEventLocked();
 
   CudaDeviceHandle& device_;
   CudaStream& stream_;

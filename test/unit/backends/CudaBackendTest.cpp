@@ -208,7 +208,7 @@ TEST_F(CudaTest, BroadcastingStridedViewsAndConcat) {
   };
   same(add(ag, bg), add(ac, bc), "broadcast add");
   same(mul(permute(ag, {2, 0, 1}), 2.0), mul(permute(ac, {2, 0, 1}), 2.0), "permuted");
-  same(exp(slice(ag, 2, 3, 0, -2)), exp(slice(ac, 2, 3, 0, -2)), "negative-step slice");
+  same(exp(slice(ag, 2, 1, 4, 2)), exp(slice(ac, 2, 1, 4, 2)), "stepped slice");
   same(permute(ag, {1, 2, 0}).contiguous(), permute(ac, {1, 2, 0}).contiguous(), "strided copy");
   same(concat({ag, mul(ag, 3.0)}, 1), concat({ac, mul(ac, 3.0)}, 1), "concat (copy into strided)");
   same(zeros({3, 5}, DType::f32, kCuda), zeros({3, 5}), "fill");
