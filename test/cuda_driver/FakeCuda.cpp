@@ -371,6 +371,40 @@ struct Tier0Launch {
       for (uint64_t i = 0; i < p[1]; ++i) std::memcpy(out + i * size, &p[2], size);
       return;
     }
+    if (spec.family == Family::Arange) {
+      double start = 0, step = 0;
+      std::memcpy(&start, &p[2], 8);
+      std::memcpy(&step, &p[3], 8);
+      interp::arangeKernel(spec.out, static_cast<int64_t>(p[1]), start, step, out);
+      return;
+    }
+    if (spec.family == Family::Random) {
+      interp::randomKernel(spec.op, spec.out, static_cast<int64_t>(p[1]), p[2], out);
+      return;
+    }
+    if (spec.family == Family::Reduce) {
+      // Each output element: the reference reduction of its m elements
+      // (a rank-kRank view reduced over every axis).
+      constexpr int R = kiln::hal::cuda::tier0::kRank;
+      const std::size_t size = kiln::dtype_size(spec.in);
+      std::vector<int64_t> red(R);
+      for (int d = 0; d < R; ++d) red[d] = static_cast<int64_t>(p[20 + d]);
+      interp::Arg a;
+      a.dtype = spec.in;
+      a.shape = kiln::Shape(red);
+      for (int d = 0; d < R; ++d) a.strides[d] = static_cast<int64_t>(p[28 + d]);
+      for (uint64_t o = 0; o < p[2]; ++o) {
+        int64_t rest = static_cast<int64_t>(o), base = 0;
+        for (int d = R - 1; d >= 0; --d) {
+          const auto e = static_cast<int64_t>(p[3 + d]);
+          base += (rest % e) * static_cast<int64_t>(p[11 + d]);
+          rest /= e;
+        }
+        a.data = reinterpret_cast<const char*>(p[1]) + base * static_cast<int64_t>(size);
+        interp::reduceKernel(spec.op, a, (1u << R) - 1, out + o * size);
+      }
+      return;
+    }
     const auto n = static_cast<int64_t>(p[1 + spec.inputCount()]);
     const kiln::Shape s = shape(n);
     switch (spec.family) {
@@ -387,7 +421,7 @@ struct Tier0Launch {
         interp::copyIntoKernel(input(0, spec.in, s), out, outStrides);
         break;
       }
-      case Family::Fill: break;
+      default: break;
     }
   }
 };
@@ -891,7 +925,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
     return CUDA_ERROR_INVALID_VALUE;
   }
   // Pointer parameters must be live allocations of this device.
-  const int pointers = spec->second.family == Family::Fill ? 1 : 1 + spec->second.inputCount();
+  const int pointers = spec->second.isLeaf() ? 1 : 1 + spec->second.inputCount();
   for (int i = 0; i < pointers; ++i)
     if (!s->device->live(values[static_cast<size_t>(i)], 1)) {
       reject(fn->name + ": pointer parameter " + std::to_string(i) + " is not device memory of this context");

@@ -79,6 +79,77 @@ DType inputType(const KernelSpec &s, int i) {
   return s.family == Family::Where && i == 0 ? DType::boolean : s.in;
 }
 
+/// `prefix`'s coordinates of linear index `linear` over extents %<e>0..7,
+/// dotted with strides %<st>0..7: the text computing it, result in `result`.
+std::string offsetText(const std::string &linear, const std::string &e, const std::string &st,
+                       const std::string &tag, std::string &result) {
+  std::string t, rest = linear;
+  std::vector<std::string> coord(tier0::kRank);
+  for (int d = tier0::kRank - 1; d >= 0; --d) {
+    const std::string ds = std::to_string(d);
+    if (d == 0) {
+      coord[d] = rest;
+      break;
+    }
+    t += "      %" + tag + "c" + ds + " = arith.remui " + rest + ", %" + e + ds + " : i64\n";
+    t += "      %" + tag + "q" + ds + " = arith.divui " + rest + ", %" + e + ds + " : i64\n";
+    coord[d] = "%" + tag + "c" + ds;
+    rest = "%" + tag + "q" + ds;
+  }
+  std::string acc;
+  for (int d = 0; d < tier0::kRank; ++d) {
+    const std::string ds = std::to_string(d), term = "%" + tag + "m" + ds;
+    t += "      " + term + " = arith.muli " + coord[d] + ", %" + st + ds + " : i64\n";
+    if (acc.empty()) {
+      acc = term;
+      continue;
+    }
+    t += "      %" + tag + "a" + ds + " = arith.addi " + acc + ", " + term + " : i64\n";
+    acc = "%" + tag + "a" + ds;
+  }
+  result = acc;
+  return t;
+}
+
+/// A reduction: each output element (grid-stride over nOut) folds its m
+/// input elements in order, starting from the first; the fold is a
+/// "t0.body"(accumulator, element) placeholder.
+std::string reduceText(const KernelSpec &s) {
+  const std::string name = s.entryName(), ty = storageType(s, s.in);
+  std::string t = "gpu.module @" + name + " {\n";
+  t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %n: i64";
+  for (const char *p : {"e", "s"})
+    for (int d = 0; d < tier0::kRank; ++d)
+      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
+  t += ", %m: i64";
+  for (const char *p : {"f", "g"})
+    for (int d = 0; d < tier0::kRank; ++d)
+      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
+  t += ") kernel {\n";
+  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
+  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
+  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
+  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += "  %step = arith.muli %gd, %bd : i64\n  %one = arith.constant 1 : i64\n";
+  t += "  scf.for %i = %first to %n step %step : i64 {\n";
+  std::string base, inner;
+  t += offsetText("%i", "e", "s", "o", base);
+  t += "    %p0 = llvm.getelementptr %in0[" + base + "] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    %v0 = llvm.load %p0 : !llvm.ptr -> " + ty + "\n";
+  t += "    %acc = scf.for %j = %one to %m step %one iter_args(%x = %v0) -> (" + ty + ") : i64 {\n";
+  t += offsetText("%j", "f", "g", "r", inner);
+  t += "      %off = arith.addi " + base + ", " + inner + " : i64\n";
+  t += "      %pj = llvm.getelementptr %in0[%off] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %vj = llvm.load %pj : !llvm.ptr -> " + ty + "\n";
+  t += "      %y = \"t0.body\"(%x, %vj) : (" + ty + ", " + ty + ") -> " + ty + "\n";
+  t += "      scf.yield %y : " + ty + "\n";
+  t += "    }\n";
+  t += "    %po = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    llvm.store %acc, %po : " + ty + ", !llvm.ptr\n";
+  t += "  }\n  gpu.return\n}\n}\n";
+  return t;
+}
+
 /// The kernel as MLIR text; the op itself is a placeholder "t0.body"
 /// (operands: the loaded inputs, or the fill pattern) that
 /// replacePlaceholders() builds with ScalarBuilder.
@@ -92,8 +163,14 @@ std::string kernelText(const KernelSpec &s) {
   for (int i = 0; i < inputs; ++i)
     t += ", %in" + std::to_string(i) + ": !llvm.ptr";
   t += ", %n: i64";
+  if (s.family == Family::Reduce)
+    return reduceText(s);
   if (s.family == Family::Fill) {
     t += ", %pattern: i64";
+  } else if (s.family == Family::Arange) {
+    t += ", %start: i64, %delta: i64";
+  } else if (s.family == Family::Random) {
+    t += ", %seed: i64";
   } else {
     const int first = s.stridedOutput() ? 0 : 1; // strided operands: 0 = out
     if (rankN)
@@ -116,7 +193,7 @@ std::string kernelText(const KernelSpec &s) {
   t += "  %step = arith.muli %gd, %bd : i64\n";
   t += "  scf.for %i = %first to %n step %step : i64 {\n";
   std::vector<std::string> offsets(static_cast<size_t>(inputs) + 1, "%i");
-  if (s.family != Family::Fill) {
+  if (!s.isLeaf()) {
     const int first = s.stridedOutput() ? 0 : 1;
     if (!rankN) {
       for (int o = first; o <= inputs; ++o) {
@@ -161,6 +238,12 @@ std::string kernelText(const KernelSpec &s) {
   if (s.family == Family::Fill) {
     operands = "%pattern";
     types = "i64";
+  } else if (s.family == Family::Arange) {
+    operands = "%i, %start, %delta";
+    types = "i64, i64, i64";
+  } else if (s.family == Family::Random) {
+    operands = "%i, %seed";
+    types = "i64, i64";
   }
   for (int i = 0; i < inputs; ++i) {
     const std::string is = std::to_string(i), ty = storageType(s, inputType(s, i));
@@ -200,11 +283,11 @@ bool replacePlaceholders(mlir::ModuleOp module, const std::map<std::string, Kern
       mlir::Value zero = mlir::arith::ConstantOp::create(b, loc, b.getI8Type(), b.getI8IntegerAttr(0));
       return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ne, v, zero);
     };
+    const bool raw = s.family == Family::Copy || s.isLeaf();
     llvm::SmallVector<mlir::Value> args;
     for (unsigned i = 0; i < op->getNumOperands(); ++i)
-      args.push_back(s.family == Family::Copy || s.family == Family::Fill
-                         ? op->getOperand(i)
-                         : toKiln(op->getOperand(i), inputType(s, static_cast<int>(i))));
+      args.push_back(raw ? op->getOperand(i) : toKiln(op->getOperand(i), inputType(s, static_cast<int>(i))));
+    mlir::Type f64 = b.getF64Type();
     mlir::Value r;
     switch (s.family) {
     case Family::Unary: r = sb.unary(s.op, kilnType(s.in), args[0]); break;
@@ -218,12 +301,38 @@ bool replacePlaceholders(mlir::ModuleOp module, const std::map<std::string, Kern
       r = ty.isInteger(64) ? args[0] : mlir::arith::TruncIOp::create(b, loc, ty, args[0]).getResult();
       break;
     }
+    case Family::Arange: {
+      // start + i * step in f64, then the interpreter's conversion.
+      mlir::Value start = mlir::arith::BitcastOp::create(b, loc, f64, args[1]);
+      mlir::Value delta = mlir::arith::BitcastOp::create(b, loc, f64, args[2]);
+      mlir::Value k = mlir::arith::SIToFPOp::create(b, loc, f64, args[0]);
+      mlir::Value v = mlir::arith::AddFOp::create(b, loc, start, mlir::arith::MulFOp::create(b, loc, k, delta));
+      r = sb.cast(v, f64, kilnType(s.out));
+      break;
+    }
+    case Family::Random: {
+      mlir::Value v = s.op == kiln::core::OpKind::RandUniform ? sb.uniformAt(args[1], args[0])
+                                                               : sb.normalAt(args[1], args[0]);
+      r = sb.cast(v, f64, kilnType(s.out));
+      break;
+    }
+    case Family::Reduce: {
+      mlir::Type k = kilnType(s.in);
+      switch (s.op) {
+      case kiln::core::OpKind::ReduceSum: r = sb.binary(kiln::core::OpKind::Add, k, args[0], args[1]); break;
+      case kiln::core::OpKind::ReduceProd: r = sb.binary(kiln::core::OpKind::Mul, k, args[0], args[1]); break;
+      case kiln::core::OpKind::ReduceMax: r = sb.maxOrMin(true, k, args[0], args[1]); break;
+      default: r = sb.maxOrMin(false, k, args[0], args[1]); break;
+      }
+      break;
+    }
     }
     if (!r) {
       llvm::errs() << "kiln-gpu-kernels: no scalar semantics for " << s.entryName() << "\n";
       return false;
     }
     if (s.out == DType::boolean && s.family != Family::Copy && s.family != Family::Fill)
+      // kiln-level i1 back to a byte in memory
       r = mlir::arith::ExtUIOp::create(b, loc, b.getI8Type(), r);
     op->getResult(0).replaceAllUsesWith(r);
     op->erase();

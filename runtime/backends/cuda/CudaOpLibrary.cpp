@@ -201,34 +201,112 @@ void CudaOpLibrary::copyInto(const interp::Arg& in, char* out, const int64_t* ou
 }
 
 void CudaOpLibrary::full(DType t, int64_t n, double f, int64_t i, char* out) {
-  if (n <= 0) return;
   // The element's bytes, made on the host by the reference kernel.
   uint64_t pattern = 0;
   interp::fullKernel(t, 1, f, i, reinterpret_cast<char*>(&pattern));
   KernelSpec s;
   s.family = Family::Fill;
   s.in = s.out = tier0::dtypeOfSize(dtype_size(t));
-  s.layout = Layout::Rank1;
-  const std::string entry = s.entryName();
+  launchLeaf(s, n, {pattern}, out);
+}
+
+void CudaOpLibrary::launchLeaf(const KernelSpec& spec, int64_t n, std::initializer_list<uint64_t> extra, char* out) {
+  if (n <= 0) return;
+  const std::string entry = spec.entryName();
   CUfunction fn = function(entry);
-  uint64_t values[3] = {reinterpret_cast<uintptr_t>(out), static_cast<uint64_t>(n), pattern};
-  void* params[3] = {&values[0], &values[1], &values[2]};
+  std::vector<uint64_t> values = {reinterpret_cast<uintptr_t>(out), static_cast<uint64_t>(n)};
+  values.insert(values.end(), extra.begin(), extra.end());
+  std::vector<void*> params(values.size());
+  for (size_t i = 0; i < values.size(); ++i) params[i] = &values[i];
   const auto blocks = static_cast<unsigned>(std::min(kMaxBlocks, (n + kBlockSize - 1) / kBlockSize));
   device_.makeCurrent();
-  device_.check(device_.api->launchKernel(fn, blocks, 1, 1, kBlockSize, 1, 1, 0, stream_.handle(), params, nullptr),
+  device_.check(device_.api->launchKernel(fn, blocks, 1, 1, kBlockSize, 1, 1, 0, stream_.handle(), params.data(),
+                                          nullptr),
+                ("cuLaunchKernel (" + entry + ")").c_str());
+  ++device_.launches;
+}
+
+void CudaOpLibrary::arange(DType t, int64_t n, double start, double step, char* out) {
+  KernelSpec s;
+  s.family = Family::Arange;
+  s.op = core::OpKind::Arange;
+  s.in = s.out = t;
+  uint64_t startBits = 0, stepBits = 0;
+  std::memcpy(&startBits, &start, 8);
+  std::memcpy(&stepBits, &step, 8);
+  launchLeaf(s, n, {startBits, stepBits}, out);
+}
+
+void CudaOpLibrary::random(core::OpKind op, DType t, int64_t n, uint64_t seed, char* out) {
+  KernelSpec s;
+  s.family = Family::Random;
+  s.op = op;
+  s.in = s.out = t;
+  launchLeaf(s, n, {seed}, out);
+}
+
+void CudaOpLibrary::reduce(core::OpKind op, const interp::Arg& in, core::AxisMask mask, char* out) {
+  // Kept axes index the (dense) output, reduced axes are folded in order.
+  int64_t keptExtent[Shape::kMaxRank], keptStride[Shape::kMaxRank], redExtent[Shape::kMaxRank],
+      redStride[Shape::kMaxRank];
+  int kept = 0, reduced = 0;
+  int64_t nOut = 1, m = 1;
+  for (int d = 0; d < in.shape.rank(); ++d) {
+    if (mask & (1u << d)) {
+      redExtent[reduced] = in.shape[d];
+      redStride[reduced++] = in.strides[d];
+      m *= in.shape[d];
+    } else {
+      keptExtent[kept] = in.shape[d];
+      keptStride[kept++] = in.strides[d];
+      nOut *= in.shape[d];
+    }
+  }
+  if (nOut == 0) return;
+  if (m == 0) {
+    if (op == core::OpKind::ReduceSum || op == core::OpKind::ReduceProd) {
+      full(in.dtype, nOut, op == core::OpKind::ReduceSum ? 0.0 : 1.0, op == core::OpKind::ReduceSum ? 0 : 1, out);
+      return;
+    }
+    throw Error(std::string(core::opName(op)) + " on " + device_.device.str() + ": " + in.shape.str() +
+                " has no elements along the reduced axes");
+  }
+  KernelSpec s;
+  s.family = Family::Reduce;
+  s.op = op;
+  s.in = s.out = in.dtype;
+  s.layout = Layout::RankN;
+  const std::string entry = s.entryName();
+  CUfunction fn = function(entry);
+  std::vector<uint64_t> values = {reinterpret_cast<uintptr_t>(out), reinterpret_cast<uintptr_t>(in.data),
+                                  static_cast<uint64_t>(nOut)};
+  auto padded = [&](const int64_t* v, int count, uint64_t fill) {
+    for (int d = 0; d < tier0::kRank; ++d) {
+      const int at = d - (tier0::kRank - count);
+      values.push_back(at < 0 ? fill : static_cast<uint64_t>(v[at]));
+    }
+  };
+  padded(keptExtent, kept, 1);
+  padded(keptStride, kept, 0);
+  values.push_back(static_cast<uint64_t>(m));
+  padded(redExtent, reduced, 1);
+  padded(redStride, reduced, 0);
+  std::vector<void*> params(values.size());
+  for (size_t i = 0; i < values.size(); ++i) params[i] = &values[i];
+  const auto blocks = static_cast<unsigned>(std::min(kMaxBlocks, (nOut + kBlockSize - 1) / kBlockSize));
+  device_.makeCurrent();
+  device_.check(device_.api->launchKernel(fn, blocks, 1, 1, kBlockSize, 1, 1, 0, stream_.handle(), params.data(),
+                                          nullptr),
                 ("cuLaunchKernel (" + entry + ")").c_str());
   ++device_.launches;
 }
 
 void CudaOpLibrary::notYet(const char* op) const {
   throw Error(std::string(op) + " on " + device_.device.str() +
-              ": no tier-0 CUDA kernel for this op yet (the CUDA backend runs elementwise ops, casts, copies and "
-              "fills); compute it on the CPU: x.to(Device::cpu())");
+              ": no tier-0 CUDA kernel for this op yet (the CUDA backend runs elementwise ops, casts, copies, "
+              "fills, arange, rand/randn and sum/prod/max/min); compute it on the CPU: x.to(Device::cpu())");
 }
 
-void CudaOpLibrary::reduce(core::OpKind op, const interp::Arg&, core::AxisMask, char*) {
-  notYet(core::opName(op).data());
-}
 void CudaOpLibrary::argReduce(core::OpKind op, const interp::Arg&, int, bool, char*) {
   notYet(core::opName(op).data());
 }
@@ -240,7 +318,5 @@ void CudaOpLibrary::indexSelect(const interp::Arg&, int, const interp::Arg&, con
   notYet("index_select");
 }
 void CudaOpLibrary::gather(const interp::Arg&, int, const interp::Arg&, char*) { notYet("gather"); }
-void CudaOpLibrary::arange(DType, int64_t, double, double, char*) { notYet("arange"); }
-void CudaOpLibrary::random(core::OpKind op, DType, int64_t, uint64_t, char*) { notYet(core::opName(op).data()); }
 
 }  // namespace kiln::hal::cuda

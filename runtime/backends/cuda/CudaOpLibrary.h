@@ -1,9 +1,10 @@
 // CudaOpLibrary: the tier-0 op library of one CUDA device. Elementwise ops,
-// casts, copies and fills launch the embedded tier-0 kernels
+// casts, copies, fills, arange, rand/randn and sum/prod/max/min reductions
+// launch the embedded tier-0 kernels
 // (Tier0Kernels.h, KernelImages.h) on the device's default stream; each PTX
 // module is loaded into the device's context on its first launch. Ops
-// without a CUDA kernel yet (reductions, matmul, conv2d, index and random
-// ops, arange) throw kiln::Error naming the op and the way around it.
+// without a CUDA kernel yet (argmax/argmin, matmul, conv2d, index_select,
+// gather) throw kiln::Error naming the op and the way around it.
 #pragma once
 
 #include <cuda.h>
@@ -61,6 +62,8 @@ class CudaOpLibrary final : public interp::OpLibrary {
   /// `outStrides` null means a dense output.
   void launch(tier0::KernelSpec spec, const Shape& shape, char* out, const int64_t* outStrides,
               std::initializer_list<Operand> inputs);
+  /// Launches a leaf kernel (Fill, Arange, Random) over n dense elements.
+  void launchLeaf(const tier0::KernelSpec& spec, int64_t n, std::initializer_list<uint64_t> extra, char* out);
   CUfunction function(const std::string& entry);
   [[noreturn]] void notYet(const char* op) const;
 

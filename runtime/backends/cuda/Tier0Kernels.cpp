@@ -18,6 +18,9 @@ const char* familyName(Family f) {
     case Family::Cast: return "cast";
     case Family::Copy: return "copy";
     case Family::Fill: return "fill";
+    case Family::Arange: return "arange";
+    case Family::Random: return "random";
+    case Family::Reduce: return "reduce";
   }
   return "?";
 }
@@ -26,8 +29,8 @@ std::vector<KernelSpec> build() {
   std::vector<KernelSpec> out;
   auto both = [&](KernelSpec s) {
     s.layout = Layout::Rank1;
-    out.push_back(s);
-    if (s.family == Family::Fill) return;  // fill is dense only
+    if (s.family != Family::Reduce) out.push_back(s);
+    if (s.isLeaf()) return;  // leaves are dense, reductions always strided
     s.layout = Layout::RankN;
     out.push_back(s);
   };
@@ -65,6 +68,26 @@ std::vector<KernelSpec> build() {
       s.out = to;
       both(s);
     }
+  for (DType t : kAllTypes) {
+    KernelSpec s;
+    s.family = Family::Arange;
+    s.op = core::OpKind::Arange;
+    s.in = s.out = t;
+    both(s);
+    for (core::OpKind op : {core::OpKind::RandUniform, core::OpKind::RandNormal}) {
+      if (!is_floating(t)) continue;
+      s.family = Family::Random;
+      s.op = op;
+      both(s);
+    }
+    for (core::OpKind op :
+         {core::OpKind::ReduceSum, core::OpKind::ReduceProd, core::OpKind::ReduceMax, core::OpKind::ReduceMin}) {
+      if (isHalf(t) || !core::acceptsDType(op, t)) continue;
+      s.family = Family::Reduce;
+      s.op = op;
+      both(s);
+    }
+  }
   for (std::size_t bytes : {1, 2, 4, 8}) {
     KernelSpec s;
     s.family = Family::Copy;
@@ -92,7 +115,10 @@ std::string KernelSpec::entryName() const {
   switch (family) {
     case Family::Unary:
     case Family::Binary:
-    case Family::Compare: name += std::string(core::opName(op)) + "_" + std::string(dtype_name(in)); break;
+    case Family::Compare:
+    case Family::Random:
+    case Family::Reduce: name += std::string(core::opName(op)) + "_" + std::string(dtype_name(in)); break;
+    case Family::Arange: name += std::string(dtype_name(out)); break;
     case Family::Where: name += std::string(dtype_name(in)); break;
     case Family::Cast: name += std::string(dtype_name(in)) + "_" + std::string(dtype_name(out)); break;
     case Family::Copy:
@@ -106,13 +132,21 @@ int KernelSpec::inputCount() const {
     case Family::Binary:
     case Family::Compare: return 2;
     case Family::Where: return 3;
-    case Family::Fill: return 0;
+    case Family::Fill:
+    case Family::Arange:
+    case Family::Random: return 0;
     default: return 1;
   }
 }
 
 int KernelSpec::paramCount() const {
-  if (family == Family::Fill) return 3;
+  switch (family) {
+    case Family::Fill: return 3;
+    case Family::Arange: return 4;
+    case Family::Random: return 3;
+    case Family::Reduce: return 4 + 4 * kRank;
+    default: break;
+  }
   const int stridedOperands = inputCount() + (stridedOutput() ? 1 : 0);
   const int fixed = 1 + inputCount() + 1;
   return layout == Layout::Rank1 ? fixed + stridedOperands : fixed + kRank + kRank * stridedOperands;

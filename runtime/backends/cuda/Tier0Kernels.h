@@ -11,8 +11,12 @@
 //   RankN:   kRank extents (leading ones padded with 1), then kRank element
 //            strides per operand that has strides (padded with 0).
 // Operands with strides: the inputs, and the output for Copy (copyInto
-// writes a strided destination); other outputs are dense. Fill takes the
-// out pointer, n and the element's bit pattern (i64), nothing else.
+// writes a strided destination); other outputs are dense. Leaves take the
+// out pointer, n and: Fill the element's bit pattern (i64); Arange start and
+// step (f64 bit patterns); Random the seed. Reduce (RankN only) takes
+//   out, in, nOut, kRank output extents, kRank input strides of those axes,
+//   m (elements reduced into each output), kRank reduced extents, kRank
+//   input strides of the reduced axes.
 #pragma once
 
 #include <cstdint>
@@ -27,13 +31,13 @@ namespace kiln::hal::cuda::tier0 {
 
 inline constexpr int kRank = Shape::kMaxRank;
 
-enum class Family : uint8_t { Unary, Binary, Compare, Where, Cast, Copy, Fill };
+enum class Family : uint8_t { Unary, Binary, Compare, Where, Cast, Copy, Fill, Arange, Random, Reduce };
 /// Rank1: the index space is one strided axis; RankN: up to kRank axes.
 enum class Layout : uint8_t { Rank1, RankN };
 
 struct KernelSpec {
   Family family = Family::Unary;
-  core::OpKind op = core::OpKind::Add;  ///< Unary, Binary, Compare
+  core::OpKind op = core::OpKind::Add;  ///< Unary, Binary, Compare, Random, Reduce
   DType in = DType::f32;                ///< data operands' dtype (Where: the branches'; Copy/Fill: by size)
   DType out = DType::f32;               ///< result dtype (Compare: boolean; Cast: the target)
   Layout layout = Layout::Rank1;
@@ -45,6 +49,8 @@ struct KernelSpec {
   int paramCount() const;
   /// Does the output have strides of its own (Copy)?
   bool stridedOutput() const { return family == Family::Copy; }
+  /// A leaf (no input; one dense rank-1 index space)?
+  bool isLeaf() const { return family == Family::Fill || family == Family::Arange || family == Family::Random; }
 };
 
 /// The dtype that stands for "elements of `bytes` bytes" in Copy and Fill
@@ -54,7 +60,8 @@ DType dtypeOfSize(std::size_t bytes);
 /// Every tier-0 kernel, in a fixed order. Compute kernels exist for the
 /// dtypes the op table accepts, without f16/bf16 (the interpreter computes
 /// those in f32); Cast covers every pair of dtypes; Copy and Fill every
-/// element size.
+/// element size; Arange every dtype; Random every float dtype; Reduce (sum,
+/// prod, max, min) the dtypes the op table accepts, without f16/bf16.
 const std::vector<KernelSpec>& allKernels();
 
 }  // namespace kiln::hal::cuda::tier0

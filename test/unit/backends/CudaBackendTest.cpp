@@ -216,6 +216,30 @@ TEST_F(CudaTest, BroadcastingStridedViewsAndConcat) {
   EXPECT_EQ(full({3}, int64_t{-5}, DType::i64, kCuda).to_vector<int64_t>(), (std::vector<int64_t>{-5, -5, -5}));
 }
 
+TEST_F(CudaTest, ReductionsArangeAndRandomMatchTheCpu) {
+  Tensor xc = from_vector(ramp(60, -1.0f, 0.05f), {3, 4, 5});
+  Tensor xg = xc.to(kCuda);
+  auto near = [](const Tensor& got, const Tensor& want, const char* what) {
+    EXPECT_EQ(got.shape(), want.shape()) << what;
+    std::vector<double> g = got.to(Device::cpu()).to_vector<double>(), w = want.to_vector<double>();
+    ASSERT_EQ(g.size(), w.size()) << what;
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-5 * (1 + std::abs(w[i]))) << what << " " << i;
+  };
+  near(sum(xg, {1}), sum(xc, {1}), "sum over the middle axis");
+  near(sum(xg, {0, 2}, true), sum(xc, {0, 2}, true), "sum keepdim over strided axes");
+  near(max(permute(xg, {2, 0, 1}), {0}), max(permute(xc, {2, 0, 1}), {0}), "max of a permuted view");
+  near(min(xg), min(xc), "min of everything");
+  near(prod(slice(xg, 2, 0, 2), {2}), prod(slice(xc, 2, 0, 2), {2}), "prod");
+  near(mean(xg, {2}), mean(xc, {2}), "mean (sum and divide)");
+  near(softmax(xg, -1), softmax(xc, -1), "softmax (max, sub, exp, sum, div)");
+  near(sum(cast(xg, DType::i64), {1}), sum(cast(xc, DType::i64), {1}), "i64 sum");
+  near(arange(2.0, 9.0, 0.5, DType::f32, kCuda), arange(2.0, 9.0, 0.5), "arange f32");
+  near(arange(int64_t{17}, DType::i64, kCuda), arange(int64_t{17}), "arange i64");
+  near(rand({100}, 7, DType::f32, 0, 1, kCuda), rand({100}, 7), "rand");
+  near(randn({4, 25}, 9, DType::f64, 0, 1, kCuda), randn({4, 25}, 9, DType::f64), "randn f64");
+  EXPECT_EQ(rejectedLaunches(), 0u);
+}
+
 TEST_F(CudaTest, EveryLaunchMatchesItsPtxAndIsCounted) {
   const size_t launchesBefore = calls("cuLaunchKernel");
   const uint64_t countedBefore = device_stats(kCuda).kernel_launches;
@@ -236,8 +260,8 @@ TEST_F(CudaTest, MixedDevicesAreAnErrorNamingBothAndTheFix) {
 
 TEST_F(CudaTest, OpsWithoutACudaKernelYetSaySo) {
   Tensor g = from_vector(ramp(6), {2, 3}).to(kCuda);
-  expectError([&] { sum(g).to(Device::cpu()).to_vector<float>(); },
-              {"reduce_sum", "cuda:0", "no tier-0 CUDA kernel", "to(Device::cpu())"});
+  expectError([&] { argmax(g, 1).to(Device::cpu()).to_vector<int64_t>(); },
+              {"argmax", "cuda:0", "no tier-0 CUDA kernel", "to(Device::cpu())"});
   // The device keeps working.
   EXPECT_EQ(neg(g).to(Device::cpu()).to_vector<float>(), neg(from_vector(ramp(6), {2, 3})).to_vector<float>());
 }
