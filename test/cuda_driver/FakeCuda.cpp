@@ -382,6 +382,51 @@ struct Tier0Launch {
       interp::randomKernel(spec.op, spec.out, static_cast<int64_t>(p[1]), p[2], out);
       return;
     }
+    if (spec.family == Family::ArgReduce) {
+      // Each output element: the reference argmax/argmin of its axis (a
+      // rank-1 view; a direction of -1 selects the last extreme).
+      constexpr int R = kiln::hal::cuda::tier0::kRank;
+      const std::size_t size = kiln::dtype_size(spec.in);
+      const auto len = static_cast<int64_t>(p[3 + 2 * R]), axisStride = static_cast<int64_t>(p[4 + 2 * R]);
+      const bool selectLast = static_cast<int64_t>(p[6 + 2 * R]) < 0;
+      interp::Arg a;
+      a.dtype = spec.in;
+      a.shape = kiln::Shape{len};
+      a.strides[0] = axisStride;
+      for (uint64_t o = 0; o < p[2]; ++o) {
+        int64_t rest = static_cast<int64_t>(o), base = 0;
+        for (int d = R - 1; d >= 0; --d) {
+          const auto e = static_cast<int64_t>(p[3 + d]);
+          base += (rest % e) * static_cast<int64_t>(p[3 + R + d]);
+          rest /= e;
+        }
+        a.data = reinterpret_cast<const char*>(p[1]) + base * static_cast<int64_t>(size);
+        interp::argReduceKernel(spec.op, a, 0, selectLast, out + o * 8);
+      }
+      return;
+    }
+    if (spec.family == Family::Take) {
+      // No reference kernel has this form: the kernel's own definition
+      // (Tier0Kernels.h), with the index checked against nothing (Kiln checks
+      // indices on the host before it launches).
+      constexpr int R = kiln::hal::cuda::tier0::kRank;
+      const std::size_t size = kiln::dtype_size(spec.in);
+      const char* x = reinterpret_cast<const char*>(p[1]);
+      const auto* index = reinterpret_cast<const int64_t*>(p[2]);
+      for (uint64_t lin = 0; lin < p[3]; ++lin) {
+        int64_t rest = static_cast<int64_t>(lin), xoff = 0, ioff = 0;
+        for (int d = R - 1; d >= 0; --d) {
+          const auto e = static_cast<int64_t>(p[4 + d]);
+          const int64_t c = rest % e;
+          rest /= e;
+          xoff += c * static_cast<int64_t>(p[4 + R + d]);
+          ioff += c * static_cast<int64_t>(p[4 + 2 * R + d]);
+        }
+        xoff += index[ioff] * static_cast<int64_t>(p[4 + 3 * R]);
+        std::memcpy(out + lin * size, x + xoff * static_cast<int64_t>(size), size);
+      }
+      return;
+    }
     if (spec.family == Family::Reduce) {
       // Each output element: the reference reduction of its m elements
       // (a rank-kRank view reduced over every axis).

@@ -58,7 +58,7 @@ namespace {
 /// The MLIR type of an element in memory (bool is a byte; Copy and Fill move
 /// integers of the element's size).
 std::string storageType(const KernelSpec &s, DType t) {
-  if (s.family == Family::Copy || s.family == Family::Fill)
+  if (s.family == Family::Copy || s.family == Family::Fill || s.family == Family::Take)
     return "i" + std::to_string(kiln::dtype_size(t) * 8);
   switch (t) {
   case DType::f32: return "f32";
@@ -150,6 +150,75 @@ std::string reduceText(const KernelSpec &s) {
   return t;
 }
 
+/// index_select and gather: a copy whose offset along one axis of x comes
+/// from the index tensor (no placeholder: it computes nothing).
+std::string takeText(const KernelSpec &s) {
+  const std::string name = s.entryName(), ty = storageType(s, s.in);
+  std::string t = "gpu.module @" + name + " {\n";
+  t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %in1: !llvm.ptr, %n: i64";
+  for (const char *p : {"e", "s", "z"})
+    for (int d = 0; d < tier0::kRank; ++d)
+      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
+  t += ", %ax: i64) kernel {\n";
+  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
+  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
+  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
+  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += "  %step = arith.muli %gd, %bd : i64\n";
+  t += "  scf.for %i = %first to %n step %step : i64 {\n";
+  std::string xoff, ioff;
+  t += offsetText("%i", "e", "s", "x", xoff);
+  t += offsetText("%i", "e", "z", "k", ioff);
+  t += "    %pi = llvm.getelementptr %in1[" + ioff + "] : (!llvm.ptr, i64) -> !llvm.ptr, i64\n";
+  t += "    %iv = llvm.load %pi : !llvm.ptr -> i64\n";
+  t += "    %along = arith.muli %iv, %ax : i64\n";
+  t += "    %off = arith.addi " + xoff + ", %along : i64\n";
+  t += "    %p0 = llvm.getelementptr %in0[%off] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    %v0 = llvm.load %p0 : !llvm.ptr -> " + ty + "\n";
+  t += "    %po = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    llvm.store %v0, %po : " + ty + ", !llvm.ptr\n";
+  t += "  }\n  gpu.return\n}\n}\n";
+  return t;
+}
+
+/// argmax/argmin: each output element scans its axis from `first` in
+/// direction `dir`; "t0.body"(best, v) says whether v replaces the best.
+std::string argReduceText(const KernelSpec &s) {
+  const std::string name = s.entryName(), ty = storageType(s, s.in);
+  std::string t = "gpu.module @" + name + " {\n";
+  t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %n: i64";
+  for (const char *p : {"e", "s"})
+    for (int d = 0; d < tier0::kRank; ++d)
+      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
+  t += ", %len: i64, %as: i64, %start: i64, %dir: i64) kernel {\n";
+  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
+  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
+  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
+  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += "  %step = arith.muli %gd, %bd : i64\n  %one = arith.constant 1 : i64\n";
+  t += "  scf.for %i = %first to %n step %step : i64 {\n";
+  std::string base;
+  t += offsetText("%i", "e", "s", "o", base);
+  t += "    %startOff = arith.muli %start, %as : i64\n    %o0 = arith.addi " + base + ", %startOff : i64\n";
+  t += "    %p0 = llvm.getelementptr %in0[%o0] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    %v0 = llvm.load %p0 : !llvm.ptr -> " + ty + "\n";
+  t += "    %res:2 = scf.for %j = %one to %len step %one iter_args(%bv = %v0, %bi = %start) -> (" + ty +
+       ", i64) : i64 {\n";
+  t += "      %jd = arith.muli %j, %dir : i64\n      %ji = arith.addi %start, %jd : i64\n";
+  t += "      %js = arith.muli %ji, %as : i64\n      %off = arith.addi " + base + ", %js : i64\n";
+  t += "      %pj = llvm.getelementptr %in0[%off] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %v = llvm.load %pj : !llvm.ptr -> " + ty + "\n";
+  t += "      %take = \"t0.body\"(%bv, %v) : (" + ty + ", " + ty + ") -> i1\n";
+  t += "      %nbv = arith.select %take, %v, %bv : " + ty + "\n";
+  t += "      %nbi = arith.select %take, %ji, %bi : i64\n";
+  t += "      scf.yield %nbv, %nbi : " + ty + ", i64\n";
+  t += "    }\n";
+  t += "    %po = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, i64\n";
+  t += "    llvm.store %res#1, %po : i64, !llvm.ptr\n";
+  t += "  }\n  gpu.return\n}\n}\n";
+  return t;
+}
+
 /// The kernel as MLIR text; the op itself is a placeholder "t0.body"
 /// (operands: the loaded inputs, or the fill pattern) that
 /// replacePlaceholders() builds with ScalarBuilder.
@@ -165,6 +234,10 @@ std::string kernelText(const KernelSpec &s) {
   t += ", %n: i64";
   if (s.family == Family::Reduce)
     return reduceText(s);
+  if (s.family == Family::Take)
+    return takeText(s);
+  if (s.family == Family::ArgReduce)
+    return argReduceText(s);
   if (s.family == Family::Fill) {
     t += ", %pattern: i64";
   } else if (s.family == Family::Arange) {
@@ -326,12 +399,30 @@ bool replacePlaceholders(mlir::ModuleOp module, const std::map<std::string, Kern
       }
       break;
     }
+    case Family::Take: break; // no placeholder
+    case Family::ArgReduce: {
+      // Like the interpreter: a strictly better value replaces the best; the
+      // first NaN met is the extreme and stays.
+      mlir::Type k = kilnType(s.in);
+      r = sb.compare(s.op == kiln::core::OpKind::ArgMax ? kiln::core::OpKind::Gt : kiln::core::OpKind::Lt, k,
+                     args[1], args[0]);
+      if (r && llvm::isa<mlir::FloatType>(args[0].getType())) {
+        mlir::Value bestNaN = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::UNO, args[0], args[0]);
+        mlir::Value newNaN = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::UNO, args[1], args[1]);
+        mlir::Value better = mlir::arith::OrIOp::create(b, loc, r, newNaN);
+        mlir::Value one = mlir::arith::ConstantOp::create(b, loc, b.getI1Type(), b.getBoolAttr(true));
+        mlir::Value bestIsNumber = mlir::arith::XOrIOp::create(b, loc, bestNaN, one);
+        r = mlir::arith::AndIOp::create(b, loc, better, bestIsNumber);
+      }
+      break;
+    }
     }
     if (!r) {
       llvm::errs() << "kiln-gpu-kernels: no scalar semantics for " << s.entryName() << "\n";
       return false;
     }
-    if (s.out == DType::boolean && s.family != Family::Copy && s.family != Family::Fill)
+    if (s.out == DType::boolean && s.family != Family::Copy && s.family != Family::Fill &&
+        s.family != Family::ArgReduce)
       // kiln-level i1 back to a byte in memory
       r = mlir::arith::ExtUIOp::create(b, loc, b.getI8Type(), r);
     op->getResult(0).replaceAllUsesWith(r);

@@ -301,22 +301,104 @@ void CudaOpLibrary::reduce(core::OpKind op, const interp::Arg& in, core::AxisMas
   ++device_.launches;
 }
 
+void CudaOpLibrary::launchTake(const interp::Arg& x, const interp::Arg& index, const Shape& outShape,
+                               const int64_t* xStrides, const int64_t* indexStrides, int64_t axisStride, char* out) {
+  const int64_t n = outShape.numel();
+  if (n == 0) return;
+  KernelSpec s;
+  s.family = Family::Take;
+  s.in = s.out = tier0::dtypeOfSize(dtype_size(x.dtype));
+  s.layout = Layout::RankN;
+  const std::string entry = s.entryName();
+  CUfunction fn = function(entry);
+  std::vector<uint64_t> values = {reinterpret_cast<uintptr_t>(out), reinterpret_cast<uintptr_t>(x.data),
+                                  reinterpret_cast<uintptr_t>(index.data), static_cast<uint64_t>(n)};
+  const int rank = outShape.rank(), pad = tier0::kRank - rank;
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 1 : static_cast<uint64_t>(outShape[d - pad]));
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 0 : static_cast<uint64_t>(xStrides[d - pad]));
+  for (int d = 0; d < tier0::kRank; ++d)
+    values.push_back(d < pad ? 0 : static_cast<uint64_t>(indexStrides[d - pad]));
+  values.push_back(static_cast<uint64_t>(axisStride));
+  std::vector<void*> params(values.size());
+  for (size_t i = 0; i < values.size(); ++i) params[i] = &values[i];
+  const auto blocks = static_cast<unsigned>(std::min(kMaxBlocks, (n + kBlockSize - 1) / kBlockSize));
+  device_.makeCurrent();
+  device_.check(device_.api->launchKernel(fn, blocks, 1, 1, kBlockSize, 1, 1, 0, stream_.handle(), params.data(),
+                                          nullptr),
+                ("cuLaunchKernel (" + entry + ")").c_str());
+  ++device_.launches;
+}
+
+void CudaOpLibrary::indexSelect(const interp::Arg& x, int axis, const interp::Arg& index, const Shape& outShape,
+                                char* out) {
+  // out[pre, j..., post] = x[pre, index[j...], post]
+  int64_t xs[Shape::kMaxRank] = {}, is[Shape::kMaxRank] = {};
+  const int k = index.shape.rank();
+  for (int d = 0; d < outShape.rank(); ++d) {
+    if (d < axis) xs[d] = x.strides[d];
+    else if (d < axis + k) is[d] = index.strides[d - axis];
+    else xs[d] = x.strides[d - k + 1];
+  }
+  launchTake(x, index, outShape, xs, is, x.strides[axis], out);
+}
+
+void CudaOpLibrary::gather(const interp::Arg& x, int axis, const interp::Arg& index, char* out) {
+  // out[c] = x[c with c[axis] = index[c]]
+  int64_t xs[Shape::kMaxRank] = {};
+  for (int d = 0; d < index.shape.rank(); ++d) xs[d] = d == axis ? 0 : x.strides[d];
+  launchTake(x, index, index.shape, xs, index.strides, x.strides[axis], out);
+}
+
 void CudaOpLibrary::notYet(const char* op) const {
   throw Error(std::string(op) + " on " + device_.device.str() +
               ": no tier-0 CUDA kernel for this op yet (the CUDA backend runs elementwise ops, casts, copies, "
-              "fills, arange, rand/randn and sum/prod/max/min); compute it on the CPU: x.to(Device::cpu())");
+              "fills, arange, rand/randn, reductions, argmax/argmin, index_select and gather); compute it on the CPU: x.to(Device::cpu())");
 }
 
-void CudaOpLibrary::argReduce(core::OpKind op, const interp::Arg&, int, bool, char*) {
-  notYet(core::opName(op).data());
+void CudaOpLibrary::argReduce(core::OpKind op, const interp::Arg& in, int axis, bool selectLast, char* out) {
+  int64_t keptExtent[Shape::kMaxRank], keptStride[Shape::kMaxRank];
+  int kept = 0;
+  int64_t nOut = 1;
+  for (int d = 0; d < in.shape.rank(); ++d) {
+    if (d == axis) continue;
+    keptExtent[kept] = in.shape[d];
+    keptStride[kept++] = in.strides[d];
+    nOut *= in.shape[d];
+  }
+  const int64_t len = in.shape.rank() ? in.shape[axis] : 1, axisStride = in.shape.rank() ? in.strides[axis] : 0;
+  if (nOut == 0) return;
+  if (len == 0)
+    throw Error(std::string(core::opName(op)) + " on " + device_.device.str() + ": " + in.shape.str() +
+                " has no elements along axis " + std::to_string(axis));
+  KernelSpec s;
+  s.family = Family::ArgReduce;
+  s.op = op;
+  s.in = in.dtype;
+  s.out = DType::i64;
+  s.layout = Layout::RankN;
+  const std::string entry = s.entryName();
+  CUfunction fn = function(entry);
+  std::vector<uint64_t> values = {reinterpret_cast<uintptr_t>(out), reinterpret_cast<uintptr_t>(in.data),
+                                  static_cast<uint64_t>(nOut)};
+  const int pad = tier0::kRank - kept;
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 1 : static_cast<uint64_t>(keptExtent[d - pad]));
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 0 : static_cast<uint64_t>(keptStride[d - pad]));
+  values.push_back(static_cast<uint64_t>(len));
+  values.push_back(static_cast<uint64_t>(axisStride));
+  values.push_back(static_cast<uint64_t>(selectLast ? len - 1 : 0));
+  values.push_back(static_cast<uint64_t>(selectLast ? int64_t{-1} : int64_t{1}));
+  std::vector<void*> params(values.size());
+  for (size_t i = 0; i < values.size(); ++i) params[i] = &values[i];
+  const auto blocks = static_cast<unsigned>(std::min(kMaxBlocks, (nOut + kBlockSize - 1) / kBlockSize));
+  device_.makeCurrent();
+  device_.check(device_.api->launchKernel(fn, blocks, 1, 1, kBlockSize, 1, 1, 0, stream_.handle(), params.data(),
+                                          nullptr),
+                ("cuLaunchKernel (" + entry + ")").c_str());
+  ++device_.launches;
 }
 void CudaOpLibrary::matmul(const interp::Arg&, const interp::Arg&, const Shape&, char*) { notYet("matmul"); }
 void CudaOpLibrary::conv2d(const interp::Arg&, const interp::Arg&, const core::Conv2dParams&, const Shape&, char*) {
   notYet("conv2d");
 }
-void CudaOpLibrary::indexSelect(const interp::Arg&, int, const interp::Arg&, const Shape&, char*) {
-  notYet("index_select");
-}
-void CudaOpLibrary::gather(const interp::Arg&, int, const interp::Arg&, char*) { notYet("gather"); }
 
 }  // namespace kiln::hal::cuda

@@ -1,10 +1,9 @@
 // CudaOpLibrary: the tier-0 op library of one CUDA device. Elementwise ops,
-// casts, copies, fills, arange, rand/randn and sum/prod/max/min reductions
-// launch the embedded tier-0 kernels
+// casts, copies, fills, arange, rand/randn, sum/prod/max/min reductions,
+// argmax/argmin, index_select and gather launch the embedded tier-0 kernels
 // (Tier0Kernels.h, KernelImages.h) on the device's default stream; each PTX
 // module is loaded into the device's context on its first launch. Ops
-// without a CUDA kernel yet (argmax/argmin, matmul, conv2d, index_select,
-// gather) throw kiln::Error naming the op and the way around it.
+// without a CUDA kernel yet (matmul, conv2d) throw kiln::Error naming the op and the way around it.
 #pragma once
 
 #include <cuda.h>
@@ -64,6 +63,9 @@ class CudaOpLibrary final : public interp::OpLibrary {
               std::initializer_list<Operand> inputs);
   /// Launches a leaf kernel (Fill, Arange, Random) over n dense elements.
   void launchLeaf(const tier0::KernelSpec& spec, int64_t n, std::initializer_list<uint64_t> extra, char* out);
+  /// index_select and gather (Tier0Kernels.h, Family::Take).
+  void launchTake(const interp::Arg& x, const interp::Arg& index, const Shape& outShape, const int64_t* xStrides,
+                  const int64_t* indexStrides, int64_t axisStride, char* out);
   CUfunction function(const std::string& entry);
   [[noreturn]] void notYet(const char* op) const;
 

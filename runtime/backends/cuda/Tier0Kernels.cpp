@@ -21,6 +21,8 @@ const char* familyName(Family f) {
     case Family::Arange: return "arange";
     case Family::Random: return "random";
     case Family::Reduce: return "reduce";
+    case Family::Take: return "take";
+    case Family::ArgReduce: return "argreduce";
   }
   return "?";
 }
@@ -29,8 +31,8 @@ std::vector<KernelSpec> build() {
   std::vector<KernelSpec> out;
   auto both = [&](KernelSpec s) {
     s.layout = Layout::Rank1;
-    if (s.family != Family::Reduce) out.push_back(s);
-    if (s.isLeaf()) return;  // leaves are dense, reductions always strided
+    if (s.family != Family::Reduce && s.family != Family::Take && s.family != Family::ArgReduce) out.push_back(s);
+    if (s.isLeaf()) return;  // leaves are dense; reductions and takes always strided
     s.layout = Layout::RankN;
     out.push_back(s);
   };
@@ -80,6 +82,15 @@ std::vector<KernelSpec> build() {
       s.op = op;
       both(s);
     }
+    for (core::OpKind op : {core::OpKind::ArgMax, core::OpKind::ArgMin}) {
+      if (isHalf(t)) continue;
+      s.family = Family::ArgReduce;
+      s.op = op;
+      s.in = t;
+      s.out = DType::i64;
+      both(s);
+    }
+    s.out = t;
     for (core::OpKind op :
          {core::OpKind::ReduceSum, core::OpKind::ReduceProd, core::OpKind::ReduceMax, core::OpKind::ReduceMin}) {
       if (isHalf(t) || !core::acceptsDType(op, t)) continue;
@@ -94,6 +105,8 @@ std::vector<KernelSpec> build() {
     s.in = s.out = dtypeOfSize(bytes);
     both(s);
     s.family = Family::Fill;
+    both(s);
+    s.family = Family::Take;
     both(s);
   }
   return out;
@@ -117,12 +130,14 @@ std::string KernelSpec::entryName() const {
     case Family::Binary:
     case Family::Compare:
     case Family::Random:
-    case Family::Reduce: name += std::string(core::opName(op)) + "_" + std::string(dtype_name(in)); break;
+    case Family::Reduce:
+    case Family::ArgReduce: name += std::string(core::opName(op)) + "_" + std::string(dtype_name(in)); break;
     case Family::Arange: name += std::string(dtype_name(out)); break;
     case Family::Where: name += std::string(dtype_name(in)); break;
     case Family::Cast: name += std::string(dtype_name(in)) + "_" + std::string(dtype_name(out)); break;
     case Family::Copy:
-    case Family::Fill: name += "b" + std::to_string(dtype_size(in)); break;
+    case Family::Fill:
+    case Family::Take: name += "b" + std::to_string(dtype_size(in)); break;
   }
   return name + (layout == Layout::Rank1 ? "_r1" : "_rn");
 }
@@ -130,7 +145,8 @@ std::string KernelSpec::entryName() const {
 int KernelSpec::inputCount() const {
   switch (family) {
     case Family::Binary:
-    case Family::Compare: return 2;
+    case Family::Compare:
+    case Family::Take: return 2;
     case Family::Where: return 3;
     case Family::Fill:
     case Family::Arange:
@@ -145,6 +161,8 @@ int KernelSpec::paramCount() const {
     case Family::Arange: return 4;
     case Family::Random: return 3;
     case Family::Reduce: return 4 + 4 * kRank;
+    case Family::Take: return 5 + 3 * kRank;
+    case Family::ArgReduce: return 7 + 2 * kRank;
     default: break;
   }
   const int stridedOperands = inputCount() + (stridedOutput() ? 1 : 0);

@@ -16,7 +16,14 @@
 // step (f64 bit patterns); Random the seed. Reduce (RankN only) takes
 //   out, in, nOut, kRank output extents, kRank input strides of those axes,
 //   m (elements reduced into each output), kRank reduced extents, kRank
-//   input strides of the reduced axes.
+//   input strides of the reduced axes. Take (index_select and gather; RankN
+//   only) takes out, x, index (i64), n, kRank output extents, kRank x strides
+//   per output axis, kRank index strides per output axis, and x's stride
+//   along the indexed axis: out[c] = x[sum c*xs + index[sum c*is] * axisStride].
+//   ArgReduce (argmax/argmin; RankN only) takes out (i64), in, nOut, kRank
+//   output extents, kRank input strides of those axes, the reduced axis's
+//   extent and stride, the first index scanned and the direction (+1, or -1
+//   to select the last extreme).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +38,7 @@ namespace kiln::hal::cuda::tier0 {
 
 inline constexpr int kRank = Shape::kMaxRank;
 
-enum class Family : uint8_t { Unary, Binary, Compare, Where, Cast, Copy, Fill, Arange, Random, Reduce };
+enum class Family : uint8_t { Unary, Binary, Compare, Where, Cast, Copy, Fill, Arange, Random, Reduce, Take, ArgReduce };
 /// Rank1: the index space is one strided axis; RankN: up to kRank axes.
 enum class Layout : uint8_t { Rank1, RankN };
 
@@ -61,7 +68,8 @@ DType dtypeOfSize(std::size_t bytes);
 /// dtypes the op table accepts, without f16/bf16 (the interpreter computes
 /// those in f32); Cast covers every pair of dtypes; Copy and Fill every
 /// element size; Arange every dtype; Random every float dtype; Reduce (sum,
-/// prod, max, min) the dtypes the op table accepts, without f16/bf16.
+/// prod, max, min) the dtypes the op table accepts, without f16/bf16; Take
+/// every element size; ArgReduce every dtype but f16/bf16.
 const std::vector<KernelSpec>& allKernels();
 
 }  // namespace kiln::hal::cuda::tier0

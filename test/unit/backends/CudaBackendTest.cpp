@@ -216,7 +216,7 @@ TEST_F(CudaTest, BroadcastingStridedViewsAndConcat) {
   EXPECT_EQ(full({3}, int64_t{-5}, DType::i64, kCuda).to_vector<int64_t>(), (std::vector<int64_t>{-5, -5, -5}));
 }
 
-TEST_F(CudaTest, ReductionsArangeAndRandomMatchTheCpu) {
+TEST_F(CudaTest, ReductionsIndexingArangeAndRandomMatchTheCpu) {
   Tensor xc = from_vector(ramp(60, -1.0f, 0.05f), {3, 4, 5});
   Tensor xg = xc.to(kCuda);
   auto near = [](const Tensor& got, const Tensor& want, const char* what) {
@@ -233,6 +233,14 @@ TEST_F(CudaTest, ReductionsArangeAndRandomMatchTheCpu) {
   near(mean(xg, {2}), mean(xc, {2}), "mean (sum and divide)");
   near(softmax(xg, -1), softmax(xc, -1), "softmax (max, sub, exp, sum, div)");
   near(sum(cast(xg, DType::i64), {1}), sum(cast(xc, DType::i64), {1}), "i64 sum");
+  Tensor idx = from_vector<int64_t>({2, 0, 3, 3}, {2, 2});
+  near(index_select(xg, 2, idx.to(kCuda)), index_select(xc, 2, idx), "index_select with a 2-D index");
+  Tensor gidx = from_vector<int64_t>({1, 0, 2, 3, 3, 1, 0, 0, 2, 1, 1, 3}, {3, 4, 1});
+  near(gather(xg, 2, gidx.to(kCuda)), gather(xc, 2, gidx), "gather");
+  near(slice(xg, 2, 3, 0, -2), slice(xc, 2, 3, 0, -2), "negative-step slice (index_select)");
+  near(argmax(xg, 1), argmax(xc, 1), "argmax");
+  near(argmin(permute(xg, {2, 1, 0}), 2, true, true), argmin(permute(xc, {2, 1, 0}), 2, true, true),
+       "argmin keepdim, last index, strided");
   near(arange(2.0, 9.0, 0.5, DType::f32, kCuda), arange(2.0, 9.0, 0.5), "arange f32");
   near(arange(int64_t{17}, DType::i64, kCuda), arange(int64_t{17}), "arange i64");
   near(rand({100}, 7, DType::f32, 0, 1, kCuda), rand({100}, 7), "rand");
@@ -260,8 +268,8 @@ TEST_F(CudaTest, MixedDevicesAreAnErrorNamingBothAndTheFix) {
 
 TEST_F(CudaTest, OpsWithoutACudaKernelYetSaySo) {
   Tensor g = from_vector(ramp(6), {2, 3}).to(kCuda);
-  expectError([&] { argmax(g, 1).to(Device::cpu()).to_vector<int64_t>(); },
-              {"argmax", "cuda:0", "no tier-0 CUDA kernel", "to(Device::cpu())"});
+  expectError([&] { matmul(g, transpose(g)).to(Device::cpu()).to_vector<float>(); },
+              {"matmul", "cuda:0", "no tier-0 CUDA kernel", "to(Device::cpu())"});
   // The device keeps working.
   EXPECT_EQ(neg(g).to(Device::cpu()).to_vector<float>(), neg(from_vector(ramp(6), {2, 3})).to_vector<float>());
 }
