@@ -5,7 +5,9 @@
 // exactly: these tests check the backend (kernel choice, parameters, strides,
 // streams, memory, errors), not the PTX, which ptxas checks
 // (kiln_cuda_kernel_tests). CudaNoDriver runs in its own process with a
-// driver path that does not exist.
+// driver path that does not exist. On a real driver (scripts/gpu-check.sh)
+// the tests that need the fake's hooks skip, and float results are compared
+// with tolerances instead of exactly.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -34,6 +36,14 @@ F* fakeHook(const char* name) {
   if (!symbol) throw std::runtime_error(std::string("fake CUDA driver hook missing: ") + name);
   return reinterpret_cast<F*>(symbol);
 }
+/// Is the driver the fake one (its test hooks are there)?
+bool onFakeDriver() {
+  const char* path = std::getenv("KILN_CUDA_LIBRARY");
+  void* handle = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  return handle && dlsym(handle, "kiln_fake_cuda_inject");
+}
+#define REQUIRE_FAKE_DRIVER() \
+  if (!onFakeDriver()) GTEST_SKIP() << "needs the fake CUDA driver's test hooks"
 int inject(const char* kind, int skip, int times) { return fakeHook<int(const char*, int, int)>("kiln_fake_cuda_inject")(kind, skip, times); }
 void resetFaults() { fakeHook<void()>("kiln_fake_cuda_reset_faults")(); }
 size_t calls(const char* name) { return fakeHook<size_t(const char*)>("kiln_fake_cuda_calls")(name); }
@@ -67,18 +77,21 @@ std::vector<float> ramp(size_t n, float start = -3.0f, float step = 0.37f) {
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_EQ(device_count(Device::CUDA), 1) << "ctest runs this with KILN_CUDA_LIBRARY=libkiln_fake_cuda.so";
+    ASSERT_GE(device_count(Device::CUDA), 1) << "ctest runs this with KILN_CUDA_LIBRARY=libkiln_fake_cuda.so";
+    if (onFakeDriver()) ASSERT_EQ(device_count(Device::CUDA), 1);
   }
   JitMode jit_{"off"};  // tier 0 only: the CUDA device has no compile target yet
 };
 
 TEST_F(CudaTest, DeviceIsTheFakeDriversAndNamed) {
   hal::DeviceContext& ctx = hal::deviceContext(kCuda);
-  EXPECT_NE(ctx.name().find("fake CUDA device 0"), std::string::npos) << ctx.name();
-  EXPECT_NE(ctx.name().find("sm_90"), std::string::npos) << ctx.name();
+  if (onFakeDriver()) {
+    EXPECT_NE(ctx.name().find("fake CUDA device 0"), std::string::npos) << ctx.name();
+    EXPECT_NE(ctx.name().find("sm_90"), std::string::npos) << ctx.name();
+  }
   EXPECT_FALSE(ctx.hostAccessible());
   EXPECT_FALSE(ctx.compileTarget().has_value());
-  expectError([] { hal::deviceContext(Device::cuda(1)); }, {"cuda:1", "1 device"});
+  if (onFakeDriver()) expectError([] { hal::deviceContext(Device::cuda(1)); }, {"cuda:1", "1 device"});
 }
 
 using CudaDeathTest = CudaTest;
@@ -139,6 +152,7 @@ TEST_F(CudaTest, BlocksSplitAndMergeInsideSegmentsAndEmptyCacheReturnsThem) {
 }
 
 TEST_F(CudaTest, OutOfMemoryEmptiesTheCacheRetriesOnceThenSaysWhatItNeeded) {
+  REQUIRE_FAKE_DRIVER();
   hal::DeviceContext& ctx = hal::deviceContext(kCuda);
   hal::Allocator& a = ctx.allocator();
   const uint64_t retries = a.stats().retries;
@@ -166,7 +180,7 @@ TEST_F(CudaTest, TensorsRoundTripThroughPinnedStaging) {
   EXPECT_GE(after.copy_bytes_to_device - before.copy_bytes_to_device, n * 4);
   EXPECT_GE(after.copy_bytes_to_host - before.copy_bytes_to_host, n * 4);
   EXPECT_GT(stats().device_copy_bytes, 0u);
-  EXPECT_GT(calls("cuMemHostAlloc"), 0u) << "host copies go through pinned staging";
+  if (onFakeDriver()) EXPECT_GT(calls("cuMemHostAlloc"), 0u) << "host copies go through pinned staging";
   expectError([&] { d.data(); }, {"cuda:0", "to(Device::cpu())"});
 }
 
@@ -193,10 +207,19 @@ TEST_F(CudaTest, ElementwiseOpsMatchTheCpu) {
     Tensor want = op(xc), got = op(xg);
     EXPECT_EQ(got.device(), kCuda) << name;
     EXPECT_EQ(got.dtype(), want.dtype()) << name;
-    EXPECT_EQ(got.to(Device::cpu()).to_vector<double>(), want.to_vector<double>()) << name;
+    const std::vector<double> g = got.to(Device::cpu()).to_vector<double>(), w = want.to_vector<double>();
+    if (onFakeDriver()) {
+      EXPECT_EQ(g, w) << name;  // the fake runs the same reference kernels
+      continue;
+    }
+    // A GPU's libdevice differs from the host's libm by a few ULP; half
+    // types round that to their own precision.
+    const bool half = want.dtype() == DType::f16 || want.dtype() == DType::bf16;
+    for (size_t i = 0; i < g.size(); ++i)
+      EXPECT_NEAR(g[i], w[i], (half ? 1e-2 : 1e-5) * (1 + std::abs(w[i]))) << name << " " << i;
   }
   EXPECT_GT(device_stats(kCuda).kernel_launches, before + ops.size());
-  EXPECT_EQ(rejectedLaunches(), 0u);
+  if (onFakeDriver()) EXPECT_EQ(rejectedLaunches(), 0u);
 }
 
 TEST_F(CudaTest, BroadcastingStridedViewsAndConcat) {
@@ -245,10 +268,11 @@ TEST_F(CudaTest, ReductionsIndexingArangeAndRandomMatchTheCpu) {
   near(arange(int64_t{17}, DType::i64, kCuda), arange(int64_t{17}), "arange i64");
   near(rand({100}, 7, DType::f32, 0, 1, kCuda), rand({100}, 7), "rand");
   near(randn({4, 25}, 9, DType::f64, 0, 1, kCuda), randn({4, 25}, 9, DType::f64), "randn f64");
-  EXPECT_EQ(rejectedLaunches(), 0u);
+  if (onFakeDriver()) EXPECT_EQ(rejectedLaunches(), 0u);
 }
 
 TEST_F(CudaTest, EveryLaunchMatchesItsPtxAndIsCounted) {
+  REQUIRE_FAKE_DRIVER();
   const size_t launchesBefore = calls("cuLaunchKernel");
   const uint64_t countedBefore = device_stats(kCuda).kernel_launches;
   Tensor x = from_vector(ramp(64), {8, 8}).to(kCuda);
@@ -275,6 +299,7 @@ TEST_F(CudaTest, OpsWithoutACudaKernelYetSaySo) {
 }
 
 TEST_F(CudaTest, RefusedLaunchFailsItsOpAndKeepsEarlierResults) {
+  REQUIRE_FAKE_DRIVER();
   Tensor x = from_vector(ramp(32), {32}).to(kCuda);
   Tensor before = exp(x);
   sync();
@@ -287,6 +312,7 @@ TEST_F(CudaTest, RefusedLaunchFailsItsOpAndKeepsEarlierResults) {
 }
 
 TEST_F(CudaTest, OutOfMemoryInAnOpFailsThatOpAndKeepsEarlierResults) {
+  REQUIRE_FAKE_DRIVER();
   Tensor x = from_vector(ramp(16), {16}).to(kCuda);
   Tensor kept = mul(x, 2.0);
   sync();
@@ -301,6 +327,7 @@ TEST_F(CudaTest, OutOfMemoryInAnOpFailsThatOpAndKeepsEarlierResults) {
 // Sticky failures (a faulting kernel, a lost device) leave the fake driver
 // failing every call until reset: each runs in its own process (ctest).
 TEST_F(CudaTest, KernelFaultSurfacesAtSyncNamingTheDriverError) {
+  REQUIRE_FAKE_DRIVER();
   Tensor x = from_vector(ramp(16), {16}).to(kCuda);
   const std::vector<float> computed = exp(x).to(Device::cpu()).to_vector<float>();
   ASSERT_EQ(inject("fault", 0, 1), 0);
@@ -311,6 +338,7 @@ TEST_F(CudaTest, KernelFaultSurfacesAtSyncNamingTheDriverError) {
 }
 
 TEST_F(CudaTest, LostDeviceIsAnErrorAtTheNextCall) {
+  REQUIRE_FAKE_DRIVER();
   Tensor x = from_vector(ramp(8), {8}).to(kCuda);
   const std::vector<float> host = x.to(Device::cpu()).to_vector<float>();
   ASSERT_EQ(inject("lost", 0, 1), 0);
