@@ -12,6 +12,7 @@ namespace kiln::capi {
 
 /// A checked description of a DLPack tensor as a Kiln view (owns nothing).
 struct DLPackView {
+  Device device = Device::cpu();  ///< cpu:0, or cuda:i for kDLCUDA memory
   DType dtype = DType::f32;
   Shape shape;
   int64_t strides[Shape::kMaxRank] = {};
@@ -21,13 +22,16 @@ struct DLPackView {
 };
 
 /// Throws StatusError when the tensor cannot be wrapped (device, dtype,
-/// shape, strides, alignment). `what` names it in the message.
+/// shape, strides, alignment). CPU memory and CUDA device memory (kDLCUDA,
+/// for a device this process has) are taken; the producer must have finished
+/// writing it (DLPack without stream exchange). `what` names it in the message.
 DLPackView inspectDLPack(const DLManagedTensor* m, const char* what);
 /// Wraps `m` (checked by inspectDLPack) without copying; from then on Kiln
 /// calls m->deleter exactly once, after the last use of the memory. Fails
 /// only before taking ownership (out of memory).
 Tensor adoptDLPack(DLManagedTensor* m, const DLPackView& v);
-/// A DLPack view of `t` (computed first) that keeps its buffer alive.
+/// A DLPack view of `t` (computed first) that keeps its buffer alive: kDLCPU,
+/// or kDLCUDA for a CUDA tensor (its device's work is finished first).
 DLManagedTensor* exportDLPack(const Tensor& t);
 
 }  // namespace kiln::capi

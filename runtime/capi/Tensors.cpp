@@ -7,6 +7,7 @@
 #include "kiln/ops.h"
 #include "runtime/capi/CApiSupport.h"
 #include "runtime/capi/DLPackInterop.h"
+#include "runtime/backends/Hal.h"
 #include "runtime/core/TensorImpl.h"
 #include "runtime/core/TensorSize.h"
 #include "runtime/interp/Kernels.h"
@@ -178,11 +179,19 @@ void deleteExport(DLManagedTensor* m) {
 DLPackView inspectDLPack(const DLManagedTensor* m, const char* what) {
   if (!m) fail(KILN_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
   const DLTensor& t = m->dl_tensor;
-  if (t.device.device_type != kDLCPU)
+  DLPackView v;
+  if (t.device.device_type == kDLCUDA) {
+    const int count = device_count(Device::CUDA);
+    if (t.device.device_id < 0 || t.device.device_id >= count)
+      fail(KILN_ERROR_DEVICE, std::string(what) + " lives on CUDA device " + std::to_string(t.device.device_id) +
+                                  "; this process has " + std::to_string(count) + " CUDA device(s)" +
+                                  (count == 0 ? " (" + hal::unavailableReason(Device::CUDA) + ")" : std::string()));
+    v.device = Device::cuda(t.device.device_id);
+  } else if (t.device.device_type != kDLCPU) {
     fail(KILN_ERROR_DEVICE, std::string(what) + " lives on " + deviceTypeName(t.device.device_type) +
                                 " (DLPack device type " + std::to_string(t.device.device_type) +
-                                "); this Kiln build takes CPU memory only; copy it to the host first");
-  DLPackView v;
+                                "); Kiln takes CPU and CUDA device memory only; copy it to one of them first");
+  }
   v.dtype = dtypeFromDL(t.dtype);
   v.shape = shapeOf(t.shape, t.ndim, what);
   const int64_t esize = static_cast<int64_t>(dtype_size(v.dtype));
@@ -218,13 +227,13 @@ DLPackView inspectDLPack(const DLManagedTensor* m, const char* what) {
 }
 
 Tensor adoptDLPack(DLManagedTensor* m, const DLPackView& v) {
-  detail::TensorImpl* impl = detail::TensorImpl::create(v.dtype, v.shape, Device::cpu());
+  detail::TensorImpl* impl = detail::TensorImpl::create(v.dtype, v.shape, v.device);
   Tensor t(impl);
   impl->view.offset = v.offset;
   for (int d = 0; d < v.shape.rank(); ++d) impl->view.strides[d] = v.strides[d];
   // The producer's deleter runs when the last view of this storage is gone:
   // handles, trace parameters, exported DLPack tensors and views alike.
-  impl->view.storage = core::Storage::wrap(v.base, v.bytes, Device::cpu(), [m](void*) {
+  impl->view.storage = core::Storage::wrap(v.base, v.bytes, v.device, [m](void*) {
     if (m->deleter) m->deleter(m);
   });
   return t;
@@ -232,8 +241,13 @@ Tensor adoptDLPack(DLManagedTensor* m, const DLPackView& v) {
 
 DLManagedTensor* exportDLPack(const Tensor& t) {
   core::View view = materializedView(t);
-  if (t.device().kind != Device::CPU)
-    fail(KILN_ERROR_DEVICE, "the tensor lives on " + t.device().str() + "; only CPU tensors can be exported");
+  const Device device = t.device();
+  if (device.kind != Device::CPU && device.kind != Device::CUDA)
+    fail(KILN_ERROR_DEVICE, "the tensor lives on " + device.str() +
+                                "; only CPU and CUDA tensors can be exported (copy it with kiln_tensor_to_device)");
+  // The consumer reads the memory at once, on a stream of its own: Kiln's
+  // work on it is finished first.
+  if (device.kind == Device::CUDA) hal::deviceContext(device).synchronize();
   auto ctx = std::make_unique<ExportContext>();
   const Shape& s = t.shape();
   for (int d = 0; d < s.rank(); ++d) {
@@ -242,7 +256,7 @@ DLManagedTensor* exportDLPack(const Tensor& t) {
   }
   DLTensor& dl = ctx->managed.dl_tensor;
   dl.data = view.storage ? view.bytes(t.dtype()) : nullptr;
-  dl.device = DLDevice{kDLCPU, 0};
+  dl.device = device.kind == Device::CUDA ? DLDevice{kDLCUDA, device.index} : DLDevice{kDLCPU, 0};
   dl.ndim = s.rank();
   dl.dtype = dlFromDType(t.dtype());
   dl.shape = ctx->shape;

@@ -9,6 +9,7 @@
 // the tests that need the fake's hooks skip, and float results are compared
 // with tolerances instead of exactly.
 #include <dlfcn.h>
+#include <dlpack/dlpack.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "kiln/kiln_c.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/backends/cuda/CudaCachingAllocator.h"
 #include "test/unit/exec/JitMode.h"
@@ -322,6 +324,45 @@ TEST_F(CudaTest, OutOfMemoryInAnOpFailsThatOpAndKeepsEarlierResults) {
   expectError([&] { big.to(Device::cpu()).to_vector<float>(); }, {"cuda:0", "out of memory", "empty_cache"});
   resetFaults();
   EXPECT_EQ(kept.to(Device::cpu()).to_vector<float>(), keptHost);
+}
+
+TEST_F(CudaTest, DLPackCarriesCudaTensorsBothWaysWithoutCopies) {
+  const float values[6] = {1, -2, 3, -4, 5, -6};
+  const int64_t dims[2] = {2, 3};
+  kiln_tensor host = nullptr, onGpu = nullptr, back = nullptr, doubled = nullptr;
+  ASSERT_EQ(kiln_tensor_from_host(values, sizeof values, KILN_DTYPE_F32, dims, 2, &host), KILN_OK);
+  ASSERT_EQ(kiln_tensor_to_device(host, kiln_device{KILN_DEVICE_CUDA, 0}, &onGpu), KILN_OK) << kiln_last_error();
+  DLManagedTensor* dl = nullptr;
+  ASSERT_EQ(kiln_tensor_to_dlpack(onGpu, &dl), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(dl->dl_tensor.device.device_type, kDLCUDA);
+  EXPECT_EQ(dl->dl_tensor.device.device_id, 0);
+  void* exported = dl->dl_tensor.data;
+  EXPECT_TRUE(hal::deviceContext(kCuda).allocator().stats().bytes_active > 0);
+  // In again: the same device memory, no copy.
+  ASSERT_EQ(kiln_tensor_from_dlpack(dl, &back), KILN_OK) << kiln_last_error();
+  kiln_device where{};
+  ASSERT_EQ(kiln_tensor_device(back, &where), KILN_OK);
+  EXPECT_EQ(where.kind, KILN_DEVICE_CUDA);
+  DLManagedTensor* again = nullptr;
+  ASSERT_EQ(kiln_tensor_to_dlpack(back, &again), KILN_OK);
+  EXPECT_EQ(again->dl_tensor.data, exported);
+  again->deleter(again);
+  float out[6] = {};
+  ASSERT_EQ(kiln_tensor_copy_to_host(back, out, sizeof out, KILN_DTYPE_F32), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(std::vector<float>(out, out + 6), std::vector<float>(values, values + 6));
+  // CUDA memory of a device this process does not have is refused.
+  DLManagedTensor foreign{};
+  int64_t shape[1] = {2};
+  foreign.dl_tensor.data = exported;
+  foreign.dl_tensor.device = DLDevice{kDLCUDA, 7};
+  foreign.dl_tensor.ndim = 1;
+  foreign.dl_tensor.dtype = DLDataType{kDLFloat, 32, 1};
+  foreign.dl_tensor.shape = shape;
+  EXPECT_EQ(kiln_tensor_from_dlpack(&foreign, &doubled), KILN_ERROR_DEVICE);
+  EXPECT_NE(std::string(kiln_last_error()).find("CUDA device 7"), std::string::npos) << kiln_last_error();
+  kiln_tensor_release(back);
+  kiln_tensor_release(onGpu);
+  kiln_tensor_release(host);
 }
 
 // Sticky failures (a faulting kernel, a lost device) leave the fake driver
