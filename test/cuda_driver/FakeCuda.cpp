@@ -382,6 +382,32 @@ struct Tier0Launch {
       interp::randomKernel(spec.op, spec.out, static_cast<int64_t>(p[1]), p[2], out);
       return;
     }
+    if (spec.family == Family::Contract) {
+      // Each output element: the reference matmul of a [1, K] row by a [K, 1] column.
+      constexpr int R = kiln::hal::cuda::tier0::kRank;
+      const std::size_t size = kiln::dtype_size(spec.in);
+      const auto k = static_cast<int64_t>(p[4 + 3 * R]);
+      interp::Arg a, b;
+      a.dtype = b.dtype = spec.in;
+      a.shape = kiln::Shape{1, k};
+      b.shape = kiln::Shape{k, 1};
+      a.strides[1] = static_cast<int64_t>(p[5 + 3 * R]);
+      b.strides[0] = static_cast<int64_t>(p[6 + 3 * R]);
+      for (uint64_t o = 0; o < p[3]; ++o) {
+        int64_t rest = static_cast<int64_t>(o), offA = 0, offB = 0;
+        for (int d = R - 1; d >= 0; --d) {
+          const auto e = static_cast<int64_t>(p[4 + d]);
+          const int64_t c = rest % e;
+          rest /= e;
+          offA += c * static_cast<int64_t>(p[4 + R + d]);
+          offB += c * static_cast<int64_t>(p[4 + 2 * R + d]);
+        }
+        a.data = reinterpret_cast<const char*>(p[1]) + offA * static_cast<int64_t>(size);
+        b.data = reinterpret_cast<const char*>(p[2]) + offB * static_cast<int64_t>(size);
+        interp::matmulKernel(a, b, kiln::Shape{1, 1}, out + o * size);
+      }
+      return;
+    }
     if (spec.family == Family::ArgReduce) {
       // Each output element: the reference argmax/argmin of its axis (a
       // rank-1 view; a direction of -1 selects the last extreme).

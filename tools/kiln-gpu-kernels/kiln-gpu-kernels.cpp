@@ -219,6 +219,43 @@ std::string argReduceText(const KernelSpec &s) {
   return t;
 }
 
+/// matmul: each output element is a dot product over K, accumulated in
+/// order from zero; "t0.body"(acc, x, y) is acc + x * y.
+std::string contractText(const KernelSpec &s) {
+  const std::string name = s.entryName(), ty = storageType(s, s.in);
+  const bool isFloat = kiln::is_floating(s.in);
+  std::string t = "gpu.module @" + name + " {\n";
+  t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %in1: !llvm.ptr, %n: i64";
+  for (const char *p : {"e", "s", "z"})
+    for (int d = 0; d < tier0::kRank; ++d)
+      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
+  t += ", %kn: i64, %ak: i64, %bk: i64) kernel {\n";
+  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
+  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
+  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
+  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += "  %step = arith.muli %gd, %bd : i64\n  %zero = arith.constant 0 : i64\n  %one = arith.constant 1 : i64\n";
+  t += std::string("  %init = arith.constant ") + (isFloat ? "0.0" : "0") + " : " + ty + "\n";
+  t += "  scf.for %i = %first to %n step %step : i64 {\n";
+  std::string aoff, boff;
+  t += offsetText("%i", "e", "s", "x", aoff);
+  t += offsetText("%i", "e", "z", "y", boff);
+  t += "    %acc = scf.for %k = %zero to %kn step %one iter_args(%x = %init) -> (" + ty + ") : i64 {\n";
+  t += "      %ka = arith.muli %k, %ak : i64\n      %oa = arith.addi " + aoff + ", %ka : i64\n";
+  t += "      %kb = arith.muli %k, %bk : i64\n      %ob = arith.addi " + boff + ", %kb : i64\n";
+  t += "      %pa = llvm.getelementptr %in0[%oa] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %va = llvm.load %pa : !llvm.ptr -> " + ty + "\n";
+  t += "      %pb = llvm.getelementptr %in1[%ob] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %vb = llvm.load %pb : !llvm.ptr -> " + ty + "\n";
+  t += "      %y = \"t0.body\"(%x, %va, %vb) : (" + ty + ", " + ty + ", " + ty + ") -> " + ty + "\n";
+  t += "      scf.yield %y : " + ty + "\n";
+  t += "    }\n";
+  t += "    %po = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    llvm.store %acc, %po : " + ty + ", !llvm.ptr\n";
+  t += "  }\n  gpu.return\n}\n}\n";
+  return t;
+}
+
 /// The kernel as MLIR text; the op itself is a placeholder "t0.body"
 /// (operands: the loaded inputs, or the fill pattern) that
 /// replacePlaceholders() builds with ScalarBuilder.
@@ -238,6 +275,8 @@ std::string kernelText(const KernelSpec &s) {
     return takeText(s);
   if (s.family == Family::ArgReduce)
     return argReduceText(s);
+  if (s.family == Family::Contract)
+    return contractText(s);
   if (s.family == Family::Fill) {
     t += ", %pattern: i64";
   } else if (s.family == Family::Arange) {
@@ -400,6 +439,12 @@ bool replacePlaceholders(mlir::ModuleOp module, const std::map<std::string, Kern
       break;
     }
     case Family::Take: break; // no placeholder
+    case Family::Contract: {
+      mlir::Type k = kilnType(s.in);
+      mlir::Value product = sb.binary(kiln::core::OpKind::Mul, k, args[1], args[2]);
+      r = product ? sb.binary(kiln::core::OpKind::Add, k, args[0], product) : mlir::Value();
+      break;
+    }
     case Family::ArgReduce: {
       // Like the interpreter: a strictly better value replaces the best; the
       // first NaN met is the extreme and stays.

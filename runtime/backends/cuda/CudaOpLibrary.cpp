@@ -352,7 +352,7 @@ void CudaOpLibrary::gather(const interp::Arg& x, int axis, const interp::Arg& in
 void CudaOpLibrary::notYet(const char* op) const {
   throw Error(std::string(op) + " on " + device_.device.str() +
               ": no tier-0 CUDA kernel for this op yet (the CUDA backend runs elementwise ops, casts, copies, "
-              "fills, arange, rand/randn, reductions, argmax/argmin, index_select and gather); compute it on the CPU: x.to(Device::cpu())");
+              "fills, arange, rand/randn, reductions, argmax/argmin, matmul, index_select and gather); compute it on the CPU: x.to(Device::cpu())");
 }
 
 void CudaOpLibrary::argReduce(core::OpKind op, const interp::Arg& in, int axis, bool selectLast, char* out) {
@@ -396,7 +396,45 @@ void CudaOpLibrary::argReduce(core::OpKind op, const interp::Arg& in, int axis, 
                 ("cuLaunchKernel (" + entry + ")").c_str());
   ++device_.launches;
 }
-void CudaOpLibrary::matmul(const interp::Arg&, const interp::Arg&, const Shape&, char*) { notYet("matmul"); }
+void CudaOpLibrary::matmul(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out) {
+  // One dot product per output element (tier 0 until cuBLASLt): a and b are
+  // broadcast to the batch dims of outShape.
+  const int64_t n = outShape.numel();
+  if (n == 0) return;
+  const int r = outShape.rank();
+  int64_t as[Shape::kMaxRank] = {}, bs[Shape::kMaxRank] = {};
+  for (int d = 0; d < r - 2; ++d) {
+    as[d] = a.strides[d];
+    bs[d] = b.strides[d];
+  }
+  as[r - 2] = a.strides[r - 2];  // M
+  bs[r - 1] = b.strides[r - 1];  // N
+  const int64_t k = a.shape[r - 1];
+  KernelSpec s;
+  s.family = Family::Contract;
+  s.op = core::OpKind::Matmul;
+  s.in = s.out = a.dtype;
+  s.layout = Layout::RankN;
+  const std::string entry = s.entryName();
+  CUfunction fn = function(entry);
+  std::vector<uint64_t> values = {reinterpret_cast<uintptr_t>(out), reinterpret_cast<uintptr_t>(a.data),
+                                  reinterpret_cast<uintptr_t>(b.data), static_cast<uint64_t>(n)};
+  const int pad = tier0::kRank - r;
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 1 : static_cast<uint64_t>(outShape[d - pad]));
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 0 : static_cast<uint64_t>(as[d - pad]));
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 0 : static_cast<uint64_t>(bs[d - pad]));
+  values.push_back(static_cast<uint64_t>(k));
+  values.push_back(static_cast<uint64_t>(a.strides[r - 1]));
+  values.push_back(static_cast<uint64_t>(b.strides[r - 2]));
+  std::vector<void*> params(values.size());
+  for (size_t i = 0; i < values.size(); ++i) params[i] = &values[i];
+  const auto blocks = static_cast<unsigned>(std::min(kMaxBlocks, (n + kBlockSize - 1) / kBlockSize));
+  device_.makeCurrent();
+  device_.check(device_.api->launchKernel(fn, blocks, 1, 1, kBlockSize, 1, 1, 0, stream_.handle(), params.data(),
+                                          nullptr),
+                ("cuLaunchKernel (" + entry + ")").c_str());
+  ++device_.launches;
+}
 void CudaOpLibrary::conv2d(const interp::Arg&, const interp::Arg&, const core::Conv2dParams&, const Shape&, char*) {
   notYet("conv2d");
 }

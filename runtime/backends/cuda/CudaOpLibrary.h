@@ -1,9 +1,10 @@
 // CudaOpLibrary: the tier-0 op library of one CUDA device. Elementwise ops,
 // casts, copies, fills, arange, rand/randn, sum/prod/max/min reductions,
-// argmax/argmin, index_select and gather launch the embedded tier-0 kernels
+// argmax/argmin, index_select, gather and matmul (one dot product per output
+// element, until cuBLASLt) launch the embedded tier-0 kernels
 // (Tier0Kernels.h, KernelImages.h) on the device's default stream; each PTX
 // module is loaded into the device's context on its first launch. Ops
-// without a CUDA kernel yet (matmul, conv2d) throw kiln::Error naming the op and the way around it.
+// without a CUDA kernel yet (conv2d) throw kiln::Error naming the op and the way around it.
 #pragma once
 
 #include <cuda.h>

@@ -23,6 +23,7 @@ const char* familyName(Family f) {
     case Family::Reduce: return "reduce";
     case Family::Take: return "take";
     case Family::ArgReduce: return "argreduce";
+    case Family::Contract: return "contract";
   }
   return "?";
 }
@@ -31,7 +32,9 @@ std::vector<KernelSpec> build() {
   std::vector<KernelSpec> out;
   auto both = [&](KernelSpec s) {
     s.layout = Layout::Rank1;
-    if (s.family != Family::Reduce && s.family != Family::Take && s.family != Family::ArgReduce) out.push_back(s);
+    if (s.family != Family::Reduce && s.family != Family::Take && s.family != Family::ArgReduce &&
+        s.family != Family::Contract)
+      out.push_back(s);
     if (s.isLeaf()) return;  // leaves are dense; reductions and takes always strided
     s.layout = Layout::RankN;
     out.push_back(s);
@@ -91,6 +94,12 @@ std::vector<KernelSpec> build() {
       both(s);
     }
     s.out = t;
+    s.in = t;
+    if (!isHalf(t) && core::acceptsDType(core::OpKind::Matmul, t)) {
+      s.family = Family::Contract;
+      s.op = core::OpKind::Matmul;
+      both(s);
+    }
     for (core::OpKind op :
          {core::OpKind::ReduceSum, core::OpKind::ReduceProd, core::OpKind::ReduceMax, core::OpKind::ReduceMin}) {
       if (isHalf(t) || !core::acceptsDType(op, t)) continue;
@@ -131,6 +140,7 @@ std::string KernelSpec::entryName() const {
     case Family::Compare:
     case Family::Random:
     case Family::Reduce:
+    case Family::Contract:
     case Family::ArgReduce: name += std::string(core::opName(op)) + "_" + std::string(dtype_name(in)); break;
     case Family::Arange: name += std::string(dtype_name(out)); break;
     case Family::Where: name += std::string(dtype_name(in)); break;
@@ -146,6 +156,7 @@ int KernelSpec::inputCount() const {
   switch (family) {
     case Family::Binary:
     case Family::Compare:
+    case Family::Contract:
     case Family::Take: return 2;
     case Family::Where: return 3;
     case Family::Fill:
@@ -163,6 +174,7 @@ int KernelSpec::paramCount() const {
     case Family::Reduce: return 4 + 4 * kRank;
     case Family::Take: return 5 + 3 * kRank;
     case Family::ArgReduce: return 7 + 2 * kRank;
+    case Family::Contract: return 7 + 3 * kRank;
     default: break;
   }
   const int stridedOperands = inputCount() + (stridedOutput() ? 1 : 0);

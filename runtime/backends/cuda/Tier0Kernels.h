@@ -23,7 +23,11 @@
 //   ArgReduce (argmax/argmin; RankN only) takes out (i64), in, nOut, kRank
 //   output extents, kRank input strides of those axes, the reduced axis's
 //   extent and stride, the first index scanned and the direction (+1, or -1
-//   to select the last extreme).
+//   to select the last extreme). Contract (matmul; RankN only) takes out, a,
+//   b, n, kRank output extents, kRank a strides and kRank b strides per
+//   output axis, K, and a's and b's strides along K:
+//   out[c] = sum_k a[sum c*as + k*ak] * b[sum c*bs + k*bk] (a dot product per
+//   output element: tier 0's matmul until cuBLASLt).
 #pragma once
 
 #include <cstdint>
@@ -38,7 +42,7 @@ namespace kiln::hal::cuda::tier0 {
 
 inline constexpr int kRank = Shape::kMaxRank;
 
-enum class Family : uint8_t { Unary, Binary, Compare, Where, Cast, Copy, Fill, Arange, Random, Reduce, Take, ArgReduce };
+enum class Family : uint8_t { Unary, Binary, Compare, Where, Cast, Copy, Fill, Arange, Random, Reduce, Take, ArgReduce, Contract };
 /// Rank1: the index space is one strided axis; RankN: up to kRank axes.
 enum class Layout : uint8_t { Rank1, RankN };
 
@@ -69,7 +73,8 @@ DType dtypeOfSize(std::size_t bytes);
 /// those in f32); Cast covers every pair of dtypes; Copy and Fill every
 /// element size; Arange every dtype; Random every float dtype; Reduce (sum,
 /// prod, max, min) the dtypes the op table accepts, without f16/bf16; Take
-/// every element size; ArgReduce every dtype but f16/bf16.
+/// every element size; ArgReduce every dtype but f16/bf16; Contract the
+/// numeric dtypes but f16/bf16.
 const std::vector<KernelSpec>& allKernels();
 
 }  // namespace kiln::hal::cuda::tier0

@@ -266,6 +266,12 @@ TEST_F(CudaTest, ReductionsIndexingArangeAndRandomMatchTheCpu) {
   near(argmax(xg, 1), argmax(xc, 1), "argmax");
   near(argmin(permute(xg, {2, 1, 0}), 2, true, true), argmin(permute(xc, {2, 1, 0}), 2, true, true),
        "argmin keepdim, last index, strided");
+  Tensor wc = from_vector(ramp(5 * 6, 0.5f, -0.03f), {5, 6});
+  near(matmul(xg, wc.to(kCuda)), matmul(xc, wc), "batched matmul [3,4,5] x [5,6]");
+  near(matmul(transpose(wc.to(kCuda)), transpose(slice(xg, 0, 0, 1))), matmul(transpose(wc), transpose(slice(xc, 0, 0, 1))),
+       "matmul of transposed views with batch broadcast");
+  near(matmul(cast(xg, DType::i32), cast(wc.to(kCuda), DType::i32)), matmul(cast(xc, DType::i32), cast(wc, DType::i32)),
+       "i32 matmul");
   near(arange(2.0, 9.0, 0.5, DType::f32, kCuda), arange(2.0, 9.0, 0.5), "arange f32");
   near(arange(int64_t{17}, DType::i64, kCuda), arange(int64_t{17}), "arange i64");
   near(rand({100}, 7, DType::f32, 0, 1, kCuda), rand({100}, 7), "rand");
@@ -294,8 +300,10 @@ TEST_F(CudaTest, MixedDevicesAreAnErrorNamingBothAndTheFix) {
 
 TEST_F(CudaTest, OpsWithoutACudaKernelYetSaySo) {
   Tensor g = from_vector(ramp(6), {2, 3}).to(kCuda);
-  expectError([&] { matmul(g, transpose(g)).to(Device::cpu()).to_vector<float>(); },
-              {"matmul", "cuda:0", "no tier-0 CUDA kernel", "to(Device::cpu())"});
+  Tensor img = from_vector(ramp(2 * 3 * 4 * 4), {2, 3, 4, 4}).to(kCuda);
+  Tensor w = from_vector(ramp(2 * 3 * 2 * 2), {2, 3, 2, 2}).to(kCuda);
+  expectError([&] { conv2d(img, w).to(Device::cpu()).to_vector<float>(); },
+              {"conv2d", "cuda:0", "no tier-0 CUDA kernel", "to(Device::cpu())"});
   // The device keeps working.
   EXPECT_EQ(neg(g).to(Device::cpu()).to_vector<float>(), neg(from_vector(ramp(6), {2, 3})).to_vector<float>());
 }
