@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kiln/device.h"
+
 namespace kiln {
 
 /// Flushes this thread's trace and waits until its results are computed,
@@ -56,6 +58,11 @@ struct Stats {
   /// Trace and region keys whose profiles (and, in memory, kernels) were
   /// dropped, least recently used first, beyond KILN_MAX_TRACE_KEYS.
   uint64_t trace_keys_evicted = 0;
+  // Devices other than the CPU (GPUs, the test device), summed over them;
+  // kiln::device_stats gives each device's own figures.
+  uint64_t device_bytes_active = 0;     ///< device memory held by tensors now
+  uint64_t device_kernel_launches = 0;  ///< kernels launched on devices (tier 0 and compiled)
+  uint64_t device_copy_bytes = 0;       ///< bytes copied to, from and within devices
   /// Share of executed ops (compiled_ops + interpreted_ops) that ran compiled, 0..1.
   double compiled_op_share() const {
     const uint64_t total = compiled_ops + interpreted_ops;
@@ -67,13 +74,25 @@ struct Stats {
 Stats stats();
 void reset_stats();
 
+/// One device's figures since the process started (not reset by reset_stats).
+struct DeviceStats {
+  uint64_t bytes_active = 0;       ///< memory in use by tensors (rounded block sizes)
+  uint64_t bytes_reserved = 0;     ///< held from the driver by the caching allocator
+  uint64_t bytes_peak_active = 0;
+  uint64_t allocator_retries = 0;  ///< out-of-memory retries after emptying the cache
+  uint64_t kernel_launches = 0;
+  uint64_t copy_bytes_to_device = 0, copy_bytes_to_host = 0, copy_bytes_on_device = 0;
+};
+/// Throws kiln::Error when no driver provides `device`.
+DeviceStats device_stats(Device device);
+
 /// Returns cached, unused device memory to the system.
 void empty_cache();
 
 /// Settings read once from the environment (see README): KILN_LOG,
 /// KILN_MAX_TRACE_OPS, KILN_NUM_THREADS, KILN_JIT, KILN_JIT_THRESHOLD,
 /// KILN_COMPILE_THREADS, KILN_CACHE, KILN_CACHE_DIR, KILN_CACHE_MAX_MB,
-/// KILN_REPLAY_STRICT, KILN_TEST_DEVICES, KILN_DEFAULT_DEVICE.
+/// KILN_REPLAY_STRICT, KILN_TEST_DEVICES, KILN_DEFAULT_DEVICE, KILN_CUDA_LIBRARY.
 struct Settings {
   std::string log_level = "warn";
   int64_t max_trace_ops = 4096;
@@ -105,6 +124,9 @@ struct Settings {
   /// Seconds a collective may take before it fails with kiln::Error (a rank
   /// died or hangs; include/kiln/dist.h) (KILN_DIST_TIMEOUT).
   int64_t dist_timeout_s = 300;
+  /// The CUDA driver library to open ("": libcuda.so.1; KILN_CUDA_LIBRARY).
+  /// Read once, when the backends are first initialised.
+  std::string cuda_library;
 };
 const Settings& settings();
 /// Replaces the settings (the C ABI's kiln_set_option uses this). New values

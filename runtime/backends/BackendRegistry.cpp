@@ -5,6 +5,9 @@
 #include "runtime/backends/Hal.h"
 #include "kiln/runtime.h"
 #include "runtime/backends/cpu/CpuBackend.h"
+#ifdef KILN_HAVE_CUDA_BACKEND
+#include "runtime/backends/cuda/CudaBackend.h"
+#endif
 #include "runtime/backends/test/TestBackend.h"
 
 namespace kiln::hal {
@@ -13,6 +16,7 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::vector<std::unique_ptr<Driver>> drivers;
+  std::string cudaUnavailable;  ///< why the CUDA driver did not register
 };
 Registry& registry() {
   static Registry* r = new Registry();  // leaked: outlives every tensor at exit
@@ -32,6 +36,13 @@ void initializeBackends() {
     std::lock_guard<std::mutex> lock(r.mutex);
     addLocked(r, createCpuDriver());
     if (int n = settings().test_devices; n > 0) addLocked(r, createTestDriver(n));
+#ifdef KILN_HAVE_CUDA_BACKEND
+    std::string why;
+    if (auto cuda = createCudaDriver(&why)) addLocked(r, std::move(cuda));
+    else r.cudaUnavailable = why;
+#else
+    r.cudaUnavailable = "this Kiln was built without its CUDA backend (no CUDA toolkit headers at build time)";
+#endif
   });
 }
 
@@ -66,13 +77,25 @@ DeviceContext& deviceContext(Device device) {
     return *cpu;
   }
   Driver* d = findDriver(device.kind);
-  if (!d)
-    throw Error("device " + device.str() + ": no driver for this device kind is available in this process " +
-                "(Kiln runs on cpu here; GPU drivers load when their runtime library is installed)");
+  if (!d) {
+    const std::string why = unavailableReason(device.kind);
+    throw Error("device " + device.str() + ": no driver for this device kind is available in this process" +
+                (why.empty() ? std::string(" (Kiln runs on cpu here; GPU drivers load when their runtime library is "
+                                           "installed)")
+                             : ": " + why));
+  }
   if (device.index < 0 || device.index >= d->deviceCount())
     throw Error("device " + device.str() + ": the " + d->name() + " driver has " + std::to_string(d->deviceCount()) +
                 " device(s)");
   return d->device(device.index);
+}
+
+std::string unavailableReason(Device::Kind kind) {
+  initializeBackends();
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (kind == Device::CUDA) return r.cudaUnavailable;
+  return {};
 }
 
 void synchronizeDevices() {

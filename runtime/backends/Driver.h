@@ -2,6 +2,7 @@
 // and one device it exposes.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,14 @@ class OpLibrary;
 }  // namespace kiln::interp
 
 namespace kiln::hal {
+
+/// What a device did since the process started (kiln::device_stats).
+struct DeviceCounters {
+  uint64_t launches = 0;              ///< kernels launched on the device
+  uint64_t copy_bytes_to_device = 0;  ///< host -> device
+  uint64_t copy_bytes_to_host = 0;    ///< device -> host
+  uint64_t copy_bytes_on_device = 0;  ///< device -> device
+};
 
 /// One device of a driver: its allocator and streams.
 class DeviceContext {
@@ -41,11 +50,13 @@ class DeviceContext {
   /// Waits until the runtime's work on this device is done; throws
   /// kiln::Error when some of it failed.
   virtual void synchronize() = 0;
+  /// Its launch and copy counters (zero where a device does not count them).
+  virtual DeviceCounters counters() const { return {}; }
 };
 
 /// A backend. Registered explicitly by initializeBackends(), never by a
 /// static constructor. A driver whose runtime library is missing registers
-/// nothing and reports why through BackendRegistry::unavailable().
+/// nothing and reports why through hal::unavailableReason().
 class Driver {
  public:
   virtual ~Driver() = default;

@@ -26,6 +26,9 @@ std::vector<Driver*> drivers();
 /// The device context for `device`; throws kiln::Error naming the missing
 /// driver or index when there is none.
 DeviceContext& deviceContext(Device device);
+/// Why no driver of `kind` is registered ("" when one is, or when none was
+/// tried): e.g. "libcuda.so.1 not found ...; set KILN_CUDA_LIBRARY".
+std::string unavailableReason(Device::Kind kind);
 /// Waits for the runtime's work on every device (kiln::sync).
 void synchronizeDevices();
 /// The CPU device's allocator (caching host allocator).

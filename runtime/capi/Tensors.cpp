@@ -8,6 +8,7 @@
 #include "runtime/capi/CApiSupport.h"
 #include "runtime/capi/DLPackInterop.h"
 #include "runtime/capi/DLPackVersioned.h"
+#include "runtime/backends/Hal.h"
 #include "runtime/core/TensorImpl.h"
 #include "runtime/core/TensorSize.h"
 #include "runtime/interp/Kernels.h"
@@ -179,8 +180,13 @@ void deleteExport(Managed* m) {
 template <class Managed>
 std::unique_ptr<ExportContext<Managed>> exportContext(const Tensor& t) {
   core::View view = materializedView(t);
-  if (t.device().kind != Device::CPU)
-    fail(KILN_ERROR_DEVICE, "the tensor lives on " + t.device().str() + "; only CPU tensors can be exported");
+  const Device device = t.device();
+  if (device.kind != Device::CPU && device.kind != Device::CUDA)
+    fail(KILN_ERROR_DEVICE, "the tensor lives on " + device.str() +
+                                "; only CPU and CUDA tensors can be exported (copy it with kiln_tensor_to_device)");
+  // The consumer reads the memory at once, on a stream of its own: Kiln's
+  // work on it is finished first.
+  if (device.kind == Device::CUDA) hal::deviceContext(device).synchronize();
   auto ctx = std::make_unique<ExportContext<Managed>>();
   const Shape& s = t.shape();
   for (int d = 0; d < s.rank(); ++d) {
@@ -189,7 +195,7 @@ std::unique_ptr<ExportContext<Managed>> exportContext(const Tensor& t) {
   }
   DLTensor& dl = ctx->managed.dl_tensor;
   dl.data = view.storage ? view.bytes(t.dtype()) : nullptr;
-  dl.device = DLDevice{kDLCPU, 0};
+  dl.device = device.kind == Device::CUDA ? DLDevice{kDLCUDA, device.index} : DLDevice{kDLCPU, 0};
   dl.ndim = s.rank();
   dl.dtype = dlFromDType(t.dtype());
   dl.shape = ctx->shape;
@@ -220,11 +226,19 @@ DLPackView inspectDLPack(const DLManagedTensorVersioned* m, const char* what) {
 }
 
 DLPackView inspectDLTensor(const DLTensor& t, const char* what) {
-  if (t.device.device_type != kDLCPU)
+  DLPackView v;
+  if (t.device.device_type == kDLCUDA) {
+    const int count = device_count(Device::CUDA);
+    if (t.device.device_id < 0 || t.device.device_id >= count)
+      fail(KILN_ERROR_DEVICE, std::string(what) + " lives on CUDA device " + std::to_string(t.device.device_id) +
+                                  "; this process has " + std::to_string(count) + " CUDA device(s)" +
+                                  (count == 0 ? " (" + hal::unavailableReason(Device::CUDA) + ")" : std::string()));
+    v.device = Device::cuda(t.device.device_id);
+  } else if (t.device.device_type != kDLCPU) {
     fail(KILN_ERROR_DEVICE, std::string(what) + " lives on " + deviceTypeName(t.device.device_type) +
                                 " (DLPack device type " + std::to_string(t.device.device_type) +
-                                "); this Kiln build takes CPU memory only; copy it to the host first");
-  DLPackView v;
+                                "); Kiln takes CPU and CUDA device memory only; copy it to one of them first");
+  }
   v.dtype = dtypeFromDL(t.dtype);
   v.shape = shapeOf(t.shape, t.ndim, what);
   const int64_t esize = static_cast<int64_t>(dtype_size(v.dtype));
@@ -272,14 +286,14 @@ Tensor adoptDLPack(DLManagedTensorVersioned* m, const DLPackView& v) {
 }
 
 Tensor adoptView(const DLPackView& v, std::function<void()> release) {
-  detail::TensorImpl* impl = detail::TensorImpl::create(v.dtype, v.shape, Device::cpu());
+  detail::TensorImpl* impl = detail::TensorImpl::create(v.dtype, v.shape, v.device);
   Tensor t(impl);
   impl->view.offset = v.offset;
   for (int d = 0; d < v.shape.rank(); ++d) impl->view.strides[d] = v.strides[d];
   // The producer's deleter runs when the last view of this storage is gone:
   // handles, trace parameters, exported DLPack tensors and views alike.
   impl->view.storage =
-      core::Storage::wrap(v.base, v.bytes, Device::cpu(), [release = std::move(release)](void*) { release(); });
+      core::Storage::wrap(v.base, v.bytes, v.device, [release = std::move(release)](void*) { release(); });
   return t;
 }
 

@@ -118,6 +118,8 @@ const SettingInfo kSettings[] = {
          [](Settings& s, const std::string& v) { s.default_device = v; }),
     integer("KILN_DIST_TIMEOUT", "dist_timeout", true, 1, 7 * 24 * 3600,
             [](const Settings& s) { return s.dist_timeout_s; }, [](Settings& s, int64_t v) { s.dist_timeout_s = v; }),
+    text("KILN_CUDA_LIBRARY", "cuda_library", false, {}, [](const Settings& s) { return s.cuda_library; },
+         [](Settings& s, const std::string& v) { s.cuda_library = v; }),
 };
 
 std::string lowerCase(std::string_view v) {

@@ -63,6 +63,13 @@ Stats stats() {
       s.allocator_cache_hits += a.cache_hits;
       s.allocator_bytes_reserved += a.bytes_reserved;
       s.allocator_bytes_peak += a.bytes_peak_active;
+      if (d->kind() != Device::CPU) {
+        const hal::DeviceCounters counters = d->device(i).counters();
+        s.device_bytes_active += a.bytes_active;
+        s.device_kernel_launches += counters.launches;
+        s.device_copy_bytes +=
+            counters.copy_bytes_to_device + counters.copy_bytes_to_host + counters.copy_bytes_on_device;
+      }
     }
   }
   s.bytes_allocated -= gAllocBase.load();
@@ -122,8 +129,27 @@ std::string Stats::str() const {
     << "region_compile_ms " << region_compile_ms << "\n"
     << "distinct_region_keys " << distinct_region_keys << "\n"
     << "regions_deferred " << regions_deferred << "\n"
-    << "trace_keys_evicted " << trace_keys_evicted << "\n";
+    << "trace_keys_evicted " << trace_keys_evicted << "\n"
+    << "device_bytes_active " << device_bytes_active << "\n"
+    << "device_kernel_launches " << device_kernel_launches << "\n"
+    << "device_copy_bytes " << device_copy_bytes << "\n";
   return o.str();
+}
+
+DeviceStats device_stats(Device device) {
+  hal::DeviceContext& ctx = hal::deviceContext(device);
+  const hal::AllocatorStats a = ctx.allocator().stats();
+  const hal::DeviceCounters c = ctx.counters();
+  DeviceStats s;
+  s.bytes_active = a.bytes_active;
+  s.bytes_reserved = a.bytes_reserved;
+  s.bytes_peak_active = a.bytes_peak_active;
+  s.allocator_retries = a.retries;
+  s.kernel_launches = c.launches;
+  s.copy_bytes_to_device = c.copy_bytes_to_device;
+  s.copy_bytes_to_host = c.copy_bytes_to_host;
+  s.copy_bytes_on_device = c.copy_bytes_on_device;
+  return s;
 }
 
 void empty_cache() {

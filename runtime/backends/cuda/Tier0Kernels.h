@@ -1,0 +1,80 @@
+// The tier-0 CUDA kernels: which kernels exist, their entry names and their
+// parameters. One list, read by the build-time generator
+// (tools/kiln-gpu-kernels writes their PTX with Kiln's MLIR pipeline), by the
+// CUDA op library (which launches them) and by the test driver (which checks
+// launches against it). Plain C++: no MLIR, no CUDA.
+//
+// Every kernel is elementwise over a dense or strided index space of `n`
+// elements and takes only 8-byte parameters, in this order:
+//   out pointer, input pointers (inputCount), n (i64), then
+//   Rank1:   one element stride per operand that has strides
+//   RankN:   kRank extents (leading ones padded with 1), then kRank element
+//            strides per operand that has strides (padded with 0).
+// Operands with strides: the inputs, and the output for Copy (copyInto
+// writes a strided destination); other outputs are dense. Leaves take the
+// out pointer, n and: Fill the element's bit pattern (i64); Arange start and
+// step (f64 bit patterns); Random the seed. Reduce (RankN only) takes
+//   out, in, nOut, kRank output extents, kRank input strides of those axes,
+//   m (elements reduced into each output), kRank reduced extents, kRank
+//   input strides of the reduced axes. Take (index_select and gather; RankN
+//   only) takes out, x, index (i64), n, kRank output extents, kRank x strides
+//   per output axis, kRank index strides per output axis, and x's stride
+//   along the indexed axis: out[c] = x[sum c*xs + index[sum c*is] * axisStride].
+//   ArgReduce (argmax/argmin; RankN only) takes out (i64), in, nOut, kRank
+//   output extents, kRank input strides of those axes, the reduced axis's
+//   extent and stride, the first index scanned and the direction (+1, or -1
+//   to select the last extreme). Contract (matmul; RankN only) takes out, a,
+//   b, n, kRank output extents, kRank a strides and kRank b strides per
+//   output axis, K, and a's and b's strides along K:
+//   out[c] = sum_k a[sum c*as + k*ak] * b[sum c*bs + k*bk] (a dot product per
+//   output element: tier 0's matmul until cuBLASLt).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/dtype.h"
+#include "kiln/shape.h"
+#include "runtime/core/OpKind.h"
+
+namespace kiln::hal::cuda::tier0 {
+
+inline constexpr int kRank = Shape::kMaxRank;
+
+enum class Family : uint8_t { Unary, Binary, Compare, Where, Cast, Copy, Fill, Arange, Random, Reduce, Take, ArgReduce, Contract };
+/// Rank1: the index space is one strided axis; RankN: up to kRank axes.
+enum class Layout : uint8_t { Rank1, RankN };
+
+struct KernelSpec {
+  Family family = Family::Unary;
+  core::OpKind op = core::OpKind::Add;  ///< Unary, Binary, Compare, Random, Reduce
+  DType in = DType::f32;                ///< data operands' dtype (Where: the branches'; Copy/Fill: by size)
+  DType out = DType::f32;               ///< result dtype (Compare: boolean; Cast: the target)
+  Layout layout = Layout::Rank1;
+
+  /// "kiln_t0_unary_exp_f32_r1", "kiln_t0_cast_f16_f32_rn", "kiln_t0_copy_b4_rn".
+  std::string entryName() const;
+  int inputCount() const;
+  /// Number of 8-byte parameters of the kernel.
+  int paramCount() const;
+  /// Does the output have strides of its own (Copy)?
+  bool stridedOutput() const { return family == Family::Copy; }
+  /// A leaf (no input; one dense rank-1 index space)?
+  bool isLeaf() const { return family == Family::Fill || family == Family::Arange || family == Family::Random; }
+};
+
+/// The dtype that stands for "elements of `bytes` bytes" in Copy and Fill
+/// kernels (u8, f16, i32, i64).
+DType dtypeOfSize(std::size_t bytes);
+
+/// Every tier-0 kernel, in a fixed order. Compute kernels exist for the
+/// dtypes the op table accepts, without f16/bf16 (the interpreter computes
+/// those in f32); Cast covers every pair of dtypes; Copy and Fill every
+/// element size; Arange every dtype; Random every float dtype; Reduce (sum,
+/// prod, max, min) the dtypes the op table accepts, without f16/bf16; Take
+/// every element size; ArgReduce every dtype but f16/bf16; Contract the
+/// numeric dtypes but f16/bf16.
+const std::vector<KernelSpec>& allKernels();
+
+}  // namespace kiln::hal::cuda::tier0

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The GPU check, in two halves.
+#
+#   scripts/gpu-check.sh pack [BUILD_DIR] [OUT_DIR]
+#       On the build machine: packs a self-contained folder (at most 64 MiB;
+#       no LLVM or MLIR): libkiln with its embedded tier-0 PTX, the CUDA test
+#       binaries, the fake CUDA driver (for a dry run), the TBB/spdlog/fmt/
+#       gtest/libstdc++ shared libraries they need, and run.sh.
+#   OUT_DIR/run.sh [--fake]
+#       On the GPU machine (a CUDA driver, nothing of ours installed): runs
+#       the backend conformance suite and the CUDA suite on cuda:0 and writes
+#       the results next to it. --fake runs the same on the packed fake driver
+#       (how the package is tested on a machine without a GPU).
+#
+# What it does not do yet (issue 14): the op-by-op differential test against
+# the CPU interpreter on the GPU, the digits demo on cuda:0, and the timings
+# against PyTorch (chain8, softmax, layer_norm, GEMM, MLP step) that would go
+# to bench/RESULTS-gpu.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" != pack ]; then
+  echo "usage: scripts/gpu-check.sh pack [BUILD_DIR] [OUT_DIR]; then OUT_DIR/run.sh on the GPU machine" >&2
+  exit 2
+fi
+BUILD=${2:-build}
+OUT=${3:-$BUILD/gpu-check}
+LIMIT=$((64 * 1024 * 1024))
+
+bins=("$BUILD/test/unit/kiln_backend_tests" "$BUILD/test/unit/kiln_cuda_tests")
+for f in "${bins[@]}" "$BUILD/test/cuda_driver/libkiln_fake_cuda.so"; do
+  [ -f "$f" ] || { echo "gpu-check: $f is missing; build first (scripts/build.sh)" >&2; exit 1; }
+done
+
+rm -rf "$OUT"
+mkdir -p "$OUT/bin" "$OUT/lib"
+cp "${bins[@]}" "$OUT/bin/"
+cp "$BUILD/test/cuda_driver/libkiln_fake_cuda.so" "$OUT/lib/"
+# Every shared library the binaries load, but the C library's own (those the
+# GPU machine has in a compatible version).
+libs=$(for f in "$OUT"/bin/* "$OUT/lib/libkiln_fake_cuda.so"; do ldd "$f"; done |
+  awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+  grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so' || true)
+for l in $libs; do
+  case "$l" in
+    *libLLVM*|*libMLIR*|*libkiln_jit*)
+      echo "gpu-check: $l would be packed: the GPU check must not need LLVM or MLIR" >&2; exit 1;;
+  esac
+  cp -L "$l" "$OUT/lib/"
+done
+# libkiln by its soname and its file name.
+cp -P "$BUILD"/runtime/libkiln.so* "$OUT/lib/"
+
+cat > "$OUT/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs Kiln's CUDA checks on this machine's GPU (or, with --fake, on the
+# packed fake driver). Results: results/*.xml and results/summary.txt here.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export KILN_CACHE=off
+if [ "${1:-}" = --fake ]; then
+  export KILN_CUDA_LIBRARY="$here/lib/libkiln_fake_cuda.so"
+  filter='-CudaNoDriver.*:CudaTest.KernelFault*:CudaTest.LostDevice*'
+else
+  filter='-CudaNoDriver.*'
+fi
+mkdir -p "$here/results"
+status=0
+run() {
+  local name=$1; shift
+  if timeout 300 "$@" --gtest_output="xml:$here/results/$name.xml" > "$here/results/$name.log" 2>&1; then
+    echo "PASS $name"
+  else
+    echo "FAIL $name (results/$name.log)"; status=1
+  fi
+}
+{
+  echo "Kiln GPU check, $(date -u)"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo "(no nvidia-smi)"
+  run conformance "$here/bin/kiln_backend_tests"
+  run cuda "$here/bin/kiln_cuda_tests" --gtest_filter="$filter"
+} | tee "$here/results/summary.txt"
+grep -q '^FAIL' "$here/results/summary.txt" && status=1
+exit $status
+RUN
+chmod +x "$OUT/run.sh"
+
+size=$(du -sb "$OUT" | cut -f1)
+if [ "$size" -gt "$LIMIT" ]; then
+  echo "gpu-check: $OUT is $size bytes, over the 64 MiB limit" >&2
+  exit 1
+fi
+echo "gpu-check: packed $OUT ($((size / 1024 / 1024)) MiB); on the GPU machine run: $OUT/run.sh"

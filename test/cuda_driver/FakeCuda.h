@@ -1,0 +1,30 @@
+// Test hooks of the fake CUDA driver (libkiln_fake_cuda.so). Tests reach them
+// with dlopen(path, RTLD_NOLOAD) + dlsym on the library Kiln loaded through
+// KILN_CUDA_LIBRARY.
+#pragma once
+
+#include <cstddef>
+
+extern "C" {
+/// Fails calls of one kind: "oom" (cuMemAlloc returns
+/// CUDA_ERROR_OUT_OF_MEMORY), "launch" (cuLaunchKernel returns
+/// CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES at the call), "fault" (the kernel fails
+/// while it runs: its stream's next synchronisation, and every call after
+/// it, returns CUDA_ERROR_LAUNCH_FAILED, sticky as on a GPU), "lost" (every
+/// call from then on returns CUDA_ERROR_DEVICE_UNAVAILABLE).
+/// The first `skip` matching calls succeed, the next `times` fail.
+/// Returns 0, or -1 for an unknown kind.
+int kiln_fake_cuda_inject(const char* kind, int skip, int times);
+/// Clears every injected failure and the sticky error (a lost device comes back).
+void kiln_fake_cuda_reset_faults();
+/// How many times the entry point `name` ("cuLaunchKernel", "cuMemAlloc_v2") was called.
+size_t kiln_fake_cuda_calls(const char* name);
+/// The recent call log, one call per line (the last 4096 calls).
+const char* kiln_fake_cuda_log();
+void kiln_fake_cuda_clear_log();
+/// Bytes of device memory allocated (cuMemAlloc not yet freed) on `device`.
+size_t kiln_fake_cuda_bytes_allocated(int device);
+/// Launches whose parameters or launch shape the fake rejected (each also
+/// returned an error to the caller).
+size_t kiln_fake_cuda_rejected_launches();
+}

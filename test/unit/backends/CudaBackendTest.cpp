@@ -1,0 +1,409 @@
+// The CUDA backend on the fake CUDA driver (test/cuda_driver, loaded through
+// KILN_CUDA_LIBRARY by ctest): devices, memory, streams, tensors, the tier-0
+// op library and injected failures. The fake runs the host reference kernel
+// for each tier-0 launch (see FakeCuda.cpp), so results equal the CPU's
+// exactly: these tests check the backend (kernel choice, parameters, strides,
+// streams, memory, errors), not the PTX, which ptxas checks
+// (kiln_cuda_kernel_tests). CudaNoDriver runs in its own process with a
+// driver path that does not exist. On a real driver (scripts/gpu-check.sh)
+// the tests that need the fake's hooks skip, and float results are compared
+// with tolerances instead of exactly.
+#include <dlfcn.h>
+#include <dlpack/dlpack.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <future>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "kiln/kiln_c.h"
+#include "runtime/backends/Hal.h"
+#include "runtime/backends/cuda/CudaCachingAllocator.h"
+#include "test/unit/exec/JitMode.h"
+#include "test/unit/trace/ExpectError.h"
+
+namespace kiln {
+namespace {
+
+const Device kCuda = Device::cuda(0);
+
+/// A hook of the fake driver (test/cuda_driver/FakeCuda.h).
+template <class F>
+F* fakeHook(const char* name) {
+  const char* path = std::getenv("KILN_CUDA_LIBRARY");
+  void* handle = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  void* symbol = handle ? dlsym(handle, name) : nullptr;
+  if (!symbol) throw std::runtime_error(std::string("fake CUDA driver hook missing: ") + name);
+  return reinterpret_cast<F*>(symbol);
+}
+/// Is the driver the fake one (its test hooks are there)?
+bool onFakeDriver() {
+  const char* path = std::getenv("KILN_CUDA_LIBRARY");
+  void* handle = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  return handle && dlsym(handle, "kiln_fake_cuda_inject");
+}
+#define REQUIRE_FAKE_DRIVER() \
+  if (!onFakeDriver()) GTEST_SKIP() << "needs the fake CUDA driver's test hooks"
+int inject(const char* kind, int skip, int times) { return fakeHook<int(const char*, int, int)>("kiln_fake_cuda_inject")(kind, skip, times); }
+void resetFaults() { fakeHook<void()>("kiln_fake_cuda_reset_faults")(); }
+size_t calls(const char* name) { return fakeHook<size_t(const char*)>("kiln_fake_cuda_calls")(name); }
+size_t rejectedLaunches() { return fakeHook<size_t()>("kiln_fake_cuda_rejected_launches")(); }
+
+/// Holds the device's default stream until open(): work enqueued meanwhile
+/// has demonstrably not run.
+class StreamGate {
+ public:
+  StreamGate() {
+    std::shared_future<void> f = gate_.get_future().share();
+    hal::deviceContext(kCuda).defaultStream().hostCall([f] { f.wait(); });
+  }
+  ~StreamGate() { open(); }
+  void open() {
+    if (!opened_) gate_.set_value();
+    opened_ = true;
+  }
+
+ private:
+  std::promise<void> gate_;
+  bool opened_ = false;
+};
+
+std::vector<float> ramp(size_t n, float start = -3.0f, float step = 0.37f) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);
+  return v;
+}
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GE(device_count(Device::CUDA), 1) << "ctest runs this with KILN_CUDA_LIBRARY=libkiln_fake_cuda.so";
+    if (onFakeDriver()) ASSERT_EQ(device_count(Device::CUDA), 1);
+  }
+  JitMode jit_{"off"};  // tier 0 only: the CUDA device has no compile target yet
+};
+
+TEST_F(CudaTest, DeviceIsTheFakeDriversAndNamed) {
+  hal::DeviceContext& ctx = hal::deviceContext(kCuda);
+  if (onFakeDriver()) {
+    EXPECT_NE(ctx.name().find("fake CUDA device 0"), std::string::npos) << ctx.name();
+    EXPECT_NE(ctx.name().find("sm_90"), std::string::npos) << ctx.name();
+  }
+  EXPECT_FALSE(ctx.hostAccessible());
+  EXPECT_FALSE(ctx.compileTarget().has_value());
+  if (onFakeDriver()) expectError([] { hal::deviceContext(Device::cuda(1)); }, {"cuda:1", "1 device"});
+}
+
+using CudaDeathTest = CudaTest;
+TEST_F(CudaDeathTest, HostAccessToDeviceMemoryFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  hal::Allocator& a = hal::deviceContext(kCuda).allocator();
+  auto* p = static_cast<volatile char*>(a.allocate(4096));
+  EXPECT_DEATH({ p[0] = 1; }, "");
+  hal::Stream& s = hal::deviceContext(kCuda).defaultStream();
+  s.fill(const_cast<char*>(p), 7, 4096);
+  char back[4] = {};
+  s.copy(back, const_cast<char*>(p) + 100, 4);
+  s.synchronize();
+  EXPECT_EQ(back[3], 7);
+  a.deallocate(const_cast<char*>(p), 4096);
+}
+
+TEST_F(CudaTest, FreedBlockIsReusedOnlyAfterTheStreamWorkBeforeTheFree) {
+  hal::DeviceContext& ctx = hal::deviceContext(kCuda);
+  hal::Allocator& a = ctx.allocator();
+  ctx.synchronize();
+  void* first = nullptr;
+  {
+    StreamGate gate;  // work before the free has not run
+    first = a.allocate(1000);
+    a.deallocate(first, 1000);
+    void* second = a.allocate(1000);
+    EXPECT_NE(second, first) << "a block was handed out again while stream work before its free was pending";
+    a.deallocate(second, 1000);
+  }
+  ctx.synchronize();
+  void* third = a.allocate(1000);
+  EXPECT_TRUE(third == first || a.stats().cache_hits > 0);
+  a.deallocate(third, 1000);
+}
+
+TEST_F(CudaTest, BlocksSplitAndMergeInsideSegmentsAndEmptyCacheReturnsThem) {
+  hal::DeviceContext& ctx = hal::deviceContext(kCuda);
+  auto& a = dynamic_cast<hal::cuda::CudaCachingAllocator&>(ctx.allocator());
+  a.emptyCache();
+  ASSERT_EQ(a.segmentCount(), 0u) << "a test before this one left device memory in use";
+  std::vector<void*> quarter;
+  for (int i = 0; i < 4; ++i) quarter.push_back(a.allocate(256 << 10));
+  EXPECT_EQ(a.segmentCount(), 1u) << "four 256 KiB blocks are split out of one 2 MiB segment";
+  for (void* p : quarter) a.deallocate(p, 256 << 10);
+  ctx.synchronize();
+  const uint64_t systemBefore = a.stats().system_allocs;
+  void* whole = a.allocate(1 << 20);  // needs the four merged back together
+  EXPECT_EQ(a.stats().system_allocs, systemBefore) << "freed neighbours were not merged";
+  EXPECT_EQ(a.segmentCount(), 1u);
+  void* large = a.allocate(24 << 20);  // the large pool: a segment of its own
+  EXPECT_EQ(a.segmentCount(), 2u);
+  a.deallocate(whole, 1 << 20);
+  a.deallocate(large, 24 << 20);
+  a.emptyCache();
+  EXPECT_EQ(a.segmentCount(), 0u);
+  EXPECT_EQ(a.stats().bytes_reserved, 0u);
+}
+
+TEST_F(CudaTest, OutOfMemoryEmptiesTheCacheRetriesOnceThenSaysWhatItNeeded) {
+  REQUIRE_FAKE_DRIVER();
+  hal::DeviceContext& ctx = hal::deviceContext(kCuda);
+  hal::Allocator& a = ctx.allocator();
+  const uint64_t retries = a.stats().retries;
+  ASSERT_EQ(inject("oom", 0, 1), 0);
+  void* p = a.allocate(32 << 20);  // the first cuMemAlloc fails, the retry succeeds
+  EXPECT_EQ(a.stats().retries, retries + 1);
+  a.deallocate(p, 32 << 20);
+  ASSERT_EQ(inject("oom", 0, 2), 0);
+  expectError([&] { a.allocate(40 << 20); },
+              {"cuda:0", "out of memory allocating 41943040 bytes", "active", "reserved", "empty_cache"});
+  resetFaults();
+  // More than the fake device has (1 GiB).
+  expectError([&] { a.allocate(std::size_t{3} << 30); }, {"cuda:0", "out of memory", "free of 1024.0 MiB"});
+}
+
+TEST_F(CudaTest, TensorsRoundTripThroughPinnedStaging) {
+  const auto before = device_stats(kCuda);
+  const size_t n = (5u << 20) / 4 + 3;  // more than one 4 MiB staging chunk
+  std::vector<float> v = ramp(n);
+  Tensor d = from_vector(v, {static_cast<int64_t>(n)}).to(kCuda);
+  EXPECT_EQ(d.device(), kCuda);
+  Tensor back = d.to(Device::cpu());
+  EXPECT_EQ(back.to_vector<float>(), v);
+  const auto after = device_stats(kCuda);
+  EXPECT_GE(after.copy_bytes_to_device - before.copy_bytes_to_device, n * 4);
+  EXPECT_GE(after.copy_bytes_to_host - before.copy_bytes_to_host, n * 4);
+  EXPECT_GT(stats().device_copy_bytes, 0u);
+  if (onFakeDriver()) EXPECT_GT(calls("cuMemHostAlloc"), 0u) << "host copies go through pinned staging";
+  expectError([&] { d.data(); }, {"cuda:0", "to(Device::cpu())"});
+}
+
+TEST_F(CudaTest, ElementwiseOpsMatchTheCpu) {
+  const std::vector<float> v = ramp(1000, -2.5f, 0.0071f);
+  Tensor xc = from_vector(v, {10, 100});
+  Tensor xg = xc.to(kCuda);
+  const auto before = device_stats(kCuda).kernel_launches;
+  std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> ops = {
+      {"exp", [](const Tensor& x) { return exp(x); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"abs", [](const Tensor& x) { return abs(x); }},
+      {"add", [](const Tensor& x) { return add(x, x); }},
+      {"mul scalar", [](const Tensor& x) { return mul(x, 3.0); }},
+      {"maximum", [](const Tensor& x) { return maximum(x, 0.25); }},
+      {"where", [](const Tensor& x) { return where(lt(x, 0.0), x, neg(x)); }},
+      {"cast i32", [](const Tensor& x) { return cast(mul(x, 10.0), DType::i32); }},
+      {"f16 relu", [](const Tensor& x) { return relu(cast(x, DType::f16)); }},
+      {"bf16 square", [](const Tensor& x) { return square(cast(x, DType::bf16)); }},
+      {"i64 remainder", [](const Tensor& x) { return remainder(cast(mul(x, 100.0), DType::i64), 7); }},
+  };
+  for (auto& [name, op] : ops) {
+    Tensor want = op(xc), got = op(xg);
+    EXPECT_EQ(got.device(), kCuda) << name;
+    EXPECT_EQ(got.dtype(), want.dtype()) << name;
+    const std::vector<double> g = got.to(Device::cpu()).to_vector<double>(), w = want.to_vector<double>();
+    if (onFakeDriver()) {
+      EXPECT_EQ(g, w) << name;  // the fake runs the same reference kernels
+      continue;
+    }
+    // A GPU's libdevice differs from the host's libm by a few ULP; half
+    // types round that to their own precision.
+    const bool half = want.dtype() == DType::f16 || want.dtype() == DType::bf16;
+    for (size_t i = 0; i < g.size(); ++i)
+      EXPECT_NEAR(g[i], w[i], (half ? 1e-2 : 1e-5) * (1 + std::abs(w[i]))) << name << " " << i;
+  }
+  EXPECT_GT(device_stats(kCuda).kernel_launches, before + ops.size());
+  if (onFakeDriver()) EXPECT_EQ(rejectedLaunches(), 0u);
+}
+
+TEST_F(CudaTest, BroadcastingStridedViewsAndConcat) {
+  Tensor ac = from_vector(ramp(24), {2, 3, 4}), bc = from_vector(ramp(4, 1.0f, 0.5f), {4});
+  Tensor ag = ac.to(kCuda), bg = bc.to(kCuda);
+  auto same = [](const Tensor& got, const Tensor& want, const char* what) {
+    EXPECT_EQ(got.shape(), want.shape()) << what;
+    EXPECT_EQ(got.to(Device::cpu()).to_vector<float>(), want.to_vector<float>()) << what;
+  };
+  same(add(ag, bg), add(ac, bc), "broadcast add");
+  same(mul(permute(ag, {2, 0, 1}), 2.0), mul(permute(ac, {2, 0, 1}), 2.0), "permuted");
+  same(exp(slice(ag, 2, 1, 4, 2)), exp(slice(ac, 2, 1, 4, 2)), "stepped slice");
+  same(permute(ag, {1, 2, 0}).contiguous(), permute(ac, {1, 2, 0}).contiguous(), "strided copy");
+  same(concat({ag, mul(ag, 3.0)}, 1), concat({ac, mul(ac, 3.0)}, 1), "concat (copy into strided)");
+  same(zeros({3, 5}, DType::f32, kCuda), zeros({3, 5}), "fill");
+  same(full({7}, 2.5, DType::f32, kCuda), full({7}, 2.5), "fill value");
+  EXPECT_EQ(full({3}, int64_t{-5}, DType::i64, kCuda).to_vector<int64_t>(), (std::vector<int64_t>{-5, -5, -5}));
+}
+
+TEST_F(CudaTest, ReductionsIndexingArangeAndRandomMatchTheCpu) {
+  Tensor xc = from_vector(ramp(60, -1.0f, 0.05f), {3, 4, 5});
+  Tensor xg = xc.to(kCuda);
+  auto near = [](const Tensor& got, const Tensor& want, const char* what) {
+    EXPECT_EQ(got.shape(), want.shape()) << what;
+    std::vector<double> g = got.to(Device::cpu()).to_vector<double>(), w = want.to_vector<double>();
+    ASSERT_EQ(g.size(), w.size()) << what;
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-5 * (1 + std::abs(w[i]))) << what << " " << i;
+  };
+  near(sum(xg, {1}), sum(xc, {1}), "sum over the middle axis");
+  near(sum(xg, {0, 2}, true), sum(xc, {0, 2}, true), "sum keepdim over strided axes");
+  near(max(permute(xg, {2, 0, 1}), {0}), max(permute(xc, {2, 0, 1}), {0}), "max of a permuted view");
+  near(min(xg), min(xc), "min of everything");
+  near(prod(slice(xg, 2, 0, 2), {2}), prod(slice(xc, 2, 0, 2), {2}), "prod");
+  near(mean(xg, {2}), mean(xc, {2}), "mean (sum and divide)");
+  near(softmax(xg, -1), softmax(xc, -1), "softmax (max, sub, exp, sum, div)");
+  near(sum(cast(xg, DType::i64), {1}), sum(cast(xc, DType::i64), {1}), "i64 sum");
+  Tensor idx = from_vector<int64_t>({2, 0, 3, 3}, {2, 2});
+  near(index_select(xg, 2, idx.to(kCuda)), index_select(xc, 2, idx), "index_select with a 2-D index");
+  Tensor gidx = from_vector<int64_t>({1, 0, 2, 3, 3, 1, 0, 0, 2, 1, 1, 3}, {3, 4, 1});
+  near(gather(xg, 2, gidx.to(kCuda)), gather(xc, 2, gidx), "gather");
+  near(slice(xg, 2, 3, 0, -2), slice(xc, 2, 3, 0, -2), "negative-step slice (index_select)");
+  near(argmax(xg, 1), argmax(xc, 1), "argmax");
+  near(argmin(permute(xg, {2, 1, 0}), 2, true, true), argmin(permute(xc, {2, 1, 0}), 2, true, true),
+       "argmin keepdim, last index, strided");
+  Tensor wc = from_vector(ramp(5 * 6, 0.5f, -0.03f), {5, 6});
+  near(matmul(xg, wc.to(kCuda)), matmul(xc, wc), "batched matmul [3,4,5] x [5,6]");
+  near(matmul(transpose(wc.to(kCuda)), transpose(slice(xg, 0, 0, 1))), matmul(transpose(wc), transpose(slice(xc, 0, 0, 1))),
+       "matmul of transposed views with batch broadcast");
+  near(matmul(cast(xg, DType::i32), cast(wc.to(kCuda), DType::i32)), matmul(cast(xc, DType::i32), cast(wc, DType::i32)),
+       "i32 matmul");
+  near(arange(2.0, 9.0, 0.5, DType::f32, kCuda), arange(2.0, 9.0, 0.5), "arange f32");
+  near(arange(int64_t{17}, DType::i64, kCuda), arange(int64_t{17}), "arange i64");
+  near(rand({100}, 7, DType::f32, 0, 1, kCuda), rand({100}, 7), "rand");
+  near(randn({4, 25}, 9, DType::f64, 0, 1, kCuda), randn({4, 25}, 9, DType::f64), "randn f64");
+  if (onFakeDriver()) EXPECT_EQ(rejectedLaunches(), 0u);
+}
+
+TEST_F(CudaTest, EveryLaunchMatchesItsPtxAndIsCounted) {
+  REQUIRE_FAKE_DRIVER();
+  const size_t launchesBefore = calls("cuLaunchKernel");
+  const uint64_t countedBefore = device_stats(kCuda).kernel_launches;
+  Tensor x = from_vector(ramp(64), {8, 8}).to(kCuda);
+  Tensor y = add(exp(x), permute(x, {1, 0}));
+  sync();
+  EXPECT_EQ(calls("cuLaunchKernel") - launchesBefore, device_stats(kCuda).kernel_launches - countedBefore);
+  EXPECT_GE(calls("cuModuleLoadData"), 2u) << "each kernel's PTX module is loaded on first use";
+  EXPECT_EQ(rejectedLaunches(), 0u) << "the fake rejected a launch (parameters, pointers or launch shape)";
+}
+
+TEST_F(CudaTest, MixedDevicesAreAnErrorNamingBothAndTheFix) {
+  Tensor c = from_vector(ramp(4), {4});
+  Tensor g = c.to(kCuda);
+  expectError([&] { add(c, g); }, {"cpu:0", "cuda:0", "to("});
+  expectError([&] { where(gt(g, 0.0), c, g); }, {"cpu:0", "cuda:0", "to("});
+}
+
+TEST_F(CudaTest, OpsWithoutACudaKernelYetSaySo) {
+  Tensor g = from_vector(ramp(6), {2, 3}).to(kCuda);
+  Tensor img = from_vector(ramp(2 * 3 * 4 * 4), {2, 3, 4, 4}).to(kCuda);
+  Tensor w = from_vector(ramp(2 * 3 * 2 * 2), {2, 3, 2, 2}).to(kCuda);
+  expectError([&] { conv2d(img, w).to(Device::cpu()).to_vector<float>(); },
+              {"conv2d", "cuda:0", "no tier-0 CUDA kernel", "to(Device::cpu())"});
+  // The device keeps working.
+  EXPECT_EQ(neg(g).to(Device::cpu()).to_vector<float>(), neg(from_vector(ramp(6), {2, 3})).to_vector<float>());
+}
+
+TEST_F(CudaTest, RefusedLaunchFailsItsOpAndKeepsEarlierResults) {
+  REQUIRE_FAKE_DRIVER();
+  Tensor x = from_vector(ramp(32), {32}).to(kCuda);
+  Tensor before = exp(x);
+  sync();
+  ASSERT_EQ(inject("launch", 0, 1), 0);
+  Tensor failed = tanh(x);
+  expectError([&] { failed.to(Device::cpu()).to_vector<float>(); },
+              {"cuLaunchKernel", "kiln_t0_unary_tanh_f32", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"});
+  EXPECT_EQ(before.to(Device::cpu()).to_vector<float>(), exp(from_vector(ramp(32), {32})).to_vector<float>());
+  EXPECT_EQ(tanh(x).to(Device::cpu()).to_vector<float>(), tanh(from_vector(ramp(32), {32})).to_vector<float>());
+}
+
+TEST_F(CudaTest, OutOfMemoryInAnOpFailsThatOpAndKeepsEarlierResults) {
+  REQUIRE_FAKE_DRIVER();
+  Tensor x = from_vector(ramp(16), {16}).to(kCuda);
+  Tensor kept = mul(x, 2.0);
+  sync();
+  const std::vector<float> keptHost = kept.to(Device::cpu()).to_vector<float>();
+  ASSERT_EQ(inject("oom", 0, 2), 0);
+  Tensor big = add(zeros({64 << 20}, DType::f32, kCuda), 1.0);  // 256 MiB: a new segment
+  expectError([&] { big.to(Device::cpu()).to_vector<float>(); }, {"cuda:0", "out of memory", "empty_cache"});
+  resetFaults();
+  EXPECT_EQ(kept.to(Device::cpu()).to_vector<float>(), keptHost);
+}
+
+TEST_F(CudaTest, DLPackCarriesCudaTensorsBothWaysWithoutCopies) {
+  const float values[6] = {1, -2, 3, -4, 5, -6};
+  const int64_t dims[2] = {2, 3};
+  kiln_tensor host = nullptr, onGpu = nullptr, back = nullptr, doubled = nullptr;
+  ASSERT_EQ(kiln_tensor_from_host(values, sizeof values, KILN_DTYPE_F32, dims, 2, &host), KILN_OK);
+  ASSERT_EQ(kiln_tensor_to_device(host, kiln_device{KILN_DEVICE_CUDA, 0}, &onGpu), KILN_OK) << kiln_last_error();
+  DLManagedTensor* dl = nullptr;
+  ASSERT_EQ(kiln_tensor_to_dlpack(onGpu, &dl), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(dl->dl_tensor.device.device_type, kDLCUDA);
+  EXPECT_EQ(dl->dl_tensor.device.device_id, 0);
+  void* exported = dl->dl_tensor.data;
+  EXPECT_TRUE(hal::deviceContext(kCuda).allocator().stats().bytes_active > 0);
+  // In again: the same device memory, no copy.
+  ASSERT_EQ(kiln_tensor_from_dlpack(dl, &back), KILN_OK) << kiln_last_error();
+  kiln_device where{};
+  ASSERT_EQ(kiln_tensor_device(back, &where), KILN_OK);
+  EXPECT_EQ(where.kind, KILN_DEVICE_CUDA);
+  DLManagedTensor* again = nullptr;
+  ASSERT_EQ(kiln_tensor_to_dlpack(back, &again), KILN_OK);
+  EXPECT_EQ(again->dl_tensor.data, exported);
+  again->deleter(again);
+  float out[6] = {};
+  ASSERT_EQ(kiln_tensor_copy_to_host(back, out, sizeof out, KILN_DTYPE_F32), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(std::vector<float>(out, out + 6), std::vector<float>(values, values + 6));
+  // CUDA memory of a device this process does not have is refused.
+  DLManagedTensor foreign{};
+  int64_t shape[1] = {2};
+  foreign.dl_tensor.data = exported;
+  foreign.dl_tensor.device = DLDevice{kDLCUDA, 7};
+  foreign.dl_tensor.ndim = 1;
+  foreign.dl_tensor.dtype = DLDataType{kDLFloat, 32, 1};
+  foreign.dl_tensor.shape = shape;
+  EXPECT_EQ(kiln_tensor_from_dlpack(&foreign, &doubled), KILN_ERROR_DEVICE);
+  EXPECT_NE(std::string(kiln_last_error()).find("CUDA device 7"), std::string::npos) << kiln_last_error();
+  kiln_tensor_release(back);
+  kiln_tensor_release(onGpu);
+  kiln_tensor_release(host);
+}
+
+// Sticky failures (a faulting kernel, a lost device) leave the fake driver
+// failing every call until reset: each runs in its own process (ctest).
+TEST_F(CudaTest, KernelFaultSurfacesAtSyncNamingTheDriverError) {
+  REQUIRE_FAKE_DRIVER();
+  Tensor x = from_vector(ramp(16), {16}).to(kCuda);
+  const std::vector<float> computed = exp(x).to(Device::cpu()).to_vector<float>();
+  ASSERT_EQ(inject("fault", 0, 1), 0);
+  Tensor y = sin(x);
+  expectError([] { sync(); }, {"cuda:0", "CUDA_ERROR_LAUNCH_FAILED"});
+  EXPECT_EQ(computed, exp(from_vector(ramp(16), {16})).to_vector<float>());
+  resetFaults();
+}
+
+TEST_F(CudaTest, LostDeviceIsAnErrorAtTheNextCall) {
+  REQUIRE_FAKE_DRIVER();
+  Tensor x = from_vector(ramp(8), {8}).to(kCuda);
+  const std::vector<float> host = x.to(Device::cpu()).to_vector<float>();
+  ASSERT_EQ(inject("lost", 0, 1), 0);
+  expectError([&] { exp(x).to(Device::cpu()).to_vector<float>(); }, {"cuda:0", "CUDA_ERROR_DEVICE_UNAVAILABLE"});
+  EXPECT_EQ(host, ramp(8));
+  resetFaults();
+}
+
+// Run with KILN_CUDA_LIBRARY naming a library that does not exist.
+TEST(CudaNoDriver, DeviceCountIsZeroAndUseSaysWhatIsMissing) {
+  EXPECT_EQ(device_count(Device::CUDA), 0);
+  expectError([] { zeros({2}, DType::f32, Device::cuda(0)); },
+              {"cuda:0", "no driver", "not found", "KILN_CUDA_LIBRARY", "libcuda.so.1"});
+  expectError([] { from_vector(std::vector<float>{1, 2}, {2}).to(Device::cuda(0)); }, {"cuda:0", "KILN_CUDA_LIBRARY"});
+  expectError([] { set_default_device(Device::parse("cuda:0")); }, {"cuda:0", "KILN_CUDA_LIBRARY"});
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,599 @@
+//===- kiln-gpu-kernels.cpp - Tier-0 CUDA kernels, generated at build time ===//
+//
+// Writes the PTX of every tier-0 kernel (runtime/backends/cuda/Tier0Kernels.h)
+// for the requested SM versions into one C++ source that libkiln embeds
+// (runtime/backends/cuda/KernelImages.h), so no GPU process needs MLIR.
+//
+// Each kernel is one gpu.module with one gpu.func: a grid-stride loop over
+// the index space, element offsets from the extents and strides passed as
+// parameters, loads, the op's scalar semantics from the kiln dialect's
+// ScalarBuilder (the same code the compiled kernels' lowering uses), and a
+// store. Kiln's NVVM path (gpu-lower-to-nvvm-pipeline, libdevice for the
+// math functions, LLVM's NVPTX back end) turns each module into PTX offline.
+//
+//   kiln-gpu-kernels --sm 80 --sm 90 -o KernelImages.cpp [--only <entry>]
+//
+//===----------------------------------------------------------------------===//
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dialects/kiln/Conversion/KilnToLinalg/ScalarOps.h"
+#include "dialects/kiln/IR/KilnTypes.h"
+#include "dialects/kiln/InitAll.h"
+#include "jit/targets/nvptx/Libdevice.h"
+#include "runtime/backends/cuda/Tier0Kernels.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Pipelines/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+
+using kiln::DType;
+using kiln::hal::cuda::tier0::Family;
+using kiln::hal::cuda::tier0::KernelSpec;
+using kiln::hal::cuda::tier0::Layout;
+namespace tier0 = kiln::hal::cuda::tier0;
+
+namespace {
+
+/// The MLIR type of an element in memory (bool is a byte; Copy and Fill move
+/// integers of the element's size).
+std::string storageType(const KernelSpec &s, DType t) {
+  if (s.family == Family::Copy || s.family == Family::Fill || s.family == Family::Take)
+    return "i" + std::to_string(kiln::dtype_size(t) * 8);
+  switch (t) {
+  case DType::f32: return "f32";
+  case DType::f64: return "f64";
+  case DType::f16: return "f16";
+  case DType::bf16: return "bf16";
+  case DType::i64: return "i64";
+  case DType::i32: return "i32";
+  case DType::i8:
+  case DType::u8:
+  case DType::boolean: return "i8";
+  }
+  return "none";
+}
+
+/// The dtype of input `i` of a kernel.
+DType inputType(const KernelSpec &s, int i) {
+  return s.family == Family::Where && i == 0 ? DType::boolean : s.in;
+}
+
+/// `prefix`'s coordinates of linear index `linear` over extents %<e>0..7,
+/// dotted with strides %<st>0..7: the text computing it, result in `result`.
+std::string offsetText(const std::string &linear, const std::string &e, const std::string &st,
+                       const std::string &tag, std::string &result) {
+  std::string t, rest = linear;
+  std::vector<std::string> coord(tier0::kRank);
+  for (int d = tier0::kRank - 1; d >= 0; --d) {
+    const std::string ds = std::to_string(d);
+    if (d == 0) {
+      coord[d] = rest;
+      break;
+    }
+    t += "      %" + tag + "c" + ds + " = arith.remui " + rest + ", %" + e + ds + " : i64\n";
+    t += "      %" + tag + "q" + ds + " = arith.divui " + rest + ", %" + e + ds + " : i64\n";
+    coord[d] = "%" + tag + "c" + ds;
+    rest = "%" + tag + "q" + ds;
+  }
+  std::string acc;
+  for (int d = 0; d < tier0::kRank; ++d) {
+    const std::string ds = std::to_string(d), term = "%" + tag + "m" + ds;
+    t += "      " + term + " = arith.muli " + coord[d] + ", %" + st + ds + " : i64\n";
+    if (acc.empty()) {
+      acc = term;
+      continue;
+    }
+    t += "      %" + tag + "a" + ds + " = arith.addi " + acc + ", " + term + " : i64\n";
+    acc = "%" + tag + "a" + ds;
+  }
+  result = acc;
+  return t;
+}
+
+/// A reduction: each output element (grid-stride over nOut) folds its m
+/// input elements in order, starting from the first; the fold is a
+/// "t0.body"(accumulator, element) placeholder.
+std::string reduceText(const KernelSpec &s) {
+  const std::string name = s.entryName(), ty = storageType(s, s.in);
+  std::string t = "gpu.module @" + name + " {\n";
+  t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %n: i64";
+  for (const char *p : {"e", "s"})
+    for (int d = 0; d < tier0::kRank; ++d)
+      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
+  t += ", %m: i64";
+  for (const char *p : {"f", "g"})
+    for (int d = 0; d < tier0::kRank; ++d)
+      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
+  t += ") kernel {\n";
+  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
+  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
+  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
+  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += "  %step = arith.muli %gd, %bd : i64\n  %one = arith.constant 1 : i64\n";
+  t += "  scf.for %i = %first to %n step %step : i64 {\n";
+  std::string base, inner;
+  t += offsetText("%i", "e", "s", "o", base);
+  t += "    %p0 = llvm.getelementptr %in0[" + base + "] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    %v0 = llvm.load %p0 : !llvm.ptr -> " + ty + "\n";
+  t += "    %acc = scf.for %j = %one to %m step %one iter_args(%x = %v0) -> (" + ty + ") : i64 {\n";
+  t += offsetText("%j", "f", "g", "r", inner);
+  t += "      %off = arith.addi " + base + ", " + inner + " : i64\n";
+  t += "      %pj = llvm.getelementptr %in0[%off] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %vj = llvm.load %pj : !llvm.ptr -> " + ty + "\n";
+  t += "      %y = \"t0.body\"(%x, %vj) : (" + ty + ", " + ty + ") -> " + ty + "\n";
+  t += "      scf.yield %y : " + ty + "\n";
+  t += "    }\n";
+  t += "    %po = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    llvm.store %acc, %po : " + ty + ", !llvm.ptr\n";
+  t += "  }\n  gpu.return\n}\n}\n";
+  return t;
+}
+
+/// index_select and gather: a copy whose offset along one axis of x comes
+/// from the index tensor (no placeholder: it computes nothing).
+std::string takeText(const KernelSpec &s) {
+  const std::string name = s.entryName(), ty = storageType(s, s.in);
+  std::string t = "gpu.module @" + name + " {\n";
+  t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %in1: !llvm.ptr, %n: i64";
+  for (const char *p : {"e", "s", "z"})
+    for (int d = 0; d < tier0::kRank; ++d)
+      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
+  t += ", %ax: i64) kernel {\n";
+  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
+  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
+  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
+  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += "  %step = arith.muli %gd, %bd : i64\n";
+  t += "  scf.for %i = %first to %n step %step : i64 {\n";
+  std::string xoff, ioff;
+  t += offsetText("%i", "e", "s", "x", xoff);
+  t += offsetText("%i", "e", "z", "k", ioff);
+  t += "    %pi = llvm.getelementptr %in1[" + ioff + "] : (!llvm.ptr, i64) -> !llvm.ptr, i64\n";
+  t += "    %iv = llvm.load %pi : !llvm.ptr -> i64\n";
+  t += "    %along = arith.muli %iv, %ax : i64\n";
+  t += "    %off = arith.addi " + xoff + ", %along : i64\n";
+  t += "    %p0 = llvm.getelementptr %in0[%off] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    %v0 = llvm.load %p0 : !llvm.ptr -> " + ty + "\n";
+  t += "    %po = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    llvm.store %v0, %po : " + ty + ", !llvm.ptr\n";
+  t += "  }\n  gpu.return\n}\n}\n";
+  return t;
+}
+
+/// argmax/argmin: each output element scans its axis from `first` in
+/// direction `dir`; "t0.body"(best, v) says whether v replaces the best.
+std::string argReduceText(const KernelSpec &s) {
+  const std::string name = s.entryName(), ty = storageType(s, s.in);
+  std::string t = "gpu.module @" + name + " {\n";
+  t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %n: i64";
+  for (const char *p : {"e", "s"})
+    for (int d = 0; d < tier0::kRank; ++d)
+      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
+  t += ", %len: i64, %as: i64, %start: i64, %dir: i64) kernel {\n";
+  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
+  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
+  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
+  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += "  %step = arith.muli %gd, %bd : i64\n  %one = arith.constant 1 : i64\n";
+  t += "  scf.for %i = %first to %n step %step : i64 {\n";
+  std::string base;
+  t += offsetText("%i", "e", "s", "o", base);
+  t += "    %startOff = arith.muli %start, %as : i64\n    %o0 = arith.addi " + base + ", %startOff : i64\n";
+  t += "    %p0 = llvm.getelementptr %in0[%o0] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    %v0 = llvm.load %p0 : !llvm.ptr -> " + ty + "\n";
+  t += "    %res:2 = scf.for %j = %one to %len step %one iter_args(%bv = %v0, %bi = %start) -> (" + ty +
+       ", i64) : i64 {\n";
+  t += "      %jd = arith.muli %j, %dir : i64\n      %ji = arith.addi %start, %jd : i64\n";
+  t += "      %js = arith.muli %ji, %as : i64\n      %off = arith.addi " + base + ", %js : i64\n";
+  t += "      %pj = llvm.getelementptr %in0[%off] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %v = llvm.load %pj : !llvm.ptr -> " + ty + "\n";
+  t += "      %take = \"t0.body\"(%bv, %v) : (" + ty + ", " + ty + ") -> i1\n";
+  t += "      %nbv = arith.select %take, %v, %bv : " + ty + "\n";
+  t += "      %nbi = arith.select %take, %ji, %bi : i64\n";
+  t += "      scf.yield %nbv, %nbi : " + ty + ", i64\n";
+  t += "    }\n";
+  t += "    %po = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, i64\n";
+  t += "    llvm.store %res#1, %po : i64, !llvm.ptr\n";
+  t += "  }\n  gpu.return\n}\n}\n";
+  return t;
+}
+
+/// matmul: each output element is a dot product over K, accumulated in
+/// order from zero; "t0.body"(acc, x, y) is acc + x * y.
+std::string contractText(const KernelSpec &s) {
+  const std::string name = s.entryName(), ty = storageType(s, s.in);
+  const bool isFloat = kiln::is_floating(s.in);
+  std::string t = "gpu.module @" + name + " {\n";
+  t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %in1: !llvm.ptr, %n: i64";
+  for (const char *p : {"e", "s", "z"})
+    for (int d = 0; d < tier0::kRank; ++d)
+      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
+  t += ", %kn: i64, %ak: i64, %bk: i64) kernel {\n";
+  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
+  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
+  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
+  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += "  %step = arith.muli %gd, %bd : i64\n  %zero = arith.constant 0 : i64\n  %one = arith.constant 1 : i64\n";
+  t += std::string("  %init = arith.constant ") + (isFloat ? "0.0" : "0") + " : " + ty + "\n";
+  t += "  scf.for %i = %first to %n step %step : i64 {\n";
+  std::string aoff, boff;
+  t += offsetText("%i", "e", "s", "x", aoff);
+  t += offsetText("%i", "e", "z", "y", boff);
+  t += "    %acc = scf.for %k = %zero to %kn step %one iter_args(%x = %init) -> (" + ty + ") : i64 {\n";
+  t += "      %ka = arith.muli %k, %ak : i64\n      %oa = arith.addi " + aoff + ", %ka : i64\n";
+  t += "      %kb = arith.muli %k, %bk : i64\n      %ob = arith.addi " + boff + ", %kb : i64\n";
+  t += "      %pa = llvm.getelementptr %in0[%oa] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %va = llvm.load %pa : !llvm.ptr -> " + ty + "\n";
+  t += "      %pb = llvm.getelementptr %in1[%ob] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %vb = llvm.load %pb : !llvm.ptr -> " + ty + "\n";
+  t += "      %y = \"t0.body\"(%x, %va, %vb) : (" + ty + ", " + ty + ", " + ty + ") -> " + ty + "\n";
+  t += "      scf.yield %y : " + ty + "\n";
+  t += "    }\n";
+  t += "    %po = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    llvm.store %acc, %po : " + ty + ", !llvm.ptr\n";
+  t += "  }\n  gpu.return\n}\n}\n";
+  return t;
+}
+
+/// The kernel as MLIR text; the op itself is a placeholder "t0.body"
+/// (operands: the loaded inputs, or the fill pattern) that
+/// replacePlaceholders() builds with ScalarBuilder.
+std::string kernelText(const KernelSpec &s) {
+  const std::string name = s.entryName();
+  const int inputs = s.inputCount();
+  const bool rankN = s.layout == Layout::RankN;
+  std::string t;
+  t += "gpu.module @" + name + " {\n";
+  t += "gpu.func @" + name + "(%out: !llvm.ptr";
+  for (int i = 0; i < inputs; ++i)
+    t += ", %in" + std::to_string(i) + ": !llvm.ptr";
+  t += ", %n: i64";
+  if (s.family == Family::Reduce)
+    return reduceText(s);
+  if (s.family == Family::Take)
+    return takeText(s);
+  if (s.family == Family::ArgReduce)
+    return argReduceText(s);
+  if (s.family == Family::Contract)
+    return contractText(s);
+  if (s.family == Family::Fill) {
+    t += ", %pattern: i64";
+  } else if (s.family == Family::Arange) {
+    t += ", %start: i64, %delta: i64";
+  } else if (s.family == Family::Random) {
+    t += ", %seed: i64";
+  } else {
+    const int first = s.stridedOutput() ? 0 : 1; // strided operands: 0 = out
+    if (rankN)
+      for (int d = 0; d < tier0::kRank; ++d)
+        t += ", %e" + std::to_string(d) + ": i64";
+    for (int o = first; o <= inputs; ++o) {
+      if (!rankN) {
+        t += ", %s" + std::to_string(o) + "_0: i64";
+        continue;
+      }
+      for (int d = 0; d < tier0::kRank; ++d)
+        t += ", %s" + std::to_string(o) + "_" + std::to_string(d) + ": i64";
+    }
+  }
+  t += ") kernel {\n";
+  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
+  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
+  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
+  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += "  %step = arith.muli %gd, %bd : i64\n";
+  t += "  scf.for %i = %first to %n step %step : i64 {\n";
+  std::vector<std::string> offsets(static_cast<size_t>(inputs) + 1, "%i");
+  if (!s.isLeaf()) {
+    const int first = s.stridedOutput() ? 0 : 1;
+    if (!rankN) {
+      for (int o = first; o <= inputs; ++o) {
+        const std::string off = "%off" + std::to_string(o);
+        t += "    " + off + " = arith.muli %i, %s" + std::to_string(o) + "_0 : i64\n";
+        offsets[o] = off;
+      }
+    } else {
+      // Coordinates from the innermost axis out; the outermost takes the rest.
+      std::string rest = "%i";
+      std::vector<std::string> coord(tier0::kRank);
+      for (int d = tier0::kRank - 1; d >= 0; --d) {
+        const std::string ds = std::to_string(d);
+        if (d == 0) {
+          coord[d] = rest;
+          break;
+        }
+        t += "    %c" + ds + " = arith.remui " + rest + ", %e" + ds + " : i64\n";
+        t += "    %q" + ds + " = arith.divui " + rest + ", %e" + ds + " : i64\n";
+        coord[d] = "%c" + ds;
+        rest = "%q" + ds;
+      }
+      for (int o = first; o <= inputs; ++o) {
+        std::string acc;
+        for (int d = 0; d < tier0::kRank; ++d) {
+          const std::string term = "%m" + std::to_string(o) + "_" + std::to_string(d);
+          t += "    " + term + " = arith.muli " + coord[d] + ", %s" + std::to_string(o) + "_" +
+               std::to_string(d) + " : i64\n";
+          if (acc.empty()) {
+            acc = term;
+            continue;
+          }
+          const std::string sum = "%a" + std::to_string(o) + "_" + std::to_string(d);
+          t += "    " + sum + " = arith.addi " + acc + ", " + term + " : i64\n";
+          acc = sum;
+        }
+        offsets[o] = acc;
+      }
+    }
+  }
+  std::string operands, types;
+  if (s.family == Family::Fill) {
+    operands = "%pattern";
+    types = "i64";
+  } else if (s.family == Family::Arange) {
+    operands = "%i, %start, %delta";
+    types = "i64, i64, i64";
+  } else if (s.family == Family::Random) {
+    operands = "%i, %seed";
+    types = "i64, i64";
+  }
+  for (int i = 0; i < inputs; ++i) {
+    const std::string is = std::to_string(i), ty = storageType(s, inputType(s, i));
+    t += "    %p" + is + " = llvm.getelementptr %in" + is + "[" + offsets[i + 1] + "] : (!llvm.ptr, i64) -> !llvm.ptr, " +
+         ty + "\n";
+    t += "    %v" + is + " = llvm.load %p" + is + " : !llvm.ptr -> " + ty + "\n";
+    operands += (i ? ", " : "") + std::string("%v") + is;
+    types += (i ? ", " : "") + ty;
+  }
+  const std::string outTy = storageType(s, s.out);
+  t += "    %r = \"t0.body\"(" + operands + ") : (" + types + ") -> " + outTy + "\n";
+  t += "    %po = llvm.getelementptr %out[" + offsets[0] + "] : (!llvm.ptr, i64) -> !llvm.ptr, " + outTy + "\n";
+  t += "    llvm.store %r, %po : " + outTy + ", !llvm.ptr\n";
+  t += "  }\n  gpu.return\n}\n}\n";
+  return t;
+}
+
+/// Builds each "t0.body" placeholder of `module` from the kernel's spec.
+bool replacePlaceholders(mlir::ModuleOp module, const std::map<std::string, KernelSpec> &specs) {
+  std::vector<mlir::Operation *> bodies;
+  module.walk([&](mlir::Operation *op) {
+    if (op->getName().getStringRef() == "t0.body")
+      bodies.push_back(op);
+  });
+  mlir::MLIRContext *ctx = module.getContext();
+  for (mlir::Operation *op : bodies) {
+    auto gpuModule = op->getParentOfType<mlir::gpu::GPUModuleOp>();
+    const KernelSpec &s = specs.at(gpuModule.getName().str());
+    mlir::OpBuilder b(op);
+    mlir::Location loc = op->getLoc();
+    mlir::kiln::ScalarBuilder sb(b, loc);
+    auto kilnType = [&](DType t) { return mlir::kiln::getElementType(ctx, t); };
+    // Memory values to kiln-level values: bytes to i1 for bool.
+    auto toKiln = [&](mlir::Value v, DType t) -> mlir::Value {
+      if (t != DType::boolean)
+        return v;
+      mlir::Value zero = mlir::arith::ConstantOp::create(b, loc, b.getI8Type(), b.getI8IntegerAttr(0));
+      return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ne, v, zero);
+    };
+    const bool raw = s.family == Family::Copy || s.isLeaf();
+    llvm::SmallVector<mlir::Value> args;
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      args.push_back(raw ? op->getOperand(i) : toKiln(op->getOperand(i), inputType(s, static_cast<int>(i))));
+    mlir::Type f64 = b.getF64Type();
+    mlir::Value r;
+    switch (s.family) {
+    case Family::Unary: r = sb.unary(s.op, kilnType(s.in), args[0]); break;
+    case Family::Binary: r = sb.binary(s.op, kilnType(s.in), args[0], args[1]); break;
+    case Family::Compare: r = sb.compare(s.op, kilnType(s.in), args[0], args[1]); break;
+    case Family::Where: r = mlir::arith::SelectOp::create(b, loc, args[0], args[1], args[2]); break;
+    case Family::Cast: r = sb.cast(args[0], kilnType(s.in), kilnType(s.out)); break;
+    case Family::Copy: r = args[0]; break;
+    case Family::Fill: {
+      mlir::Type ty = op->getResult(0).getType();
+      r = ty.isInteger(64) ? args[0] : mlir::arith::TruncIOp::create(b, loc, ty, args[0]).getResult();
+      break;
+    }
+    case Family::Arange: {
+      // start + i * step in f64, then the interpreter's conversion.
+      mlir::Value start = mlir::arith::BitcastOp::create(b, loc, f64, args[1]);
+      mlir::Value delta = mlir::arith::BitcastOp::create(b, loc, f64, args[2]);
+      mlir::Value k = mlir::arith::SIToFPOp::create(b, loc, f64, args[0]);
+      mlir::Value v = mlir::arith::AddFOp::create(b, loc, start, mlir::arith::MulFOp::create(b, loc, k, delta));
+      r = sb.cast(v, f64, kilnType(s.out));
+      break;
+    }
+    case Family::Random: {
+      mlir::Value v = s.op == kiln::core::OpKind::RandUniform ? sb.uniformAt(args[1], args[0])
+                                                               : sb.normalAt(args[1], args[0]);
+      r = sb.cast(v, f64, kilnType(s.out));
+      break;
+    }
+    case Family::Reduce: {
+      mlir::Type k = kilnType(s.in);
+      switch (s.op) {
+      case kiln::core::OpKind::ReduceSum: r = sb.binary(kiln::core::OpKind::Add, k, args[0], args[1]); break;
+      case kiln::core::OpKind::ReduceProd: r = sb.binary(kiln::core::OpKind::Mul, k, args[0], args[1]); break;
+      case kiln::core::OpKind::ReduceMax: r = sb.maxOrMin(true, k, args[0], args[1]); break;
+      default: r = sb.maxOrMin(false, k, args[0], args[1]); break;
+      }
+      break;
+    }
+    case Family::Take: break; // no placeholder
+    case Family::Contract: {
+      mlir::Type k = kilnType(s.in);
+      mlir::Value product = sb.binary(kiln::core::OpKind::Mul, k, args[1], args[2]);
+      r = product ? sb.binary(kiln::core::OpKind::Add, k, args[0], product) : mlir::Value();
+      break;
+    }
+    case Family::ArgReduce: {
+      // Like the interpreter: a strictly better value replaces the best; the
+      // first NaN met is the extreme and stays.
+      mlir::Type k = kilnType(s.in);
+      r = sb.compare(s.op == kiln::core::OpKind::ArgMax ? kiln::core::OpKind::Gt : kiln::core::OpKind::Lt, k,
+                     args[1], args[0]);
+      if (r && llvm::isa<mlir::FloatType>(args[0].getType())) {
+        mlir::Value bestNaN = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::UNO, args[0], args[0]);
+        mlir::Value newNaN = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::UNO, args[1], args[1]);
+        mlir::Value better = mlir::arith::OrIOp::create(b, loc, r, newNaN);
+        mlir::Value one = mlir::arith::ConstantOp::create(b, loc, b.getI1Type(), b.getBoolAttr(true));
+        mlir::Value bestIsNumber = mlir::arith::XOrIOp::create(b, loc, bestNaN, one);
+        r = mlir::arith::AndIOp::create(b, loc, better, bestIsNumber);
+      }
+      break;
+    }
+    }
+    if (!r) {
+      llvm::errs() << "kiln-gpu-kernels: no scalar semantics for " << s.entryName() << "\n";
+      return false;
+    }
+    if (s.out == DType::boolean && s.family != Family::Copy && s.family != Family::Fill &&
+        s.family != Family::ArgReduce)
+      // kiln-level i1 back to a byte in memory
+      r = mlir::arith::ExtUIOp::create(b, loc, b.getI8Type(), r);
+    op->getResult(0).replaceAllUsesWith(r);
+    op->erase();
+  }
+  return true;
+}
+
+/// The C++ raw-string form of `text`.
+std::string rawString(const std::string &text) { return "R\"kilnptx(" + text + ")kilnptx\""; }
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<int> sms;
+  std::string output, only;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--sm" && i + 1 < argc)
+      sms.push_back(std::atoi(argv[++i]));
+    else if (a == "-o" && i + 1 < argc)
+      output = argv[++i];
+    else if (a == "--only" && i + 1 < argc)
+      only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: kiln-gpu-kernels --sm 80 [--sm 90 ...] -o KernelImages.cpp [--only entry]\n");
+      return 2;
+    }
+  }
+  if (sms.empty() || output.empty()) {
+    std::fprintf(stderr, "kiln-gpu-kernels: give at least one --sm and -o\n");
+    return 2;
+  }
+
+  LLVMInitializeNVPTXTarget();
+  LLVMInitializeNVPTXTargetInfo();
+  LLVMInitializeNVPTXTargetMC();
+  LLVMInitializeNVPTXAsmPrinter();
+  mlir::DialectRegistry registry;
+  mlir::kiln::registerAllDialects(registry);
+  registry.insert<mlir::gpu::GPUDialect, mlir::NVVM::NVVMDialect, mlir::nvgpu::NVGPUDialect>();
+  mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);
+  mlir::registerGPUDialectTranslation(registry);
+  mlir::registerNVVMDialectTranslation(registry);
+  mlir::kiln::registerAllPasses();
+  mlir::registerGPUPasses();
+  mlir::gpu::registerGPUToNVVMPipeline();
+
+  std::map<std::string, KernelSpec> specs;
+  std::string text = "module attributes {gpu.container_module} {\n";
+  for (const KernelSpec &s : tier0::allKernels()) {
+    if (!only.empty() && s.entryName() != only)
+      continue;
+    specs[s.entryName()] = s;
+    text += kernelText(s);
+  }
+  text += "}\n";
+
+  // entry -> sm -> PTX
+  std::map<std::string, std::map<int, std::string>> images;
+  for (int sm : sms) {
+    mlir::MLIRContext context(registry);
+    context.allowUnregisteredDialects(true);
+    context.loadAllAvailableDialects();
+    mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+    if (!module) {
+      std::fprintf(stderr, "kiln-gpu-kernels: the generated kernels do not parse\n");
+      return 1;
+    }
+    if (!replacePlaceholders(*module, specs))
+      return 1;
+    kiln::jit::nvptx::remainderToLibdevice(*module);
+    const std::string pipeline = "gpu-lower-to-nvvm-pipeline{cubin-chip=sm_" + std::to_string(sm) +
+                                 " cubin-features=+ptx80 cubin-format=isa}";
+    mlir::PassManager pm(&context);
+    std::string error;
+    llvm::raw_string_ostream errors(error);
+    if (mlir::failed(mlir::parsePassPipeline(pipeline, pm, errors))) {
+      std::fprintf(stderr, "kiln-gpu-kernels: bad pipeline: %s\n", error.c_str());
+      return 1;
+    }
+    if (mlir::failed(pm.run(*module))) {
+      std::fprintf(stderr, "kiln-gpu-kernels: lowering to PTX for sm_%d failed\n", sm);
+      return 1;
+    }
+    for (auto binary : module->getOps<mlir::gpu::BinaryOp>())
+      for (mlir::Attribute a : binary.getObjects())
+        if (auto object = llvm::dyn_cast<mlir::gpu::ObjectAttr>(a))
+          images[binary.getName().str()][sm] = object.getObject().getValue().str();
+  }
+  for (const auto &[name, spec] : specs)
+    for (int sm : sms)
+      if (!images[name].count(sm)) {
+        std::fprintf(stderr, "kiln-gpu-kernels: no PTX for %s on sm_%d\n", name.c_str(), sm);
+        return 1;
+      }
+
+  std::string out = "// Generated by tools/kiln-gpu-kernels: the tier-0 CUDA kernels' PTX. Do not edit.\n"
+                    "#include \"runtime/backends/cuda/KernelImages.h\"\n\n"
+                    "namespace kiln::hal::cuda {\n\nnamespace {\n";
+  std::string table = "const KernelImage kImages[] = {\n";
+  int index = 0;
+  for (const auto &[name, bySm] : images) // std::map: ordered by entry, then SM
+    for (const auto &[sm, ptx] : bySm) {
+      const std::string var = "kPtx" + std::to_string(index++);
+      out += "const char " + var + "[] = " + rawString(ptx) + ";\n";
+      table += "    {\"" + name + "\", " + std::to_string(sm) + ", " + var + ", sizeof " + var + " - 1},\n";
+    }
+  out += table + "};\n}  // namespace\n\n"
+         "std::span<const KernelImage> embeddedKernelImages() { return kImages; }\n\n"
+         "}  // namespace kiln::hal::cuda\n";
+  const std::string temp = output + ".tmp";
+  {
+    std::ofstream f(temp, std::ios::binary);
+    f << out;
+    if (!f) {
+      std::fprintf(stderr, "kiln-gpu-kernels: cannot write %s\n", temp.c_str());
+      return 1;
+    }
+  }
+  if (std::rename(temp.c_str(), output.c_str()) != 0) {
+    std::fprintf(stderr, "kiln-gpu-kernels: cannot write %s\n", output.c_str());
+    return 1;
+  }
+  std::printf("kiln-gpu-kernels: %zu kernels x %zu SM versions -> %s\n", specs.size(), sms.size(), output.c_str());
+  return 0;
+}
