@@ -366,6 +366,7 @@ TEST(OpTableFacts, ArityMatchesTheCategory) {
       case OpCategory::Binary:
       case OpCategory::Compare:
       case OpCategory::Matmul:
+      case OpCategory::Conv:
       case OpCategory::Index: EXPECT_EQ(core::opArity(k), 2); break;
       case OpCategory::Select: EXPECT_EQ(core::opArity(k), 3); break;
       case OpCategory::Collective: EXPECT_EQ(core::opArity(k), 1); break;
