@@ -169,7 +169,7 @@ class CpuCompiler final : public TargetPipeline {
     }
     if (numSizes > 0 && mlir::failed(bindDynamicArguments(kernel, graph, numSizes)))
       return fail("dynamic arguments");
-    copiesToLinalg(kernel, /*keepContiguous=*/true);
+    stridedCopiesToRows(kernel);
     dumpModule(dumpDir, name, "2-bufferized", *module);
     if (!runPassPipeline(*module, kToLoops))
       return fail("loops");

@@ -820,20 +820,78 @@ LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName,
 
 namespace kiln::jit::cpu {
 
+namespace {
+bool isContiguous(mlir::Value v) {
+  auto type = llvm::dyn_cast<mlir::MemRefType>(v.getType());
+  return type && mlir::memref::isStaticShapeAndContiguousRowMajor(type);
+}
+
+/// Static shape, rank >= 2 and a unit-stride innermost dimension.
+bool hasContiguousRows(mlir::Value v) {
+  auto type = llvm::dyn_cast<mlir::MemRefType>(v.getType());
+  if (!type || !type.hasStaticShape() || type.getRank() < 2)
+    return false;
+  llvm::SmallVector<int64_t> strides;
+  int64_t offset = 0;
+  return mlir::succeeded(type.getStridesAndOffset(strides, offset)) && strides.back() == 1;
+}
+
+/// `op` as loops over its outer dimensions copying one contiguous row each
+/// (a memref.copy of a unit-stride row subview, which lowers to memcpy).
+void copyByRows(mlir::memref::CopyOp op) {
+  mlir::OpBuilder b(op);
+  const mlir::Location loc = op.getLoc();
+  auto type = llvm::cast<mlir::MemRefType>(op.getSource().getType());
+  const int64_t rank = type.getRank();
+  llvm::SmallVector<mlir::Value> ivs;
+  mlir::Value zero = mlir::arith::ConstantIndexOp::create(b, loc, 0);
+  mlir::Value one = mlir::arith::ConstantIndexOp::create(b, loc, 1);
+  for (int64_t d = 0; d + 1 < rank; ++d) {
+    mlir::Value ub = mlir::arith::ConstantIndexOp::create(b, loc, type.getDimSize(d));
+    auto loop = mlir::scf::ForOp::create(b, loc, zero, ub, one);
+    ivs.push_back(loop.getInductionVar());
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+  }
+  llvm::SmallVector<mlir::OpFoldResult> offsets(ivs.begin(), ivs.end());
+  offsets.push_back(b.getIndexAttr(0));
+  llvm::SmallVector<mlir::OpFoldResult> sizes(rank - 1, b.getIndexAttr(1));
+  sizes.push_back(b.getIndexAttr(type.getDimSize(rank - 1)));
+  llvm::SmallVector<mlir::OpFoldResult> unit(rank, b.getIndexAttr(1));
+  mlir::Value from = mlir::memref::SubViewOp::create(b, loc, op.getSource(), offsets, sizes, unit);
+  mlir::Value to = mlir::memref::SubViewOp::create(b, loc, op.getTarget(), offsets, sizes, unit);
+  mlir::memref::CopyOp::create(b, loc, from, to);
+  op.erase();
+}
+} // namespace
+
 int copiesToLinalg(mlir::func::FuncOp fn, bool keepContiguous) {
   llvm::SmallVector<mlir::memref::CopyOp> copies;
   fn.walk([&](mlir::memref::CopyOp op) {
-    auto contiguous = [](mlir::Value v) {
-      auto type = llvm::dyn_cast<mlir::MemRefType>(v.getType());
-      return type && mlir::memref::isStaticShapeAndContiguousRowMajor(type);
-    };
-    if (!keepContiguous || !contiguous(op.getSource()) || !contiguous(op.getTarget()))
+    if (!keepContiguous || !isContiguous(op.getSource()) || !isContiguous(op.getTarget()))
       copies.push_back(op);
   });
   for (mlir::memref::CopyOp op : copies) {
     mlir::OpBuilder b(op);
     mlir::linalg::CopyOp::create(b, op.getLoc(), op.getSource(), op.getTarget());
     op.erase();
+  }
+  return static_cast<int>(copies.size());
+}
+
+int stridedCopiesToRows(mlir::func::FuncOp fn) {
+  llvm::SmallVector<mlir::memref::CopyOp> copies;
+  fn.walk([&](mlir::memref::CopyOp op) {
+    if (!isContiguous(op.getSource()) || !isContiguous(op.getTarget()))
+      copies.push_back(op);
+  });
+  for (mlir::memref::CopyOp op : copies) {
+    if (hasContiguousRows(op.getSource()) && hasContiguousRows(op.getTarget())) {
+      copyByRows(op);
+    } else {
+      mlir::OpBuilder b(op);
+      mlir::linalg::CopyOp::create(b, op.getLoc(), op.getSource(), op.getTarget());
+      op.erase();
+    }
   }
   return static_cast<int>(copies.size());
 }

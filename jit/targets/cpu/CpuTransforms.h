@@ -72,6 +72,13 @@ void lowerIeeeMinMax(mlir::Operation *root);
 /// copies between two contiguous memrefs stay memref.copy (a memcpy).
 /// Returns the number of copies rewritten.
 int copiesToLinalg(mlir::func::FuncOp fn, bool keepContiguous);
+/// The CPU's form of the same: a strided copy whose rows are contiguous on
+/// both sides (a slice of a concatenation) becomes loops over its outer
+/// dimensions that copy one row each with memcpy (as parallel vectorised
+/// loops it cost the transformer step's compile 400 ms); other strided
+/// copies become linalg.copy; contiguous ones stay. Returns the number of
+/// copies rewritten.
+int stridedCopiesToRows(mlir::func::FuncOp fn);
 
 /// Gives each linalg op that takes a tensor linalg.fill of a tensor.empty
 /// as its init (CSE merges equal fills) a fill of its own, on a clone of the

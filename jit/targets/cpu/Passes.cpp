@@ -8,6 +8,8 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 
 namespace kiln::jit::cpu {
 
@@ -16,7 +18,7 @@ namespace kiln::jit::cpu {
 #define GEN_PASS_DEF_KILNCPUFUSELOOPSINROWS
 #define GEN_PASS_DEF_KILNCPUHOISTROWBUFFERS
 #define GEN_PASS_DEF_KILNCPUIEEEMINMAX
-#define GEN_PASS_DEF_KILNCPUSTRIDEDCOPIESTOLINALG
+#define GEN_PASS_DEF_KILNCPUSTRIDEDCOPIES
 #include "jit/targets/cpu/Passes.h.inc"
 
 namespace {
@@ -52,8 +54,8 @@ struct IeeeMinMax : impl::KilnCpuIeeeMinMaxBase<IeeeMinMax> {
   void runOnOperation() override { lowerIeeeMinMax(getOperation()); }
 };
 
-struct StridedCopiesToLinalg : impl::KilnCpuStridedCopiesToLinalgBase<StridedCopiesToLinalg> {
-  void runOnOperation() override { copiesToLinalg(getOperation(), /*keepContiguous=*/true); }
+struct StridedCopies : impl::KilnCpuStridedCopiesBase<StridedCopies> {
+  void runOnOperation() override { stridedCopiesToRows(getOperation()); }
 };
 
 } // namespace

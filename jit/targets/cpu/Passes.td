@@ -114,26 +114,33 @@ def KilnCpuIeeeMinMax : Pass<"kiln-cpu-ieee-min-max"> {
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
-def KilnCpuStridedCopiesToLinalg
-    : Pass<"kiln-cpu-strided-copies-to-linalg", "::mlir::func::FuncOp"> {
-  let summary = "memref.copy between non-contiguous memrefs as linalg.copy";
+def KilnCpuStridedCopies
+    : Pass<"kiln-cpu-strided-copies", "::mlir::func::FuncOp"> {
+  let summary = "memref.copy between non-contiguous memrefs as row copies or linalg.copy";
   let description = [{
     After bufferization, a `memref.copy` whose source or target is not
     contiguous (a slice of a concatenation, a strided view) would lower to
     a call of MLIR's generic runtime `memrefCopy`, which moves one element at
-    a time. As `linalg.copy` it becomes parallel loops that LLVM vectorises.
-    Copies between two contiguous memrefs stay (they lower to memcpy). See
-    `copiesToLinalg` (CpuTransforms.h).
+    a time. When both sides have unit-stride rows it becomes loops over the
+    outer dimensions copying one row each (a contiguous `memref.copy`, which
+    lowers to memcpy); otherwise a `linalg.copy` (parallel loops). Copies
+    between two contiguous memrefs stay. See `stridedCopiesToRows`
+    (CpuTransforms.h).
 
     Example:
 
     ```mlir
     memref.copy %a, %s : memref<2x4xf32> to memref<2x4xf32, strided<[8, 1]>>
     // becomes
-    linalg.copy ins(%a : memref<2x4xf32>) outs(%s : memref<2x4xf32, strided<[8, 1]>>)
+    scf.for %i = %c0 to %c2 step %c1 {
+      %r = memref.subview %a[%i, 0] [1, 4] [1, 1] : ...
+      %t = memref.subview %s[%i, 0] [1, 4] [1, 1] : ...
+      memref.copy %r, %t : ...
+    }
     ```
   }];
-  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect"];
 }
 
 #endif // KILN_JIT_TARGETS_CPU_PASSES_TD
