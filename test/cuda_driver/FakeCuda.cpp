@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_set>
 #include <regex>
 #include <set>
 #include <string>
@@ -198,6 +199,12 @@ struct Event {
   Stream* stream = nullptr;
   uint64_t id = 0;
 };
+
+/// Live events: a destroyed stream detaches the events recorded on it (its
+/// work is done by then), as on a real GPU, where such an event stays
+/// queryable and complete.
+std::mutex gEventsMutex;
+std::unordered_set<Event*> gEvents;
 
 struct Device {
   int index = 0;
@@ -660,6 +667,11 @@ CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
     std::lock_guard<std::mutex> lock(s->device->mutex);
     s->device->streams.erase(s);
   }
+  {
+    std::lock_guard<std::mutex> lock(gEventsMutex);
+    for (Event* e : gEvents)
+      if (e->stream == s) e->stream = nullptr;
+  }
   delete s;
   return CUDA_SUCCESS;
 }
@@ -673,12 +685,21 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
 
 CUresult CUDAAPI cuEventCreate(CUevent* event, unsigned int) {
   if (CUresult r = enter("cuEventCreate"); r != CUDA_SUCCESS) return r;
-  *event = reinterpret_cast<CUevent>(new Event());
+  auto* e = new Event();
+  {
+    std::lock_guard<std::mutex> lock(gEventsMutex);
+    gEvents.insert(e);
+  }
+  *event = reinterpret_cast<CUevent>(e);
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuEventDestroy(CUevent event) {
   enter("cuEventDestroy_v2");
+  {
+    std::lock_guard<std::mutex> lock(gEventsMutex);
+    gEvents.erase(reinterpret_cast<Event*>(event));
+  }
   delete reinterpret_cast<Event*>(event);
   return CUDA_SUCCESS;
 }
@@ -697,6 +718,7 @@ CUresult CUDAAPI cuEventRecord(CUevent event, CUstream stream) {
 CUresult CUDAAPI cuEventQuery(CUevent event) {
   if (CUresult r = enter("cuEventQuery"); r != CUDA_SUCCESS) return r;
   auto* e = reinterpret_cast<Event*>(event);
+  std::lock_guard<std::mutex> events(gEventsMutex);  // the stream is not destroyed meanwhile
   if (!e->stream) return CUDA_SUCCESS;
   std::lock_guard<std::mutex> lock(e->stream->mutex);
   return e->stream->completed >= e->id ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
