@@ -864,17 +864,17 @@ void copyByRows(mlir::memref::CopyOp op) {
 }
 } // namespace
 
-int copiesToLinalg(mlir::func::FuncOp fn, bool keepContiguous) {
+void copyToLinalg(mlir::memref::CopyOp op) {
+  mlir::OpBuilder b(op);
+  mlir::linalg::CopyOp::create(b, op.getLoc(), op.getSource(), op.getTarget());
+  op.erase();
+}
+
+int copiesToLinalg(mlir::func::FuncOp fn) {
   llvm::SmallVector<mlir::memref::CopyOp> copies;
-  fn.walk([&](mlir::memref::CopyOp op) {
-    if (!keepContiguous || !isContiguous(op.getSource()) || !isContiguous(op.getTarget()))
-      copies.push_back(op);
-  });
-  for (mlir::memref::CopyOp op : copies) {
-    mlir::OpBuilder b(op);
-    mlir::linalg::CopyOp::create(b, op.getLoc(), op.getSource(), op.getTarget());
-    op.erase();
-  }
+  fn.walk([&](mlir::memref::CopyOp op) { copies.push_back(op); });
+  for (mlir::memref::CopyOp op : copies)
+    copyToLinalg(op);
   return static_cast<int>(copies.size());
 }
 
@@ -885,13 +885,10 @@ int stridedCopiesToRows(mlir::func::FuncOp fn) {
       copies.push_back(op);
   });
   for (mlir::memref::CopyOp op : copies) {
-    if (hasContiguousRows(op.getSource()) && hasContiguousRows(op.getTarget())) {
+    if (hasContiguousRows(op.getSource()) && hasContiguousRows(op.getTarget()))
       copyByRows(op);
-    } else {
-      mlir::OpBuilder b(op);
-      mlir::linalg::CopyOp::create(b, op.getLoc(), op.getSource(), op.getTarget());
-      op.erase();
-    }
+    else
+      copyToLinalg(op);
   }
   return static_cast<int>(copies.size());
 }

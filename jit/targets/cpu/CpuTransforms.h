@@ -65,19 +65,16 @@ mlir::LogicalResult approximateMath(mlir::ModuleOp module);
 void lowerIeeeMinMax(mlir::Operation *root);
 
 /// Rewrites bufferization's memref.copy ops under `fn` into linalg.copy, so
-/// that they become (parallel, vectorised) loops like the kernel's other
-/// ops: MLIR lowers a copy between strided memrefs to a call of the generic
-/// runtime `memrefCopy`, one element at a time (a concatenation of
-/// [8,64,128] slices cost 6% of a transformer step). With `keepContiguous`,
-/// copies between two contiguous memrefs stay memref.copy (a memcpy).
-/// Returns the number of copies rewritten.
-int copiesToLinalg(mlir::func::FuncOp fn, bool keepContiguous);
-/// The CPU's form of the same: a strided copy whose rows are contiguous on
-/// both sides (a slice of a concatenation) becomes loops over its outer
-/// dimensions that copy one row each with memcpy (as parallel vectorised
-/// loops it cost the transformer step's compile 400 ms); other strided
-/// copies become linalg.copy; contiguous ones stay. Returns the number of
-/// copies rewritten.
+/// that they become (parallel) loops like the kernel's other ops (the NVPTX
+/// pipeline's kernels). Returns the number of copies rewritten.
+int copiesToLinalg(mlir::func::FuncOp fn);
+/// The CPU's copies: MLIR lowers a copy between strided memrefs to a call of
+/// the generic runtime `memrefCopy`, one element at a time (a concatenation
+/// of [8,64,128] slices cost 6% of a transformer step). A strided copy whose
+/// rows are contiguous on both sides becomes loops over its outer dimensions
+/// that copy one row each with memcpy (as parallel vectorised loops it cost
+/// the transformer step's compile 400 ms); other strided copies become
+/// linalg.copy; contiguous ones stay. Returns the number of copies rewritten.
 int stridedCopiesToRows(mlir::func::FuncOp fn);
 
 /// Gives each linalg op that takes a tensor linalg.fill of a tensor.empty

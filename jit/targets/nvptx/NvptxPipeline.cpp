@@ -309,7 +309,7 @@ public:
     int64_t scratchBytes = 0;
     if (mlir::failed(cpu::assignScratch(kernel, scratchBytes)))
       return fail("scratch");
-    cpu::copiesToLinalg(kernel, /*keepContiguous=*/false);
+    cpu::copiesToLinalg(kernel);
     if (!runPassPipeline(*module, "convert-linalg-to-parallel-loops,canonicalize,cse"))
       return fail("loops");
     hoistParallelLoops(kernel);
