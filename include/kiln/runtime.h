@@ -91,7 +91,7 @@ void empty_cache();
 
 /// Settings read once from the environment (see README): KILN_LOG,
 /// KILN_MAX_TRACE_OPS, KILN_NUM_THREADS, KILN_JIT, KILN_JIT_THRESHOLD,
-/// KILN_COMPILE_THREADS, KILN_CACHE, KILN_CACHE_DIR, KILN_CACHE_MAX_MB,
+/// KILN_COMPILE_THREADS, KILN_COMPILE_SHARE, KILN_CACHE, KILN_CACHE_DIR, KILN_CACHE_MAX_MB,
 /// KILN_REPLAY_STRICT, KILN_TEST_DEVICES, KILN_DEFAULT_DEVICE, KILN_CUDA_LIBRARY.
 struct Settings {
   std::string log_level = "warn";
@@ -100,6 +100,12 @@ struct Settings {
   std::string jit = "async";
   int64_t jit_threshold = 2;
   int compile_threads = 1;
+  /// Percent of one core that background compiles get while they run, even
+  /// when the user's threads keep every core busy (KILN_COMPILE_SHARE, 0-100).
+  /// They run at the lowest priority and are raised for short spells when
+  /// their share falls below this; 0 leaves them at the lowest priority only
+  /// (a compile may then wait as long as the cores stay busy).
+  int compile_share = 25;
   /// Shapes of one trace structure that get their own kernel; a structure
   /// seen with more shapes gets one dynamic-shape kernel for further ones
   /// (interpreted where it cannot have one, or a shape does not fit it)

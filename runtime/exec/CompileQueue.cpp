@@ -1,6 +1,9 @@
 #include "runtime/exec/CompileQueue.h"
 
 #include <cerrno>
+#include <chrono>
+
+#include <pthread.h>
 
 #include <sched.h>
 #include <sys/resource.h>
@@ -45,12 +48,20 @@ int currentThreadNice() {
 #endif
 }
 
-CompileQueue::CompileQueue(int threads) {
+CompileQueue::CompileQueue(int threads, int minSharePercent) : minSharePercent_(minSharePercent) {
+  baseNice_ = currentThreadNice();
   for (int i = 0; i < threads; ++i)
     threads_.emplace_back([this] {
       lowerThisThreadsPriority();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        clockid_t clock{};
+        if (pthread_getcpuclockid(pthread_self(), &clock) == 0)
+          workers_.push_back({static_cast<pid_t>(syscall(SYS_gettid)), clock});
+      }
       serve();
     });
+  if (minSharePercent_ > 0) governor_ = std::thread([this] { govern(); });
 }
 
 CompileQueue::~CompileQueue() { shutdown(); }
@@ -62,9 +73,85 @@ void CompileQueue::shutdown() {
     jobs_.clear();
   }
   cv_.notify_all();
+  governorWake_.notify_all();
   for (auto& t : threads_)
     if (t.joinable()) t.join();
+  if (governor_.joinable()) governor_.join();
   idle_.notify_all();
+}
+
+uint64_t CompileQueue::raises() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return raises_;
+}
+
+bool CompileQueue::canRaise() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return canRaise_;
+}
+
+void CompileQueue::setRaised(bool raised) {
+#ifdef __linux__
+  bool refused = false;
+  for (const Worker& w : workers_) {
+    sched_param param{};
+    param.sched_priority = 0;
+    if (sched_setscheduler(w.tid, raised ? SCHED_OTHER : SCHED_IDLE, &param) != 0 ||
+        setpriority(PRIO_PROCESS, static_cast<id_t>(w.tid), raised ? baseNice_ : kCompileThreadNice) != 0)
+      refused = refused || raised;
+  }
+  if (refused) {
+    // No right to raise a thread's priority (not root, no CAP_SYS_NICE, no
+    // RLIMIT_NICE): the compile threads stay at the lowest priority.
+    canRaise_ = false;
+    if (raised) setRaised(false);
+    return;
+  }
+  raised_ = raised;
+  if (raised) ++raises_;
+#else
+  (void)raised;
+#endif
+}
+
+void CompileQueue::govern() {
+  using Clock = std::chrono::steady_clock;
+  // Sampled every period; the share is a moving average of the last few.
+  constexpr auto kPeriod = std::chrono::milliseconds(20);
+  const double target = minSharePercent_ / 100.0;
+  const auto cpuNanos = [this] {
+    int64_t total = 0;
+    for (const Worker& w : workers_) {
+      timespec ts{};
+      if (clock_gettime(w.clock, &ts) == 0) total += int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+    }
+    return total;
+  };
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    governorWake_.wait(lock, [&] { return stopping_ || running_ > 0; });
+    double share = target;
+    int64_t lastCpu = cpuNanos();
+    Clock::time_point lastWall = Clock::now();
+    while (!stopping_ && running_ > 0) {
+      if (governorWake_.wait_for(lock, kPeriod, [&] { return stopping_; })) break;
+      const int64_t cpu = cpuNanos();
+      const Clock::time_point wall = Clock::now();
+      const auto wallNanos = std::chrono::duration_cast<std::chrono::nanoseconds>(wall - lastWall).count();
+      if (wallNanos <= 0) continue;
+      share = 0.5 * share + 0.5 * static_cast<double>(cpu - lastCpu) / static_cast<double>(wallNanos);
+      lastCpu = cpu;
+      lastWall = wall;
+      // Raised below the target, lowered again at twice it: over a few
+      // periods the compile threads get about the target, never a core the
+      // user's threads want for long.
+      if (!raised_ && canRaise_ && share < target)
+        setRaised(true);
+      else if (raised_ && share > 2 * target)
+        setRaised(false);
+    }
+    if (raised_) setRaised(false);
+  }
 }
 
 void CompileQueue::push(std::function<void()> job) {
@@ -92,6 +179,7 @@ void CompileQueue::serve() {
       jobs_.pop_front();
       ++running_;
     }
+    governorWake_.notify_one();
     job();
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -1,15 +1,24 @@
 // CompileQueue: background threads that compile hot traces while the
 // interpreter keeps serving them. The threads run at the lowest CPU priority
-// (SCHED_IDLE, nice 19 on Linux), so a compilation never takes a core the
-// user's threads want.
+// (SCHED_IDLE, nice 19 on Linux), so a compilation mostly takes cores the
+// user's threads leave idle. Lowest priority alone can starve a compile for
+// as long as the cores stay busy (a loaded machine, a program that keeps
+// both cores of a small machine busy): a governor guarantees the compile
+// threads a bounded share of one core while jobs run, by raising them to
+// normal priority for short spells whenever their measured CPU share falls
+// below it.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include <sys/types.h>
+#include <time.h>
 
 namespace kiln::exec {
 
@@ -22,7 +31,10 @@ bool currentThreadIsIdlePriority();
 
 class CompileQueue {
  public:
-  explicit CompileQueue(int threads);
+  /// `threads` compile threads; while a job runs they get at least
+  /// `minSharePercent` of one core in total (0: no governor, lowest
+  /// priority only).
+  explicit CompileQueue(int threads, int minSharePercent = 0);
   ~CompileQueue();
   CompileQueue(const CompileQueue&) = delete;
   CompileQueue& operator=(const CompileQueue&) = delete;
@@ -34,15 +46,35 @@ class CompileQueue {
   /// pushes are ignored.
   void shutdown();
 
- private:
-  void serve();
+  /// Times the governor raised the compile threads (stats, tests).
+  uint64_t raises() const;
+  /// False once raising a thread's priority was refused (no privilege).
+  bool canRaise() const;
 
-  std::mutex mutex_;
-  std::condition_variable cv_, idle_;
+ private:
+  struct Worker {
+    pid_t tid;
+    clockid_t clock;
+  };
+  void serve();
+  void govern();
+  /// Normal priority (raised) or the lowest, for every compile thread;
+  /// called with mutex_ held.
+  void setRaised(bool raised);
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_, idle_, governorWake_;
   std::deque<std::function<void()>> jobs_;
   int running_ = 0;
   bool stopping_ = false;
+  const int minSharePercent_;
+  int baseNice_ = 0;
+  std::vector<Worker> workers_;
+  bool raised_ = false;
+  bool canRaise_ = true;
+  uint64_t raises_ = 0;
   std::vector<std::thread> threads_;
+  std::thread governor_;
 };
 
 }  // namespace kiln::exec

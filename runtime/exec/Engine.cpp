@@ -131,7 +131,7 @@ trace::TraceKey Engine::lastKey() { return trace::Recorder::current().lastKey();
 
 CompileQueue& Engine::queue() {
   // Never destroyed, like the engine: threads may push work at exit.
-  std::call_once(queueOnce_, [this] { queue_ = new CompileQueue(settings().compile_threads); });
+  std::call_once(queueOnce_, [this] { queue_ = new CompileQueue(settings().compile_threads, settings().compile_share); });
   return *queue_.load();
 }
 

@@ -54,7 +54,7 @@ TraceOutlook outlookOf(const TraceProfile& trace, bool traceCompiles, uint64_t t
 }  // namespace
 
 CompileQueue& Engine::regionQueue() {
-  std::call_once(regionQueueOnce_, [this] { regionQueue_ = new CompileQueue(1); });
+  std::call_once(regionQueueOnce_, [this] { regionQueue_ = new CompileQueue(1, settings().compile_share); });
   return *regionQueue_.load();
 }
 

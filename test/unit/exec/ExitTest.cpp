@@ -3,7 +3,8 @@
 // still recording. Each case runs in fresh child processes (this binary,
 // KILN_TEST_EXIT_CASE set), repeated, and every child must exit with status 0:
 // no crash, no abort ("pure virtual method called"), no hang.
-// scripts/tsan.sh runs it under ThreadSanitizer too.
+// CTest runs it under ThreadSanitizer too (kiln_exit_tests_tsan), as does
+// scripts/tsan.sh.
 #include <gtest/gtest.h>
 
 #include <spawn.h>
@@ -12,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -38,12 +40,19 @@ void stepOfSize(int64_t n) {
 
 /// Records new keys until the compiler has finished `count` compiles (or
 /// failed them, or 30 s passed), so that the exit below meets a loaded
-/// compiler with work in flight.
+/// compiler with work in flight. A child that compiled nothing tested
+/// nothing: it exits with status 4.
 int64_t warmUntilCompiled(uint64_t count) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   int64_t n = 1;
   while (stats().compiles + stats().compile_failures < count && std::chrono::steady_clock::now() < deadline)
     stepOfSize(n++ % 64 + 1);
+  if (stats().compiles < count) {
+    std::fprintf(stderr, "exit test: %llu compiles finished (%llu failed), %llu needed: no compiler at work\n",
+                 static_cast<unsigned long long>(stats().compiles),
+                 static_cast<unsigned long long>(stats().compile_failures), static_cast<unsigned long long>(count));
+    std::_Exit(4);
+  }
   return n;
 }
 
@@ -87,10 +96,13 @@ int64_t warmUntilCompiled(uint64_t count) {
 /// Runs this binary as a child for `which`; its exit status (128 + signal).
 int runChild(const std::string& which) {
   std::vector<std::string> vars;
-  // The child's settings are its own, except the TBB thread count:
-  // scripts/tsan.sh runs TBB with one thread (libtbb is not instrumented).
+  // The child's settings are its own, except the TBB thread count (the
+  // ThreadSanitizer runs use one thread: libtbb is not instrumented) and
+  // where the compiler is (the CI's TSan build has none of its own).
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "KILN_", 5) != 0 || std::strncmp(*e, "KILN_NUM_THREADS=", 17) == 0) vars.emplace_back(*e);
+    if (std::strncmp(*e, "KILN_", 5) != 0 || std::strncmp(*e, "KILN_NUM_THREADS=", 17) == 0 ||
+        std::strncmp(*e, "KILN_JIT_LIBRARY=", 17) == 0)
+      vars.emplace_back(*e);
   vars.push_back("KILN_TEST_EXIT_CASE=" + which);
   vars.push_back("KILN_JIT=async");
   vars.push_back("KILN_JIT_THRESHOLD=1");
