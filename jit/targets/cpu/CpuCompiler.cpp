@@ -32,6 +32,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/PassInstrumentation.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -338,7 +339,16 @@ class CpuCompiler final : public TargetPipeline {
     // its step as fast).
     llvm::PipelineTuningOptions pto;
     pto.LoopUnrolling = kLoopUnrolling;
-    llvm::PassBuilder pb(&targetMachine, pto);
+    // No IndVarSimplify: the loops come from MLIR with i64 induction
+    // variables and simple exits, so it found little to do, but its SCEV
+    // queries walk every dominating condition, and the serial loops of a
+    // large trace share one function: on the 800-op training step's module
+    // it took 0.44 of 0.98 s of optimisation. Without it: 0.52 s, codegen
+    // 0.36 -> 0.27 s, the same code (size, vector and FMA instructions).
+    llvm::PassInstrumentationCallbacks pic;
+    pic.registerShouldRunOptionalPassCallback(
+        [](llvm::StringRef pass, llvm::Any) { return pass != "IndVarSimplifyPass"; });
+    llvm::PassBuilder pb(&targetMachine, pto, std::nullopt, &pic);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
