@@ -14,6 +14,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -66,6 +67,13 @@ WORKLOADS = {
                                  "included", None, None),
     "transformer_first200_wall": ("the same loop: wall time of its first 200 steps, compilation included", None, None),
     "transformer_compile": ("the same loop: compile time of its step's trace (kiln-sync)", None, None),
+    "allreduce_64mib": ("all-reduce (sum) of 64 MiB f32 on 2 ranks (mpirun -np 2, one machine): kiln-recorded is "
+                        "dist::all_reduce recorded in a trace and run (agreement check, communication thread), "
+                        "kiln-communicator the communicator call alone; the peers are MPI_Allreduce and "
+                        "MPI_Iallreduce + MPI_Wait on the same buffers", 64 << 20, None),
+    "digits_step": ("the demo's training step (train_digits, MLP 64-128-64-10, batch 32 per rank, KILN_JIT=sync, "
+                    "one TBB thread per rank): median ms/step of epochs 2-10 on 1 rank and, data-parallel, on 2 "
+                    "ranks (gradients all-reduced in the step)", None, None),
     "warm_start_replay": ("first MLP training step of a fresh process: interpreted (kiln-interp), replayed from "
                           "the disk cache (kiln-replay, KILN_JIT=replay), compiled in the calling thread "
                           "(kiln-compile-first-run, one sample)", None, None),
@@ -89,7 +97,7 @@ BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 def goals(med):
-    """Kiln's goals from issues 2, 4, 6, 9 and 20: (workload, system, goal, measured, met or None when not measurable)."""
+    """Kiln's goals from issues 2, 4, 6, 9, 19 and 20: (workload, system, goal, measured, met or None when not measurable)."""
     def m(w, s):
         return med.get((w, s))
 
@@ -146,6 +154,9 @@ def goals(med):
     q = speed(m("mlp_train_step", "kiln-compiled"), m("mlp_train_step", "kiln-interp"))
     out.append(("mlp_train_step", "kiln-compiled", "≥ 1.2× interpreted (issue 20)", rel(q, "interpreter"),
                 None if q is None else q >= 1.2))
+    q = speed(m("allreduce_64mib", "kiln-recorded"), m("allreduce_64mib", "mpi-allreduce"))
+    out.append(("allreduce_64mib", "kiln-recorded", "≥ 0.95 of MPI_Allreduce's bandwidth (issue 19)",
+                rel(q, "MPI_Allreduce"), None if q is None else q >= 0.95))
     return out
 
 
@@ -286,6 +297,46 @@ def main():
             if "first_step_s" in res:
                 samples.setdefault(("warm_start_replay", "kiln-interp"), []).append(res["first_step_s"])
 
+    # Data-parallel (issue 19): all-reduce bandwidth and the demo's step on 1 and 2 ranks, under mpirun.
+    dist_bench = os.path.join(build, "bench", "kiln_dist_bench")
+    digits = os.path.join(build, "samples", "train_digits")
+    mpirun = shutil.which("mpirun")
+    dist_env = dict(base_env, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", KILN_NUM_THREADS="1",
+                    KILN_DIST_TIMEOUT="120")
+
+    def dist_run(cmd, env, what):
+        try:
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+            with open(log, "a") as f:
+                f.write(f"\n### {what}: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
+            return p.stdout if p.returncode == 0 else None
+        except (subprocess.TimeoutExpired, OSError):
+            return None
+
+    def dist_round():
+        out = dist_run([mpirun, "-np", "2", "--oversubscribe", dist_bench, "64", "10"], dist_env, "all-reduce")
+        row = [ln.split() for ln in (out or "").splitlines() if ln.split()[:1] == ["64"]]
+        if not row:
+            errors[("allreduce_64mib", "kiln-recorded")] = f"kiln_dist_bench failed (see {log})"
+        else:  # MiB, then GB/s of MPI_Allreduce, MPI_Iallreduce, the recorded op, the communicator call
+            secs = [(64 << 20) / (float(g) * 1e9) for g in row[0][1:5]]
+            for label, t in zip(("mpi-allreduce", "mpi-iallreduce", "kiln-recorded", "kiln-communicator"), secs):
+                samples.setdefault(("allreduce_64mib", label), []).append(t)
+        digits_env = dict(dist_env, KILN_JIT="sync")
+        for label, cmd in (("kiln-1-rank", [digits, "--epochs", "10"]),
+                           ("kiln-2-ranks", [mpirun, "-np", "2", "--oversubscribe", digits, "--distributed",
+                                             "--epochs", "10"])):
+            out = dist_run(cmd, digits_env, label)
+            ms = [float(ln.split()[4]) for ln in (out or "").splitlines()
+                  if len(ln.split()) == 7 and ln.split()[0].isdigit() and int(ln.split()[0]) >= 2]
+            if ms:
+                samples.setdefault(("digits_step", label), []).append(statistics.median(ms) / 1000)
+            else:
+                errors[("digits_step", label)] = f"train_digits failed (see {log})"
+
+    if mpirun and os.path.exists(dist_bench) and os.path.exists(digits):
+        procs.append(("dist", None, None, None))
+
     # Transformer-block training loop (issue 20): one fresh process per KILN_JIT mode and round.
     transformer = os.path.join(build, "bench", "kiln_bench_transformer")
     transformer_steps = 40 if a.quick else 200
@@ -324,6 +375,10 @@ def main():
     for r in range(rounds):
         order = procs[r % len(procs):] + procs[:r % len(procs)]
         for name, cmd, env, timeout in order:
+            if cmd is None and name == "dist":
+                print(f"[{now()}] round {r + 1}/{rounds}: data-parallel (mpirun -np 2)", flush=True)
+                dist_round()
+                continue
             if cmd is None and name == "transformer":
                 print(f"[{now()}] round {r + 1}/{rounds}: transformer block training loop", flush=True)
                 transformer_round()

@@ -22,6 +22,10 @@ bash bench/setup_peers.sh "$BUILD_DIR" || true
 cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -U 'KILN_BENCH_*' >/dev/null
 targets=(--target kiln_bench --target kiln_bench_transformer)
 grep -q '^KILN_BUILD_COMPILER:BOOL=ON' "$BUILD_DIR/CMakeCache.txt" && targets+=(--target kiln_jit)
+# Data-parallel rows (mpirun): the all-reduce bench and the demo, where MPI was found.
+if ninja -C "$BUILD_DIR" -t targets all 2>/dev/null | grep -q '^kiln_dist_bench:'; then
+  targets+=(--target kiln_dist_bench --target train_digits)
+fi
 cmake --build "$BUILD_DIR" -j"${KILN_BUILD_JOBS:-2}" "${targets[@]}"
 # The PyTorch backend against Inductor and eager (bench/RESULTS-torch.md), with the package of build/.
 if [ -d build/python/kiln ] && [ -x "${KILN_PY_VENV:-$HOME/.cache/kiln-python/venv}/bin/python" ]; then
