@@ -372,7 +372,7 @@ void Engine::startDynamicCompile(const trace::Trace& trace, const std::vector<ui
              "(inputs {}; s<k> are sizes)",
              key.structureHash, settings().max_shapes, pattern);
   const uint64_t structure = key.structureHash;
-  if (settings().jit == "sync") {
+  if (settings().jit == JitMode::Sync) {
     compileDynamicJob(kernel, structure);
   } else {
     prepareBackgroundCompile();

@@ -35,15 +35,12 @@ struct RunScratch {
 using core::OpKind;
 
 bool jitEnabled() {
-  const std::string& mode = settings().jit;
-  return mode == "async" || mode == "sync";
+  const JitMode mode = settings().jit;
+  return mode == JitMode::Async || mode == JitMode::Sync;
 }
 
 /// Modes that run kernels from the cache.
-bool cacheEnabled() {
-  const std::string& mode = settings().jit;
-  return mode == "async" || mode == "sync" || mode == "replay";
-}
+bool cacheEnabled() { return settings().jit != JitMode::Off; }
 
 std::string opsOf(const trace::Trace& trace, const std::vector<uint8_t>& needed) {
   std::string ops;
@@ -405,7 +402,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       probe = true;
     }
   }
-  const bool replay = settings().jit == "replay";
+  const bool replay = settings().jit == JitMode::Replay;
   // Warm start: a kernel an earlier process cached runs from the first run.
   // Only keys the cache directory listed are opened, so cold keys cost no
   // file access and no loader; hot ones look again before compiling.
@@ -491,7 +488,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       }
       auto graph = std::make_shared<const trace::TraceGraph>(
           trace::extractGraph(trace, tNeeded, &scratch.paramOfInput, &scratch.nodeOfOutput, slots.argNodes));
-      if (settings().jit == "sync") {
+      if (settings().jit == JitMode::Sync) {
         compileJob(profileRef, graph, tLastKey);
         std::lock_guard<std::mutex> lock(mutex_);
         exe = profile->executable;

@@ -139,7 +139,7 @@ void RegionExecutor::startCompile(const trace::Trace& trace, const std::vector<u
   std::vector<int64_t> paramOfInput;
   std::vector<uint32_t> nodeOfOutput;
   auto graph = std::make_shared<const trace::TraceGraph>(trace::extractGraph(sub, needed, &paramOfInput, &nodeOfOutput));
-  if (settings().jit == "sync") {
+  if (settings().jit == JitMode::Sync) {
     engine_.compileJob(region.profile, graph, region.key);
     return;
   }
@@ -219,8 +219,8 @@ bool RegionExecutor::launch(const trace::Trace& trace, const std::vector<uint32_
 bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& needed, TraceProfile* profile,
                          TraceResult& out) {
   const Settings& s = settings();
-  const bool compileMode = s.jit == "async" || s.jit == "sync";
-  const bool replay = s.jit == "replay";
+  const bool compileMode = s.jit == JitMode::Async || s.jit == JitMode::Sync;
+  const bool replay = s.jit == JitMode::Replay;
   if (!compileMode && !replay) return false;
   const uint64_t threshold = static_cast<uint64_t>(std::max<int64_t>(s.jit_threshold, 1));
   const std::vector<uint32_t> ids = neededNodes(needed);
