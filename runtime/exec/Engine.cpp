@@ -60,11 +60,11 @@ bool runsHostKernels(Device device) {
   return target && target->kind == CompileTarget::Kind::HostCpu;
 }
 
-/// Decides whether a trace can be compiled and finds the index checks its
-/// kernel needs. Kernels clamp indices, so
-/// an out-of-range index must be caught before launch; that is possible when
-/// the index comes from a parameter through shape-only ops. Returns false
-/// (with a reason) when an index is computed inside the trace.
+}  // namespace
+
+/// An out-of-range index can be caught before launch when the index comes
+/// from a parameter through shape-only ops; an index computed inside the
+/// trace makes it uncompilable.
 bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                      std::vector<std::pair<uint32_t, int64_t>>* checks, std::string* reason) {
   std::vector<int64_t> inputPos(trace.nodes.size(), -1);
@@ -111,14 +111,6 @@ bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& need
   return true;
 }
 
-
-}  // namespace
-
-bool Engine::planChecks(const trace::Trace& trace, const std::vector<uint8_t>& needed,
-                        std::vector<std::pair<uint32_t, int64_t>>* checks, std::string* reason) {
-  return planIndexChecks(trace, needed, checks, reason);
-}
-
 Engine& Engine::instance() {
   static Engine* e = new Engine();  // never destroyed: threads may flush at exit
   return *e;
@@ -130,6 +122,23 @@ CompileQueue& Engine::queue() {
   // Never destroyed, like the engine: threads may push work at exit.
   std::call_once(queueOnce_, [this] { queue_ = new CompileQueue(settings().compile_threads); });
   return *queue_.load();
+}
+
+CompileQueue& Engine::regionQueue() {
+  std::call_once(regionQueueOnce_, [this] { regionQueue_ = new CompileQueue(1); });
+  return *regionQueue_.load();
+}
+
+void Engine::compileRegion(std::shared_ptr<TraceProfile> profile, std::shared_ptr<const trace::TraceGraph> graph,
+                           trace::TraceKey key, bool now) {
+  if (now) {
+    compileJob(std::move(profile), std::move(graph), std::move(key));
+    return;
+  }
+  prepareBackgroundCompile();
+  regionQueue().push([this, held = std::move(profile), graph = std::move(graph), key = std::move(key)] {
+    compileJob(held, graph, key);
+  });
 }
 
 void Engine::drainCompiles() {
