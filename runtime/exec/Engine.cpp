@@ -116,6 +116,15 @@ Engine& Engine::instance() {
   return *e;
 }
 
+namespace {
+/// Start-up: the exec layer installs its engine as the runner of every
+/// flushed trace while libkiln is loaded, before any code can record.
+[[maybe_unused]] const bool gEngineInstalled = [] {
+  trace::installTraceRunner(Engine::instance());
+  return true;
+}();
+}  // namespace
+
 trace::TraceKey Engine::lastKey() { return trace::Recorder::current().lastKey(); }
 
 CompileQueue& Engine::queue() {

@@ -19,6 +19,7 @@
 #include "runtime/interp/Interpreter.h"
 #include "runtime/trace/Trace.h"
 #include "runtime/trace/TraceKey.h"
+#include "runtime/trace/TraceRunner.h"
 
 namespace kiln::exec {
 
@@ -68,13 +69,15 @@ struct TraceProfile {
   uint64_t lastUse = 0;
 };
 
-class Engine {
+/// Every recorder flushes through the engine: it is the installed
+/// trace::TraceRunner (one indirect call per flush).
+class Engine final : public trace::TraceRunner {
  public:
   static Engine& instance();
 
   /// Runs the trace's needed nodes, fills `out` and sets `key` to the
   /// trace's key. Thread-safe.
-  void run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& key);
+  void run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& key) override;
 
   /// Runs recorded for a key so far (0 when never seen).
   uint64_t runCount(const trace::TraceKey& key);
