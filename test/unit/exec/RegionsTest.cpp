@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kiln/kiln.h"
+#include "runtime/backends/Hal.h"
 #include "runtime/exec/Engine.h"
 #include "runtime/exec/KernelCache.h"
 #include "runtime/exec/Regions.h"
@@ -42,7 +43,8 @@ struct TraceBuilder {
     uint32_t id = add(OpKind::Param, shape, {});
     t.nodes[id].i0 = static_cast<int64_t>(t.params.size());
     trace::Param p;
-    p.view.storage = core::Storage::allocateHost(static_cast<size_t>(std::max<int64_t>(shape.numel(), 1)) * 4);
+    p.view.storage =
+        core::Storage::allocate(hal::hostAllocator(), static_cast<size_t>(std::max<int64_t>(shape.numel(), 1)) * 4);
     core::contiguousStrides(shape, p.view.strides);
     t.params.push_back(p);
     return id;
