@@ -26,7 +26,7 @@
 
 #include "kiln/kiln.h"
 #include "runtime/exec/Engine.h"
-#include "runtime/exec/Settings.h"
+#include "runtime/support/Settings.h"
 
 using namespace kiln;
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "python/src/Convert.h"
-#include "runtime/exec/Settings.h"
+#include "runtime/support/Settings.h"
 
 namespace kiln::python {
 

@@ -13,7 +13,7 @@
 #include "runtime/capi/OpCall.h"
 #include "runtime/core/TensorImpl.h"
 #include "runtime/core/TensorSize.h"
-#include "runtime/exec/Log.h"
+#include "runtime/support/Log.h"
 
 namespace kiln::capi {
 

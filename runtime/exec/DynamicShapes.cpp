@@ -8,9 +8,9 @@
 #include "kiln/runtime.h"
 #include "runtime/exec/CompileQueue.h"
 #include "runtime/exec/Engine.h"
-#include "runtime/exec/KernelCache.h"
-#include "runtime/exec/Log.h"
-#include "runtime/exec/StatsCounters.h"
+#include "runtime/cache/KernelCache.h"
+#include "runtime/support/Log.h"
+#include "runtime/support/StatsCounters.h"
 
 namespace kiln::exec {
 

@@ -14,7 +14,7 @@
 
 #include "runtime/exec/DynamicShapes.h"
 #include "runtime/exec/Executable.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
 #include "runtime/exec/ScalarArgs.h"
 #include "runtime/interp/Interpreter.h"
 #include "runtime/trace/Trace.h"

@@ -5,10 +5,10 @@
 #include <unordered_map>
 
 #include "kiln/runtime.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
 #include "runtime/exec/LaunchTarget.h"
-#include "runtime/exec/Log.h"
-#include "runtime/exec/StatsCounters.h"
+#include "runtime/support/Log.h"
+#include "runtime/support/StatsCounters.h"
 #include "runtime/exec/TieringPolicy.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/trace/TraceGraph.h"

@@ -1,7 +1,7 @@
 #include "runtime/exec/ScalarArgs.h"
 
 #include "runtime/exec/Engine.h"
-#include "runtime/exec/Log.h"
+#include "runtime/support/Log.h"
 
 namespace kiln::exec {
 

@@ -6,7 +6,7 @@
 #include "kiln/error.h"
 #include "kiln/runtime.h"
 #include "runtime/core/TensorSize.h"
-#include "runtime/exec/StatsCounters.h"
+#include "runtime/support/StatsCounters.h"
 #include "runtime/trace/TraceRunner.h"
 
 namespace kiln::trace {

@@ -12,7 +12,7 @@
 
 #include "kiln/kiln.h"
 #include "runtime/exec/Engine.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
 #include "test/unit/exec/JitScope.h"
 
 namespace kiln {

@@ -10,7 +10,7 @@
 #include "kiln/kiln.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/exec/Engine.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
 #include "runtime/exec/Regions.h"
 #include "test/unit/exec/JitScope.h"
 

@@ -10,9 +10,9 @@
 
 #include "kiln/kiln.h"
 #include "runtime/exec/Engine.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
 #include "runtime/exec/ScalarArgs.h"
-#include "test/unit/exec/CacheTestSupport.h"
+#include "test/unit/cache/CacheTestSupport.h"
 #include "test/unit/exec/JitScope.h"
 
 namespace kiln {

@@ -1,4 +1,4 @@
-#include "runtime/exec/Settings.h"
+#include "runtime/support/Settings.h"
 
 #include <unistd.h>
 
@@ -21,7 +21,7 @@
 #include <tbb/global_control.h>
 
 #include "kiln/error.h"
-#include "runtime/exec/Log.h"
+#include "runtime/support/Log.h"
 
 namespace kiln::exec {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/exec/CacheEntry.h"
+#include "runtime/cache/CacheEntry.h"
 
 namespace kiln::exec::cache {
 

@@ -22,11 +22,11 @@
 #include <future>
 #include <thread>
 
-#include "runtime/exec/CacheEntryCheck.h"
-#include "runtime/exec/CacheIndex.h"
-#include "runtime/exec/Log.h"
-#include "runtime/exec/Sha256.h"
-#include "test/unit/exec/CacheTestSupport.h"
+#include "runtime/cache/CacheEntryCheck.h"
+#include "runtime/cache/CacheIndex.h"
+#include "runtime/support/Log.h"
+#include "runtime/cache/Sha256.h"
+#include "test/unit/cache/CacheTestSupport.h"
 
 namespace kiln {
 namespace {

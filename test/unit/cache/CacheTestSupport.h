@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "kiln/kiln.h"
-#include "runtime/exec/CacheEntry.h"
+#include "runtime/cache/CacheEntry.h"
 #include "runtime/exec/Engine.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
 #include "test/unit/exec/TrainingStep.h"
 
 extern char** environ;

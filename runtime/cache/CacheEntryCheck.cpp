@@ -1,4 +1,4 @@
-#include "runtime/exec/CacheEntryCheck.h"
+#include "runtime/cache/CacheEntryCheck.h"
 
 #include <cinttypes>
 #include <cstdio>

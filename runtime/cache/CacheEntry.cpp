@@ -1,4 +1,4 @@
-#include "runtime/exec/CacheEntry.h"
+#include "runtime/cache/CacheEntry.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 
 #include "kiln/dtype.h"
 #include "runtime/core/OpKind.h"
-#include "runtime/exec/Sha256.h"
+#include "runtime/cache/Sha256.h"
 #include "runtime/trace/TraceKey.h"
 
 namespace kiln::exec::cache {

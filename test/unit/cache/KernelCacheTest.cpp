@@ -25,12 +25,12 @@
 #include <sstream>
 
 #include "kiln/kiln.h"
-#include "test/unit/exec/CacheTestSupport.h"
+#include "test/unit/cache/CacheTestSupport.h"
 #include "test/unit/exec/TrainingStep.h"
-#include "runtime/exec/CacheEntry.h"
+#include "runtime/cache/CacheEntry.h"
 #include "runtime/exec/Engine.h"
 #include "runtime/exec/Executable.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
 
 namespace kiln {
 namespace {

@@ -2,7 +2,7 @@
 // any case, and one warning per bad variable naming the value given and the
 // value used; kiln_set_option and set_settings reject what the environment
 // would clamp.
-#include "runtime/exec/Settings.h"
+#include "runtime/support/Settings.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "kiln/error.h"
-#include "runtime/exec/Log.h"
+#include "runtime/support/Log.h"
 
 namespace kiln::exec {
 namespace {
