@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/cache/CacheEntry.h"
+#include "runtime/cache/TraceKeyCodec.h"
 
 namespace kiln::exec::cache {
 

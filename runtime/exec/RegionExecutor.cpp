@@ -6,6 +6,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/cache/KernelCache.h"
+#include "runtime/cache/TraceKeyCodec.h"
 #include "runtime/exec/LaunchTarget.h"
 #include "runtime/support/Log.h"
 #include "runtime/support/StatsCounters.h"
@@ -87,7 +88,7 @@ std::shared_ptr<const RegionPlan> RegionExecutor::planFor(const trace::Trace& tr
     if (profile->regions) return profile->regions;
   }
   const std::vector<uint32_t> scalarArgs =
-      profile->scalarArgs ? trace::scalarArgNodes(trace, needed, *profile->scalarArgs) : std::vector<uint32_t>{};
+      profile->scalarArgs ? cache::scalarArgNodes(trace, needed, *profile->scalarArgs) : std::vector<uint32_t>{};
   auto plan = std::make_shared<RegionPlan>(partitionRegions(trace, ids, scalarArgs));
   measureRecurrence(trace, ids, *plan);
   auto lock = engine_.lockProfiles();

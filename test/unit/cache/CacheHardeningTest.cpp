@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "runtime/cache/CacheEntryCheck.h"
+#include "runtime/cache/TraceKeyCodec.h"
 #include "runtime/cache/CacheIndex.h"
 #include "runtime/support/Log.h"
 #include "runtime/cache/Sha256.h"
