@@ -150,7 +150,7 @@ constexpr int64_t kRows = 4096, kCols = 1024;
 // ---------------------------------------------------------------- Kiln helpers
 void configureKiln() {
   Settings s = settings();
-  s.jit = gTier == "compiled" ? "sync" : gTier == "replay" ? "replay" : "off";
+  s.jit = gTier == "compiled" ? JitMode::Sync : gTier == "replay" ? JitMode::Replay : JitMode::Off;
   s.jit_threshold = 1;
   set_settings(s);
 }

@@ -26,6 +26,7 @@
 
 #include "kiln/kiln.h"
 #include "runtime/exec/Engine.h"
+#include "runtime/support/Settings.h"
 
 using namespace kiln;
 
@@ -137,7 +138,11 @@ int main(int argc, char** argv) {
     }
   }
   Settings s = settings();
-  s.jit = jit;
+  if (std::string error = exec::applySetting(*exec::findSetting("jit"), jit, exec::SettingSource::Option, s);
+      !error.empty()) {
+    std::fprintf(stderr, "kiln_bench_transformer: %s\n", error.c_str());
+    return 2;
+  }
   if (!cache) s.cache = "off";
   set_settings(s);
   if (regionsOnly) exec::Engine::instance().setTraceCompilesForTesting(false);

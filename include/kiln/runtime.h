@@ -89,6 +89,16 @@ DeviceStats device_stats(Device device);
 /// Returns cached, unused device memory to the system.
 void empty_cache();
 
+/// How traces that run often are compiled (KILN_JIT).
+enum class JitMode : uint8_t {
+  Async,   ///< hot traces compile on background threads (the default)
+  Sync,    ///< hot traces compile in the thread that runs them
+  Off,     ///< everything is interpreted
+  Replay,  ///< nothing compiles: kernels come only from the disk cache
+};
+/// "async", "sync", "off" or "replay": the KILN_JIT spelling of `mode`.
+const char* to_string(JitMode mode);
+
 /// Settings read once from the environment (see README): KILN_LOG,
 /// KILN_MAX_TRACE_OPS, KILN_NUM_THREADS, KILN_JIT, KILN_JIT_THRESHOLD,
 /// KILN_COMPILE_THREADS, KILN_COMPILE_SHARE, KILN_CACHE, KILN_CACHE_DIR, KILN_CACHE_MAX_MB,
@@ -97,7 +107,7 @@ struct Settings {
   std::string log_level = "warn";
   int64_t max_trace_ops = 4096;
   int num_threads = 0;  ///< 0: TBB's default
-  std::string jit = "async";
+  JitMode jit = JitMode::Async;
   int64_t jit_threshold = 2;
   int compile_threads = 1;
   /// Percent of one core that background compiles get while they run, even

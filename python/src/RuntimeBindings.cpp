@@ -8,6 +8,7 @@
 #include <string>
 
 #include "python/src/Convert.h"
+#include "runtime/support/Settings.h"
 
 namespace kiln::python {
 
@@ -118,7 +119,13 @@ void bindRuntime(nb::module_& m) {
       .def_rw("log_level", &Settings::log_level)
       .def_rw("max_trace_ops", &Settings::max_trace_ops)
       .def_rw("num_threads", &Settings::num_threads)
-      .def_rw("jit", &Settings::jit)
+      .def_prop_rw(
+          "jit", [](const Settings& s) { return std::string(to_string(s.jit)); },
+          [](Settings& s, const std::string& mode) {  // through the settings table, as kiln_set_option
+            if (std::string error = exec::applySetting(*exec::findSetting("jit"), mode, exec::SettingSource::Option, s);
+                !error.empty())
+              throw Error(error);
+          })
       .def_rw("jit_threshold", &Settings::jit_threshold)
       .def_rw("compile_threads", &Settings::compile_threads)
       .def_rw("max_shapes", &Settings::max_shapes)

@@ -279,7 +279,7 @@ Tensor fromHost(const void* data, std::size_t count, DType dtype, const Shape& s
   // Another device gets a copy of a host tensor, made on its stream.
   if (device.kind != Device::CPU) return fromHost(data, count, dtype, shape, Device::cpu()).to(device);
   TensorImpl* impl = TensorImpl::create(dtype, shape, device);
-  impl->view.storage = core::Storage::allocateHost(bytes);
+  impl->view.storage = core::Storage::allocate(hal::hostAllocator(), bytes);
   if (bytes) std::memcpy(impl->view.storage->data(), data, bytes);
   core::contiguousStrides(shape, impl->view.strides);
   return Tensor(impl);

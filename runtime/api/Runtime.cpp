@@ -6,7 +6,7 @@
 #include "kiln/error.h"
 #include "kiln/runtime.h"
 #include "runtime/backends/Hal.h"
-#include "runtime/exec/Log.h"
+#include "runtime/support/Log.h"
 #include "runtime/trace/Recorder.h"
 
 namespace kiln {

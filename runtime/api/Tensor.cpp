@@ -39,7 +39,7 @@ core::View copyView(const core::View& view, DType t, const Shape& shape, int64_t
   const int64_t count = shape.numel() == 0 ? 0 : hi - lo + 1;
   const auto bytes = static_cast<std::size_t>(count * E);
   core::View out;
-  out.storage = core::Storage::allocateOn(to, bytes);
+  out.storage = core::Storage::allocate(hal::deviceContext(to).allocator(), bytes);
   out.offset = -lo;
   for (int d = 0; d < shape.rank(); ++d) out.strides[d] = view.strides[d];
   if (bytes == 0) return out;
@@ -152,7 +152,7 @@ const void* Tensor::data() const {
   if (!core::isContiguous(i->shape, i->view.strides)) {
     // data() promises a dense row-major buffer: replace the strided view by a
     // dense copy of the same values.
-    core::View dense = interp::allocDense(i->dtype, i->shape, "Tensor::data");
+    core::View dense = interp::allocDense(hal::hostAllocator(), i->dtype, i->shape, "Tensor::data");
     copyOut(dense.storage->data(), i->dtype);
     i->view = dense;
   }

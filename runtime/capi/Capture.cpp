@@ -13,7 +13,7 @@
 #include "runtime/capi/OpCall.h"
 #include "runtime/core/TensorImpl.h"
 #include "runtime/core/TensorSize.h"
-#include "runtime/exec/Log.h"
+#include "runtime/support/Log.h"
 
 namespace kiln::capi {
 
@@ -124,7 +124,7 @@ std::vector<TensorSpec> specsOf(const std::vector<Tensor>& ts) {
 
 /// Runs the function jit_threshold times on zeros so that its trace is hot.
 void warmUp(const Function& fn) {
-  if (settings().jit == "off") return;
+  if (settings().jit == JitMode::Off) return;
   try {
     std::vector<Tensor> zeros;
     for (const TensorSpec& s : fn.inputs) {

@@ -10,7 +10,7 @@
 #include "kiln/runtime.h"
 #include "runtime/capi/CApiSupport.h"
 #include "runtime/capi/OpCall.h"
-#include "runtime/exec/Settings.h"
+#include "runtime/support/Settings.h"
 
 #ifndef KILN_VERSION
 #define KILN_VERSION "0.0.0"
@@ -25,7 +25,7 @@ kiln_tensor call(kiln_op op, const kiln_value* inputs, int32_t numInputs, const 
   return newTensorHandle(invoke(op, values, as));
 }
 
-/// A setting kiln_set_option / kiln_get_option can reach (exec/Settings.h
+/// A setting kiln_set_option / kiln_get_option can reach (support/Settings.h
 /// holds the names, ranges and the parser).
 const exec::SettingInfo& optionOf(const char* name) {
   required(name, "name");

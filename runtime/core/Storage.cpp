@@ -1,6 +1,6 @@
 #include "runtime/core/Storage.h"
 
-#include "runtime/backends/Hal.h"
+#include "runtime/backends/Allocator.h"
 
 namespace kiln::core {
 
@@ -21,15 +21,6 @@ std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t bytes, Device dev
   s->device_ = device;
   s->deleter_ = std::move(deleter);
   return s;
-}
-
-std::shared_ptr<Storage> Storage::allocateHost(std::size_t bytes) {
-  return allocate(hal::hostAllocator(), bytes);
-}
-
-std::shared_ptr<Storage> Storage::allocateOn(Device device, std::size_t bytes) {
-  if (device.kind == Device::CPU) return allocateHost(bytes);
-  return allocate(hal::deviceContext(device).allocator(), bytes);
 }
 
 Storage::~Storage() {

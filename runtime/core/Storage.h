@@ -14,7 +14,9 @@ class Allocator;
 namespace kiln::core {
 
 /// A buffer that is returned to its allocator (or passed to a user deleter)
-/// when the last view of it is gone.
+/// when the last view of it is gone. Whoever creates one gives it its
+/// allocator (a device context's, hal::hostAllocator() for the host): the
+/// core does not look devices up.
 class Storage {
  public:
   /// `bytes` from `allocator`; returned to it on destruction.
@@ -22,10 +24,6 @@ class Storage {
   /// Caller-owned memory; `deleter(data)` runs once at destruction.
   static std::shared_ptr<Storage> wrap(void* data, std::size_t bytes, Device device,
                                        std::function<void(void*)> deleter);
-  /// `bytes` on the host device from the default CPU allocator.
-  static std::shared_ptr<Storage> allocateHost(std::size_t bytes);
-  /// `bytes` from `device`'s allocator.
-  static std::shared_ptr<Storage> allocateOn(Device device, std::size_t bytes);
 
   /// Use the factories above; public only for std::make_shared.
   struct Key {};

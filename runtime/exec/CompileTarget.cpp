@@ -1,6 +1,6 @@
 #include "runtime/exec/CompileTarget.h"
 
-#include "runtime/exec/HostFingerprint.h"
+#include "runtime/cache/HostFingerprint.h"
 
 namespace kiln::exec {
 

@@ -13,7 +13,7 @@
 #include "runtime/backends/Hal.h"
 #include "runtime/exec/Engine.h"
 #include "runtime/exec/Executable.h"
-#include "runtime/exec/Log.h"
+#include "runtime/support/Log.h"
 
 namespace kiln::exec {
 

@@ -8,9 +8,10 @@
 #include "kiln/runtime.h"
 #include "runtime/exec/CompileQueue.h"
 #include "runtime/exec/Engine.h"
-#include "runtime/exec/KernelCache.h"
-#include "runtime/exec/Log.h"
-#include "runtime/exec/StatsCounters.h"
+#include "runtime/cache/KernelCache.h"
+#include "runtime/cache/TraceKeyCodec.h"
+#include "runtime/support/Log.h"
+#include "runtime/support/StatsCounters.h"
 
 namespace kiln::exec {
 
@@ -38,75 +39,6 @@ std::string patternStr(const Shape& s) {
 /// The operand extent `in` may stand for result extent `out`: the same
 /// extent or size, or a static 1 that broadcasts.
 bool broadcastsTo(int64_t in, int64_t out) { return in == out || in == 1; }
-
-uint64_t mix(uint64_t h, uint64_t w) {
-  h ^= w + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-  return h * 0xff51afd7ed558ccdull;
-}
-
-/// The kernel cache key of a dynamic-shape kernel of `structure`: the graph
-/// with its dynamic extents, the device and the parameters' aliasing; its
-/// hash (the entry's file name) is dynamicEntryHash(structure).
-trace::TraceKey dynamicKernelKey(uint64_t structure, const trace::TraceGraph& g, const trace::Trace& trace,
-                                 const std::vector<int64_t>& paramOfInput) {
-  trace::TraceKey key;
-  std::vector<uint64_t>& w = key.words;
-  w.push_back(trace::kDynamicKeyMarker);
-  w.push_back((static_cast<uint64_t>(trace.device.kind) << 32) | static_cast<uint32_t>(trace.device.index));
-  for (const trace::Node& n : g.nodes) {
-    w.push_back((static_cast<uint64_t>(n.op) << 48) | (static_cast<uint64_t>(n.dtype) << 40) |
-                (static_cast<uint64_t>(n.keepdim) << 32) | (static_cast<uint64_t>(n.shape.rank()) << 16) |
-                n.numInputs);
-    for (int64_t d : n.shape) w.push_back(static_cast<uint64_t>(d));
-    for (uint32_t in : g.inputsOf(n)) w.push_back(in);
-    w.push_back(n.numAttrs);
-    for (int64_t a : g.attrsOf(n)) w.push_back(static_cast<uint64_t>(a));
-    if (n.op == OpKind::Param && static_cast<size_t>(n.i0) >= paramOfInput.size()) {
-      // A scalar argument, encoded as computeTraceKey encodes it.
-      w.push_back(~0ull);
-      w.push_back(trace::kScalarArgIndex + (static_cast<uint64_t>(n.i0) - paramOfInput.size()));
-    } else if (n.op == OpKind::Param) {
-      const int64_t p = paramOfInput[static_cast<size_t>(n.i0)];
-      uint64_t alias = ~0ull;
-      for (int64_t q = 0; q < p; ++q)
-        if (trace.params[q].view.storage == trace.params[p].view.storage) {
-          alias = static_cast<uint64_t>(q);
-          break;
-        }
-      w.push_back(alias);
-      w.push_back(static_cast<uint64_t>(p));
-    } else {
-      w.push_back(std::bit_cast<uint64_t>(n.f0));
-      w.push_back(std::bit_cast<uint64_t>(n.f1));
-      w.push_back(static_cast<uint64_t>(n.i0));
-    }
-  }
-  w.push_back(~0ull);
-  for (uint32_t o : g.outputs) w.push_back(o);
-  uint64_t h = 0x84222325cbf29ce4ull;
-  for (uint64_t x : w) h = mix(h, x);
-  key.hash = dynamicEntryHash(structure);
-  key.structureHash = h;
-  return key;
-}
-
-/// The dynamic extents of `g` (a trace's graph, static extents) as recorded
-/// in a dynamic kernel key's words: false when the words do not have the
-/// graph's layout.
-bool patternFromKeyWords(const trace::TraceGraph& g, const std::vector<uint64_t>& words, std::vector<int64_t>* pattern) {
-  size_t at = 2;  // the marker and the device word
-  for (const trace::Node& n : g.nodes) {
-    if (at >= words.size()) return false;
-    const uint64_t header = words[at++];
-    if (((header >> 16) & 0xffff) != static_cast<uint64_t>(n.shape.rank())) return false;
-    for (int d = 0; d < n.shape.rank(); ++d) {
-      if (at >= words.size()) return false;
-      pattern->push_back(static_cast<int64_t>(words[at++]));
-    }
-    at += g.inputsOf(n).size() + 1 + g.attrsOf(n).size() + (n.op == OpKind::Param ? 2 : 3);
-  }
-  return at <= words.size();
-}
 
 }  // namespace
 
@@ -169,7 +101,7 @@ std::shared_ptr<DynamicKernel> DynamicShapes::plan(uint64_t structure, const tra
   if (kernel->sizes == 0) return fail("its shapes do not differ");
   if (std::string why = checkDynamicSupport(kernel->graph); !why.empty()) return fail(why);
   kernel->indexChecks = *indexChecks;
-  kernel->key = dynamicKernelKey(structure, kernel->graph, trace, paramOfInput);
+  kernel->key = cache::encodeDynamicKey(structure, kernel->graph, trace, paramOfInput);
   return kernel;
 }
 
@@ -184,7 +116,7 @@ std::shared_ptr<DynamicKernel> planFromCachedKey(uint64_t structure, const trace
   kernel->graph = trace::extractGraph(trace, needed, &paramOfInput, &nodeOfOutput, scalarArgs);
   kernel->scalarArgs = scalarArgs.size();
   std::vector<int64_t> pattern;
-  if (!patternFromKeyWords(kernel->graph, keyWords, &pattern)) return nullptr;
+  if (!cache::dynamicExtents(kernel->graph, keyWords, &pattern)) return nullptr;
   size_t pos = 0;
   int sizes = 0;
   for (trace::Node& n : kernel->graph.nodes)
@@ -192,14 +124,12 @@ std::shared_ptr<DynamicKernel> planFromCachedKey(uint64_t structure, const trace
       n.shape[d] = pattern[pos++];
       if (n.shape[d] < 0) sizes = std::max(sizes, static_cast<int>(-n.shape[d]));
     }
-  kernel->key = dynamicKernelKey(structure, kernel->graph, trace, paramOfInput);
+  kernel->key = cache::encodeDynamicKey(structure, kernel->graph, trace, paramOfInput);
   if (kernel->key.words != keyWords || sizes == 0) return nullptr;
   kernel->sizes = sizes;
   kernel->indexChecks = std::move(indexChecks);
   return kernel;
 }
-
-uint64_t dynamicEntryHash(uint64_t structure) { return mix(structure, trace::kDynamicKeyMarker); }
 
 std::string checkDynamicSupport(const trace::TraceGraph& g) {
   auto dynamic = [](const Shape& s) {
@@ -372,7 +302,7 @@ void Engine::startDynamicCompile(const trace::Trace& trace, const std::vector<ui
              "(inputs {}; s<k> are sizes)",
              key.structureHash, settings().max_shapes, pattern);
   const uint64_t structure = key.structureHash;
-  if (settings().jit == "sync") {
+  if (settings().jit == JitMode::Sync) {
     compileDynamicJob(kernel, structure);
   } else {
     prepareBackgroundCompile();
@@ -437,9 +367,9 @@ std::shared_ptr<Executable> Engine::cachedDynamic(const trace::Trace& trace, con
   }
   if (!kernel) {
     std::vector<uint64_t> words;
-    if (!KernelCache::instance().keyWordsOf(dynamicEntryHash(structure), probe, &words)) return nullptr;
+    if (!KernelCache::instance().keyWordsOf(cache::dynamicEntryHash(structure), probe, &words)) return nullptr;
     const std::vector<uint32_t> scalarArgs =
-        profile->scalarArgs ? trace::scalarArgNodes(trace, needed, *profile->scalarArgs) : std::vector<uint32_t>{};
+        profile->scalarArgs ? cache::scalarArgNodes(trace, needed, *profile->scalarArgs) : std::vector<uint32_t>{};
     kernel = planFromCachedKey(structure, trace, needed, scalarArgs, words, std::move(indexChecks));
     if (!kernel) return nullptr;
     // Loaded and checked like any entry, under the key rebuilt from this trace.
@@ -464,7 +394,7 @@ std::shared_ptr<Executable> Engine::bindLocked(const DynamicKernel& kernel, cons
                                                TraceProfile* profile) {
   std::string why;
   const std::vector<uint32_t> scalarArgs =
-      profile->scalarArgs ? trace::scalarArgNodes(trace, needed, *profile->scalarArgs) : std::vector<uint32_t>{};
+      profile->scalarArgs ? cache::scalarArgNodes(trace, needed, *profile->scalarArgs) : std::vector<uint32_t>{};
   if (bindDynamicSizes(kernel, trace, needed, scalarArgs, &profile->dynamicSizes, &why)) {
     profile->executable = kernel.executable;
     profile->indexChecks = kernel.indexChecks;

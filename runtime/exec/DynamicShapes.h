@@ -112,11 +112,6 @@ std::shared_ptr<DynamicKernel> planFromCachedKey(uint64_t structure, const trace
                                                  const std::vector<uint64_t>& keyWords,
                                                  std::vector<std::pair<uint32_t, int64_t>> indexChecks);
 
-/// The disk-cache name hash of a structure's dynamic-shape kernel: known
-/// from the structure alone, so a replaying process that never saw the
-/// shapes that made it can find it.
-uint64_t dynamicEntryHash(uint64_t structure);
-
 /// Why the graph's ops cannot run with its dynamic extents ("" when they can).
 std::string checkDynamicSupport(const trace::TraceGraph& graph);
 

@@ -9,13 +9,13 @@
 #include "kiln/runtime.h"
 #include "runtime/core/TensorImpl.h"
 #include "runtime/exec/CompileQueue.h"
-#include "runtime/exec/KernelCache.h"
-#include "runtime/exec/Log.h"
+#include "runtime/cache/KernelCache.h"
+#include "runtime/support/Log.h"
 #include "runtime/exec/RegionExecutor.h"
-#include "runtime/exec/StatsCounters.h"
+#include "runtime/support/StatsCounters.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/exec/LaunchTarget.h"
-#include "runtime/exec/LeastRecentlyUsed.h"
+#include "runtime/support/LeastRecentlyUsed.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/trace/Recorder.h"
 #include "runtime/trace/TraceGraph.h"
@@ -35,15 +35,12 @@ struct RunScratch {
 using core::OpKind;
 
 bool jitEnabled() {
-  const std::string& mode = settings().jit;
-  return mode == "async" || mode == "sync";
+  const JitMode mode = settings().jit;
+  return mode == JitMode::Async || mode == JitMode::Sync;
 }
 
 /// Modes that run kernels from the cache.
-bool cacheEnabled() {
-  const std::string& mode = settings().jit;
-  return mode == "async" || mode == "sync" || mode == "replay";
-}
+bool cacheEnabled() { return settings().jit != JitMode::Off; }
 
 std::string opsOf(const trace::Trace& trace, const std::vector<uint8_t>& needed) {
   std::string ops;
@@ -63,11 +60,11 @@ bool runsHostKernels(Device device) {
   return target && target->kind == CompileTarget::Kind::HostCpu;
 }
 
-/// Decides whether a trace can be compiled and finds the index checks its
-/// kernel needs. Kernels clamp indices, so
-/// an out-of-range index must be caught before launch; that is possible when
-/// the index comes from a parameter through shape-only ops. Returns false
-/// (with a reason) when an index is computed inside the trace.
+}  // namespace
+
+/// An out-of-range index can be caught before launch when the index comes
+/// from a parameter through shape-only ops; an index computed inside the
+/// trace makes it uncompilable.
 bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                      std::vector<std::pair<uint32_t, int64_t>>* checks, std::string* reason) {
   std::vector<int64_t> inputPos(trace.nodes.size(), -1);
@@ -114,18 +111,19 @@ bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& need
   return true;
 }
 
-
-}  // namespace
-
-bool Engine::planChecks(const trace::Trace& trace, const std::vector<uint8_t>& needed,
-                        std::vector<std::pair<uint32_t, int64_t>>* checks, std::string* reason) {
-  return planIndexChecks(trace, needed, checks, reason);
-}
-
 Engine& Engine::instance() {
   static Engine* e = new Engine();  // never destroyed: threads may flush at exit
   return *e;
 }
+
+namespace {
+/// Start-up: the exec layer installs its engine as the runner of every
+/// flushed trace while libkiln is loaded, before any code can record.
+[[maybe_unused]] const bool gEngineInstalled = [] {
+  trace::installTraceRunner(Engine::instance());
+  return true;
+}();
+}  // namespace
 
 trace::TraceKey Engine::lastKey() { return trace::Recorder::current().lastKey(); }
 
@@ -133,6 +131,23 @@ CompileQueue& Engine::queue() {
   // Never destroyed, like the engine: threads may push work at exit.
   std::call_once(queueOnce_, [this] { queue_ = new CompileQueue(settings().compile_threads, settings().compile_share); });
   return *queue_.load();
+}
+
+CompileQueue& Engine::regionQueue() {
+  std::call_once(regionQueueOnce_, [this] { regionQueue_ = new CompileQueue(1, settings().compile_share); });
+  return *regionQueue_.load();
+}
+
+void Engine::compileRegion(std::shared_ptr<TraceProfile> profile, std::shared_ptr<const trace::TraceGraph> graph,
+                           trace::TraceKey key, bool now) {
+  if (now) {
+    compileJob(std::move(profile), std::move(graph), std::move(key));
+    return;
+  }
+  prepareBackgroundCompile();
+  regionQueue().push([this, held = std::move(profile), graph = std::move(graph), key = std::move(key)] {
+    compileJob(held, graph, key);
+  });
 }
 
 void Engine::drainCompiles() {
@@ -405,7 +420,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       probe = true;
     }
   }
-  const bool replay = settings().jit == "replay";
+  const bool replay = settings().jit == JitMode::Replay;
   // Warm start: a kernel an earlier process cached runs from the first run.
   // Only keys the cache directory listed are opened, so cold keys cost no
   // file access and no loader; hot ones look again before compiling.
@@ -491,7 +506,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       }
       auto graph = std::make_shared<const trace::TraceGraph>(
           trace::extractGraph(trace, tNeeded, &scratch.paramOfInput, &scratch.nodeOfOutput, slots.argNodes));
-      if (settings().jit == "sync") {
+      if (settings().jit == JitMode::Sync) {
         compileJob(profileRef, graph, tLastKey);
         std::lock_guard<std::mutex> lock(mutex_);
         exe = profile->executable;

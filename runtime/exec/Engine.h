@@ -14,22 +14,28 @@
 
 #include "runtime/exec/DynamicShapes.h"
 #include "runtime/exec/Executable.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
 #include "runtime/exec/ScalarArgs.h"
 #include "runtime/interp/Interpreter.h"
 #include "runtime/trace/Trace.h"
 #include "runtime/trace/TraceKey.h"
+#include "runtime/trace/TraceRunner.h"
 
 namespace kiln::exec {
 
 class CompileQueue;
-class RegionExecutor;
 struct RegionPlan;
 
 /// Per-node results of a run; only entries of live nodes are meaningful.
 using TraceResult = interp::NodeResults;
 
 enum class Tier : uint8_t { Interpreted, Compiling, Compiled, InterpretOnly };
+
+/// Whether a trace's needed nodes can be compiled, and the index checks its
+/// kernel needs before each launch (kernels clamp indices, so an index out of
+/// range must reach the interpreter): false, with the reason, when it cannot.
+bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                     std::vector<std::pair<uint32_t, int64_t>>* checks, std::string* reason);
 
 /// What the engine knows about one TraceKey.
 struct TraceProfile {
@@ -63,13 +69,15 @@ struct TraceProfile {
   uint64_t lastUse = 0;
 };
 
-class Engine {
+/// Every recorder flushes through the engine: it is the installed
+/// trace::TraceRunner (one indirect call per flush).
+class Engine final : public trace::TraceRunner {
  public:
   static Engine& instance();
 
   /// Runs the trace's needed nodes, fills `out` and sets `key` to the
   /// trace's key. Thread-safe.
-  void run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& key);
+  void run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& key) override;
 
   /// Runs recorded for a key so far (0 when never seen).
   uint64_t runCount(const trace::TraceKey& key);
@@ -95,18 +103,37 @@ class Engine {
   /// Test and benchmark hook: false keeps whole traces from being compiled,
   /// so that only hot regions are (to measure region kernels alone).
   void setTraceCompilesForTesting(bool on) { traceCompiles_ = on; }
+  bool traceCompilesEnabled() const { return traceCompiles_; }
+
+  // What hot regions (RegionExecutor) share with whole traces: the profile
+  // table, compile jobs, kernel cache probes and the interpreter. Every
+  // TraceProfile field and the per-structure kernel counts are guarded by
+  // the profile lock.
+
+  /// Holds the profile lock while the returned lock lives.
+  [[nodiscard]] std::unique_lock<std::mutex> lockProfiles() { return std::unique_lock<std::mutex>(mutex_); }
+  /// The profile of `key`, created when new (`*inserted`); marks it used.
+  /// Under lockProfiles(). Beyond KILN_MAX_TRACE_KEYS profiles, the least
+  /// recently used eighth is dropped first (whoever holds one keeps it alive).
+  std::shared_ptr<TraceProfile> profileLocked(const trace::TraceKey& key, bool* inserted);
+  /// Kernels started so far for a trace or region structure
+  /// (TraceKey::structureHash; the KILN_MAX_SHAPES guard). Under lockProfiles().
+  int64_t& kernelsOfStructureLocked(uint64_t structure) { return shapesPerStructure_[structure]; }
+  /// Asks the kernel cache for `key`; on a hit, the profile runs compiled.
+  /// Takes the profile lock itself.
+  std::shared_ptr<Executable> probeCache(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                                         const trace::TraceKey& key, TraceProfile* profile, bool always);
+  /// Compiles a hot region's `graph` for its `profile` (RegionExecutor::noteCompiled
+  /// records the end): in the calling thread when `now`, else on the region
+  /// compile thread, so that a whole trace never waits behind regions.
+  void compileRegion(std::shared_ptr<TraceProfile> profile, std::shared_ptr<const trace::TraceGraph> graph,
+                     trace::TraceKey key, bool now);
+  const interp::Interpreter& interpreter() const { return interpreter_; }
 
  private:
   /// The job holds its profile: it may be dropped from the table meanwhile.
   void compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<const trace::TraceGraph> graph,
                   trace::TraceKey key);
-  /// The profile of `key`, created when new (`*inserted`); marks it used.
-  /// Under mutex_. Beyond KILN_MAX_TRACE_KEYS profiles, the least recently
-  /// used eighth is dropped first (whoever holds one keeps it alive).
-  std::shared_ptr<TraceProfile> profileLocked(const trace::TraceKey& key, bool* inserted);
-  /// Asks the kernel cache for `key`; on a hit, the profile runs compiled.
-  std::shared_ptr<Executable> probeCache(const trace::Trace& trace, const std::vector<uint8_t>& needed,
-                                         const trace::TraceKey& key, TraceProfile* profile, bool always);
   /// The trace's key (ScalarArgs.cpp): its float constants that varied
   /// across runs of its structure are arguments, unless the trace's exact
   /// key already has a kernel. Returns the argument slots (null: none) and
@@ -122,12 +149,6 @@ class Engine {
                       const std::shared_ptr<Executable>& exe, std::span<const uint32_t> scalarArgs,
                       TraceResult& out);
   CompileQueue& queue();
-  /// The hot-region executor (RegionExecutor.cpp) shares the profiles,
-  /// compile jobs and kernel cache probes of whole traces.
-  friend class RegionExecutor;
-  /// Whether `trace` can be compiled, and the index checks its kernel needs.
-  static bool planChecks(const trace::Trace& trace, const std::vector<uint8_t>& needed,
-                         std::vector<std::pair<uint32_t, int64_t>>* checks, std::string* reason);
   /// Dynamic-shape kernels (DynamicShapes.cpp): plans and compiles the
   /// kernel of a structure seen with more than max_shapes shapes, and binds
   /// a trace key of that structure to it when its shape fits.
@@ -162,7 +183,7 @@ class Engine {
   /// Created once (call_once), read without the lock by the exit handler.
   std::once_flag queueOnce_;
   std::atomic<CompileQueue*> queue_{nullptr};
-  /// Hot regions compile on their own thread (RegionExecutor.cpp), so that a
+  /// Hot regions compile on their own thread (compileRegion), so that a
   /// whole trace, which replaces its regions, never waits behind them.
   CompileQueue& regionQueue();
   std::once_flag regionQueueOnce_;

@@ -5,11 +5,11 @@
 #include <unordered_map>
 
 #include "kiln/runtime.h"
-#include "runtime/exec/CompileQueue.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
+#include "runtime/cache/TraceKeyCodec.h"
 #include "runtime/exec/LaunchTarget.h"
-#include "runtime/exec/Log.h"
-#include "runtime/exec/StatsCounters.h"
+#include "runtime/support/Log.h"
+#include "runtime/support/StatsCounters.h"
 #include "runtime/exec/TieringPolicy.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/trace/TraceGraph.h"
@@ -53,11 +53,6 @@ TraceOutlook outlookOf(const TraceProfile& trace, bool traceCompiles, uint64_t t
 
 }  // namespace
 
-CompileQueue& Engine::regionQueue() {
-  std::call_once(regionQueueOnce_, [this] { regionQueue_ = new CompileQueue(1, settings().compile_share); });
-  return *regionQueue_.load();
-}
-
 double compiledOpPercent() {
   Counters& c = counters();
   const double compiled = static_cast<double>(c.compiledOps.load(std::memory_order_relaxed));
@@ -89,14 +84,14 @@ std::shared_ptr<const RegionPlan> RegionExecutor::planFor(const trace::Trace& tr
                                                          const std::vector<uint32_t>& ids,
                                                          TraceProfile* profile) {
   {
-    std::lock_guard<std::mutex> lock(engine_.mutex_);
+    auto lock = engine_.lockProfiles();
     if (profile->regions) return profile->regions;
   }
   const std::vector<uint32_t> scalarArgs =
-      profile->scalarArgs ? trace::scalarArgNodes(trace, needed, *profile->scalarArgs) : std::vector<uint32_t>{};
+      profile->scalarArgs ? cache::scalarArgNodes(trace, needed, *profile->scalarArgs) : std::vector<uint32_t>{};
   auto plan = std::make_shared<RegionPlan>(partitionRegions(trace, ids, scalarArgs));
   measureRecurrence(trace, ids, *plan);
-  std::lock_guard<std::mutex> lock(engine_.mutex_);
+  auto lock = engine_.lockProfiles();
   if (profile->regions) return profile->regions;  // another thread was faster
   Counters& c = counters();
   for (Region& r : plan->regions) {
@@ -125,28 +120,21 @@ void RegionExecutor::startCompile(const trace::Trace& trace, const std::vector<u
   std::vector<std::pair<uint32_t, int64_t>> checks;
   std::string reason;
   TraceProfile* rp = region.profile.get();
-  if (!Engine::planChecks(sub, needed, &checks, &reason)) {
-    std::lock_guard<std::mutex> lock(engine_.mutex_);
+  if (!planIndexChecks(sub, needed, &checks, &reason)) {
+    auto lock = engine_.lockProfiles();
     rp->tier = Tier::InterpretOnly;
     rp->failure = reason;
     log().info("region {} stays interpreted: {}", hex(region.key.hash), reason);
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(engine_.mutex_);
+    auto lock = engine_.lockProfiles();
     rp->indexChecks = std::move(checks);
   }
   std::vector<int64_t> paramOfInput;
   std::vector<uint32_t> nodeOfOutput;
   auto graph = std::make_shared<const trace::TraceGraph>(trace::extractGraph(sub, needed, &paramOfInput, &nodeOfOutput));
-  if (settings().jit == "sync") {
-    engine_.compileJob(region.profile, graph, region.key);
-    return;
-  }
-  prepareBackgroundCompile();
-  Engine* engine = &engine_;
-  engine_.regionQueue().push(
-      [engine, held = region.profile, graph, key = region.key] { engine->compileJob(held, graph, key); });
+  engine_.compileRegion(region.profile, std::move(graph), region.key, settings().jit == JitMode::Sync);
 }
 
 void RegionExecutor::probeReplay(const trace::Trace& trace, const std::vector<uint32_t>& ids, const Region& region) {
@@ -154,10 +142,10 @@ void RegionExecutor::probeReplay(const trace::Trace& trace, const std::vector<ui
   const std::vector<uint8_t> needed = allNeeded(sub);
   std::vector<std::pair<uint32_t, int64_t>> checks;
   std::string reason;
-  const bool compilable = Engine::planChecks(sub, needed, &checks, &reason);
+  const bool compilable = planIndexChecks(sub, needed, &checks, &reason);
   std::shared_ptr<Executable> exe;
   if (compilable) exe = engine_.probeCache(sub, needed, region.key, region.profile.get(), true);
-  std::lock_guard<std::mutex> lock(engine_.mutex_);
+  auto lock = engine_.lockProfiles();
   TraceProfile* rp = region.profile.get();
   if (exe) return;
   rp->tier = Tier::InterpretOnly;
@@ -219,8 +207,8 @@ bool RegionExecutor::launch(const trace::Trace& trace, const std::vector<uint32_
 bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& needed, TraceProfile* profile,
                          TraceResult& out) {
   const Settings& s = settings();
-  const bool compileMode = s.jit == "async" || s.jit == "sync";
-  const bool replay = s.jit == "replay";
+  const bool compileMode = s.jit == JitMode::Async || s.jit == JitMode::Sync;
+  const bool replay = s.jit == JitMode::Replay;
   if (!compileMode && !replay) return false;
   const uint64_t threshold = static_cast<uint64_t>(std::max<int64_t>(s.jit_threshold, 1));
   const std::vector<uint32_t> ids = neededNodes(needed);
@@ -232,8 +220,8 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
   std::vector<uint32_t> probe, probeAlways, compile;
   TraceOutlook outlook;
   {
-    std::lock_guard<std::mutex> lock(engine_.mutex_);
-    outlook = outlookOf(*profile, engine_.traceCompiles_, threshold);
+    auto lock = engine_.lockProfiles();
+    outlook = outlookOf(*profile, engine_.traceCompilesEnabled(), threshold);
     for (const Region& r : regions) {
       if (!r.keyed) continue;
       TraceProfile* rp = r.profile.get();
@@ -261,7 +249,7 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
     engine_.probeCache(sub, allNeeded(sub), regions[ri].key, regions[ri].profile.get(), false);
   }
   {
-    std::lock_guard<std::mutex> lock(engine_.mutex_);
+    auto lock = engine_.lockProfiles();
     Counters& c = counters();
     for (uint32_t ri = 0; ri < regions.size(); ++ri) {
       TraceProfile* rp = regions[ri].profile.get();
@@ -292,7 +280,7 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
         }
         continue;
       }
-      int64_t& shapes = engine_.shapesPerStructure_[regions[ri].key.structureHash];
+      int64_t& shapes = engine_.kernelsOfStructureLocked(regions[ri].key.structureHash);
       if (shapes >= s.max_shapes) {
         rp->tier = Tier::InterpretOnly;
         rp->failure = "its structure was already compiled for KILN_MAX_SHAPES shapes";
@@ -314,7 +302,7 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
   std::vector<std::vector<std::pair<uint32_t, int64_t>>> checks(regions.size());
   bool any = false;
   {
-    std::lock_guard<std::mutex> lock(engine_.mutex_);
+    auto lock = engine_.lockProfiles();
     for (uint32_t ri = 0; ri < regions.size(); ++ri) {
       TraceProfile* rp = regions[ri].profile.get();
       if (!rp || !rp->executable || rp->executable->dynamicSizes > 0) continue;
@@ -346,7 +334,7 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
       }
     }
     std::span<const uint32_t> nodes(order.data() + step.begin, step.end - step.begin);
-    engine_.interpreter_.runNodes(trace, nodes, step.begin, lastUse, out);
+    engine_.interpreter().runNodes(trace, nodes, step.begin, lastUse, out);
     for (uint32_t id : nodes) interpretedOps += trace.nodes[id].op != core::OpKind::Param;
   }
   // Collectives still running (their results are outputs, or unread).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/cache/TraceKeyCodec.h"
+
 namespace kiln::exec {
 
 namespace {
@@ -17,7 +19,7 @@ bool isLeaf(OpKind op) { return core::opCategory(op) == core::OpCategory::Leaf; 
 /// Ops the compiler does not lower (collectives): they run between regions.
 bool isBoundary(OpKind op) { return op != OpKind::Param && !core::opIsLowered(op); }
 
-/// Marks a region trace's outputs: computeTraceKey and extractGraph only ask
+/// Marks a region trace's outputs: encodeTraceKey and extractGraph only ask
 /// whether a node has a holder, never read it.
 char gLiveMarker;
 
@@ -219,7 +221,7 @@ RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_
     r.ops = static_cast<uint32_t>(r.nodes.size());
     if (r.keyed) {
       trace::Trace sub = buildRegionTrace(trace, ids, planId, local, r);
-      r.key = trace::computeTraceKey(sub, std::vector<uint8_t>(sub.nodes.size(), 1));
+      r.key = cache::encodeTraceKey(sub, std::vector<uint8_t>(sub.nodes.size(), 1));
       ++plan.keyedRegions;
     }
   }

@@ -94,7 +94,7 @@ RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_
 
 /// The region as a trace of its own: one Param per input (dense layout, in
 /// Region::inputs order), then the region's nodes; its outputs are live.
-/// Keyed with computeTraceKey and compiled with extractGraph like any trace.
+/// Keyed with cache::encodeTraceKey and compiled with extractGraph like any trace.
 trace::Trace regionTrace(const trace::Trace& trace, const std::vector<uint32_t>& ids, const Region& region);
 
 }  // namespace kiln::exec

@@ -1,7 +1,8 @@
 #include "runtime/exec/ScalarArgs.h"
 
+#include "runtime/cache/TraceKeyCodec.h"
 #include "runtime/exec/Engine.h"
-#include "runtime/exec/Log.h"
+#include "runtime/support/Log.h"
 
 namespace kiln::exec {
 
@@ -36,7 +37,7 @@ std::shared_ptr<const ArgSlots> ScalarArgs::note(uint64_t valueBlind, const std:
 
 std::shared_ptr<const ArgSlots> Engine::keyTrace(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                                                  trace::TraceKey* key, trace::ScalarSlots* slots) {
-  *key = trace::computeTraceKey(trace, needed, nullptr, slots);
+  *key = cache::encodeTraceKey(trace, needed, nullptr, slots);
   if (slots->values.empty()) return nullptr;
   bool widened = false;
   std::shared_ptr<const ArgSlots> args;
@@ -46,7 +47,7 @@ std::shared_ptr<const ArgSlots> Engine::keyTrace(const trace::Trace& trace, cons
   }
   if (!args) return nullptr;
   trace::TraceKey exact = std::move(*key);
-  *key = trace::computeTraceKey(trace, needed, args.get(), slots);
+  *key = cache::encodeTraceKey(trace, needed, args.get(), slots);
   if (widened)
     log().info("trace {:016x}: {} of its {} float constants changed value since its structure was first seen; they "
                "become kernel arguments (trace key {:016x})",

@@ -10,18 +10,12 @@
 
 #include "runtime/core/TensorImpl.h"
 #include "runtime/trace/Trace.h"
+#include "runtime/trace/TraceRunner.h"
 
 namespace kiln::interp {
 
-/// Result of one node: a view, or the error that stopped it (dependents of a
-/// failed node fail with the same message; independent nodes still run).
-struct NodeResults {
-  std::vector<core::View> values;
-  std::vector<std::shared_ptr<const std::string>> errors;
-  /// Values still being computed off this thread (collectives, on the
-  /// communication thread), by node id: awaitValue before reading one.
-  std::vector<std::pair<uint32_t, std::shared_future<void>>> pending;
-};
+/// Each node's value or error (runtime/trace/TraceRunner.h).
+using NodeResults = trace::NodeResults;
 
 /// Waits for node `id` when its value is pending; a failure becomes the
 /// node's error (and its value is dropped).

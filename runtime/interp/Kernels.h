@@ -35,13 +35,6 @@ inline core::View allocDense(hal::Allocator& allocator, DType t, const Shape& sh
   core::contiguousStrides(shape, v.strides);
   return v;
 }
-/// The same on the host.
-inline core::View allocDense(DType t, const Shape& shape, const char* what = "allocate") {
-  core::View v;
-  v.storage = core::Storage::allocateHost(core::requireDenseBytes(what, shape, t));
-  core::contiguousStrides(shape, v.strides);
-  return v;
-}
 
 /// The kernel argument for a view of `shape` elements of `t`.
 inline Arg argOf(const core::View& v, DType t, const Shape& shape) {

@@ -6,14 +6,18 @@
 #include "kiln/error.h"
 #include "kiln/runtime.h"
 #include "runtime/core/TensorSize.h"
-#include "runtime/exec/Engine.h"
-#include "runtime/exec/StatsCounters.h"
+#include "runtime/support/StatsCounters.h"
+#include "runtime/trace/TraceRunner.h"
 
 namespace kiln::trace {
 
 namespace {
 
 std::atomic<uint64_t> gNextEpoch{1};
+
+/// What flushes run through (installTraceRunner); constant-initialized, so
+/// installing it during start-up does not depend on the order of statics.
+constinit std::atomic<TraceRunner*> gRunner{nullptr};
 
 /// Recorders of exited threads, reused by new threads. Recorders are never
 /// destroyed, so a TensorImpl may always lock the recorder it points to.
@@ -52,6 +56,8 @@ thread_local ThreadRecorder tRecorder;
 }
 
 }  // namespace
+
+void installTraceRunner(TraceRunner& runner) { gRunner.store(&runner, std::memory_order_release); }
 
 Recorder::Recorder() { trace_.epoch = gNextEpoch.fetch_add(1); }
 
@@ -167,9 +173,11 @@ void Recorder::forget(detail::TensorImpl* impl) {
 
 void Recorder::flushLocked() {
   if (trace_.nodes.empty()) return;
-  exec::TraceResult result;
+  NodeResults result;
   try {
-    exec::Engine::instance().run(trace_, result, lastKey_);
+    TraceRunner* runner = gRunner.load(std::memory_order_acquire);
+    if (!runner) throw Error("no trace runner is installed (libkiln installs its engine when it is loaded)");
+    runner->run(trace_, result, lastKey_);
   } catch (const std::exception& e) {
     // The whole trace failed (e.g. out of memory): every live tensor reports it.
     auto msg = std::make_shared<const std::string>(e.what());

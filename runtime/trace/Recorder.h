@@ -51,10 +51,11 @@ class SpinMutex {
 enum class FlushReason : uint8_t { Read, Sync, Step, SizeLimit, CrossThread, ThreadExit };
 
 /// Owns one thread's trace. Recording appends a node and returns at once;
-/// flushing runs the trace through the Engine and materializes every tensor
-/// still referring to it. Other threads may flush this recorder (when they
-/// read or use one of its pending tensors) and drop references to its
-/// tensors, so the trace is guarded by a mutex.
+/// flushing runs the trace through the installed TraceRunner (the exec
+/// layer's Engine) and materializes every tensor still referring to it.
+/// Other threads may flush this recorder (when they read or use one of its
+/// pending tensors) and drop references to its tensors, so the trace is
+/// guarded by a mutex.
 class Recorder {
  public:
   /// The calling thread's recorder (created on first use, recycled after the

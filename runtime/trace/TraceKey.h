@@ -1,4 +1,5 @@
-// TraceKey: the structural identity of a flushed trace.
+// TraceKey: the structural identity of a flushed trace (its words are
+// written and read by runtime/cache/TraceKeyCodec.*).
 #pragma once
 
 #include <cstdint>
@@ -29,11 +30,6 @@ struct TraceKey {
   bool operator==(const TraceKey& o) const { return hash == o.hash && words == o.words; }
 };
 
-/// First word of every dynamic-shape kernel key (exec/DynamicShapes.cpp):
-/// static keys start with the device word (kind << 32 | index), which never
-/// has these bits. Its Param nodes carry no strides.
-inline constexpr uint64_t kDynamicKeyMarker = 0x4459'4E4B'524E'4C31ull;  // "DYNKRNL1"
-
 /// Scalar slots: the float constants a kernel may take as arguments instead
 /// of compiling them in. A slot is a needed Full node of a floating dtype
 /// and rank 0 (every scalar operand of an op, e.g. an optimizer's learning
@@ -42,28 +38,14 @@ inline constexpr uint64_t kDynamicKeyMarker = 0x4459'4E4B'524E'4C31ull;  // "DYN
 /// exponent (LLVM strength-reduces pow(x, 2) to x * x), integer and bool
 /// constants (index arithmetic, masks, integer folds), filled tensors of
 /// rank > 0, arange bounds, seeds, axes and the other integer attributes.
+/// A key may make slots arguments: their values are then left out of it
+/// (runtime/cache/TraceKeyCodec.h encodes keys).
 ///
-/// `argSlots` (per slot in recording order, nonzero: an argument) encodes
-/// those slots as rank-0 parameters numbered kScalarArgIndex + k (k-th
-/// argument), without their values: every trace of the structure then has
-/// one key, and its kernel takes the values at launch after its parameters
-/// (TraceGraph.h, Executable.h).
-inline constexpr uint64_t kScalarArgIndex = uint64_t{1} << 62;
-
-/// The scalar slots of a trace, as computeTraceKey found them.
+/// The scalar slots of a trace, as cache::encodeTraceKey found them.
 struct ScalarSlots {
   std::vector<uint64_t> values;    ///< f0 bits of each slot, in recording order
   std::vector<uint32_t> argNodes;  ///< node ids of the slots `argSlots` made arguments
 };
-
-/// Encodes the needed nodes of `trace` (see Trace::liveness). `argSlots`
-/// (may be null: none) as above; `slots` (may be null) receives the slots.
-TraceKey computeTraceKey(const Trace& trace, const std::vector<uint8_t>& needed,
-                         const std::vector<uint8_t>* argSlots = nullptr, ScalarSlots* slots = nullptr);
-
-/// The node ids of the slots `argSlots` makes arguments (ScalarSlots::argNodes).
-std::vector<uint32_t> scalarArgNodes(const Trace& trace, const std::vector<uint8_t>& needed,
-                                     const std::vector<uint8_t>& argSlots);
 
 struct TraceKeyHash {
   std::size_t operator()(const TraceKey& k) const { return static_cast<std::size_t>(k.hash); }

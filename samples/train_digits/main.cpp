@@ -305,8 +305,8 @@ int main(int argc, char** argv) {
   }
   say("\ntest accuracy %.2f%% (required %.2f%%)\n", 100 * testAcc, 100 * minAccuracy);
 #ifdef KILN_SAMPLE_HAS_COMPILER
-  const std::string& jit = settings().jit;
-  const bool tierUpRequired = jit == "async" || jit == "sync";
+  const JitMode jit = settings().jit;
+  const bool tierUpRequired = jit == JitMode::Async || jit == JitMode::Sync;
 #else
   const bool tierUpRequired = false;
 #endif
@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
     say("%llu steps ran compiled, %llu required, although this build has the compiler and KILN_JIT=%s: "
                 "the tier-up failed (KILN_LOG=info says why)\n",
                 static_cast<unsigned long long>(compiledSteps), static_cast<unsigned long long>(minCompiledSteps),
-                settings().jit.c_str());
+                to_string(settings().jit));
   const bool pass = accurate && tieredUp && identical;
   say("train_digits: %s\n", pass ? "PASS" : "FAIL");
   return pass ? 0 : 1;

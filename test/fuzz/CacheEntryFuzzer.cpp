@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/exec/CacheEntry.h"
+#include "runtime/cache/CacheEntry.h"
 #include "test/fuzz/FuzzInput.h"
 
 namespace cache = kiln::exec::cache;

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "kiln/runtime.h"
-#include "runtime/exec/CacheEntry.h"
-#include "runtime/exec/CacheEntryCheck.h"
+#include "runtime/cache/CacheEntry.h"
+#include "runtime/cache/CacheEntryCheck.h"
 #include "runtime/exec/Executable.h"
-#include "runtime/exec/HostFingerprint.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/HostFingerprint.h"
+#include "runtime/cache/KernelCache.h"
 
 namespace cache = kiln::exec::cache;
 

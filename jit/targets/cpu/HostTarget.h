@@ -2,7 +2,7 @@
 //
 // The target machine settings and the MLIR pipeline of the CPU compiler.
 // The fingerprint the disk cache keys kernels on is the runtime's
-// (runtime/exec/HostFingerprint.h, no LLVM); its pipeline field is a digest
+// (runtime/cache/HostFingerprint.h, no LLVM); its pipeline field is a digest
 // of the compiler's sources, this file included, so any change here makes
 // earlier kernels stale. LLVM only; no MLIR.
 //

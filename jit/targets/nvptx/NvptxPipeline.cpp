@@ -13,7 +13,7 @@
 #include "jit/targets/cpu/ElementwiseFusion.h"
 #include "jit/targets/cpu/HostTarget.h"
 #include "jit/targets/nvptx/Libdevice.h"
-#include "runtime/exec/Settings.h"
+#include "runtime/support/Settings.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"

@@ -5,7 +5,7 @@
 
 #include "kiln/error.h"
 #include "runtime/backends/cuda/CudaStream.h"
-#include "runtime/exec/Log.h"
+#include "runtime/support/Log.h"
 
 namespace kiln::hal::cuda {
 

@@ -21,7 +21,7 @@
 #include "kiln/kiln_c.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/backends/cuda/CudaCachingAllocator.h"
-#include "test/unit/exec/JitMode.h"
+#include "test/unit/exec/JitScope.h"
 #include "test/unit/trace/ExpectError.h"
 
 namespace kiln {
@@ -82,7 +82,7 @@ class CudaTest : public ::testing::Test {
     ASSERT_GE(device_count(Device::CUDA), 1) << "ctest runs this with KILN_CUDA_LIBRARY=libkiln_fake_cuda.so";
     if (onFakeDriver()) ASSERT_EQ(device_count(Device::CUDA), 1);
   }
-  JitMode jit_{"off"};  // tier 0 only: the CUDA device has no compile target yet
+  JitScope jit_{JitMode::Off};  // tier 0 only: the CUDA device has no compile target yet
 };
 
 TEST_F(CudaTest, DeviceIsTheFakeDriversAndNamed) {

@@ -16,7 +16,7 @@
 #include "kiln/kiln_c.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/exec/Engine.h"
-#include "test/unit/exec/JitMode.h"
+#include "test/unit/exec/JitScope.h"
 #include "test/unit/trace/ExpectError.h"
 
 namespace kiln {
@@ -73,7 +73,7 @@ TEST(TestDeviceDeathTest, HostAccessToDeviceMemoryFaults) {
 }
 
 TEST(TestDevice, OpsRunAsynchronouslyAndReadsWait) {
-  JitMode off("off");
+  JitScope off(JitMode::Off);
   Tensor x = arange(0, 8, 1, DType::f32, kTest);
   std::vector<float> result;
   {
@@ -163,7 +163,7 @@ TEST(TestDevice, HostOnlyAccessIsRefused) {
 }
 
 TEST(TestDevice, BadIndexFailsItsNodeOnly) {
-  JitMode off("off");
+  JitScope off(JitMode::Off);
   Tensor x = arange(0, 5, 1, DType::f32, kTest);
   Tensor idx = from_vector<int64_t>({0, 4, 1}, {3}, kTest) * 2;  // pending: 0, 8, 2
   Tensor picked = index_select(x, 0, idx);
@@ -173,7 +173,7 @@ TEST(TestDevice, BadIndexFailsItsNodeOnly) {
 }
 
 TEST(TestDevice, CompiledKernelsRunOnItsStream) {
-  JitMode sync("sync", 1);
+  JitScope sync(JitMode::Sync, 1);
   reset_stats();
   Tensor w = from_vector<float>({1, 2, 3, 4}, {2, 2}, kTest);
   Tensor x = from_vector<float>({0.5f, -1, 2, 0}, {2, 2}, kTest);

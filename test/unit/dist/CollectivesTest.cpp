@@ -15,7 +15,7 @@
 
 #include "kiln/kiln.h"
 #include "runtime/trace/Recorder.h"
-#include "test/unit/exec/JitMode.h"
+#include "test/unit/exec/JitScope.h"
 
 namespace kiln {
 namespace {
@@ -123,13 +123,13 @@ TEST_P(Collectives, MatchTheReferenceInterpretedAndCompiled) {
 
   std::vector<double> interpreted;
   {
-    JitMode mode("off");
+    JitScope mode(JitMode::Off);
     interpreted = runProgram(c, t, x);
     step();
   }
   EXPECT_EQ(interpreted, twice) << c.name << " on " << dtype_name(t) << ", interpreted";
 
-  JitMode mode("sync", 1);
+  JitScope mode(JitMode::Sync, 1);
   const Stats before = stats();
   std::vector<double> compiled;
   for (int i = 0; i < 3; ++i) {
@@ -155,7 +155,7 @@ INSTANTIATE_TEST_SUITE_P(EveryDType, Collectives,
 
 TEST(DistMismatch, ShapeMismatchIsAnErrorNamingBothRanks) {
   const int rank = dist::rank();
-  JitMode mode("off");
+  JitScope mode(JitMode::Off);
   Tensor x = dist::all_reduce(ones({rank == 0 ? 3 : 4}));
   try {
     x.to_vector<float>();
@@ -173,7 +173,7 @@ TEST(DistMismatch, ShapeMismatchIsAnErrorNamingBothRanks) {
 
 TEST(DistMismatch, DifferentCollectivesAreAnError) {
   const int rank = dist::rank();
-  JitMode mode("off");
+  JitScope mode(JitMode::Off);
   Tensor x = rank == 0 ? dist::all_reduce(ones({2}, DType::f64)) : dist::broadcast(ones({2}, DType::f64), 0);
   try {
     x.to_vector<double>();

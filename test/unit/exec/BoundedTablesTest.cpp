@@ -7,7 +7,7 @@
 
 #include "kiln/kiln.h"
 #include "runtime/exec/Engine.h"
-#include "test/unit/exec/JitMode.h"
+#include "test/unit/exec/JitScope.h"
 
 namespace kiln {
 namespace {
@@ -48,7 +48,7 @@ class MaxTraceKeys {
 
 TEST(BoundedTables, InterpretedKeysPlateau) {
   exec::Engine::instance().resetProfilesForTesting();
-  JitMode off("off");
+  JitScope off(JitMode::Off);
   MaxTraceKeys cap(64);
   reset_stats();
   for (int64_t k = 0; k < 1000; ++k) {
@@ -62,7 +62,7 @@ TEST(BoundedTables, InterpretedKeysPlateau) {
 
 TEST(BoundedTables, PerStructureTablesPlateauWithTheKeys) {
   exec::Engine::instance().resetProfilesForTesting();
-  JitMode neverHot("sync", 1'000'000);  // keys, scalar slots and shape records, no compiles
+  JitScope neverHot(JitMode::Sync, 1'000'000);  // keys, scalar slots and shape records, no compiles
   MaxTraceKeys cap(64);
   for (int64_t k = 0; k < 1024; ++k) {
     float expected = 1;
@@ -76,7 +76,7 @@ TEST(BoundedTables, PerStructureTablesPlateauWithTheKeys) {
 
 TEST(BoundedTables, CompiledKeysAreDroppedAndComeBackCorrect) {
   exec::Engine::instance().resetProfilesForTesting();
-  JitMode sync("sync", 1);
+  JitScope sync(JitMode::Sync, 1);
   MaxTraceKeys cap(64);
   reset_stats();
   for (int64_t k = 0; k < 100; ++k) ASSERT_EQ(runKey(k)[0], 3 * (1 + k));

@@ -5,7 +5,7 @@
 #include "kiln/kiln.h"
 #include "runtime/exec/CompileTarget.h"
 #include "runtime/exec/Executable.h"
-#include "runtime/exec/HostFingerprint.h"
+#include "runtime/cache/HostFingerprint.h"
 #include "runtime/trace/TraceGraph.h"
 
 namespace kiln::exec {

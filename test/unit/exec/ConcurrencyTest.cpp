@@ -43,7 +43,7 @@ class ConcurrentJit {
     std::string t = (fs::temp_directory_path() / "kiln-concurrency-test-XXXXXX").string();
     dir_ = ::mkdtemp(t.data());
     Settings s = saved_;
-    s.jit = "async";
+    s.jit = JitMode::Async;
     s.jit_threshold = 2;
     s.compile_threads = 2;  // read when the compile queue starts: this binary's first compile
     s.max_shapes = 64;      // nine sizes of one step structure: all get kernels
@@ -88,7 +88,7 @@ TEST(Concurrency, ThreadsRecordRunAndHandOffWhileTracesCompile) {
   std::vector<float> refHandOff(kThreads), refExit(kThreads);
   {
     Settings saved = settings(), off = saved;
-    off.jit = "off";
+    off.jit = JitMode::Off;
     set_settings(off);
     refShared = stepOnce(shared, w, b);
     for (int t = 0; t < kThreads; ++t) {

@@ -17,7 +17,7 @@
 
 #include "kiln/kiln.h"
 #include "test/unit/exec/DeviceUnderTest.h"
-#include "test/unit/exec/JitMode.h"
+#include "test/unit/exec/JitScope.h"
 #include "runtime/exec/Engine.h"
 
 namespace kiln {
@@ -204,11 +204,11 @@ void expectOutputsAgree(const std::vector<std::vector<double>>& reference,
   }
 }
 
-std::vector<std::vector<double>> runProgram(uint64_t seed, const std::string& mode, std::vector<DType>* dtypes) {
+std::vector<std::vector<double>> runProgram(uint64_t seed, JitMode mode, std::vector<DType>* dtypes) {
   // The reference is the CPU interpreter; the compiled run is on the device
   // under test (KILN_DEFAULT_DEVICE).
-  DefaultDevice scope(mode == "off" ? Device::cpu() : deviceUnderTest());
-  JitMode m(mode, 1);
+  DefaultDevice scope(mode == JitMode::Off ? Device::cpu() : deviceUnderTest());
+  JitScope m(mode, 1);
   ProgramGenerator gen(seed);
   std::vector<Tensor> outs = gen.record();
   std::vector<std::vector<double>> values;
@@ -225,9 +225,9 @@ int interpretOnly = 0;
 
 void checkSeed(uint64_t seed) {
   std::vector<DType> refTypes, jitTypes;
-  auto reference = runProgram(seed, "off", &refTypes);
+  auto reference = runProgram(seed, JitMode::Off, &refTypes);
   uint64_t compiledBefore = stats().compiled_runs;
-  auto compiled = runProgram(seed, "sync", &jitTypes);
+  auto compiled = runProgram(seed, JitMode::Sync, &jitTypes);
   ASSERT_EQ(refTypes, jitTypes) << "seed " << seed;
   ASSERT_EQ(reference.size(), compiled.size());
   EXPECT_EQ(stats().compile_failures, 0u) << "seed " << seed << " failed to compile";
@@ -280,14 +280,14 @@ TEST(DifferentialFuzz, MixedRegionsAndInterpretedNodes) {
     std::vector<std::vector<double>> reference, compiled;
     {
       DefaultDevice cpu(Device::cpu());
-      JitMode m("off");
+      JitScope m(JitMode::Off);
       reference = runUnrolled(seed, &refTypes);
     }
     exec::Engine::instance().resetProfilesForTesting();  // the trace's first run
     reset_stats();
     {
       DefaultDevice device(deviceUnderTest());
-      JitMode m("sync", 2);
+      JitScope m(JitMode::Sync, 2);
       compiled = runUnrolled(seed, &jitTypes);
     }
     Stats s = stats();

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
-#include "test/unit/exec/JitMode.h"
+#include "test/unit/exec/JitScope.h"
 
 namespace kiln {
 namespace {
@@ -51,13 +51,13 @@ TEST(Donation, CompiledAdamStepUpdatesParametersInPlace) {
   std::vector<float> refLoss;
   std::vector<std::vector<float>> refParams;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     Mlp m;
     optim::Adam opt(m.params(), {.lr = 0.01});
     for (int i = 0; i < kSteps; ++i) refLoss.push_back(trainStep(m, opt, batch.x, batch.y));
     refParams = valuesOf(m);
   }
-  JitMode sync("sync", 2);
+  JitScope sync(JitMode::Sync, 2);
   Mlp m;
   optim::Adam opt(m.params(), {.lr = 0.01});
   reset_stats();
@@ -88,7 +88,7 @@ TEST(Donation, CompiledAdamStepUpdatesParametersInPlace) {
 }
 
 TEST(Donation, AValueStillHeldIsNeverOverwritten) {
-  JitMode sync("sync", 2);
+  JitScope sync(JitMode::Sync, 2);
   Tensor w = rand({64, 64}, 7, DType::f32, -1, 1);
   kiln::sync();
   reset_stats();
@@ -108,7 +108,7 @@ TEST(Donation, AValueStillHeldIsNeverOverwritten) {
 }
 
 TEST(Donation, CallerOwnedMemoryIsNeverWritten) {
-  JitMode sync("sync", 2);
+  JitScope sync(JitMode::Sync, 2);
   std::vector<float> host(256);
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i);
   const std::vector<float> original = host;
@@ -133,7 +133,7 @@ TEST(Donation, UpdatesThatReadOtherElementsAreNotDonatedUnsafely) {
   Tensor w0 = rand({32, 32}, 9, DType::f32, -1, 1);
   std::vector<float> expect;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     Tensor w = w0;
     for (int i = 0; i < 5; ++i) {
       w = permute(w, {1, 0}) + w * (sum(w) * 0.001f);
@@ -141,7 +141,7 @@ TEST(Donation, UpdatesThatReadOtherElementsAreNotDonatedUnsafely) {
     }
     expect = w.to_vector<float>();
   }
-  JitMode sync("sync", 2);
+  JitScope sync(JitMode::Sync, 2);
   reset_stats();
   Tensor w = w0 * 1.0f;
   kiln::step();
@@ -156,7 +156,7 @@ TEST(Donation, UpdatesThatReadOtherElementsAreNotDonatedUnsafely) {
 }
 
 TEST(Donation, ElementwiseUpdateReusesTheBuffer) {
-  JitMode sync("sync", 2);
+  JitScope sync(JitMode::Sync, 2);
   Tensor w = rand({128, 128}, 3, DType::f32, -1, 1) * 1.0f;
   kiln::sync();
   std::vector<float> expect = w.to_vector<float>();

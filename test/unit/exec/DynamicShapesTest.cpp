@@ -12,17 +12,17 @@
 
 #include "kiln/kiln.h"
 #include "runtime/exec/Engine.h"
-#include "runtime/exec/KernelCache.h"
-#include "test/unit/exec/JitMode.h"
+#include "runtime/cache/KernelCache.h"
+#include "test/unit/exec/JitScope.h"
 
 namespace kiln {
 namespace {
 
-/// JitMode plus KILN_MAX_SHAPES, on a fresh engine (no profiles from other
+/// JitScope plus KILN_MAX_SHAPES, on a fresh engine (no profiles from other
 /// tests: they share structures).
 class DynamicMode {
  public:
-  DynamicMode(const std::string& mode, int64_t maxShapes, int64_t threshold = 2) : jit_(mode, threshold) {
+  DynamicMode(JitMode mode, int64_t maxShapes, int64_t threshold = 2) : jit_(mode, threshold) {
     exec::Engine::instance().resetProfilesForTesting();
     exec::KernelCache::instance().clearMemory();
     Settings s = settings();
@@ -39,7 +39,7 @@ class DynamicMode {
   }
 
  private:
-  JitMode jit_;
+  JitScope jit_;
   int64_t saved_;
 };
 
@@ -87,7 +87,7 @@ std::pair<std::vector<float>, std::vector<float>> mlpStep(const Mlp& m, int64_t 
 }
 
 std::pair<std::vector<float>, std::vector<float>> mlpReference(const Mlp& m, int64_t batch) {
-  JitMode off("off");
+  JitScope off(JitMode::Off);
   return mlpStep(m, batch);
 }
 
@@ -96,7 +96,7 @@ TEST(DynamicShapes, LoopOverBatchSizesEndsOnOneDynamicKernel) {
   kiln::sync();
   std::vector<std::pair<std::vector<float>, std::vector<float>>> want;
   for (int64_t batch = 1; batch <= 24; ++batch) want.push_back(mlpReference(m, batch));
-  DynamicMode mode("sync", 3);
+  DynamicMode mode(JitMode::Sync, 3);
   // Each size twice (threshold 2): sizes 1-3 get static kernels, size 4 is
   // the structure's fourth shape and gets the dynamic kernel, which serves
   // every later size from its first run.
@@ -123,7 +123,7 @@ TEST(DynamicShapes, LoopOverBatchSizesEndsOnOneDynamicKernel) {
 TEST(DynamicShapes, LargeBatchesRunInParallelAndAgree) {
   Mlp m;
   kiln::sync();
-  DynamicMode mode("sync", 2, 1);
+  DynamicMode mode(JitMode::Sync, 2, 1);
   for (int64_t batch : {3, 5, 7}) mlpStep(m, batch);
   const uint64_t compiles = stats().compiles;
   for (int64_t batch : {4096, 1000, 3000}) {
@@ -154,10 +154,10 @@ std::pair<std::vector<int64_t>, std::vector<int32_t>> intStep(int64_t batch) {
 TEST(DynamicShapes, IntegersAreBitExact) {
   std::vector<std::pair<std::vector<int64_t>, std::vector<int32_t>>> want;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     for (int64_t batch = 1; batch <= 12; ++batch) want.push_back(intStep(batch));
   }
-  DynamicMode mode("sync", 4, 1);
+  DynamicMode mode(JitMode::Sync, 4, 1);
   for (int64_t batch = 1; batch <= 12; ++batch) {
     auto got = intStep(batch);
     EXPECT_EQ(got.first, want[batch - 1].first) << batch;
@@ -189,10 +189,10 @@ std::vector<float> shapeStep(int64_t batch) {
 TEST(DynamicShapes, ShapeOpsLeavesAndBatchedMatmulAgree) {
   std::vector<std::vector<float>> want;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     for (int64_t batch = 1; batch <= 9; ++batch) want.push_back(shapeStep(batch));
   }
-  DynamicMode mode("sync", 2, 1);
+  DynamicMode mode(JitMode::Sync, 2, 1);
   for (int64_t batch = 1; batch <= 9; ++batch) {
     expectUlpClose(shapeStep(batch), want[batch - 1]);
     EXPECT_EQ(exec::Engine::instance().tierOf(exec::Engine::lastKey()), exec::Tier::Compiled) << batch;
@@ -236,10 +236,10 @@ TEST(DynamicShapes, RandomProgramsAgreeAtEverySize) {
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     std::vector<std::vector<float>> want;
     {
-      JitMode off("off");
+      JitScope off(JitMode::Off);
       for (int64_t batch = 1; batch <= 8; ++batch) want.push_back(randomProgram(seed, batch));
     }
-    DynamicMode mode("sync", 3, 1);
+    DynamicMode mode(JitMode::Sync, 3, 1);
     for (int64_t batch = 1; batch <= 8; ++batch) {
       std::vector<float> got = randomProgram(seed, batch);
       ASSERT_EQ(got.size(), want[batch - 1].size());
@@ -257,7 +257,7 @@ TEST(DynamicShapes, RandomProgramsAgreeAtEverySize) {
 }
 
 TEST(DynamicShapes, AShapeThatDoesNotFitStaysInterpretedAndCorrect) {
-  DynamicMode mode("sync", 2, 1);
+  DynamicMode mode(JitMode::Sync, 2, 1);
   auto run = [](int64_t batch, int64_t features) {
     Tensor x = from_vector(floats(batch * features, 0.3f), {batch, features});
     Tensor b = from_vector(floats(features, 0.9f), {features});
@@ -273,7 +273,7 @@ TEST(DynamicShapes, AShapeThatDoesNotFitStaysInterpretedAndCorrect) {
   EXPECT_EQ(exec::Engine::instance().tierOf(exec::Engine::lastKey()), exec::Tier::InterpretOnly);
   std::vector<float> want;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     want = run(7, 9);
   }
   EXPECT_EQ(got, want) << "the interpreter ran it";
@@ -285,7 +285,7 @@ TEST(DynamicShapes, AShapeThatDoesNotFitStaysInterpretedAndCorrect) {
 }
 
 TEST(DynamicShapes, StructureWithoutADynamicKernelKeepsTheStormGuard) {
-  DynamicMode mode("sync", 3, 1);
+  DynamicMode mode(JitMode::Sync, 3, 1);
   // concat along the batch axis cannot have dynamic extents: the structure
   // keeps static kernels for its first three sizes and interprets the rest.
   for (int64_t batch = 1; batch <= 6; ++batch) {
@@ -322,10 +322,10 @@ TEST(DynamicShapes, ConvolutionsKeepStaticKernelsAndStayCorrect) {
   };
   std::vector<std::vector<float>> want;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     for (int64_t batch = 1; batch <= 6; ++batch) want.push_back(run(batch));
   }
-  DynamicMode mode("sync", 3, 1);
+  DynamicMode mode(JitMode::Sync, 3, 1);
   for (int64_t batch = 1; batch <= 6; ++batch) {
     expectUlpClose(run(batch), want[batch - 1]);
     EXPECT_EQ(exec::Engine::instance().tierOf(exec::Engine::lastKey()),
@@ -339,7 +339,7 @@ TEST(DynamicShapes, ConvolutionsKeepStaticKernelsAndStayCorrect) {
 TEST(DynamicShapes, AsyncModeSwitchesOnceTheKernelIsReady) {
   Mlp m;
   kiln::sync();
-  DynamicMode mode("async", 2);
+  DynamicMode mode(JitMode::Async, 2);
   for (int64_t batch = 1; batch <= 3; ++batch) mlpStep(m, batch);
   exec::Engine::instance().drainCompiles();
   const uint64_t compiles = stats().compiles;
@@ -360,7 +360,7 @@ TEST(DynamicShapes, DiskCacheKeepsTheDynamicKernelApartReloadsAndReplaysIt) {
   Mlp m;
   kiln::sync();
   auto run = [&](const char* what) {
-    DynamicMode mode("sync", 2, 1);
+    DynamicMode mode(JitMode::Sync, 2, 1);
     Settings s = settings();
     s.cache = "on";
     s.cache_dir = dir.string();
@@ -378,7 +378,7 @@ TEST(DynamicShapes, DiskCacheKeepsTheDynamicKernelApartReloadsAndReplaysIt) {
   // A replaying process, at sizes no process has seen: the dynamic kernel is
   // found by its structure and runs from the first step, nothing compiles.
   {
-    DynamicMode mode("replay", 2, 1);
+    DynamicMode mode(JitMode::Replay, 2, 1);
     Settings s = settings();
     s.cache = "on";
     s.cache_dir = dir.string();

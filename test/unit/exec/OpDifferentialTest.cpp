@@ -47,7 +47,7 @@
 #include "runtime/core/OpKind.h"
 #include "runtime/trace/Recorder.h"
 #include "test/unit/exec/DeviceUnderTest.h"
-#include "test/unit/exec/JitMode.h"
+#include "test/unit/exec/JitScope.h"
 
 namespace kiln {
 namespace {
@@ -240,21 +240,21 @@ void noteRecordedOps() {
 
 /// Records and runs one program. nullopt when the API rejects it at record
 /// time (the op does not accept these dtypes); *error holds a run-time error.
-std::optional<std::vector<Output>> runProgram(const Case& c, const std::string& mode, std::string* error) {
+std::optional<std::vector<Output>> runProgram(const Case& c, JitMode mode, std::string* error) {
   // The reference is the CPU interpreter; the compiled run is on the device
   // under test.
-  DefaultDevice scope(mode == "off" ? Device::cpu() : deviceUnderTest());
-  JitMode m(mode, 1);
+  DefaultDevice scope(mode == JitMode::Off ? Device::cpu() : deviceUnderTest());
+  JitScope m(mode, 1);
   InputMaker inputs(std::hash<std::string>{}(c.name));
   std::vector<Tensor> outs;
   try {
     outs = c.program(inputs);
   } catch (const Error& e) {
-    if (mode == "off" && std::getenv("KILN_OP_DIFF_VERBOSE")) std::printf("rejected: %s: %s\n", c.name.c_str(), e.what());
+    if (mode == JitMode::Off && std::getenv("KILN_OP_DIFF_VERBOSE")) std::printf("rejected: %s: %s\n", c.name.c_str(), e.what());
     step();
     return std::nullopt;
   }
-  if (mode == "off") noteRecordedOps();
+  if (mode == JitMode::Off) noteRecordedOps();
   std::vector<Output> values;
   try {
     for (const Tensor& t : outs) {
@@ -292,14 +292,14 @@ struct Tally {
 void checkCase(const Case& c, Tally& tally) {
   SCOPED_TRACE(c.name);
   std::string refError, jitError;
-  auto reference = runProgram(c, "off", &refError);
+  auto reference = runProgram(c, JitMode::Off, &refError);
   if (!reference) {
     ++tally.rejected;
     return;
   }
   ++tally.run;
   const Stats before = stats();
-  auto compiled = runProgram(c, "sync", &jitError);
+  auto compiled = runProgram(c, JitMode::Sync, &jitError);
   const Stats after = stats();
   ASSERT_TRUE(compiled) << "recorded interpreted but not compiled";
   ASSERT_EQ(refError, jitError) << "run-time errors differ";

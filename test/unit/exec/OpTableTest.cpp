@@ -31,7 +31,7 @@
 #include "runtime/core/OpKind.h"
 #include "runtime/exec/Executable.h"
 #include "runtime/trace/Recorder.h"
-#include "test/unit/exec/JitMode.h"
+#include "test/unit/exec/JitScope.h"
 
 namespace kiln {
 namespace {
@@ -151,7 +151,7 @@ TEST_P(OpTable, HasAnExampleThatRecordsIt) {
   if (isParam(kind())) GTEST_SKIP() << "param is the trace's input";
   const Example* ex = example();
   ASSERT_NE(ex, nullptr) << "add an example program for " << nameOf(kind()) << " to OpTableTest.cpp";
-  JitMode mode("off");
+  JitScope mode(JitMode::Off);
   Tensor out = (*ex)(inputX(), inputY());
   const std::string listing = trace::Recorder::current().traceListing();
   EXPECT_NE(listing.find("= " + nameOf(kind()) + "("), std::string::npos)
@@ -161,7 +161,7 @@ TEST_P(OpTable, HasAnExampleThatRecordsIt) {
 
 TEST_P(OpTable, InterpreterRunsIt) {
   if (isParam(kind()) || !example()) GTEST_SKIP();
-  JitMode mode("off");
+  JitScope mode(JitMode::Off);
   Tensor out = (*example())(inputX(), inputY());
   EXPECT_NO_THROW(out.to_vector<double>()) << "the interpreter has no kernel for " << nameOf(kind());
   step();
@@ -178,11 +178,11 @@ TEST_P(OpTable, RunsBetweenCompiledRegionsWhenNotLowered) {
   };
   std::vector<double> interpreted;
   {
-    JitMode mode("off");
+    JitScope mode(JitMode::Off);
     interpreted = program().to_vector<double>();
     step();
   }
-  JitMode mode("sync", 1);
+  JitScope mode(JitMode::Sync, 1);
   std::vector<double> compiled;
   const Stats before = stats();
   for (int i = 0; i < 3; ++i) {
@@ -203,11 +203,11 @@ TEST_P(OpTable, CompilerLowersItLikeTheInterpreter) {
   if (runsBetweenRegions(kind())) GTEST_SKIP() << "not lowered (RunsBetweenCompiledRegionsWhenNotLowered)";
   std::vector<double> interpreted;
   {
-    JitMode mode("off");
+    JitScope mode(JitMode::Off);
     interpreted = (*example())(inputX(), inputY()).to_vector<double>();
     step();
   }
-  JitMode mode("sync", 1);
+  JitScope mode(JitMode::Sync, 1);
   const Stats before = stats();
   std::vector<double> compiled = (*example())(inputX(), inputY()).to_vector<double>();
   step();
@@ -224,7 +224,7 @@ TEST_P(OpTable, CompilerLowersItLikeTheInterpreter) {
 /// for sm_90 (no GPU needed; launching it is the CUDA backend's part).
 TEST_P(OpTable, NvptxPipelineCompilesIt) {
   if (isParam(kind()) || !example() || runsBetweenRegions(kind())) GTEST_SKIP();
-  JitMode mode("off");
+  JitScope mode(JitMode::Off);
   Tensor out = (*example())(inputX(), inputY());
   const trace::TraceGraph graph = trace::Recorder::current().pendingGraphForTesting();
   step();

@@ -8,10 +8,11 @@
 #include <set>
 
 #include "kiln/kiln.h"
+#include "runtime/backends/Hal.h"
 #include "runtime/exec/Engine.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
 #include "runtime/exec/Regions.h"
-#include "test/unit/exec/JitMode.h"
+#include "test/unit/exec/JitScope.h"
 
 namespace kiln {
 namespace {
@@ -42,7 +43,8 @@ struct TraceBuilder {
     uint32_t id = add(OpKind::Param, shape, {});
     t.nodes[id].i0 = static_cast<int64_t>(t.params.size());
     trace::Param p;
-    p.view.storage = core::Storage::allocateHost(static_cast<size_t>(std::max<int64_t>(shape.numel(), 1)) * 4);
+    p.view.storage =
+        core::Storage::allocate(hal::hostAllocator(), static_cast<size_t>(std::max<int64_t>(shape.numel(), 1)) * 4);
     core::contiguousStrides(shape, p.view.strides);
     t.params.push_back(p);
     return id;
@@ -256,14 +258,14 @@ TEST(HotRegions, VaryingTripCountRunsTheBodyOnARegionKernel) {
   Recurrent net;
   std::vector<std::vector<float>> reference;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     reset_stats();
     for (int n : tripCounts()) reference.push_back(net.run(n));
     EXPECT_EQ(stats().mixed_runs, 0u) << "KILN_JIT=off: no regions";
     EXPECT_EQ(stats().region_compiles, 0u);
   }
   freshProcess();
-  JitMode sync("sync", 2);
+  JitScope sync(JitMode::Sync, 2);
   reset_stats();
   uint64_t steps = 0;
   std::vector<int> counts = tripCounts();
@@ -288,11 +290,11 @@ TEST(HotRegions, AsyncRegionKernelsAreUsedOnceReady) {
   Recurrent net;
   std::vector<std::vector<float>> reference;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     for (int n : tripCounts()) reference.push_back(net.run(n + 1));
   }
   freshProcess();
-  JitMode async("async", 2);
+  JitScope async(JitMode::Async, 2);
   reset_stats();
   std::vector<int> counts = tripCounts();
   expectClose(net.run(counts[0] + 1), reference[0]);  // hot: compiling in the background
@@ -312,24 +314,24 @@ TEST(HotRegions, ReplayUsesCachedRegionKernelsOnly) {
   Recurrent net;
   std::vector<float> reference;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     reference = net.run(12);
   }
   freshProcess();
   {
     // Replay never compiles: with nothing cached, regions stay interpreted.
-    JitMode replay("replay", 2);
+    JitScope replay(JitMode::Replay, 2);
     reset_stats();
     expectClose(net.run(12), reference);
     EXPECT_EQ(stats().region_compiles, 0u);
     EXPECT_EQ(stats().mixed_runs, 0u);
   }
   {
-    JitMode sync("sync", 2);
+    JitScope sync(JitMode::Sync, 2);
     net.run(9);  // a region kernel for the body, in this process's kernel cache
   }
   exec::Engine::instance().resetProfilesForTesting();  // a "new process" with the cache warm
-  JitMode replay("replay", 2);
+  JitScope replay(JitMode::Replay, 2);
   reset_stats();
   expectClose(net.run(12), reference);
   EXPECT_EQ(stats().region_compiles, 0u);
@@ -339,7 +341,7 @@ TEST(HotRegions, ReplayUsesCachedRegionKernelsOnly) {
 TEST(HotRegions, RepeatingTracesAreCompiledWholeNotAsRegions) {
   Recurrent net;
   freshProcess();
-  JitMode sync("sync", 2);
+  JitScope sync(JitMode::Sync, 2);
   reset_stats();
   // One step a trace: the body occurs once per trace, and the trace repeats.
   for (int i = 0; i < 4; ++i) net.run(1);
@@ -353,11 +355,11 @@ TEST(HotRegions, WholeTraceKernelIsPreferredOverRegions) {
   Recurrent net;
   std::vector<float> reference;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     reference = net.run(6);
   }
   freshProcess();
-  JitMode sync("sync", 2);
+  JitScope sync(JitMode::Sync, 2);
   reset_stats();
   expectClose(net.run(6), reference);  // first run of this trace: regions only
   EXPECT_EQ(stats().mixed_runs, 1u);
@@ -371,7 +373,7 @@ TEST(HotRegions, WholeTraceKernelIsPreferredOverRegions) {
 
 TEST(HotRegions, IndexOutOfRangeInACompiledRegionIsReported) {
   freshProcess();
-  JitMode sync("sync", 2);
+  JitScope sync(JitMode::Sync, 2);
   Tensor table = from_vector(hostData(5 * 3, 0.4f, 0.0f), {5, 3});
   Tensor m = from_vector(hostData(3 * 3, 0.7f, 0.2f), {3, 3});
   kiln::sync();
@@ -389,7 +391,7 @@ TEST(HotRegions, IndexOutOfRangeInACompiledRegionIsReported) {
   step();
   std::vector<float> expect;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     expect = run({{0, 1}, {2, 3}, {4, 0}, {1, 1}, {3, 2}}).to_vector<float>();
     step();
   }
@@ -448,14 +450,14 @@ TEST(HotRegions, TrainingStepThatLogsEveryFifthIterationTiersUpBoth) {
   constexpr int kSteps = 20;
   std::vector<float> refWeights, refLogged;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     Trainer t;
     for (int i = 0; i < kSteps; ++i) t.trainStep(i);
     refWeights = t.weights();
     refLogged = t.logged;
   }
   freshProcess();
-  JitMode sync("sync", 2);
+  JitScope sync(JitMode::Sync, 2);
   Trainer t;
   reset_stats();
   for (int i = 0; i < kSteps; ++i) {
@@ -491,7 +493,7 @@ TEST(HotRegions, ATrainingLoopCompilesItsStepWholeAndNoneOfItsRegions) {
   // creates the optimizer state) and is compiled whole: region kernels
   // would be replaced before they paid for their compilation.
   freshProcess();
-  JitMode sync("sync", 2);
+  JitScope sync(JitMode::Sync, 2);
   Trainer t;
   reset_stats();
   for (int i : {0, 1, 2, 3, 5, 6}) t.trainStep(i);  // never a logging step

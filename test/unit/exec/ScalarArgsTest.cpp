@@ -10,19 +10,19 @@
 
 #include "kiln/kiln.h"
 #include "runtime/exec/Engine.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
 #include "runtime/exec/ScalarArgs.h"
-#include "test/unit/exec/CacheTestSupport.h"
-#include "test/unit/exec/JitMode.h"
+#include "test/unit/cache/CacheTestSupport.h"
+#include "test/unit/exec/JitScope.h"
 
 namespace kiln {
 namespace {
 
-/// JitMode on a fresh engine (no profiles or scalar values from other tests:
+/// JitScope on a fresh engine (no profiles or scalar values from other tests:
 /// they share structures), stats reset.
 class FreshMode {
  public:
-  explicit FreshMode(const std::string& mode, int64_t threshold = 2, int64_t maxShapes = -1) : jit_(mode, threshold) {
+  explicit FreshMode(JitMode mode, int64_t threshold = 2, int64_t maxShapes = -1) : jit_(mode, threshold) {
     exec::Engine::instance().resetProfilesForTesting();
     exec::KernelCache::instance().clearMemory();
     saved_ = settings().max_shapes;
@@ -41,7 +41,7 @@ class FreshMode {
   }
 
  private:
-  JitMode jit_;
+  JitScope jit_;
   int64_t saved_;
 };
 
@@ -108,14 +108,14 @@ TrainRun train(Opt which, int steps, const std::function<int64_t(int)>& batchOf 
 }
 
 TrainRun interpreted(Opt which, int steps, const std::function<int64_t(int)>& batchOf = [](int) { return int64_t{16}; }) {
-  FreshMode off("off");
+  FreshMode off(JitMode::Off);
   return train(which, steps, batchOf);
 }
 
 void expectTiersUpOnce(Opt which) {
   constexpr int kSteps = 200;
   const TrainRun want = interpreted(which, kSteps);
-  FreshMode m("sync");
+  FreshMode m(JitMode::Sync);
   // A few steps in: the step compiled once (the first steps differ in
   // structure, or in every constant at once, and run interpreted).
   TrainRun early = train(which, 10);
@@ -142,7 +142,7 @@ TEST(ScalarArgs, AdamWithDecayingLearningRateTiersUpOnce) { expectTiersUpOnce(Op
 TEST(ScalarArgs, AdamWWithDecayingLearningRateTiersUpOnce) { expectTiersUpOnce(Opt::AdamW); }
 
 TEST(ScalarArgs, ProfilesPlateauInEveryMode) {
-  for (const char* mode : {"off", "async", "sync"}) {
+  for (JitMode mode : {JitMode::Off, JitMode::Async, JitMode::Sync}) {
     FreshMode m(mode);
     train(Opt::Adam, 20);
     exec::Engine::instance().drainCompiles();
@@ -152,9 +152,9 @@ TEST(ScalarArgs, ProfilesPlateauInEveryMode) {
     exec::Engine::instance().drainCompiles();
     // train() builds new parameters, so its first steps run again, but no
     // profile and no structure is added by the 300 learning rates.
-    EXPECT_EQ(exec::Engine::instance().profileCountsForTesting(), after20) << mode;
-    EXPECT_EQ(stats().distinct_trace_keys, keys) << mode;
-    EXPECT_LE(keys, 4u) << mode;
+    EXPECT_EQ(exec::Engine::instance().profileCountsForTesting(), after20) << to_string(mode);
+    EXPECT_EQ(stats().distinct_trace_keys, keys) << to_string(mode);
+    EXPECT_LE(keys, 4u) << to_string(mode);
   }
 }
 
@@ -173,10 +173,10 @@ TEST(ScalarArgs, SlotsBecomeArgumentsWhenTheyVaryAndStay) {
   for (int i = 0; i < 6; ++i) values.emplace_back(3.0f, 0.25f * i); // then b
   std::vector<std::vector<float>> want;
   {
-    FreshMode off("off");
+    FreshMode off(JitMode::Off);
     for (auto [a, b] : values) want.push_back(affine(a, b));
   }
-  FreshMode m("sync");
+  FreshMode m(JitMode::Sync);
   std::vector<uint64_t> compilesAfter;
   for (size_t i = 0; i < values.size(); ++i) {
     expectBitEqual(affine(values[i].first, values[i].second), want[i], "affine");
@@ -211,10 +211,10 @@ TEST(ScalarArgs, EveryFloatDtypeTakesItsScalarArgument) {
     SCOPED_TRACE(dtype_name(dtype));
     std::vector<std::vector<float>> want;
     {
-      FreshMode off("off");
+      FreshMode off(JitMode::Off);
       for (double a : values) want.push_back(scaled(dtype, a));
     }
-    FreshMode m("sync");
+    FreshMode m(JitMode::Sync);
     for (size_t i = 0; i < values.size(); ++i) expectBitEqual(scaled(dtype, values[i]), want[i], "x * a");
     Stats s = stats();
     EXPECT_EQ(s.compiles, 1u) << s.str();
@@ -239,10 +239,10 @@ TEST(ScalarArgs, AKeyCompiledBeforeItsConstantsVariedKeepsItsKernel) {
   }
   std::vector<std::vector<float>> want;
   {
-    FreshMode off("off");
+    FreshMode off(JitMode::Off);
     for (int64_t r : rows) want.push_back(rowMean(r));
   }
-  FreshMode m("sync");
+  FreshMode m(JitMode::Sync);
   for (size_t i = 0; i < rows.size(); ++i) expectBitEqual(rowMean(rows[i]), want[i], "mean");
   // The full batch's kernel (1/16 folded in) keeps running after the last
   // batch made 1/rows an argument; the last batch gets the kernel with it.
@@ -253,7 +253,7 @@ TEST(ScalarArgs, AKeyCompiledBeforeItsConstantsVariedKeepsItsKernel) {
 }
 
 TEST(ScalarArgs, PowExponentsAndIntegerConstantsStayInTheKey) {
-  FreshMode m("sync");
+  FreshMode m(JitMode::Sync);
   Tensor x = from_vector(wave(32, 0.3f, 2.0f), {32});
   std::vector<trace::TraceKey> keys;
   for (float e : {2.0f, 3.0f, 0.5f, 2.0f}) {
@@ -282,7 +282,7 @@ TEST(ScalarArgs, ReplayFindsTheKernelByStructure) {
   constexpr int kSteps = 8;
   const TrainRun want = interpreted(Opt::Sgd, kSteps);
   {
-    cachetest::CacheMode m("sync", 2, dir.str());
+    cachetest::CacheMode m(JitMode::Sync, 2, dir.str());
     cachetest::CacheMode::freshProcess();
     reset_stats();
     expectBitEqual(train(Opt::Sgd, kSteps).losses, want.losses, "sync loss");
@@ -291,7 +291,7 @@ TEST(ScalarArgs, ReplayFindsTheKernelByStructure) {
   }
   // A new process replays with the same schedule: its lr values differ from
   // run to run, but the kernel is keyed on the structure alone.
-  cachetest::CacheMode m("replay", 2, dir.str());
+  cachetest::CacheMode m(JitMode::Replay, 2, dir.str());
   cachetest::CacheMode::freshProcess();
   reset_stats();
   const TrainRun got = train(Opt::Sgd, kSteps);
@@ -310,7 +310,7 @@ TEST(ScalarArgs, DynamicShapeKernelTakesScalarArguments) {
   constexpr int kSteps = 24;
   auto batchOf = [](int s) { return int64_t{8 + 4 * (s % 4)}; };  // 8, 12, 16, 20
   const TrainRun want = interpreted(Opt::Sgd, kSteps, batchOf);
-  FreshMode m("sync", 2, /*maxShapes=*/1);
+  FreshMode m(JitMode::Sync, 2, /*maxShapes=*/1);
   const TrainRun got = train(Opt::Sgd, kSteps, batchOf);
   Stats s = stats();
   expectBitEqual(got.losses, want.losses, "loss");
@@ -323,7 +323,7 @@ TEST(ScalarArgs, DynamicShapeKernelTakesScalarArguments) {
 TEST(ScalarArgs, HotRegionsDoNotHoldTheValues) {
   constexpr int kSteps = 12;
   const TrainRun want = interpreted(Opt::Adam, kSteps);
-  FreshMode m("sync");
+  FreshMode m(JitMode::Sync);
   exec::Engine::instance().setTraceCompilesForTesting(false);
   const TrainRun got = train(Opt::Adam, kSteps);
   exec::Engine::instance().setTraceCompilesForTesting(true);

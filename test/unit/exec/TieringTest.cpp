@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "kiln/kiln.h"
-#include "test/unit/exec/JitMode.h"
+#include "test/unit/exec/JitScope.h"
 #include "test/unit/exec/TrainingStep.h"
 #include "runtime/exec/Engine.h"
 
@@ -36,10 +36,10 @@ TEST(Tiering, SyncModeTiersUpAndAgreesWithTheInterpreter) {
   Data d;
   std::vector<float> reference;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     reference = stepOnce(d.x, d.w, d.b, 0.5f);
   }
-  JitMode sync("sync", 2);
+  JitScope sync(JitMode::Sync, 2);
   reset_stats();
   for (int i = 0; i < 6; ++i) expectClose(stepOnce(d.x, d.w, d.b, 0.5f), reference);
   Stats s = stats();
@@ -55,7 +55,7 @@ TEST(Tiering, SyncModeTiersUpAndAgreesWithTheInterpreter) {
 
 TEST(Tiering, OffNeverCompiles) {
   Data d;
-  JitMode off("off");
+  JitScope off(JitMode::Off);
   reset_stats();
   for (int i = 0; i < 5; ++i) stepOnce(d.x, d.w, d.b, 0.25f);
   EXPECT_EQ(stats().compiles, 0u);
@@ -67,10 +67,10 @@ TEST(Tiering, AsyncCompilesInTheBackgroundWhileTheLoopRuns) {
   Data d;
   std::vector<float> reference;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     reference = stepOnce(d.x, d.w, d.b, 0.75f);
   }
-  JitMode async("async", 2);
+  JitScope async(JitMode::Async, 2);
   exec::Engine::instance().setCompileDelayForTesting(400);
   reset_stats();
   auto start = std::chrono::steady_clock::now();
@@ -93,10 +93,10 @@ TEST(Tiering, ThreadsRecordAndRunWhileTheCompilerWorks) {
   Data d;
   std::vector<float> reference;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     reference = stepOnce(d.x, d.w, d.b, 1.25f);
   }
-  JitMode async("async", 2);
+  JitScope async(JitMode::Async, 2);
   // Fresh profiles and kernels: earlier tests ran this step with other
   // scales, so its scale is a kernel argument and its kernel may exist.
   exec::Engine::instance().resetProfilesForTesting();
@@ -121,7 +121,7 @@ TEST(Tiering, ThreadsRecordAndRunWhileTheCompilerWorks) {
 }
 
 TEST(Tiering, VaryingShapesGetOneDynamicKernelAfterMaxShapes) {
-  JitMode sync("sync", 1);
+  JitScope sync(JitMode::Sync, 1);
   Settings s = settings();
   s.max_shapes = 3;
   set_settings(s);
@@ -156,11 +156,11 @@ TEST(Tiering, SyncAndAsyncAgree) {
   Data d;
   std::vector<float> viaSync, viaAsync;
   {
-    JitMode m("sync", 1);
+    JitScope m(JitMode::Sync, 1);
     viaSync = stepOnce(d.x, d.w, d.b, 2.0f);
   }
   {
-    JitMode m("async", 1);
+    JitScope m(JitMode::Async, 1);
     stepOnce(d.x, d.w, d.b, 2.0f);
     exec::Engine::instance().drainCompiles();
     viaAsync = stepOnce(d.x, d.w, d.b, 2.0f);
@@ -170,7 +170,7 @@ TEST(Tiering, SyncAndAsyncAgree) {
 }
 
 TEST(Tiering, IndexOutOfRangeStillReportedAfterTierUp) {
-  JitMode m("sync", 1);
+  JitScope m(JitMode::Sync, 1);
   Tensor table = rand({5, 3}, 7);
   auto lookup = [&](std::vector<int64_t> ids) {
     Tensor idx = from_vector<int64_t>(ids, {static_cast<int64_t>(ids.size())});
@@ -222,7 +222,7 @@ TEST(Tiering, CompiledKernelsNeverCallMalloc) {
   // Large enough that its loops are parallelised (small ones stay serial).
   Tensor x = rand({512, 256}, 11), w = rand({256, 128}, 12), b = rand({128}, 13);
   kiln::sync();
-  JitMode m("sync", 1);
+  JitScope m(JitMode::Sync, 1);
   stepOnce(x, w, b, 1.5f);
   int optimized = 0;
   EXPECT_EQ(countInDumps(dir, "optimized.ll", "@malloc", &optimized), 0);
@@ -250,12 +250,12 @@ TEST(Tiering, RecurrentMatmulsStayMatmulsAndAreNotRecomputed) {
   };
   std::vector<float> reference;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     reference = run();
   }
   setenv("KILN_DUMP_IR", dir.c_str(), 1);
   {
-    JitMode sync("sync", 1);
+    JitScope sync(JitMode::Sync, 1);
     expectClose(run(), reference, 1e-5f);
   }
   unsetenv("KILN_DUMP_IR");
@@ -292,12 +292,12 @@ TEST(Tiering, ConvolutionsCallTheRuntimeGemmOnTheUnpaddedInput) {
   };
   std::vector<float> reference;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     reference = run();
   }
   setenv("KILN_DUMP_IR", dir.c_str(), 1);
   {
-    JitMode sync("sync", 1);
+    JitScope sync(JitMode::Sync, 1);
     expectClose(run(), reference, 1e-5f);
   }
   unsetenv("KILN_DUMP_IR");
@@ -319,12 +319,12 @@ TEST(Tiering, RowWiseNestsRunAsOneLoopOverRows) {
   kiln::sync();
   std::vector<float> reference;
   {
-    JitMode off("off");
+    JitScope off(JitMode::Off);
     reference = softmax(x, -1).to_vector<float>();
   }
   setenv("KILN_DUMP_IR", dir.c_str(), 1);
   {
-    JitMode sync("sync", 1);
+    JitScope sync(JitMode::Sync, 1);
     expectClose(softmax(x, -1).to_vector<float>(), reference, 1e-6f);
   }
   unsetenv("KILN_DUMP_IR");

@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "runtime/exec/CacheIndex.h"
+#include "runtime/cache/CacheIndex.h"
 #include "runtime/exec/Executable.h"
 #include "runtime/trace/TraceGraph.h"
 #include "runtime/trace/TraceKey.h"

@@ -2,7 +2,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/backends/Hal.h"
-#include "runtime/exec/StatsCounters.h"
+#include "runtime/support/StatsCounters.h"
 
 namespace kiln {
 

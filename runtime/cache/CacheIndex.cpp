@@ -1,4 +1,4 @@
-#include "runtime/exec/CacheIndex.h"
+#include "runtime/cache/CacheIndex.h"
 
 #include <dirent.h>
 #include <time.h>
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <unordered_set>
 
-#include "runtime/exec/CacheEntry.h"
+#include "runtime/cache/CacheEntry.h"
 
 namespace kiln::exec {
 

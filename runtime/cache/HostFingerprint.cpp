@@ -1,4 +1,4 @@
-#include "runtime/exec/HostFingerprint.h"
+#include "runtime/cache/HostFingerprint.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,11 +1,11 @@
-#include "runtime/exec/CacheEntryCheck.h"
+#include "runtime/cache/CacheEntryCheck.h"
 
 #include <cinttypes>
 #include <cstdio>
 #include <set>
 
 #include "runtime/core/OpKind.h"
-#include "runtime/trace/TraceKey.h"
+#include "runtime/cache/TraceKeyCodec.h"
 
 namespace kiln::exec::cache {
 
@@ -36,7 +36,7 @@ std::string pairStr(uint32_t output, uint32_t input) {
 std::string entrySymbolFor(const std::vector<uint64_t>& keyWords, uint64_t keyHash) {
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016" PRIx64, keyHash);
-  const bool dynamic = !keyWords.empty() && keyWords[0] == trace::kDynamicKeyMarker;
+  const bool dynamic = isDynamicKey(keyWords);
   return std::string("kiln_entry_") + (dynamic ? "dyn_" : "") + hex;
 }
 

@@ -22,11 +22,12 @@
 #include <future>
 #include <thread>
 
-#include "runtime/exec/CacheEntryCheck.h"
-#include "runtime/exec/CacheIndex.h"
-#include "runtime/exec/Log.h"
-#include "runtime/exec/Sha256.h"
-#include "test/unit/exec/CacheTestSupport.h"
+#include "runtime/cache/CacheEntryCheck.h"
+#include "runtime/cache/TraceKeyCodec.h"
+#include "runtime/cache/CacheIndex.h"
+#include "runtime/support/Log.h"
+#include "runtime/cache/Sha256.h"
+#include "test/unit/cache/CacheTestSupport.h"
 
 namespace kiln {
 namespace {
@@ -168,7 +169,7 @@ TEST(CacheFiles, MissExplanationsSkipHostileEntries) {
   plant(dir.path / cache::entryFileName(0x3333, "x"), Hostile::Oversized, uint64_t{2} << 20);
   within(60, [&] {
     InfoLog info;
-    CacheMode m("sync", 1, dir.str());
+    CacheMode m(JitMode::Sync, 1, dir.str());
     CacheMode::freshProcess();
     reset_stats();
     EXPECT_TRUE(close(other.run(), otherRef));  // a miss, explained
@@ -313,14 +314,14 @@ TEST(CacheMetadata, DynamicShapeEntriesAreCheckedAgainstTheirSizes) {
   std::vector<std::vector<float>> references;
   {
     Settings saved = settings(), s = saved;
-    s.jit = "off";
+    s.jit = JitMode::Off;
     set_settings(s);
     for (const Tensor& x : batches) references.push_back(step(x));
     set_settings(saved);
   }
   auto runAll = [&](const char* what) {
     SCOPED_TRACE(what);
-    CacheMode m("sync", 1, dir.str());
+    CacheMode m(JitMode::Sync, 1, dir.str());
     CacheMode::freshProcess();
     Settings s = settings();
     s.max_shapes = 2;  // the third batch size gets one dynamic-shape kernel
@@ -409,12 +410,12 @@ TEST(KernelSize, SplatsStaySplatsInCompiledKernels) {
   float reference;
   {
     Settings saved = settings(), s = saved;
-    s.jit = "off";
+    s.jit = JitMode::Off;
     set_settings(s);
     reference = program(nullptr);
     set_settings(saved);
   }
-  CacheMode m("sync", 1, dir.str());
+  CacheMode m(JitMode::Sync, 1, dir.str());
   CacheMode::freshProcess();
   reset_stats();
   std::vector<float> held;
@@ -449,14 +450,14 @@ TEST(KernelSize, AHugeSplatSlicedAndSummedCompilesSmallAndAgrees) {
   float reference;
   {
     Settings saved = settings(), s = saved;
-    s.jit = "off";
+    s.jit = JitMode::Off;
     set_settings(s);
     reference = program(true);
     set_settings(saved);
   }
   EXPECT_FLOAT_EQ(reference, 64 * 32 * 2.5f);
   within(120, [&] {
-    CacheMode m("sync", 1, dir.str());
+    CacheMode m(JitMode::Sync, 1, dir.str());
     CacheMode::freshProcess();
     reset_stats();
     EXPECT_FLOAT_EQ(program(false), reference);

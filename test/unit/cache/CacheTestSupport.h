@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "kiln/kiln.h"
-#include "runtime/exec/CacheEntry.h"
+#include "runtime/cache/CacheEntry.h"
 #include "runtime/exec/Engine.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
 #include "test/unit/exec/TrainingStep.h"
 
 extern char** environ;
@@ -51,10 +51,10 @@ struct TempDir {
 /// JIT mode, threshold and cache directory for one test, restored after.
 class CacheMode {
  public:
-  CacheMode(const std::string& mode, int64_t threshold, const std::string& dir) : saved_(settings()) {
+  CacheMode(JitMode mode, int64_t threshold, const std::string& dir) : saved_(settings()) {
     set(mode, threshold, dir);
   }
-  void set(const std::string& mode, int64_t threshold, const std::string& dir) {
+  void set(JitMode mode, int64_t threshold, const std::string& dir) {
     exec::Engine::instance().drainCompiles();
     Settings s = saved_;
     s.jit = mode;
@@ -89,7 +89,7 @@ struct Data {
   /// The interpreter's answer (KILN_JIT=off for one step).
   std::vector<float> reference(float scale = 0.5f) const {
     Settings saved = settings(), s = saved;
-    s.jit = "off";
+    s.jit = JitMode::Off;
     set_settings(s);
     auto r = stepOnce(x, w, b, scale);
     set_settings(saved);
@@ -131,7 +131,7 @@ inline void spit(const fs::path& p, const std::string& bytes) {
 /// entry serves them and the trace is compiled anew. Returns the stats, for
 /// the caller's check of how many entries were rejected.
 inline Stats runAfterDamage(const std::string& dir, const Data& d, const std::vector<float>& reference) {
-  CacheMode m("sync", 1, dir);
+  CacheMode m(JitMode::Sync, 1, dir);
   CacheMode::freshProcess();
   reset_stats();
   EXPECT_TRUE(close(d.run(), reference));
@@ -145,7 +145,7 @@ inline Stats runAfterDamage(const std::string& dir, const Data& d, const std::ve
 
 /// Fills `dir` with the kernel of Data's step; returns the entry's path.
 inline fs::path fillCache(const std::string& dir, const Data& d) {
-  CacheMode m("sync", 1, dir);
+  CacheMode m(JitMode::Sync, 1, dir);
   d.run();
   auto files = entryFiles(dir);
   EXPECT_EQ(files.size(), 1u);

@@ -25,12 +25,12 @@
 #include <sstream>
 
 #include "kiln/kiln.h"
-#include "test/unit/exec/CacheTestSupport.h"
+#include "test/unit/cache/CacheTestSupport.h"
 #include "test/unit/exec/TrainingStep.h"
-#include "runtime/exec/CacheEntry.h"
+#include "runtime/cache/CacheEntry.h"
 #include "runtime/exec/Engine.h"
 #include "runtime/exec/Executable.h"
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
 
 namespace kiln {
 namespace {
@@ -44,7 +44,7 @@ TEST(KernelCache, WarmStartRunsTheFirstStepCompiledFromDisk) {
   Data d;
   auto reference = d.reference();
   {
-    CacheMode m("sync", 2, dir.str());
+    CacheMode m(JitMode::Sync, 2, dir.str());
     reset_stats();
     for (int i = 0; i < 3; ++i) EXPECT_TRUE(close(d.run(), reference));
     Stats s = stats();
@@ -53,7 +53,7 @@ TEST(KernelCache, WarmStartRunsTheFirstStepCompiledFromDisk) {
     EXPECT_EQ(entryFiles(dir.str()).size(), 1u);
   }
   // A new "process": the first run of the key is already compiled.
-  CacheMode m("async", 2, dir.str());
+  CacheMode m(JitMode::Async, 2, dir.str());
   CacheMode::freshProcess();
   reset_stats();
   EXPECT_TRUE(close(d.run(), reference));
@@ -129,14 +129,14 @@ TEST(KernelCache, CorruptedTruncatedAndSwappedEntriesAreRecompiled) {
   Data other(37, 7, 23);
   auto otherRef = other.reference();
   {
-    CacheMode m("sync", 1, dir.str());
+    CacheMode m(JitMode::Sync, 1, dir.str());
     other.run();
   }
   auto files = entryFiles(dir.str());
   ASSERT_EQ(files.size(), 2u);
   fs::path otherFile = files[0] == file ? files[1] : files[0];
   fs::copy_file(otherFile, file, fs::copy_options::overwrite_existing);
-  CacheMode m("sync", 1, dir.str());
+  CacheMode m(JitMode::Sync, 1, dir.str());
   CacheMode::freshProcess();
   reset_stats();
   EXPECT_TRUE(close(d.run(), reference));
@@ -169,7 +169,7 @@ TEST(KernelCache, ForeignFingerprintIsNeverLoaded) {
   // (1) A valid entry for another target, placed under this host's name.
   spit(file, cache::encode(foreign));
   {
-    CacheMode m("sync", 1, dir.str());
+    CacheMode m(JitMode::Sync, 1, dir.str());
     CacheMode::freshProcess();
     reset_stats();
     EXPECT_TRUE(close(d.run(), reference));
@@ -182,7 +182,7 @@ TEST(KernelCache, ForeignFingerprintIsNeverLoaded) {
   const fs::path foreignFile = fs::path(dir.str()) / cache::entryFileName(e.meta.keyHash, fp);
   spit(foreignFile, cache::encode(foreign));
   fs::remove(file);
-  CacheMode m("sync", 1, dir.str());
+  CacheMode m(JitMode::Sync, 1, dir.str());
   CacheMode::freshProcess();
   reset_stats();
   EXPECT_TRUE(close(d.run(), reference));
@@ -195,7 +195,7 @@ TEST(KernelCache, ForeignFingerprintIsNeverLoaded) {
   Data wider(37, 19, 29);
   CacheMode::freshProcess();
   {
-    CacheMode m2("sync", 1, dir.str());
+    CacheMode m2(JitMode::Sync, 1, dir.str());
     wider.run();
   }
   std::vector<uint64_t> a, b;
@@ -219,7 +219,7 @@ TEST(KernelCache, GroupWritableDirectoryIsRefused) {
   fillCache(dir.str(), d);
   fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_all);
   EXPECT_NE(exec::checkCacheDirectory(dir.str()).find("chmod go-w"), std::string::npos);
-  CacheMode m("sync", 1, dir.str());
+  CacheMode m(JitMode::Sync, 1, dir.str());
   CacheMode::freshProcess();
   reset_stats();
   EXPECT_TRUE(close(d.run(), reference));
@@ -237,7 +237,7 @@ TEST(KernelCache, MissingAndReadOnlyDirectoriesDegradeToMemory) {
   // Missing: created, private.
   const std::string nested = dir.str() + "/a/b";
   {
-    CacheMode m("sync", 1, nested);
+    CacheMode m(JitMode::Sync, 1, nested);
     CacheMode::freshProcess();
     EXPECT_TRUE(close(d.run(), reference));
     struct stat st;
@@ -249,7 +249,7 @@ TEST(KernelCache, MissingAndReadOnlyDirectoriesDegradeToMemory) {
   {
     const std::string notDir = dir.str() + "/file";
     spit(notDir, "x");
-    CacheMode m("sync", 1, notDir);
+    CacheMode m(JitMode::Sync, 1, notDir);
     CacheMode::freshProcess();
     reset_stats();
     EXPECT_TRUE(close(d.run(), reference));
@@ -264,7 +264,7 @@ TEST(KernelCache, MissingAndReadOnlyDirectoriesDegradeToMemory) {
     ::chmod(ro.c_str(), 0500);
     Data other(5, 19, 7);
     auto otherRef = other.reference();
-    CacheMode m("sync", 1, ro);
+    CacheMode m(JitMode::Sync, 1, ro);
     CacheMode::freshProcess();
     reset_stats();
     EXPECT_TRUE(close(d.run(), reference));
@@ -288,7 +288,7 @@ TEST(KernelCache, LeastRecentlyUsedEntriesAreEvictedBeyondTheLimit) {
     struct timespec t[2] = {{1000 + i, 0}, {1000 + i, 0}};
     ::utimensat(AT_FDCWD, old.back().c_str(), t, 0);
   }
-  CacheMode m("sync", 1, dir.str());
+  CacheMode m(JitMode::Sync, 1, dir.str());
   Settings s = settings();
   s.cache_max_mb = 1;
   set_settings(s);
@@ -311,7 +311,7 @@ TEST(KernelCache, TemporaryFilesOfDeadWritersGoAndLiveOnesCount) {
   struct timespec t[2] = {{old, 0}, {old, 0}};
   ::utimensat(AT_FDCWD, dead.c_str(), t, 0);
   spit(live, std::string(3 << 20, 'x'));  // larger than the 2 MiB cap by itself
-  CacheMode m("sync", 1, dir.str());
+  CacheMode m(JitMode::Sync, 1, dir.str());
   Settings s = settings();
   s.cache_max_mb = 2;
   set_settings(s);
@@ -457,7 +457,7 @@ TEST(KernelCacheChild, Main) {
     }
     Stats s = stats();
     EXPECT_EQ(s.compiled_runs, 6u) << s.str();
-    if (settings().jit == "replay") {
+    if (settings().jit == JitMode::Replay) {
       EXPECT_EQ(s.compiles, 0u) << s.str();
       EXPECT_FALSE(exec::compilerLoaded());
     }

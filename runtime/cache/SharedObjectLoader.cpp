@@ -20,7 +20,7 @@
 #include <string>
 
 #include "runtime/exec/Executable.h"
-#include "runtime/exec/HostFingerprint.h"
+#include "runtime/cache/HostFingerprint.h"
 
 namespace kiln::exec {
 

@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/exec/CacheEntry.h"
+#include "runtime/cache/CacheEntry.h"
+#include "runtime/cache/TraceKeyCodec.h"
 
 namespace kiln::exec::cache {
 

@@ -2,7 +2,7 @@
 // any case, and one warning per bad variable naming the value given and the
 // value used; kiln_set_option and set_settings reject what the environment
 // would clamp.
-#include "runtime/exec/Settings.h"
+#include "runtime/support/Settings.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "kiln/error.h"
-#include "runtime/exec/Log.h"
+#include "runtime/support/Log.h"
 
 namespace kiln::exec {
 namespace {
@@ -99,7 +99,7 @@ TEST(Settings, EnumeratedValuesAreCaseInsensitive) {
   Settings s = read({{"KILN_LOG", "WARN"}, {"KILN_JIT", "Sync"}, {"KILN_CACHE", "OFF"}}, &warnings);
   EXPECT_TRUE(warnings.empty());
   EXPECT_EQ(s.log_level, "warn");
-  EXPECT_EQ(s.jit, "sync");
+  EXPECT_EQ(s.jit, JitMode::Sync);
   EXPECT_EQ(s.cache, "off");
   EXPECT_EQ(read({{"KILN_LOG", "Warning"}}, &warnings).log_level, "warn");
   EXPECT_EQ(read({{"KILN_LOG", "err"}}, &warnings).log_level, "error");
@@ -110,7 +110,7 @@ TEST(Settings, UnknownEnumeratedValuesWarnAndUseTheDefault) {
   // Was: KILN_LOG=xyz silently disabled every warning.
   Settings s = readOneBad("KILN_LOG", "xyz", "warn");
   EXPECT_EQ(s.log_level, "warn");
-  EXPECT_EQ(readOneBad("KILN_JIT", "fast", "async").jit, "async");
+  EXPECT_EQ(readOneBad("KILN_JIT", "fast", "async").jit, JitMode::Async);
   std::vector<std::string> warnings;
   read({{"KILN_JIT", "fast"}}, &warnings);
   ASSERT_EQ(warnings.size(), 1u);
@@ -159,12 +159,27 @@ TEST(Settings, SetSettingsChecksRangesAndNormalizesCase) {
   }
   Settings s = checkedSettings([] {
     Settings x;
-    x.jit = "Sync";
     x.log_level = "WARNING";
     return x;
   }());
-  EXPECT_EQ(s.jit, "sync");
   EXPECT_EQ(s.log_level, "warn");
+}
+
+TEST(Settings, JitModeIsAnEnumParsedByTheTable) {
+  const SettingInfo& jit = *findSetting("KILN_JIT");
+  Settings s;
+  for (JitMode mode : {JitMode::Async, JitMode::Sync, JitMode::Off, JitMode::Replay}) {
+    EXPECT_EQ(applySetting(jit, to_string(mode), SettingSource::Option, s), "");
+    EXPECT_EQ(s.jit, mode);
+    EXPECT_EQ(settingText(jit, s), to_string(mode));
+  }
+  EXPECT_EQ(applySetting(jit, "Sync", SettingSource::Option, s), "");
+  EXPECT_EQ(s.jit, JitMode::Sync);
+  EXPECT_NE(applySetting(jit, "sometimes", SettingSource::Option, s), "");
+  EXPECT_EQ(s.jit, JitMode::Sync);  // unchanged
+  Settings bad;
+  bad.jit = static_cast<JitMode>(42);
+  EXPECT_THROW(checkedSettings(bad), Error);
 }
 
 class DumpDirectory : public ::testing::Test {

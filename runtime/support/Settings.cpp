@@ -1,4 +1,4 @@
-#include "runtime/exec/Settings.h"
+#include "runtime/support/Settings.h"
 
 #include <unistd.h>
 
@@ -21,7 +21,7 @@
 #include <tbb/global_control.h>
 
 #include "kiln/error.h"
-#include "runtime/exec/Log.h"
+#include "runtime/support/Log.h"
 
 namespace kiln::exec {
 
@@ -53,6 +53,15 @@ constexpr Spelling kLogLevels[] = {{"trace", "trace"}, {"debug", "debug"},      
                                    {"warn", "warn"},   {"warning", "warn"},      {"error", "error"},
                                    {"err", "error"},   {"critical", "critical"}, {"off", "off"}};
 constexpr Spelling kJitModes[] = {{"async", "async"}, {"sync", "sync"}, {"off", "off"}, {"replay", "replay"}};
+/// KILN_JIT's values in JitMode's order (to_string's names).
+constexpr const char* kJitModeNames[] = {"async", "sync", "off", "replay"};
+
+/// The mode a KILN_JIT value (a canonical spelling of kJitModes) stands for.
+JitMode jitModeNamed(const std::string& value) {
+  for (size_t i = 0; i < std::size(kJitModeNames); ++i)
+    if (value == kJitModeNames[i]) return static_cast<JitMode>(i);
+  return JitMode{};
+}
 constexpr Spelling kOnOff[] = {{"on", "on"}, {"off", "off"}};
 
 SettingInfo integer(const char* env, const char* name, bool option, int64_t min, int64_t max,
@@ -90,8 +99,8 @@ const SettingInfo kSettings[] = {
             [](const Settings& s) { return s.max_trace_ops; }, [](Settings& s, int64_t v) { s.max_trace_ops = v; }),
     integer("KILN_NUM_THREADS", "num_threads", true, 0, 4096, [](const Settings& s) -> int64_t { return s.num_threads; },
             [](Settings& s, int64_t v) { s.num_threads = static_cast<int>(v); }),
-    text("KILN_JIT", "jit", true, kJitModes, [](const Settings& s) { return s.jit; },
-         [](Settings& s, const std::string& v) { s.jit = v; }),
+    text("KILN_JIT", "jit", true, kJitModes, [](const Settings& s) -> std::string { return to_string(s.jit); },
+         [](Settings& s, const std::string& v) { s.jit = jitModeNamed(v); }),
     integer("KILN_JIT_THRESHOLD", "jit_threshold", true, 1, 1000000,
             [](const Settings& s) { return s.jit_threshold; }, [](Settings& s, int64_t v) { s.jit_threshold = v; }),
     integer("KILN_COMPILE_THREADS", "compile_threads", true, 1, 64,
@@ -294,6 +303,11 @@ std::string irDumpDirectory() {
 }  // namespace kiln::exec
 
 namespace kiln {
+
+const char* to_string(JitMode mode) {
+  const auto i = static_cast<size_t>(mode);
+  return i < std::size(exec::kJitModeNames) ? exec::kJitModeNames[i] : "?";
+}
 
 namespace {
 // The current settings: an immutable snapshot. set_settings() publishes a new

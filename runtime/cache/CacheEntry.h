@@ -96,21 +96,6 @@ bool sameStructure(const std::vector<uint64_t>& a, const std::vector<uint64_t>& 
 /// for keys sameStructure() calls the same.
 uint64_t structureDigest(const std::vector<uint64_t>& keyWords);
 
-/// One node decoded from TraceKey words (see computeTraceKey and, for
-/// dynamic-shape kernels, dynamicKernelKey).
-struct KeyNode {
-  uint32_t op = 0, dtype = 0, keepdim = 0;
-  std::vector<uint64_t> shape, inputs, attrs, rest;
-};
-struct DecodedKey {
-  bool dynamic = false;  ///< a dynamic-shape kernel's key (extents < 0 are sizes)
-  uint64_t device = 0;
-  std::vector<KeyNode> nodes;
-  std::vector<uint64_t> outputs;  ///< node numbers of the live outputs
-};
-/// Decodes TraceKey words; false when they are not a well-formed key.
-bool decodeKey(const std::vector<uint64_t>& words, DecodedKey* key);
-
 /// Reads a whole regular file of at most `maxBytes` bytes; false with
 /// `*error` for anything else: a symbolic link (unless `followLinks`), a
 /// FIFO, device, socket or directory, or a larger file. Never blocks and

@@ -1,4 +1,4 @@
-#include "runtime/exec/Sha256.h"
+#include "runtime/cache/Sha256.h"
 
 #include <algorithm>
 #include <cstring>

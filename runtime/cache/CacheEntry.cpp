@@ -1,4 +1,4 @@
-#include "runtime/exec/CacheEntry.h"
+#include "runtime/cache/CacheEntry.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,8 +13,8 @@
 
 #include "kiln/dtype.h"
 #include "runtime/core/OpKind.h"
-#include "runtime/exec/Sha256.h"
-#include "runtime/trace/TraceKey.h"
+#include "runtime/cache/Sha256.h"
+#include "runtime/cache/TraceKeyCodec.h"
 
 namespace kiln::exec::cache {
 
@@ -84,39 +84,6 @@ uint64_t fnv1a(std::string_view bytes, uint64_t seed) {
   uint64_t h = seed;
   for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
   return h;
-}
-
-bool decodeKey(const std::vector<uint64_t>& w, DecodedKey* k) {
-  size_t i = 0;
-  auto take = [&](size_t n, std::vector<uint64_t>* into) {
-    if (n > w.size() - i) return false;
-    if (into) into->assign(w.begin() + static_cast<long>(i), w.begin() + static_cast<long>(i + n));
-    i += n;
-    return true;
-  };
-  if (w.empty()) return false;
-  k->dynamic = w[0] == trace::kDynamicKeyMarker;
-  if (k->dynamic) ++i;
-  if (i >= w.size()) return false;
-  k->device = w[i++];
-  while (i < w.size() && w[i] != ~0ull) {
-    KeyNode n;
-    const uint64_t h = w[i++];
-    n.op = static_cast<uint32_t>(h >> 48);
-    n.dtype = static_cast<uint32_t>((h >> 40) & 0xff);
-    n.keepdim = static_cast<uint32_t>((h >> 32) & 0xff);
-    const size_t rank = (h >> 16) & 0xffff, numInputs = h & 0xffff;
-    if (!take(rank, &n.shape) || !take(numInputs, &n.inputs) || i >= w.size()) return false;
-    const uint64_t numAttrs = w[i++];
-    if (numAttrs > w.size() || !take(static_cast<size_t>(numAttrs), &n.attrs)) return false;
-    // Param: strides (static keys only), the aliased parameter, the position.
-    const bool isParam = n.op == static_cast<uint32_t>(core::OpKind::Param);
-    if (!take(isParam ? (k->dynamic ? 2 : rank + 2) : 3, &n.rest)) return false;
-    k->nodes.push_back(std::move(n));
-  }
-  if (i >= w.size()) return false;
-  k->outputs.assign(w.begin() + static_cast<long>(i + 1), w.end());
-  return true;
 }
 
 std::string fingerprintDigest(const std::string& fingerprint) {

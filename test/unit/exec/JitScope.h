@@ -1,29 +1,27 @@
-// JitMode: sets the JIT mode and threshold for one scope (disk cache off, so
+// JitScope: sets the JIT mode and threshold for one scope (disk cache off, so
 // tests that count compilations see every one), restoring the settings after.
 #pragma once
-
-#include <string>
 
 #include "kiln/runtime.h"
 #include "runtime/exec/Engine.h"
 
 namespace kiln {
 
-class JitMode {
+class JitScope {
  public:
-  explicit JitMode(const std::string& mode, int64_t threshold = 2) : saved_(settings()) {
+  explicit JitScope(JitMode mode, int64_t threshold = 2) : saved_(settings()) {
     Settings s = saved_;
     s.jit = mode;
     s.cache = "off";
     s.jit_threshold = threshold;
     set_settings(s);
   }
-  ~JitMode() {
+  ~JitScope() {
     exec::Engine::instance().drainCompiles();
     set_settings(saved_);
   }
-  JitMode(const JitMode&) = delete;
-  JitMode& operator=(const JitMode&) = delete;
+  JitScope(const JitScope&) = delete;
+  JitScope& operator=(const JitScope&) = delete;
 
  private:
   Settings saved_;

@@ -1,4 +1,4 @@
-#include "runtime/exec/KernelCache.h"
+#include "runtime/cache/KernelCache.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,11 +14,11 @@
 
 #include "kiln/runtime.h"
 #include "runtime/core/OpKind.h"
-#include "runtime/exec/CacheEntry.h"
-#include "runtime/exec/CacheEntryCheck.h"
-#include "runtime/exec/LeastRecentlyUsed.h"
-#include "runtime/exec/Log.h"
-#include "runtime/exec/StatsCounters.h"
+#include "runtime/cache/CacheEntry.h"
+#include "runtime/cache/CacheEntryCheck.h"
+#include "runtime/support/LeastRecentlyUsed.h"
+#include "runtime/support/Log.h"
+#include "runtime/support/StatsCounters.h"
 
 namespace kiln::exec {
 

@@ -1,0 +1,43 @@
+// TraceRunner: what runs a flushed trace. The recorder knows only this
+// interface; the exec layer installs its Engine as the runner at start-up
+// (runtime/exec/Engine.cpp), so runtime/trace depends on nothing above it.
+#pragma once
+
+#include <future>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/core/TensorImpl.h"
+#include "runtime/trace/Trace.h"
+#include "runtime/trace/TraceKey.h"
+
+namespace kiln::trace {
+
+/// Result of one node: a view, or the error that stopped it (dependents of a
+/// failed node fail with the same message; independent nodes still run).
+struct NodeResults {
+  std::vector<core::View> values;
+  std::vector<std::shared_ptr<const std::string>> errors;
+  /// Values still being computed off this thread (collectives, on the
+  /// communication thread), by node id: awaitValue before reading one.
+  std::vector<std::pair<uint32_t, std::shared_future<void>>> pending;
+};
+
+class TraceRunner {
+ public:
+  /// Runs the trace's needed nodes, fills `out` (an entry per node; only
+  /// those of live nodes are meaningful) and sets `key` to the trace's key.
+  /// Thread-safe. Called once per flush.
+  virtual void run(const Trace& trace, NodeResults& out, TraceKey& key) = 0;
+
+ protected:
+  ~TraceRunner() = default;
+};
+
+/// Makes `runner` the one every recorder flushes through; it must outlive
+/// every recorder (the engine is never destroyed).
+void installTraceRunner(TraceRunner& runner);
+
+}  // namespace kiln::trace
