@@ -302,29 +302,18 @@ void Engine::startDynamicCompile(const trace::Trace& trace, const std::vector<ui
              "(inputs {}; s<k> are sizes)",
              key.structureHash, settings().max_shapes, pattern);
   const uint64_t structure = key.structureHash;
-  if (settings().jit == JitMode::Sync) {
-    compileDynamicJob(kernel, structure);
-  } else {
-    prepareBackgroundCompile();
-    queue().push([this, kernel, structure] { compileDynamicJob(kernel, structure); });
-  }
+  compiles_.submit(CompileService::Lane::Traces, settings().jit == JitMode::Sync,
+                   [this, kernel, structure] { compileDynamicJob(kernel, structure); });
 }
 
 void Engine::compileDynamicJob(std::shared_ptr<DynamicKernel> kernel, uint64_t structure) {
   if (int delay = compileDelayMs_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   char name[40];
   std::snprintf(name, sizeof(name), "dyn_%016llx", static_cast<unsigned long long>(kernel->key.hash));
-  std::shared_ptr<Executable> exe = KernelCache::instance().find(kernel->key, KernelCache::Probe::Always);
-  const bool fromCache = exe != nullptr;
-  CompileResult result;
-  if (!exe) {
-    result = compileTrace(kernel->graph, name);
-    if (result.ok() && result.dynamicSizes != kernel->sizes) {
-      result.object.clear();
-      result.error = "the compiler did not produce a dynamic-shape kernel";
-    }
-    if (result.ok()) exe = KernelCache::instance().install(kernel->key, kernel->graph, result, &result.error);
-  }
+  BuiltKernel built = compiles_.kernelFor(kernel->key, kernel->graph, name, kernel->sizes);
+  std::shared_ptr<Executable> exe = built.executable;
+  const bool fromCache = built.fromCache;
+  const CompileResult& result = built.result;
   if (exe && exe->dynamicSizes != kernel->sizes) exe = nullptr;
   Counters& c = counters();
   std::lock_guard<std::mutex> lock(mutex_);

@@ -127,38 +127,17 @@ namespace {
 
 trace::TraceKey Engine::lastKey() { return trace::Recorder::current().lastKey(); }
 
-CompileQueue& Engine::queue() {
-  // Never destroyed, like the engine: threads may push work at exit.
-  std::call_once(queueOnce_, [this] { queue_ = new CompileQueue(settings().compile_threads, settings().compile_share); });
-  return *queue_.load();
-}
-
-CompileQueue& Engine::regionQueue() {
-  std::call_once(regionQueueOnce_, [this] { regionQueue_ = new CompileQueue(1, settings().compile_share); });
-  return *regionQueue_.load();
-}
-
 void Engine::compileRegion(std::shared_ptr<TraceProfile> profile, std::shared_ptr<const trace::TraceGraph> graph,
                            trace::TraceKey key, bool now) {
-  if (now) {
-    compileJob(std::move(profile), std::move(graph), std::move(key));
-    return;
-  }
-  prepareBackgroundCompile();
-  regionQueue().push([this, held = std::move(profile), graph = std::move(graph), key = std::move(key)] {
-    compileJob(held, graph, key);
-  });
+  compiles_.submit(CompileService::Lane::Regions, now,
+                   [this, held = std::move(profile), graph = std::move(graph), key = std::move(key)] {
+                     compileJob(held, graph, key);
+                   });
 }
 
-void Engine::drainCompiles() {
-  if (CompileQueue* q = queue_.load()) q->drain();
-  if (CompileQueue* q = regionQueue_.load()) q->drain();
-}
+void Engine::drainCompiles() { compiles_.drain(); }
 
-void Engine::shutdownCompiles() {
-  if (CompileQueue* q = queue_.load()) q->shutdown();
-  if (CompileQueue* q = regionQueue_.load()) q->shutdown();
-}
+void Engine::shutdownCompiles() { compiles_.shutdown(); }
 
 uint64_t Engine::runCount(const trace::TraceKey& key) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -240,19 +219,10 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
   if (int delay = compileDelayMs_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   char name[32];
   std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(key.hash));
-  // Another process may have cached it since this one first looked.
-  std::shared_ptr<Executable> exe = KernelCache::instance().find(key, KernelCache::Probe::Always);
-  const bool fromCache = exe != nullptr;
-  CompileResult result;
-  std::string error;
-  if (!exe) {
-    result = compileTrace(*graph, name);
-    if (result.ok()) {
-      auto t = std::chrono::steady_clock::now();
-      exe = KernelCache::instance().install(key, *graph, result, &result.error);
-      result.timings.jitMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
-    }
-  }
+  BuiltKernel built = compiles_.kernelFor(key, *graph, name);
+  const std::shared_ptr<Executable>& exe = built.executable;
+  const bool fromCache = built.fromCache;
+  const CompileResult& result = built.result;
   Counters& c = counters();
   std::lock_guard<std::mutex> lock(mutex_);
   if (profile->region) {  // a hot region (RegionExecutor.cpp): counted apart
@@ -506,15 +476,14 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       }
       auto graph = std::make_shared<const trace::TraceGraph>(
           trace::extractGraph(trace, tNeeded, &scratch.paramOfInput, &scratch.nodeOfOutput, slots.argNodes));
-      if (settings().jit == JitMode::Sync) {
-        compileJob(profileRef, graph, tLastKey);
+      // In the background, the compile thread loads the compiler library
+      // on its first job, so this step does not wait for it.
+      const bool now = settings().jit == JitMode::Sync;
+      compiles_.submit(CompileService::Lane::Traces, now,
+                       [this, profileRef, graph, key = tLastKey] { compileJob(profileRef, graph, key); });
+      if (now) {
         std::lock_guard<std::mutex> lock(mutex_);
         exe = profile->executable;
-      } else {
-        // The compile thread loads the compiler library on its first job,
-        // so this step does not wait for it.
-        prepareBackgroundCompile();
-        queue().push([this, profileRef, graph, key = tLastKey] { compileJob(profileRef, graph, key); });
       }
     }
   }

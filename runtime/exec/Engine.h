@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/exec/CompileService.h"
 #include "runtime/exec/DynamicShapes.h"
 #include "runtime/exec/Executable.h"
 #include "runtime/cache/KernelCache.h"
@@ -148,7 +149,6 @@ class Engine final : public trace::TraceRunner {
   bool launchCompiled(const trace::Trace& trace, const std::vector<uint8_t>& needed, const TraceProfile& profile,
                       const std::shared_ptr<Executable>& exe, std::span<const uint32_t> scalarArgs,
                       TraceResult& out);
-  CompileQueue& queue();
   /// Dynamic-shape kernels (DynamicShapes.cpp): plans and compiles the
   /// kernel of a structure seen with more than max_shapes shapes, and binds
   /// a trace key of that structure to it when its shape fits.
@@ -180,14 +180,9 @@ class Engine final : public trace::TraceRunner {
   /// Scalar slot values seen and argument slots per trace structure.
   ScalarArgs scalarArgs_;
   interp::Interpreter interpreter_;
-  /// Created once (call_once), read without the lock by the exit handler.
-  std::once_flag queueOnce_;
-  std::atomic<CompileQueue*> queue_{nullptr};
-  /// Hot regions compile on their own thread (compileRegion), so that a
-  /// whole trace, which replaces its regions, never waits behind them.
-  CompileQueue& regionQueue();
-  std::once_flag regionQueueOnce_;
-  std::atomic<CompileQueue*> regionQueue_{nullptr};
+  /// Whole traces, dynamic-shape kernels and hot regions reach the
+  /// compiler through it.
+  CompileService compiles_;
   std::atomic<int> compileDelayMs_{0};
   std::atomic<bool> traceCompiles_{true};
 };

@@ -1,0 +1,57 @@
+#include "runtime/exec/CompileService.h"
+
+#include <chrono>
+
+#include "runtime/cache/KernelCache.h"
+#include "kiln/runtime.h"
+
+namespace kiln::exec {
+
+CompileQueue& CompileService::queue(Lane lane) {
+  const int i = static_cast<int>(lane);
+  std::call_once(once_[i], [&] {
+    const int threads = lane == Lane::Traces ? settings().compile_threads : 1;
+    queues_[i] = new CompileQueue(threads, settings().compile_share);
+  });
+  return *queues_[i].load();
+}
+
+void CompileService::submit(Lane lane, bool now, std::function<void()> job) {
+  if (now) {
+    job();
+    return;
+  }
+  prepareBackgroundCompile();
+  queue(lane).push(std::move(job));
+}
+
+BuiltKernel CompileService::kernelFor(const trace::TraceKey& key, const trace::TraceGraph& graph,
+                                      const std::string& name, int dynamicSizes) {
+  BuiltKernel built;
+  built.executable = KernelCache::instance().find(key, KernelCache::Probe::Always);
+  built.fromCache = built.executable != nullptr;
+  if (built.fromCache) return built;
+  built.result = compileTrace(graph, name);
+  if (built.result.ok() && dynamicSizes >= 0 && built.result.dynamicSizes != dynamicSizes) {
+    built.result.object.clear();
+    built.result.error = "the compiler did not produce a dynamic-shape kernel";
+  }
+  if (!built.result.ok()) return built;
+  const auto t = std::chrono::steady_clock::now();
+  built.executable = KernelCache::instance().install(key, graph, built.result, &built.result.error);
+  built.result.timings.jitMs +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  return built;
+}
+
+void CompileService::drain() {
+  for (auto& q : queues_)
+    if (CompileQueue* p = q.load()) p->drain();
+}
+
+void CompileService::shutdown() {
+  for (auto& q : queues_)
+    if (CompileQueue* p = q.load()) p->shutdown();
+}
+
+}  // namespace kiln::exec
