@@ -44,7 +44,7 @@ extern "C" {
 /* Bumped whenever a function signature, struct layout or enum value of this
  * header changes incompatibly. runtime/capi/kiln_c.abi records the ABI of
  * each version; the kiln_capi_abi test fails when they disagree. */
-#define KILN_ABI_VERSION 4
+#define KILN_ABI_VERSION 5
 
 struct DLManagedTensor;
 struct DLManagedTensorVersioned;
@@ -180,6 +180,7 @@ typedef enum kiln_op {
   KILN_OP_ISNAN = 122,     /* bool result */
   KILN_OP_ISINF = 123,     /* bool result */
   KILN_OP_LEAKY_RELU = 124, /* attribute: negative_slope (0.01) */
+  KILN_OP_ATAN = 125,
   /* convolution and pooling (ABI version 3); ONNX attribute names and
    * semantics. strides, dilations: {h, w} or one value (1); pads: {h, w} or
    * {top, left, bottom, right} (0); auto_pad: 0 NOTSET, 1 VALID,

@@ -105,44 +105,49 @@ Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32, double
              Device device = default_device());
 
 // ---- elementwise -----------------------------------------------------------
-Tensor add(const Operand& a, const Operand& b);
-Tensor sub(const Operand& a, const Operand& b);
-Tensor mul(const Operand& a, const Operand& b);
-Tensor div(const Operand& a, const Operand& b);
-Tensor pow(const Operand& a, const Operand& b);
-/// Remainder of the truncated division a / b, like C's fmod and PyTorch's
-/// fmod: the result has a's sign. Integer x fmod 0 is 0.
-Tensor fmod(const Operand& a, const Operand& b);
-/// Remainder of the floored division a / b, like Python's % and PyTorch's
-/// remainder: the result has b's sign. Integer x remainder 0 is 0.
-Tensor remainder(const Operand& a, const Operand& b);
-Tensor maximum(const Operand& a, const Operand& b);  ///< NaN propagates
-Tensor minimum(const Operand& a, const Operand& b);  ///< NaN propagates
-Tensor eq(const Operand& a, const Operand& b);
-Tensor ne(const Operand& a, const Operand& b);
-Tensor lt(const Operand& a, const Operand& b);
-Tensor le(const Operand& a, const Operand& b);
-Tensor gt(const Operand& a, const Operand& b);
-Tensor ge(const Operand& a, const Operand& b);
-Tensor logical_and(const Operand& a, const Operand& b);
-Tensor logical_or(const Operand& a, const Operand& b);
-Tensor logical_not(const Tensor& x);
+// One function per Unary, Binary and Compare row of the op table
+// (kiln/op_table.def: its public column names the function, its summary
+// says what it computes, its types column which dtypes it takes):
+//   unary:      Tensor f(const Tensor& x), e.g. exp, erf, floor. Float ops
+//               compute integer and bool inputs in f32; floor, ceil and round
+//               (half to even, like NumPy) keep integers as they are;
+//               numeric ops refuse bool.
+//   binary:     Tensor f(const Operand& a, const Operand& b), e.g. add, fmod
+//               (C's: a's sign), remainder (Python's %: b's sign), maximum
+//               (NaN propagates); operands broadcast and promote.
+//   comparison: Tensor f(const Operand& a, const Operand& b), e.g. eq, lt;
+//               a bool result.
+#define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes, summary) \
+  KILN_DECLARE_##Category(public_name)
+#define KILN_DECLARE_Unary(f) Tensor f(const Tensor& x);
+#define KILN_DECLARE_Binary(f) Tensor f(const Operand& a, const Operand& b);
+#define KILN_DECLARE_Compare(f) Tensor f(const Operand& a, const Operand& b);
+#define KILN_DECLARE_Leaf(f)
+#define KILN_DECLARE_Select(f)
+#define KILN_DECLARE_Cast(f)
+#define KILN_DECLARE_Reduce(f)
+#define KILN_DECLARE_ArgReduce(f)
+#define KILN_DECLARE_Matmul(f)
+#define KILN_DECLARE_Conv(f)
+#define KILN_DECLARE_Shape(f)
+#define KILN_DECLARE_Index(f)
+#define KILN_DECLARE_Collective(f)
+#include "kiln/op_table.def"
+#undef KILN_DECLARE_Unary
+#undef KILN_DECLARE_Binary
+#undef KILN_DECLARE_Compare
+#undef KILN_DECLARE_Leaf
+#undef KILN_DECLARE_Select
+#undef KILN_DECLARE_Cast
+#undef KILN_DECLARE_Reduce
+#undef KILN_DECLARE_ArgReduce
+#undef KILN_DECLARE_Matmul
+#undef KILN_DECLARE_Conv
+#undef KILN_DECLARE_Shape
+#undef KILN_DECLARE_Index
+#undef KILN_DECLARE_Collective
 
-Tensor neg(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor exp(const Tensor& x);
-/// exp(x) - 1, accurate near 0.
-Tensor expm1(const Tensor& x);
-Tensor log(const Tensor& x);
-/// log(1 + x), accurate near 0.
-Tensor log1p(const Tensor& x);
-/// The error function 2/sqrt(pi) * integral of exp(-t^2) from 0 to x.
-Tensor erf(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor relu(const Tensor& x);
+// Composites: formulas over the primitives above.
 /// tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 Tensor gelu(const Tensor& x);
 /// Exact GELU through erf: 0.5 x (1 + erf(x / sqrt(2))) (PyTorch's
@@ -151,15 +156,6 @@ Tensor gelu_exact(const Tensor& x);
 /// x where x > 0, negative_slope * x elsewhere (NaN stays NaN); integer and
 /// bool inputs compute in f32.
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor floor(const Tensor& x);
-Tensor ceil(const Tensor& x);
-/// Rounds half to even, like NumPy and PyTorch.
-Tensor round(const Tensor& x);
-Tensor sign(const Tensor& x);
-Tensor reciprocal(const Tensor& x);
-Tensor square(const Tensor& x);
 /// bool: true where x is NaN (never for integer and bool tensors).
 Tensor isnan(const Tensor& x);
 /// bool: true where x is +inf or -inf (never for integer and bool tensors).

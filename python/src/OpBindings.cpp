@@ -127,7 +127,7 @@ void bindOps(nb::module_& m) {
       {"neg", &neg},     {"abs", &abs},         {"exp", &exp},       {"expm1", &expm1},
       {"log", &log},     {"log1p", &log1p},     {"erf", &erf},       {"sqrt", &sqrt},
       {"rsqrt", &rsqrt}, {"tanh", &tanh},       {"sigmoid", &sigmoid}, {"relu", &relu},
-      {"gelu", &gelu},   {"gelu_exact", &gelu_exact}, {"sin", &sin},  {"cos", &cos},
+      {"gelu", &gelu},   {"gelu_exact", &gelu_exact}, {"sin", &sin},  {"cos", &cos},  {"atan", &atan},
       {"floor", &floor}, {"ceil", &ceil},       {"round", &round},   {"sign", &sign},
       {"reciprocal", &reciprocal}, {"square", &square}, {"isnan", &isnan}, {"isinf", &isinf},
       {"logical_not", &logical_not}};

@@ -330,50 +330,48 @@ Tensor randn(const Shape& shape, uint64_t seed, DType dtype, double mean, double
 
 // ---- elementwise -------------------------------------------------------------
 
-Tensor add(const Operand& a, const Operand& b) { return binary(OpKind::Add, a, b); }
-Tensor sub(const Operand& a, const Operand& b) { return binary(OpKind::Sub, a, b); }
-Tensor mul(const Operand& a, const Operand& b) { return binary(OpKind::Mul, a, b); }
-Tensor div(const Operand& a, const Operand& b) { return binary(OpKind::Div, a, b); }
-Tensor pow(const Operand& a, const Operand& b) { return binary(OpKind::Pow, a, b); }
-Tensor fmod(const Operand& a, const Operand& b) { return binary(OpKind::Fmod, a, b); }
-Tensor remainder(const Operand& a, const Operand& b) { return binary(OpKind::Remainder, a, b); }
-Tensor maximum(const Operand& a, const Operand& b) { return binary(OpKind::Maximum, a, b); }
-Tensor minimum(const Operand& a, const Operand& b) { return binary(OpKind::Minimum, a, b); }
-Tensor logical_and(const Operand& a, const Operand& b) { return binary(OpKind::LogicalAnd, a, b); }
-Tensor logical_or(const Operand& a, const Operand& b) { return binary(OpKind::LogicalOr, a, b); }
-Tensor eq(const Operand& a, const Operand& b) { return compare(OpKind::Eq, a, b); }
-Tensor ne(const Operand& a, const Operand& b) { return compare(OpKind::Ne, a, b); }
-Tensor lt(const Operand& a, const Operand& b) { return compare(OpKind::Lt, a, b); }
-Tensor le(const Operand& a, const Operand& b) { return compare(OpKind::Le, a, b); }
-Tensor gt(const Operand& a, const Operand& b) { return compare(OpKind::Gt, a, b); }
-Tensor ge(const Operand& a, const Operand& b) { return compare(OpKind::Ge, a, b); }
-
-Tensor logical_not(const Tensor& x) {
-  checkTensor("logical_not", x);
-  Tensor b = castTo(x, DType::boolean);
-  return record(NodeSpec{OpKind::LogicalNot, DType::boolean, x.shape()}, {&b});
+/// A unary row's public function: the table's dtype rule decides (bool ops
+/// cast to bool, Float ops compute integers in f32, Numeric ops refuse
+/// bool); floor, ceil and round are the identity on integers.
+static Tensor unaryOp(OpKind kind, const Tensor& x) {
+  switch (kind) {
+    case OpKind::LogicalNot: {
+      checkTensor("logical_not", x);
+      Tensor b = castTo(x, DType::boolean);
+      return record(NodeSpec{OpKind::LogicalNot, DType::boolean, x.shape()}, {&b});
+    }
+    case OpKind::Floor:
+    case OpKind::Ceil:
+    case OpKind::Round:
+      return rounding(kind, x);
+    default:
+      return core::opTypes(kind) == core::OpTypes::Float ? unaryFloat(kind, x) : unaryNumeric(kind, x);
+  }
 }
 
-Tensor neg(const Tensor& x) { return unaryNumeric(OpKind::Neg, x); }
-Tensor abs(const Tensor& x) { return unaryNumeric(OpKind::Abs, x); }
-Tensor sign(const Tensor& x) { return unaryNumeric(OpKind::Sign, x); }
-Tensor square(const Tensor& x) { return unaryNumeric(OpKind::Square, x); }
-Tensor relu(const Tensor& x) { return unaryNumeric(OpKind::Relu, x); }
-Tensor exp(const Tensor& x) { return unaryFloat(OpKind::Exp, x); }
-Tensor expm1(const Tensor& x) { return unaryFloat(OpKind::Expm1, x); }
-Tensor log(const Tensor& x) { return unaryFloat(OpKind::Log, x); }
-Tensor log1p(const Tensor& x) { return unaryFloat(OpKind::Log1p, x); }
-Tensor erf(const Tensor& x) { return unaryFloat(OpKind::Erf, x); }
-Tensor sqrt(const Tensor& x) { return unaryFloat(OpKind::Sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unaryFloat(OpKind::Rsqrt, x); }
-Tensor tanh(const Tensor& x) { return unaryFloat(OpKind::Tanh, x); }
-Tensor sigmoid(const Tensor& x) { return unaryFloat(OpKind::Sigmoid, x); }
-Tensor sin(const Tensor& x) { return unaryFloat(OpKind::Sin, x); }
-Tensor cos(const Tensor& x) { return unaryFloat(OpKind::Cos, x); }
-Tensor reciprocal(const Tensor& x) { return unaryFloat(OpKind::Reciprocal, x); }
-Tensor floor(const Tensor& x) { return rounding(OpKind::Floor, x); }
-Tensor ceil(const Tensor& x) { return rounding(OpKind::Ceil, x); }
-Tensor round(const Tensor& x) { return rounding(OpKind::Round, x); }
+// One public function per Unary, Binary and Compare row of the op table.
+#define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes, summary) \
+  KILN_PUBLIC_##Category(Name, public_name)
+#define KILN_PUBLIC_Unary(Name, f) \
+  Tensor f(const Tensor& x) { return unaryOp(OpKind::Name, x); }
+#define KILN_PUBLIC_Binary(Name, f) \
+  Tensor f(const Operand& a, const Operand& b) { return binary(OpKind::Name, a, b); }
+#define KILN_PUBLIC_Compare(Name, f) \
+  Tensor f(const Operand& a, const Operand& b) { return compare(OpKind::Name, a, b); }
+#define KILN_PUBLIC_Leaf(Name, f)
+#define KILN_PUBLIC_Select(Name, f)
+#define KILN_PUBLIC_Cast(Name, f)
+#define KILN_PUBLIC_Reduce(Name, f)
+#define KILN_PUBLIC_ArgReduce(Name, f)
+#define KILN_PUBLIC_Matmul(Name, f)
+#define KILN_PUBLIC_Conv(Name, f)
+#define KILN_PUBLIC_Shape(Name, f)
+#define KILN_PUBLIC_Index(Name, f)
+#define KILN_PUBLIC_Collective(Name, f)
+#include "kiln/op_table.def"
+#undef KILN_PUBLIC_Unary
+#undef KILN_PUBLIC_Binary
+#undef KILN_PUBLIC_Compare
 
 Tensor where(const Tensor& cond, const Operand& a, const Operand& b) {
   checkTensor("where", cond, "condition");

@@ -165,6 +165,7 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
     case OpKind::Relu: r[0] = where(gt(in[0], 0.0), g, 0.0); break;
     case OpKind::Sin: r[0] = mul(g, cos(in[0])); break;
     case OpKind::Cos: r[0] = neg(mul(g, sin(in[0]))); break;
+    case OpKind::Atan: r[0] = div(g, add(square(in[0]), 1.0)); break;
     case OpKind::Reciprocal: r[0] = neg(mul(g, square(out))); break;
     case OpKind::Square: r[0] = mul(g, mul(in[0], 2.0)); break;
     case OpKind::Floor:

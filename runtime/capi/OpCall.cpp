@@ -27,7 +27,7 @@ struct OpEntry {
 /// A primitive the C ABI does not name (Param): left out of the lookups.
 constexpr kiln_op NoCAbi = static_cast<kiln_op>(0);
 
-// Entries per op-table row (runtime/core/OpKinds.def), by category: unary
+// Entries per op-table row (include/kiln/op_table.def), by category: unary
 // and binary elementwise ops and comparisons dispatch to their public
 // function; the others have a name here and a case in dispatch().
 #define KILN_CAPI_Leaf(fn, c_abi) {c_abi, #fn},
@@ -46,9 +46,9 @@ constexpr kiln_op NoCAbi = static_cast<kiln_op>(0);
 #define KILN_CAPI_Collective(fn, c_abi)
 
 constexpr OpEntry kOps[] = {
-#define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes) \
+#define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes, summary) \
   KILN_CAPI_##Category(public_name, c_abi)
-#include "runtime/core/OpKinds.def"
+#include "kiln/op_table.def"
     // Public ops that record other primitives (composites and conveniences).
     {KILN_OP_ZEROS, "zeros"},
     {KILN_OP_ONES, "ones"},

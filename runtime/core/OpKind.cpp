@@ -18,10 +18,10 @@ struct OpFacts {
 constexpr bool Vjp = true, NoVjp = false;
 
 constexpr OpFacts kFacts[] = {
-#define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes) \
+#define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes, summary) \
   {mnemonic, OpCategory::Category, Arity, OpTypes::Types, Grad, #public_name, attributes, \
    std::string_view(#c_abi) != "NoCAbi"},
-#include "runtime/core/OpKinds.def"
+#include "kiln/op_table.def"
 };
 static_assert(sizeof(kFacts) / sizeof(kFacts[0]) == kNumOpKinds);
 

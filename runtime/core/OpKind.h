@@ -15,13 +15,13 @@ enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Re
 enum class OpTypes : uint8_t { Any, Numeric, Float, Bool };
 
 enum class OpKind : uint8_t {
-#define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes) Name,
-#include "runtime/core/OpKinds.def"
+#define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes, summary) Name,
+#include "kiln/op_table.def"
 };
 
 inline constexpr int kNumOpKinds = 0
-#define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes) +1
-#include "runtime/core/OpKinds.def"
+#define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes, summary) +1
+#include "kiln/op_table.def"
     ;
 
 /// The op's mnemonic, e.g. "reduce_sum" (also the kiln dialect op name).

@@ -1,4 +1,4 @@
-// The runtime side of the collective ops (runtime/core/OpKinds.def,
+// The runtime side of the collective ops (include/kiln/op_table.def,
 // category Collective): the interpreter starts each node with
 // startCollective, between the compiled regions of a trace (exec/Regions.h),
 // and waits for it where its result is first read, so the collective

@@ -170,6 +170,7 @@ struct UnaryFloat {
       case OpKind::Sigmoid: return T(1) / (T(1) + std::exp(-x));
       case OpKind::Sin: return std::sin(x);
       case OpKind::Cos: return std::cos(x);
+      case OpKind::Atan: return std::atan(x);
       case OpKind::Floor: return std::floor(x);
       case OpKind::Ceil: return std::ceil(x);
       case OpKind::Round: return std::nearbyint(x);
@@ -205,6 +206,7 @@ void unaryKernel(OpKind op, const Arg& in, char* out) {
     case OpKind::Sigmoid:
     case OpKind::Sin:
     case OpKind::Cos:
+    case OpKind::Atan:
     case OpKind::Floor:
     case OpKind::Ceil:
     case OpKind::Round:

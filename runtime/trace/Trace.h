@@ -31,7 +31,7 @@ struct Node {
   Shape shape;
   /// Op-specific scalars (f0, f1, i0, keepdim and the `attrs` list): what
   /// each op keeps in them is its row's "attributes" column in
-  /// runtime/core/OpKinds.def (core::opAttributes).
+  /// include/kiln/op_table.def (core::opAttributes).
   double f0 = 0, f1 = 0;
   int64_t i0 = 0;
 };

@@ -1,7 +1,7 @@
 //===- KilnDialect.td - The kiln dialect -------------------*- tablegen -*-===//
 //
 // The `kiln` dialect: one op per primitive recorded by Kiln's tracer (see
-// runtime/core/OpKinds.def), on builtin statically shaped tensors.
+// include/kiln/op_table.def), on builtin statically shaped tensors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,7 +15,7 @@ def Kiln_Dialect : Dialect {
   let summary = "Kiln's recorded tensor primitives";
   let description = [{
     The `kiln` dialect mirrors the primitives Kiln's recorder produces, one op
-    per primitive (`runtime/core/OpKinds.def`); trace parameters become
+    per primitive (`include/kiln/op_table.def`); trace parameters become
     function arguments. Values are builtin ranked tensors with static shapes
     (rank at most 8) whose element types are Kiln's dtypes:
 

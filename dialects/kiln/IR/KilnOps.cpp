@@ -3,7 +3,7 @@
 // Verifiers: the shape rules come from runtime/core/ShapeRules.h, the same
 // functions the recorder and the interpreter call. Element types are checked
 // by the ODS constraints, and for the elementwise families also by the op
-// table's dtype rule (runtime/core/OpKinds.def). Folders live in KilnFolds.cpp.
+// table's dtype rule (include/kiln/op_table.def). Folders live in KilnFolds.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -141,7 +141,7 @@ LogicalResult mlir::kiln::verifyElementwiseOp(Operation *op) {
   StringRef name = op->getName().stripDialect();
   core::OpKind kind;
   if (!core::opKindFromName(std::string_view(name.data(), name.size()), &kind))
-    return op->emitOpError("is not in the op table (runtime/core/OpKinds.def)");
+    return op->emitOpError("is not in the op table (include/kiln/op_table.def)");
   Type elementType =
       cast<ShapedType>(op->getOperand(0).getType()).getElementType();
   std::optional<::kiln::DType> dtype = getDType(elementType);

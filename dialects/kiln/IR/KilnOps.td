@@ -1,6 +1,6 @@
 //===- KilnOps.td - kiln dialect ops -----------------------*- tablegen -*-===//
 //
-// One op per recorded primitive of runtime/core/OpKinds.def (Param becomes a
+// One op per recorded primitive of include/kiln/op_table.def (Param becomes a
 // function argument). Shape rules are checked by verifiers that call
 // runtime/core/ShapeRules.h; element types by the constraints below.
 //
@@ -98,9 +98,26 @@ def Kiln_RandNormalOp
 // Unary elementwise ops: same type in and out.
 //===----------------------------------------------------------------------===//
 
+// What the op table does not say about an elementwise op: its extra traits
+// and whether it has a folder (KilnFolds.cpp). The ops themselves are
+// generated from the table (KilnElementwiseOps.td.in), included after the
+// family classes.
+defvar Kiln_CommutativeOps = ["add", "mul", "maximum", "minimum", "logical_and",
+                              "logical_or", "eq", "ne"];
+defvar Kiln_FoldedOps = ["neg", "add", "sub", "mul"];
+class Kiln_Listed<list<string> names, string mnemonic> {
+  bit value = !not(!empty(!filter(n, names, !eq(n, mnemonic))));
+}
+class Kiln_ElementwiseTraits<string mnemonic> {
+  list<Trait> traits =
+      !if(Kiln_Listed<Kiln_CommutativeOps, mnemonic>.value, [Commutative],
+          []<Trait>);
+}
+
 class Kiln_UnaryOp<string mnemonic, Kiln_TensorOf type, string what,
                    list<Trait> traits = []>
-    : Kiln_Op<mnemonic, !listconcat([SameOperandsAndResultType], traits)> {
+    : Kiln_Op<mnemonic, !listconcat([SameOperandsAndResultType], traits,
+                                    Kiln_ElementwiseTraits<mnemonic>.traits)> {
   let summary = "elementwise " # what;
   let description = [{
     Elementwise }] # what # [{; the result has the operand's type. f16 and
@@ -119,47 +136,13 @@ class Kiln_UnaryOp<string mnemonic, Kiln_TensorOf type, string what,
   let assemblyFormat = "$input attr-dict `:` type($result)";
   // One verifier for the family, driven by the op table.
   let hasVerifier = 1;
+  let hasFolder = Kiln_Listed<Kiln_FoldedOps, mnemonic>.value;
   let extraClassDefinition = [{
     ::llvm::LogicalResult $cppClass::verify() {
       return ::mlir::kiln::verifyElementwiseOp(getOperation());
     }
   }];
 }
-
-def Kiln_NegOp : Kiln_UnaryOp<"neg", Kiln_NumericTensor,
-                              "negation (integers wrap)"> {
-  let hasFolder = 1;
-}
-def Kiln_AbsOp : Kiln_UnaryOp<"abs", Kiln_NumericTensor, "absolute value">;
-def Kiln_ExpOp : Kiln_UnaryOp<"exp", Kiln_FloatTensor, "exponential">;
-def Kiln_Expm1Op : Kiln_UnaryOp<"expm1", Kiln_FloatTensor,
-                                "exp(x) - 1, accurate near 0">;
-def Kiln_LogOp : Kiln_UnaryOp<"log", Kiln_FloatTensor, "natural logarithm">;
-def Kiln_Log1pOp : Kiln_UnaryOp<"log1p", Kiln_FloatTensor,
-                                "log(1 + x), accurate near 0">;
-def Kiln_ErfOp : Kiln_UnaryOp<"erf", Kiln_FloatTensor, "error function">;
-def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", Kiln_FloatTensor, "square root">;
-def Kiln_RsqrtOp : Kiln_UnaryOp<"rsqrt", Kiln_FloatTensor,
-                                "reciprocal square root 1 / sqrt(x)">;
-def Kiln_TanhOp : Kiln_UnaryOp<"tanh", Kiln_FloatTensor, "hyperbolic tangent">;
-def Kiln_SigmoidOp : Kiln_UnaryOp<"sigmoid", Kiln_FloatTensor,
-                                  "logistic sigmoid 1 / (1 + exp(-x))">;
-def Kiln_ReluOp : Kiln_UnaryOp<"relu", Kiln_NumericTensor,
-                               "max(x, 0) (NaN stays NaN)">;
-def Kiln_SinOp : Kiln_UnaryOp<"sin", Kiln_FloatTensor, "sine">;
-def Kiln_CosOp : Kiln_UnaryOp<"cos", Kiln_FloatTensor, "cosine">;
-def Kiln_FloorOp : Kiln_UnaryOp<"floor", Kiln_FloatTensor, "floor">;
-def Kiln_CeilOp : Kiln_UnaryOp<"ceil", Kiln_FloatTensor, "ceiling">;
-def Kiln_RoundOp : Kiln_UnaryOp<"round", Kiln_FloatTensor,
-                                "rounding to nearest, ties to even">;
-def Kiln_SignOp : Kiln_UnaryOp<"sign", Kiln_NumericTensor,
-                               "sign (0 < x) - (x < 0); NaN stays NaN">;
-def Kiln_ReciprocalOp : Kiln_UnaryOp<"reciprocal", Kiln_FloatTensor,
-                                     "reciprocal 1 / x">;
-def Kiln_SquareOp : Kiln_UnaryOp<"square", Kiln_NumericTensor,
-                                 "square x * x">;
-def Kiln_LogicalNotOp : Kiln_UnaryOp<"logical_not", Kiln_BoolTensor,
-                                     "logical not">;
 
 //===----------------------------------------------------------------------===//
 // Binary elementwise ops with broadcasting.
@@ -169,7 +152,7 @@ class Kiln_BinaryOp<string mnemonic, Kiln_TensorOf type, string what,
                     list<Trait> traits = []>
     : Kiln_Op<mnemonic,
               !listconcat([AllElementTypesMatch<["lhs", "rhs", "result"]>],
-                          traits)> {
+                          traits, Kiln_ElementwiseTraits<mnemonic>.traits)> {
   let summary = "elementwise " # what # " with broadcasting";
   let description = [{
     Elementwise }] # what # [{. Both operands have the result's element type;
@@ -192,6 +175,7 @@ class Kiln_BinaryOp<string mnemonic, Kiln_TensorOf type, string what,
   }];
   // One verifier for the family, driven by the op table.
   let hasVerifier = 1;
+  let hasFolder = Kiln_Listed<Kiln_FoldedOps, mnemonic>.value;
   let extraClassDefinition = [{
     ::llvm::LogicalResult $cppClass::verify() {
       return ::mlir::kiln::verifyElementwiseOp(getOperation());
@@ -199,43 +183,14 @@ class Kiln_BinaryOp<string mnemonic, Kiln_TensorOf type, string what,
   }];
 }
 
-def Kiln_AddOp : Kiln_BinaryOp<"add", Kiln_NumericTensor,
-                               "addition (integers wrap)", [Commutative]> {
-  let hasFolder = 1;
-}
-def Kiln_SubOp : Kiln_BinaryOp<"sub", Kiln_NumericTensor,
-                               "subtraction (integers wrap)"> {
-  let hasFolder = 1;
-}
-def Kiln_MulOp : Kiln_BinaryOp<"mul", Kiln_NumericTensor,
-                               "multiplication (integers wrap)",
-                               [Commutative]> {
-  let hasFolder = 1;
-}
-def Kiln_DivOp : Kiln_BinaryOp<"div", Kiln_FloatTensor, "true division">;
-def Kiln_PowOp : Kiln_BinaryOp<"pow", Kiln_NumericTensor, "power">;
-def Kiln_FmodOp : Kiln_BinaryOp<"fmod", Kiln_NumericTensor,
-    "remainder of the truncated division (the dividend's sign; integer "
-    "x fmod 0 is 0)">;
-def Kiln_RemainderOp : Kiln_BinaryOp<"remainder", Kiln_NumericTensor,
-    "remainder of the floored division (the divisor's sign; integer "
-    "x remainder 0 is 0)">;
-def Kiln_MaximumOp : Kiln_BinaryOp<"maximum", Kiln_NumericTensor,
-                                   "maximum (NaN propagates)", [Commutative]>;
-def Kiln_MinimumOp : Kiln_BinaryOp<"minimum", Kiln_NumericTensor,
-                                   "minimum (NaN propagates)", [Commutative]>;
-def Kiln_LogicalAndOp : Kiln_BinaryOp<"logical_and", Kiln_BoolTensor,
-                                      "logical and", [Commutative]>;
-def Kiln_LogicalOrOp : Kiln_BinaryOp<"logical_or", Kiln_BoolTensor,
-                                     "logical or", [Commutative]>;
-
 //===----------------------------------------------------------------------===//
 // Comparisons.
 //===----------------------------------------------------------------------===//
 
 class Kiln_CompareOp<string mnemonic, string what, list<Trait> traits = []>
     : Kiln_Op<mnemonic,
-              !listconcat([AllElementTypesMatch<["lhs", "rhs"]>], traits)> {
+              !listconcat([AllElementTypesMatch<["lhs", "rhs"]>], traits,
+                          Kiln_ElementwiseTraits<mnemonic>.traits)> {
   let summary = "elementwise " # what # " comparison with broadcasting";
   let description = [{
     Elementwise `lhs }] # what # [{ rhs` giving i1. Operands have one
@@ -256,6 +211,7 @@ class Kiln_CompareOp<string mnemonic, string what, list<Trait> traits = []>
   }];
   // One verifier for the family, driven by the op table.
   let hasVerifier = 1;
+  let hasFolder = Kiln_Listed<Kiln_FoldedOps, mnemonic>.value;
   let extraClassDefinition = [{
     ::llvm::LogicalResult $cppClass::verify() {
       return ::mlir::kiln::verifyElementwiseOp(getOperation());
@@ -263,12 +219,9 @@ class Kiln_CompareOp<string mnemonic, string what, list<Trait> traits = []>
   }];
 }
 
-def Kiln_EqOp : Kiln_CompareOp<"eq", "==", [Commutative]>;
-def Kiln_NeOp : Kiln_CompareOp<"ne", "!=", [Commutative]>;
-def Kiln_LtOp : Kiln_CompareOp<"lt", "<">;
-def Kiln_LeOp : Kiln_CompareOp<"le", "<=">;
-def Kiln_GtOp : Kiln_CompareOp<"gt", ">">;
-def Kiln_GeOp : Kiln_CompareOp<"ge", ">=">;
+// The ops of the three families, one per row of the op table.
+include "KilnElementwiseOps.td"
+
 
 //===----------------------------------------------------------------------===//
 // Select and cast.

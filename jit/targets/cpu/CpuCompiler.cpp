@@ -16,11 +16,9 @@
 #include "jit/targets/cpu/BufferDonation.h"
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/DynamicKernel.h"
-#include "jit/targets/cpu/ElementwiseFusion.h"
 #include "jit/targets/cpu/HostTarget.h"
-#include "jit/targets/cpu/RowFusion.h"
+#include "jit/targets/cpu/Passes.h"
 #include "jit/targets/cpu/RowScratch.h"
-#include "jit/targets/cpu/ScalarPromotion.h"
 #include "jit/targets/cpu/SharedObjectLinker.h"
 #include "runtime/cache/HostFingerprint.h"
 #include "runtime/support/Settings.h"
@@ -84,6 +82,8 @@ class CpuCompiler final : public TargetPipeline {
     mlir::registerBuiltinDialectTranslation(registry_);
     mlir::registerLLVMDialectTranslation(registry_);
     mlir::kiln::registerAllPasses();
+    static std::once_flag registered;
+    std::call_once(registered, [] { registerKilnCpuPasses(); });
     warmUp();
   }
 
@@ -132,17 +132,15 @@ class CpuCompiler final : public TargetPipeline {
       result.error = std::string("stage ") + stage + " failed: " + diagnostics;
       return result;
     };
-    if (!runPassPipeline(*module, kToLinalg) || mlir::failed(fuseElementwiseOps(*module)) ||
-        !runPassPipeline(*module, kAfterFusion))
+    // The module holds the one kernel function until the runtime calls add
+    // their declarations, so the function passes run on the kernel alone.
+    if (!runPassPipeline(*module, kCpuToLinalg))
       return fail("kiln-to-linalg");
     dumpModule(dumpDir, name, "1-linalg", *module);
-    if (auto k = module->lookupSymbol<mlir::func::FuncOp>(kernelName)) {
-      makeResultsDistinct(k);
-      // Every fill-initialised op (reductions, matmuls, convolutions) gets
-      // its own fill: a shared one costs a copy and splits row loops.
-      unshareFilledInits(k);
-    }
-    if (!runPassPipeline(*module, kBufferize))
+    // Distinct results; every fill-initialised op (reductions, matmuls,
+    // convolutions) gets its own fill: a shared one costs a copy and splits
+    // row loops.
+    if (!runPassPipeline(*module, kCpuBufferize))
       return fail("bufferize");
     auto kernel = module->lookupSymbol<mlir::func::FuncOp>(kernelName);
     // Dynamic-shape kernels: sizes behind the out-params (see DynamicKernel.h).
@@ -159,9 +157,9 @@ class CpuCompiler final : public TargetPipeline {
       }
     }
     // Convolutions first: a padded copy they no longer read frees its scratch.
-    if (!kernel || mlir::failed(convToRuntimeCalls(*module)) ||
+    if (!kernel || !runPassPipeline(*module, kCpuConvCalls) ||
         mlir::failed(assignScratch(kernel, scratchBytes, numSizes > 0 ? &result.dynamicScratch : nullptr)) ||
-        mlir::failed(matmulToRuntimeCalls(*module)) || mlir::failed(approximateMath(*module)))
+        !runPassPipeline(*module, kCpuMatmulCallsAndMath))
       return fail("scratch/matmul/math");
     if (static_cast<uint64_t>(scratchBytes) > hostMemoryBytes()) {
       result.error = "the kernel's temporaries need " + std::to_string(scratchBytes) +
@@ -170,13 +168,23 @@ class CpuCompiler final : public TargetPipeline {
     }
     if (numSizes > 0 && mlir::failed(bindDynamicArguments(kernel, graph, numSizes)))
       return fail("dynamic arguments");
-    stridedCopiesToRows(kernel);
+    if (!runPassPipeline(*module, kCpuStridedCopies))
+      return fail("copies");
     dumpModule(dumpDir, name, "2-bufferized", *module);
-    if (!runPassPipeline(*module, kToLoops))
+    // Loops, accumulators and invariant loads, then row fusion (donated
+    // buffer pairs may alias).
+    std::string toLoops = std::string(kCpuToLoops) + ",func.func(kiln-cpu-fuse-row-loops";
+    if (!sharedArgs.empty()) {
+      const char *sep = "{shared-args=";
+      for (unsigned arg : sharedArgs) {
+        toLoops += sep + std::to_string(arg);
+        sep = ",";
+      }
+      toLoops += "}";
+    }
+    toLoops += ")";
+    if (!runPassPipeline(*module, toLoops.c_str()))
       return fail("loops");
-    promoteReductionAccumulators(*module);
-    hoistInvariantLoads(*module);
-    fuseRowLoops(kernel, sharedArgs);
     // Row temporaries on the stack; the scratch shrinks to what is left
     // (static kernels: a dynamic one sizes its scratch from the allocations).
     if (scratchBytes > 0 && numSizes == 0) {
@@ -187,10 +195,10 @@ class CpuCompiler final : public TargetPipeline {
           scratchBytes = std::min(scratchBytes, (inUse + 63) / 64 * 64);
       }
     }
-    fuseLoopsInRows(kernel);
-    if (mlir::failed(outlineParallelLoops(*module, kernel, dispatches, loopNests)))
+    if (!runPassPipeline(*module, kCpuFuseLoopsInRows) ||
+        mlir::failed(outlineParallelLoops(*module, kernel, dispatches, loopNests)) ||
+        !runPassPipeline(*module, kCpuIeeeMinMax))
       return fail("loops");
-    lowerIeeeMinMax(*module);
     dumpModule(dumpDir, name, "3-loops", *module);
     if (!runPassPipeline(*module, kToLLVM))
       return fail("to-llvm");

@@ -18,7 +18,8 @@
 namespace kiln::jit::cpu {
 
 /// Pipeline stages (textual, upstream passes, anchored on the module).
-/// Then fuseElementwiseOps (ElementwiseFusion.h), then kAfterFusion.
+/// Then fuseElementwiseOps (ElementwiseFusion.h), then kAfterFusion (the
+/// NVPTX pipeline's front half; the CPU's runs kCpuToLinalg).
 inline constexpr const char *kToLinalg = "canonicalize,kiln-convert-to-linalg,canonicalize,cse";
 inline constexpr const char *kAfterFusion = "canonicalize,cse";
 inline constexpr const char *kBufferize =
@@ -26,6 +27,25 @@ inline constexpr const char *kBufferize =
     "function-boundary-type-conversion=identity-layout-map},"
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},canonicalize,cse";
 inline constexpr const char *kToLoops = "convert-linalg-to-parallel-loops,canonicalize,cse";
+
+/// The CPU compiler's stages with Kiln's own passes (Passes.td) in them, in
+/// the order CpuCompiler.cpp runs them; between them it calls the steps that
+/// hand results back (donations, scratch, parallel dispatches).
+inline constexpr const char *kCpuToLinalg =
+    "canonicalize,kiln-convert-to-linalg,canonicalize,cse,kiln-cpu-fuse-elementwise,canonicalize,cse";
+inline constexpr const char *kCpuBufferize =
+    "func.func(kiln-cpu-distinct-results,kiln-cpu-unshare-fills),"
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map},"
+    "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},canonicalize,cse";
+inline constexpr const char *kCpuConvCalls = "kiln-cpu-conv-to-runtime-calls";
+inline constexpr const char *kCpuMatmulCallsAndMath = "kiln-cpu-matmul-to-runtime-calls,kiln-cpu-approximate-math";
+inline constexpr const char *kCpuStridedCopies = "func.func(kiln-cpu-strided-copies)";
+/// Then func.func(kiln-cpu-fuse-row-loops{shared-args=...}) (the donated pairs).
+inline constexpr const char *kCpuToLoops =
+    "convert-linalg-to-parallel-loops,canonicalize,cse,kiln-cpu-promote-accumulators,kiln-cpu-hoist-invariant-loads";
+inline constexpr const char *kCpuFuseLoopsInRows = "func.func(kiln-cpu-fuse-loops-in-rows)";
+inline constexpr const char *kCpuIeeeMinMax = "kiln-cpu-ieee-min-max";
 inline constexpr const char *kToLLVM =
     "expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-math-to-llvm,"
     "convert-math-to-libm,arith-expand,convert-arith-to-llvm,convert-index-to-llvm,finalize-memref-to-llvm,"

@@ -2,17 +2,35 @@
 
 #include "jit/targets/cpu/Passes.h"
 
+#include "jit/targets/cpu/BufferDonation.h"
 #include "jit/targets/cpu/CpuTransforms.h"
+#include "jit/targets/cpu/ElementwiseFusion.h"
 #include "jit/targets/cpu/RowFusion.h"
 #include "jit/targets/cpu/RowScratch.h"
+#include "jit/targets/cpu/ScalarPromotion.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
 
 namespace kiln::jit::cpu {
 
+#define GEN_PASS_DEF_KILNCPUFUSEELEMENTWISE
+#define GEN_PASS_DEF_KILNCPUDISTINCTRESULTS
+#define GEN_PASS_DEF_KILNCPUBUFFERDONATION
+#define GEN_PASS_DEF_KILNCPUCONVTORUNTIMECALLS
+#define GEN_PASS_DEF_KILNCPUASSIGNSCRATCH
+#define GEN_PASS_DEF_KILNCPUMATMULTORUNTIMECALLS
+#define GEN_PASS_DEF_KILNCPUAPPROXIMATEMATH
+#define GEN_PASS_DEF_KILNCPUPROMOTEACCUMULATORS
+#define GEN_PASS_DEF_KILNCPUHOISTINVARIANTLOADS
+#define GEN_PASS_DEF_KILNCPUFUSEROWLOOPS
+#define GEN_PASS_DEF_KILNCPUOUTLINEPARALLELLOOPS
 #define GEN_PASS_DEF_KILNCPUUNSHAREFILLS
 #define GEN_PASS_DEF_KILNCPULOCALIZEROWSCRATCH
 #define GEN_PASS_DEF_KILNCPUFUSELOOPSINROWS
@@ -23,8 +41,125 @@ namespace kiln::jit::cpu {
 
 namespace {
 
+struct FuseElementwise : impl::KilnCpuFuseElementwiseBase<FuseElementwise> {
+  void runOnOperation() override {
+    if (mlir::failed(fuseElementwiseOps(getOperation())))
+      signalPassFailure();
+  }
+};
+
+struct DistinctResults : impl::KilnCpuDistinctResultsBase<DistinctResults> {
+  void runOnOperation() override {
+    if (!getOperation().isExternal())
+      makeResultsDistinct(getOperation());
+  }
+};
+
+struct BufferDonation : impl::KilnCpuBufferDonationBase<BufferDonation> {
+  using Base::Base;
+  void runOnOperation() override {
+    mlir::func::FuncOp fn = getOperation();
+    if (fn.isExternal())
+      return;
+    if (numInputs + numOutputs != fn.getNumArguments()) {
+      fn.emitError("kiln: num-inputs + num-outputs must be the number of arguments");
+      return signalPassFailure();
+    }
+    mlir::Builder b(fn.getContext());
+    llvm::SmallVector<mlir::Attribute> pairs;
+    for (auto [output, input] : findDonations(fn, numInputs, numOutputs))
+      pairs.push_back(b.getDenseI64ArrayAttr({output, input}));
+    fn->setAttr("kiln.donations", b.getArrayAttr(pairs));
+  }
+};
+
+struct ConvToRuntimeCalls : impl::KilnCpuConvToRuntimeCallsBase<ConvToRuntimeCalls> {
+  void runOnOperation() override {
+    if (mlir::failed(convToRuntimeCalls(getOperation())))
+      signalPassFailure();
+  }
+};
+
+struct AssignScratch : impl::KilnCpuAssignScratchBase<AssignScratch> {
+  void runOnOperation() override {
+    mlir::func::FuncOp fn = getOperation();
+    if (fn.isExternal())
+      return;
+    int64_t bytes = 0;
+    if (mlir::failed(assignScratch(fn, bytes)))
+      return signalPassFailure();
+    fn->setAttr("kiln.scratch_bytes", mlir::Builder(fn.getContext()).getI64IntegerAttr(bytes));
+  }
+};
+
+struct MatmulToRuntimeCalls : impl::KilnCpuMatmulToRuntimeCallsBase<MatmulToRuntimeCalls> {
+  void runOnOperation() override {
+    if (mlir::failed(matmulToRuntimeCalls(getOperation())))
+      signalPassFailure();
+  }
+};
+
+struct ApproximateMath : impl::KilnCpuApproximateMathBase<ApproximateMath> {
+  void runOnOperation() override {
+    if (mlir::failed(approximateMath(getOperation())))
+      signalPassFailure();
+  }
+};
+
+struct PromoteAccumulators : impl::KilnCpuPromoteAccumulatorsBase<PromoteAccumulators> {
+  void runOnOperation() override { promoteReductionAccumulators(getOperation()); }
+};
+
+struct HoistInvariantLoads : impl::KilnCpuHoistInvariantLoadsBase<HoistInvariantLoads> {
+  void runOnOperation() override { hoistInvariantLoads(getOperation()); }
+};
+
+struct FuseRowLoops : impl::KilnCpuFuseRowLoopsBase<FuseRowLoops> {
+  using Base::Base;
+  void runOnOperation() override {
+    if (getOperation().isExternal())
+      return;
+    const std::set<unsigned> shared(sharedArgs.begin(), sharedArgs.end());
+    fuseRowLoops(getOperation(), shared);
+  }
+};
+
+struct OutlineParallelLoops : impl::KilnCpuOutlineParallelLoopsBase<OutlineParallelLoops> {
+  using Base::Base;
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    mlir::func::FuncOp fn;
+    if (!kernel.empty()) {
+      fn = module.lookupSymbol<mlir::func::FuncOp>(kernel);
+      if (!fn || fn.isExternal()) {
+        module.emitError("kiln: no kernel function '") << kernel << "' to outline loops of";
+        return signalPassFailure();
+      }
+    } else {
+      for (auto f : module.getOps<mlir::func::FuncOp>())
+        if (!f.isExternal()) {
+          fn = f;
+          break;
+        }
+      if (!fn)
+        return;
+    }
+    ParallelDispatches dispatches;
+    int loopNests = 0;
+    if (mlir::failed(outlineParallelLoops(module, fn, dispatches, loopNests)))
+      return signalPassFailure();
+    mlir::Builder b(module.getContext());
+    for (const auto &[declaration, dispatch] : dispatches)
+      if (auto body = module.lookupSymbol<mlir::func::FuncOp>(dispatch.body))
+        body->setAttr("kiln.grain", b.getI64IntegerAttr(dispatch.grain));
+  }
+};
+
 struct UnshareFills : impl::KilnCpuUnshareFillsBase<UnshareFills> {
-  void runOnOperation() override { unshareFilledInits(getOperation()); }
+  void runOnOperation() override {
+    if (!getOperation().isExternal())
+      unshareFilledInits(getOperation());
+  }
 };
 
 struct LocalizeRowScratch : impl::KilnCpuLocalizeRowScratchBase<LocalizeRowScratch> {
@@ -43,11 +178,17 @@ struct LocalizeRowScratch : impl::KilnCpuLocalizeRowScratchBase<LocalizeRowScrat
 };
 
 struct FuseLoopsInRows : impl::KilnCpuFuseLoopsInRowsBase<FuseLoopsInRows> {
-  void runOnOperation() override { fuseLoopsInRows(getOperation()); }
+  void runOnOperation() override {
+    if (!getOperation().isExternal())
+      fuseLoopsInRows(getOperation());
+  }
 };
 
 struct HoistRowBuffers : impl::KilnCpuHoistRowBuffersBase<HoistRowBuffers> {
-  void runOnOperation() override { hoistRowBuffers(getOperation()); }
+  void runOnOperation() override {
+    if (!getOperation().isExternal())
+      hoistRowBuffers(getOperation());
+  }
 };
 
 struct IeeeMinMax : impl::KilnCpuIeeeMinMaxBase<IeeeMinMax> {
@@ -55,7 +196,10 @@ struct IeeeMinMax : impl::KilnCpuIeeeMinMaxBase<IeeeMinMax> {
 };
 
 struct StridedCopies : impl::KilnCpuStridedCopiesBase<StridedCopies> {
-  void runOnOperation() override { stridedCopiesToRows(getOperation()); }
+  void runOnOperation() override {
+    if (!getOperation().isExternal())
+      stridedCopiesToRows(getOperation());
+  }
 };
 
 } // namespace

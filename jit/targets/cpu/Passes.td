@@ -1,8 +1,11 @@
 //===- Passes.td - Kiln's own steps of the CPU pipeline -----*- tablegen -*-===//
 //
-// The steps of jit/targets/cpu that kiln-opt runs alone, for their lit tests
-// (test/lit/Target/Cpu). The compiler calls the same functions in order
-// (CpuCompiler.cpp).
+// Kiln's own steps of the CPU pipeline (jit/targets/cpu). The compiler
+// (CpuCompiler.cpp) runs most of them by name inside its textual pipelines
+// (HostTarget.h); the steps that hand results back to it (the donated
+// pairs, the scratch size, the parallel dispatches) it calls as functions,
+// and their passes here record those results as attributes.
+// Each has a lit test named after it in test/lit/Target/Cpu.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +13,218 @@
 #define KILN_JIT_TARGETS_CPU_PASSES_TD
 
 include "mlir/Pass/PassBase.td"
+
+def KilnCpuFuseElementwise : Pass<"kiln-cpu-fuse-elementwise", "::mlir::ModuleOp"> {
+  let summary = "Fuse elementwise linalg producers that are read once per element";
+  let description = [{
+    Runs upstream's elementwise fusion, reshape folding by expansion and
+    constant folding with Kiln's control: a producer is fused into a
+    consumer only when the consumer reads each produced element once (its
+    indexing map for it is a permutation), so a producer read through a
+    broadcast is not recomputed per broadcast element, and named
+    contractions (matmul, batch_matmul, fill) are never fused or
+    generalised. See `fuseElementwiseOps` (ElementwiseFusion.h).
+
+    Example:
+
+    ```mlir
+    %e = linalg.generic {exp} ins(%x) outs(%t0)
+    %n = linalg.generic {negf} ins(%e) outs(%t1)
+    // becomes one linalg.generic computing negf(exp(x))
+    ```
+  }];
+}
+
+def KilnCpuDistinctResults
+    : Pass<"kiln-cpu-distinct-results", "::mlir::func::FuncOp"> {
+  let summary = "Give every result of the kernel a tensor of its own";
+  let description = [{
+    Bufferization to out-params needs each output buffer written exactly
+    once: a value returned twice, a returned argument or a returned
+    constant becomes a `linalg.copy` into a new `tensor.empty`, and a
+    result computed into a `tensor.empty` that other ops share gets its
+    own. See `makeResultsDistinct` (CpuTransforms.h).
+
+    Example:
+
+    ```mlir
+    return %a, %a : tensor<4xf32>, tensor<4xf32>
+    // becomes
+    %c = linalg.copy ins(%a) outs(%e) -> tensor<4xf32>
+    return %a, %c : tensor<4xf32>, tensor<4xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
+}
+
+def KilnCpuBufferDonation
+    : Pass<"kiln-cpu-buffer-donation", "::mlir::func::FuncOp"> {
+  let summary = "Find the outputs that may share their buffer with an input";
+  let description = [{
+    An analysis of the bufferized kernel (`num-inputs` input memrefs then
+    `num-outputs` out-params): the (output, input) pairs whose buffers the
+    runtime may make one (an optimizer step's `w' = f(w, ...)` updates `w`
+    in place). The compiler calls `findDonations` (BufferDonation.h) and
+    hands the pairs to the runtime; this pass records them as the
+    function's `kiln.donations` attribute, one `array<i64: output, input>`
+    per pair (`[]` when none).
+
+    Example:
+
+    ```mlir
+    func.func @k(%w: memref<4xf32>, %g: memref<4xf32>, %out: memref<4xf32>)
+    // a linalg.generic reading %w and %g at the element it writes to %out:
+    // attributes {kiln.donations = [array<i64: 0, 0>]}
+    ```
+  }];
+  let options = [
+    Option<"numInputs", "num-inputs", "unsigned", "0", "Input memrefs (the leading arguments)">,
+    Option<"numOutputs", "num-outputs", "unsigned", "0", "Out-params (the arguments after the inputs)">,
+  ];
+}
+
+def KilnCpuConvToRuntimeCalls
+    : Pass<"kiln-cpu-conv-to-runtime-calls", "::mlir::ModuleOp"> {
+  let summary = "f32 convolutions as calls of the runtime's implicit GEMM";
+  let description = [{
+    Rewrites each f32 `linalg.conv_2d_ngchw_gfchw` on memrefs into a call
+    of `kiln_rt_conv2d_f32` (shape and strides of each operand as
+    arguments); a zero fill of the output just before is dropped and a
+    zero-padded copy of the input is replaced by the unpadded input and
+    the paddings. Other convolutions stay. See `convToRuntimeCalls`
+    (CpuTransforms.h).
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def KilnCpuAssignScratch
+    : Pass<"kiln-cpu-assign-scratch", "::mlir::func::FuncOp"> {
+  let summary = "Temporaries as views of one scratch argument";
+  let description = [{
+    Replaces every static `memref.alloc` of the kernel by a
+    `memref.view` into a new trailing `memref<Nxi8>` argument (the
+    runtime's scratch buffer, 64-byte aligned slots), so kernels never
+    call malloc; no argument is added when nothing is allocated. The pass
+    records N as the `kiln.scratch_bytes` attribute. A temporary that is
+    strided, allocated inside a loop or (here) dynamic is an error. See
+    `assignScratch` (CpuTransforms.h); the compiler calls it for its
+    dynamic-shape kernels too.
+
+    Example:
+
+    ```mlir
+    %t = memref.alloc() : memref<4xf32>
+    // becomes, with a new argument %scratch: memref<64xi8>
+    %t = memref.view %scratch[%c0][] : memref<64xi8> to memref<4xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect"];
+}
+
+def KilnCpuMatmulToRuntimeCalls
+    : Pass<"kiln-cpu-matmul-to-runtime-calls", "::mlir::ModuleOp"> {
+  let summary = "f32 matmuls as calls of the runtime's packed GEMM";
+  let description = [{
+    Rewrites f32 `linalg.matmul` and `linalg.batch_matmul` on memrefs into
+    calls of `kiln_rt_matmul_f32` (declared once in the module); other
+    element types stay linalg ops (they become loops). See
+    `matmulToRuntimeCalls` (CpuTransforms.h).
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def KilnCpuApproximateMath
+    : Pass<"kiln-cpu-approximate-math", "::mlir::ModuleOp"> {
+  let summary = "f32 tanh, exp, log, erf, ... as polynomials LLVM vectorises";
+  let description = [{
+    Upstream's polynomial approximation patterns of the math dialect: the
+    f32 functions become arith polynomials (libm calls would stay scalar).
+    f64 math stays. See `approximateMath` (CpuTransforms.h).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def KilnCpuPromoteAccumulators
+    : Pass<"kiln-cpu-promote-accumulators", "::mlir::ModuleOp"> {
+  let summary = "Reduction accumulators in memory as scf.for iteration arguments";
+  let description = [{
+    In each `scf.for` whose body loads one element at loop-invariant
+    indices and stores back to it, with no other access that may overlap,
+    loads it once before the loop, carries it as an iteration argument and
+    stores it once after; a sum into a wider accumulator is marked
+    reassociable. See `promoteReductionAccumulators` (ScalarPromotion.h).
+
+    Example:
+
+    ```mlir
+    scf.for %j = %c0 to %c4 step %c1 {
+      %a = memref.load %acc[%i] ; %s = arith.addf %a, %x ; memref.store %s, %acc[%i]
+    }
+    // becomes
+    %init = memref.load %acc[%i]
+    %r = scf.for %j = ... iter_args(%a = %init) -> (f32) { ... scf.yield %s }
+    memref.store %r, %acc[%i]
+    ```
+  }];
+}
+
+def KilnCpuHoistInvariantLoads
+    : Pass<"kiln-cpu-hoist-invariant-loads", "::mlir::ModuleOp"> {
+  let summary = "Split multi-dimensional parallel loops; hoist invariant loads";
+  let description = [{
+    Turns each top-level multi-dimensional `scf.parallel` into a parallel
+    loop over its first dimension around `scf.for` loops over the others,
+    then moves loads at loop-invariant indices out of each innermost
+    `scf.for` when nothing in the loop may store to them (softmax's row
+    max). See `hoistInvariantLoads` (ScalarPromotion.h).
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect"];
+}
+
+def KilnCpuFuseRowLoops
+    : Pass<"kiln-cpu-fuse-row-loops", "::mlir::func::FuncOp"> {
+  let summary = "Merge adjacent parallel loops over the same rows";
+  let description = [{
+    Merges adjacent top-level one-dimensional `scf.parallel` loops with
+    equal constant bounds when every pair of accesses of the two bodies
+    that may conflict touches only the row of the current iteration (the
+    loop's variable as first index of views that split the same bytes
+    into the same rows). Arguments listed in `shared-args` (donated pairs)
+    may alias one another. See `fuseRowLoops` (RowFusion.h).
+
+    Example:
+
+    ```mlir
+    scf.parallel (%i) = (%c0) to (%c8) step (%c1) { row max into %m[%i] }
+    scf.parallel (%i) = (%c0) to (%c8) step (%c1) { reads %m[%i], writes %o[%i, ...] }
+    // becomes one scf.parallel whose body runs both
+    ```
+  }];
+  let options = [
+    ListOption<"sharedArgs", "shared-args", "unsigned",
+               "Kernel arguments that the runtime may pass one buffer for">,
+  ];
+}
+
+def KilnCpuOutlineParallelLoops
+    : Pass<"kiln-cpu-outline-parallel-loops", "::mlir::ModuleOp"> {
+  let summary = "Top-level parallel loops as bodies the runtime's pool runs";
+  let description = [{
+    Moves each top-level `scf.parallel` of the kernel `kernel` that starts
+    at 0 by 1 and does enough work into a function
+    `<kernel>_par<i>(begin, end, kernel args...)`, and calls a declaration
+    `__kiln_parallel_<i>(n, kernel args...)` in its place; small loops stay
+    inline. The pass records each dispatch's grain as the body's
+    `kiln.grain` attribute. See `outlineParallelLoops` (CpuTransforms.h).
+  }];
+  let options = [
+    Option<"kernel", "kernel", "std::string", "\"\"", "The kernel function (default: the first defined function)">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
 
 def KilnCpuUnshareFills : Pass<"kiln-cpu-unshare-fills", "::mlir::func::FuncOp"> {
   let summary = "Give each linalg op a fill of its own as its init";

@@ -198,16 +198,24 @@ TEST(KernelCache, ForeignFingerprintIsNeverLoaded) {
     CacheMode m2(JitMode::Sync, 1, dir.str());
     wider.run();
   }
+  // The wider run may also compile a smaller trace: the entry of the same
+  // structure is the one to compare, whatever the directory's order.
   std::vector<uint64_t> a, b;
+  std::vector<std::vector<uint64_t>> others;
   for (const fs::path& p : entryFiles(dir.str())) {
     cache::Entry x;
     ASSERT_TRUE(cache::decode(slurp(p), &x, &error));
     if (x.meta.fingerprint != host) continue;
-    (x.meta.keyWords == e.meta.keyWords ? a : b) = x.meta.keyWords;
+    if (x.meta.keyWords == e.meta.keyWords)
+      a = x.meta.keyWords;
+    else
+      others.push_back(x.meta.keyWords);
   }
   ASSERT_FALSE(a.empty());
-  ASSERT_FALSE(b.empty());
-  EXPECT_TRUE(cache::sameStructure(a, b));
+  ASSERT_FALSE(others.empty());
+  for (const std::vector<uint64_t>& o : others)
+    if (cache::sameStructure(a, o)) b = o;
+  ASSERT_FALSE(b.empty()) << "no entry of the wider run has the structure of the first";
   const std::string why = cache::describeDifference(a, host, b, host);
   EXPECT_NE(why.find("shape"), std::string::npos) << why;
 }

@@ -370,6 +370,7 @@ const UnaryOp kUnaryOps[] = {
     {"sin", sin, kTranscendental},
     {"sin plain", sin, kTranscendental, Values::Plain},
     {"cos", cos, kTranscendental},
+    {"atan", atan, kTranscendental},
     {"floor", floor, kExact},
     {"ceil", ceil, kExact},
     {"round", round, kExact},
@@ -968,7 +969,7 @@ TEST(OpDifferential, Collectives) {
 }
 
 // Last in the file (GoogleTest runs a file's tests in order): every op
-// kind of the op table (runtime/core/OpKinds.def) was recorded by some
+// kind of the op table (include/kiln/op_table.def) was recorded by some
 // program above, so a new op without a differential entry fails here.
 TEST(OpDifferential, EveryOpKindIsCompared) {
   if (::testing::GTEST_FLAG(filter) != "*") GTEST_SKIP() << "needs every test of this file to run first";

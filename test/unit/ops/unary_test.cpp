@@ -46,6 +46,7 @@ const std::vector<UnaryOp>& ops() {
       {"gelu", kiln::gelu, gelu, IntRule::ToF32, true, true, false, {-4, 4}, {-5, 5}},
       {"sin", kiln::sin, [](double x) { return std::sin(x); }, IntRule::ToF32, true, false, true, {-7, 7}, {-10, 10}},
       {"cos", kiln::cos, [](double x) { return std::cos(x); }, IntRule::ToF32, true, false, true, {-7, 7}, {-10, 10}},
+      {"atan", kiln::atan, [](double x) { return std::atan(x); }, IntRule::ToF32, true, false, true, {-8, 8}, {-100, 100}},
       {"floor", kiln::floor, [](double x) { return std::floor(x); }, IntRule::KeepOrF32, false, false, true, {-6, 6, 0.25}, {}},
       {"ceil", kiln::ceil, [](double x) { return std::ceil(x); }, IntRule::KeepOrF32, false, false, true, {-6, 6, 0.25}, {}},
       {"round", kiln::round, [](double x) { return std::nearbyint(x); }, IntRule::KeepOrF32, false, false, true, {-6, 6, 0.5}, {}},

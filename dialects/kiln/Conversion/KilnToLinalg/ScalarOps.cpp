@@ -172,6 +172,9 @@ Value ScalarBuilder::unary(OpKind kind, Type type, Value x) {
       r = t.isF64() ? w : Value(arith::TruncFOp::create(builder, loc, t, w));
       break;
     }
+    case OpKind::Atan:
+      r = math::AtanOp::create(builder, loc, v);
+      break;
     case OpKind::Floor:
       r = math::FloorOp::create(builder, loc, v);
       break;

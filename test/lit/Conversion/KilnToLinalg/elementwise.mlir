@@ -95,6 +95,7 @@ func.func @sin_f32(%x: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK: arith.divf %{{.*}}, %[[D]]
 // CHECK: math.sin
 // CHECK: math.cos
+// CHECK: math.atan %{{.*}} : f32
 // CHECK: math.floor
 // CHECK: math.ceil
 // CHECK: math.roundeven
@@ -110,6 +111,7 @@ func.func @unary_float(%x: tensor<4xf32>) {
   %6 = kiln.sigmoid %x : tensor<4xf32>
   %7 = kiln.sin %x : tensor<4xf32>
   %8 = kiln.cos %x : tensor<4xf32>
+  %atan = kiln.atan %x : tensor<4xf32>
   %9 = kiln.floor %x : tensor<4xf32>
   %10 = kiln.ceil %x : tensor<4xf32>
   %11 = kiln.round %x : tensor<4xf32>

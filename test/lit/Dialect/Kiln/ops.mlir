@@ -54,6 +54,8 @@ func.func @unary(%x: tensor<4xf32>, %i: tensor<4xi32>, %b: tensor<4xi1>, %h: ten
   %10 = kiln.sin %x : tensor<4xf32>
   // CHECK: kiln.cos
   %11 = kiln.cos %x : tensor<4xf32>
+  // CHECK: kiln.atan
+  %atan = kiln.atan %x : tensor<4xf32>
   // CHECK: kiln.floor
   %12 = kiln.floor %x : tensor<4xf32>
   // CHECK: kiln.ceil

@@ -1,0 +1,27 @@
+// RUN: kiln-opt %s -kiln-cpu-approximate-math -split-input-file | FileCheck %s
+
+// f32 tanh and exp become polynomials in arith (no math op is left).
+// CHECK-LABEL: func.func @f32
+// CHECK-NOT: math.tanh
+// CHECK-NOT: math.exp
+// CHECK: arith.mulf
+// CHECK-NOT: math.tanh
+// CHECK-NOT: math.exp
+// CHECK: return
+func.func @f32(%x: f32) -> (f32, f32) {
+  %t = math.tanh %x : f32
+  %e = math.exp %x : f32
+  return %t, %e : f32, f32
+}
+
+// -----
+
+// f64 keeps its libm-accurate functions.
+// CHECK-LABEL: func.func @f64
+// CHECK: math.tanh %{{.*}} : f64
+// CHECK: math.exp %{{.*}} : f64
+func.func @f64(%x: f64) -> (f64, f64) {
+  %t = math.tanh %x : f64
+  %e = math.exp %x : f64
+  return %t, %e : f64, f64
+}
