@@ -157,6 +157,7 @@ const char* deviceTypeName(int t) {
     case kDLMetal: return "Metal";
     case kDLROCM: return "ROCm";
     case kDLCUDAManaged: return "CUDA managed";
+    case kiln::capi::kDLOneAPIDevice: return "oneAPI";
     default: return "a non-CPU device";
   }
 }
@@ -197,7 +198,7 @@ std::unique_ptr<ExportContext<Managed>> exportContext(const Tensor& t) {
   DLTensor& dl = ctx->managed.dl_tensor;
   dl.data = view.storage ? view.bytes(t.dtype()) : nullptr;
   dl.device = device.kind == Device::CUDA        ? DLDevice{kDLCUDA, device.index}
-              : device.kind == Device::LevelZero ? DLDevice{kDLOneAPI, device.index}
+              : device.kind == Device::LevelZero ? DLDevice{kiln::capi::kDLOneAPIDevice, device.index}
                                                  : DLDevice{kDLCPU, 0};
   dl.ndim = s.rank();
   dl.dtype = dlFromDType(t.dtype());
@@ -237,7 +238,7 @@ DLPackView inspectDLTensor(const DLTensor& t, const char* what) {
                                   "; this process has " + std::to_string(count) + " CUDA device(s)" +
                                   (count == 0 ? " (" + hal::unavailableReason(Device::CUDA) + ")" : std::string()));
     v.device = Device::cuda(t.device.device_id);
-  } else if (t.device.device_type == kDLOneAPI) {
+  } else if (t.device.device_type == kiln::capi::kDLOneAPIDevice) {
     // oneAPI USM memory: Kiln's level_zero:i is the loader's i-th device.
     const int count = device_count(Device::LevelZero);
     if (t.device.device_id < 0 || t.device.device_id >= count)

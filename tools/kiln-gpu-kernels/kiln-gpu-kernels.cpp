@@ -521,7 +521,11 @@ bool pointersToMemrefs(mlir::ModuleOp module) {
         geps.push_back(gep);
       }
       if (!element) element = mlir::IntegerType::get(func.getContext(), 8);  // unused parameter
-      auto memref = mlir::MemRefType::get({mlir::ShapedType::kDynamic}, element);
+      // bf16 lives in memory as its bits (SPIR-V 1.0 has no bf16 type); its
+      // conversions become integer arithmetic (arith-expand, include-bf16).
+      const bool bf16 = element.isBF16();
+      auto memref = mlir::MemRefType::get({mlir::ShapedType::kDynamic},
+                                          bf16 ? mlir::IntegerType::get(func.getContext(), 16) : element);
       arg.setType(memref);
       argTypes.push_back(memref);
       for (mlir::LLVM::GEPOp gep : geps) {
@@ -532,10 +536,15 @@ bool pointersToMemrefs(mlir::ModuleOp module) {
           b.setInsertionPoint(user);
           if (auto load = llvm::dyn_cast<mlir::LLVM::LoadOp>(user)) {
             mlir::Value v = mlir::memref::LoadOp::create(b, load.getLoc(), arg, mlir::ValueRange{index});
+            if (bf16)
+              v = mlir::arith::BitcastOp::create(b, load.getLoc(), element, v);
             load.getResult().replaceAllUsesWith(v);
             load.erase();
           } else if (auto store = llvm::dyn_cast<mlir::LLVM::StoreOp>(user)) {
-            mlir::memref::StoreOp::create(b, store.getLoc(), store.getValue(), arg, mlir::ValueRange{index});
+            mlir::Value v = store.getValue();
+            if (bf16)
+              v = mlir::arith::BitcastOp::create(b, store.getLoc(), b.getI16Type(), v);
+            mlir::memref::StoreOp::create(b, store.getLoc(), v, arg, mlir::ValueRange{index});
             store.erase();
           } else {
             llvm::errs() << "kiln-gpu-kernels: " << func.getName() << ": a GEP used otherwise than by a load or store\n";
@@ -546,6 +555,21 @@ bool pointersToMemrefs(mlir::ModuleOp module) {
         gep.erase();
       }
     }
+    // max/min of bools (i1): SPIR-V's integer max/min take 8 bits and more;
+    // on i1 they are or/and (unsigned) and and/or (signed: true is -1).
+    func.walk([&](mlir::Operation *op) {
+      if (op->getNumResults() != 1 || !op->getResult(0).getType().isInteger(1))
+        return;
+      const bool isOr = llvm::isa<mlir::arith::MaxUIOp, mlir::arith::MinSIOp>(op);
+      const bool isAnd = llvm::isa<mlir::arith::MinUIOp, mlir::arith::MaxSIOp>(op);
+      if (!isOr && !isAnd)
+        return;
+      mlir::OpBuilder b(op);
+      mlir::Value r = isOr ? mlir::arith::OrIOp::create(b, op->getLoc(), op->getOperand(0), op->getOperand(1)).getResult()
+                           : mlir::arith::AndIOp::create(b, op->getLoc(), op->getOperand(0), op->getOperand(1)).getResult();
+      op->getResult(0).replaceAllUsesWith(r);
+      op->erase();
+    });
     func.setType(mlir::FunctionType::get(func.getContext(), argTypes, {}));
     func->setAttr(mlir::spirv::getEntryPointABIAttrName(), mlir::spirv::EntryPointABIAttr::get(func.getContext(), nullptr, std::nullopt, std::nullopt));
   });
@@ -562,11 +586,12 @@ bool lowerToSpirv(mlir::ModuleOp module, std::string &binary, std::string &error
   mlir::MLIRContext *ctx = module.getContext();
   mlir::PassManager pm(ctx);
   llvm::raw_string_ostream errors(error);
-  const std::string pipeline = std::string("builtin.module(spirv-attach-target{ver=v1.0 caps=") + kSpirvCaps +
+  const std::string pipeline = std::string("arith-expand{include-bf16=true},canonicalize,"
+                                           "spirv-attach-target{ver=v1.0 caps=") + kSpirvCaps +
                                "},map-memref-spirv-storage-class{client-api=opencl},convert-math-to-spirv,"
                                "convert-gpu-to-spirv{use-64bit-index=true},"
                                "gpu.module(spirv.module(spirv-lower-abi-attrs,spirv-update-vce)),"
-                               "gpu-module-to-binary{format=bin})";
+                               "gpu-module-to-binary{format=bin}";
   if (mlir::failed(mlir::parsePassPipeline(pipeline, pm, errors)))
     return false;
   // convert-math-to-spirv picks OpenCL's extended instructions from the
@@ -592,7 +617,8 @@ bool lowerToSpirv(mlir::ModuleOp module, std::string &binary, std::string &error
         binary = object.getObject().getValue().str();
         return true;
       }
-  errors << "no binary\n";
+  errors << "no binary in:\n";
+  module->print(errors);
   return false;
 }
 

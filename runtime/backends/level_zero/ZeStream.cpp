@@ -69,31 +69,31 @@ void ZeDeviceHandle::releaseEvent(ze_event_handle_t e) {
 
 // ---------------------------------------------------------------------------
 
-ZeEvent::ZeEvent(ZeDeviceHandle& device) : device_(device) {
-  event_ = device_.acquireEvent();
-  if (!event_) throw Error(device_.device.str() + ": zeEventCreate failed (no event could be made)");
-}
-
-ZeEvent::~ZeEvent() { device_.releaseEvent(event_); }
+ZeEvent::ZeEvent(ZeDeviceHandle& device) : device_(device) {}
 
 void ZeEvent::record(Stream& stream) {
   auto* s = dynamic_cast<ZeStream*>(&stream);
   if (!s) throw Error(device_.device.str() + ": a Level Zero event can only be recorded on a Level Zero stream");
-  device_.check(s->signal(event_), "zeCommandListAppendSignalEvent");
-  recorded_ = true;
+  ze_event_handle_t e = device_.acquireEvent();
+  if (!e) throw Error(device_.device.str() + ": zeEventCreate failed (no event could be made)");
+  auto slot = std::make_shared<ZeEventSlot>(ZeEventSlot{&device_, e});
+  s->hold(slot);
+  device_.check(s->signal(e), "zeCommandListAppendSignalEvent");
+  slot_ = std::move(slot);
 }
 
 bool ZeEvent::query() {
-  if (!recorded_) return true;
-  const ze_result_t r = device_.api->eventQueryStatus(event_);
+  if (!slot_) return true;
+  const ze_result_t r = device_.api->eventQueryStatus(slot_->event);
   if (r == ZE_RESULT_NOT_READY) return false;
   device_.check(r, "zeEventQueryStatus");
   return true;
 }
 
 void ZeEvent::synchronize() {
-  if (!recorded_) return;
-  device_.check(device_.api->eventHostSynchronize(event_, kForever), "zeEventHostSynchronize (waiting for an event)");
+  if (!slot_) return;
+  device_.check(device_.api->eventHostSynchronize(slot_->event, kForever),
+                "zeEventHostSynchronize (waiting for an event)");
 }
 
 // ---------------------------------------------------------------------------
@@ -131,6 +131,11 @@ void ZeStream::append(const std::function<ze_result_t(ze_command_list_handle_t)>
     r = fn(list_);
   }
   device_.check(r, what.c_str());
+}
+
+void ZeStream::hold(std::shared_ptr<ZeEventSlot> slot) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  held_.push_back(std::move(slot));
 }
 
 ze_result_t ZeStream::signal(ze_event_handle_t event) {
@@ -240,10 +245,12 @@ void ZeStream::fill(void* dst, unsigned char value, std::size_t bytes) {
 
 void ZeStream::wait(Event& event) {
   if (auto* ours = dynamic_cast<ZeEvent*>(&event)) {
-    if (!ours->recorded()) return;
-    ze_event_handle_t e = ours->handle();
+    std::shared_ptr<ZeEventSlot> slot = ours->slot();
+    if (!slot) return;  // never recorded: complete
+    ze_event_handle_t e = slot->event;
     append([&](ze_command_list_handle_t l) { return device_.api->commandListAppendWaitOnEvents(l, 1, &e); },
            "zeCommandListAppendWaitOnEvents");
+    hold(std::move(slot));
     return;
   }
   // Another device's event: the stream blocks in a host task until it completes.
@@ -257,15 +264,19 @@ void ZeStream::synchronize() {
   ze_event_handle_t e = device_.acquireEvent();
   if (!e) throw Error(device_.device.str() + ": zeEventCreate failed (synchronizing a stream)");
   std::vector<ze_event_handle_t> retired;
+  std::vector<std::shared_ptr<ZeEventSlot>> waitedOn;
   {
-    // Host tasks retired so far: the list passed every wait on them once e completes.
+    // Host tasks retired and events waited on so far: the list passed every
+    // wait on them once e completes.
     std::lock_guard<std::mutex> lock(mutex_);
     retired.swap(retired_);
+    waitedOn.swap(held_);
   }
   ze_result_t r = signal(e);
   if (r == ZE_RESULT_SUCCESS) r = device_.api->eventHostSynchronize(e, kForever);
   device_.releaseEvent(e);
   for (ze_event_handle_t old : retired) device_.releaseEvent(old);
+  waitedOn.clear();
   if (r != ZE_RESULT_SUCCESS)
     throw Error(device_.device.str() + ": work on a Level Zero command list failed: " + ZeApi::describe(r) +
                 " (results computed before it are intact; later work on this device may fail too)");

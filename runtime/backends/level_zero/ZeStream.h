@@ -55,20 +55,30 @@ bool insideHostTask();
 
 class ZeStream;
 
+/// One recording of a ZeEvent: a pool event that goes back to the pool when
+/// neither the ZeEvent nor a stream that waits on it holds it any more.
+struct ZeEventSlot {
+  ZeDeviceHandle* device;
+  ze_event_handle_t event;
+  ~ZeEventSlot() { device->releaseEvent(event); }
+};
+
+/// Each record() takes a fresh pool event, so a wait appended earlier stays
+/// a wait for the record() before it however often the event is recorded
+/// again or destroyed (the recording and the waiting streams hold that
+/// recording until their next synchronize()).
 class ZeEvent final : public Event {
  public:
   explicit ZeEvent(ZeDeviceHandle& device);
-  ~ZeEvent() override;
   void record(Stream& stream) override;
   bool query() override;
   void synchronize() override;
-  ze_event_handle_t handle() const { return event_; }
-  bool recorded() const { return recorded_; }
+  /// The latest recording (null: never recorded).
+  const std::shared_ptr<ZeEventSlot>& slot() const { return slot_; }
 
  private:
   ZeDeviceHandle& device_;
-  ze_event_handle_t event_ = nullptr;
-  bool recorded_ = false;
+  std::shared_ptr<ZeEventSlot> slot_;
 };
 
 class ZeStream final : public Stream {
@@ -90,6 +100,9 @@ class ZeStream final : public Stream {
   void append(const std::function<ze_result_t(ze_command_list_handle_t)>& fn, const std::string& what);
   /// Marks the current end of the stream with `event` (reset first).
   ze_result_t signal(ze_event_handle_t event);
+  /// Keeps a recording alive until the stream's next synchronize() (the
+  /// list has passed every signal of and wait on it by then).
+  void hold(std::shared_ptr<ZeEventSlot> slot);
   ZeDeviceHandle& device() { return device_; }
 
  private:
@@ -107,6 +120,7 @@ class ZeStream final : public Stream {
   std::condition_variable cv_;
   std::deque<HostTask> tasks_;
   std::vector<ze_event_handle_t> retired_;  ///< reusable once the list passed a later point
+  std::vector<std::shared_ptr<ZeEventSlot>> held_;  ///< recordings signaled or waited on since the last synchronize
   bool stopping_ = false;
   std::thread hostThread_;
   std::string hostError_;  ///< the first failed host task since the last synchronize()
