@@ -63,6 +63,11 @@ std::mutex gMemMutex;
 std::map<uintptr_t, std::size_t> gAllocations;  ///< SVM base -> size
 uint64_t gAllocated = 0;
 
+bool trace() {
+  static const bool on = std::getenv("KILN_TEST_ZE_TRACE") != nullptr;
+  return on;
+}
+
 void lose(const std::string& why) {
   if (!gLost.exchange(true)) std::fprintf(stderr, "kiln test Level Zero driver: device lost: %s\n", why.c_str());
 }
@@ -166,10 +171,12 @@ void withEvents(CommandList* l, ze_event_handle_t signal, uint32_t numWait, ze_e
   std::vector<Event*> w;
   for (uint32_t i = 0; i < numWait; ++i) w.push_back(from<Event>(waits[i]));
   Event* s = from<Event>(signal);
-  l->push([w, s, body = std::move(body)] {
+  if (trace()) std::fprintf(stderr, "ze append list %p signal %p waits %p\n", (void*)l, (void*)s, w.empty() ? nullptr : (void*)w[0]);
+  l->push([l, w, s, body = std::move(body)] {
     for (Event* e : w) e->waitFor(UINT64_MAX);
     if (!gLost.load()) body();
     if (s) s->set();
+    if (trace()) std::fprintf(stderr, "ze done list %p signal %p waits %p\n", (void*)l, (void*)s, w.empty() ? nullptr : (void*)w[0]);
   });
 }
 
@@ -429,6 +436,7 @@ ze_result_t zeEventDestroy(ze_event_handle_t h) {
 }
 
 ze_result_t zeEventHostSignal(ze_event_handle_t h) {
+  if (trace()) std::fprintf(stderr, "ze host signal %p\n", (void*)h);
   from<Event>(h)->set();
   return ZE_RESULT_SUCCESS;
 }
@@ -447,6 +455,7 @@ ze_result_t zeEventQueryStatus(ze_event_handle_t h) {
 }
 
 ze_result_t zeEventHostReset(ze_event_handle_t h) {
+  if (trace()) std::fprintf(stderr, "ze host reset %p\n", (void*)h);
   Event* e = from<Event>(h);
   std::lock_guard<std::mutex> lock(e->m);
   e->signaled = false;

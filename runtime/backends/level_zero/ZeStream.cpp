@@ -76,7 +76,7 @@ void ZeEvent::record(Stream& stream) {
   if (!s) throw Error(device_.device.str() + ": a Level Zero event can only be recorded on a Level Zero stream");
   ze_event_handle_t e = device_.acquireEvent();
   if (!e) throw Error(device_.device.str() + ": zeEventCreate failed (no event could be made)");
-  auto slot = std::make_shared<ZeEventSlot>(ZeEventSlot{&device_, e});
+  auto slot = std::make_shared<ZeEventSlot>(&device_, e);
   s->hold(slot);
   device_.check(s->signal(e), "zeCommandListAppendSignalEvent");
   slot_ = std::move(slot);

@@ -58,9 +58,12 @@ class ZeStream;
 /// One recording of a ZeEvent: a pool event that goes back to the pool when
 /// neither the ZeEvent nor a stream that waits on it holds it any more.
 struct ZeEventSlot {
+  ZeEventSlot(ZeDeviceHandle* d, ze_event_handle_t e) : device(d), event(e) {}
+  ~ZeEventSlot() { device->releaseEvent(event); }
+  ZeEventSlot(const ZeEventSlot&) = delete;
+  ZeEventSlot& operator=(const ZeEventSlot&) = delete;
   ZeDeviceHandle* device;
   ze_event_handle_t event;
-  ~ZeEventSlot() { device->releaseEvent(event); }
 };
 
 /// Each record() takes a fresh pool event, so a wait appended earlier stays
