@@ -8,6 +8,7 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22
   libtbb-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev
   libze-dev spirv-tools libdlpack-dev python3-numpy libclang-rt-22-dev
+  ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers
   openmpi-bin libopenmpi-dev
 )
 

@@ -143,6 +143,9 @@ struct Settings {
   /// The CUDA driver library to open ("": libcuda.so.1; KILN_CUDA_LIBRARY).
   /// Read once, when the backends are first initialised.
   std::string cuda_library;
+  /// KILN_LEVEL_ZERO_LIBRARY: the Level Zero loader Kiln opens with dlopen
+  /// (default libze_loader.so.1).
+  std::string level_zero_library;
 };
 const Settings& settings();
 /// Replaces the settings (the C ABI's kiln_set_option uses this). New values

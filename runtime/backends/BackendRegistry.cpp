@@ -8,6 +8,9 @@
 #ifdef KILN_HAVE_CUDA_BACKEND
 #include "runtime/backends/cuda/CudaBackend.h"
 #endif
+#ifdef KILN_HAVE_LEVEL_ZERO_BACKEND
+#include "runtime/backends/level_zero/LevelZeroBackend.h"
+#endif
 #include "runtime/backends/test/TestBackend.h"
 
 namespace kiln::hal {
@@ -17,6 +20,7 @@ struct Registry {
   std::mutex mutex;
   std::vector<std::unique_ptr<Driver>> drivers;
   std::string cudaUnavailable;  ///< why the CUDA driver did not register
+  std::string levelZeroUnavailable;  ///< why the Level Zero driver did not register
 };
 Registry& registry() {
   static Registry* r = new Registry();  // leaked: outlives every tensor at exit
@@ -42,6 +46,14 @@ void initializeBackends() {
     else r.cudaUnavailable = why;
 #else
     r.cudaUnavailable = "this Kiln was built without its CUDA backend (no CUDA toolkit headers at build time)";
+#endif
+#ifdef KILN_HAVE_LEVEL_ZERO_BACKEND
+    std::string zeWhy;
+    if (auto ze = createLevelZeroDriver(&zeWhy)) addLocked(r, std::move(ze));
+    else r.levelZeroUnavailable = zeWhy;
+#else
+    r.levelZeroUnavailable =
+        "this Kiln was built without its Level Zero backend (no level_zero/ze_api.h at build time: libze-dev)";
 #endif
   });
 }
@@ -95,6 +107,7 @@ std::string unavailableReason(Device::Kind kind) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (kind == Device::CUDA) return r.cudaUnavailable;
+  if (kind == Device::LevelZero) return r.levelZeroUnavailable;
   return {};
 }
 

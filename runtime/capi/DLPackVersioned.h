@@ -31,4 +31,7 @@ namespace kiln::capi {
 /// The DLPack version Kiln produces in versioned tensors.
 inline constexpr uint32_t kDLPackMajor = 1;
 inline constexpr uint32_t kDLPackMinor = 0;
+/// DLPack's kDLOneAPI (oneAPI USM memory: Level Zero devices), added in
+/// DLPack 0.7; Debian's 0.6 header lacks it.
+inline constexpr DLDeviceType kDLOneAPIDevice = static_cast<DLDeviceType>(14);
 }  // namespace kiln::capi

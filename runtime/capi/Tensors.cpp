@@ -157,6 +157,7 @@ const char* deviceTypeName(int t) {
     case kDLMetal: return "Metal";
     case kDLROCM: return "ROCm";
     case kDLCUDAManaged: return "CUDA managed";
+    case kiln::capi::kDLOneAPIDevice: return "oneAPI";
     default: return "a non-CPU device";
   }
 }
@@ -181,12 +182,13 @@ template <class Managed>
 std::unique_ptr<ExportContext<Managed>> exportContext(const Tensor& t) {
   core::View view = materializedView(t);
   const Device device = t.device();
-  if (device.kind != Device::CPU && device.kind != Device::CUDA)
+  if (device.kind != Device::CPU && device.kind != Device::CUDA && device.kind != Device::LevelZero)
     fail(KILN_ERROR_DEVICE, "the tensor lives on " + device.str() +
-                                "; only CPU and CUDA tensors can be exported (copy it with kiln_tensor_to_device)");
+                                "; only CPU, CUDA and Level Zero tensors can be exported (copy it with "
+                                "kiln_tensor_to_device)");
   // The consumer reads the memory at once, on a stream of its own: Kiln's
   // work on it is finished first.
-  if (device.kind == Device::CUDA) hal::deviceContext(device).synchronize();
+  if (device.kind == Device::CUDA || device.kind == Device::LevelZero) hal::deviceContext(device).synchronize();
   auto ctx = std::make_unique<ExportContext<Managed>>();
   const Shape& s = t.shape();
   for (int d = 0; d < s.rank(); ++d) {
@@ -195,7 +197,9 @@ std::unique_ptr<ExportContext<Managed>> exportContext(const Tensor& t) {
   }
   DLTensor& dl = ctx->managed.dl_tensor;
   dl.data = view.storage ? view.bytes(t.dtype()) : nullptr;
-  dl.device = device.kind == Device::CUDA ? DLDevice{kDLCUDA, device.index} : DLDevice{kDLCPU, 0};
+  dl.device = device.kind == Device::CUDA        ? DLDevice{kDLCUDA, device.index}
+              : device.kind == Device::LevelZero ? DLDevice{kiln::capi::kDLOneAPIDevice, device.index}
+                                                 : DLDevice{kDLCPU, 0};
   dl.ndim = s.rank();
   dl.dtype = dlFromDType(t.dtype());
   dl.shape = ctx->shape;
@@ -234,10 +238,20 @@ DLPackView inspectDLTensor(const DLTensor& t, const char* what) {
                                   "; this process has " + std::to_string(count) + " CUDA device(s)" +
                                   (count == 0 ? " (" + hal::unavailableReason(Device::CUDA) + ")" : std::string()));
     v.device = Device::cuda(t.device.device_id);
+  } else if (t.device.device_type == kiln::capi::kDLOneAPIDevice) {
+    // oneAPI USM memory: Kiln's level_zero:i is the loader's i-th device.
+    const int count = device_count(Device::LevelZero);
+    if (t.device.device_id < 0 || t.device.device_id >= count)
+      fail(KILN_ERROR_DEVICE, std::string(what) + " lives on oneAPI device " + std::to_string(t.device.device_id) +
+                                  "; this process has " + std::to_string(count) + " Level Zero device(s)" +
+                                  (count == 0 ? " (" + hal::unavailableReason(Device::LevelZero) + ")"
+                                              : std::string()));
+    v.device = Device::level_zero(t.device.device_id);
   } else if (t.device.device_type != kDLCPU) {
     fail(KILN_ERROR_DEVICE, std::string(what) + " lives on " + deviceTypeName(t.device.device_type) +
                                 " (DLPack device type " + std::to_string(t.device.device_type) +
-                                "); Kiln takes CPU and CUDA device memory only; copy it to one of them first");
+                                "); Kiln takes CPU, CUDA and oneAPI (Level Zero) device memory only; copy it to one "
+                                "of them first");
   }
   v.dtype = dtypeFromDL(t.dtype);
   v.shape = shapeOf(t.shape, t.ndim, what);

@@ -132,6 +132,9 @@ const SettingInfo kSettings[] = {
             [](const Settings& s) { return s.dist_timeout_s; }, [](Settings& s, int64_t v) { s.dist_timeout_s = v; }),
     text("KILN_CUDA_LIBRARY", "cuda_library", false, {}, [](const Settings& s) { return s.cuda_library; },
          [](Settings& s, const std::string& v) { s.cuda_library = v; }),
+    text("KILN_LEVEL_ZERO_LIBRARY", "level_zero_library", false, {},
+         [](const Settings& s) { return s.level_zero_library; },
+         [](Settings& s, const std::string& v) { s.level_zero_library = v; }),
 };
 
 std::string lowerCase(std::string_view v) {

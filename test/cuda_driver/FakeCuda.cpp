@@ -14,7 +14,7 @@
 //    KILN_FAKE_CUDA_FAIL=kind:skip:times[,...].
 // What a kernel computes is NOT taken from its PTX (the fake cannot run
 // PTX; ptxas checks the PTX in other tests): a launch of a Kiln tier-0
-// kernel (runtime/backends/cuda/Tier0Kernels.h) runs the host reference
+// kernel (runtime/backends/gpu/Tier0Kernels.h) runs the host reference
 // kernel of the same op and dtypes (runtime/interp) on the decoded
 // parameters. That exercises everything the backend does around a launch
 // (kernel choice, parameter packing, strides, streams, memory), not the PTX.
@@ -40,14 +40,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/backends/cuda/Tier0Kernels.h"
+#include "runtime/backends/gpu/Tier0Kernels.h"
 #include "runtime/interp/Kernels.h"
 
 namespace {
 
-using kiln::hal::cuda::tier0::Family;
-using kiln::hal::cuda::tier0::KernelSpec;
-using kiln::hal::cuda::tier0::Layout;
+using kiln::hal::tier0::Family;
+using kiln::hal::tier0::KernelSpec;
+using kiln::hal::tier0::Layout;
 
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kAlign = 256;
@@ -334,7 +334,7 @@ bool parsePtx(const std::string& ptx, int deviceSm, std::map<std::string, std::v
 const std::unordered_map<std::string, KernelSpec>& tier0Specs() {
   static const auto* specs = [] {
     auto* m = new std::unordered_map<std::string, KernelSpec>();
-    for (const KernelSpec& s : kiln::hal::cuda::tier0::allKernels()) (*m)[s.entryName()] = s;
+    for (const KernelSpec& s : kiln::hal::tier0::allKernels()) (*m)[s.entryName()] = s;
     return m;
   }();
   return *specs;
@@ -349,7 +349,7 @@ struct Tier0Launch {
     if (spec.layout == Layout::Rank1) return kiln::Shape{n};
     std::vector<int64_t> dims;
     const std::size_t at = 2 + static_cast<std::size_t>(spec.inputCount());
-    for (int d = 0; d < kiln::hal::cuda::tier0::kRank; ++d) dims.push_back(static_cast<int64_t>(p[at + d]));
+    for (int d = 0; d < kiln::hal::tier0::kRank; ++d) dims.push_back(static_cast<int64_t>(p[at + d]));
     return kiln::Shape(dims);
   }
   /// The element strides of strided operand `k` (0: the output when it has strides).
@@ -359,8 +359,8 @@ struct Tier0Launch {
       out[0] = static_cast<int64_t>(p[base + k]);
       return;
     }
-    const std::size_t at = base + kiln::hal::cuda::tier0::kRank + k * kiln::hal::cuda::tier0::kRank;
-    for (int d = 0; d < kiln::hal::cuda::tier0::kRank; ++d) out[d] = static_cast<int64_t>(p[at + d]);
+    const std::size_t at = base + kiln::hal::tier0::kRank + k * kiln::hal::tier0::kRank;
+    for (int d = 0; d < kiln::hal::tier0::kRank; ++d) out[d] = static_cast<int64_t>(p[at + d]);
   }
   kiln::interp::Arg input(int i, kiln::DType t, const kiln::Shape& s) const {
     kiln::interp::Arg a;
@@ -391,7 +391,7 @@ struct Tier0Launch {
     }
     if (spec.family == Family::Contract) {
       // Each output element: the reference matmul of a [1, K] row by a [K, 1] column.
-      constexpr int R = kiln::hal::cuda::tier0::kRank;
+      constexpr int R = kiln::hal::tier0::kRank;
       const std::size_t size = kiln::dtype_size(spec.in);
       const auto k = static_cast<int64_t>(p[4 + 3 * R]);
       interp::Arg a, b;
@@ -418,7 +418,7 @@ struct Tier0Launch {
     if (spec.family == Family::ArgReduce) {
       // Each output element: the reference argmax/argmin of its axis (a
       // rank-1 view; a direction of -1 selects the last extreme).
-      constexpr int R = kiln::hal::cuda::tier0::kRank;
+      constexpr int R = kiln::hal::tier0::kRank;
       const std::size_t size = kiln::dtype_size(spec.in);
       const auto len = static_cast<int64_t>(p[3 + 2 * R]), axisStride = static_cast<int64_t>(p[4 + 2 * R]);
       const bool selectLast = static_cast<int64_t>(p[6 + 2 * R]) < 0;
@@ -442,7 +442,7 @@ struct Tier0Launch {
       // No reference kernel has this form: the kernel's own definition
       // (Tier0Kernels.h), with the index checked against nothing (Kiln checks
       // indices on the host before it launches).
-      constexpr int R = kiln::hal::cuda::tier0::kRank;
+      constexpr int R = kiln::hal::tier0::kRank;
       const std::size_t size = kiln::dtype_size(spec.in);
       const char* x = reinterpret_cast<const char*>(p[1]);
       const auto* index = reinterpret_cast<const int64_t*>(p[2]);
@@ -463,7 +463,7 @@ struct Tier0Launch {
     if (spec.family == Family::Reduce) {
       // Each output element: the reference reduction of its m elements
       // (a rank-kRank view reduced over every axis).
-      constexpr int R = kiln::hal::cuda::tier0::kRank;
+      constexpr int R = kiln::hal::tier0::kRank;
       const std::size_t size = kiln::dtype_size(spec.in);
       std::vector<int64_t> red(R);
       for (int d = 0; d < R; ++d) red[d] = static_cast<int64_t>(p[20 + d]);

@@ -1,6 +1,6 @@
 //===- kiln-gpu-kernels.cpp - Tier-0 CUDA kernels, generated at build time ===//
 //
-// Writes the PTX of every tier-0 kernel (runtime/backends/cuda/Tier0Kernels.h)
+// Writes the PTX of every tier-0 kernel (runtime/backends/gpu/Tier0Kernels.h)
 // for the requested SM versions into one C++ source that libkiln embeds
 // (runtime/backends/cuda/KernelImages.h), so no GPU process needs MLIR.
 //
@@ -12,6 +12,15 @@
 // math functions, LLVM's NVPTX back end) turns each module into PTX offline.
 //
 //   kiln-gpu-kernels --sm 80 --sm 90 -o KernelImages.cpp [--only <entry>]
+//
+// With --spirv it writes SPIR-V for Level Zero instead
+// (runtime/backends/level_zero/SpirvImages.h): the same modules, their
+// pointer parameters turned into memrefs, lowered by MLIR's SPIR-V path
+// (convert-gpu-to-spirv with the Kernel capability, 64-bit indices, the
+// OpenCL extended instructions for math) and serialized with
+// gpu-module-to-binary, one module per kernel.
+//
+//   kiln-gpu-kernels --spirv -o SpirvImages.cpp [--only <entry>] [--dump-dir <dir>]
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,12 +35,20 @@
 #include "dialects/kiln/IR/KilnTypes.h"
 #include "dialects/kiln/InitAll.h"
 #include "jit/targets/nvptx/Libdevice.h"
-#include "runtime/backends/cuda/Tier0Kernels.h"
+#include "runtime/backends/gpu/Tier0Kernels.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Pipelines/Passes.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SPIRV/IR/SPIRVAttributes.h"
+#include "mlir/Dialect/SPIRV/IR/SPIRVDialect.h"
+#include "mlir/Dialect/SPIRV/IR/TargetAndABI.h"
+#include "mlir/Dialect/SPIRV/Transforms/Passes.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Target/SPIRV/Target.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -48,10 +65,10 @@
 #include "llvm/Support/raw_ostream.h"
 
 using kiln::DType;
-using kiln::hal::cuda::tier0::Family;
-using kiln::hal::cuda::tier0::KernelSpec;
-using kiln::hal::cuda::tier0::Layout;
-namespace tier0 = kiln::hal::cuda::tier0;
+using kiln::hal::tier0::Family;
+using kiln::hal::tier0::KernelSpec;
+using kiln::hal::tier0::Layout;
+namespace tier0 = kiln::hal::tier0;
 
 namespace {
 
@@ -476,6 +493,227 @@ bool replacePlaceholders(mlir::ModuleOp module, const std::map<std::string, Kern
   return true;
 }
 
+/// SPIR-V has no untyped pointers: each !llvm.ptr parameter of a kernel
+/// becomes a memref<?xT> of the element type its GEPs use, and each
+/// GEP + load/store a memref.load/store. False (with a message) on a use
+/// this does not know.
+bool pointersToMemrefs(mlir::ModuleOp module) {
+  bool ok = true;
+  module.walk([&](mlir::gpu::GPUFuncOp func) {
+    mlir::Block &entry = func.getBody().front();
+    llvm::SmallVector<mlir::Type> argTypes;
+    for (mlir::BlockArgument arg : entry.getArguments()) {
+      if (!llvm::isa<mlir::LLVM::LLVMPointerType>(arg.getType())) {
+        argTypes.push_back(arg.getType());
+        continue;
+      }
+      mlir::Type element;
+      llvm::SmallVector<mlir::LLVM::GEPOp> geps;
+      for (mlir::Operation *user : arg.getUsers()) {
+        auto gep = llvm::dyn_cast<mlir::LLVM::GEPOp>(user);
+        if (!gep || gep.getDynamicIndices().size() != 1 || (element && element != gep.getElemType())) {
+          llvm::errs() << "kiln-gpu-kernels: " << func.getName() << ": a pointer parameter used otherwise than by one "
+                       << "element type's GEPs\n";
+          ok = false;
+          return;
+        }
+        element = gep.getElemType();
+        geps.push_back(gep);
+      }
+      if (!element) element = mlir::IntegerType::get(func.getContext(), 8);  // unused parameter
+      // bf16 lives in memory as its bits (SPIR-V 1.0 has no bf16 type); its
+      // conversions become integer arithmetic (arith-expand, include-bf16).
+      const bool bf16 = element.isBF16();
+      auto memref = mlir::MemRefType::get({mlir::ShapedType::kDynamic},
+                                          bf16 ? mlir::IntegerType::get(func.getContext(), 16) : element);
+      arg.setType(memref);
+      argTypes.push_back(memref);
+      for (mlir::LLVM::GEPOp gep : geps) {
+        mlir::OpBuilder b(gep);
+        mlir::Value index = mlir::arith::IndexCastOp::create(b, gep.getLoc(), b.getIndexType(),
+                                                             gep.getDynamicIndices()[0]);
+        for (mlir::Operation *user : llvm::make_early_inc_range(gep->getUsers())) {
+          b.setInsertionPoint(user);
+          if (auto load = llvm::dyn_cast<mlir::LLVM::LoadOp>(user)) {
+            mlir::Value v = mlir::memref::LoadOp::create(b, load.getLoc(), arg, mlir::ValueRange{index});
+            if (bf16)
+              v = mlir::arith::BitcastOp::create(b, load.getLoc(), element, v);
+            load.getResult().replaceAllUsesWith(v);
+            load.erase();
+          } else if (auto store = llvm::dyn_cast<mlir::LLVM::StoreOp>(user)) {
+            mlir::Value v = store.getValue();
+            if (bf16)
+              v = mlir::arith::BitcastOp::create(b, store.getLoc(), b.getI16Type(), v);
+            mlir::memref::StoreOp::create(b, store.getLoc(), v, arg, mlir::ValueRange{index});
+            store.erase();
+          } else {
+            llvm::errs() << "kiln-gpu-kernels: " << func.getName() << ": a GEP used otherwise than by a load or store\n";
+            ok = false;
+            return;
+          }
+        }
+        gep.erase();
+      }
+    }
+    // max/min of bools (i1): SPIR-V's integer max/min take 8 bits and more;
+    // on i1 they are or/and (unsigned) and and/or (signed: true is -1).
+    func.walk([&](mlir::Operation *op) {
+      if (op->getNumResults() != 1 || !op->getResult(0).getType().isInteger(1))
+        return;
+      const bool isOr = llvm::isa<mlir::arith::MaxUIOp, mlir::arith::MinSIOp>(op);
+      const bool isAnd = llvm::isa<mlir::arith::MinUIOp, mlir::arith::MaxSIOp>(op);
+      if (!isOr && !isAnd)
+        return;
+      mlir::OpBuilder b(op);
+      mlir::Value r = isOr ? mlir::arith::OrIOp::create(b, op->getLoc(), op->getOperand(0), op->getOperand(1)).getResult()
+                           : mlir::arith::AndIOp::create(b, op->getLoc(), op->getOperand(0), op->getOperand(1)).getResult();
+      op->getResult(0).replaceAllUsesWith(r);
+      op->erase();
+    });
+    func.setType(mlir::FunctionType::get(func.getContext(), argTypes, {}));
+    func->setAttr(mlir::spirv::getEntryPointABIAttrName(), mlir::spirv::EntryPointABIAttr::get(func.getContext(), nullptr, std::nullopt, std::nullopt));
+  });
+  return ok;
+}
+
+/// The SPIR-V target every module is lowered for: version 1.0, the Kernel
+/// capability (OpenCL memory model, physical 64-bit addressing) with the
+/// integer and float widths the kernels use.
+constexpr const char *kSpirvCaps = "Addresses,Int64,Int8,Int16,Float16,Float64,Kernel";
+
+/// Lowers one kernel's gpu.module (alone in `module`) to a SPIR-V binary.
+bool lowerToSpirv(mlir::ModuleOp module, std::string &binary, std::string &error) {
+  mlir::MLIRContext *ctx = module.getContext();
+  mlir::PassManager pm(ctx);
+  llvm::raw_string_ostream errors(error);
+  const std::string pipeline = std::string("arith-expand{include-bf16=true},canonicalize,"
+                                           "spirv-attach-target{ver=v1.0 caps=") + kSpirvCaps +
+                               "},map-memref-spirv-storage-class{client-api=opencl},convert-math-to-spirv,"
+                               "convert-gpu-to-spirv{use-64bit-index=true},"
+                               "gpu.module(spirv.module(spirv-lower-abi-attrs,spirv-update-vce)),"
+                               "gpu-module-to-binary{format=bin}";
+  if (mlir::failed(mlir::parsePassPipeline(pipeline, pm, errors)))
+    return false;
+  // convert-math-to-spirv picks OpenCL's extended instructions from the
+  // nearest target environment: the top-level module's.
+  auto targetEnv = mlir::spirv::TargetEnvAttr::get(
+      mlir::spirv::VerCapExtAttr::get(mlir::spirv::Version::V_1_0,
+                                      {mlir::spirv::Capability::Addresses, mlir::spirv::Capability::Int64,
+                                       mlir::spirv::Capability::Int8, mlir::spirv::Capability::Int16,
+                                       mlir::spirv::Capability::Float16, mlir::spirv::Capability::Float64,
+                                       mlir::spirv::Capability::Kernel},
+                                      {}, ctx),
+      mlir::spirv::getDefaultResourceLimits(ctx));
+  module->setAttr(mlir::spirv::getTargetEnvAttrName(), targetEnv);
+  mlir::ScopedDiagnosticHandler handler(ctx, [&](mlir::Diagnostic &d) {
+    errors << d.str() << "\n";
+    return mlir::success();
+  });
+  if (mlir::failed(pm.run(module)))
+    return false;
+  for (auto b : module.getOps<mlir::gpu::BinaryOp>())
+    for (mlir::Attribute a : b.getObjects())
+      if (auto object = llvm::dyn_cast<mlir::gpu::ObjectAttr>(a)) {
+        binary = object.getObject().getValue().str();
+        return true;
+      }
+  errors << "no binary in:\n";
+  module->print(errors);
+  return false;
+}
+
+/// A C++ string literal holding `bytes` (octal escapes: never ambiguous).
+std::string byteString(const std::string &bytes) {
+  std::string t = "\"";
+  int column = 0;
+  for (unsigned char c : bytes) {
+    char esc[5];
+    std::snprintf(esc, sizeof esc, "\\%03o", c);
+    t += esc;
+    if (++column == 40) {
+      t += "\"\n    \"";
+      column = 0;
+    }
+  }
+  return t + "\"";
+}
+
+/// Writes `text` to `output` atomically.
+bool writeFile(const std::string &output, const std::string &text) {
+  const std::string temp = output + ".tmp";
+  {
+    std::ofstream f(temp, std::ios::binary);
+    f << text;
+    if (!f) {
+      std::fprintf(stderr, "kiln-gpu-kernels: cannot write %s\n", temp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(temp.c_str(), output.c_str()) != 0) {
+    std::fprintf(stderr, "kiln-gpu-kernels: cannot write %s\n", output.c_str());
+    return false;
+  }
+  return true;
+}
+
+/// --spirv: every kernel to SPIR-V, one module each, into SpirvImages.cpp.
+int writeSpirv(const mlir::DialectRegistry &registry, const std::string &text,
+               const std::map<std::string, KernelSpec> &specs, const std::string &output,
+               const std::string &dumpDir) {
+  mlir::MLIRContext context(registry);
+  context.allowUnregisteredDialects(true);
+  context.loadAllAvailableDialects();
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+  if (!module) {
+    std::fprintf(stderr, "kiln-gpu-kernels: the generated kernels do not parse\n");
+    return 1;
+  }
+  if (!replacePlaceholders(*module, specs) || !pointersToMemrefs(*module))
+    return 1;
+  std::map<std::string, std::string> images;
+  int failed = 0;
+  for (auto gpuModule : llvm::make_early_inc_range(module->getOps<mlir::gpu::GPUModuleOp>())) {
+    const std::string name = gpuModule.getName().str();
+    mlir::OpBuilder b(&context);
+    mlir::OwningOpRef<mlir::ModuleOp> one = mlir::ModuleOp::create(b.getUnknownLoc());
+    (*one)->setAttr("gpu.container_module", b.getUnitAttr());
+    b.setInsertionPointToEnd(one->getBody());
+    b.clone(*gpuModule);
+    std::string binary, error;
+    if (!lowerToSpirv(*one, binary, error)) {
+      std::fprintf(stderr, "kiln-gpu-kernels: %s: lowering to SPIR-V failed:\n%s\n", name.c_str(), error.c_str());
+      ++failed;
+      continue;
+    }
+    if (!dumpDir.empty()) {
+      std::ofstream f(dumpDir + "/" + name + ".spv", std::ios::binary);
+      f << binary;
+    }
+    images[name] = binary;
+  }
+  if (failed) {
+    std::fprintf(stderr, "kiln-gpu-kernels: %d of %zu kernels did not lower to SPIR-V\n", failed, specs.size());
+    return 1;
+  }
+  std::string out = "// Generated by tools/kiln-gpu-kernels --spirv: the tier-0 Level Zero kernels' SPIR-V. Do not edit.\n"
+                    "#include \"runtime/backends/level_zero/SpirvImages.h\"\n\n"
+                    "namespace kiln::hal::level_zero {\n\nnamespace {\n";
+  std::string table = "const SpirvImage kImages[] = {\n";
+  int index = 0;
+  for (const auto &[name, binary] : images) { // std::map: ordered by entry
+    const std::string var = "kSpv" + std::to_string(index++);
+    out += "const char " + var + "[] =\n    " + byteString(binary) + ";\n";
+    table += "    {\"" + name + "\", reinterpret_cast<const unsigned char*>(" + var + "), sizeof " + var + " - 1},\n";
+  }
+  out += table + "};\n}  // namespace\n\n"
+         "std::span<const SpirvImage> embeddedSpirvImages() { return kImages; }\n\n"
+         "}  // namespace kiln::hal::level_zero\n";
+  if (!writeFile(output, out))
+    return 1;
+  std::printf("kiln-gpu-kernels: %zu kernels -> SPIR-V %s\n", images.size(), output.c_str());
+  return 0;
+}
+
 /// The C++ raw-string form of `text`.
 std::string rawString(const std::string &text) { return "R\"kilnptx(" + text + ")kilnptx\""; }
 
@@ -483,7 +721,8 @@ std::string rawString(const std::string &text) { return "R\"kilnptx(" + text + "
 
 int main(int argc, char **argv) {
   std::vector<int> sms;
-  std::string output, only;
+  std::string output, only, dumpDir;
+  bool spirv = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--sm" && i + 1 < argc)
@@ -492,13 +731,18 @@ int main(int argc, char **argv) {
       output = argv[++i];
     else if (a == "--only" && i + 1 < argc)
       only = argv[++i];
+    else if (a == "--spirv")
+      spirv = true;
+    else if (a == "--dump-dir" && i + 1 < argc)
+      dumpDir = argv[++i];
     else {
-      std::fprintf(stderr, "usage: kiln-gpu-kernels --sm 80 [--sm 90 ...] -o KernelImages.cpp [--only entry]\n");
+      std::fprintf(stderr, "usage: kiln-gpu-kernels --sm 80 [--sm 90 ...] -o KernelImages.cpp [--only entry]\n"
+                           "       kiln-gpu-kernels --spirv -o SpirvImages.cpp [--only entry] [--dump-dir dir]\n");
       return 2;
     }
   }
-  if (sms.empty() || output.empty()) {
-    std::fprintf(stderr, "kiln-gpu-kernels: give at least one --sm and -o\n");
+  if ((sms.empty() && !spirv) || output.empty()) {
+    std::fprintf(stderr, "kiln-gpu-kernels: give at least one --sm (or --spirv) and -o\n");
     return 2;
   }
 
@@ -508,7 +752,9 @@ int main(int argc, char **argv) {
   LLVMInitializeNVPTXAsmPrinter();
   mlir::DialectRegistry registry;
   mlir::kiln::registerAllDialects(registry);
-  registry.insert<mlir::gpu::GPUDialect, mlir::NVVM::NVVMDialect, mlir::nvgpu::NVGPUDialect>();
+  registry.insert<mlir::gpu::GPUDialect, mlir::NVVM::NVVMDialect, mlir::nvgpu::NVGPUDialect,
+                  mlir::memref::MemRefDialect, mlir::spirv::SPIRVDialect>();
+  mlir::spirv::registerSPIRVTargetInterfaceExternalModels(registry);
   mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
@@ -517,6 +763,7 @@ int main(int argc, char **argv) {
   mlir::kiln::registerAllPasses();
   mlir::registerGPUPasses();
   mlir::gpu::registerGPUToNVVMPipeline();
+  mlir::spirv::registerSPIRVPasses();
 
   std::map<std::string, KernelSpec> specs;
   std::string text = "module attributes {gpu.container_module} {\n";
@@ -527,6 +774,8 @@ int main(int argc, char **argv) {
     text += kernelText(s);
   }
   text += "}\n";
+  if (spirv)
+    return writeSpirv(registry, text, specs, output, dumpDir);
 
   // entry -> sm -> PTX
   std::map<std::string, std::map<int, std::string>> images;

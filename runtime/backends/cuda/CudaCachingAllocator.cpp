@@ -1,259 +1,64 @@
 #include "runtime/backends/cuda/CudaCachingAllocator.h"
 
-#include <algorithm>
-#include <string>
+#include <cstdio>
 
-#include "kiln/error.h"
 #include "runtime/backends/cuda/CudaStream.h"
-#include "runtime/support/Log.h"
 
 namespace kiln::hal::cuda {
 
 namespace {
-std::size_t roundUp(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
-std::string mib(std::size_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return text;
-}
+CUevent asEvent(void* fence) { return static_cast<CUevent>(fence); }
 }  // namespace
 
 CudaCachingAllocator::CudaCachingAllocator(CudaDeviceHandle& device, CudaStream& stream)
-    : device_(device), stream_(stream) {}
+    : CachingAllocator(device.device), handle_(device), stream_(stream) {}
 
 CudaCachingAllocator::~CudaCachingAllocator() {
-  // Devices live for the whole process (the registry is never destroyed);
-  // this runs only for a device torn down early, after its stream finished.
-  device_.api->ctxSetCurrent(device_.context);
-  for (CUevent e : events_) device_.api->eventDestroy(e);
-  for (Block* b : pending_)
-    if (b->pending) device_.api->eventDestroy(b->pending);
-  for (Segment* s : segments_) {
-    device_.api->memFree(s->ptr);
-    delete s;
-  }
+  handle_.api->ctxSetCurrent(handle_.context);
+  releaseAll();
 }
 
-Device CudaCachingAllocator::device() const { return device_.device; }
+void CudaCachingAllocator::enterDriver() { handle_.makeCurrent(); }
 
-CudaCachingAllocator::Block* CudaCachingAllocator::takeFreeLocked(std::size_t size, bool small) {
-  FreeSet& pool = poolFor(small);
-  Block key;
-  key.size = size;
-  key.ptr = 0;
-  auto it = pool.lower_bound(&key);
-  if (it == pool.end()) return nullptr;
-  Block* b = *it;
-  pool.erase(it);
-  return b;
+bool CudaCachingAllocator::allocateSegment(std::size_t bytes, uintptr_t* ptr) {
+  CUdeviceptr p = 0;
+  const CUresult r = handle_.api->memAlloc(&p, bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return false;
+  handle_.check(r, "cuMemAlloc");
+  *ptr = static_cast<uintptr_t>(p);
+  return true;
 }
 
-CudaCachingAllocator::Block* CudaCachingAllocator::newSegmentLocked(std::size_t size, bool small,
-                                                                    std::size_t requested) {
-  const std::size_t segmentSize =
-      small ? kSmallSegment : (size < kLargeSegment / 2 ? kLargeSegment : roundUp(size, kSmallSegment));
-  CUdeviceptr ptr = 0;
-  CUresult r = device_.api->memAlloc(&ptr, segmentSize);
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    // Out of memory: everything cached goes back to the driver, then once more.
-    processPendingLocked(/*wait=*/true);
-    if (Block* b = takeFreeLocked(size, small)) return b;
-    releaseSegmentsLocked();
-    ++stats_.retries;
-    r = device_.api->memAlloc(&ptr, segmentSize);
-  }
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    std::size_t freeBytes = 0, totalBytes = 0;
-    device_.api->memGetInfo(&freeBytes, &totalBytes);
-    throw Error(device_.device.str() + ": out of memory allocating " + std::to_string(requested) + " bytes (" +
-                mib(requested) + "): " + mib(stats_.bytes_active) + " active in Kiln's tensors, " +
-                mib(stats_.bytes_reserved) + " reserved by its caching allocator, " + mib(freeBytes) + " free of " +
-                mib(totalBytes) + " on the device; free tensors you no longer need, call kiln::empty_cache(), or "
-                "use smaller batches");
-  }
-  device_.check(r, "cuMemAlloc");
-  auto* segment = new Segment{ptr, segmentSize, small};
-  segments_.push_back(segment);
-  ++stats_.system_allocs;
-  stats_.bytes_reserved += segmentSize;
-  auto* b = new Block;
-  b->ptr = ptr;
-  b->size = segmentSize;
-  b->segment = segment;
-  return b;
-}
+void CudaCachingAllocator::freeSegment(uintptr_t ptr) { handle_.api->memFree(static_cast<CUdeviceptr>(ptr)); }
 
-void CudaCachingAllocator::splitLocked(Block* b, std::size_t size, bool small) {
-  const std::size_t rest = b->size - size;
-  if (rest < (small ? kRound : kSmallLimit)) return;  // too little left to be worth a block
-  auto* tail = new Block;
-  tail->ptr = b->ptr + size;
-  tail->size = rest;
-  tail->segment = b->segment;
-  tail->prev = b;
-  tail->next = b->next;
-  if (b->next) b->next->prev = tail;
-  b->next = tail;
-  b->size = size;
-  poolFor(small).insert(tail);
-}
-
-void* CudaCachingAllocator::allocate(std::size_t bytes) {
-  const std::size_t size = roundUp(std::max<std::size_t>(bytes, 1), kRound);
-  const bool small = size <= kSmallLimit;
-  std::lock_guard<std::mutex> lock(mutex_);
-  device_.makeCurrent();
-  drainDeferredLocked();
-  processPendingLocked(/*wait=*/false);
-  ++stats_.allocations;
-  stats_.bytes_requested += bytes;
-  Block* b = takeFreeLocked(size, small);
-  if (b) ++stats_.cache_hits;
-  else b = newSegmentLocked(size, small, bytes);
-  splitLocked(b, size, small);
-  b->allocated = true;
-  active_[b->ptr] = b;
-  stats_.bytes_active += b->size;
-  stats_.bytes_peak_active = std::max(stats_.bytes_peak_active, stats_.bytes_active);
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(b->ptr));
-}
-
-void CudaCachingAllocator::deallocate(void* ptr, std::size_t /*bytes*/) {
-  if (!ptr) return;
-  const auto dptr = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(ptr));
-  if (insideHostTask()) {
-    // The driver must not be called from a stream's host task: the free is
-    // recorded by the next allocator call on an ordinary thread.
-    std::lock_guard<std::mutex> lock(deferredMutex_);
-    deferred_.push_back(dptr);
-    return;
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  drainDeferredLocked();
-  auto it = active_.find(dptr);
-  if (it == active_.end()) {
-    // A programmer error; deallocate runs in destructors, so it is logged, not thrown.
-    exec::log().error("{}: deallocate of a pointer its allocator did not hand out", device_.device.str());
-    return;
-  }
-  Block* b = it->second;
-  active_.erase(it);
-  freeLocked(b);
-}
-
-void CudaCachingAllocator::freeLocked(Block* b) {
-  // Runs in destructors (a Storage's): never throws.
-  b->allocated = false;
-  stats_.bytes_active -= b->size;
-  device_.api->ctxSetCurrent(device_.context);
+CachingAllocator::Fence CudaCachingAllocator::createFence() {
+  handle_.api->ctxSetCurrent(handle_.context);
   CUevent e = nullptr;
-  if (!events_.empty()) {
-    e = events_.back();
-    events_.pop_back();
-  } else if (device_.api->eventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-    return;  // the device failed: the block stays out of the pools (see below)
-  }
-  if (device_.api->eventRecord(e, stream_.handle()) != CUDA_SUCCESS) {
-    // The stream cannot be marked (the device failed): the block is kept out
-    // of the pools rather than risk handing out memory still in use.
-    events_.push_back(e);
-    return;
-  }
-  b->pending = e;
-  pending_.push_back(b);
+  if (handle_.api->eventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return nullptr;
+  return e;
 }
 
-void CudaCachingAllocator::drainDeferredLocked() {
-  std::vector<CUdeviceptr> deferred;
-  {
-    std::lock_guard<std::mutex> lock(deferredMutex_);
-    deferred.swap(deferred_);
-  }
-  for (CUdeviceptr p : deferred) {
-    auto it = active_.find(p);
-    if (it == active_.end()) continue;
-    Block* b = it->second;
-    active_.erase(it);
-    freeLocked(b);
-  }
+void CudaCachingAllocator::destroyFence(Fence fence) { handle_.api->eventDestroy(asEvent(fence)); }
+
+bool CudaCachingAllocator::recordFence(Fence fence) {
+  handle_.api->ctxSetCurrent(handle_.context);
+  return handle_.api->eventRecord(asEvent(fence), stream_.handle()) == CUDA_SUCCESS;
 }
 
-void CudaCachingAllocator::processPendingLocked(bool wait) {
-  auto done = std::stable_partition(pending_.begin(), pending_.end(), [&](Block* b) {
-    if (wait) device_.api->eventSynchronize(b->pending);
-    return device_.api->eventQuery(b->pending) != CUDA_SUCCESS;  // still pending: keep in front
-  });
-  for (auto it = done; it != pending_.end(); ++it) {
-    Block* b = *it;
-    events_.push_back(b->pending);
-    b->pending = nullptr;
-    releaseToPoolLocked(b);
-  }
-  pending_.erase(done, pending_.end());
+bool CudaCachingAllocator::fenceDone(Fence fence, bool wait) {
+  if (wait) handle_.api->eventSynchronize(asEvent(fence));
+  return handle_.api->eventQuery(asEvent(fence)) == CUDA_SUCCESS;
 }
 
-void CudaCachingAllocator::releaseToPoolLocked(Block* b) {
-  FreeSet& pool = poolFor(b->segment->small);
-  auto isFree = [](Block* n) { return n && !n->allocated && !n->pending; };
-  if (isFree(b->prev)) {
-    Block* p = b->prev;
-    pool.erase(p);
-    p->size += b->size;
-    p->next = b->next;
-    if (b->next) b->next->prev = p;
-    delete b;
-    b = p;
-  }
-  if (isFree(b->next)) {
-    Block* n = b->next;
-    pool.erase(n);
-    b->size += n->size;
-    b->next = n->next;
-    if (n->next) n->next->prev = b;
-    delete n;
-  }
-  pool.insert(b);
-}
+bool CudaCachingAllocator::insideHostTask() const { return cuda::insideHostTask(); }
 
-void CudaCachingAllocator::releaseSegmentsLocked() {
-  for (auto it = segments_.begin(); it != segments_.end();) {
-    Segment* s = *it;
-    FreeSet& pool = poolFor(s->small);
-    // A segment is unused when one free block spans all of it.
-    Block key;
-    key.size = s->size;
-    key.ptr = s->ptr;
-    auto found = pool.find(&key);
-    if (found == pool.end() || (*found)->segment != s) {
-      ++it;
-      continue;
-    }
-    Block* b = *found;
-    pool.erase(found);
-    delete b;
-    device_.api->memFree(s->ptr);
-    stats_.bytes_reserved -= s->size;
-    delete s;
-    it = segments_.erase(it);
-  }
-}
-
-void CudaCachingAllocator::emptyCache() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  device_.makeCurrent();
-  drainDeferredLocked();
-  processPendingLocked(/*wait=*/true);
-  releaseSegmentsLocked();
-}
-
-AllocatorStats CudaCachingAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
-}
-
-std::size_t CudaCachingAllocator::segmentCount() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return segments_.size();
+std::string CudaCachingAllocator::memoryInfo() {
+  std::size_t freeBytes = 0, totalBytes = 0;
+  if (handle_.api->memGetInfo(&freeBytes, &totalBytes) != CUDA_SUCCESS) return {};
+  char text[96];
+  std::snprintf(text, sizeof text, "%.1f MiB free of %.1f MiB on the device",
+                static_cast<double>(freeBytes) / (1 << 20), static_cast<double>(totalBytes) / (1 << 20));
+  return text;
 }
 
 }  // namespace kiln::hal::cuda

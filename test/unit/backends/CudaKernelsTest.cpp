@@ -14,7 +14,7 @@
 #include <string>
 
 #include "runtime/backends/cuda/KernelImages.h"
-#include "runtime/backends/cuda/Tier0Kernels.h"
+#include "runtime/backends/gpu/Tier0Kernels.h"
 
 namespace kiln::hal::cuda {
 namespace {

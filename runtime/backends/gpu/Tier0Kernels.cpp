@@ -1,6 +1,6 @@
-#include "runtime/backends/cuda/Tier0Kernels.h"
+#include "runtime/backends/gpu/Tier0Kernels.h"
 
-namespace kiln::hal::cuda::tier0 {
+namespace kiln::hal::tier0 {
 
 namespace {
 
@@ -187,4 +187,4 @@ const std::vector<KernelSpec>& allKernels() {
   return kernels;
 }
 
-}  // namespace kiln::hal::cuda::tier0
+}  // namespace kiln::hal::tier0

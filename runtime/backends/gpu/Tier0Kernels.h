@@ -1,8 +1,8 @@
-// The tier-0 CUDA kernels: which kernels exist, their entry names and their
+// The tier-0 GPU kernels (CUDA and Level Zero): which kernels exist, their entry names and their
 // parameters. One list, read by the build-time generator
-// (tools/kiln-gpu-kernels writes their PTX with Kiln's MLIR pipeline), by the
-// CUDA op library (which launches them) and by the test driver (which checks
-// launches against it). Plain C++: no MLIR, no CUDA.
+// (tools/kiln-gpu-kernels writes their PTX and SPIR-V with Kiln's MLIR pipeline), by the
+// GPU op libraries (Tier0OpLibrary.h: which launch them) and by the test drivers (which check
+// launches against it). Plain C++: no MLIR, no driver.
 //
 // Every kernel is elementwise over a dense or strided index space of `n`
 // elements and takes only 8-byte parameters, in this order:
@@ -38,7 +38,7 @@
 #include "kiln/shape.h"
 #include "runtime/core/OpKind.h"
 
-namespace kiln::hal::cuda::tier0 {
+namespace kiln::hal::tier0 {
 
 inline constexpr int kRank = Shape::kMaxRank;
 
@@ -77,4 +77,4 @@ DType dtypeOfSize(std::size_t bytes);
 /// numeric dtypes but f16/bf16.
 const std::vector<KernelSpec>& allKernels();
 
-}  // namespace kiln::hal::cuda::tier0
+}  // namespace kiln::hal::tier0

@@ -1,0 +1,335 @@
+#include "runtime/backends/gpu/Tier0OpLibrary.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kiln/error.h"
+#include "runtime/interp/Kernels.h"
+
+namespace kiln::hal {
+
+using tier0::Family;
+using tier0::KernelSpec;
+using tier0::Layout;
+
+Tier0OpLibrary::Tier0OpLibrary(Device device) : device_(device) {}
+
+void Tier0OpLibrary::launch(KernelSpec spec, const Shape& shape, char* out, const int64_t* outStrides,
+                           std::initializer_list<Operand> inputs) {
+  const int64_t n = shape.numel();
+  if (n == 0) return;
+  // Axes with their strides, operand 0 the output; extent-1 axes dropped and
+  // axes merged where every operand steps through them as through one.
+  const int operands = 1 + static_cast<int>(inputs.size());
+  int64_t dense[Shape::kMaxRank];
+  core::contiguousStrides(shape, dense);
+  const int64_t* strideOf[4] = {outStrides ? outStrides : dense, nullptr, nullptr, nullptr};
+  {
+    int k = 1;
+    for (const Operand& o : inputs) strideOf[k++] = o.strides;
+  }
+  int64_t extent[Shape::kMaxRank];
+  int64_t stride[4][Shape::kMaxRank];
+  int rank = 0;
+  for (int d = 0; d < shape.rank(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = rank > 0;
+    for (int o = 0; o < operands && merge; ++o)
+      merge = stride[o][rank - 1] == strideOf[o][d] * shape[d];
+    if (merge) {
+      extent[rank - 1] *= shape[d];
+      for (int o = 0; o < operands; ++o) stride[o][rank - 1] = strideOf[o][d];
+      continue;
+    }
+    extent[rank] = shape[d];
+    for (int o = 0; o < operands; ++o) stride[o][rank] = strideOf[o][d];
+    ++rank;
+  }
+  spec.layout = rank <= 1 ? Layout::Rank1 : Layout::RankN;
+  const std::string entry = spec.entryName();
+
+  // Parameters: all 8 bytes (Tier0Kernels.h).
+  std::vector<uint64_t> values;
+  values.reserve(static_cast<size_t>(spec.paramCount()));
+  values.push_back(reinterpret_cast<uintptr_t>(out));
+  for (const Operand& o : inputs) values.push_back(reinterpret_cast<uintptr_t>(o.data));
+  values.push_back(static_cast<uint64_t>(n));
+  const int firstStrided = spec.stridedOutput() ? 0 : 1;
+  if (spec.layout == Layout::Rank1) {
+    for (int o = firstStrided; o < operands; ++o) values.push_back(static_cast<uint64_t>(rank == 0 ? 0 : stride[o][0]));
+  } else {
+    const int pad = tier0::kRank - rank;
+    for (int d = 0; d < tier0::kRank; ++d) values.push_back(static_cast<uint64_t>(d < pad ? 1 : extent[d - pad]));
+    for (int o = firstStrided; o < operands; ++o)
+      for (int d = 0; d < tier0::kRank; ++d) values.push_back(static_cast<uint64_t>(d < pad ? 0 : stride[o][d - pad]));
+  }
+  if (static_cast<int>(values.size()) != spec.paramCount())
+    throw Error(device_.str() + ": " + entry + ": internal error: " + std::to_string(values.size()) +
+                " parameters packed, the kernel takes " + std::to_string(spec.paramCount()));
+  dispatch(entry, values, n);
+}
+
+void Tier0OpLibrary::unary(core::OpKind op, const interp::Arg& in, char* out) {
+  KernelSpec s;
+  s.family = Family::Unary;
+  s.op = op;
+  s.in = s.out = in.dtype;
+  launch(s, in.shape, out, nullptr, {{in.data, in.strides}});
+}
+
+void Tier0OpLibrary::binary(core::OpKind op, const interp::Arg& a, const interp::Arg& b, const Shape& shape,
+                           char* out) {
+  KernelSpec s;
+  s.family = Family::Binary;
+  s.op = op;
+  s.in = s.out = a.dtype;
+  launch(s, shape, out, nullptr, {{a.data, a.strides}, {b.data, b.strides}});
+}
+
+void Tier0OpLibrary::compare(core::OpKind op, const interp::Arg& a, const interp::Arg& b, const Shape& shape,
+                            char* out) {
+  KernelSpec s;
+  s.family = Family::Compare;
+  s.op = op;
+  s.in = a.dtype;
+  s.out = DType::boolean;
+  launch(s, shape, out, nullptr, {{a.data, a.strides}, {b.data, b.strides}});
+}
+
+void Tier0OpLibrary::where(const interp::Arg& cond, const interp::Arg& a, const interp::Arg& b, const Shape& shape,
+                          char* out) {
+  KernelSpec s;
+  s.family = Family::Where;
+  s.op = core::OpKind::Where;
+  s.in = s.out = a.dtype;
+  launch(s, shape, out, nullptr, {{cond.data, cond.strides}, {a.data, a.strides}, {b.data, b.strides}});
+}
+
+void Tier0OpLibrary::cast(const interp::Arg& in, DType to, char* out) {
+  if (in.dtype == to) {
+    copy(in, out);
+    return;
+  }
+  KernelSpec s;
+  s.family = Family::Cast;
+  s.op = core::OpKind::Cast;
+  s.in = in.dtype;
+  s.out = to;
+  launch(s, in.shape, out, nullptr, {{in.data, in.strides}});
+}
+
+void Tier0OpLibrary::copy(const interp::Arg& in, char* out) {
+  KernelSpec s;
+  s.family = Family::Copy;
+  s.in = s.out = tier0::dtypeOfSize(dtype_size(in.dtype));
+  launch(s, in.shape, out, nullptr, {{in.data, in.strides}});
+}
+
+void Tier0OpLibrary::copyInto(const interp::Arg& in, char* out, const int64_t* outStrides) {
+  KernelSpec s;
+  s.family = Family::Copy;
+  s.in = s.out = tier0::dtypeOfSize(dtype_size(in.dtype));
+  launch(s, in.shape, out, outStrides, {{in.data, in.strides}});
+}
+
+void Tier0OpLibrary::full(DType t, int64_t n, double f, int64_t i, char* out) {
+  // The element's bytes, made on the host by the reference kernel.
+  uint64_t pattern = 0;
+  interp::fullKernel(t, 1, f, i, reinterpret_cast<char*>(&pattern));
+  KernelSpec s;
+  s.family = Family::Fill;
+  s.in = s.out = tier0::dtypeOfSize(dtype_size(t));
+  launchLeaf(s, n, {pattern}, out);
+}
+
+void Tier0OpLibrary::launchLeaf(const KernelSpec& spec, int64_t n, std::initializer_list<uint64_t> extra, char* out) {
+  if (n <= 0) return;
+  const std::string entry = spec.entryName();
+  std::vector<uint64_t> values = {reinterpret_cast<uintptr_t>(out), static_cast<uint64_t>(n)};
+  values.insert(values.end(), extra.begin(), extra.end());
+  dispatch(entry, values, n);
+}
+
+void Tier0OpLibrary::arange(DType t, int64_t n, double start, double step, char* out) {
+  KernelSpec s;
+  s.family = Family::Arange;
+  s.op = core::OpKind::Arange;
+  s.in = s.out = t;
+  uint64_t startBits = 0, stepBits = 0;
+  std::memcpy(&startBits, &start, 8);
+  std::memcpy(&stepBits, &step, 8);
+  launchLeaf(s, n, {startBits, stepBits}, out);
+}
+
+void Tier0OpLibrary::random(core::OpKind op, DType t, int64_t n, uint64_t seed, char* out) {
+  KernelSpec s;
+  s.family = Family::Random;
+  s.op = op;
+  s.in = s.out = t;
+  launchLeaf(s, n, {seed}, out);
+}
+
+void Tier0OpLibrary::reduce(core::OpKind op, const interp::Arg& in, core::AxisMask mask, char* out) {
+  // Kept axes index the (dense) output, reduced axes are folded in order.
+  int64_t keptExtent[Shape::kMaxRank], keptStride[Shape::kMaxRank], redExtent[Shape::kMaxRank],
+      redStride[Shape::kMaxRank];
+  int kept = 0, reduced = 0;
+  int64_t nOut = 1, m = 1;
+  for (int d = 0; d < in.shape.rank(); ++d) {
+    if (mask & (1u << d)) {
+      redExtent[reduced] = in.shape[d];
+      redStride[reduced++] = in.strides[d];
+      m *= in.shape[d];
+    } else {
+      keptExtent[kept] = in.shape[d];
+      keptStride[kept++] = in.strides[d];
+      nOut *= in.shape[d];
+    }
+  }
+  if (nOut == 0) return;
+  if (m == 0) {
+    if (op == core::OpKind::ReduceSum || op == core::OpKind::ReduceProd) {
+      full(in.dtype, nOut, op == core::OpKind::ReduceSum ? 0.0 : 1.0, op == core::OpKind::ReduceSum ? 0 : 1, out);
+      return;
+    }
+    throw Error(std::string(core::opName(op)) + " on " + device_.str() + ": " + in.shape.str() +
+                " has no elements along the reduced axes");
+  }
+  KernelSpec s;
+  s.family = Family::Reduce;
+  s.op = op;
+  s.in = s.out = in.dtype;
+  s.layout = Layout::RankN;
+  const std::string entry = s.entryName();
+  std::vector<uint64_t> values = {reinterpret_cast<uintptr_t>(out), reinterpret_cast<uintptr_t>(in.data),
+                                  static_cast<uint64_t>(nOut)};
+  auto padded = [&](const int64_t* v, int count, uint64_t fill) {
+    for (int d = 0; d < tier0::kRank; ++d) {
+      const int at = d - (tier0::kRank - count);
+      values.push_back(at < 0 ? fill : static_cast<uint64_t>(v[at]));
+    }
+  };
+  padded(keptExtent, kept, 1);
+  padded(keptStride, kept, 0);
+  values.push_back(static_cast<uint64_t>(m));
+  padded(redExtent, reduced, 1);
+  padded(redStride, reduced, 0);
+  dispatch(entry, values, nOut);
+}
+
+void Tier0OpLibrary::launchTake(const interp::Arg& x, const interp::Arg& index, const Shape& outShape,
+                               const int64_t* xStrides, const int64_t* indexStrides, int64_t axisStride, char* out) {
+  const int64_t n = outShape.numel();
+  if (n == 0) return;
+  KernelSpec s;
+  s.family = Family::Take;
+  s.in = s.out = tier0::dtypeOfSize(dtype_size(x.dtype));
+  s.layout = Layout::RankN;
+  const std::string entry = s.entryName();
+  std::vector<uint64_t> values = {reinterpret_cast<uintptr_t>(out), reinterpret_cast<uintptr_t>(x.data),
+                                  reinterpret_cast<uintptr_t>(index.data), static_cast<uint64_t>(n)};
+  const int rank = outShape.rank(), pad = tier0::kRank - rank;
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 1 : static_cast<uint64_t>(outShape[d - pad]));
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 0 : static_cast<uint64_t>(xStrides[d - pad]));
+  for (int d = 0; d < tier0::kRank; ++d)
+    values.push_back(d < pad ? 0 : static_cast<uint64_t>(indexStrides[d - pad]));
+  values.push_back(static_cast<uint64_t>(axisStride));
+  dispatch(entry, values, n);
+}
+
+void Tier0OpLibrary::indexSelect(const interp::Arg& x, int axis, const interp::Arg& index, const Shape& outShape,
+                                char* out) {
+  // out[pre, j..., post] = x[pre, index[j...], post]
+  int64_t xs[Shape::kMaxRank] = {}, is[Shape::kMaxRank] = {};
+  const int k = index.shape.rank();
+  for (int d = 0; d < outShape.rank(); ++d) {
+    if (d < axis) xs[d] = x.strides[d];
+    else if (d < axis + k) is[d] = index.strides[d - axis];
+    else xs[d] = x.strides[d - k + 1];
+  }
+  launchTake(x, index, outShape, xs, is, x.strides[axis], out);
+}
+
+void Tier0OpLibrary::gather(const interp::Arg& x, int axis, const interp::Arg& index, char* out) {
+  // out[c] = x[c with c[axis] = index[c]]
+  int64_t xs[Shape::kMaxRank] = {};
+  for (int d = 0; d < index.shape.rank(); ++d) xs[d] = d == axis ? 0 : x.strides[d];
+  launchTake(x, index, index.shape, xs, index.strides, x.strides[axis], out);
+}
+
+void Tier0OpLibrary::notYet(const char* op) const {
+  throw Error(std::string(op) + " on " + device_.str() + ": no tier-0 " + backendName() +
+              " kernel for this op yet (the GPU backends run elementwise ops, casts, copies, "
+              "fills, arange, rand/randn, reductions, argmax/argmin, matmul, index_select and gather); compute it on "
+              "the CPU: x.to(Device::cpu())");
+}
+
+void Tier0OpLibrary::argReduce(core::OpKind op, const interp::Arg& in, int axis, bool selectLast, char* out) {
+  int64_t keptExtent[Shape::kMaxRank], keptStride[Shape::kMaxRank];
+  int kept = 0;
+  int64_t nOut = 1;
+  for (int d = 0; d < in.shape.rank(); ++d) {
+    if (d == axis) continue;
+    keptExtent[kept] = in.shape[d];
+    keptStride[kept++] = in.strides[d];
+    nOut *= in.shape[d];
+  }
+  const int64_t len = in.shape.rank() ? in.shape[axis] : 1, axisStride = in.shape.rank() ? in.strides[axis] : 0;
+  if (nOut == 0) return;
+  if (len == 0)
+    throw Error(std::string(core::opName(op)) + " on " + device_.str() + ": " + in.shape.str() +
+                " has no elements along axis " + std::to_string(axis));
+  KernelSpec s;
+  s.family = Family::ArgReduce;
+  s.op = op;
+  s.in = in.dtype;
+  s.out = DType::i64;
+  s.layout = Layout::RankN;
+  const std::string entry = s.entryName();
+  std::vector<uint64_t> values = {reinterpret_cast<uintptr_t>(out), reinterpret_cast<uintptr_t>(in.data),
+                                  static_cast<uint64_t>(nOut)};
+  const int pad = tier0::kRank - kept;
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 1 : static_cast<uint64_t>(keptExtent[d - pad]));
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 0 : static_cast<uint64_t>(keptStride[d - pad]));
+  values.push_back(static_cast<uint64_t>(len));
+  values.push_back(static_cast<uint64_t>(axisStride));
+  values.push_back(static_cast<uint64_t>(selectLast ? len - 1 : 0));
+  values.push_back(static_cast<uint64_t>(selectLast ? int64_t{-1} : int64_t{1}));
+  dispatch(entry, values, nOut);
+}
+void Tier0OpLibrary::matmul(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out) {
+  // One dot product per output element (tier 0 until cuBLASLt): a and b are
+  // broadcast to the batch dims of outShape.
+  const int64_t n = outShape.numel();
+  if (n == 0) return;
+  const int r = outShape.rank();
+  int64_t as[Shape::kMaxRank] = {}, bs[Shape::kMaxRank] = {};
+  for (int d = 0; d < r - 2; ++d) {
+    as[d] = a.strides[d];
+    bs[d] = b.strides[d];
+  }
+  as[r - 2] = a.strides[r - 2];  // M
+  bs[r - 1] = b.strides[r - 1];  // N
+  const int64_t k = a.shape[r - 1];
+  KernelSpec s;
+  s.family = Family::Contract;
+  s.op = core::OpKind::Matmul;
+  s.in = s.out = a.dtype;
+  s.layout = Layout::RankN;
+  const std::string entry = s.entryName();
+  std::vector<uint64_t> values = {reinterpret_cast<uintptr_t>(out), reinterpret_cast<uintptr_t>(a.data),
+                                  reinterpret_cast<uintptr_t>(b.data), static_cast<uint64_t>(n)};
+  const int pad = tier0::kRank - r;
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 1 : static_cast<uint64_t>(outShape[d - pad]));
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 0 : static_cast<uint64_t>(as[d - pad]));
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 0 : static_cast<uint64_t>(bs[d - pad]));
+  values.push_back(static_cast<uint64_t>(k));
+  values.push_back(static_cast<uint64_t>(a.strides[r - 1]));
+  values.push_back(static_cast<uint64_t>(b.strides[r - 2]));
+  dispatch(entry, values, n);
+}
+void Tier0OpLibrary::conv2d(const interp::Arg&, const interp::Arg&, const core::Conv2dParams&, const Shape&, char*) {
+  notYet("conv2d");
+}
+
+}  // namespace kiln::hal

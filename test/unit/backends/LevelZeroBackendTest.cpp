@@ -1,0 +1,413 @@
+// The Level Zero backend on the test driver over OpenCL
+// (test/level_zero_driver, loaded through KILN_LEVEL_ZERO_LIBRARY by ctest,
+// with OCL_ICD_VENDORS naming Intel's OpenCL CPU runtime from
+// scripts/setup-opencl.sh): devices, memory, streams, tensors, DLPack, and
+// the tier-0 op library whose embedded SPIR-V kernels really run there.
+// LevelZeroOps.EveryOpMatchesTheCpu is the op-by-op differential test:
+// every elementwise op, cast, reduction, index op, matmul and leaf on every
+// dtype it accepts, on level_zero:0 against the CPU interpreter:
+//   - integers and bools: bit-exact;
+//   - floats, exact ops (+ - * /, sqrt, comparisons, min/max, rounding,
+//     casts, copies, index ops): equal (NaN matches NaN);
+//   - floats, transcendental ops (exp, log, tanh, sigmoid, sin, cos, pow,
+//     erf, gelu, ...): OpenCL's builtins, within 4e-6 * max(1, |cpu|) for
+//     f32, 1e-13 * max(1, |cpu|) for f64, one half ulp-ish (1e-2 relative)
+//     for f16/bf16;
+//   - sums, means, products and matmuls: the same order of operations as
+//     the interpreter is not promised: 1e-5 relative (f32), 1e-12 (f64).
+// Without the OpenCL runtime or the driver each test skips, saying why.
+// LevelZeroNoDriver and LevelZeroDiscovery run in processes of their own
+// (a loader that does not exist; the driver told to fail discovery).
+#include <dlpack/dlpack.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <future>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "kiln/kiln_c.h"
+#include "runtime/backends/Hal.h"
+#include "runtime/backends/gpu/CachingAllocator.h"
+#include "runtime/capi/DLPackVersioned.h"
+#include "test/unit/exec/JitScope.h"
+#include "test/unit/trace/ExpectError.h"
+
+namespace kiln {
+namespace {
+
+const Device kZe = Device::level_zero(0);
+
+std::vector<float> ramp(size_t n, float start = -3.0f, float step = 0.37f) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);
+  return v;
+}
+
+#define REQUIRE_LEVEL_ZERO()                                                                                     \
+  if (device_count(Device::LevelZero) == 0)                                                                     \
+  GTEST_SKIP() << "no Level Zero device: " << hal::unavailableReason(Device::LevelZero)                          \
+               << " (ctest points KILN_LEVEL_ZERO_LIBRARY at libkiln_test_level_zero.so and OCL_ICD_VENDORS at " \
+                  "the ICD of scripts/setup-opencl.sh)"
+
+class LevelZeroTest : public ::testing::Test {
+ protected:
+  void SetUp() override { REQUIRE_LEVEL_ZERO(); }
+  JitScope jit_{JitMode::Off};  // tier 0 only: the Level Zero device has no compile target yet
+};
+
+TEST_F(LevelZeroTest, DeviceIsTheTestDriversAndNamed) {
+  hal::DeviceContext& ctx = hal::deviceContext(kZe);
+  EXPECT_NE(ctx.name().find("Kiln test device (OpenCL"), std::string::npos) << ctx.name();
+  EXPECT_FALSE(ctx.hostAccessible());
+  EXPECT_FALSE(ctx.compileTarget().has_value());
+  EXPECT_EQ(device_count(Device::LevelZero), 1);
+  expectError([] { hal::deviceContext(Device::level_zero(1)); }, {"level_zero:1", "1 device"});
+  EXPECT_EQ(Device::parse("level_zero:0"), kZe);
+}
+
+TEST_F(LevelZeroTest, FreedBlockIsReusedOnlyAfterTheStreamWorkBeforeTheFree) {
+  hal::DeviceContext& ctx = hal::deviceContext(kZe);
+  hal::Allocator& a = ctx.allocator();
+  ctx.synchronize();
+  std::promise<void> gate;
+  std::shared_future<void> opened = gate.get_future().share();
+  ctx.defaultStream().hostCall([opened] { opened.wait(); });  // holds the stream
+  void* first = a.allocate(1000);
+  a.deallocate(first, 1000);
+  void* second = a.allocate(1000);
+  EXPECT_NE(second, first) << "a block was handed out again while stream work before its free was pending";
+  a.deallocate(second, 1000);
+  gate.set_value();
+  ctx.synchronize();
+  const uint64_t hits = a.stats().cache_hits;
+  void* third = a.allocate(1000);
+  EXPECT_GT(a.stats().cache_hits, hits);
+  a.deallocate(third, 1000);
+}
+
+TEST_F(LevelZeroTest, BlocksSplitAndMergeInsideSegmentsAndEmptyCacheReturnsThem) {
+  hal::DeviceContext& ctx = hal::deviceContext(kZe);
+  auto& a = dynamic_cast<hal::CachingAllocator&>(ctx.allocator());
+  ctx.synchronize();
+  a.emptyCache();
+  const size_t base = a.segmentCount();
+  std::vector<void*> quarter;
+  for (int i = 0; i < 4; ++i) quarter.push_back(a.allocate(256 << 10));
+  EXPECT_EQ(a.segmentCount(), base + 1) << "four 256 KiB blocks are split out of one 2 MiB segment";
+  for (void* p : quarter) a.deallocate(p, 256 << 10);
+  ctx.synchronize();
+  a.emptyCache();
+  EXPECT_EQ(a.segmentCount(), base) << "the merged segment goes back to the driver";
+}
+
+TEST_F(LevelZeroTest, OutOfMemoryEmptiesTheCacheRetriesOnceThenSaysWhatItNeeded) {
+  // ctest limits the test driver's memory (KILN_TEST_ZE_MEMORY_LIMIT=1 GiB).
+  hal::Allocator& a = hal::deviceContext(kZe).allocator();
+  const uint64_t retries = a.stats().retries;
+  expectError([&] { a.allocate(std::size_t{3} << 30); }, {"level_zero:0", "out of memory", "MiB on the device"});
+  EXPECT_EQ(a.stats().retries, retries + 1);
+}
+
+TEST_F(LevelZeroTest, TensorsRoundTripAndCopiesAreCounted) {
+  const auto before = device_stats(kZe);
+  const size_t n = (3u << 20) / 4 + 3;
+  std::vector<float> v = ramp(n);
+  Tensor d = from_vector(v, {static_cast<int64_t>(n)}).to(kZe);
+  EXPECT_EQ(d.device(), kZe);
+  Tensor back = d.to(Device::cpu());
+  EXPECT_EQ(back.to_vector<float>(), v);
+  const auto after = device_stats(kZe);
+  EXPECT_GE(after.copy_bytes_to_device - before.copy_bytes_to_device, n * 4);
+  EXPECT_GE(after.copy_bytes_to_host - before.copy_bytes_to_host, n * 4);
+  expectError([&] { d.data(); }, {"level_zero:0", "to(Device::cpu())"});
+}
+
+TEST_F(LevelZeroTest, StridedViewsBroadcastingAndConcatRunTheSpirvKernels) {
+  Tensor ac = from_vector(ramp(24), {2, 3, 4}), bc = from_vector(ramp(4, 1.0f, 0.5f), {4});
+  Tensor ag = ac.to(kZe), bg = bc.to(kZe);
+  const uint64_t launches = device_stats(kZe).kernel_launches;
+  auto same = [](const Tensor& got, const Tensor& want, const char* what) {
+    EXPECT_EQ(got.device(), kZe) << what;
+    EXPECT_EQ(got.shape(), want.shape()) << what;
+    EXPECT_EQ(got.to(Device::cpu()).to_vector<float>(), want.to_vector<float>()) << what;
+  };
+  same(add(ag, bg), add(ac, bc), "broadcast add");
+  same(mul(permute(ag, {2, 0, 1}), 2.0), mul(permute(ac, {2, 0, 1}), 2.0), "permuted");
+  same(neg(slice(ag, 2, 1, 4, 2)), neg(slice(ac, 2, 1, 4, 2)), "stepped slice");
+  same(permute(ag, {1, 2, 0}).contiguous(), permute(ac, {1, 2, 0}).contiguous(), "strided copy");
+  same(concat({ag, mul(ag, 3.0)}, 1), concat({ac, mul(ac, 3.0)}, 1), "concat (copy into strided)");
+  same(zeros({3, 5}, DType::f32, kZe), zeros({3, 5}), "fill");
+  same(full({7}, 2.5, DType::f32, kZe), full({7}, 2.5), "fill value");
+  EXPECT_EQ(full({3}, int64_t{-5}, DType::i64, kZe).to(Device::cpu()).to_vector<int64_t>(),
+            (std::vector<int64_t>{-5, -5, -5}));
+  EXPECT_GE(device_stats(kZe).kernel_launches, launches + 8);
+}
+
+TEST_F(LevelZeroTest, MixedDevicesAreAnErrorNamingBothAndTheFix) {
+  Tensor c = from_vector(ramp(4), {4});
+  Tensor g = c.to(kZe);
+  expectError([&] { add(c, g); }, {"cpu:0", "level_zero:0", "to("});
+}
+
+TEST_F(LevelZeroTest, OpsWithoutAKernelYetSaySo) {
+  Tensor img = from_vector(ramp(2 * 3 * 4 * 4), {2, 3, 4, 4}).to(kZe);
+  Tensor w = from_vector(ramp(2 * 3 * 2 * 2), {2, 3, 2, 2}).to(kZe);
+  expectError([&] { conv2d(img, w).to(Device::cpu()).to_vector<float>(); },
+              {"conv2d", "level_zero:0", "no tier-0 Level Zero kernel", "to(Device::cpu())"});
+  Tensor g = from_vector(ramp(6), {2, 3}).to(kZe);  // the device keeps working
+  EXPECT_EQ(neg(g).to(Device::cpu()).to_vector<float>(), neg(from_vector(ramp(6), {2, 3})).to_vector<float>());
+}
+
+TEST_F(LevelZeroTest, DLPackCarriesLevelZeroTensorsAsOneApiWithoutCopies) {
+  const float values[6] = {1, -2, 3, -4, 5, -6};
+  const int64_t dims[2] = {2, 3};
+  kiln_tensor host = nullptr, onDevice = nullptr, back = nullptr, refused = nullptr;
+  ASSERT_EQ(kiln_tensor_from_host(values, sizeof values, KILN_DTYPE_F32, dims, 2, &host), KILN_OK);
+  ASSERT_EQ(kiln_tensor_to_device(host, kiln_device{KILN_DEVICE_LEVEL_ZERO, 0}, &onDevice), KILN_OK)
+      << kiln_last_error();
+  DLManagedTensor* dl = nullptr;
+  ASSERT_EQ(kiln_tensor_to_dlpack(onDevice, &dl), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(dl->dl_tensor.device.device_type, capi::kDLOneAPIDevice);
+  EXPECT_EQ(dl->dl_tensor.device.device_id, 0);
+  void* exported = dl->dl_tensor.data;
+  ASSERT_EQ(kiln_tensor_from_dlpack(dl, &back), KILN_OK) << kiln_last_error();
+  kiln_device where{};
+  ASSERT_EQ(kiln_tensor_device(back, &where), KILN_OK);
+  EXPECT_EQ(where.kind, KILN_DEVICE_LEVEL_ZERO);
+  DLManagedTensor* again = nullptr;
+  ASSERT_EQ(kiln_tensor_to_dlpack(back, &again), KILN_OK);
+  EXPECT_EQ(again->dl_tensor.data, exported) << "no copy either way";
+  again->deleter(again);
+  float out[6] = {};
+  ASSERT_EQ(kiln_tensor_copy_to_host(back, out, sizeof out, KILN_DTYPE_F32), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(std::vector<float>(out, out + 6), std::vector<float>(values, values + 6));
+  DLManagedTensor foreign{};
+  int64_t shape[1] = {2};
+  foreign.dl_tensor.data = exported;
+  foreign.dl_tensor.device = DLDevice{capi::kDLOneAPIDevice, 5};
+  foreign.dl_tensor.ndim = 1;
+  foreign.dl_tensor.dtype = DLDataType{kDLFloat, 32, 1};
+  foreign.dl_tensor.shape = shape;
+  EXPECT_EQ(kiln_tensor_from_dlpack(&foreign, &refused), KILN_ERROR_DEVICE);
+  EXPECT_NE(std::string(kiln_last_error()).find("oneAPI device 5"), std::string::npos) << kiln_last_error();
+  kiln_tensor_release(back);
+  kiln_tensor_release(onDevice);
+  kiln_tensor_release(host);
+}
+
+// ---------------------------------------------------------------------------
+// The op-by-op differential test.
+
+constexpr DType kAllTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64,
+                               DType::i32, DType::i8,  DType::u8,  DType::boolean};
+
+enum class Bound { Exact, Transcendental, Accumulated };
+
+/// Inputs of `t` with negatives, zeros, fractions (floats) and a NaN-free
+/// range the integer ops keep in bounds.
+Tensor input(DType t, int64_t rows, int64_t cols, int salt) {
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const int k = static_cast<int>((i * 7 + static_cast<size_t>(salt) * 13) % 23) - 11;
+    v[i] = is_floating(t) ? static_cast<float>(k) * 0.37f : static_cast<float>(k);
+  }
+  if (t == DType::u8) for (float& x : v) x = std::fabs(x);
+  return cast(from_vector(v, {rows, cols}), t);
+}
+
+double tolerance(Bound b, DType t, double want) {
+  if (b == Bound::Exact || !is_floating(t)) return 0;
+  const double scale = std::max(1.0, std::fabs(want));
+  if (t == DType::f16 || t == DType::bf16) return 1e-2 * scale;
+  if (b == Bound::Transcendental) return (t == DType::f64 ? 1e-13 : 4e-6) * scale;
+  return (t == DType::f64 ? 1e-12 : 1e-5) * scale;
+}
+
+struct OpCase {
+  std::string name;
+  Bound bound;
+  std::function<Tensor(const Tensor&, const Tensor&)> fn;
+};
+
+class LevelZeroOps : public LevelZeroTest {};
+
+TEST_F(LevelZeroOps, EveryOpMatchesTheCpu) {
+  using T = const Tensor&;
+  const std::vector<OpCase> cases = {
+      {"neg", Bound::Exact, [](T a, T) { return neg(a); }},
+      {"abs", Bound::Exact, [](T a, T) { return abs(a); }},
+      {"relu", Bound::Exact, [](T a, T) { return relu(a); }},
+      {"floor", Bound::Exact, [](T a, T) { return floor(a); }},
+      {"ceil", Bound::Exact, [](T a, T) { return ceil(a); }},
+      {"round", Bound::Exact, [](T a, T) { return round(a); }},
+      {"sign", Bound::Exact, [](T a, T) { return sign(a); }},
+      {"square", Bound::Exact, [](T a, T) { return square(a); }},
+      {"sqrt", Bound::Exact, [](T a, T) { return sqrt(a); }},
+      {"reciprocal", Bound::Exact, [](T a, T) { return reciprocal(a); }},
+      {"logical_not", Bound::Exact, [](T a, T) { return logical_not(a); }},
+      {"isnan", Bound::Exact, [](T a, T) { return isnan(div(a, a)); }},
+      {"exp", Bound::Transcendental, [](T a, T) { return exp(a); }},
+      {"expm1", Bound::Transcendental, [](T a, T) { return expm1(a); }},
+      {"log", Bound::Transcendental, [](T a, T) { return log(a); }},
+      {"log1p", Bound::Transcendental, [](T a, T) { return log1p(a); }},
+      {"rsqrt", Bound::Transcendental, [](T a, T) { return rsqrt(a); }},
+      {"tanh", Bound::Transcendental, [](T a, T) { return tanh(a); }},
+      {"sigmoid", Bound::Transcendental, [](T a, T) { return sigmoid(a); }},
+      {"sin", Bound::Transcendental, [](T a, T) { return sin(a); }},
+      {"cos", Bound::Transcendental, [](T a, T) { return cos(a); }},
+      {"erf", Bound::Transcendental, [](T a, T) { return erf(a); }},
+      {"gelu", Bound::Transcendental, [](T a, T) { return gelu(a); }},
+      {"add", Bound::Exact, [](T a, T b) { return add(a, b); }},
+      {"sub", Bound::Exact, [](T a, T b) { return sub(a, b); }},
+      {"mul", Bound::Exact, [](T a, T b) { return mul(a, b); }},
+      {"div", Bound::Exact, [](T a, T b) { return div(a, b); }},
+      {"pow", Bound::Transcendental, [](T a, T b) { return pow(a, b); }},
+      {"fmod", Bound::Exact, [](T a, T b) { return fmod(a, b); }},
+      {"remainder", Bound::Exact, [](T a, T b) { return remainder(a, b); }},
+      {"maximum", Bound::Exact, [](T a, T b) { return maximum(a, b); }},
+      {"minimum", Bound::Exact, [](T a, T b) { return minimum(a, b); }},
+      {"logical_and", Bound::Exact, [](T a, T b) { return logical_and(a, b); }},
+      {"logical_or", Bound::Exact, [](T a, T b) { return logical_or(a, b); }},
+      {"eq", Bound::Exact, [](T a, T b) { return eq(a, b); }},
+      {"ne", Bound::Exact, [](T a, T b) { return ne(a, b); }},
+      {"lt", Bound::Exact, [](T a, T b) { return lt(a, b); }},
+      {"le", Bound::Exact, [](T a, T b) { return le(a, b); }},
+      {"gt", Bound::Exact, [](T a, T b) { return gt(a, b); }},
+      {"ge", Bound::Exact, [](T a, T b) { return ge(a, b); }},
+      {"where", Bound::Exact, [](T a, T b) { return where(gt(a, b), a, b); }},
+      {"clamp", Bound::Exact, [](T a, T) { return clamp(a, -1, 2); }},
+      {"broadcast add", Bound::Exact, [](T a, T b) { return add(a, slice(b, 0, 0, 1)); }},
+      {"transposed mul", Bound::Exact, [](T a, T b) { return mul(transpose(a), transpose(b)); }},
+      {"sum rows", Bound::Accumulated, [](T a, T) { return sum(a, {1}); }},
+      {"sum all", Bound::Accumulated, [](T a, T) { return sum(a); }},
+      {"prod cols", Bound::Accumulated, [](T a, T) { return prod(slice(a, 1, 0, 3), {0}); }},
+      {"mean", Bound::Accumulated, [](T a, T) { return mean(a, {0}); }},
+      {"max", Bound::Exact, [](T a, T) { return max(a, {1}); }},
+      {"min", Bound::Exact, [](T a, T) { return min(transpose(a), {0}, true); }},
+      {"argmax", Bound::Exact, [](T a, T) { return argmax(a, 1); }},
+      {"argmin last", Bound::Exact, [](T a, T) { return argmin(a, 0, false, true); }},
+      {"matmul", Bound::Accumulated, [](T a, T b) { return matmul(a, transpose(b)); }},
+      {"index_select", Bound::Exact,
+       [](T a, T) { return index_select(a, 1, from_vector<int64_t>({3, 0, 2, 2}, {4}).to(a.device())); }},
+      {"gather", Bound::Exact,
+       [](T a, T) {
+         return gather(slice(a, 1, 0, 2), 1,
+                       from_vector<int64_t>({1, 0, 0, 0, 1, 1, 0, 1, 1, 0, 0, 1}, {6, 2}).to(a.device()));
+       }},
+      {"concat", Bound::Exact, [](T a, T b) { return concat({a, b}, 0); }},
+      {"softmax", Bound::Transcendental, [](T a, T) { return softmax(a, -1); }},
+  };
+  int compared = 0, skipped = 0;
+  for (DType t : kAllTypes) {
+    Tensor ac = input(t, 6, 5, 1), bc = input(t, 6, 5, 2);
+    Tensor ag = ac.to(kZe), bg = bc.to(kZe);
+    for (const OpCase& c : cases) {
+      Tensor want;
+      try {
+        want = c.fn(ac, bc);
+        want.to_vector<double>();
+      } catch (const Error&) {
+        ++skipped;  // not defined for this dtype
+        continue;
+      }
+      const std::string what = c.name + " " + std::string(dtype_name(t));
+      Tensor got;
+      try {
+        got = c.fn(ag, bg);
+        EXPECT_EQ(got.device(), kZe) << what;
+        got = got.to(Device::cpu());
+      } catch (const Error& e) {
+        ADD_FAILURE() << what << ": " << e.what();
+        continue;
+      }
+      ASSERT_EQ(got.dtype(), want.dtype()) << what;
+      ASSERT_EQ(got.shape(), want.shape()) << what;
+      const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+      for (size_t i = 0; i < g.size(); ++i) {
+        if (std::isnan(w[i])) {
+          EXPECT_TRUE(std::isnan(g[i])) << what << " [" << i << "]: " << g[i] << ", the CPU has NaN";
+          continue;
+        }
+        const double tol = tolerance(c.bound, want.dtype(), w[i]);
+        if (tol == 0 || std::isinf(w[i])) EXPECT_EQ(g[i], w[i]) << what << " [" << i << "]";
+        else EXPECT_NEAR(g[i], w[i], tol) << what << " [" << i << "]";
+      }
+      ++compared;
+    }
+  }
+  std::printf("level_zero:0 op differential: %d op/dtype programs compared with the CPU, %d not defined\n", compared,
+              skipped);
+  EXPECT_GT(compared, 300);
+}
+
+TEST_F(LevelZeroOps, CastsBetweenEveryPairOfDtypesMatchTheCpu) {
+  std::vector<float> v = ramp(40, -4.5f, 0.23f);
+  v[3] = 300.0f;  // out of range for the small integers: wraps like the CPU's conversion
+  v[5] = 0.0f;
+  int pairs = 0;
+  for (DType from : kAllTypes)
+    for (DType to : kAllTypes) {
+      Tensor xc = cast(from_vector(v, {40}), from);
+      Tensor want = cast(xc, to), got = cast(xc.to(kZe), to).to(Device::cpu());
+      const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+      EXPECT_EQ(g, w) << dtype_name(from) << " -> " << dtype_name(to);
+      ++pairs;
+    }
+  EXPECT_EQ(pairs, 81);
+}
+
+TEST_F(LevelZeroOps, LeavesMatchTheCpu) {
+  for (DType t : kAllTypes) {
+    EXPECT_EQ(arange(int64_t{37}, t, kZe).to(Device::cpu()).to_vector<double>(),
+              arange(int64_t{37}, t).to_vector<double>())
+        << "arange " << dtype_name(t);
+    EXPECT_EQ(full({9}, 3, t, kZe).to(Device::cpu()).to_vector<double>(), full({9}, 3, t).to_vector<double>())
+        << "full " << dtype_name(t);
+  }
+  EXPECT_EQ(arange(2.0, 9.0, 0.5, DType::f32, kZe).to(Device::cpu()).to_vector<float>(),
+            arange(2.0, 9.0, 0.5).to_vector<float>());
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    EXPECT_EQ(rand({300}, 7, t, 0, 1, kZe).to(Device::cpu()).to_vector<double>(),
+              rand({300}, 7, t).to_vector<double>())
+        << "rand " << dtype_name(t) << ": the counter-based generator is bit-exact";
+    const std::vector<double> g = randn({300}, 9, t, 0, 1, kZe).to(Device::cpu()).to_vector<double>(),
+                              w = randn({300}, 9, t).to_vector<double>();
+    for (size_t i = 0; i < g.size(); ++i)
+      EXPECT_NEAR(g[i], w[i], tolerance(Bound::Transcendental, t, w[i])) << "randn " << dtype_name(t) << " " << i;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Discovery failures, each in its own process (ctest).
+
+// KILN_LEVEL_ZERO_LIBRARY names a library that does not exist.
+TEST(LevelZeroNoDriver, DeviceCountIsZeroAndUseSaysWhatIsMissing) {
+  EXPECT_EQ(device_count(Device::LevelZero), 0);
+  expectError([] { zeros({2}, DType::f32, Device::level_zero(0)); },
+              {"level_zero:0", "no driver", "not found", "KILN_LEVEL_ZERO_LIBRARY", "libze_loader.so.1"});
+  expectError([] { from_vector(std::vector<float>{1, 2}, {2}).to(Device::level_zero(0)); },
+              {"level_zero:0", "KILN_LEVEL_ZERO_LIBRARY"});
+  expectError([] { set_default_device(Device::parse("level_zero:0")); }, {"level_zero:0", "KILN_LEVEL_ZERO_LIBRARY"});
+}
+
+// The test driver told to fail (KILN_TEST_ZE_FAIL): zeInit fails, or the
+// loader reports no driver or no device. KILN_EXPECT_ZE_REASON is what the
+// reason must say.
+TEST(LevelZeroDiscovery, FailedDiscoveryLeavesNoDeviceAndSaysWhy) {
+  const char* expected = std::getenv("KILN_EXPECT_ZE_REASON");
+  ASSERT_NE(expected, nullptr) << "ctest sets KILN_EXPECT_ZE_REASON";
+  EXPECT_EQ(device_count(Device::LevelZero), 0);
+  const std::string why = hal::unavailableReason(Device::LevelZero);
+  EXPECT_NE(why.find(expected), std::string::npos) << why;
+  expectError([] { zeros({2}, DType::f32, Device::level_zero(0)); }, {"level_zero:0", expected});
+  // The CPU is unaffected.
+  EXPECT_EQ(add(from_vector(std::vector<float>{1, 2}, {2}), 1.0).to_vector<float>(), (std::vector<float>{2, 3}));
+}
+
+}  // namespace
+}  // namespace kiln
