@@ -15,6 +15,7 @@
 // as an error, never timed on the interpreter.
 #include <benchmark/benchmark.h>
 
+#include <sys/resource.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -532,9 +533,16 @@ void BM_ResnetBlockKiln(benchmark::State& state) {
 int firstStep() {
   Mlp mlp;
   const Stats before = stats();
+  auto usage = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u;
+  };
+  const long faults0 = usage().ru_minflt;
   auto t0 = std::chrono::steady_clock::now();
   mlp.step();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const long firstFaults = usage().ru_minflt - faults0;
   const Stats after = stats();
   if (gTier == "compiled")
     for (int i = 0; i < 3; ++i) mlp.step();
@@ -545,9 +553,10 @@ int firstStep() {
     mlp.step();
     next = std::min(next, std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
   }
-  std::printf("{\"first_step_s\": %.9g, \"next_step_s\": %.9g, \"cache_load_ms\": %.4g, \"compiled_runs\": %llu, "
-              "\"cache_disk_hits\": %llu, \"loss\": %g}\n",
-              s, next, after.cache_load_ms - before.cache_load_ms,
+  std::printf("{\"first_step_s\": %.9g, \"next_step_s\": %.9g, \"first_step_page_faults\": %ld, "
+              "\"max_rss_kb\": %ld, \"cache_load_ms\": %.4g, \"compiled_runs\": %llu, \"cache_disk_hits\": %llu, "
+              "\"loss\": %g}\n",
+              s, next, firstFaults, usage().ru_maxrss, after.cache_load_ms - before.cache_load_ms,
               static_cast<unsigned long long>(after.compiled_runs - before.compiled_runs),
               static_cast<unsigned long long>(after.cache_disk_hits - before.cache_disk_hits),
               static_cast<double>(mlp.loss.item<float>()));

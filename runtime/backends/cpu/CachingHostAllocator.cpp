@@ -17,16 +17,25 @@ constexpr std::size_t kAlignment = 64;
 /// time, and the GEMM's packed panels miss the TLB less.
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
-void* systemAllocate(std::size_t size) {
+/// Deallocations between two looks at the clock for idle blocks.
+constexpr unsigned kIdleCheckInterval = 256;
+}  // namespace
+
+void* CachingHostAllocator::systemAllocate(std::size_t size) {
+  if (HugePageSlabs::serves(size)) return slabs_.allocate(size);
   if (size < kHugePage) return std::aligned_alloc(kAlignment, size);
   void* p = nullptr;
   if (posix_memalign(&p, kHugePage, size) != 0) return nullptr;
   madvise(p, size, MADV_HUGEPAGE);  // advice only: failure changes nothing
   return p;
 }
-/// Deallocations between two looks at the clock for idle blocks.
-constexpr unsigned kIdleCheckInterval = 256;
-}  // namespace
+
+void CachingHostAllocator::systemFree(void* ptr, std::size_t size) {
+  if (HugePageSlabs::serves(size))
+    slabs_.release(ptr);
+  else
+    std::free(ptr);
+}
 
 CachingHostAllocator::CachingHostAllocator(std::size_t maxCachedBytes, std::chrono::milliseconds idleRelease)
     : idleRelease_(idleRelease), maxCachedBytes_(maxCachedBytes) {}
@@ -82,7 +91,7 @@ void CachingHostAllocator::deallocate(void* ptr, std::size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.bytes_active -= size;
   if (cachedBytes_ + size > maxCachedBytes_) {
-    std::free(ptr);
+    systemFree(ptr, size);
     stats_.bytes_reserved -= size;
     return;
   }
@@ -106,7 +115,7 @@ std::size_t CachingHostAllocator::releaseIdleLocked(Clock::time_point now) {
   for (auto it = free_.begin(); it != free_.end();) {
     std::vector<CachedBlock>& list = it->second;
     std::size_t idle = 0;
-    while (idle < list.size() && list[idle].since < cutoff) std::free(list[idle++].ptr);
+    while (idle < list.size() && list[idle].since < cutoff) systemFree(list[idle++].ptr, it->first);
     list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(idle));
     freed += idle * it->first;
     // A size that is gone leaves no empty bucket behind.
@@ -129,7 +138,7 @@ void CachingHostAllocator::emptyCache() {
 
 void CachingHostAllocator::emptyCacheLocked() {
   for (auto& [size, list] : free_) {
-    for (const CachedBlock& b : list) std::free(b.ptr);
+    for (const CachedBlock& b : list) systemFree(b.ptr, size);
     stats_.bytes_reserved -= size * list.size();
   }
   free_.clear();

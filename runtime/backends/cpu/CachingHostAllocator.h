@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/backends/Allocator.h"
+#include "runtime/backends/cpu/HugePageSlabs.h"
 
 namespace kiln::hal {
 
@@ -45,6 +46,11 @@ class CachingHostAllocator final : public Allocator {
     void* ptr;
     Clock::time_point since;  ///< when it was returned
   };
+  /// Memory from the system: medium blocks from huge-page slabs, large ones
+  /// huge-page aligned, small ones from malloc. systemFree takes the size
+  /// the block was allocated with (its bucket size) to find its source.
+  void* systemAllocate(std::size_t size);
+  void systemFree(void* ptr, std::size_t size);
   void emptyCacheLocked();
   std::size_t releaseIdleLocked(Clock::time_point now);
 
@@ -56,6 +62,7 @@ class CachingHostAllocator final : public Allocator {
   std::size_t maxCachedBytes_;
   std::size_t cachedBytes_ = 0;
   AllocatorStats stats_;
+  HugePageSlabs slabs_;
 };
 
 }  // namespace kiln::hal
