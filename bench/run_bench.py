@@ -75,8 +75,9 @@ WORKLOADS = {
                     "one TBB thread per rank): median ms/step of epochs 2-10 on 1 rank and, data-parallel, on 2 "
                     "ranks (gradients all-reduced in the step)", None, None),
     "warm_start_replay": ("first MLP training step of a fresh process: interpreted (kiln-interp), replayed from "
-                          "the disk cache (kiln-replay, KILN_JIT=replay), compiled in the calling thread "
-                          "(kiln-compile-first-run, one sample)", None, None),
+                          "the disk cache (kiln-replay, KILN_JIT=replay; kiln-replay-next-step: the fastest of that "
+                          "process's next 3 steps), compiled in the calling thread (kiln-compile-first-run, one sample)",
+                          None, None),
 }
 # Which workloads each optional peer takes part in (a missing peer still gets its rows, as "missing").
 PEER_ROWS = {
@@ -96,8 +97,9 @@ PEER_LABEL = {"eigen": "eigen", "openblas": "openblas", "onednn": "onednn", "tor
 BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
-def goals(med):
-    """Kiln's goals from issues 2, 4, 6, 9, 19 and 20: (workload, system, goal, measured, met or None when not measurable)."""
+def goals(med, rss=None):
+    """Kiln's goals from issues 2, 4, 6, 9, 19, 20 and 21: (workload, system, goal, measured, met or None when not
+    measurable). `rss`: peak resident bytes of the warm-start processes (lists per kind) and the kernels' bytes."""
     def m(w, s):
         return med.get((w, s))
 
@@ -154,6 +156,16 @@ def goals(med):
     q = speed(m("mlp_train_step", "kiln-compiled"), m("mlp_train_step", "kiln-interp"))
     out.append(("mlp_train_step", "kiln-compiled", "≥ 1.2× interpreted (issue 20)", rel(q, "interpreter"),
                 None if q is None else q >= 1.2))
+    f, n = m("warm_start_replay", "kiln-replay"), m("warm_start_replay", "kiln-replay-next-step")
+    out.append(("warm_start_replay", "kiln-replay", "first step ≤ 1.1× the steady compiled step + 2 ms (issue 21)",
+                "—" if f is None or n is None else f"{fmt_time(f)} (bound {fmt_time(1.1 * n + 2e-3)})",
+                None if f is None or n is None else f <= 1.1 * n + 2e-3))
+    rss = rss or {}
+    r, i_, k = (statistics.median(rss[x]) if rss.get(x) else None for x in ("kiln-replay", "kiln-interp", "kernels"))
+    out.append(("warm_start_replay", "kiln-replay", "resident memory ≤ the interpreter's + the kernels (issue 21)",
+                "—" if r is None or i_ is None or k is None else
+                f"{r / 2**20:.1f} MiB (interpreter {i_ / 2**20:.1f} MiB, kernels {k / 2**20:.2f} MiB)",
+                None if r is None or i_ is None or k is None else r <= i_ + k))
     q = speed(m("allreduce_64mib", "kiln-recorded"), m("allreduce_64mib", "mpi-allreduce"))
     out.append(("allreduce_64mib", "kiln-recorded", "≥ 0.95 of MPI_Allreduce's bandwidth (issue 19)",
                 rel(q, "MPI_Allreduce"), None if q is None else q >= 0.95))
@@ -269,6 +281,7 @@ def main():
                              "--min-time", py_min] + (["--quick"] if a.quick else []), env, 900))
 
     samples, errors, extra, proc_errors, versions = {}, {}, {}, {}, {}
+    rss = {}  # warm start: peak resident bytes per process kind, and the kernels' bytes
 
     # Warm start: a compiled process fills a fresh disk cache with the MLP step's kernel; then fresh
     # processes time their first step, replayed from that cache or interpreted.
@@ -291,11 +304,16 @@ def main():
             res = first_step("replay", cache_env)
             if res.get("compiled_runs") == 1:
                 samples.setdefault(("warm_start_replay", "kiln-replay"), []).append(res["first_step_s"])
+                samples.setdefault(("warm_start_replay", "kiln-replay-next-step"), []).append(res["next_step_s"])
+                rss.setdefault("kiln-replay", []).append(res["max_rss_kb"] * 1024)
             else:
                 errors[("warm_start_replay", "kiln-replay")] = "the first step did not run a cached kernel: " + json.dumps(res)
             res = first_step("interp", base_env)
             if "first_step_s" in res:
                 samples.setdefault(("warm_start_replay", "kiln-interp"), []).append(res["first_step_s"])
+                rss.setdefault("kiln-interp", []).append(res["max_rss_kb"] * 1024)
+        # The kernels a replaying process maps: the cache's entries.
+        rss["kernels"] = [sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(cache_dir) for f in fs)]
 
     # Data-parallel (issue 19): all-reduce bandwidth and the demo's step on 1 and 2 ranks, under mpirun.
     dist_bench = os.path.join(build, "bench", "kiln_dist_bench")
@@ -447,7 +465,7 @@ def main():
         for w in ("chain8", "softmax", "layernorm", "mlp_train_step", "dispatch_tiny_step", "compile_10_ops"):
             errors[(w, "kiln-compiled")] = "missing: libkiln_jit.so was not built"
             keys.add((w, "kiln-compiled"))
-    goal_list = goals(med)
+    goal_list = goals(med, rss)
     goal_of = {}
     for w, s, text, _, ok in goal_list:
         goal_of.setdefault((w, s), []).append((text, ok))
