@@ -258,16 +258,12 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
   Counters& c = counters();
   LaunchTarget target(trace.device);
   std::vector<int64_t> tParamOfInput;
-  std::vector<uint32_t> tNodeOfOutput;
-  trace::graphBindings(trace, needed, &tParamOfInput, &tNodeOfOutput);
-  // The Param node of each trace parameter (its dtype and shape).
-  std::vector<const trace::Node*> paramNode(trace.params.size(), nullptr);
-  for (const trace::Node& n : trace.nodes)
-    if (n.op == OpKind::Param) paramNode[static_cast<size_t>(n.i0)] = &n;
+  std::vector<uint32_t> tNodeOfOutput, tNodeOfInput;
+  trace::graphBindings(trace, needed, &tParamOfInput, &tNodeOfOutput, &tNodeOfInput);
   // Indices out of range: let the interpreter report them as errors.
   for (auto [pos, extent] : profile.indexChecks) {
     const int64_t p = tParamOfInput[pos];
-    const trace::Node* node = paramNode[static_cast<size_t>(p)];
+    const trace::Node* node = &trace.nodes[tNodeOfInput[pos]];
     for (int64_t x : target.readIndices(trace.params[p].view, node->dtype, node->shape))
       if (x < 0 || x >= extent) return false;
   }
@@ -277,14 +273,15 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
   args.reserve(tParamOfInput.size() + tNodeOfOutput.size() + 2);
   for (size_t i = 0; i < tParamOfInput.size(); ++i) {
     const int64_t p = tParamOfInput[i];
-    const trace::Node* node = paramNode[static_cast<size_t>(p)];
+    const trace::Node* node = &trace.nodes[tNodeOfInput[i]];
     dense[i] = target.dense(trace.params[p].view, node->dtype, node->shape);
     args.push_back(dense[i].bytes(node->dtype));
   }
   // Scalar arguments follow the parameters: each value as the interpreter
   // makes its constant (one element of the node's dtype), kept with the
   // launch (a device may run it after this returns).
-  auto scalarValues = std::make_shared<std::vector<uint64_t>>(scalarArgs.size());
+  std::shared_ptr<std::vector<uint64_t>> scalarValues;
+  if (!scalarArgs.empty()) scalarValues = std::make_shared<std::vector<uint64_t>>(scalarArgs.size());
   for (size_t k = 0; k < scalarArgs.size(); ++k) {
     const trace::Node& s = trace.nodes[scalarArgs[k]];
     interp::fullKernel(s.dtype, 1, s.f0, s.i0, reinterpret_cast<char*>(&(*scalarValues)[k]));
@@ -298,7 +295,7 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
   for (auto [output, input] : exe.donations) {
     if (output >= donor.size() || input >= dense.size()) continue;
     const trace::Node& outNode = trace.nodes[tNodeOfOutput[output]];
-    const trace::Node* inNode = paramNode[static_cast<size_t>(tParamOfInput[input])];
+    const trace::Node* inNode = &trace.nodes[tNodeOfInput[input]];
     if (outNode.dtype != inNode->dtype || outNode.shape != inNode->shape) continue;
     const core::View& v = trace.params[tParamOfInput[input]].view;
     const bool copied = dense[input].storage != v.storage;

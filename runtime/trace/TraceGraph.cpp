@@ -49,12 +49,16 @@ TraceGraph extractGraph(const Trace& trace, const std::vector<uint8_t>& needed, 
 
 namespace kiln::trace {
 void graphBindings(const Trace& trace, const std::vector<uint8_t>& needed, std::vector<int64_t>* paramOfInput,
-                   std::vector<uint32_t>* nodeOfOutput) {
+                   std::vector<uint32_t>* nodeOfOutput, std::vector<uint32_t>* nodeOfInput) {
   paramOfInput->clear();
   nodeOfOutput->clear();
+  nodeOfInput->clear();
   for (size_t i = 0; i < trace.nodes.size(); ++i) {
     if (!needed[i]) continue;
-    if (trace.nodes[i].op == core::OpKind::Param) paramOfInput->push_back(trace.nodes[i].i0);
+    if (trace.nodes[i].op == core::OpKind::Param) {
+      paramOfInput->push_back(trace.nodes[i].i0);
+      nodeOfInput->push_back(static_cast<uint32_t>(i));
+    }
     if (trace.holders[i]) nodeOfOutput->push_back(static_cast<uint32_t>(i));
   }
 }

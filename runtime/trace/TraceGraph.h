@@ -41,7 +41,8 @@ TraceGraph extractGraph(const Trace& trace, const std::vector<uint8_t>& needed, 
 
 namespace kiln::trace {
 /// The same bindings as extractGraph computes, without copying the graph
-/// (for runs of a key whose kernel already exists).
+/// (for runs of a key whose kernel already exists); `nodeOfInput` gets the
+/// Param node of each input.
 void graphBindings(const Trace& trace, const std::vector<uint8_t>& needed, std::vector<int64_t>* paramOfInput,
-                   std::vector<uint32_t>* nodeOfOutput);
+                   std::vector<uint32_t>* nodeOfOutput, std::vector<uint32_t>* nodeOfInput);
 }  // namespace kiln::trace
