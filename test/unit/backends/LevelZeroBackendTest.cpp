@@ -148,6 +148,25 @@ TEST_F(LevelZeroTest, StridedViewsBroadcastingAndConcatRunTheSpirvKernels) {
   EXPECT_GE(device_stats(kZe).kernel_launches, launches + 8);
 }
 
+// Loops that run zero times: a reduction over an axis of size 1 folds no
+// element after the first, a matmul with K = 0 adds nothing. (SPIR-V left
+// such loops' results undefined: sums over a size-1 axis came back as 0.)
+TEST_F(LevelZeroTest, ReductionsOverAxesOfSizeOneAndEmptyDotProducts) {
+  Tensor rc = from_vector(ramp(3, 10.0f), {1, 3}), cc = from_vector(ramp(3, 10.0f), {3, 1});
+  Tensor rg = rc.to(kZe), cg = cc.to(kZe);
+  auto same = [](const Tensor& got, const Tensor& want, const char* what) {
+    EXPECT_EQ(got.shape(), want.shape()) << what;
+    EXPECT_EQ(got.to(Device::cpu()).to_vector<float>(), want.to_vector<float>()) << what;
+  };
+  same(sum(rg, {0}, false), sum(rc, {0}, false), "sum over a leading size-1 axis");
+  same(sum(cg, {1}, true), sum(cc, {1}, true), "sum over a trailing size-1 axis");
+  same(max(rg, {0}, false), max(rc, {0}, false), "max");
+  same(mean(cg, {1}, false), mean(cc, {1}, false), "mean");
+  EXPECT_EQ(argmax(rg, 0).to(Device::cpu()).to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 0}));
+  Tensor a = zeros({2, 0}, DType::f32, kZe), b = zeros({0, 3}, DType::f32, kZe);
+  same(matmul(add(a, 1.0), add(b, 1.0)), zeros({2, 3}), "matmul with K = 0");
+}
+
 TEST_F(LevelZeroTest, MixedDevicesAreAnErrorNamingBothAndTheFix) {
   Tensor c = from_vector(ramp(4), {4});
   Tensor g = c.to(kZe);
