@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kiln/device.h"
+#include "runtime/backends/Hal.h"
 
 namespace kiln {
 
@@ -11,6 +12,11 @@ inline Device deviceUnderTest() {
   static const Device d = default_device();
   return d;
 }
+
+/// Whether the device under test compiles hot traces (a device without a
+/// compile target, e.g. level_zero today, runs them in its tier 0: the
+/// differential suites then compare its op library with the CPU's).
+inline bool deviceUnderTestCompiles() { return hal::deviceContext(deviceUnderTest()).compileTarget().has_value(); }
 
 /// Sets the default device for one scope.
 class DefaultDevice {
