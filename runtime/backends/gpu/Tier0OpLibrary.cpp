@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "kiln/error.h"
+#include "runtime/backends/Hal.h"
 #include "runtime/interp/Kernels.h"
 
 namespace kiln::hal {
@@ -257,13 +259,6 @@ void Tier0OpLibrary::gather(const interp::Arg& x, int axis, const interp::Arg& i
   launchTake(x, index, index.shape, xs, index.strides, x.strides[axis], out);
 }
 
-void Tier0OpLibrary::notYet(const char* op) const {
-  throw Error(std::string(op) + " on " + device_.str() + ": no tier-0 " + backendName() +
-              " kernel for this op yet (the GPU backends run elementwise ops, casts, copies, "
-              "fills, arange, rand/randn, reductions, argmax/argmin, matmul, index_select and gather); compute it on "
-              "the CPU: x.to(Device::cpu())");
-}
-
 void Tier0OpLibrary::argReduce(core::OpKind op, const interp::Arg& in, int axis, bool selectLast, char* out) {
   int64_t keptExtent[Shape::kMaxRank], keptStride[Shape::kMaxRank];
   int kept = 0;
@@ -328,8 +323,86 @@ void Tier0OpLibrary::matmul(const interp::Arg& a, const interp::Arg& b, const Sh
   values.push_back(static_cast<uint64_t>(b.strides[r - 2]));
   dispatch(entry, values, n);
 }
-void Tier0OpLibrary::conv2d(const interp::Arg&, const interp::Arg&, const core::Conv2dParams&, const Shape&, char*) {
-  notYet("conv2d");
+namespace {
+/// A device buffer for the intermediates of one op, handed back to the
+/// stream-ordered allocator when the op has enqueued its kernels (it is
+/// reused only after the work queued before the free).
+class DeviceTemp {
+ public:
+  DeviceTemp(Allocator& allocator, std::size_t bytes)
+      : allocator_(allocator), bytes_(bytes), data_(static_cast<char*>(allocator.allocate(bytes))) {}
+  ~DeviceTemp() { allocator_.deallocate(data_, bytes_); }
+  DeviceTemp(const DeviceTemp&) = delete;
+  DeviceTemp& operator=(const DeviceTemp&) = delete;
+  char* data() const { return data_; }
+
+ private:
+  Allocator& allocator_;
+  std::size_t bytes_;
+  char* data_;
+};
+}  // namespace
+
+void Tier0OpLibrary::conv2d(const interp::Arg& x, const interp::Arg& w, const core::Conv2dParams& p,
+                            const Shape& outShape, char* out) {
+  // Tier 0 as copies and one batched matmul of the existing kernels:
+  // x zero-padded, unfolded (im2col) into cols [N, G, Cg*kh*kw, Ho*Wo], then
+  // out [N, G, Co/G, Ho*Wo] = w [G, Co/G, Cg*kh*kw] x cols.
+  if (outShape.numel() == 0) return;
+  const int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3];
+  const int64_t co = w.shape[0], cg = w.shape[1], kh = w.shape[2], kw = w.shape[3];
+  const int64_t g = p.groups, cog = co / g, ho = outShape[2], wo = outShape[3];
+  const DType t = x.dtype;
+  const std::size_t size = dtype_size(t);
+  Allocator& memory = deviceContext(device_).allocator();
+  // The (padded) input and its element strides.
+  const char* src = x.data;
+  int64_t xs[4] = {x.strides[0], x.strides[1], x.strides[2], x.strides[3]};
+  std::unique_ptr<DeviceTemp> padded;
+  if (p.padTop || p.padBottom || p.padLeft || p.padRight) {
+    const int64_t hp = h + p.padTop + p.padBottom, wp = wd + p.padLeft + p.padRight;
+    padded = std::make_unique<DeviceTemp>(memory, static_cast<std::size_t>(n * c * hp * wp) * size);
+    full(t, n * c * hp * wp, 0.0, 0, padded->data());
+    const int64_t ps[4] = {c * hp * wp, hp * wp, wp, 1};
+    copyInto(x, padded->data() + static_cast<std::size_t>(p.padTop * wp + p.padLeft) * size, ps);
+    src = padded->data();
+    std::copy(ps, ps + 4, xs);
+  }
+  // cols[n, g, c, i, j, oh, ow] = xp[n, g*Cg + c, oh*sh + i*dh, ow*sw + j*dw]: a strided view, copied dense.
+  const int64_t k = cg * kh * kw, pixels = ho * wo;
+  DeviceTemp cols(memory, static_cast<std::size_t>(n * g * k * pixels) * size);
+  interp::Arg view;
+  view.data = src;
+  view.dtype = t;
+  view.shape = Shape{n, g, cg, kh, kw, ho, wo};
+  const int64_t vs[7] = {xs[0],      cg * xs[1], xs[1], p.dilationH * xs[2], p.dilationW * xs[3], p.strideH * xs[2],
+                         p.strideW * xs[3]};
+  std::copy(vs, vs + 7, view.strides);
+  copy(view, cols.data());
+  // The weight as [1, G, Co/G, K] (dense over its last three axes first).
+  interp::Arg a;
+  std::unique_ptr<DeviceTemp> dense;
+  const bool kMerges = w.strides[2] == kw * w.strides[3] && w.strides[1] == kh * w.strides[2];
+  a.data = w.data;
+  int64_t wCo = w.strides[0], wK = w.strides[3];
+  if (!kMerges) {
+    dense = std::make_unique<DeviceTemp>(memory, static_cast<std::size_t>(co * k) * size);
+    copy(w, dense->data());
+    a.data = dense->data();
+    wCo = k;
+    wK = 1;
+  }
+  a.dtype = t;
+  a.shape = Shape{1, g, cog, k};
+  const int64_t as[4] = {0, cog * wCo, wCo, wK};
+  std::copy(as, as + 4, a.strides);
+  interp::Arg b;
+  b.data = cols.data();
+  b.dtype = t;
+  b.shape = Shape{n, g, k, pixels};
+  const int64_t bs[4] = {g * k * pixels, k * pixels, pixels, 1};
+  std::copy(bs, bs + 4, b.strides);
+  matmul(a, b, Shape{n, g, cog, pixels}, out);
 }
 
 }  // namespace kiln::hal

@@ -1,12 +1,11 @@
 // Tier0OpLibrary: the tier-0 op library shared by the GPU backends (CUDA,
 // Level Zero). Elementwise ops, casts, copies, fills, arange, rand/randn,
-// sum/prod/max/min reductions, argmax/argmin, index_select, gather and
-// matmul (one dot product per output element) become launches of the
-// tier-0 kernels (Tier0Kernels.h): this class collapses axes, picks the
-// kernel and packs its 8-byte parameters; a backend only dispatches
-// (loads the kernel's module on first use and enqueues it on its stream).
-// Ops without a kernel yet (conv2d) throw kiln::Error naming the op and
-// the way around it.
+// sum/prod/max/min reductions, argmax/argmin, index_select, gather,
+// matmul (one dot product per output element) and conv2d (padding and
+// im2col copies, then a batched matmul) become launches of the tier-0
+// kernels (Tier0Kernels.h): this class collapses axes, picks the kernel and
+// packs its 8-byte parameters; a backend only dispatches (loads the
+// kernel's module on first use and enqueues it on its stream).
 #pragma once
 
 #include <cstdint>
@@ -70,7 +69,6 @@ class Tier0OpLibrary : public interp::OpLibrary {
   /// index_select and gather (Tier0Kernels.h, Family::Take).
   void launchTake(const interp::Arg& x, const interp::Arg& index, const Shape& outShape, const int64_t* xStrides,
                   const int64_t* indexStrides, int64_t axisStride, char* out);
-  [[noreturn]] void notYet(const char* op) const;
 };
 
 }  // namespace kiln::hal

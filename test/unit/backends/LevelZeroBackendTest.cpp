@@ -173,13 +173,45 @@ TEST_F(LevelZeroTest, MixedDevicesAreAnErrorNamingBothAndTheFix) {
   expectError([&] { add(c, g); }, {"cpu:0", "level_zero:0", "to("});
 }
 
-TEST_F(LevelZeroTest, OpsWithoutAKernelYetSaySo) {
-  Tensor img = from_vector(ramp(2 * 3 * 4 * 4), {2, 3, 4, 4}).to(kZe);
-  Tensor w = from_vector(ramp(2 * 3 * 2 * 2), {2, 3, 2, 2}).to(kZe);
-  expectError([&] { conv2d(img, w).to(Device::cpu()).to_vector<float>(); },
-              {"conv2d", "level_zero:0", "no tier-0 Level Zero kernel", "to(Device::cpu())"});
-  Tensor g = from_vector(ramp(6), {2, 3}).to(kZe);  // the device keeps working
-  EXPECT_EQ(neg(g).to(Device::cpu()).to_vector<float>(), neg(from_vector(ramp(6), {2, 3})).to_vector<float>());
+// conv2d runs as padding and im2col copies plus a batched matmul of the
+// tier-0 kernels: strides, padding, dilation, groups, bias, a weight whose
+// kernel axes are not dense, f64, and through autograd.
+TEST_F(LevelZeroTest, Conv2dMatchesTheCpu) {
+  struct Case {
+    Shape x, w;
+    Conv2dOptions options;
+    bool bias, permutedWeight;
+    DType dtype;
+  };
+  const Case cases[] = {
+      {{2, 3, 6, 5}, {4, 3, 3, 3}, {}, false, false, DType::f32},
+      {{1, 4, 7, 7}, {6, 2, 3, 2}, {{2, 1}, {1, 2}, {1, 1}, 2}, true, false, DType::f32},
+      {{2, 2, 9, 8}, {3, 2, 2, 3}, {{1, 2}, {2, 1}, {2, 2}, 1}, false, true, DType::f32},
+      {{1, 2, 5, 5}, {2, 2, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, true, false, DType::f64},
+  };
+  for (const Case& c : cases) {
+    Tensor x = cast(from_vector(ramp(static_cast<size_t>(c.x.numel()), -1.0f, 0.013f), c.x), c.dtype);
+    Tensor w = cast(from_vector(ramp(static_cast<size_t>(c.w.numel()), 0.5f, -0.021f), c.w), c.dtype);
+    if (c.permutedWeight)  // the same extents, kh and kw strides swapped
+      w = permute(cast(from_vector(ramp(static_cast<size_t>(c.w.numel())), {c.w[0], c.w[1], c.w[3], c.w[2]}), c.dtype),
+                  {0, 1, 3, 2});
+    Tensor b = c.bias ? cast(from_vector(ramp(static_cast<size_t>(c.w[0]), 0.1f, 0.2f), {c.w[0]}), c.dtype) : Tensor{};
+    Tensor want = conv2d(x, w, b, c.options);
+    Tensor got = conv2d(x.to(kZe), w.to(kZe), c.bias ? b.to(kZe) : Tensor{}, c.options);
+    EXPECT_EQ(got.device(), kZe);
+    ASSERT_EQ(got.shape(), want.shape()) << c.x.str() << " " << c.w.str();
+    std::vector<double> g = got.to(Device::cpu()).to_vector<double>(), r = want.to_vector<double>();
+    for (size_t i = 0; i < r.size(); ++i)
+      ASSERT_NEAR(g[i], r[i], 1e-4 * (1 + std::abs(r[i]))) << c.x.str() << " " << c.w.str() << " element " << i;
+  }
+  // The weight's gradient (a convolution too) on the device.
+  Tensor x = from_vector(ramp(2 * 3 * 5 * 5), {2, 3, 5, 5});
+  Tensor w = from_vector(ramp(4 * 3 * 3 * 3, 0.2f, 0.01f), {4, 3, 3, 3}).requires_grad();
+  Tensor wz = w.detach().to(kZe).requires_grad();
+  Tensor want = grad(sum(conv2d(x, w, {}, {{1, 1}, {1, 1}})), {w})[0];
+  Tensor got = grad(sum(conv2d(x.to(kZe), wz, {}, {{1, 1}, {1, 1}})), {wz})[0];
+  std::vector<float> g = got.to(Device::cpu()).to_vector<float>(), r = want.to_vector<float>();
+  for (size_t i = 0; i < r.size(); ++i) ASSERT_NEAR(g[i], r[i], 1e-3f * (1 + std::abs(r[i]))) << "weight gradient " << i;
 }
 
 TEST_F(LevelZeroTest, DLPackCarriesLevelZeroTensorsAsOneApiWithoutCopies) {
