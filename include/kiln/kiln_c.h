@@ -90,103 +90,71 @@ typedef struct kiln_device {
   int32_t index;
 } kiln_device;
 
-/* Every public op. Values are stable; groups leave room for additions. */
+/* Every public op. Values are stable: never changed or reused.
+ * The primitives' values come from their rows in kiln/op_table.def
+ * (CAbi(NAME, value): KILN_OP_NAME = value); the ops that record other
+ * primitives are listed here. A new value is a compatible addition (no
+ * KILN_ABI_VERSION bump); kiln_op_from_name finds it by name.
+ *
+ * Inputs and attributes of the primitives (kiln_call):
+ *   creation (no inputs; attributes give shape, dtype, values): FULL, ARANGE,
+ *     RAND, RANDN, and ZEROS, ONES, ZEROS_LIKE, ONES_LIKE, SCALAR_TENSOR below
+ *   binary elementwise and comparisons: either input may be a scalar value;
+ *     FMOD: truncated remainder, a's sign; REMAINDER: floored remainder, b's
+ *     sign (integer x % 0 is 0 for both)
+ *   WHERE: inputs cond, a, b (a and b may be scalars)
+ *   CAST: attribute dtype
+ *   SUM (attributes: axes (default: all), keepdim), MAX, MIN, PROD: the same
+ *   ARGMAX, ARGMIN: attributes axis (required), keepdim, select_last_index
+ *     (ties: last index)
+ *   RESHAPE: attribute shape (one extent may be -1)
+ *   PERMUTE: attribute perm
+ *   BROADCAST_TO: attribute shape
+ *   SLICE: attributes axis, start (0), stop (end), step (1; negative:
+ *     reversed, start (last) and stop (before the first) default like
+ *     Python's)
+ *   CONCAT: inputs one or more tensors; attribute axis (0)
+ *   INDEX_SELECT, GATHER: inputs x, index; attribute axis
+ *   CONV2D: inputs x, weight [C_out, C/group, kH, kW], bias (optional);
+ *     attributes strides, pads, dilations, group (1), auto_pad,
+ *     channels_last
+ * Convolution and pooling take ONNX attribute names and semantics:
+ * strides, dilations: {h, w} or one value (1); pads: {h, w} or
+ * {top, left, bottom, right} (0); auto_pad: 0 NOTSET, 1 VALID,
+ * 2 SAME_UPPER, 3 SAME_LOWER; channels_last: NHWC input and result (0). */
 typedef enum kiln_op {
+#define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes, summary) c_abi
+#define CAbi(name, value) KILN_OP_##name = value,
+#define NoCAbi
+#include "op_table.def"
+#undef CAbi
+#undef NoCAbi
   /* creation (no inputs; attributes give shape, dtype, values) */
   KILN_OP_ZEROS = 1,
   KILN_OP_ONES = 2,
-  KILN_OP_FULL = 3,
   KILN_OP_ZEROS_LIKE = 4,
   KILN_OP_ONES_LIKE = 5,
   KILN_OP_SCALAR_TENSOR = 6,
-  KILN_OP_ARANGE = 7,
-  KILN_OP_RAND = 8,
-  KILN_OP_RANDN = 9,
-  /* binary elementwise (either input may be a scalar value) */
-  KILN_OP_ADD = 20,
-  KILN_OP_SUB = 21,
-  KILN_OP_MUL = 22,
-  KILN_OP_DIV = 23,
-  KILN_OP_POW = 24,
-  KILN_OP_MAXIMUM = 25,
-  KILN_OP_MINIMUM = 26,
-  KILN_OP_EQ = 27,
-  KILN_OP_NE = 28,
-  KILN_OP_LT = 29,
-  KILN_OP_LE = 30,
-  KILN_OP_GT = 31,
-  KILN_OP_GE = 32,
-  KILN_OP_LOGICAL_AND = 33,
-  KILN_OP_LOGICAL_OR = 34,
-  KILN_OP_FMOD = 35,      /* truncated remainder: a's sign (integer x % 0 is 0) */
-  KILN_OP_REMAINDER = 36, /* floored remainder: b's sign (integer x % 0 is 0) */
-  /* unary elementwise */
-  KILN_OP_LOGICAL_NOT = 40,
-  KILN_OP_NEG = 41,
-  KILN_OP_ABS = 42,
-  KILN_OP_EXP = 43,
-  KILN_OP_LOG = 44,
-  KILN_OP_SQRT = 45,
-  KILN_OP_RSQRT = 46,
-  KILN_OP_TANH = 47,
-  KILN_OP_SIGMOID = 48,
-  KILN_OP_RELU = 49,
-  KILN_OP_GELU = 50, /* attribute: exact (BOOL, default 0: tanh approximation; 1: through erf) */
-  KILN_OP_SIN = 51,
-  KILN_OP_COS = 52,
-  KILN_OP_FLOOR = 53,
-  KILN_OP_CEIL = 54,
-  KILN_OP_ROUND = 55,
-  KILN_OP_SIGN = 56,
-  KILN_OP_RECIPROCAL = 57,
-  KILN_OP_SQUARE = 58,
-  KILN_OP_ERF = 59,
-  /* other elementwise */
-  KILN_OP_WHERE = 60, /* inputs: cond, a, b (a and b may be scalars) */
-  KILN_OP_CLAMP = 61, /* inputs: x, low, high (low and high may be scalars) */
-  KILN_OP_CAST = 62,  /* attribute: dtype */
+  /* elementwise */
+  KILN_OP_GELU = 50,        /* attribute: exact (BOOL, default 0: tanh approximation; 1: through erf) */
+  KILN_OP_CLAMP = 61,       /* inputs: x, low, high (low and high may be scalars) */
+  KILN_OP_ISNAN = 122,      /* bool result */
+  KILN_OP_ISINF = 123,      /* bool result */
+  KILN_OP_LEAKY_RELU = 124, /* attribute: negative_slope (0.01) */
   /* reductions */
-  KILN_OP_SUM = 70, /* attributes: axes (default: all), keepdim */
-  KILN_OP_MEAN = 71,
-  KILN_OP_MAX = 72,
-  KILN_OP_MIN = 73,
-  KILN_OP_PROD = 74,
-  KILN_OP_ARGMAX = 75, /* attributes: axis (required), keepdim, select_last_index (ties: last index) */
-  KILN_OP_ARGMIN = 76,
-  /* linear algebra */
-  KILN_OP_MATMUL = 80,
+  KILN_OP_MEAN = 71, /* attributes: axes (default: all), keepdim */
   /* shape */
-  KILN_OP_RESHAPE = 90,      /* attribute: shape (one extent may be -1) */
-  KILN_OP_TRANSPOSE = 91,    /* attributes: axis0 (default -2), axis1 (default -1) */
-  KILN_OP_PERMUTE = 92,      /* attribute: perm */
-  KILN_OP_BROADCAST_TO = 93, /* attribute: shape */
-  KILN_OP_SQUEEZE = 94,      /* attribute: axes (default: all extent-1 axes) */
-  KILN_OP_UNSQUEEZE = 95,    /* attribute: axis */
-  KILN_OP_SLICE = 96,        /* attributes: axis, start (0), stop (end), step (1; negative: reversed,
-                                start (last) and stop (before the first) default like Python's) */
-  KILN_OP_CONCAT = 97,       /* inputs: one or more tensors; attribute: axis (0) */
-  KILN_OP_INDEX_SELECT = 98, /* inputs: x, index; attribute: axis */
-  KILN_OP_GATHER = 99,       /* inputs: x, index; attribute: axis */
-  KILN_OP_ONE_HOT = 100,     /* input: index; attributes: num_classes, dtype (f32) */
+  KILN_OP_TRANSPOSE = 91,  /* attributes: axis0 (default -2), axis1 (default -1) */
+  KILN_OP_SQUEEZE = 94,    /* attribute: axes (default: all extent-1 axes) */
+  KILN_OP_UNSQUEEZE = 95,  /* attribute: axis */
+  KILN_OP_ONE_HOT = 100,   /* input: index; attributes: num_classes, dtype (f32) */
   KILN_OP_CONTIGUOUS = 101,
   /* nn */
   KILN_OP_SOFTMAX = 110,       /* attribute: axis (-1) */
   KILN_OP_LOG_SOFTMAX = 111,   /* attribute: axis (-1) */
   KILN_OP_LAYER_NORM = 112,    /* inputs: x, weight (optional), bias (optional); attribute: eps (1e-5) */
   KILN_OP_CROSS_ENTROPY = 113, /* inputs: logits [N, C], targets [N] */
-  /* unary elementwise, continued (ABI version 2) */
-  KILN_OP_EXPM1 = 120,
-  KILN_OP_LOG1P = 121,
-  KILN_OP_ISNAN = 122,     /* bool result */
-  KILN_OP_ISINF = 123,     /* bool result */
-  KILN_OP_LEAKY_RELU = 124, /* attribute: negative_slope (0.01) */
-  KILN_OP_ATAN = 125,
-  /* convolution and pooling (ABI version 3); ONNX attribute names and
-   * semantics. strides, dilations: {h, w} or one value (1); pads: {h, w} or
-   * {top, left, bottom, right} (0); auto_pad: 0 NOTSET, 1 VALID,
-   * 2 SAME_UPPER, 3 SAME_LOWER; channels_last: NHWC input and result (0). */
-  KILN_OP_CONV2D = 130,              /* inputs: x, weight [C_out, C/group, kH, kW], bias (optional);
-                                        attributes: strides, pads, dilations, group (1), auto_pad, channels_last */
+  /* pooling and normalization (ONNX conventions, as CONV2D) */
   KILN_OP_MAX_POOL2D = 131,          /* attributes: kernel_shape (required), strides, pads, dilations,
                                         ceil_mode (0), auto_pad, channels_last */
   KILN_OP_AVG_POOL2D = 132,          /* attributes: kernel_shape (required), strides, pads, dilations,

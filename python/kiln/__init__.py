@@ -126,6 +126,13 @@ from kiln._kiln import (  # noqa: F401  (the public API)
     zeros_like,
 )
 
+# The extension's other public functions too (the op table's elementwise ops
+# among them: python/src/OpBindings.cpp defines one per row), so a new op
+# needs no edit here.
+for _name in dir(_kiln):
+    if not _name.startswith("_") and _name not in globals():
+        globals()[_name] = getattr(_kiln, _name)
+
 __version__ = "0.1.0"
 
 # NumPy/PyTorch-style names for the dtypes.

@@ -113,24 +113,32 @@ void bindOps(nb::module_& m) {
       nb::arg("value"), nb::arg("dtype") = DType::f32, nb::arg("device") = nb::none());
 
   // ---- elementwise ----
-  const std::pair<const char*, BinaryOp> binary[] = {
-      {"add", &add},         {"sub", &sub},         {"mul", &mul},
-      {"div", &div},         {"pow", &pow},         {"fmod", &fmod},
-      {"remainder", &remainder}, {"maximum", &maximum}, {"minimum", &minimum},
-      {"eq", &eq},           {"ne", &ne},           {"lt", &lt},
-      {"le", &le},           {"gt", &gt},           {"ge", &ge},
-      {"logical_and", &logical_and}, {"logical_or", &logical_or}};
+  // The op table's unary, binary and comparison rows (include/kiln/op_table.def),
+  // then the composites of the same shapes.
+  std::vector<std::pair<const char*, BinaryOp>> binary;
+  std::vector<std::pair<const char*, UnaryOp>> unary;
+#define KILN_PY_Unary(f) unary.emplace_back(#f, &f);
+#define KILN_PY_Binary(f) binary.emplace_back(#f, &f);
+#define KILN_PY_Compare(f) binary.emplace_back(#f, &f);
+#define KILN_PY_Leaf(f)
+#define KILN_PY_Select(f)
+#define KILN_PY_Cast(f)
+#define KILN_PY_Reduce(f)
+#define KILN_PY_ArgReduce(f)
+#define KILN_PY_Matmul(f)
+#define KILN_PY_Conv(f)
+#define KILN_PY_Shape(f)
+#define KILN_PY_Index(f)
+#define KILN_PY_Collective(f)
+#define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes, summary) \
+  KILN_PY_##Category(public_name)
+#include "kiln/op_table.def"
+  for (auto c : {std::pair<const char*, UnaryOp>{"gelu", &gelu}, {"gelu_exact", &gelu_exact}, {"isnan", &isnan},
+                 {"isinf", &isinf}})
+    unary.push_back(c);
   for (auto [name, f] : binary)
     m.def(name, [f, name](nb::handle a, nb::handle b) { return f(toOperand(a, name), toOperand(b, name)); },
           nb::arg("a"), nb::arg("b"));
-  const std::pair<const char*, UnaryOp> unary[] = {
-      {"neg", &neg},     {"abs", &abs},         {"exp", &exp},       {"expm1", &expm1},
-      {"log", &log},     {"log1p", &log1p},     {"erf", &erf},       {"sqrt", &sqrt},
-      {"rsqrt", &rsqrt}, {"tanh", &tanh},       {"sigmoid", &sigmoid}, {"relu", &relu},
-      {"gelu", &gelu},   {"gelu_exact", &gelu_exact}, {"sin", &sin},  {"cos", &cos},  {"atan", &atan},
-      {"floor", &floor}, {"ceil", &ceil},       {"round", &round},   {"sign", &sign},
-      {"reciprocal", &reciprocal}, {"square", &square}, {"isnan", &isnan}, {"isinf", &isinf},
-      {"logical_not", &logical_not}};
   for (auto [name, f] : unary) m.def(name, f, nb::arg("x"));
   m.def("leaky_relu", &leaky_relu, nb::arg("x"), nb::arg("negative_slope") = 0.01);
   m.def(

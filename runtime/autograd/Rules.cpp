@@ -153,6 +153,7 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
     case OpKind::Expm1: r[0] = mul(g, add(out, 1.0)); break;
     case OpKind::Log: r[0] = div(g, in[0]); break;
     case OpKind::Log1p: r[0] = div(g, add(in[0], 1.0)); break;
+    case OpKind::Log2: r[0] = div(g, mul(in[0], 0.6931471805599453)); break;  // x ln 2
     case OpKind::Erf: {
       constexpr double kTwoOverSqrtPi = 1.1283791670955126;
       r[0] = mul(g, mul(exp(neg(square(in[0]))), kTwoOverSqrtPi));

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstring>
+#include <iterator>
 #include <optional>
 
 #include "kiln/ops.h"
@@ -44,6 +45,7 @@ constexpr kiln_op NoCAbi = static_cast<kiln_op>(0);
 #define KILN_CAPI_Index(fn, c_abi) {c_abi, #fn},
 // Collectives (include/kiln/dist.h) are not in the C ABI yet: no entry.
 #define KILN_CAPI_Collective(fn, c_abi)
+#define CAbi(name, value) KILN_OP_##name
 
 constexpr OpEntry kOps[] = {
 #define KILN_OP(Name, mnemonic, Category, Arity, Types, Grad, public_name, c_abi, attributes, summary) \
@@ -76,6 +78,7 @@ constexpr OpEntry kOps[] = {
     {KILN_OP_BATCH_NORM, "batch_norm"},
 };
 
+#undef CAbi
 #undef KILN_CAPI_Leaf
 #undef KILN_CAPI_Collective
 #undef KILN_CAPI_Unary
@@ -89,6 +92,16 @@ constexpr OpEntry kOps[] = {
 #undef KILN_CAPI_Conv
 #undef KILN_CAPI_Shape
 #undef KILN_CAPI_Index
+
+/// Two ops with one number would make kiln_op_name ambiguous (C accepts
+/// duplicate enumerator values, so the table's CAbi column alone would not).
+constexpr bool numbersDistinct() {
+  for (size_t i = 0; i < std::size(kOps); ++i)
+    for (size_t j = i + 1; j < std::size(kOps); ++j)
+      if (kOps[i].op != NoCAbi && kOps[i].op == kOps[j].op) return false;
+  return true;
+}
+static_assert(numbersDistinct(), "two kiln_op values are equal: see the CAbi column of kiln/op_table.def");
 
 const OpEntry* entryOf(kiln_op op) {
   if (op == NoCAbi) return nullptr;

@@ -2,14 +2,20 @@
 """Checks Kiln's C ABI (include/kiln/kiln_c.h) against the record in kiln_c.abi.
 
 The record lists, for the current KILN_ABI_VERSION, every exported function's
-prototype and every struct/enum layout of the header. The check fails when
+prototype, every struct layout and every enumerator's value of the header. The
+enumerators are read from the preprocessed header, so kiln_op's values
+generated from include/kiln/op_table.def are checked like written ones. The
+check fails when
   - the header's ABI differs from the record without a KILN_ABI_VERSION bump
-    (a signature, struct or enum changed silently), or
+    (a signature, struct or enumerator value changed or was removed), or
   - the version was bumped but the record was not regenerated, or
   - a declared function is not exported by libkiln (with --library).
-Regenerate the record after an intended change (and a bump) with --update.
+A new enumerator (a new op's CAbi(NAME, value)) is a compatible addition: it
+passes without a bump and is noted until --update records it. The record is
+only ever written by --update, never edited.
 """
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -20,7 +26,31 @@ def normalize(text):
     return re.sub(r"\s+", " ", text).strip()
 
 
-def abi_of(header_text):
+def preprocessed(header_path, header_text, cc):
+    """The header through the C preprocessor (its own includes resolved next
+    to it, the system headers left out): the enums as the compiler sees them."""
+    own = re.sub(r"^\s*#\s*include\s*<[^>]*>", "", header_text, flags=re.M)
+    out = subprocess.run(cc.split() + ["-E", "-P", "-x", "c", "-I", os.path.dirname(os.path.abspath(header_path)), "-"],
+                         input=own, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit("check_abi: the C preprocessor (%s) failed:\n%s" % (cc, out.stderr))
+    return out.stdout
+
+
+def enumerators(text):
+    """'enumerator <enum> <name> <value>' per enumerator, by enum and value."""
+    lines = []
+    for m in re.finditer(r"typedef\s+enum\s+\w+\s*\{(.*?)\}\s*(\w+)\s*;", text, flags=re.S):
+        items = [normalize(i) for i in m.group(1).split(",") if i.strip()]
+        values = []
+        for item in items:
+            name, value = (normalize(s) for s in item.split("="))
+            values.append((int(value, 0), name))
+        lines += ["enumerator %s %s %d" % (m.group(2), n, v) for v, n in sorted(values)]
+    return lines
+
+
+def abi_of(header_text, preprocessed_text):
     text = re.sub(r"/\*.*?\*/", " ", header_text, flags=re.S)
     text = re.sub(r"//[^\n]*", " ", text)
     version = re.search(r"#define\s+KILN_ABI_VERSION\s+(\d+)", text)
@@ -33,9 +63,9 @@ def abi_of(header_text):
     lines = []
     for m in re.finditer(r"KILN_API\s+([^;]+);", text):
         lines.append("function " + normalize(m.group(1)))
-    for m in re.finditer(r"typedef\s+(struct|enum)\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", text, flags=re.S):
-        lines.append("%s %s { %s }" % (m.group(1), m.group(4), normalize(m.group(3))))
-    return int(version.group(1)), lines + constants
+    for m in re.finditer(r"typedef\s+struct\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", text, flags=re.S):
+        lines.append("struct %s { %s }" % (m.group(3), normalize(m.group(2))))
+    return int(version.group(1)), lines + enumerators(preprocessed_text) + constants
 
 
 def function_names(lines):
@@ -78,11 +108,13 @@ def main():
     ap.add_argument("--header", required=True)
     ap.add_argument("--abi", required=True)
     ap.add_argument("--library")
+    ap.add_argument("--cc", default=os.environ.get("CC", "cc"), help="the C compiler that preprocesses the header")
     ap.add_argument("--update", action="store_true")
     args = ap.parse_args()
 
     with open(args.header) as f:
-        version, lines = abi_of(f.read())
+        header_text = f.read()
+    version, lines = abi_of(header_text, preprocessed(args.header, header_text, args.cc))
     if args.update:
         with open(args.abi, "w") as f:
             f.write(render(version, lines))
@@ -92,9 +124,23 @@ def main():
     with open(args.abi) as f:
         rec_version, rec_lines = parse_record(f.read())
     ok = True
-    if lines != rec_lines:
-        added = [l for l in lines if l not in rec_lines]
-        removed = [l for l in rec_lines if l not in lines]
+    seen = {}
+    for l in lines:
+        if l.startswith("enumerator "):
+            _, enum, name, value = l.split()
+            if (enum, value) in seen:
+                print("check_abi: FAIL: %s and %s share the value %s" % (seen[(enum, value)], name, value))
+                ok = False
+            seen[(enum, value)] = name
+    # New enumerators are compatible additions; anything else that differs is not.
+    recorded_names = {l.rsplit(" ", 1)[0] for l in rec_lines if l.startswith("enumerator ")}
+    added_values = [l for l in lines if l.startswith("enumerator ") and l.rsplit(" ", 1)[0] not in recorded_names]
+    for l in added_values:
+        print("check_abi: note: new %s (compatible; check_abi.py --update records it)" % l)
+    lines_to_compare = [l for l in lines if l not in added_values]
+    if lines_to_compare != rec_lines:
+        added = [l for l in lines_to_compare if l not in rec_lines]
+        removed = [l for l in rec_lines if l not in lines_to_compare]
         for l in removed:
             print("  recorded: " + l)
         for l in added:

@@ -163,6 +163,7 @@ struct UnaryFloat {
       case OpKind::Expm1: return std::expm1(x);
       case OpKind::Log: return std::log(x);
       case OpKind::Log1p: return std::log1p(x);
+      case OpKind::Log2: return std::log2(x);
       case OpKind::Erf: return std::erf(x);
       case OpKind::Sqrt: return std::sqrt(x);
       case OpKind::Rsqrt: return T(1) / std::sqrt(x);
@@ -199,6 +200,7 @@ void unaryKernel(OpKind op, const Arg& in, char* out) {
     case OpKind::Expm1:
     case OpKind::Log:
     case OpKind::Log1p:
+    case OpKind::Log2:
     case OpKind::Erf:
     case OpKind::Sqrt:
     case OpKind::Rsqrt:

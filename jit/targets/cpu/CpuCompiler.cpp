@@ -13,12 +13,10 @@
 #include "dialects/kiln/InitAll.h"
 #include "jit/Importer.h"
 #include "jit/PipelineSupport.h"
-#include "jit/targets/cpu/BufferDonation.h"
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/DynamicKernel.h"
 #include "jit/targets/cpu/HostTarget.h"
 #include "jit/targets/cpu/Passes.h"
-#include "jit/targets/cpu/RowScratch.h"
 #include "jit/targets/cpu/SharedObjectLinker.h"
 #include "runtime/cache/HostFingerprint.h"
 #include "runtime/support/Settings.h"
@@ -144,9 +142,6 @@ class CpuCompiler final : public TargetPipeline {
     result.timings.importMs = msSince(t0);
 
     auto t1 = Clock::now();
-    int64_t scratchBytes = 0;
-    int loopNests = 0;
-    ParallelDispatches dispatches;
     auto fail = [&](const char *stage) {
       result.error = std::string("stage ") + stage + " failed: " + diagnostics;
       return result;
@@ -162,24 +157,32 @@ class CpuCompiler final : public TargetPipeline {
     if (!runPassPipeline(*module, kCpuBufferize))
       return fail("bufferize");
     auto kernel = module->lookupSymbol<mlir::func::FuncOp>(kernelName);
-    // Dynamic-shape kernels: sizes behind the out-params (see DynamicKernel.h).
-    const auto numSizes = static_cast<unsigned>(dynamicSizeCount(graph));
-    if (kernel && numSizes > 0 && mlir::failed(moveSizeArguments(kernel, graph, numSizes)))
-      return fail("dynamic sizes");
-    std::set<unsigned> sharedArgs;
-    if (kernel) {
-      const auto numInputs = static_cast<unsigned>(graph.inputs.size());
-      for (auto [output, input] : findDonations(kernel, numInputs, static_cast<unsigned>(graph.outputs.size()))) {
-        result.donations.emplace_back(output, input);
-        sharedArgs.insert(input);
-        sharedArgs.insert(numInputs + output);
-      }
-    }
-    // Convolutions first: a padded copy they no longer read frees its scratch.
-    if (!kernel || !runPassPipeline(*module, kCpuConvCalls) ||
-        mlir::failed(assignScratch(kernel, scratchBytes, numSizes > 0 ? &result.dynamicScratch : nullptr)) ||
-        !runPassPipeline(*module, kCpuMatmulCallsAndMath))
+    if (!kernel)
       return fail("scratch/matmul/math");
+    // Dynamic-shape kernels: sizes behind the out-params (see DynamicKernel.h).
+    // Functions, not passes: which size each `?` extent is comes from the
+    // trace graph, which the IR does not carry.
+    const auto numSizes = static_cast<unsigned>(dynamicSizeCount(graph));
+    if (numSizes > 0 && mlir::failed(moveSizeArguments(kernel, graph, numSizes)))
+      return fail("dynamic sizes");
+    // Donated pairs on the bufferized kernel; convolutions before scratch (a
+    // padded copy they no longer read frees its scratch); matmuls and math.
+    const std::string scratch = "func.func(kiln-cpu-buffer-donation{num-inputs=" + std::to_string(graph.inputs.size()) +
+                                " num-outputs=" + std::to_string(graph.outputs.size()) + "})," + kCpuConvCalls +
+                                ",func.func(kiln-cpu-assign-scratch" + (numSizes > 0 ? "{dynamic-sizes}" : "") +
+                                ")," + kCpuMatmulCallsAndMath;
+    if (!runPassPipeline(*module, scratch.c_str()))
+      return fail("scratch/matmul/math");
+    for (auto pair : kernel->getAttrOfType<mlir::ArrayAttr>(kDonationsAttr).getAsRange<mlir::DenseI64ArrayAttr>())
+      result.donations.emplace_back(static_cast<uint32_t>(pair[0]), static_cast<uint32_t>(pair[1]));
+    std::set<unsigned> sharedArgs;
+    for (int64_t arg : kernel->getAttrOfType<mlir::DenseI64ArrayAttr>(kSharedArgsAttr).asArrayRef())
+      sharedArgs.insert(static_cast<unsigned>(arg));
+    int64_t scratchBytes = kernel->getAttrOfType<mlir::IntegerAttr>(kScratchBytesAttr).getInt();
+    if (numSizes > 0) {
+      llvm::ArrayRef<int64_t> sizes = kernel->getAttrOfType<mlir::DenseI64ArrayAttr>(kDynamicScratchAttr).asArrayRef();
+      result.dynamicScratch.assign(sizes.begin(), sizes.end());
+    }
     if (static_cast<uint64_t>(scratchBytes) > hostMemoryBytes()) {
       result.error = "the kernel's temporaries need " + std::to_string(scratchBytes) +
                      " bytes, more than this machine's memory; the trace runs interpreted";
@@ -191,33 +194,30 @@ class CpuCompiler final : public TargetPipeline {
       return fail("copies");
     dumpModule(dumpDir, name, "2-bufferized", *module);
     // Loops, accumulators and invariant loads, then row fusion (donated
-    // buffer pairs may alias).
-    std::string toLoops = std::string(kCpuToLoops) + ",func.func(kiln-cpu-fuse-row-loops";
-    if (!sharedArgs.empty()) {
-      const char *sep = "{shared-args=";
-      for (unsigned arg : sharedArgs) {
-        toLoops += sep + std::to_string(arg);
-        sep = ",";
-      }
-      toLoops += "}";
-    }
-    toLoops += ")";
+    // buffer pairs may alias: kiln.shared_args), then row temporaries on the
+    // stack, which shrinks the scratch (static kernels: a dynamic one sizes
+    // its scratch from the allocations).
+    std::string toLoops = std::string(kCpuToLoops) + ",func.func(kiln-cpu-fuse-row-loops)";
+    if (scratchBytes > 0 && numSizes == 0)
+      toLoops += ",func.func(kiln-cpu-localize-row-scratch)";
     if (!runPassPipeline(*module, toLoops.c_str()))
       return fail("loops");
-    // Row temporaries on the stack; the scratch shrinks to what is left
-    // (static kernels: a dynamic one sizes its scratch from the allocations).
-    if (scratchBytes > 0 && numSizes == 0) {
-      const unsigned scratchArg = kernel.getNumArguments() - 1;
-      if (localizeRowScratch(kernel, scratchArg) > 0) {
-        const int64_t inUse = scratchBytesInUse(kernel, scratchArg);
-        if (inUse >= 0)
-          scratchBytes = std::min(scratchBytes, (inUse + 63) / 64 * 64);
-      }
-    }
-    if (!runPassPipeline(*module, kCpuFuseLoopsInRows) ||
-        mlir::failed(outlineParallelLoops(*module, kernel, dispatches, loopNests)) ||
-        !runPassPipeline(*module, kCpuIeeeMinMax))
+    scratchBytes = kernel->getAttrOfType<mlir::IntegerAttr>(kScratchBytesAttr).getInt();
+    const std::string rows = std::string(kCpuFuseLoopsInRows) + ",kiln-cpu-outline-parallel-loops{kernel=" +
+                             kernelName + "}," + kCpuIeeeMinMax;
+    if (!runPassPipeline(*module, rows.c_str()))
       return fail("loops");
+    const int loopNests = static_cast<int>(kernel->getAttrOfType<mlir::IntegerAttr>(kLoopNestsAttr).getInt());
+    ParallelDispatches dispatches;
+    for (mlir::NamedAttribute d : kernel->getAttrOfType<mlir::DictionaryAttr>(kDispatchesAttr)) {
+      auto body = module->lookupSymbol<mlir::func::FuncOp>(llvm::cast<mlir::FlatSymbolRefAttr>(d.getValue()).getValue());
+      dispatches[d.getName().str()] = {body.getSymName().str(), body->getAttrOfType<mlir::IntegerAttr>(kGrainAttr).getInt()};
+      body->removeAttr(kGrainAttr);
+    }
+    // What the compiler read back is not part of the kernel.
+    for (const char *attr : {kDonationsAttr, kSharedArgsAttr, kScratchBytesAttr, kDynamicScratchAttr, kDispatchesAttr,
+                             kLoopNestsAttr})
+      kernel->removeAttr(attr);
     dumpModule(dumpDir, name, "3-loops", *module);
     if (!runPassPipeline(*module, kToLLVM))
       return fail("to-llvm");

@@ -29,8 +29,9 @@ inline constexpr const char *kBufferize =
 inline constexpr const char *kToLoops = "convert-linalg-to-parallel-loops,canonicalize,cse";
 
 /// The CPU compiler's stages with Kiln's own passes (Passes.td) in them, in
-/// the order CpuCompiler.cpp runs them; between them it calls the steps that
-/// hand results back (donations, scratch, parallel dispatches).
+/// the order CpuCompiler.cpp runs them; it adds the passes whose options
+/// depend on the kernel (buffer donation, scratch, outlining) and reads back
+/// the attributes they record (Passes.h).
 inline constexpr const char *kCpuToLinalg =
     "canonicalize,kiln-convert-to-linalg,canonicalize,cse,kiln-cpu-fuse-elementwise,canonicalize,cse";
 inline constexpr const char *kCpuBufferize =
@@ -41,7 +42,8 @@ inline constexpr const char *kCpuBufferize =
 inline constexpr const char *kCpuConvCalls = "kiln-cpu-conv-to-runtime-calls";
 inline constexpr const char *kCpuMatmulCallsAndMath = "kiln-cpu-matmul-to-runtime-calls,kiln-cpu-approximate-math";
 inline constexpr const char *kCpuStridedCopies = "func.func(kiln-cpu-strided-copies)";
-/// Then func.func(kiln-cpu-fuse-row-loops{shared-args=...}) (the donated pairs).
+/// Then func.func(kiln-cpu-fuse-row-loops) (the donated pairs from the
+/// kernel's kiln.shared_args) and, with scratch, kiln-cpu-localize-row-scratch.
 inline constexpr const char *kCpuToLoops =
     "convert-linalg-to-parallel-loops,canonicalize,cse,kiln-cpu-promote-accumulators,kiln-cpu-hoist-invariant-loads";
 inline constexpr const char *kCpuFuseLoopsInRows = "func.func(kiln-cpu-fuse-loops-in-rows)";

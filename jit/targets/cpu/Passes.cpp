@@ -61,15 +61,21 @@ struct BufferDonation : impl::KilnCpuBufferDonationBase<BufferDonation> {
     mlir::func::FuncOp fn = getOperation();
     if (fn.isExternal())
       return;
-    if (numInputs + numOutputs != fn.getNumArguments()) {
-      fn.emitError("kiln: num-inputs + num-outputs must be the number of arguments");
+    // A dynamic-shape kernel's size arguments follow (DynamicKernel.h).
+    if (numInputs + numOutputs > fn.getNumArguments()) {
+      fn.emitError("kiln: num-inputs + num-outputs exceed the number of arguments");
       return signalPassFailure();
     }
     mlir::Builder b(fn.getContext());
     llvm::SmallVector<mlir::Attribute> pairs;
-    for (auto [output, input] : findDonations(fn, numInputs, numOutputs))
+    std::set<int64_t> shared;
+    for (auto [output, input] : findDonations(fn, numInputs, numOutputs)) {
       pairs.push_back(b.getDenseI64ArrayAttr({output, input}));
-    fn->setAttr("kiln.donations", b.getArrayAttr(pairs));
+      shared.insert(input);
+      shared.insert(numInputs + output);
+    }
+    fn->setAttr(kDonationsAttr, b.getArrayAttr(pairs));
+    fn->setAttr(kSharedArgsAttr, b.getDenseI64ArrayAttr(llvm::to_vector(shared)));
   }
 };
 
@@ -81,14 +87,19 @@ struct ConvToRuntimeCalls : impl::KilnCpuConvToRuntimeCallsBase<ConvToRuntimeCal
 };
 
 struct AssignScratch : impl::KilnCpuAssignScratchBase<AssignScratch> {
+  using Base::Base;
   void runOnOperation() override {
     mlir::func::FuncOp fn = getOperation();
     if (fn.isExternal())
       return;
     int64_t bytes = 0;
-    if (mlir::failed(assignScratch(fn, bytes)))
+    std::vector<int64_t> dynamicScratch;
+    if (mlir::failed(assignScratch(fn, bytes, dynamicSizes ? &dynamicScratch : nullptr)))
       return signalPassFailure();
-    fn->setAttr("kiln.scratch_bytes", mlir::Builder(fn.getContext()).getI64IntegerAttr(bytes));
+    mlir::Builder b(fn.getContext());
+    fn->setAttr(kScratchBytesAttr, b.getI64IntegerAttr(bytes));
+    if (dynamicSizes)
+      fn->setAttr(kDynamicScratchAttr, b.getDenseI64ArrayAttr(dynamicScratch));
   }
 };
 
@@ -119,7 +130,9 @@ struct FuseRowLoops : impl::KilnCpuFuseRowLoopsBase<FuseRowLoops> {
   void runOnOperation() override {
     if (getOperation().isExternal())
       return;
-    const std::set<unsigned> shared(sharedArgs.begin(), sharedArgs.end());
+    std::set<unsigned> shared(sharedArgs.begin(), sharedArgs.end());
+    if (auto recorded = getOperation()->getAttrOfType<mlir::DenseI64ArrayAttr>(kSharedArgsAttr))
+      shared.insert(recorded.asArrayRef().begin(), recorded.asArrayRef().end());
     fuseRowLoops(getOperation(), shared);
   }
 };
@@ -149,9 +162,14 @@ struct OutlineParallelLoops : impl::KilnCpuOutlineParallelLoopsBase<OutlineParal
     if (mlir::failed(outlineParallelLoops(module, fn, dispatches, loopNests)))
       return signalPassFailure();
     mlir::Builder b(module.getContext());
-    for (const auto &[declaration, dispatch] : dispatches)
+    llvm::SmallVector<mlir::NamedAttribute> bodies;
+    for (const auto &[declaration, dispatch] : dispatches) {
+      bodies.push_back(b.getNamedAttr(declaration, mlir::FlatSymbolRefAttr::get(b.getContext(), dispatch.body)));
       if (auto body = module.lookupSymbol<mlir::func::FuncOp>(dispatch.body))
-        body->setAttr("kiln.grain", b.getI64IntegerAttr(dispatch.grain));
+        body->setAttr(kGrainAttr, b.getI64IntegerAttr(dispatch.grain));
+    }
+    fn->setAttr(kDispatchesAttr, b.getDictionaryAttr(bodies));
+    fn->setAttr(kLoopNestsAttr, b.getI64IntegerAttr(loopNests));
   }
 };
 
@@ -173,7 +191,14 @@ struct LocalizeRowScratch : impl::KilnCpuLocalizeRowScratchBase<LocalizeRowScrat
     auto type = llvm::dyn_cast<mlir::MemRefType>(fn.getArgument(last).getType());
     if (!type || type.getRank() != 1 || !type.getElementType().isInteger(8))
       return;
-    localizeRowScratch(fn, last, maxRowBytes);
+    if (localizeRowScratch(fn, last, maxRowBytes) == 0)
+      return;
+    // The scratch shrinks to what is left (a dynamic kernel has no static size).
+    auto bytes = fn->getAttrOfType<mlir::IntegerAttr>(kScratchBytesAttr);
+    const int64_t inUse = scratchBytesInUse(fn, last);
+    if (bytes && inUse >= 0 && !fn->hasAttr(kDynamicScratchAttr))
+      fn->setAttr(kScratchBytesAttr, mlir::Builder(fn.getContext())
+                                         .getI64IntegerAttr(std::min(bytes.getInt(), (inUse + 63) / 64 * 64)));
   }
 };
 

@@ -1,7 +1,9 @@
 //===- Passes.h - Kiln's own steps of the CPU pipeline as passes -*- C++ -*-===//
 //
-// Pass wrappers of the CPU pipeline's steps (Passes.td), registered in
-// kiln-opt for the lit tests; the compiler calls the functions directly.
+// The CPU pipeline's steps as passes (Passes.td): the compiler runs them by
+// name (HostTarget.h) and kiln-opt for the lit tests. A step whose result the
+// compiler needs records it as an attribute of the kernel function, which
+// the compiler reads back (and removes) after the pass.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +14,22 @@
 #include "mlir/Pass/Pass.h"
 
 namespace kiln::jit::cpu {
+
+/// kiln-cpu-buffer-donation: the (output, input) pairs that may share a
+/// buffer, `[array<i64: output, input>, ...]`, and the kernel arguments of
+/// those pairs, `array<i64: ...>`, which kiln-cpu-fuse-row-loops reads.
+inline constexpr const char *kDonationsAttr = "kiln.donations";
+inline constexpr const char *kSharedArgsAttr = "kiln.shared_args";
+/// kiln-cpu-assign-scratch (shrunk by kiln-cpu-localize-row-scratch): the
+/// static scratch bytes, i64; with dynamic-sizes, `array<i64: ...>` per
+/// dynamic temporary (see assignScratch).
+inline constexpr const char *kScratchBytesAttr = "kiln.scratch_bytes";
+inline constexpr const char *kDynamicScratchAttr = "kiln.dynamic_scratch";
+/// kiln-cpu-outline-parallel-loops: `{declaration = @body, ...}` and the
+/// number of loop nests on the kernel, the grain on each body.
+inline constexpr const char *kDispatchesAttr = "kiln.dispatches";
+inline constexpr const char *kLoopNestsAttr = "kiln.loop_nests";
+inline constexpr const char *kGrainAttr = "kiln.grain";
 
 #define GEN_PASS_DECL
 #include "jit/targets/cpu/Passes.h.inc"

@@ -1,10 +1,10 @@
 //===- Passes.td - Kiln's own steps of the CPU pipeline -----*- tablegen -*-===//
 //
 // Kiln's own steps of the CPU pipeline (jit/targets/cpu). The compiler
-// (CpuCompiler.cpp) runs most of them by name inside its textual pipelines
+// (CpuCompiler.cpp) runs them by name inside its textual pipelines
 // (HostTarget.h); the steps that hand results back to it (the donated
-// pairs, the scratch size, the parallel dispatches) it calls as functions,
-// and their passes here record those results as attributes.
+// pairs, the scratch size, the parallel dispatches) record them as
+// attributes of the kernel function (Passes.h), which it reads back.
 // Each has a lit test named after it in test/lit/Target/Cpu.
 //
 //===----------------------------------------------------------------------===//
@@ -64,17 +64,19 @@ def KilnCpuBufferDonation
     An analysis of the bufferized kernel (`num-inputs` input memrefs then
     `num-outputs` out-params): the (output, input) pairs whose buffers the
     runtime may make one (an optimizer step's `w' = f(w, ...)` updates `w`
-    in place). The compiler calls `findDonations` (BufferDonation.h) and
-    hands the pairs to the runtime; this pass records them as the
-    function's `kiln.donations` attribute, one `array<i64: output, input>`
-    per pair (`[]` when none).
+    in place). The pass records them as the function's `kiln.donations`
+    attribute, one `array<i64: output, input>` per pair (`[]` when none),
+    which the compiler hands to the runtime, and their arguments as
+    `kiln.shared_args`, which `kiln-cpu-fuse-row-loops` reads. Arguments
+    after the outputs (a dynamic-shape kernel's sizes) are not buffers.
+    See `findDonations` (BufferDonation.h).
 
     Example:
 
     ```mlir
     func.func @k(%w: memref<4xf32>, %g: memref<4xf32>, %out: memref<4xf32>)
     // a linalg.generic reading %w and %g at the element it writes to %out:
-    // attributes {kiln.donations = [array<i64: 0, 0>]}
+    // attributes {kiln.donations = [array<i64: 0, 0>], kiln.shared_args = array<i64: 0, 2>}
     ```
   }];
   let options = [
@@ -107,9 +109,11 @@ def KilnCpuAssignScratch
     runtime's scratch buffer, 64-byte aligned slots), so kernels never
     call malloc; no argument is added when nothing is allocated. The pass
     records N as the `kiln.scratch_bytes` attribute. A temporary that is
-    strided, allocated inside a loop or (here) dynamic is an error. See
-    `assignScratch` (CpuTransforms.h); the compiler calls it for its
-    dynamic-shape kernels too.
+    strided or allocated inside a loop is an error, and so is a dynamic one
+    unless `dynamic-sizes` is set: then the kernel's trailing `index`
+    arguments are its sizes, dynamic temporaries follow the static part and
+    `kiln.dynamic_scratch` records how the runtime sizes them. See
+    `assignScratch` (CpuTransforms.h).
 
     Example:
 
@@ -119,6 +123,10 @@ def KilnCpuAssignScratch
     %t = memref.view %scratch[%c0][] : memref<64xi8> to memref<4xf32>
     ```
   }];
+  let options = [
+    Option<"dynamicSizes", "dynamic-sizes", "bool", "false",
+           "A dynamic-shape kernel: temporaries may be sized by its size arguments">,
+  ];
   let dependentDialects = ["::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect"];
 }
 
@@ -192,8 +200,10 @@ def KilnCpuFuseRowLoops
     equal constant bounds when every pair of accesses of the two bodies
     that may conflict touches only the row of the current iteration (the
     loop's variable as first index of views that split the same bytes
-    into the same rows). Arguments listed in `shared-args` (donated pairs)
-    may alias one another. See `fuseRowLoops` (RowFusion.h).
+    into the same rows). Arguments listed in `shared-args` or in the
+    function's `kiln.shared_args` (donated pairs, from
+    `kiln-cpu-buffer-donation`) may alias one another. See `fuseRowLoops`
+    (RowFusion.h).
 
     Example:
 
@@ -217,8 +227,11 @@ def KilnCpuOutlineParallelLoops
     at 0 by 1 and does enough work into a function
     `<kernel>_par<i>(begin, end, kernel args...)`, and calls a declaration
     `__kiln_parallel_<i>(n, kernel args...)` in its place; small loops stay
-    inline. The pass records each dispatch's grain as the body's
-    `kiln.grain` attribute. See `outlineParallelLoops` (CpuTransforms.h).
+    inline. The pass records the dispatches on the kernel as
+    `kiln.dispatches = {__kiln_parallel_<i> = @<kernel>_par<i>, ...}`, the
+    number of loop nests and runtime calls as `kiln.loop_nests`, and each
+    dispatch's grain as the body's `kiln.grain` attribute. See
+    `outlineParallelLoops` (CpuTransforms.h).
   }];
   let options = [
     Option<"kernel", "kernel", "std::string", "\"\"", "The kernel function (default: the first defined function)">,
@@ -254,7 +267,9 @@ def KilnCpuLocalizeRowScratch
     `memref<Nxi8>` argument is the scratch buffer), replaces each temporary
     that only one top-level `scf.parallel` over rows touches, and only at
     its row, by a `memref.alloca` of one row at the start of the loop's body.
-    See `localizeRowScratch` (RowScratch.h).
+    When it moved some, a `kiln.scratch_bytes` attribute (from
+    `kiln-cpu-assign-scratch`) shrinks to the bytes still addressed. See
+    `localizeRowScratch` (RowScratch.h).
 
     Example:
 

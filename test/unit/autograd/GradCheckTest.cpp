@@ -115,7 +115,7 @@ TEST(GradCheck, UnaryOps) {
       {"tanh", tanh, -2, 2, false},        {"sigmoid", sigmoid, -3, 3, false},
       {"relu", relu, -2, 2, true},         {"sin", sin, -3, 3, false},
       {"cos", cos, -3, 3, false},          {"reciprocal", reciprocal, -2, 2, true},
-      {"atan", atan, -3, 3, false},
+      {"atan", atan, -3, 3, false},        {"log2", log2, 0.2, 3, false},
       {"square", square, -2, 2, false},    {"gelu", gelu, -3, 3, false},
       {"erf", erf, -2, 2, false},          {"expm1", expm1, -2, 2, false},
       {"log1p", log1p, -0.5, 3, false},    {"gelu_exact", gelu_exact, -3, 3, false},

@@ -361,6 +361,8 @@ const UnaryOp kUnaryOps[] = {
     {"exp", exp, kTranscendental},
     {"log", log, kTranscendental},
     {"log+", log, kTranscendental, Values::Positive},
+    {"log2", log2, kTranscendental},
+    {"log2+", log2, kTranscendental, Values::Positive},
     {"sqrt", sqrt, kExact},
     {"rsqrt", rsqrt, kExact},
     {"tanh", tanh, kTranscendental},

@@ -57,6 +57,7 @@ const std::map<OpKind, Example>& examples() {
       {OpKind::Expm1, [](const Tensor& x, const Tensor&) { return expm1(x); }},
       {OpKind::Log, [](const Tensor& x, const Tensor&) { return log(x); }},
       {OpKind::Log1p, [](const Tensor& x, const Tensor&) { return log1p(x); }},
+      {OpKind::Log2, [](const Tensor& x, const Tensor&) { return log2(x); }},
       {OpKind::Sqrt, [](const Tensor& x, const Tensor&) { return sqrt(x); }},
       {OpKind::Rsqrt, [](const Tensor& x, const Tensor&) { return rsqrt(x); }},
       {OpKind::Tanh, [](const Tensor& x, const Tensor&) { return tanh(x); }},

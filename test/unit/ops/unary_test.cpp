@@ -38,6 +38,7 @@ const std::vector<UnaryOp>& ops() {
       {"abs", kiln::abs, [](double x) { return std::fabs(x); }, IntRule::Keep, false, false, true, {-4, 4}, {}},
       {"exp", kiln::exp, [](double x) { return std::exp(x); }, IntRule::ToF32, true, false, true, {-6, 6}, {-10, 10}},
       {"log", kiln::log, [](double x) { return std::log(x); }, IntRule::ToF32, true, false, true, {-0.5, 8}, {-2, 50}},
+      {"log2", kiln::log2, [](double x) { return std::log2(x); }, IntRule::ToF32, true, false, true, {-0.5, 8}, {-2, 50}},
       {"sqrt", kiln::sqrt, [](double x) { return std::sqrt(x); }, IntRule::ToF32, true, false, true, {-0.5, 9}, {-2, 100}},
       {"rsqrt", kiln::rsqrt, [](double x) { return 1 / std::sqrt(x); }, IntRule::ToF32, true, false, true, {-0.5, 9}, {-2, 100}},
       {"tanh", kiln::tanh, [](double x) { return std::tanh(x); }, IntRule::ToF32, true, false, true, {-4, 4}, {-5, 5}},

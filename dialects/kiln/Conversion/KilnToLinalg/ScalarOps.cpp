@@ -128,6 +128,9 @@ Value ScalarBuilder::unary(OpKind kind, Type type, Value x) {
     case OpKind::Log1p:
       r = math::Log1pOp::create(builder, loc, v);
       break;
+    case OpKind::Log2:
+      r = math::Log2Op::create(builder, loc, v);
+      break;
     case OpKind::Erf:
       r = math::ErfOp::create(builder, loc, v);
       break;

@@ -96,6 +96,7 @@ func.func @sin_f32(%x: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK: math.sin
 // CHECK: math.cos
 // CHECK: math.atan %{{.*}} : f32
+// CHECK: math.log2 %{{.*}} : f32
 // CHECK: math.floor
 // CHECK: math.ceil
 // CHECK: math.roundeven
@@ -112,6 +113,7 @@ func.func @unary_float(%x: tensor<4xf32>) {
   %7 = kiln.sin %x : tensor<4xf32>
   %8 = kiln.cos %x : tensor<4xf32>
   %atan = kiln.atan %x : tensor<4xf32>
+  %log2 = kiln.log2 %x : tensor<4xf32>
   %9 = kiln.floor %x : tensor<4xf32>
   %10 = kiln.ceil %x : tensor<4xf32>
   %11 = kiln.round %x : tensor<4xf32>

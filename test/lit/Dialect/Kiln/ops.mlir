@@ -56,6 +56,8 @@ func.func @unary(%x: tensor<4xf32>, %i: tensor<4xi32>, %b: tensor<4xi1>, %h: ten
   %11 = kiln.cos %x : tensor<4xf32>
   // CHECK: kiln.atan
   %atan = kiln.atan %x : tensor<4xf32>
+  // CHECK: kiln.log2
+  %log2 = kiln.log2 %x : tensor<4xf32>
   // CHECK: kiln.floor
   %12 = kiln.floor %x : tensor<4xf32>
   // CHECK: kiln.ceil

@@ -6,7 +6,7 @@
 // comes from w, read at the element written).
 #id = affine_map<(d0) -> (d0)>
 // CHECK-LABEL: func.func @sgd_step
-// CHECK-SAME: kiln.donations = [array<i64: 0, 0>]
+// CHECK-SAME: kiln.donations = [array<i64: 0, 0>], kiln.shared_args = array<i64: 0, 2>
 func.func @sgd_step(%w: memref<4xf32>, %g: memref<4xf32>, %out: memref<4xf32>) {
   %lr = arith.constant 0.1 : f32
   linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
@@ -26,7 +26,7 @@ func.func @sgd_step(%w: memref<4xf32>, %g: memref<4xf32>, %out: memref<4xf32>) {
 #id = affine_map<(d0) -> (d0)>
 #rev = affine_map<(d0) -> (3 - d0)>
 // CHECK-LABEL: func.func @reversed
-// CHECK-SAME: kiln.donations = []
+// CHECK-SAME: kiln.donations = [], kiln.shared_args = array<i64>
 func.func @reversed(%w: memref<4xf32>, %g: memref<4xf32>, %out: memref<4xf32>) {
   linalg.generic {indexing_maps = [#rev, #id, #id], iterator_types = ["parallel"]}
       ins(%w, %g : memref<4xf32>, memref<4xf32>) outs(%out : memref<4xf32>) {
@@ -60,7 +60,24 @@ func.func @read_after(%w: memref<4xf32>, %g: memref<4xf32>, %out: memref<4xf32>)
 
 // -----
 
-// expected-error @+1 {{num-inputs + num-outputs must be the number of arguments}}
+// expected-error @+1 {{num-inputs + num-outputs exceed the number of arguments}}
 func.func @wrong_count(%w: memref<4xf32>) {
+  return
+}
+
+// -----
+
+// A dynamic-shape kernel (its size arguments follow the out-params) is
+// not an error; it donates nothing (findDonations wants only buffers).
+#id = affine_map<(d0) -> (d0)>
+// CHECK-LABEL: func.func @with_sizes
+// CHECK-SAME: kiln.donations = [], kiln.shared_args = array<i64>
+func.func @with_sizes(%w: memref<4xf32>, %g: memref<4xf32>, %out: memref<4xf32>, %n: index) {
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%w, %g : memref<4xf32>, memref<4xf32>) outs(%out : memref<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.subf %a, %b : f32
+    linalg.yield %d : f32
+  }
   return
 }

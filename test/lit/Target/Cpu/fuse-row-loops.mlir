@@ -69,3 +69,38 @@ func.func @reads_another_row(%x: memref<8x4xf32>, %out: memref<8x4xf32>, %max: m
   }
   return
 }
+
+// -----
+
+// The same with the donated pairs recorded by kiln-cpu-buffer-donation
+// (kiln.shared_args): %x and %out may be one buffer, so the loops stay apart.
+// CHECK-LABEL: func.func @recorded_shared_args
+// CHECK: scf.parallel
+// CHECK: scf.parallel
+func.func @recorded_shared_args(%x: memref<8x4xf32>, %out: memref<8x4xf32>, %max: memref<8xf32>)
+    attributes {kiln.shared_args = array<i64: 0, 1>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %ninf = arith.constant 0xFF800000 : f32
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %m = scf.for %j = %c0 to %c4 step %c1 iter_args(%a = %ninf) -> (f32) {
+      %v = memref.load %x[%i, %j] : memref<8x4xf32>
+      %n = arith.maximumf %a, %v : f32
+      scf.yield %n : f32
+    }
+    memref.store %m, %max[%i] : memref<8xf32>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %m = memref.load %max[%i] : memref<8xf32>
+    scf.for %j = %c0 to %c4 step %c1 {
+      %v = memref.load %x[%i, %j] : memref<8x4xf32>
+      %d = arith.subf %v, %m : f32
+      memref.store %d, %out[%i, %j] : memref<8x4xf32>
+    }
+    scf.reduce
+  }
+  return
+}

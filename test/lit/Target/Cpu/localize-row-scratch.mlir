@@ -3,9 +3,10 @@
 
 // A softmax-like row loop: the exp row and the row sum live only in the
 // loop, at its row; both become row buffers on the stack and no view of the
-// scratch buffer is left.
+// scratch buffer is left: kiln.scratch_bytes shrinks to 0.
 // CHECK-LABEL: func.func @rows
 // CHECK-SAME: %[[SCRATCH:[a-z0-9_]+]]: memref<48xi8>
+// CHECK-SAME: kiln.scratch_bytes = 0 : i64
 // CHECK-NOT: memref.view %[[SCRATCH]]
 // CHECK: scf.parallel (%[[I:.*]]) =
 // CHECK-DAG: %[[B1:.*]] = memref.alloca() {alignment = 64 : i64} : memref<16xi8>
@@ -18,14 +19,17 @@
 // CHECK: memref.store %{{.*}}, %{{.*}}[%[[I]], %{{.*}}] : memref<2x4xf32>
 
 // With 64 bytes of row buffers per loop (each is padded to 64), the small
-// row (the sum) moves first and the 16-byte row stays in scratch.
+// row (the sum) moves first and the 16-byte row stays in scratch (the
+// first 32 bytes, rounded up to 64: kiln.scratch_bytes stays 48).
 // SMALL-LABEL: func.func @rows
 // SMALL-SAME: %[[SCRATCH:[a-z0-9_]+]]: memref<48xi8>
+// SMALL-SAME: kiln.scratch_bytes = 48 : i64
 // SMALL: %[[E:.*]] = memref.view %[[SCRATCH]][%{{.*}}][] : memref<48xi8> to memref<2x4xf32>
 // SMALL-NOT: memref.view %[[SCRATCH]]
 // SMALL: memref.alloca() {alignment = 64 : i64} : memref<4xi8>
 // SMALL: memref.store %{{.*}}, %[[E]]
-func.func @rows(%x: memref<2x4xf32>, %out: memref<2x4xf32>, %scratch: memref<48xi8>) {
+func.func @rows(%x: memref<2x4xf32>, %out: memref<2x4xf32>, %scratch: memref<48xi8>)
+    attributes {kiln.scratch_bytes = 48 : i64} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index

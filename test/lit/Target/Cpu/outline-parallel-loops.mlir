@@ -6,6 +6,7 @@
 // to end, 64 rows a task; the kernel calls the dispatch declaration instead.
 // CHECK-LABEL: func.func @kernel
 // CHECK-SAME: (%[[X:.*]]: memref<256x256xf32>, %[[OUT:.*]]: memref<256x256xf32>)
+// CHECK-SAME: kiln.dispatches = {__kiln_parallel_0 = @kernel_par0}, kiln.loop_nests = 1 : i64
 // CHECK-NOT: scf.parallel
 // CHECK: call @__kiln_parallel_0(%{{.*}}, %[[X]], %[[OUT]])
 // CHECK-NEXT: return
@@ -33,6 +34,7 @@ func.func @kernel(%x: memref<256x256xf32>, %out: memref<256x256xf32>) {
 
 // 4 x 4 elements: a task would cost more than the work; the loop stays.
 // CHECK-LABEL: func.func @small
+// CHECK-SAME: kiln.dispatches = {}, kiln.loop_nests = 1 : i64
 // CHECK: scf.parallel
 // CHECK-NOT: __kiln_parallel
 // CHECK-NOT: func.func @small_par
