@@ -132,6 +132,7 @@ struct CommandList {
   std::condition_variable cv;
   std::deque<std::function<void()>> work;
   bool stopping = false;
+  bool served = false;  ///< serve() has returned
   std::thread thread;
 
   void serve() {
@@ -140,7 +141,11 @@ struct CommandList {
       {
         std::unique_lock<std::mutex> lock(m);
         cv.wait(lock, [&] { return stopping || !work.empty(); });
-        if (work.empty()) return;
+        if (work.empty()) {
+          served = true;
+          cv.notify_all();
+          return;
+        }
         fn = std::move(work.front());
         work.pop_front();
       }
@@ -155,6 +160,28 @@ struct CommandList {
     cv.notify_one();
   }
 };
+
+/// Command lists not destroyed yet. A process that exits with work queued
+/// (Kiln never destroys its streams) must stop their threads before the
+/// OpenCL runtime's own exit handlers tear it down: a thread still in
+/// clEnqueueNDRangeKernel then crashed the exit ("pure virtual function
+/// called", SIGSEGV) about once in six runs of the gradient checks.
+std::mutex gListsMutex;
+std::vector<CommandList*> gLists;
+
+/// Registered once OpenCL is loaded, so it runs before the runtime's exit
+/// handlers: drops the queued work and waits (bounded) for each thread to
+/// finish the command it is in.
+void stopCommandListsAtExit() {
+  std::lock_guard<std::mutex> listsLock(gListsMutex);
+  for (CommandList* l : gLists) {
+    std::unique_lock<std::mutex> lock(l->m);
+    l->stopping = true;
+    l->work.clear();
+    l->cv.notify_all();
+    l->cv.wait_for(lock, std::chrono::seconds(2), [&] { return l->served; });
+  }
+}
 
 template <class T, class H>
 T* from(H h) {
@@ -254,6 +281,7 @@ ze_result_t zeInit(ze_init_flags_t) {
     p->fail = "init";
     return ZE_RESULT_ERROR_UNINITIALIZED;
   }
+  std::atexit(stopCommandListsAtExit);
   return ZE_RESULT_SUCCESS;
 }
 
@@ -323,12 +351,20 @@ ze_result_t zeCommandListCreateImmediate(ze_context_handle_t, ze_device_handle_t
     return ZE_RESULT_ERROR_UNKNOWN;
   }
   l->thread = std::thread([l] { l->serve(); });
+  {
+    std::lock_guard<std::mutex> lock(gListsMutex);
+    gLists.push_back(l);
+  }
   *list = to<ze_command_list_handle_t>(l);
   return ZE_RESULT_SUCCESS;
 }
 
 ze_result_t zeCommandListDestroy(ze_command_list_handle_t h) {
   auto* l = from<CommandList>(h);
+  {
+    std::lock_guard<std::mutex> lock(gListsMutex);
+    std::erase(gLists, l);
+  }
   {
     std::lock_guard<std::mutex> lock(l->m);
     l->stopping = true;
