@@ -441,6 +441,25 @@ def _convolution(x, w, bias, stride, padding, dilation, transposed, output_paddi
     return kiln.conv2d(x, w, bias, list(stride), list(padding), list(dilation), groups)
 
 
+@_op(aten.convolution_backward.default)
+def _convolution_backward(grad_output, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                          groups, output_mask):
+    # Through Kiln's own conv2d gradient: the forward is recorded again on
+    # detached leaves; no gradient reads its result, so the trace drops it.
+    if transposed:
+        raise Unsupported("transposed convolution")
+    if x.ndim != 4:
+        raise Unsupported(f"{x.ndim - 2}-d convolution (Kiln has conv2d)")
+    leaves = [t.detach() for t in (x, w)]
+    wrt = [leaf.requires_grad_() for leaf, need in zip(leaves, output_mask[:2]) if need]
+    grads = iter(kiln.grad(kiln.conv2d(leaves[0], leaves[1], None, list(stride), list(padding), list(dilation), groups),
+                           wrt, grad_output=grad_output) if wrt else [])
+    grad_x = next(grads) if output_mask[0] else None
+    grad_w = next(grads) if output_mask[1] else None
+    grad_b = kiln.sum(grad_output, [0, 2, 3]) if output_mask[2] else None
+    return grad_x, grad_w, grad_b
+
+
 # Backward and composite ops that PyTorch decomposes into ops of the table above.
 DECOMPOSITIONS = get_decompositions([
     aten.native_layer_norm,

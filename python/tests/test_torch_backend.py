@@ -116,8 +116,11 @@ def test_transformer_block_forward_backward_matches_eager():
 
 
 def test_cnn_forward_backward_matches_eager():
-    # conv2d runs on Kiln; its backward (aten.convolution_backward) in eager.
+    # conv2d and its backward (aten.convolution_backward) run on Kiln.
     run_both(CNN(), torch.randn(2, 1, 8, 8), atol=1e-4, rtol=1e-4)
+    report = kiln.explain(CNN(), torch.randn(2, 1, 8, 8))
+    assert report.ops["aten.convolution_backward.default"] == 1, str(report)
+    assert report.eager_nodes == 0, str(report)
 
 
 class WithCumsum(nn.Module):
