@@ -156,10 +156,15 @@ def goals(med, rss=None):
     q = speed(m("mlp_train_step", "kiln-compiled"), m("mlp_train_step", "kiln-interp"))
     out.append(("mlp_train_step", "kiln-compiled", "≥ 1.2× interpreted (issue 20)", rel(q, "interpreter"),
                 None if q is None else q >= 1.2))
-    f, n = m("warm_start_replay", "kiln-replay"), m("warm_start_replay", "kiln-replay-next-step")
+    # The steady compiled step: the replaying process's own next steps, and the benchmark's compiled MLP
+    # step (warm caches, many iterations); the goal holds when the first step is within both bounds.
+    f, n, b = (m("warm_start_replay", "kiln-replay"), m("warm_start_replay", "kiln-replay-next-step"),
+               m("mlp_train_step", "kiln-compiled"))
     out.append(("warm_start_replay", "kiln-replay", "first step ≤ 1.1× the steady compiled step + 2 ms (issue 21)",
-                "—" if f is None or n is None else f"{fmt_time(f)} (bound {fmt_time(1.1 * n + 2e-3)})",
-                None if f is None or n is None else f <= 1.1 * n + 2e-3))
+                "—" if f is None or n is None or b is None else
+                f"{fmt_time(f)} (bounds: {fmt_time(1.1 * n + 2e-3)} from the process's next steps, "
+                f"{fmt_time(1.1 * b + 2e-3)} from mlp_train_step kiln-compiled)",
+                None if f is None or n is None or b is None else f <= 1.1 * min(n, b) + 2e-3))
     rss = rss or {}
     r, i_, k = (statistics.median(rss[x]) if rss.get(x) else None for x in ("kiln-replay", "kiln-interp", "kernels"))
     out.append(("warm_start_replay", "kiln-replay", "resident memory ≤ the interpreter's + the kernels (issue 21)",
