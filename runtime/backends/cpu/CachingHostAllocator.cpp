@@ -15,7 +15,7 @@ constexpr std::size_t kAlignment = 64;
 /// (where the kernel allows them on request): a fresh 8 MB buffer then takes
 /// 4 page faults instead of 2,048, which is most of a first step's extra
 /// time, and the GEMM's packed panels miss the TLB less.
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kHugePage = HugePageSlabs::kChunkBytes;
 
 /// Deallocations between two looks at the clock for idle blocks.
 constexpr unsigned kIdleCheckInterval = 256;

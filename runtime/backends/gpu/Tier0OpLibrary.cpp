@@ -6,6 +6,7 @@
 
 #include "kiln/error.h"
 #include "runtime/backends/Hal.h"
+#include "runtime/core/Storage.h"
 #include "runtime/interp/Kernels.h"
 
 namespace kiln::hal {
@@ -323,26 +324,6 @@ void Tier0OpLibrary::matmul(const interp::Arg& a, const interp::Arg& b, const Sh
   values.push_back(static_cast<uint64_t>(b.strides[r - 2]));
   dispatch(entry, values, n);
 }
-namespace {
-/// A device buffer for the intermediates of one op, handed back to the
-/// stream-ordered allocator when the op has enqueued its kernels (it is
-/// reused only after the work queued before the free).
-class DeviceTemp {
- public:
-  DeviceTemp(Allocator& allocator, std::size_t bytes)
-      : allocator_(allocator), bytes_(bytes), data_(static_cast<char*>(allocator.allocate(bytes))) {}
-  ~DeviceTemp() { allocator_.deallocate(data_, bytes_); }
-  DeviceTemp(const DeviceTemp&) = delete;
-  DeviceTemp& operator=(const DeviceTemp&) = delete;
-  char* data() const { return data_; }
-
- private:
-  Allocator& allocator_;
-  std::size_t bytes_;
-  char* data_;
-};
-}  // namespace
-
 void Tier0OpLibrary::conv2d(const interp::Arg& x, const interp::Arg& w, const core::Conv2dParams& p,
                             const Shape& outShape, char* out) {
   // Tier 0 as copies and one batched matmul of the existing kernels:
@@ -358,19 +339,22 @@ void Tier0OpLibrary::conv2d(const interp::Arg& x, const interp::Arg& w, const co
   // The (padded) input and its element strides.
   const char* src = x.data;
   int64_t xs[4] = {x.strides[0], x.strides[1], x.strides[2], x.strides[3]};
-  std::unique_ptr<DeviceTemp> padded;
+  // Temporaries are Storage: freed to the stream-ordered allocator when this
+  // returns, reused only after the launches queued before.
+  std::shared_ptr<core::Storage> padded;
   if (p.padTop || p.padBottom || p.padLeft || p.padRight) {
     const int64_t hp = h + p.padTop + p.padBottom, wp = wd + p.padLeft + p.padRight;
-    padded = std::make_unique<DeviceTemp>(memory, static_cast<std::size_t>(n * c * hp * wp) * size);
-    full(t, n * c * hp * wp, 0.0, 0, padded->data());
+    padded = core::Storage::allocate(memory, static_cast<std::size_t>(n * c * hp * wp) * size);
+    char* base = static_cast<char*>(padded->data());
+    full(t, n * c * hp * wp, 0.0, 0, base);
     const int64_t ps[4] = {c * hp * wp, hp * wp, wp, 1};
-    copyInto(x, padded->data() + static_cast<std::size_t>(p.padTop * wp + p.padLeft) * size, ps);
-    src = padded->data();
+    copyInto(x, base + static_cast<std::size_t>(p.padTop * wp + p.padLeft) * size, ps);
+    src = base;
     std::copy(ps, ps + 4, xs);
   }
   // cols[n, g, c, i, j, oh, ow] = xp[n, g*Cg + c, oh*sh + i*dh, ow*sw + j*dw]: a strided view, copied dense.
   const int64_t k = cg * kh * kw, pixels = ho * wo;
-  DeviceTemp cols(memory, static_cast<std::size_t>(n * g * k * pixels) * size);
+  auto cols = core::Storage::allocate(memory, static_cast<std::size_t>(n * g * k * pixels) * size);
   interp::Arg view;
   view.data = src;
   view.dtype = t;
@@ -378,17 +362,17 @@ void Tier0OpLibrary::conv2d(const interp::Arg& x, const interp::Arg& w, const co
   const int64_t vs[7] = {xs[0],      cg * xs[1], xs[1], p.dilationH * xs[2], p.dilationW * xs[3], p.strideH * xs[2],
                          p.strideW * xs[3]};
   std::copy(vs, vs + 7, view.strides);
-  copy(view, cols.data());
+  copy(view, static_cast<char*>(cols->data()));
   // The weight as [1, G, Co/G, K] (dense over its last three axes first).
   interp::Arg a;
-  std::unique_ptr<DeviceTemp> dense;
+  std::shared_ptr<core::Storage> dense;
   const bool kMerges = w.strides[2] == kw * w.strides[3] && w.strides[1] == kh * w.strides[2];
   a.data = w.data;
   int64_t wCo = w.strides[0], wK = w.strides[3];
   if (!kMerges) {
-    dense = std::make_unique<DeviceTemp>(memory, static_cast<std::size_t>(co * k) * size);
-    copy(w, dense->data());
-    a.data = dense->data();
+    dense = core::Storage::allocate(memory, static_cast<std::size_t>(co * k) * size);
+    copy(w, static_cast<char*>(dense->data()));
+    a.data = static_cast<const char*>(dense->data());
     wCo = k;
     wK = 1;
   }
@@ -397,7 +381,7 @@ void Tier0OpLibrary::conv2d(const interp::Arg& x, const interp::Arg& w, const co
   const int64_t as[4] = {0, cog * wCo, wCo, wK};
   std::copy(as, as + 4, a.strides);
   interp::Arg b;
-  b.data = cols.data();
+  b.data = static_cast<const char*>(cols->data());
   b.dtype = t;
   b.shape = Shape{n, g, k, pixels};
   const int64_t bs[4] = {g * k * pixels, k * pixels, pixels, 1};
