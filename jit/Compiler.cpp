@@ -10,6 +10,7 @@
 #include "jit/TargetPipeline.h"
 #include "jit/targets/cpu/CpuCompiler.h"
 #include "jit/targets/nvptx/NvptxPipeline.h"
+#include "jit/targets/spirv/SpirvPipeline.h"
 
 namespace kiln::jit {
 
@@ -20,6 +21,7 @@ public:
   Compiler() {
     pipelines_[exec::CompileTarget::Kind::HostCpu] = cpu::createCpuPipeline();
     pipelines_[exec::CompileTarget::Kind::Nvptx] = nvptx::createNvptxPipeline();
+    pipelines_[exec::CompileTarget::Kind::Spirv] = spirv::createSpirvPipeline();
   }
 
   exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name,

@@ -15,6 +15,9 @@
 namespace kiln::interp {
 class OpLibrary;
 }  // namespace kiln::interp
+namespace kiln::exec {
+class KernelLoader;
+}  // namespace kiln::exec
 
 namespace kiln::hal {
 
@@ -39,6 +42,9 @@ class DeviceContext {
   /// CPU and the test device); none when it has no compiler target: its
   /// traces stay in its op library.
   virtual std::optional<exec::CompileTarget> compileTarget() const = 0;
+  /// Maps kernels compiled for compileTarget() and launches them on this
+  /// device (the host's loader for host code); null without a target.
+  virtual exec::KernelLoader* kernelLoader() = 0;
   /// Its memory. Memory freed while work on the default stream may still
   /// use it is not handed out again before that work is done.
   virtual Allocator& allocator() = 0;

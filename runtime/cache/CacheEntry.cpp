@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cinttypes>
 #include <cstring>
 #include <random>
@@ -54,6 +55,77 @@ std::string listOf(const std::vector<uint64_t>& v) {
   return s + "]";
 }
 
+/// Format names in entry metadata ("format=spirv"; absent: a shared object).
+const char* formatToken(BinaryFormat f) {
+  switch (f) {
+    case BinaryFormat::SharedObject: return "shared_object";
+    case BinaryFormat::Ptx: return "ptx";
+    case BinaryFormat::Cubin: return "cubin";
+    case BinaryFormat::Spirv: return "spirv";
+  }
+  return "?";
+}
+
+bool parseFormatToken(const std::string& token, BinaryFormat* f) {
+  for (BinaryFormat candidate :
+       {BinaryFormat::SharedObject, BinaryFormat::Ptx, BinaryFormat::Cubin, BinaryFormat::Spirv})
+    if (token == formatToken(candidate)) {
+      *f = candidate;
+      return true;
+    }
+  return false;
+}
+
+/// One launch as a metadata line: "symbol gx gy gz bx by bz arg...", each
+/// argument a letter and a number: i (input), o (output), s (scratch byte
+/// offset), z (sizes), n (integer).
+std::string encodeDispatch(const KernelDispatch& d) {
+  std::ostringstream m;
+  m << d.symbol;
+  for (int64_t v : d.grid) m << " " << v;
+  for (int64_t v : d.block) m << " " << v;
+  for (const DispatchArg& a : d.args) {
+    const char* letter = "n";
+    switch (a.kind) {
+      case DispatchArg::Kind::Input: letter = "i"; break;
+      case DispatchArg::Kind::Output: letter = "o"; break;
+      case DispatchArg::Kind::Scratch: letter = "s"; break;
+      case DispatchArg::Kind::Sizes: letter = "z"; break;
+      case DispatchArg::Kind::Index: letter = "n"; break;
+    }
+    m << " " << letter << a.index;
+  }
+  return m.str();
+}
+
+bool decodeDispatch(const std::string& line, KernelDispatch* d) {
+  std::stringstream ss(line);
+  if (!(ss >> d->symbol)) return false;
+  for (int64_t& v : d->grid)
+    if (!(ss >> v)) return false;
+  for (int64_t& v : d->block)
+    if (!(ss >> v)) return false;
+  std::string arg;
+  while (ss >> arg) {
+    if (arg.size() < 2) return false;
+    DispatchArg a;
+    switch (arg[0]) {
+      case 'i': a.kind = DispatchArg::Kind::Input; break;
+      case 'o': a.kind = DispatchArg::Kind::Output; break;
+      case 's': a.kind = DispatchArg::Kind::Scratch; break;
+      case 'z': a.kind = DispatchArg::Kind::Sizes; break;
+      case 'n': a.kind = DispatchArg::Kind::Index; break;
+      default: return false;
+    }
+    char* end = nullptr;
+    errno = 0;
+    a.index = std::strtoll(arg.c_str() + 1, &end, 10);
+    if (errno != 0 || *end != '\0') return false;
+    d->args.push_back(a);
+  }
+  return true;
+}
+
 std::vector<std::string> splitFeatures(const std::string& f) {
   std::vector<std::string> out;
   std::stringstream ss(f);
@@ -79,6 +151,16 @@ std::string describeFingerprint(const std::string& want, const std::string& have
   return want == have ? std::string() : std::string("fingerprint text differs");
 }
 }  // namespace
+
+const char* deviceOfFormat(BinaryFormat format) {
+  switch (format) {
+    case BinaryFormat::SharedObject: return "cpu";
+    case BinaryFormat::Ptx:
+    case BinaryFormat::Cubin: return "cuda";
+    case BinaryFormat::Spirv: return "level_zero";
+  }
+  return "?";
+}
 
 uint64_t fnv1a(std::string_view bytes, uint64_t seed) {
   uint64_t h = seed;
@@ -109,7 +191,11 @@ std::string encode(const Entry& e) {
   std::ostringstream m;
   m << "key_hash=" << hex16(e.meta.keyHash) << "\nkey_words=";
   for (size_t i = 0; i < e.meta.keyWords.size(); ++i) m << (i ? " " : "") << std::hex << e.meta.keyWords[i];
-  m << std::dec << "\nentry=" << e.meta.entry << "\ndevice=" << e.meta.device << "\nops=" << e.meta.ops
+  m << std::dec << "\nentry=" << e.meta.entry;
+  // Host entries keep the layout older readers know: no format line.
+  if (e.meta.format != BinaryFormat::SharedObject) m << "\nformat=" << formatToken(e.meta.format);
+  for (const KernelDispatch& d : e.meta.dispatches) m << "\ndispatch=" << encodeDispatch(d);
+  m << "\ndevice=" << e.meta.device << "\nops=" << e.meta.ops
     << "\ninputs=" << e.meta.inputs << "\nscratch_bytes=" << e.meta.scratchBytes
     << "\nkernel_count=" << e.meta.kernelCount << "\ndonations=";
   for (size_t i = 0; i < e.meta.donations.size(); ++i)
@@ -178,6 +264,12 @@ bool decode(std::string_view bytes, Entry* out, std::string* error, bool headerO
     } else if (name == "entry") {
       m.entry = value;
       haveEntry = !value.empty();
+    } else if (name == "format") {
+      if (!parseFormatToken(value, &m.format)) return bad("unknown object format '" + value + "'");
+    } else if (name == "dispatch") {
+      KernelDispatch d;
+      if (!decodeDispatch(value, &d)) return bad("malformed dispatch");
+      m.dispatches.push_back(std::move(d));
     } else if (name == "device") {
       m.device = value;
     } else if (name == "ops") {
@@ -215,7 +307,9 @@ bool decode(std::string_view bytes, Entry* out, std::string* error, bool headerO
       m.createdUnix = std::strtoll(value.c_str(), nullptr, 10);
     }
   }
-  if (!haveKey || !haveEntry || m.fingerprint.empty()) return bad("incomplete metadata");
+  // A host object has an entry symbol; a GPU binary has its launches.
+  const bool haveCode = m.format == BinaryFormat::SharedObject ? haveEntry : !m.dispatches.empty();
+  if (!haveKey || !haveCode || m.fingerprint.empty()) return bad("incomplete metadata");
   if (!headerOnly) {
     const std::string_view object = bytes.substr(kHeaderBytes + metaSize);
     if (fnv1a(object) != m.objectChecksum) return bad("object checksum mismatch");

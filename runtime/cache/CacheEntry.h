@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/exec/CompileTarget.h"
+
 namespace kiln::exec::cache {
 
 inline constexpr const char* kEntrySuffix = ".kiln";
@@ -42,7 +44,12 @@ struct EntryMeta {
   uint64_t keyHash = 0;
   std::vector<uint64_t> keyWords;  ///< the full TraceKey
   std::string fingerprint;         ///< KernelLoader::fingerprint() lines
-  std::string entry;               ///< entry symbol in the object
+  std::string entry;               ///< host: entry symbol in the object (GPU: empty)
+  /// The object's format; GPU binaries list their launches.
+  BinaryFormat format = BinaryFormat::SharedObject;
+  std::vector<KernelDispatch> dispatches;
+  /// Where the code runs: "cpu" for host shared objects (also those of the
+  /// test device), "level_zero" for SPIR-V, "cuda" for PTX and cubins.
   std::string device = "cpu";
   std::string ops;     ///< "matmul,add,tanh" (for listings)
   std::string inputs;  ///< "f32[37,19] f32[19,23]"
@@ -63,6 +70,9 @@ struct Entry {
   EntryMeta meta;
   std::string object;
 };
+
+/// The `device` an entry of `format` names (EntryMeta::device).
+const char* deviceOfFormat(BinaryFormat format);
 
 /// FNV-1a, 64 bit. Detects every single-byte change.
 uint64_t fnv1a(std::string_view bytes, uint64_t seed = 0xcbf29ce484222325ull);

@@ -1,5 +1,6 @@
 #include "runtime/cache/CacheEntryCheck.h"
 
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <set>
@@ -31,7 +32,53 @@ std::string pairStr(uint32_t output, uint32_t input) {
   return std::to_string(output) + ":" + std::to_string(input);
 }
 
+/// Launches a GPU entry may list: each names a kernel symbol, a launch
+/// shape a GPU accepts, and buffers of the kernel's own arguments.
+std::string checkDispatches(const EntryMeta& meta, size_t inputs, size_t outputs) {
+  if (meta.dispatches.empty()) return "a GPU binary without launches";
+  if (meta.kernelCount != static_cast<int>(meta.dispatches.size()))
+    return "kernel_count=" + std::to_string(meta.kernelCount) + " but " + std::to_string(meta.dispatches.size()) +
+           " launches";
+  for (const KernelDispatch& d : meta.dispatches) {
+    if (d.symbol.empty() || d.symbol.size() > 256) return "a launch with a kernel name of " + std::to_string(d.symbol.size()) + " characters";
+    for (char ch : d.symbol)
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') return "launch of '" + d.symbol + "': not a kernel name";
+    int64_t threads = 1;
+    for (int i = 0; i < 3; ++i) {
+      if (d.grid[i] < 1 || d.grid[i] > int64_t{0x7fffffff} || d.block[i] < 1 || d.block[i] > 1024)
+        return "launch of " + d.symbol + ": grid or block extent out of range";
+      threads *= d.block[i];
+    }
+    if (threads > 1024) return "launch of " + d.symbol + ": " + std::to_string(threads) + " threads in a block";
+    for (const DispatchArg& a : d.args) {
+      switch (a.kind) {
+        case DispatchArg::Kind::Input:
+          if (a.index < 0 || static_cast<size_t>(a.index) >= inputs) return "launch of " + d.symbol + " reads input " + std::to_string(a.index) + " of " + std::to_string(inputs);
+          break;
+        case DispatchArg::Kind::Output:
+          if (a.index < 0 || static_cast<size_t>(a.index) >= outputs) return "launch of " + d.symbol + " writes output " + std::to_string(a.index) + " of " + std::to_string(outputs);
+          break;
+        case DispatchArg::Kind::Scratch:
+          if (a.index < 0 || static_cast<uint64_t>(a.index) >= meta.scratchBytes) return "launch of " + d.symbol + " points " + std::to_string(a.index) + " bytes into " + std::to_string(meta.scratchBytes) + " bytes of scratch";
+          break;
+        case DispatchArg::Kind::Sizes: return "launch of " + d.symbol + " takes dynamic sizes (GPU kernels have static shapes)";
+        case DispatchArg::Kind::Index: break;
+      }
+    }
+  }
+  return {};
+}
+
 }  // namespace
+
+bool kernelBufferCounts(const std::vector<uint64_t>& keyWords, uint32_t* inputs, uint32_t* outputs) {
+  DecodedKey key;
+  if (!decodeKey(keyWords, &key)) return false;
+  *inputs = 0;
+  for (const KeyNode& n : key.nodes) *inputs += isParam(n);
+  *outputs = static_cast<uint32_t>(key.outputs.size());
+  return true;
+}
 
 std::string entrySymbolFor(const std::vector<uint64_t>& keyWords, uint64_t keyHash) {
   char hex[17];
@@ -63,9 +110,16 @@ std::string checkMetadata(const EntryMeta& meta, uint64_t keyHash) {
   DecodedKey key;
   if (!decodeKey(meta.keyWords, &key)) return "its key does not decode";
   if (meta.keyHash != keyHash) return "key_hash does not match the key it is filed under";
-  const std::string symbol = entrySymbolFor(meta.keyWords, keyHash);
-  if (meta.entry != symbol) return "entry symbol '" + meta.entry + "' is not this key's kernel ('" + symbol + "')";
-  if (meta.device != "cpu") return "device '" + meta.device + "' is not a device this cache serves";
+  const bool host = meta.format == BinaryFormat::SharedObject;
+  if (host) {
+    const std::string symbol = entrySymbolFor(meta.keyWords, keyHash);
+    if (meta.entry != symbol) return "entry symbol '" + meta.entry + "' is not this key's kernel ('" + symbol + "')";
+    if (!meta.dispatches.empty()) return "a host kernel with GPU launches";
+  } else if (!meta.entry.empty()) {
+    return "a GPU binary with a host entry symbol '" + meta.entry + "'";
+  }
+  if (meta.device != deviceOfFormat(meta.format))
+    return "device '" + meta.device + "' does not run " + binaryFormatName(meta.format) + " code";
 
   // The kernel's arguments: the key's parameters, then its live outputs.
   std::vector<const KeyNode*> inputs, outputs;
@@ -116,6 +170,10 @@ std::string checkMetadata(const EntryMeta& meta, uint64_t keyHash) {
   if (scratch > bound)
     return "scratch of " + std::to_string(scratch) + " bytes, more than the " + std::to_string(bound) +
            " bytes any kernel of this trace can need";
+  if (!host) {
+    if (meta.dynamicSizes != 0) return "a dynamic-shape GPU binary (GPU kernels have static shapes)";
+    if (std::string why = checkDispatches(meta, inputs.size(), outputs.size()); !why.empty()) return why;
+  }
   const uint64_t maxKernels = 16 * (key.nodes.size() + 1);
   if (meta.kernelCount < 1 || static_cast<uint64_t>(meta.kernelCount) > maxKernels)
     return "kernel_count=" + std::to_string(meta.kernelCount) + " (1 to " + std::to_string(maxKernels) +

@@ -32,6 +32,11 @@ std::string entrySymbolFor(const std::vector<uint64_t>& keyWords, uint64_t keyHa
 /// UINT64_MAX.
 uint64_t scratchBound(const DecodedKey& key);
 
+/// The buffers a kernel of `keyWords` takes before its scratch buffer: its
+/// inputs (the key's parameters) and outputs (its live outputs). False when
+/// the words do not decode.
+bool kernelBufferCounts(const std::vector<uint64_t>& keyWords, uint32_t* inputs, uint32_t* outputs);
+
 /// "" when `meta` is consistent with its key words and `keyHash` (the hash
 /// the entry is filed under); else the first inconsistency, in words.
 std::string checkMetadata(const EntryMeta& meta, uint64_t keyHash);

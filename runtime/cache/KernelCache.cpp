@@ -16,6 +16,8 @@
 #include "runtime/core/OpKind.h"
 #include "runtime/cache/CacheEntry.h"
 #include "runtime/cache/CacheEntryCheck.h"
+#include "runtime/cache/TraceKeyCodec.h"
+#include "runtime/backends/Hal.h"
 #include "runtime/support/LeastRecentlyUsed.h"
 #include "runtime/support/Log.h"
 #include "runtime/support/StatsCounters.h"
@@ -56,6 +58,17 @@ std::vector<std::string> listEntries(const std::string& dir) {
     ::closedir(d);
   }
   return names;
+}
+
+/// The loader of the device a key's kernel runs on (the key's device word:
+/// kind << 32 | index, after the marker of a dynamic key); null when the
+/// device has no compiler target.
+KernelLoader* loaderFor(const std::vector<uint64_t>& words) {
+  const size_t at = cache::isDynamicKey(words) ? 1 : 0;
+  if (words.size() <= at || (words[at] >> 32) > Device::Test) return nullptr;
+  const Device device{static_cast<Device::Kind>(words[at] >> 32), static_cast<int>(words[at] & 0xffffffffu)};
+  if (device.kind == Device::CPU) return loadKernelLoader();
+  return hal::deviceContext(device).kernelLoader();
 }
 
 std::string describeGraphOps(const trace::TraceGraph& g) {
@@ -159,16 +172,19 @@ std::shared_ptr<Executable> KernelCache::find(const trace::TraceKey& key, Probe 
   DirState& dir = dirLocked();
   if (!dir.usable) return nullptr;
   if (probe == Probe::Listed && !dir.listed.count(key.hash)) return nullptr;
-  KernelLoader* loader = loadKernelLoader();
+  KernelLoader* loader = loaderFor(key.words);
   if (!loader) return nullptr;
   return loadFromDisk(dir, key, *loader);
 }
 
-bool KernelCache::keyWordsOf(uint64_t hash, Probe probe, std::vector<uint64_t>* words) {
+bool KernelCache::keyWordsOf(uint64_t hash, Device device, Probe probe, std::vector<uint64_t>* words) {
   std::lock_guard<std::mutex> lock(mutex_);
   DirState& dir = dirLocked();
   if (!dir.usable || (probe == Probe::Listed && !dir.listed.count(hash))) return false;
-  const std::string path = dir.path + "/" + cache::entryFileName(hash, loadKernelLoader()->fingerprint());
+  KernelLoader* loader =
+      device.kind == Device::CPU ? loadKernelLoader() : hal::deviceContext(device).kernelLoader();
+  if (!loader) return false;
+  const std::string path = dir.path + "/" + cache::entryFileName(hash, loader->fingerprint());
   std::string bytes, error;
   cache::Entry entry;
   if (!cache::readEntryHead(path, cache::maxEntryBytes(settings().cache_max_mb), &bytes, &error) ||
@@ -214,8 +230,16 @@ std::shared_ptr<Executable> KernelCache::loadFromDisk(DirState& dir, const trace
                   cache::describeDifference(key.words, fp, entry.meta.keyWords, entry.meta.fingerprint) + ")");
   if (std::string why = cache::checkMetadata(entry.meta, key.hash); !why.empty())
     return reject("its metadata does not fit its trace: " + why);
-  auto exe = loader.load(entry.object, entry.meta.entry, entry.meta.scratchBytes, entry.meta.kernelCount, &error);
-  if (!exe) return reject("it does not link: " + error);
+  KernelImage image;
+  image.format = entry.meta.format;
+  image.object = entry.object;
+  image.entry = entry.meta.entry;
+  image.dispatches = entry.meta.dispatches;
+  image.scratchBytes = entry.meta.scratchBytes;
+  image.kernelCount = entry.meta.kernelCount;
+  cache::kernelBufferCounts(key.words, &image.inputs, &image.outputs);  // checkMetadata decoded them
+  auto exe = loader.load(image, &error);
+  if (!exe) return reject("it does not load: " + error);
   exe->donations = entry.meta.donations;
   exe->dynamicSizes = entry.meta.dynamicSizes;
   exe->dynamicScratch = entry.meta.dynamicScratch;
@@ -234,17 +258,21 @@ std::shared_ptr<Executable> KernelCache::loadFromDisk(DirState& dir, const trace
 
 std::shared_ptr<Executable> KernelCache::install(const trace::TraceKey& key, const trace::TraceGraph& graph,
                                                  const CompileResult& compiled, std::string* error) {
-  if (compiled.format != BinaryFormat::SharedObject) {
-    *error = std::string("a ") + binaryFormatName(compiled.format) +
-             " binary needs its device's loader; this cache maps host shared objects";
-    return nullptr;
-  }
-  KernelLoader* loader = loadKernelLoader();
+  KernelLoader* loader = loaderFor(key.words);
   if (!loader) {
-    *error = "the kernel loader library is not available";
+    *error = "device " + graph.device.str() + " has no kernel loader";
     return nullptr;
   }
-  auto exe = loader->load(compiled.object, compiled.entry, compiled.scratchBytes, compiled.kernelCount, error);
+  KernelImage image;
+  image.format = compiled.format;
+  image.object = compiled.object;
+  image.entry = compiled.entry;
+  image.dispatches = compiled.dispatches;
+  image.scratchBytes = compiled.scratchBytes;
+  image.kernelCount = compiled.kernelCount;
+  image.inputs = static_cast<uint32_t>(graph.inputs.size());
+  image.outputs = static_cast<uint32_t>(graph.outputs.size());
+  auto exe = loader->load(image, error);
   if (!exe) return nullptr;
   exe->donations = compiled.donations;
   exe->dynamicSizes = compiled.dynamicSizes;
@@ -269,6 +297,9 @@ void KernelCache::store(const trace::TraceKey& key, const trace::TraceGraph& gra
   e.meta.keyWords = key.words;
   e.meta.fingerprint = fingerprint;
   e.meta.entry = compiled.entry;
+  e.meta.format = compiled.format;
+  e.meta.dispatches = compiled.dispatches;
+  e.meta.device = cache::deviceOfFormat(compiled.format);
   e.meta.ops = describeGraphOps(graph);
   e.meta.inputs = describeGraphInputs(graph);
   e.meta.scratchBytes = compiled.scratchBytes;

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kiln/device.h"
 #include "runtime/cache/CacheIndex.h"
 #include "runtime/exec/Executable.h"
 #include "runtime/trace/TraceGraph.h"
@@ -37,12 +38,12 @@ class KernelCache {
   /// explained with KILN_LOG=info). Thread-safe.
   std::shared_ptr<Executable> find(const trace::TraceKey& key, Probe probe);
 
-  /// The key words of the disk entry named by `hash` for this host, whatever
+  /// The key words of the disk entry named by `hash` for `device`, whatever
   /// trace they describe (a dynamic-shape kernel is named by its structure:
   /// the caller rebuilds its key from them and loads it with find()). False
   /// when there is none, or with Probe::Listed when the directory listing
   /// does not name it. Reads the entry's header only.
-  bool keyWordsOf(uint64_t hash, Probe probe, std::vector<uint64_t>* words);
+  bool keyWordsOf(uint64_t hash, Device device, Probe probe, std::vector<uint64_t>* words);
 
   /// Links a fresh compilation with the loader, keeps it in memory and
   /// writes it to disk. Null and `*error` when it cannot be linked.

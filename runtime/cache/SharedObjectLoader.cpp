@@ -61,8 +61,13 @@ class SharedObjectLoader final : public KernelLoader {
  public:
   const std::string& fingerprint() const override { return hostFingerprint(); }
 
-  std::shared_ptr<Executable> load(const std::string& object, const std::string& entry, std::size_t scratchBytes,
-                                   int kernelCount, std::string* error) override {
+  std::shared_ptr<Executable> load(const KernelImage& image, std::string* error) override {
+    if (image.format != BinaryFormat::SharedObject) {
+      *error = std::string("the host's loader maps shared objects, not ") + binaryFormatName(image.format);
+      return nullptr;
+    }
+    const std::string object(image.object);
+    const std::string& entry = image.entry;
     int fd = -1;
     void* handle = nullptr;
     if (!openFromMemfd(object, &handle, &fd, error)) handle = openFromTemporaryFile(object, error);
@@ -74,7 +79,7 @@ class SharedObjectLoader final : public KernelLoader {
       if (fd >= 0) ::close(fd);
       return nullptr;
     }
-    return std::make_shared<SharedObjectKernel>(handle, fd, fn, scratchBytes, std::max(kernelCount, 1));
+    return std::make_shared<SharedObjectKernel>(handle, fd, fn, image.scratchBytes, std::max(image.kernelCount, 1));
   }
 
  private:

@@ -42,6 +42,7 @@ std::string CompileTarget::fingerprint() const {
   // version and source digest are in the host fingerprint's kiln, llvm and
   // pipeline lines), not on the host CPU.
   std::string fp = "target=" + str() + "\n";
+  if (!device.empty()) fp += "device=" + device + "\n";
   const std::string& host = hostFingerprint();
   for (size_t start = 0; start < host.size();) {
     size_t end = host.find('\n', start);

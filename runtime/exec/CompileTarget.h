@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::exec {
@@ -31,8 +32,12 @@ struct CompileTarget {
   /// Nvptx: the SM version (80 for sm_80) and the PTX ISA version (80 for 8.0).
   int smVersion = 0;
   int ptxVersion = 0;
-  /// Spirv: extra capabilities (e.g. "Float64", "Int64").
+  /// Spirv: capabilities beyond Kernel, Addresses and the integer widths
+  /// (e.g. "Float16", "Float64": what the device offers).
   std::vector<std::string> capabilities;
+  /// A GPU's identity (name, device id, driver version): part of the
+  /// fingerprint, so a kernel cached for one device is not loaded on another.
+  std::string device;
 
   static CompileTarget hostCpu() { return {}; }
   static CompileTarget nvptx(int sm, int ptx = 80) {
@@ -40,6 +45,13 @@ struct CompileTarget {
     t.kind = Kind::Nvptx;
     t.smVersion = sm;
     t.ptxVersion = ptx;
+    return t;
+  }
+  static CompileTarget spirv(std::vector<std::string> capabilities, std::string device = {}) {
+    CompileTarget t;
+    t.kind = Kind::Spirv;
+    t.capabilities = std::move(capabilities);
+    t.device = std::move(device);
     return t;
   }
   /// What compile() produces for this target.
@@ -50,7 +62,8 @@ struct CompileTarget {
   /// host, HostFingerprint: CPUID, versions, the compiler's digest).
   std::string fingerprint() const;
   bool operator==(const CompileTarget& o) const {
-    return kind == o.kind && smVersion == o.smVersion && ptxVersion == o.ptxVersion && capabilities == o.capabilities;
+    return kind == o.kind && smVersion == o.smVersion && ptxVersion == o.ptxVersion && capabilities == o.capabilities &&
+           device == o.device;
   }
 };
 

@@ -54,11 +54,8 @@ std::string opsOf(const trace::Trace& trace, const std::vector<uint8_t>& needed)
 
 uint64_t toUs(double ms) { return static_cast<uint64_t>(ms * 1000.0); }
 
-/// Does the device run kernels compiled for the host (LaunchTarget's launch)?
-bool runsHostKernels(Device device) {
-  const std::optional<CompileTarget> target = hal::deviceContext(device).compileTarget();
-  return target && target->kind == CompileTarget::Kind::HostCpu;
-}
+/// Does the device compile hot traces (for the host or for itself)?
+bool compilesTraces(Device device) { return hal::deviceContext(device).compileTarget().has_value(); }
 
 }  // namespace
 
@@ -281,11 +278,11 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
   // makes its constant (one element of the node's dtype), kept with the
   // launch (a device may run it after this returns).
   std::shared_ptr<std::vector<uint64_t>> scalarValues;
+  std::vector<core::View> deviceScalars;
   if (!scalarArgs.empty()) scalarValues = std::make_shared<std::vector<uint64_t>>(scalarArgs.size());
   for (size_t k = 0; k < scalarArgs.size(); ++k) {
     const trace::Node& s = trace.nodes[scalarArgs[k]];
-    interp::fullKernel(s.dtype, 1, s.f0, s.i0, reinterpret_cast<char*>(&(*scalarValues)[k]));
-    args.push_back(&(*scalarValues)[k]);
+    args.push_back(target.constant(s.dtype, s.f0, s.i0, &(*scalarValues)[k], deviceScalars));
   }
   // Buffer donation: an output the kernel may compute in place of an input
   // takes that input's buffer when nothing else can see it any more: a dense
@@ -343,10 +340,9 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   c.opsRecorded.fetch_add(static_cast<uint64_t>(trace.opCount), std::memory_order_relaxed);
   c.opsEliminated.fetch_add(trace.nodes.size() - paramCount - neededOps, std::memory_order_relaxed);
 
-  if (trace.device.kind != Device::CPU && !runsHostKernels(trace.device)) {
-    // Kernels compiled for another target would need their own launcher
-    // (the GPU backends); until then the device's traces run in its op
-    // library.
+  if (trace.device.kind != Device::CPU && !compilesTraces(trace.device)) {
+    // A device without a compiler target (CUDA until its tier 1) runs its
+    // traces in its op library.
     interpreter_.run(trace, tNeeded, tLastUse, out);
     c.interpretedRuns.fetch_add(1, std::memory_order_relaxed);
     c.interpretedOps.fetch_add(neededOps, std::memory_order_relaxed);

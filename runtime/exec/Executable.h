@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -96,17 +97,34 @@ class TraceCompiler {
                                 const CompileTarget& target) = 0;
 };
 
-/// Maps compiled kernels into the process. Thread-safe.
+/// A compiled binary as a loader maps it: the bytes and what launching them
+/// needs.
+struct KernelImage {
+  BinaryFormat format = BinaryFormat::SharedObject;
+  std::string_view object;
+  std::string entry;  ///< host: symbol of `void entry(void** args)`
+  /// GPU: the kernels to launch, in order (CompileResult::dispatches).
+  std::vector<KernelDispatch> dispatches;
+  std::size_t scratchBytes = 0;
+  int kernelCount = 1;
+  /// GPU: how many input and output buffers precede the scratch buffer in
+  /// launch()'s arguments (a dispatch names them by position).
+  uint32_t inputs = 0, outputs = 0;
+};
+
+/// Maps compiled kernels into the process, for one device: the host's
+/// loader (loadKernelLoader) for the CPU and the devices that run host code,
+/// each GPU's own (hal::DeviceContext::kernelLoader). Thread-safe.
 class KernelLoader {
  public:
   virtual ~KernelLoader() = default;
-  /// What code this process can run (HostFingerprint.h). A kernel compiled
-  /// for another fingerprint is never loaded.
+  /// What code this loader can run (the host: HostFingerprint.h; a GPU: its
+  /// CompileTarget::fingerprint()). A kernel compiled for another
+  /// fingerprint is never loaded.
   virtual const std::string& fingerprint() const = 0;
-  /// Maps `object` (a shared object compiled for fingerprint()) and returns
-  /// its entry `entry` as an Executable; null and `*error` on failure.
-  virtual std::shared_ptr<Executable> load(const std::string& object, const std::string& entry,
-                                           std::size_t scratchBytes, int kernelCount, std::string* error) = 0;
+  /// Maps `image` (compiled for fingerprint()) and returns it as an
+  /// Executable; null and `*error` on failure.
+  virtual std::shared_ptr<Executable> load(const KernelImage& image, std::string* error) = 0;
 };
 
 /// The process's kernel loader (SharedObjectLoader.cpp): the system's dynamic

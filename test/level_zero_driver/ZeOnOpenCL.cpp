@@ -29,6 +29,7 @@
 #include <level_zero/ze_api.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -118,7 +119,7 @@ struct Kernel {
   std::vector<bool> pointer;
   std::vector<uint64_t> args;
   std::vector<bool> set;
-  uint32_t groupSize = 1;
+  uint32_t groupSize[3] = {1, 1, 1};
   std::mutex m;
 };
 
@@ -418,7 +419,9 @@ ze_result_t zeCommandListAppendLaunchKernel(ze_command_list_handle_t h, ze_kerne
       if (!k->set[i]) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     args = k->args;
   }
-  const size_t local = k->groupSize, global = static_cast<size_t>(groups->groupCountX) * local;
+  const std::array<size_t, 3> local = {k->groupSize[0], k->groupSize[1], k->groupSize[2]};
+  const std::array<size_t, 3> global = {groups->groupCountX * local[0], groups->groupCountY * local[1],
+                                        groups->groupCountZ * local[2]};
   withEvents(l, signal, numWait, waits, [k, l, args, local, global] {
     // The launch is checked against the entry point's parameters first.
     for (std::size_t i = 0; i < args.size(); ++i)
@@ -434,7 +437,7 @@ ze_result_t zeCommandListAppendLaunchKernel(ze_command_list_handle_t h, ze_kerne
                                                        reinterpret_cast<void*>(args[i]))
                             : clSetKernelArg(k->kernel, static_cast<cl_uint>(i), sizeof(uint64_t), &args[i]);
       if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(l->queue, k->kernel, 1, nullptr, &global, &local, 0, nullptr, nullptr);
+        err = clEnqueueNDRangeKernel(l->queue, k->kernel, 3, nullptr, global.data(), local.data(), 0, nullptr, nullptr);
     }
     if (err == CL_SUCCESS) err = clFinish(l->queue);
     if (err != CL_SUCCESS) lose(k->name + ": OpenCL error " + std::to_string(err));
@@ -620,8 +623,11 @@ ze_result_t zeKernelDestroy(ze_kernel_handle_t h) {
 }
 
 ze_result_t zeKernelSetGroupSize(ze_kernel_handle_t h, uint32_t x, uint32_t y, uint32_t z) {
-  if (x == 0 || y != 1 || z != 1) return ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION;
-  from<Kernel>(h)->groupSize = x;
+  if (x == 0 || y == 0 || z == 0 || uint64_t{x} * y * z > 1024) return ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION;
+  auto* k = from<Kernel>(h);
+  k->groupSize[0] = x;
+  k->groupSize[1] = y;
+  k->groupSize[2] = z;
   return ZE_RESULT_SUCCESS;
 }
 

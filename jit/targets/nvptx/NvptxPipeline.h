@@ -1,9 +1,8 @@
 //===- NvptxPipeline.h - Trace graphs to PTX --------------------*- C++ -*-===//
 //
-// The NVPTX pipeline (target kind Nvptx): the CPU pipeline's front half (kiln
-// -> linalg, elementwise fusion, bufferization, scratch), then parallel loops
-// tiled onto blocks and threads, outlined into GPU kernels in one gpu.module,
-// lowered to NVVM and serialised to PTX for the target's SM and PTX versions
+// The NVPTX pipeline (target kind Nvptx): trace graphs to GPU kernels in one
+// gpu.module (the front half all GPU targets share, GpuLaunches.h), lowered
+// to NVVM and serialised to PTX for the target's SM and PTX versions
 // by LLVM's NVPTX back end (offline: no driver, no GPU). The result lists one
 // dispatch per kernel with its grid, block and arguments.
 //

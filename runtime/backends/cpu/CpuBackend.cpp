@@ -6,6 +6,7 @@
 
 #include "runtime/backends/WorkerStream.h"
 #include "runtime/backends/cpu/CachingHostAllocator.h"
+#include "runtime/exec/Executable.h"
 #include "runtime/interp/OpLibrary.h"
 
 namespace kiln::hal {
@@ -31,6 +32,7 @@ class CpuDeviceContext final : public DeviceContext {
   std::string name() const override { return cpuModelName(); }
   bool hostAccessible() const override { return true; }
   std::optional<exec::CompileTarget> compileTarget() const override { return exec::CompileTarget::hostCpu(); }
+  exec::KernelLoader* kernelLoader() override { return exec::loadKernelLoader(); }
   Allocator& allocator() override { return allocator_; }
   interp::OpLibrary& ops() override { return interp::hostOpLibrary(); }
   std::unique_ptr<Stream> createStream() override { return std::make_unique<WorkerStream>(); }

@@ -48,6 +48,7 @@ class CudaDeviceContext final : public DeviceContext {
   /// Hot traces stay in the op library until the backend launches compiled
   /// PTX (the NVPTX pipeline exists; preparing its executables here does not yet).
   std::optional<exec::CompileTarget> compileTarget() const override { return std::nullopt; }
+  exec::KernelLoader* kernelLoader() override { return nullptr; }
   Allocator& allocator() override { return *allocator_; }
   interp::OpLibrary& ops() override { return *ops_; }
   std::unique_ptr<Stream> createStream() override { return std::make_unique<cuda::CudaStream>(handle_); }

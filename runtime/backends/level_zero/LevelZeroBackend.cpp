@@ -6,6 +6,7 @@
 #include "kiln/error.h"
 #include "runtime/backends/level_zero/ZeApi.h"
 #include "runtime/backends/level_zero/ZeCachingAllocator.h"
+#include "runtime/backends/level_zero/ZeKernelLoader.h"
 #include "runtime/backends/level_zero/ZeOpLibrary.h"
 #include "runtime/backends/level_zero/ZeStream.h"
 
@@ -41,17 +42,30 @@ class LevelZeroDeviceContext final : public DeviceContext {
     handle_.check(api.contextCreate(found.driver, &cd, &handle_.context), "zeContextCreate");
     name_ = std::string(props.name) + " (Level Zero device 0x" + hex(props.deviceId) + ", " +
             std::to_string(totalMemory_ >> 20) + " MiB, loader " + api.path + ")";
+    ze_driver_properties_t driverProps = {};
+    driverProps.stype = ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES;
+    const uint32_t driverVersion =
+        api.driverGetProperties(found.driver, &driverProps) == ZE_RESULT_SUCCESS ? driverProps.driverVersion : 0;
+    // What compiled kernels are cached under: the device and its driver
+    // (which turns SPIR-V into the device's code).
+    std::string identity = std::string(props.name) + " 0x" + hex(props.deviceId) + " driver " +
+                           std::to_string(driverVersion);
+    for (char& c : identity)
+      if (c == '\n' || c == '\r') c = ' ';
+    // Tier-0 kernels already use f16 and f64 (tools/kiln-gpu-kernels).
+    target_ = exec::CompileTarget::spirv({"Float16", "Float64"}, identity);
     stream_ = std::make_unique<level_zero::ZeStream>(handle_);
     allocator_ = std::make_unique<level_zero::ZeCachingAllocator>(handle_, *stream_, totalMemory_);
     ops_ = std::make_unique<level_zero::ZeOpLibrary>(handle_, *stream_);
+    loader_ = std::make_unique<level_zero::ZeKernelLoader>(handle_, *stream_, target_.fingerprint());
   }
 
   Device device() const override { return handle_.device; }
   std::string name() const override { return name_; }
   bool hostAccessible() const override { return false; }
-  /// Hot traces stay in the op library until the backend launches compiled
-  /// SPIR-V (tier 1 on Level Zero is not written yet).
-  std::optional<exec::CompileTarget> compileTarget() const override { return std::nullopt; }
+  /// Hot traces compile to SPIR-V for this device (jit/targets/spirv).
+  std::optional<exec::CompileTarget> compileTarget() const override { return target_; }
+  exec::KernelLoader* kernelLoader() override { return loader_.get(); }
   Allocator& allocator() override { return *allocator_; }
   interp::OpLibrary& ops() override { return *ops_; }
   std::unique_ptr<Stream> createStream() override { return std::make_unique<level_zero::ZeStream>(handle_); }
@@ -76,9 +90,11 @@ class LevelZeroDeviceContext final : public DeviceContext {
   level_zero::ZeDeviceHandle handle_;
   std::string name_;
   uint64_t totalMemory_ = 0;
+  exec::CompileTarget target_;
   std::unique_ptr<level_zero::ZeStream> stream_;
   std::unique_ptr<level_zero::ZeCachingAllocator> allocator_;
   std::unique_ptr<level_zero::ZeOpLibrary> ops_;
+  std::unique_ptr<level_zero::ZeKernelLoader> loader_;
 };
 
 class LevelZeroDriver final : public Driver {

@@ -1,7 +1,6 @@
 #include "runtime/backends/level_zero/ZeOpLibrary.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "kiln/error.h"
 #include "runtime/backends/level_zero/SpirvImages.h"
@@ -41,36 +40,9 @@ ze_kernel_handle_t ZeOpLibrary::kernelLocked(const std::string& entry) {
                 "its compiler, KILN_BUILD_COMPILER=OFF); rebuild with the compiler or compute on the CPU");
   const SpirvImage* image = findImage(entry);
   if (!image) throw Error(device_.str() + ": no tier-0 SPIR-V kernel " + entry + " is embedded");
-  ze_module_desc_t desc = {};
-  desc.stype = ZE_STRUCTURE_TYPE_MODULE_DESC;
-  desc.format = ZE_MODULE_FORMAT_IL_SPIRV;
-  desc.inputSize = image->size;
-  desc.pInputModule = image->data;
-  desc.pBuildFlags = "";
-  ze_module_handle_t module = nullptr;
-  ze_module_build_log_handle_t log = nullptr;
-  const ze_result_t r = handle_.api->moduleCreate(handle_.context, handle_.zeDevice, &desc, &module, &log);
-  std::string logText;
-  if (log) {
-    std::size_t size = 0;
-    if (handle_.api->moduleBuildLogGetString(log, &size, nullptr) == ZE_RESULT_SUCCESS && size > 1) {
-      logText.resize(size);
-      handle_.api->moduleBuildLogGetString(log, &size, logText.data());
-      logText.resize(std::strlen(logText.c_str()));
-    }
-    handle_.api->moduleBuildLogDestroy(log);
-  }
-  if (r != ZE_RESULT_SUCCESS)
-    throw Error(device_.str() + ": zeModuleCreate (" + entry + ") failed: " + ZeApi::describe(r) +
-                (logText.empty() ? std::string() : "; build log: " + logText));
+  ze_module_handle_t module = handle_.buildSpirvModule(image->data, image->size, entry);
   modules_.push_back(module);
-  ze_kernel_desc_t kd = {};
-  kd.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC;
-  kd.pKernelName = entry.c_str();
-  ze_kernel_handle_t kernel = nullptr;
-  handle_.check(handle_.api->kernelCreate(module, &kd, &kernel), ("zeKernelCreate (" + entry + ")").c_str());
-  handle_.check(handle_.api->kernelSetGroupSize(kernel, kGroupSize, 1, 1),
-                ("zeKernelSetGroupSize (" + entry + ")").c_str());
+  ze_kernel_handle_t kernel = handle_.createKernel(module, entry, kGroupSize, 1, 1);
   kernels_.emplace(entry, kernel);
   return kernel;
 }

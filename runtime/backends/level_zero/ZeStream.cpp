@@ -24,6 +24,47 @@ void ZeDeviceHandle::check(ze_result_t r, const char* what) const {
   if (r != ZE_RESULT_SUCCESS) throw Error(device.str() + ": " + what + " failed: " + ZeApi::describe(r));
 }
 
+ze_module_handle_t ZeDeviceHandle::buildSpirvModule(const void* spirv, std::size_t bytes,
+                                                    const std::string& what) const {
+  ze_module_desc_t desc = {};
+  desc.stype = ZE_STRUCTURE_TYPE_MODULE_DESC;
+  desc.format = ZE_MODULE_FORMAT_IL_SPIRV;
+  desc.inputSize = bytes;
+  desc.pInputModule = static_cast<const uint8_t*>(spirv);
+  desc.pBuildFlags = "";
+  ze_module_handle_t module = nullptr;
+  ze_module_build_log_handle_t log = nullptr;
+  const ze_result_t r = api->moduleCreate(context, zeDevice, &desc, &module, &log);
+  std::string logText;
+  if (log) {
+    std::size_t size = 0;
+    if (api->moduleBuildLogGetString(log, &size, nullptr) == ZE_RESULT_SUCCESS && size > 1) {
+      logText.resize(size);
+      api->moduleBuildLogGetString(log, &size, logText.data());
+      logText.resize(std::strlen(logText.c_str()));
+    }
+    api->moduleBuildLogDestroy(log);
+  }
+  if (r != ZE_RESULT_SUCCESS)
+    throw Error(device.str() + ": zeModuleCreate (" + what + ") failed: " + ZeApi::describe(r) +
+                (logText.empty() ? std::string() : "; build log: " + logText));
+  return module;
+}
+
+ze_kernel_handle_t ZeDeviceHandle::createKernel(ze_module_handle_t module, const std::string& name, uint32_t x,
+                                                uint32_t y, uint32_t z) const {
+  ze_kernel_desc_t kd = {};
+  kd.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC;
+  kd.pKernelName = name.c_str();
+  ze_kernel_handle_t kernel = nullptr;
+  check(api->kernelCreate(module, &kd, &kernel), ("zeKernelCreate (" + name + ")").c_str());
+  if (ze_result_t r = api->kernelSetGroupSize(kernel, x, y, z); r != ZE_RESULT_SUCCESS) {
+    api->kernelDestroy(kernel);
+    check(r, ("zeKernelSetGroupSize (" + name + ")").c_str());
+  }
+  return kernel;
+}
+
 bool ZeDeviceHandle::isDevicePointer(const void* p) const {
   ze_memory_allocation_properties_t props = {};
   props.stype = ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES;

@@ -39,6 +39,12 @@ struct ZeDeviceHandle {
   void check(ze_result_t r, const char* what) const;
   /// Does `p` point into this context's device memory?
   bool isDevicePointer(const void* p) const;
+  /// Builds a module from SPIR-V; throws kiln::Error with the driver's build
+  /// log when it refuses (`what` names the module in the message).
+  ze_module_handle_t buildSpirvModule(const void* spirv, std::size_t bytes, const std::string& what) const;
+  /// A kernel of `module` with a fixed group size; throws like check().
+  ze_kernel_handle_t createKernel(ze_module_handle_t module, const std::string& name, uint32_t x, uint32_t y,
+                                  uint32_t z) const;
   /// A host-visible event, reset (unsignaled); null when the driver refuses.
   ze_event_handle_t acquireEvent();
   void releaseEvent(ze_event_handle_t e);

@@ -5,6 +5,7 @@
 
 #include "runtime/backends/WorkerStream.h"
 #include "runtime/backends/test/DeviceArena.h"
+#include "runtime/exec/Executable.h"
 #include "runtime/interp/OpLibrary.h"
 
 namespace kiln::hal {
@@ -53,6 +54,7 @@ class TestDeviceContext final : public DeviceContext {
   }
   bool hostAccessible() const override { return false; }
   std::optional<exec::CompileTarget> compileTarget() const override { return exec::CompileTarget::hostCpu(); }
+  exec::KernelLoader* kernelLoader() override { return exec::loadKernelLoader(); }
   Allocator& allocator() override { return allocator_; }
   interp::OpLibrary& ops() override { return ops_; }
   std::unique_ptr<Stream> createStream() override { return std::make_unique<WorkerStream>(&arena_); }

@@ -1,0 +1,369 @@
+//===- GpuLaunches.cpp - Trace graphs to outlined GPU kernels -----------===//
+
+#include "jit/targets/gpu/GpuLaunches.h"
+
+#include <chrono>
+#include <functional>
+
+#include "jit/Importer.h"
+#include "jit/PipelineSupport.h"
+#include "jit/targets/cpu/CpuTransforms.h"
+#include "jit/targets/cpu/ElementwiseFusion.h"
+#include "jit/targets/cpu/HostTarget.h"
+#include "runtime/support/Settings.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace kiln::jit::gpu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+/// Threads per block along each tiled loop dimension, by loop rank: the last
+/// (contiguous) dimension gets the most.
+llvm::SmallVector<int64_t> tileSizesFor(unsigned rank) {
+  if (rank == 1)
+    return {256};
+  llvm::SmallVector<int64_t> sizes(rank, 1);
+  sizes[rank - 2] = 8;
+  sizes[rank - 1] = 32;
+  return sizes;
+}
+
+/// Host-side work left after the parallel loops became launches (a
+/// reduction over every axis is serial loops, its initial value a plain
+/// store): each run of it becomes a one-thread launch, so the GPU does it in
+/// order with the other kernels.
+void launchSerialWork(mlir::func::FuncOp kernel) {
+  auto isSerial = [](mlir::Operation &op) {
+    return llvm::isa<mlir::scf::ForOp, mlir::memref::StoreOp, mlir::scf::IfOp>(op);
+  };
+  mlir::Block &body = kernel.getBody().front();
+  for (auto it = body.begin(); it != body.end();) {
+    if (!isSerial(*it)) {
+      ++it;
+      continue;
+    }
+    llvm::SmallVector<mlir::Operation *> run;
+    while (it != body.end() && isSerial(*it))
+      run.push_back(&*it++);
+    mlir::OpBuilder b(run.front());
+    mlir::Value one = b.create<mlir::arith::ConstantIndexOp>(run.front()->getLoc(), 1);
+    auto launch = b.create<mlir::gpu::LaunchOp>(run.front()->getLoc(), one, one, one, one, one, one);
+    mlir::Block &inner = launch.getBody().front();
+    b.setInsertionPointToEnd(&inner);
+    auto terminator = b.create<mlir::gpu::TerminatorOp>(run.front()->getLoc());
+    for (mlir::Operation *op : run)
+      op->moveBefore(terminator);
+  }
+}
+
+/// A reduction over a leading axis lowers to `scf.for k { scf.parallel j }`:
+/// each j accumulates into its own element, so the nest is interchanged to
+/// `scf.parallel j { scf.for k }`, one thread per element.
+void hoistParallelLoops(mlir::func::FuncOp kernel) {
+  llvm::SmallVector<mlir::scf::ForOp> serial;
+  for (mlir::Operation &op : kernel.getBody().front())
+    if (auto f = llvm::dyn_cast<mlir::scf::ForOp>(op))
+      serial.push_back(f);
+  for (mlir::scf::ForOp f : serial) {
+    mlir::Block *body = f.getBody();
+    if (f.getNumResults() != 0 || body->getOperations().size() != 2)
+      continue;
+    auto par = llvm::dyn_cast<mlir::scf::ParallelOp>(body->front());
+    if (!par || par.getNumReductions() != 0)
+      continue;
+    bool boundsOutside = true;
+    for (mlir::Value v : par->getOperands())
+      boundsOutside &= !f->isAncestor(v.getParentBlock()->getParentOp()) && v != f.getInductionVar();
+    if (!boundsOutside)
+      continue;
+    mlir::OpBuilder b(f);
+    auto outer = b.create<mlir::scf::ParallelOp>(par.getLoc(), par.getLowerBound(), par.getUpperBound(),
+                                                 par.getStep());
+    b.setInsertionPoint(outer.getBody()->getTerminator());
+    auto inner = b.create<mlir::scf::ForOp>(f.getLoc(), f.getLowerBound(), f.getUpperBound(), f.getStep());
+    mlir::IRMapping map;
+    for (auto [from, to] : llvm::zip(par.getInductionVars(), outer.getInductionVars()))
+      map.map(from, to);
+    map.map(f.getInductionVar(), inner.getInductionVar());
+    b.setInsertionPoint(inner.getBody()->getTerminator());
+    for (mlir::Operation &op : par.getBody()->without_terminator())
+      b.clone(op, map);
+    f.erase();
+  }
+}
+
+/// A splat constant buffer (a `full` output) becomes a filled allocation:
+/// device code cannot read host globals.
+void splatGlobalsToFills(mlir::ModuleOp module, mlir::func::FuncOp kernel) {
+  llvm::SmallVector<mlir::memref::GetGlobalOp> gets;
+  kernel.walk([&](mlir::memref::GetGlobalOp op) { gets.push_back(op); });
+  for (mlir::memref::GetGlobalOp get : gets) {
+    auto global = module.lookupSymbol<mlir::memref::GlobalOp>(get.getName());
+    auto init = global ? llvm::dyn_cast_or_null<mlir::DenseElementsAttr>(global.getInitialValueAttr()) : nullptr;
+    if (!init || !init.isSplat())
+      continue;
+    mlir::OpBuilder b(get);
+    auto type = llvm::cast<mlir::MemRefType>(get.getType());
+    mlir::Value alloc = b.create<mlir::memref::AllocOp>(get.getLoc(), mlir::MemRefType::get(type.getShape(),
+                                                                                          type.getElementType()));
+    mlir::Value value = b.create<mlir::arith::ConstantOp>(get.getLoc(), init.getSplatValue<mlir::TypedAttr>());
+    b.create<mlir::linalg::FillOp>(get.getLoc(), value, alloc);
+    get.replaceAllUsesWith(alloc);
+    get.erase();
+  }
+}
+
+/// Views, reshapes and index arithmetic move into the kernels that use them,
+/// so a launch passes its base buffers (identity layouts, as bare pointers);
+/// views into the scratch buffer only with `sinkScratchViews`.
+void sinkIntoLaunches(mlir::func::FuncOp kernel, bool sinkScratchViews) {
+  auto sinkable = [&](mlir::Operation *op) {
+    if (llvm::isa<mlir::memref::ViewOp>(op))
+      return sinkScratchViews;
+    if (llvm::isa<mlir::arith::ConstantOp, mlir::memref::DimOp, mlir::memref::SubViewOp, mlir::memref::ExpandShapeOp,
+                  mlir::memref::CollapseShapeOp, mlir::memref::ReinterpretCastOp, mlir::memref::CastOp>(op))
+      return true;
+    return op->getDialect() && op->getDialect()->getNamespace() == "arith" &&
+           llvm::all_of(op->getResultTypes(), [](mlir::Type t) { return t.isIndex(); });
+  };
+  // (upstream's sinkOperationsIntoLaunchOp keeps an op whose operand is a
+  // function argument the launch does not use already: a view of the scratch
+  // buffer, say.) Cloned at the top of the launch body, repeatedly, so a
+  // sunk op's own operands follow it in; the originals die on the host.
+  kernel.walk([&](mlir::gpu::LaunchOp launch) {
+    mlir::Region &body = launch.getBody();
+    for (bool changed = true; changed;) {
+      changed = false;
+      llvm::SetVector<mlir::Value> captured;
+      mlir::getUsedValuesDefinedAbove(body, captured);
+      for (mlir::Value v : captured) {
+        mlir::Operation *def = v.getDefiningOp();
+        if (!def || def->getNumResults() != 1 || !sinkable(def))
+          continue;
+        mlir::OpBuilder b = mlir::OpBuilder::atBlockBegin(&body.front());
+        mlir::Operation *clone = b.clone(*def);
+        mlir::replaceAllUsesInRegionWith(v, clone->getResult(0), body);
+        changed = true;
+      }
+    }
+  });
+}
+
+/// Tiles every top-level scf.parallel of the kernel into blocks of threads.
+void tileParallelLoops(mlir::func::FuncOp kernel) {
+  llvm::SmallVector<mlir::scf::ParallelOp> loops;
+  for (mlir::Operation &op : kernel.getBody().front())
+    if (auto p = llvm::dyn_cast<mlir::scf::ParallelOp>(op))
+      loops.push_back(p);
+  for (mlir::scf::ParallelOp p : loops)
+    mlir::scf::tileParallelLoop(p, tileSizesFor(p.getNumLoops()), /*noMinMaxBounds=*/false);
+}
+
+/// Moves every kernel into the first gpu.module (one PTX module for the whole
+/// trace), each named after the module outlining made for it (those names
+/// are unique), and points the launches at it.
+mlir::LogicalResult mergeGpuModules(mlir::ModuleOp module) {
+  llvm::SmallVector<mlir::gpu::GPUModuleOp> gpuModules(module.getOps<mlir::gpu::GPUModuleOp>());
+  if (gpuModules.empty())
+    return mlir::failure();
+  mlir::gpu::GPUModuleOp first = gpuModules.front();
+  mlir::StringAttr target = first.getNameAttr();
+  // (module, kernel) of each launch before the move -> the kernel's new name.
+  llvm::DenseMap<std::pair<mlir::Attribute, mlir::Attribute>, mlir::StringAttr> renamed;
+  for (mlir::gpu::GPUModuleOp m : gpuModules) {
+    llvm::SmallVector<mlir::gpu::GPUFuncOp> funcs(m.getOps<mlir::gpu::GPUFuncOp>());
+    for (mlir::gpu::GPUFuncOp f : funcs) {
+      mlir::StringAttr newName = funcs.size() == 1
+                                     ? m.getNameAttr()
+                                     : mlir::StringAttr::get(module.getContext(), m.getName() + "_" + f.getName());
+      renamed[{m.getNameAttr(), f.getNameAttr()}] = newName;
+      f.setName(newName);
+      if (m != first)
+        f->moveBefore(&first.getBody()->back());
+    }
+  }
+  mlir::WalkResult walk = module.walk([&](mlir::gpu::LaunchFuncOp launch) {
+    auto it = renamed.find({launch.getKernelModuleName(), launch.getKernelName()});
+    if (it == renamed.end())
+      return mlir::WalkResult::interrupt();
+    launch->setAttr("kernel", mlir::SymbolRefAttr::get(target, {mlir::FlatSymbolRefAttr::get(it->second)}));
+    return mlir::WalkResult::advance();
+  });
+  for (mlir::gpu::GPUModuleOp other : llvm::drop_begin(gpuModules))
+    other.erase();
+  return mlir::failure(walk.wasInterrupted());
+}
+
+/// expand_shape/collapse_shape to an identity layout: a reshape of a dense
+/// buffer, the same pointer to a bare-pointer kernel.
+bool isReshape(mlir::Operation *op) {
+  if (!op || !llvm::isa<mlir::memref::ExpandShapeOp, mlir::memref::CollapseShapeOp>(op))
+    return false;
+  auto type = llvm::dyn_cast<mlir::MemRefType>(op->getResult(0).getType());
+  return type && type.getLayout().isIdentity();
+}
+
+std::optional<int64_t> constantOf(mlir::Value v) {
+  if (auto c = v.getDefiningOp<mlir::arith::ConstantIndexOp>())
+    return c.value();
+  if (auto c = v.getDefiningOp<mlir::arith::ConstantIntOp>())
+    return c.value();
+  return std::nullopt;
+}
+
+/// The kernel's host part, read as launches (see below).
+/// The kernel's host part, read as launches: every gpu.launch_func with a
+/// constant grid and block, its arguments the kernel's buffers (inputs,
+/// outputs, views into the scratch buffer) and constants. Anything else on
+/// the host is work the GPU would not do: an error.
+bool dispatchesOf(mlir::func::FuncOp kernel, const trace::TraceGraph &graph, const char *target,
+                exec::CompileResult &result) {
+  const unsigned numInputs = graph.inputs.size(), numOutputs = graph.outputs.size();
+  std::function<bool(mlir::Value, exec::DispatchArg &)> argOf = [&](mlir::Value v, exec::DispatchArg &out) -> bool {
+    // A reshaped buffer (identity layout) is the same pointer.
+    if (isReshape(v.getDefiningOp()))
+      return argOf(v.getDefiningOp()->getOperand(0), out);
+    if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(v)) {
+      const unsigned i = arg.getArgNumber();
+      if (i < numInputs)
+        out = {exec::DispatchArg::Kind::Input, static_cast<int64_t>(i)};
+      else if (i < numInputs + numOutputs)
+        out = {exec::DispatchArg::Kind::Output, static_cast<int64_t>(i - numInputs)};
+      else
+        out = {exec::DispatchArg::Kind::Scratch, 0};  // the trailing scratch buffer
+      return true;
+    }
+    if (auto view = v.getDefiningOp<mlir::memref::ViewOp>()) {
+      auto shift = constantOf(view.getByteShift());
+      if (!shift)
+        return false;
+      out = {exec::DispatchArg::Kind::Scratch, *shift};
+      return true;
+    }
+    if (auto c = constantOf(v)) {
+      out = {exec::DispatchArg::Kind::Index, *c};
+      return true;
+    }
+    return false;
+  };
+  for (mlir::Operation &op : kernel.getBody().front()) {
+    if (llvm::isa<mlir::arith::ConstantOp, mlir::memref::ViewOp, mlir::func::ReturnOp>(op) || isReshape(&op))
+      continue;
+    auto launch = llvm::dyn_cast<mlir::gpu::LaunchFuncOp>(op);
+    if (!launch) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << op.getName();
+      result.error = std::string(target) + ": the kernel keeps host work the GPU pipeline does not map (" + text + ")";
+      return false;
+    }
+    exec::KernelDispatch d;
+    d.symbol = launch.getKernelName().str();
+    const mlir::gpu::KernelDim3 grid = launch.getGridSizeOperandValues(),
+                                block = launch.getBlockSizeOperandValues();
+    const mlir::Value dims[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
+    for (int i = 0; i < 6; ++i) {
+      auto c = constantOf(dims[i]);
+      if (!c) {
+        result.error = std::string(target) + ": kernel " + d.symbol + " has a launch size known only at run time";
+        return false;
+      }
+      (i < 3 ? d.grid[i] : d.block[i - 3]) = *c;
+    }
+    for (mlir::Value v : launch.getKernelOperands()) {
+      exec::DispatchArg a;
+      if (!argOf(v, a)) {
+        result.error = std::string(target) + ": an argument of kernel " + d.symbol + " is neither a buffer nor a constant";
+        return false;
+      }
+      d.args.push_back(a);
+    }
+    result.dispatches.push_back(std::move(d));
+  }
+  return true;
+}
+
+
+} // namespace
+
+mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context, const trace::TraceGraph &graph,
+                                                     const std::string &name, const LaunchOptions &options,
+                                                     const std::string &diagnostics, exec::CompileResult &result) {
+  const std::string target = options.target;
+  for (const trace::Node &n : graph.nodes)
+    for (int64_t d : n.shape)
+      if (d < 0) {
+        result.error = target + ": dynamic-shape kernels are not supported yet";
+        return nullptr;
+      }
+  const std::string dumpDir = exec::irDumpDirectory();
+  auto t0 = Clock::now();
+  const std::string kernelName = "kernel_" + name;
+  std::string error;
+  auto module = importTraceGraph(context, graph, kernelName, error);
+  if (!module) {
+    result.error = error;
+    return nullptr;
+  }
+  result.timings.importMs = msSince(t0);
+  auto fail = [&](const std::string &stage) -> mlir::OwningOpRef<mlir::ModuleOp> {
+    result.error = target + ": stage " + stage + " failed: " + diagnostics;
+    return nullptr;
+  };
+
+  auto t1 = Clock::now();
+  if (!runPassPipeline(*module, cpu::kToLinalg) || mlir::failed(cpu::fuseElementwiseOps(*module)) ||
+      !runPassPipeline(*module, cpu::kAfterFusion))
+    return fail("kiln-to-linalg");
+  if (auto k = module->lookupSymbol<mlir::func::FuncOp>(kernelName))
+    cpu::makeResultsDistinct(k);
+  if (!runPassPipeline(*module, cpu::kBufferize))
+    return fail("bufferize");
+  auto kernel = module->lookupSymbol<mlir::func::FuncOp>(kernelName);
+  if (!kernel)
+    return fail("bufferize (no kernel function)");
+  splatGlobalsToFills(*module, kernel);
+  int64_t scratchBytes = 0;
+  if (mlir::failed(cpu::assignScratch(kernel, scratchBytes)))
+    return fail("scratch");
+  cpu::copiesToLinalg(kernel);
+  if (!runPassPipeline(*module, "convert-linalg-to-parallel-loops,canonicalize,cse"))
+    return fail("loops");
+  hoistParallelLoops(kernel);
+  tileParallelLoops(kernel);
+  // Canonicalized first: the conversion wants constant steps and bounds.
+  if (!runPassPipeline(*module, "canonicalize,func.func(gpu-map-parallel-loops,convert-parallel-loops-to-gpu)"))
+    return fail("gpu mapping");
+  launchSerialWork(kernel);
+  if (!runPassPipeline(*module, "lower-affine,canonicalize,cse"))
+    return fail("gpu launches");
+  sinkIntoLaunches(kernel, options.sinkScratchViews);
+  dumpModule(dumpDir, name, (target + "-0-launches").c_str(), *module);
+  if (!runPassPipeline(*module, "gpu-kernel-outlining,canonicalize"))
+    return fail("gpu outlining");
+  if (mlir::failed(mergeGpuModules(*module)))
+    return fail("merge gpu modules (no kernel was outlined)");
+  dumpModule(dumpDir, name, (target + "-1-gpu").c_str(), *module);
+  if (!dispatchesOf(kernel, graph, options.target, result))
+    return nullptr;
+  result.scratchBytes = static_cast<std::size_t>(scratchBytes);
+  result.kernelCount = static_cast<int>(result.dispatches.size());
+  result.timings.lowerMs = msSince(t1);
+  return module;
+}
+
+} // namespace kiln::jit::gpu

@@ -1,0 +1,180 @@
+//===- SpirvPipeline.cpp - Trace graphs to SPIR-V ------------------------===//
+
+#include "jit/targets/spirv/SpirvPipeline.h"
+
+#include <chrono>
+#include <map>
+
+#include "dialects/kiln/InitAll.h"
+#include "jit/PipelineSupport.h"
+#include "jit/targets/gpu/GpuLaunches.h"
+#include "runtime/support/Settings.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SPIRV/IR/SPIRVAttributes.h"
+#include "mlir/Dialect/SPIRV/IR/SPIRVDialect.h"
+#include "mlir/Dialect/SPIRV/IR/TargetAndABI.h"
+#include "mlir/Dialect/SPIRV/Transforms/Passes.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Target/SPIRV/Target.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace kiln::jit::spirv {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+/// Capabilities every module has: the Kernel capability with physical
+/// addressing and 64-bit indices, and the integer widths of Kiln's dtypes.
+/// The target adds what its device offers beyond (Float16, Float64).
+const mlir::spirv::Capability kBaseCapabilities[] = {
+    mlir::spirv::Capability::Addresses, mlir::spirv::Capability::Int64, mlir::spirv::Capability::Int8,
+    mlir::spirv::Capability::Int16, mlir::spirv::Capability::Kernel};
+
+/// MLIR's SCF-to-SPIR-V conversion keeps an scf.for's results in variables
+/// its body stores, so a loop that runs zero times leaves them undefined
+/// (tools/kiln-gpu-kernels saw zeros on the OpenCL driver). After each loop
+/// with results, its uses read select(upper > lower, result, init).
+void loopResultsOrInit(mlir::gpu::GPUModuleOp module) {
+  llvm::SmallVector<mlir::scf::ForOp> loops;
+  module.walk([&](mlir::scf::ForOp f) {
+    if (f.getNumResults() > 0)
+      loops.push_back(f);
+  });
+  for (mlir::scf::ForOp f : loops) {
+    mlir::OpBuilder b(f->getContext());
+    b.setInsertionPointAfter(f);
+    mlir::Location loc = f.getLoc();
+    mlir::Value runs = b.create<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::sgt, f.getUpperBound(),
+                                                     f.getLowerBound());
+    for (auto [result, init] : llvm::zip(f.getResults(), f.getInitArgs())) {
+      auto select = b.create<mlir::arith::SelectOp>(loc, runs, result, init);
+      result.replaceAllUsesExcept(select.getResult(), select);
+    }
+  }
+}
+
+/// Fixes each kernel's work-group size (its dispatch's block) and marks it
+/// an entry point. False when a kernel has no dispatch.
+bool setEntryPoints(mlir::gpu::GPUModuleOp module, const exec::CompileResult &result) {
+  std::map<std::string, std::array<int64_t, 3>> blocks;
+  for (const exec::KernelDispatch &d : result.dispatches)
+    blocks[d.symbol] = d.block;
+  bool ok = true;
+  module.walk([&](mlir::gpu::GPUFuncOp func) {
+    auto it = blocks.find(func.getName().str());
+    if (it == blocks.end()) {
+      ok = false;
+      return;
+    }
+    const int32_t size[3] = {static_cast<int32_t>(it->second[0]), static_cast<int32_t>(it->second[1]),
+                             static_cast<int32_t>(it->second[2])};
+    func->setAttr(mlir::spirv::getEntryPointABIAttrName(),
+                  mlir::spirv::getEntryPointABIAttr(func.getContext(), size));
+  });
+  return ok;
+}
+
+class SpirvPipeline final : public TargetPipeline {
+public:
+  SpirvPipeline() {
+    mlir::kiln::registerAllDialects(registry_);
+    registry_.insert<mlir::gpu::GPUDialect, mlir::spirv::SPIRVDialect>();
+    mlir::spirv::registerSPIRVTargetInterfaceExternalModels(registry_);
+    mlir::kiln::registerAllPasses();
+    mlir::registerGPUPasses();
+    mlir::spirv::registerSPIRVPasses();
+  }
+
+  exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name,
+                              const exec::CompileTarget &target) override {
+    exec::CompileResult result;
+    result.format = exec::BinaryFormat::Spirv;
+    if (target.kind != exec::CompileTarget::Kind::Spirv) {
+      result.error = "the SPIR-V pipeline needs a spirv target, not " + target.str();
+      return result;
+    }
+    llvm::SmallVector<mlir::spirv::Capability> caps(std::begin(kBaseCapabilities), std::end(kBaseCapabilities));
+    std::string capList = "Addresses,Int64,Int8,Int16,Kernel";
+    for (const std::string &c : target.capabilities) {
+      auto cap = mlir::spirv::symbolizeCapability(c);
+      if (!cap) {
+        result.error = "spirv: unknown capability '" + c + "' in target " + target.str();
+        return result;
+      }
+      caps.push_back(*cap);
+      capList += "," + c;
+    }
+    mlir::MLIRContext context(registry_, mlir::MLIRContext::Threading::DISABLED);
+    context.loadAllAvailableDialects();
+    std::string diagnostics;
+    llvm::raw_string_ostream diag(diagnostics);
+    mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+      diag << d << "\n";
+      return mlir::success();
+    });
+    gpu::LaunchOptions options;
+    options.target = "spirv";
+    options.sinkScratchViews = false;
+    auto module = gpu::lowerToGpuLaunches(context, graph, name, options, diagnostics, result);
+    if (!module)
+      return result;
+    auto fail = [&](const std::string &stage) {
+      result.error = "spirv: stage " + stage + " failed: " + diagnostics;
+      result.object.clear();
+      return result;
+    };
+    for (auto gpuModule : module->getOps<mlir::gpu::GPUModuleOp>()) {
+      loopResultsOrInit(gpuModule);
+      if (!setEntryPoints(gpuModule, result))
+        return fail("entry points (a kernel without a launch)");
+    }
+    auto t2 = Clock::now();
+    // Views, reshapes and subviews inside kernels fold into their loads and
+    // stores (SPIR-V pointers carry no layout).
+    if (!runPassPipeline(*module, "gpu.module(fold-memref-alias-ops,lower-affine,canonicalize,cse)"))
+      return fail("memref folding");
+    // convert-math-to-spirv picks OpenCL's extended instructions from the
+    // nearest target environment: the top-level module's.
+    module->getOperation()->setAttr(
+        mlir::spirv::getTargetEnvAttrName(),
+        mlir::spirv::TargetEnvAttr::get(mlir::spirv::VerCapExtAttr::get(mlir::spirv::Version::V_1_0, caps, {},
+                                                                         &context),
+                                        mlir::spirv::getDefaultResourceLimits(&context)));
+    const std::string pipeline = "arith-expand{include-bf16=true},canonicalize,spirv-attach-target{ver=v1.0 caps=" +
+                                 capList +
+                                 "},map-memref-spirv-storage-class{client-api=opencl},convert-math-to-spirv,"
+                                 "convert-gpu-to-spirv{use-64bit-index=true},"
+                                 "gpu.module(spirv.module(spirv-lower-abi-attrs,spirv-update-vce))";
+    if (!runPassPipeline(*module, pipeline.c_str()))
+      return fail("spirv conversion");
+    const std::string dumpDir = exec::irDumpDirectory();
+    dumpModule(dumpDir, name, "spirv-2-spirv", *module);
+    if (!runPassPipeline(*module, "gpu-module-to-binary{format=bin}"))
+      return fail("spirv serialization");
+    for (auto binary : module->getOps<mlir::gpu::BinaryOp>())
+      for (mlir::Attribute a : binary.getObjects())
+        if (auto object = llvm::dyn_cast<mlir::gpu::ObjectAttr>(a))
+          result.object = object.getObject().getValue().str();
+    result.timings.llvmMs = msSince(t2);
+    if (result.object.empty())
+      return fail("serialization (no gpu.binary)");
+    result.entry.clear();
+    result.fingerprint = target.fingerprint();
+    return result;
+  }
+
+private:
+  mlir::DialectRegistry registry_;
+};
+
+} // namespace
+
+std::unique_ptr<TargetPipeline> createSpirvPipeline() { return std::make_unique<SpirvPipeline>(); }
+
+} // namespace kiln::jit::spirv

@@ -1,0 +1,129 @@
+#include "runtime/backends/level_zero/ZeKernelLoader.h"
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "kiln/error.h"
+
+namespace kiln::hal::level_zero {
+
+namespace {
+
+/// A compiled trace on the device: its module and one kernel per launch.
+class ZeExecutable final : public exec::Executable {
+ public:
+  ZeExecutable(ZeDeviceHandle& device, ZeStream& stream, ze_module_handle_t module, const exec::KernelImage& image)
+      : device_(device), stream_(stream), module_(module), dispatches_(image.dispatches),
+        inputs_(image.inputs), outputs_(image.outputs), scratch_(image.scratchBytes) {}
+
+  /// Creates the kernels; throws kiln::Error (the module is then released
+  /// by the destructor).
+  void createKernels() {
+    for (const exec::KernelDispatch& d : dispatches_) {
+      if (kernels_.count(d.symbol)) continue;
+      kernels_[d.symbol] =
+          device_.createKernel(module_, d.symbol, static_cast<uint32_t>(d.block[0]), static_cast<uint32_t>(d.block[1]),
+                               static_cast<uint32_t>(d.block[2]));
+    }
+  }
+
+  ~ZeExecutable() override {
+    // A kernel must not be destroyed while a launch of it may still run.
+    try {
+      stream_.synchronize();
+    } catch (const Error&) {
+      // The stream failed; its work is over either way.
+    }
+    for (auto& [name, k] : kernels_) device_.api->kernelDestroy(k);
+    device_.api->moduleDestroy(module_);
+  }
+
+  /// Arguments are device pointers: inputs, outputs, then the scratch buffer.
+  void launch(void** args) const override {
+    // A kernel's arguments are state of the kernel handle: set and appended
+    // under one lock, so concurrent launches do not mix them.
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const exec::KernelDispatch& d : dispatches_) {
+      ze_kernel_handle_t kernel = kernels_.at(d.symbol);
+      for (std::size_t i = 0; i < d.args.size(); ++i) {
+        const uint64_t value = argument(d.args[i], args);
+        device_.check(device_.api->kernelSetArgumentValue(kernel, static_cast<uint32_t>(i), sizeof value, &value),
+                      ("zeKernelSetArgumentValue (" + d.symbol + ")").c_str());
+      }
+      ze_group_count_t groups = {};
+      groups.groupCountX = static_cast<uint32_t>(d.grid[0]);
+      groups.groupCountY = static_cast<uint32_t>(d.grid[1]);
+      groups.groupCountZ = static_cast<uint32_t>(d.grid[2]);
+      stream_.append([&](ze_command_list_handle_t l) {
+        return device_.api->commandListAppendLaunchKernel(l, kernel, &groups, nullptr, 0, nullptr);
+      }, "zeCommandListAppendLaunchKernel (" + d.symbol + ")");
+      ++device_.launches;
+    }
+  }
+  std::size_t scratchBytes() const override { return scratch_; }
+  int kernelCount() const override { return static_cast<int>(dispatches_.size()); }
+
+ private:
+  uint64_t argument(const exec::DispatchArg& a, void** args) const {
+    switch (a.kind) {
+      case exec::DispatchArg::Kind::Input: return reinterpret_cast<uint64_t>(args[a.index]);
+      case exec::DispatchArg::Kind::Output: return reinterpret_cast<uint64_t>(args[inputs_ + a.index]);
+      case exec::DispatchArg::Kind::Scratch:
+        return reinterpret_cast<uint64_t>(static_cast<char*>(args[inputs_ + outputs_]) + a.index);
+      case exec::DispatchArg::Kind::Index: return static_cast<uint64_t>(a.index);
+      case exec::DispatchArg::Kind::Sizes: break;  // refused by load()
+    }
+    return 0;
+  }
+
+  ZeDeviceHandle& device_;
+  ZeStream& stream_;
+  ze_module_handle_t module_;
+  std::vector<exec::KernelDispatch> dispatches_;
+  uint32_t inputs_, outputs_;
+  std::size_t scratch_;
+  std::map<std::string, ze_kernel_handle_t> kernels_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace
+
+ZeKernelLoader::ZeKernelLoader(ZeDeviceHandle& device, ZeStream& stream, std::string fingerprint)
+    : device_(device), stream_(stream), fingerprint_(std::move(fingerprint)) {}
+
+std::shared_ptr<exec::Executable> ZeKernelLoader::load(const exec::KernelImage& image, std::string* error) {
+  if (image.format != exec::BinaryFormat::Spirv) {
+    *error = std::string("a Level Zero device runs SPIR-V, not ") + exec::binaryFormatName(image.format);
+    return nullptr;
+  }
+  if (image.dispatches.empty()) {
+    *error = "a SPIR-V binary without launches";
+    return nullptr;
+  }
+  for (const exec::KernelDispatch& d : image.dispatches)
+    for (const exec::DispatchArg& a : d.args) {
+      const bool inRange =
+          (a.kind == exec::DispatchArg::Kind::Input && a.index >= 0 && a.index < image.inputs) ||
+          (a.kind == exec::DispatchArg::Kind::Output && a.index >= 0 && a.index < image.outputs) ||
+          (a.kind == exec::DispatchArg::Kind::Scratch && a.index >= 0 &&
+           static_cast<std::size_t>(a.index) < image.scratchBytes) ||
+          a.kind == exec::DispatchArg::Kind::Index;
+      if (!inRange) {
+        *error = "launch of " + d.symbol + " has an argument beyond the kernel's buffers";
+        return nullptr;
+      }
+    }
+  std::shared_ptr<ZeExecutable> exe;
+  try {
+    ze_module_handle_t module = device_.buildSpirvModule(image.object.data(), image.object.size(), "compiled trace");
+    exe = std::make_shared<ZeExecutable>(device_, stream_, module, image);
+    exe->createKernels();
+  } catch (const Error& e) {
+    *error = e.what();
+    return nullptr;
+  }
+  return exe;
+}
+
+}  // namespace kiln::hal::level_zero
