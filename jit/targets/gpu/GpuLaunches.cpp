@@ -137,8 +137,17 @@ void sinkIntoLaunches(mlir::func::FuncOp kernel, bool sinkScratchViews) {
     if (llvm::isa<mlir::arith::ConstantOp, mlir::memref::DimOp, mlir::memref::SubViewOp, mlir::memref::ExpandShapeOp,
                   mlir::memref::CollapseShapeOp, mlir::memref::ReinterpretCastOp, mlir::memref::CastOp>(op))
       return true;
-    return op->getDialect() && op->getDialect()->getNamespace() == "arith" &&
-           llvm::all_of(op->getResultTypes(), [](mlir::Type t) { return t.isIndex(); });
+    // A scalar an earlier kernel wrote (a full reduction: a loss, a norm)
+    // is read, and computed with, inside the kernels that use it: the host
+    // cannot read device memory, and the stream orders the read after the
+    // write. Reading later reads the same value: no later kernel writes the
+    // buffer (temporaries do not share scratch, each output is written by
+    // its own kernels, and GPU kernels take no donated buffers).
+    if (llvm::isa<mlir::memref::LoadOp>(op))
+      return true;
+    const llvm::StringRef dialect = op->getDialect() ? op->getDialect()->getNamespace() : "";
+    return (dialect == "arith" || dialect == "math") && op->getNumRegions() == 0 &&
+           llvm::all_of(op->getResultTypes(), [](mlir::Type t) { return t.isIntOrIndexOrFloat(); });
   };
   // (upstream's sinkOperationsIntoLaunchOp keeps an op whose operand is a
   // function argument the launch does not use already: a view of the scratch
