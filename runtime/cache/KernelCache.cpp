@@ -298,7 +298,8 @@ void KernelCache::store(const trace::TraceKey& key, const trace::TraceGraph& gra
   e.meta.fingerprint = fingerprint;
   e.meta.entry = compiled.entry;
   e.meta.format = compiled.format;
-  e.meta.dispatches = compiled.dispatches;
+  // A host object's one dispatch is its entry symbol.
+  if (compiled.format != BinaryFormat::SharedObject) e.meta.dispatches = compiled.dispatches;
   e.meta.device = cache::deviceOfFormat(compiled.format);
   e.meta.ops = describeGraphOps(graph);
   e.meta.inputs = describeGraphInputs(graph);

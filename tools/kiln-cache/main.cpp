@@ -194,10 +194,14 @@ int cmdStats(const std::string& dir) {
               dir.c_str(), count, total, bad, temps, tempBytes, static_cast<long long>(kiln::settings().cache_max_mb));
   const std::string why = kiln::exec::checkCacheDirectory(dir);
   std::printf("trusted %s\n", why.empty() ? "yes" : ("no: " + why).c_str());
-  for (const auto& [fp, v] : byFp)
-    std::printf("target %s: %d entries, %lld bytes%s (llvm %s, cpu %s)\n", cache::fingerprintDigest(fp).c_str(),
-                v.first, v.second, fp == host ? ", this host" : "", cache::fingerprintField(fp, "llvm").c_str(),
-                cache::fingerprintField(fp, "cpu").c_str());
+  for (const auto& [fp, v] : byFp) {
+    // A GPU's fingerprint names its target and device; the host's its CPU.
+    const std::string gpu = cache::fingerprintField(fp, "target");
+    const std::string what = gpu.empty() ? "cpu " + cache::fingerprintField(fp, "cpu")
+                                         : gpu + ", device " + cache::fingerprintField(fp, "device");
+    std::printf("target %s: %d entries, %lld bytes%s (llvm %s, %s)\n", cache::fingerprintDigest(fp).c_str(), v.first,
+                v.second, fp == host ? ", this host" : "", cache::fingerprintField(fp, "llvm").c_str(), what.c_str());
+  }
   if (!host.empty()) std::printf("host target %s\n", cache::fingerprintDigest(host).c_str());
   return 0;
 }
@@ -236,6 +240,23 @@ int cmdExplain(const std::string& dir, const std::string& prefix) {
     cache::Entry e;
     if (!readHead(it, &e, &error)) {
       std::printf("%s: bad entry (%s)\n", it.name.c_str(), error.c_str());
+      continue;
+    }
+    if (e.meta.format != kiln::exec::BinaryFormat::SharedObject) {
+      // A GPU kernel loads in a process that has its device, if this build
+      // of Kiln made it (the tool opens no device).
+      std::string stale;
+      for (const char* field : {"kiln", "llvm", "pipeline"}) {
+        const std::string want = cache::fingerprintField(host, field), have = cache::fingerprintField(e.meta.fingerprint, field);
+        if (want != have) {
+          stale = std::string(field) + ": cached by '" + have + "', this Kiln has '" + want + "'";
+          break;
+        }
+      }
+      std::printf("%s (%s): a %s kernel for %s (%s): %s\n", it.name.c_str(), e.meta.ops.c_str(), e.meta.device.c_str(),
+                  cache::fingerprintField(e.meta.fingerprint, "target").c_str(),
+                  cache::fingerprintField(e.meta.fingerprint, "device").c_str(),
+                  stale.empty() ? "loads on that device" : ("another Kiln build made it: " + stale).c_str());
       continue;
     }
     const std::string diff = cache::describeDifference(e.meta.keyWords, host, e.meta.keyWords, e.meta.fingerprint);

@@ -23,6 +23,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <sys/wait.h>
 #include <functional>
 #include <future>
 #include <limits>
@@ -34,6 +36,7 @@
 #include "runtime/backends/Hal.h"
 #include "runtime/backends/gpu/CachingAllocator.h"
 #include "runtime/capi/DLPackVersioned.h"
+#include "runtime/exec/Executable.h"
 #include "test/unit/exec/JitScope.h"
 #include "test/unit/trace/ExpectError.h"
 
@@ -57,14 +60,21 @@ std::vector<float> ramp(size_t n, float start = -3.0f, float step = 0.37f) {
 class LevelZeroTest : public ::testing::Test {
  protected:
   void SetUp() override { REQUIRE_LEVEL_ZERO(); }
-  JitScope jit_{JitMode::Off};  // tier 0 only: the Level Zero device has no compile target yet
+  JitScope jit_{JitMode::Off};  // tier 0 only (LevelZeroTier1 compiles)
 };
 
 TEST_F(LevelZeroTest, DeviceIsTheTestDriversAndNamed) {
   hal::DeviceContext& ctx = hal::deviceContext(kZe);
   EXPECT_NE(ctx.name().find("Kiln test device (OpenCL"), std::string::npos) << ctx.name();
   EXPECT_FALSE(ctx.hostAccessible());
-  EXPECT_FALSE(ctx.compileTarget().has_value());
+  // Hot traces compile to SPIR-V for this device: its name and driver are in
+  // the fingerprint kernels are cached under.
+  ASSERT_TRUE(ctx.compileTarget().has_value());
+  EXPECT_EQ(ctx.compileTarget()->kind, exec::CompileTarget::Kind::Spirv);
+  EXPECT_NE(ctx.compileTarget()->fingerprint().find("device=Kiln test device (OpenCL"), std::string::npos);
+  EXPECT_NE(ctx.compileTarget()->fingerprint().find(" driver 1"), std::string::npos);
+  ASSERT_NE(ctx.kernelLoader(), nullptr);
+  EXPECT_EQ(ctx.kernelLoader()->fingerprint(), ctx.compileTarget()->fingerprint());
   EXPECT_EQ(device_count(Device::LevelZero), 1);
   expectError([] { hal::deviceContext(Device::level_zero(1)); }, {"level_zero:1", "1 device"});
   EXPECT_EQ(Device::parse("level_zero:0"), kZe);
@@ -287,9 +297,9 @@ struct OpCase {
 
 class LevelZeroOps : public LevelZeroTest {};
 
-TEST_F(LevelZeroOps, EveryOpMatchesTheCpu) {
+std::vector<OpCase> opCases() {
   using T = const Tensor&;
-  const std::vector<OpCase> cases = {
+  return {
       {"neg", Bound::Exact, [](T a, T) { return neg(a); }},
       {"abs", Bound::Exact, [](T a, T) { return abs(a); }},
       {"relu", Bound::Exact, [](T a, T) { return relu(a); }},
@@ -353,13 +363,22 @@ TEST_F(LevelZeroOps, EveryOpMatchesTheCpu) {
       {"concat", Bound::Exact, [](T a, T b) { return concat({a, b}, 0); }},
       {"softmax", Bound::Transcendental, [](T a, T) { return softmax(a, -1); }},
   };
+}
+
+/// Runs every case on every dtype of `types` on the CPU and on level_zero:0
+/// and compares them; returns how many programs were compared.
+/// The CPU side is interpreted; the device side runs in `deviceJit` (with
+/// threshold 1: a compiling mode compiles each program before its first run).
+int compareWithTheCpu(const std::vector<OpCase>& cases, std::initializer_list<DType> types,
+                      JitMode deviceJit = JitMode::Off) {
   int compared = 0, skipped = 0;
-  for (DType t : kAllTypes) {
+  for (DType t : types) {
     Tensor ac = input(t, 6, 5, 1), bc = input(t, 6, 5, 2);
     Tensor ag = ac.to(kZe), bg = bc.to(kZe);
     for (const OpCase& c : cases) {
       Tensor want;
       try {
+        JitScope interpreted(JitMode::Off);
         want = c.fn(ac, bc);
         want.to_vector<double>();
       } catch (const Error&) {
@@ -369,15 +388,28 @@ TEST_F(LevelZeroOps, EveryOpMatchesTheCpu) {
       const std::string what = c.name + " " + std::string(dtype_name(t));
       Tensor got;
       try {
+        JitScope device(deviceJit, 1);
+        const Stats before = stats();
         got = c.fn(ag, bg);
+        got.to_vector<double>();
+        // A compiling mode runs every program that computes something as a
+        // kernel (an identity such as floor of an integer computes nothing).
+        const Stats after = stats();
+        if (deviceJit != JitMode::Off && after.compiled_runs == before.compiled_runs &&
+            after.interpreted_ops != before.interpreted_ops)
+          ADD_FAILURE() << what << " ran interpreted: " << after.compile_failures - before.compile_failures
+                        << " compile failure(s)";
         EXPECT_EQ(got.device(), kZe) << what;
         got = got.to(Device::cpu());
       } catch (const Error& e) {
         ADD_FAILURE() << what << ": " << e.what();
         continue;
       }
-      ASSERT_EQ(got.dtype(), want.dtype()) << what;
-      ASSERT_EQ(got.shape(), want.shape()) << what;
+      if (got.dtype() != want.dtype() || got.shape() != want.shape()) {
+        ADD_FAILURE() << what << ": " << dtype_name(got.dtype()) << got.shape().str() << ", the CPU has "
+                      << dtype_name(want.dtype()) << want.shape().str();
+        continue;
+      }
       const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
       for (size_t i = 0; i < g.size(); ++i) {
         if (std::isnan(w[i])) {
@@ -393,7 +425,13 @@ TEST_F(LevelZeroOps, EveryOpMatchesTheCpu) {
   }
   std::printf("level_zero:0 op differential: %d op/dtype programs compared with the CPU, %d not defined\n", compared,
               skipped);
-  EXPECT_GT(compared, 300);
+  return compared;
+}
+
+TEST_F(LevelZeroOps, EveryOpMatchesTheCpu) {
+  EXPECT_GT(compareWithTheCpu(opCases(), {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::i32,
+                                          DType::i8, DType::u8, DType::boolean}),
+            300);
 }
 
 TEST_F(LevelZeroOps, CastsBetweenEveryPairOfDtypesMatchTheCpu) {
@@ -430,6 +468,133 @@ TEST_F(LevelZeroOps, LeavesMatchTheCpu) {
                               w = randn({300}, 9, t).to_vector<double>();
     for (size_t i = 0; i < g.size(); ++i)
       EXPECT_NEAR(g[i], w[i], tolerance(Bound::Transcendental, t, w[i])) << "randn " << dtype_name(t) << " " << i;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Tier 1: hot traces compiled to SPIR-V (jit/targets/spirv), launched by the
+// device's kernel loader, cached on disk and replayed by another process.
+
+class LevelZeroTier1 : public ::testing::Test {
+ protected:
+  void SetUp() override { REQUIRE_LEVEL_ZERO(); }
+};
+
+TEST_F(LevelZeroTier1, EveryOpCompiledToSpirvMatchesTheInterpretedCpu) {
+  reset_stats();
+  const int compared = compareWithTheCpu(opCases(), {DType::f32, DType::i32, DType::boolean}, JitMode::Sync);
+  const Stats s = stats();
+  EXPECT_GT(compared, 100);
+  EXPECT_EQ(s.compile_failures, 0u) << s.str();
+  EXPECT_GE(s.compiled_runs, static_cast<uint64_t>(compared) * 9 / 10) << s.str();
+}
+
+/// A training-like step on level_zero:0: matmul, bias, tanh, softmax, a loss
+/// reduced to a scalar that later kernels read, and a float constant that
+/// varies between steps (a kernel argument).
+struct DeviceStep {
+  Tensor x = from_vector(ramp(8 * 12, -1.0f, 0.021f), {8, 12}).to(kZe);
+  Tensor w = from_vector(ramp(12 * 5, 0.4f, -0.013f), {12, 5}).to(kZe);
+  Tensor b = from_vector(ramp(5, 0.1f, 0.05f), {5}).to(kZe);
+
+  std::vector<float> run(float lr) {
+    Tensor h = tanh(matmul(x, w) + b);
+    Tensor p = softmax(h, 1);
+    Tensor loss = mean(sum(p * h, {1}));
+    w = w - (h.sum() * lr) * loss;  // every element reads the loss
+    std::vector<float> r = w.to(Device::cpu()).to_vector<float>();
+    step();
+    return r;
+  }
+};
+
+std::vector<std::vector<float>> runSteps(int n) {
+  DeviceStep d;
+  std::vector<std::vector<float>> out;
+  for (int i = 0; i < n; ++i) out.push_back(d.run(0.01f * static_cast<float>(i + 1)));
+  return out;
+}
+
+void expectClose(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].size(), want[i].size());
+    for (size_t k = 0; k < got[i].size(); ++k)
+      EXPECT_NEAR(got[i][k], want[i][k], 1e-5 * std::max(1.0f, std::fabs(want[i][k]))) << "step " << i << " [" << k << "]";
+  }
+}
+
+TEST_F(LevelZeroTier1, ATrainingStepCompilesWholeAndMatchesTheInterpreter) {
+  std::vector<std::vector<float>> want;
+  {
+    JitScope off(JitMode::Off);
+    want = runSteps(5);
+  }
+  JitScope sync(JitMode::Sync, 2);
+  reset_stats();
+  expectClose(runSteps(5), want);
+  const Stats s = stats();
+  EXPECT_EQ(s.compile_failures, 0u) << s.str();
+  EXPECT_GE(s.compiled_runs, 3u) << s.str();
+  EXPECT_GT(s.kernel_launches, s.compiled_runs) << s.str();  // several kernels a step
+}
+
+/// A private cache directory, removed at the end.
+struct CacheDir {
+  std::string path;
+  CacheDir() {
+    char tmpl[] = "/tmp/kiln-ze-cache-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~CacheDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+/// Runs this binary's LevelZeroTier1Child.Main with `env` added; its exit status.
+int runChild(const std::vector<std::string>& env) {
+  std::string cmd;
+  for (const std::string& e : env) cmd += e + " ";
+  cmd += "'" + std::filesystem::read_symlink("/proc/self/exe").string() +
+         "' --gtest_filter=LevelZeroTier1Child.Main >/dev/null 2>&1";
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+TEST_F(LevelZeroTier1, ASecondProcessReplaysTheKernelsFromTheDiskCache) {
+  CacheDir dir;
+  // First process: compiles and stores the step's SPIR-V.
+  EXPECT_EQ(runChild({"KILN_TEST_ZE_ROLE=compile", "KILN_JIT=sync", "KILN_JIT_THRESHOLD=2", "KILN_CACHE=on",
+                      "KILN_CACHE_DIR=" + dir.path}),
+            0);
+  // Second: replay only, strict (a missing kernel is an error), no compiler.
+  EXPECT_EQ(runChild({"KILN_TEST_ZE_ROLE=replay", "KILN_JIT=replay", "KILN_JIT_THRESHOLD=2", "KILN_REPLAY_STRICT=1",
+                      "KILN_CACHE=on", "KILN_CACHE_DIR=" + dir.path}),
+            0);
+}
+
+/// The child side of ASecondProcessReplaysTheKernelsFromTheDiskCache.
+TEST(LevelZeroTier1Child, Main) {
+  const char* role = std::getenv("KILN_TEST_ZE_ROLE");
+  if (!role) GTEST_SKIP() << "run by LevelZeroTier1.ASecondProcessReplaysTheKernelsFromTheDiskCache";
+  REQUIRE_LEVEL_ZERO();
+  std::vector<std::vector<float>> want;
+  {
+    JitScope off(JitMode::Off);
+    want = runSteps(4);
+  }
+  reset_stats();
+  expectClose(runSteps(4), want);
+  const Stats s = stats();
+  // The step's first run has its learning rate in the key; from the second
+  // on it is a kernel argument (one key, one kernel).
+  if (std::string(role) == "compile") {
+    EXPECT_EQ(s.compile_failures, 0u) << s.str();
+    EXPECT_GE(s.cache_stores, 1u) << s.str();
+    EXPECT_GE(s.compiled_runs, 2u) << s.str();
+  } else {
+    EXPECT_EQ(s.compiles, 0u) << s.str();
+    EXPECT_GE(s.cache_disk_hits, 1u) << s.str();
+    EXPECT_GE(s.compiled_runs, 3u) << s.str();
+    EXPECT_FALSE(exec::compilerLoaded()) << "replay loaded the compiler";
   }
 }
 
