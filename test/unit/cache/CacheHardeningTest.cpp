@@ -298,6 +298,85 @@ TEST(CacheMetadata, ResignedEntriesWithWrongMetadataAreDroppedAndRecompiled) {
   }
 }
 
+TEST(CacheMetadata, GpuEntriesKeepTheirLaunchesAndRefuseLaunchesBeyondTheirKernel) {
+  TempDir dir;
+  Data d;
+  cache::Entry host;
+  std::string error;
+  ASSERT_TRUE(cache::decode(slurp(fillCache(dir.str(), d)), &host, &error)) << error;
+  uint32_t inputs = 0, outputs = 0;
+  ASSERT_TRUE(cache::kernelBufferCounts(host.meta.keyWords, &inputs, &outputs));
+  ASSERT_GT(inputs, 0u);
+  ASSERT_GT(outputs, 0u);
+  // The same key as a Level Zero kernel: SPIR-V bytes and two launches.
+  using Arg = exec::DispatchArg;
+  cache::Entry gpu = host;
+  gpu.meta.format = exec::BinaryFormat::Spirv;
+  gpu.meta.device = "level_zero";
+  gpu.meta.entry.clear();
+  gpu.meta.scratchBytes = 4096;
+  gpu.meta.kernelCount = 2;
+  gpu.meta.dispatches = {
+      {"kernel_a", {4, 1, 1}, {256, 1, 1}, {{Arg::Kind::Input, 0}, {Arg::Kind::Scratch, 1024}, {Arg::Kind::Index, -7}}},
+      {"kernel_b", {2, 3, 1}, {32, 8, 1},
+       {{Arg::Kind::Scratch, 1024}, {Arg::Kind::Input, inputs - 1}, {Arg::Kind::Output, outputs - 1}}}};
+  gpu.object = std::string("\x03\x02\x23\x07", 4) + std::string(60, '\0');
+  EXPECT_EQ(cache::checkMetadata(gpu.meta, gpu.meta.keyHash), "");
+  cache::Entry back;
+  ASSERT_TRUE(cache::decode(cache::encode(gpu), &back, &error)) << error;
+  EXPECT_EQ(back.meta.format, exec::BinaryFormat::Spirv);
+  EXPECT_EQ(back.meta.device, "level_zero");
+  ASSERT_EQ(back.meta.dispatches.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back.meta.dispatches[i].symbol, gpu.meta.dispatches[i].symbol);
+    EXPECT_EQ(back.meta.dispatches[i].grid, gpu.meta.dispatches[i].grid);
+    EXPECT_EQ(back.meta.dispatches[i].block, gpu.meta.dispatches[i].block);
+    EXPECT_EQ(back.meta.dispatches[i].args, gpu.meta.dispatches[i].args);
+  }
+  EXPECT_EQ(back.object, gpu.object);
+  // Host entries keep the format older readers know (no format line).
+  EXPECT_EQ(cache::encode(host).find("format="), std::string::npos);
+
+  const std::vector<Damage> damages = {
+      {"an input beyond the kernel's", [](cache::Entry& e) { e.meta.dispatches[0].args[0].index = 99; }, "reads input 99"},
+      {"an output beyond the kernel's",
+       [&](cache::Entry& e) { e.meta.dispatches[1].args[2].index = outputs; }, "writes output"},
+      {"a pointer past the scratch", [](cache::Entry& e) { e.meta.dispatches[0].args[1].index = 4096; },
+       "bytes of scratch"},
+      {"a negative scratch offset", [](cache::Entry& e) { e.meta.dispatches[0].args[1].index = -64; },
+       "bytes of scratch"},
+      {"dynamic sizes", [](cache::Entry& e) { e.meta.dispatches[0].args[2].kind = Arg::Kind::Sizes; },
+       "dynamic sizes"},
+      {"a block of 2048 threads", [](cache::Entry& e) { e.meta.dispatches[0].block[0] = 2048; }, "out of range"},
+      {"a block of 64x32", [](cache::Entry& e) { e.meta.dispatches[1].block = {64, 32, 1}; }, "threads in a block"},
+      {"an empty grid", [](cache::Entry& e) { e.meta.dispatches[1].grid[1] = 0; }, "out of range"},
+      {"a name that is no kernel's", [](cache::Entry& e) { e.meta.dispatches[0].symbol = "a;rm -rf"; },
+       "not a kernel name"},
+      {"launches and kernel count disagree", [](cache::Entry& e) { e.meta.kernelCount = 3; }, "kernel_count=3"},
+      {"a host entry symbol", [&](cache::Entry& e) { e.meta.entry = host.meta.entry; }, "host entry symbol"},
+      {"SPIR-V said to run on the CPU", [](cache::Entry& e) { e.meta.device = "cpu"; }, "does not run SPIR-V"},
+      {"a host object with launches",
+       [&](cache::Entry& e) {
+         e.meta.format = exec::BinaryFormat::SharedObject;
+         e.meta.device = "cpu";
+         e.meta.entry = host.meta.entry;
+       },
+       "host kernel with GPU launches"},
+  };
+  for (const Damage& dmg : damages) {
+    SCOPED_TRACE(dmg.what);
+    cache::Entry bad = gpu;
+    dmg.apply(bad);
+    const std::string why = cache::checkMetadata(bad.meta, gpu.meta.keyHash);
+    EXPECT_NE(why.find(dmg.why), std::string::npos) << why;
+  }
+  // A GPU entry without launches does not even decode.
+  cache::Entry none = gpu;
+  none.meta.dispatches.clear();
+  EXPECT_FALSE(cache::decode(cache::encode(none), &back, &error));
+  EXPECT_NE(error.find("incomplete metadata"), std::string::npos) << error;
+}
+
 TEST(CacheMetadata, DynamicShapeEntriesAreCheckedAgainstTheirSizes) {
   TempDir dir;
   Tensor w = rand({19, 23}, 2, DType::f32, -1, 1), b = rand({23}, 3, DType::f32, -1, 1);

@@ -16,107 +16,10 @@
 #include "runtime/exec/CompileTarget.h"
 #include "runtime/exec/Executable.h"
 #include "runtime/trace/TraceGraph.h"
+#include "test/unit/exec/GpuTargetCases.h"
 
 namespace kiln::exec {
 namespace {
-
-/// Builds a TraceGraph node by node (what the recorder and extractGraph do).
-class GraphBuilder {
- public:
-  uint32_t param(DType t, const Shape& s) {
-    trace::Node n;
-    n.op = core::OpKind::Param;
-    n.dtype = t;
-    n.shape = s;
-    n.i0 = static_cast<int64_t>(g_.inputs.size());
-    g_.inputs.push_back(add(n));
-    return g_.inputs.back();
-  }
-  uint32_t op(core::OpKind k, DType t, const Shape& s, std::vector<uint32_t> ins, std::vector<int64_t> attrs = {},
-              int64_t i0 = 0, bool keepdim = false) {
-    trace::Node n;
-    n.op = k;
-    n.dtype = t;
-    n.shape = s;
-    n.i0 = i0;
-    n.keepdim = keepdim;
-    n.numInputs = static_cast<uint16_t>(ins.size());
-    n.inputs = static_cast<uint32_t>(g_.operands.size());
-    g_.operands.insert(g_.operands.end(), ins.begin(), ins.end());
-    n.numAttrs = static_cast<uint16_t>(attrs.size());
-    n.attrs = static_cast<uint32_t>(g_.attrs.size());
-    g_.attrs.insert(g_.attrs.end(), attrs.begin(), attrs.end());
-    return add(n);
-  }
-  trace::TraceGraph output(uint32_t id) {
-    g_.outputs.push_back(id);
-    return g_;
-  }
-
- private:
-  uint32_t add(const trace::Node& n) {
-    g_.nodes.push_back(n);
-    return static_cast<uint32_t>(g_.nodes.size() - 1);
-  }
-  trace::TraceGraph g_;
-};
-
-using core::OpKind;
-
-struct Case {
-  const char* name;
-  std::function<trace::TraceGraph()> graph;
-};
-
-std::vector<Case> cases() {
-  const DType f = DType::f32;
-  return {
-      {"elementwise_chain",
-       [=] {
-         GraphBuilder b;
-         uint32_t x = b.param(f, {1000});
-         uint32_t e = b.op(OpKind::Tanh, f, {1000}, {x});
-         uint32_t m = b.op(OpKind::Mul, f, {1000}, {e, x});
-         return b.output(b.op(OpKind::Exp, f, {1000}, {m}));
-       }},
-      {"broadcast_add_2d",
-       [=] {
-         GraphBuilder b;
-         uint32_t x = b.param(f, {33, 70});
-         uint32_t bias = b.param(f, {70});
-         uint32_t bb = b.op(OpKind::BroadcastTo, f, {33, 70}, {bias});
-         return b.output(b.op(OpKind::Add, f, {33, 70}, {x, bb}));
-       }},
-      {"row_sum_keepdim",
-       [=] {
-         GraphBuilder b;
-         uint32_t x = b.param(f, {16, 300});
-         return b.output(b.op(OpKind::ReduceSum, f, {16, 1}, {x}, {1}, 0, true));
-       }},
-      {"full_max_reduction",
-       [=] {
-         GraphBuilder b;
-         uint32_t x = b.param(f, {40, 50});
-         return b.output(b.op(OpKind::ReduceMax, f, {}, {x}, {0, 1}));
-       }},
-      {"matmul_relu",
-       [=] {
-         GraphBuilder b;
-         uint32_t a = b.param(f, {24, 40});
-         uint32_t w = b.param(f, {40, 56});
-         uint32_t mm = b.op(OpKind::Matmul, f, {24, 56}, {a, w});
-         return b.output(b.op(OpKind::Relu, f, {24, 56}, {mm}));
-       }},
-      {"cast_and_compare",
-       [=] {
-         GraphBuilder b;
-         uint32_t x = b.param(DType::i32, {7, 9, 11});
-         uint32_t c = b.op(OpKind::Cast, f, {7, 9, 11}, {x});
-         uint32_t y = b.param(f, {7, 9, 11});
-         return b.output(b.op(OpKind::Lt, DType::boolean, {7, 9, 11}, {c, y}));
-       }},
-  };
-}
 
 /// Writes `text` to a temporary file and runs ptxas on it for `sm`.
 bool ptxasAccepts(const std::string& text, int sm, std::string* log) {
@@ -142,7 +45,7 @@ TEST(NvptxTarget, EveryFamilyCompilesToPtxThatPtxasAccepts) {
   TraceCompiler* compiler = loadCompiler();
   ASSERT_NE(compiler, nullptr);
   for (int sm : {80, 90}) {
-    for (const Case& c : cases()) {
+    for (const Case& c : gpuTargetCases()) {
       SCOPED_TRACE(std::string(c.name) + " sm_" + std::to_string(sm));
       const trace::TraceGraph g = c.graph();
       CompileResult r = compiler->compile(g, std::string(c.name) + "_sm" + std::to_string(sm), CompileTarget::nvptx(sm));
@@ -178,6 +81,7 @@ TEST(NvptxTarget, EveryFamilyCompilesToPtxThatPtxasAccepts) {
 TEST(NvptxTarget, RefusesWhatItCannotCompile) {
   TraceCompiler* compiler = loadCompiler();
   ASSERT_NE(compiler, nullptr);
+  using core::OpKind;
   GraphBuilder b;
   uint32_t x = b.param(DType::f32, {-1 - 0, 8});  // extent -1: dynamic size number 0
   const trace::TraceGraph g = b.output(b.op(OpKind::Exp, DType::f32, {-1, 8}, {x}));
@@ -185,7 +89,7 @@ TEST(NvptxTarget, RefusesWhatItCannotCompile) {
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.error.find("dynamic-shape"), std::string::npos) << r.error;
   CompileTarget noSm = CompileTarget::nvptx(0);
-  r = compiler->compile(cases()[0].graph(), "no_sm", noSm);
+  r = compiler->compile(gpuTargetCases()[0].graph(), "no_sm", noSm);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.error.find("SM and PTX versions"), std::string::npos) << r.error;
 }
