@@ -70,6 +70,32 @@ void launchSerialWork(mlir::func::FuncOp kernel) {
   }
 }
 
+/// Parallel loops nested in a serial loop that hoistParallelLoops could not
+/// interchange become serial too: the serial loop runs as one one-thread
+/// launch (launchSerialWork), and a launch cannot contain launches.
+void serializeNestedParallelLoops(mlir::func::FuncOp kernel) {
+  llvm::SmallVector<mlir::scf::ParallelOp> nested;
+  for (mlir::Operation &op : kernel.getBody().front())
+    if (llvm::isa<mlir::scf::ForOp>(op))
+      op.walk([&](mlir::scf::ParallelOp p) { nested.push_back(p); });
+  // Innermost first (walk's post-order), so each clone copies serial loops.
+  for (mlir::scf::ParallelOp p : nested) {
+    if (p.getNumReductions() != 0)
+      continue;
+    mlir::OpBuilder b(p);
+    mlir::IRMapping map;
+    for (auto [lb, ub, step, iv] :
+         llvm::zip(p.getLowerBound(), p.getUpperBound(), p.getStep(), p.getInductionVars())) {
+      auto loop = b.create<mlir::scf::ForOp>(p.getLoc(), lb, ub, step);
+      map.map(iv, loop.getInductionVar());
+      b.setInsertionPoint(loop.getBody()->getTerminator());
+    }
+    for (mlir::Operation &op : p.getBody()->without_terminator())
+      b.clone(op, map);
+    p.erase();
+  }
+}
+
 /// A reduction over a leading axis lowers to `scf.for k { scf.parallel j }`:
 /// each j accumulates into its own element, so the nest is interchanged to
 /// `scf.parallel j { scf.for k }`, one thread per element.
@@ -353,6 +379,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
   if (!runPassPipeline(*module, "convert-linalg-to-parallel-loops,canonicalize,cse"))
     return fail("loops");
   hoistParallelLoops(kernel);
+  serializeNestedParallelLoops(kernel);
   tileParallelLoops(kernel);
   // Canonicalized first: the conversion wants constant steps and bounds.
   if (!runPassPipeline(*module, "canonicalize,func.func(gpu-map-parallel-loops,convert-parallel-loops-to-gpu)"))

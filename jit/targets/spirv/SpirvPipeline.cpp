@@ -13,6 +13,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Dialect/SPIRV/IR/SPIRVAttributes.h"
 #include "mlir/Dialect/SPIRV/IR/SPIRVDialect.h"
 #include "mlir/Dialect/SPIRV/IR/TargetAndABI.h"
@@ -60,16 +61,17 @@ void loopResultsOrInit(mlir::gpu::GPUModuleOp module) {
 }
 
 /// Fixes each kernel's work-group size (its dispatch's block) and marks it
-/// an entry point. False when a kernel has no dispatch.
-bool setEntryPoints(mlir::gpu::GPUModuleOp module, const exec::CompileResult &result) {
+/// an entry point. A kernel no launch uses (its launch folded away after
+/// outlining) is dropped.
+void setEntryPoints(mlir::gpu::GPUModuleOp module, const exec::CompileResult &result) {
   std::map<std::string, std::array<int64_t, 3>> blocks;
   for (const exec::KernelDispatch &d : result.dispatches)
     blocks[d.symbol] = d.block;
-  bool ok = true;
+  llvm::SmallVector<mlir::gpu::GPUFuncOp> unused;
   module.walk([&](mlir::gpu::GPUFuncOp func) {
     auto it = blocks.find(func.getName().str());
     if (it == blocks.end()) {
-      ok = false;
+      unused.push_back(func);
       return;
     }
     const int32_t size[3] = {static_cast<int32_t>(it->second[0]), static_cast<int32_t>(it->second[1]),
@@ -77,7 +79,8 @@ bool setEntryPoints(mlir::gpu::GPUModuleOp module, const exec::CompileResult &re
     func->setAttr(mlir::spirv::getEntryPointABIAttrName(),
                   mlir::spirv::getEntryPointABIAttr(func.getContext(), size));
   });
-  return ok;
+  for (mlir::gpu::GPUFuncOp func : unused)
+    func.erase();
 }
 
 class SpirvPipeline final : public TargetPipeline {
@@ -89,6 +92,7 @@ public:
     mlir::kiln::registerAllPasses();
     mlir::registerGPUPasses();
     mlir::spirv::registerSPIRVPasses();
+    mlir::registerSCFPasses();
   }
 
   exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name,
@@ -131,13 +135,14 @@ public:
     };
     for (auto gpuModule : module->getOps<mlir::gpu::GPUModuleOp>()) {
       loopResultsOrInit(gpuModule);
-      if (!setEntryPoints(gpuModule, result))
-        return fail("entry points (a kernel without a launch)");
+      setEntryPoints(gpuModule, result);
     }
     auto t2 = Clock::now();
-    // Views, reshapes and subviews inside kernels fold into their loads and
-    // stores (SPIR-V pointers carry no layout).
-    if (!runPassPipeline(*module, "gpu.module(fold-memref-alias-ops,lower-affine,canonicalize,cse)"))
+    // Parallel loops left inside kernels (nested in a serial loop) run
+    // serially in their thread. Views, reshapes and subviews inside kernels
+    // fold into their loads and stores (SPIR-V pointers carry no layout).
+    if (!runPassPipeline(*module, "gpu.module(scf-parallel-for-to-nested-fors,fold-memref-alias-ops,lower-affine,"
+                                  "canonicalize,cse)"))
       return fail("memref folding");
     // convert-math-to-spirv picks OpenCL's extended instructions from the
     // nearest target environment: the top-level module's.
