@@ -262,7 +262,11 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
     const int64_t p = tParamOfInput[pos];
     const trace::Node* node = &trace.nodes[tNodeOfInput[pos]];
     for (int64_t x : target.readIndices(trace.params[p].view, node->dtype, node->shape))
-      if (x < 0 || x >= extent) return false;
+      if (x < 0 || x >= extent) {
+        log().debug("compiled trace: index {} of input {} is outside [0, {}); the interpreter runs it", x, pos,
+                    extent);
+        return false;
+      }
   }
   std::vector<void*> args;
   // Each input's dense buffer: the parameter's own view, or a dense copy.
