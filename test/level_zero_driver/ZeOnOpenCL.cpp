@@ -26,6 +26,7 @@
 // every later wait returns ZE_RESULT_ERROR_DEVICE_LOST.
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
+#include <CL/cl_ext.h>
 #include <level_zero/ze_api.h>
 
 #include <algorithm>
@@ -54,6 +55,7 @@ struct Platform {
   cl_context context = nullptr;
   std::string name;
   uint64_t memory = 0;
+  bool fp16 = false, fp64 = false;  ///< the OpenCL device's half and double support
   std::string fail;  ///< KILN_TEST_ZE_FAIL
   uint64_t limit = 0;
 };
@@ -276,6 +278,11 @@ ze_result_t zeInit(ze_init_flags_t) {
   cl_ulong mem = 0;
   clGetDeviceInfo(p->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, nullptr);
   p->memory = p->limit ? p->limit : mem;
+  cl_device_fp_config half = 0, dbl = 0;
+  clGetDeviceInfo(p->device, CL_DEVICE_HALF_FP_CONFIG, sizeof half, &half, nullptr);
+  clGetDeviceInfo(p->device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof dbl, &dbl, nullptr);
+  p->fp16 = half != 0;
+  p->fp64 = dbl != 0;
   cl_int err = CL_SUCCESS;
   p->context = clCreateContext(nullptr, 1, &p->device, nullptr, nullptr, &err);
   if (err != CL_SUCCESS) {
@@ -320,6 +327,12 @@ ze_result_t zeDeviceGetProperties(ze_device_handle_t, ze_device_properties_t* pr
   props->deviceId = 0x0c1;
   std::snprintf(props->name, ZE_MAX_DEVICE_NAME, "%s", gPlatform->name.c_str());
   props->maxMemAllocSize = gPlatform->memory;
+  return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t zeDeviceGetModuleProperties(ze_device_handle_t, ze_device_module_properties_t* props) {
+  props->spirvVersionSupported = ZE_MAKE_VERSION(1, 4);
+  props->flags = (gPlatform->fp16 ? ZE_DEVICE_MODULE_FLAG_FP16 : 0) | (gPlatform->fp64 ? ZE_DEVICE_MODULE_FLAG_FP64 : 0);
   return ZE_RESULT_SUCCESS;
 }
 

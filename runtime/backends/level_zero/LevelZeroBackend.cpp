@@ -52,8 +52,16 @@ class LevelZeroDeviceContext final : public DeviceContext {
                            std::to_string(driverVersion);
     for (char& c : identity)
       if (c == '\n' || c == '\r') c = ' ';
-    // Tier-0 kernels already use f16 and f64 (tools/kiln-gpu-kernels).
-    target_ = exec::CompileTarget::spirv({"Float16", "Float64"}, identity);
+    // Compiled kernels use f16 and f64 where the device has them (many
+    // Intel GPUs have no f64: such traces then stay in tier 0).
+    ze_device_module_properties_t moduleProps = {};
+    moduleProps.stype = ZE_STRUCTURE_TYPE_DEVICE_MODULE_PROPERTIES;
+    std::vector<std::string> capabilities;
+    if (api.deviceGetModuleProperties(found.device, &moduleProps) == ZE_RESULT_SUCCESS) {
+      if (moduleProps.flags & ZE_DEVICE_MODULE_FLAG_FP16) capabilities.push_back("Float16");
+      if (moduleProps.flags & ZE_DEVICE_MODULE_FLAG_FP64) capabilities.push_back("Float64");
+    }
+    target_ = exec::CompileTarget::spirv(std::move(capabilities), identity);
     stream_ = std::make_unique<level_zero::ZeStream>(handle_);
     allocator_ = std::make_unique<level_zero::ZeCachingAllocator>(handle_, *stream_, totalMemory_);
     ops_ = std::make_unique<level_zero::ZeOpLibrary>(handle_, *stream_);

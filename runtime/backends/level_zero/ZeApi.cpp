@@ -43,6 +43,7 @@ Loaded load() {
   resolve(handle, a.deviceGet, "zeDeviceGet", missing);
   resolve(handle, a.deviceGetProperties, "zeDeviceGetProperties", missing);
   resolve(handle, a.deviceGetMemoryProperties, "zeDeviceGetMemoryProperties", missing);
+  resolve(handle, a.deviceGetModuleProperties, "zeDeviceGetModuleProperties", missing);
   resolve(handle, a.contextCreate, "zeContextCreate", missing);
   resolve(handle, a.contextDestroy, "zeContextDestroy", missing);
   resolve(handle, a.commandListCreateImmediate, "zeCommandListCreateImmediate", missing);

@@ -19,6 +19,7 @@ struct ZeApi {
   decltype(&::zeDeviceGet) deviceGet = nullptr;
   decltype(&::zeDeviceGetProperties) deviceGetProperties = nullptr;
   decltype(&::zeDeviceGetMemoryProperties) deviceGetMemoryProperties = nullptr;
+  decltype(&::zeDeviceGetModuleProperties) deviceGetModuleProperties = nullptr;
   decltype(&::zeContextCreate) contextCreate = nullptr;
   decltype(&::zeContextDestroy) contextDestroy = nullptr;
   decltype(&::zeCommandListCreateImmediate) commandListCreateImmediate = nullptr;
