@@ -7,14 +7,21 @@
 #       binaries, the differential fuzzer, the gradient checks, the digits
 #       demo and its data, the fake CUDA driver (for a dry run), the TBB/
 #       spdlog/fmt/gtest/zlib/libstdc++ shared libraries they need, and run.sh.
+#       It also packs a kernel cache with the digits demo's compiled step for
+#       sm_90 (tier 1: PTX from Kiln's NVPTX pipeline, compiled here by
+#       running the demo on the fake driver, which launches compiled kernels
+#       without computing them).
 #   OUT_DIR/run.sh [--fake]
 #       On the GPU machine (a CUDA driver, nothing of ours installed): runs
 #       the backend conformance suite and the CUDA suite on cuda:0, then with
 #       cuda:0 as the default device the differential fuzzer (random programs
 #       on the GPU's tier 0 against the CPU interpreter), the gradient checks
-#       and the digits demo, and writes the results next to it. --fake runs
+#       and the digits demo, then the demo again replaying the packed PTX
+#       (KILN_JIT=replay: its compiled step runs on the GPU and must learn as
+#       the interpreter does), and writes the results next to it. --fake runs
 #       the same on the packed fake driver (how the package is tested on a
-#       machine without a GPU).
+#       machine without a GPU; there the replayed kernels compute nothing, so
+#       only their loading and launching is checked).
 #
 # What it does not do yet (issue 14): the timings against PyTorch (chain8,
 # softmax, layer_norm, GEMM, MLP step) that would go to bench/RESULTS-gpu.md.
@@ -55,6 +62,16 @@ done
 # libkiln by its soname and its file name.
 cp -P "$BUILD"/runtime/libkiln.so* "$OUT/lib/"
 
+# Tier 1: the demo's kernels compiled for sm_90 (the fake reports an sm_90
+# device), into a cache the GPU machine replays.
+mkdir -m 700 "$OUT/cache"
+if ! KILN_CUDA_LIBRARY="$BUILD/test/cuda_driver/libkiln_fake_cuda.so" KILN_FAKE_CUDA_COMPILED=launch \
+     KILN_DEFAULT_DEVICE=cuda:0 KILN_JIT=sync KILN_CACHE=on KILN_CACHE_DIR="$OUT/cache" \
+     "$BUILD/samples/train_digits" --epochs 3 --min-accuracy 0 --min-compiled-steps 100 \
+     --data samples/data/digits.csv.gz > "$OUT/cache-fill.log" 2>&1; then
+  echo "gpu-check: compiling the demo's kernels for sm_90 failed ($OUT/cache-fill.log)" >&2; exit 1
+fi
+
 cat > "$OUT/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs Kiln's CUDA checks on this machine's GPU (or, with --fake, on the
@@ -63,7 +80,9 @@ set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export KILN_CACHE=off
+fake=0
 if [ "${1:-}" = --fake ]; then
+  fake=1
   export KILN_CUDA_LIBRARY="$here/lib/libkiln_fake_cuda.so"
   filter='-CudaNoDriver.*:CudaTest.KernelFault*:CudaTest.LostDevice*'
 else
@@ -93,6 +112,19 @@ run() {  # run NAME PROGRAM ARGS...: a gtest suite, its XML kept
   else
     echo "FAIL digits demo on cuda:0 (results/digits.log)"; status=1
   fi
+  # Tier 1: the packed PTX, replayed (a private copy: the cache refuses
+  # directories others could write to).
+  cache=$(mktemp -d)
+  cp "$here"/cache/*.kiln "$cache"/
+  if [ "$fake" = 1 ]; then replay_args=(--min-accuracy 0); export KILN_FAKE_CUDA_COMPILED=launch; else replay_args=(); fi
+  if KILN_DEFAULT_DEVICE=cuda:0 KILN_JIT=replay KILN_REPLAY_STRICT=1 KILN_CACHE=on KILN_CACHE_DIR="$cache" \
+       timeout 300 "$here/bin/train_digits" --epochs 3 --min-compiled-steps 100 "${replay_args[@]}" \
+       --data "$here/digits.csv.gz" > "$here/results/digits-replay.log" 2>&1; then
+    echo "PASS digits demo replaying compiled PTX on cuda:0: $(grep -m1 'training steps' "$here/results/digits-replay.log"), $(grep -m1 'test accuracy' "$here/results/digits-replay.log")"
+  else
+    echo "FAIL digits demo replaying compiled PTX on cuda:0 (results/digits-replay.log)"; status=1
+  fi
+  rm -rf "$cache"
 } | tee "$here/results/summary.txt"
 grep -q '^FAIL' "$here/results/summary.txt" && status=1
 exit $status

@@ -18,6 +18,11 @@
 // kernel of the same op and dtypes (runtime/interp) on the decoded
 // parameters. That exercises everything the backend does around a launch
 // (kernel choice, parameter packing, strides, streams, memory), not the PTX.
+// Modules of compiled traces (any other kernel) are refused at
+// cuModuleLoadData, so Kiln keeps such traces in tier 0 and computes right;
+// with KILN_FAKE_CUDA_COMPILED=launch they load, and each launch is checked
+// (parameter count and sizes, pointer parameters, those marked .ptr in the
+// PTX, inside live allocations) and counted, but computes nothing.
 #include "test/cuda_driver/FakeCuda.h"
 
 #include <cuda.h>
@@ -86,6 +91,7 @@ struct Global {
   CUresult sticky = CUDA_SUCCESS;
   Fault lostAfter;
   std::atomic<size_t> rejected{0};
+  std::atomic<size_t> compiledLaunches{0};
 };
 Global& global() {
   static Global* g = new Global();
@@ -259,16 +265,23 @@ CUresult onDevice(Device* d, const std::function<void()>& fn) {
   return r;
 }
 
+/// An entry point's parameters: their sizes, and which are pointers (.ptr).
+struct Signature {
+  std::vector<std::size_t> params;
+  std::vector<bool> pointer;
+};
+
 struct Module {
   Device* device = nullptr;
   std::string ptx;
-  std::map<std::string, std::vector<std::size_t>> entries;  ///< name -> parameter sizes
+  std::map<std::string, Signature> entries;
 };
 
 struct Function {
   Module* module = nullptr;
   std::string name;
   std::vector<std::size_t> params;
+  std::vector<bool> pointer;
 };
 
 struct Driver {
@@ -305,7 +318,7 @@ Device* deviceOfPointer(uintptr_t p) {
 }
 
 /// The .entry signatures of a PTX module: name -> parameter sizes.
-bool parsePtx(const std::string& ptx, int deviceSm, std::map<std::string, std::vector<std::size_t>>* entries) {
+bool parsePtx(const std::string& ptx, int deviceSm, std::map<std::string, Signature>* entries) {
   if (ptx.find(".version") == std::string::npos) return false;
   std::smatch target;
   static const std::regex targetRe(R"(\.target\s+sm_(\d+))");
@@ -314,16 +327,17 @@ bool parsePtx(const std::string& ptx, int deviceSm, std::map<std::string, std::v
   static const std::regex entryRe(R"(\.entry\s+([A-Za-z_$][\w$]*)\s*\(([^)]*)\))");
   // ".param .u64 name", ".param .u64 .ptr .align 1 name", ".param .align 8 .b8 name[48]"
   static const std::regex paramRe(
-      R"(\.param\s+(?:\.align\s+\d+\s+)?\.([a-z]+)(\d+)(?:\s+\.ptr)?(?:\s+\.(?:global|shared|const|local))?(?:\s+\.align\s+\d+)?\s+[\w$]+(?:\[(\d+)\])?)");
+      R"(\.param\s+(?:\.align\s+\d+\s+)?\.([a-z]+)(\d+)(\s+\.ptr)?(?:\s+\.(?:global|shared|const|local))?(?:\s+\.align\s+\d+)?\s+[\w$]+(?:\[(\d+)\])?)");
   for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), entryRe); it != std::sregex_iterator(); ++it) {
-    std::vector<std::size_t> sizes;
+    Signature sig;
     const std::string params = (*it)[2];
     for (auto p = std::sregex_iterator(params.begin(), params.end(), paramRe); p != std::sregex_iterator(); ++p) {
       const std::size_t bits = std::stoul((*p)[2]);
-      const std::size_t count = (*p)[3].matched ? std::stoul((*p)[3]) : 1;
-      sizes.push_back(bits / 8 * count);
+      const std::size_t count = (*p)[4].matched ? std::stoul((*p)[4]) : 1;
+      sig.params.push_back(bits / 8 * count);
+      sig.pointer.push_back((*p)[3].matched);
     }
-    (*entries)[(*it)[1]] = sizes;
+    (*entries)[(*it)[1]] = sig;
   }
   return !entries->empty();
 }
@@ -503,6 +517,15 @@ struct Tier0Launch {
     }
   }
 };
+
+/// KILN_FAKE_CUDA_COMPILED=launch: modules of compiled traces load.
+bool acceptsCompiledKernels() {
+  static const bool accept = [] {
+    const char* v = std::getenv("KILN_FAKE_CUDA_COMPILED");
+    return v && std::string(v) == "launch";
+  }();
+  return accept;
+}
 
 void reject(const std::string& why) {
   ++global().rejected;
@@ -939,6 +962,12 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
   m->device = tCurrent;
   m->ptx = static_cast<const char*>(image);
   if (!parsePtx(m->ptx, tCurrent->sm, &m->entries)) return CUDA_ERROR_INVALID_PTX;
+  for (const auto& [name, sig] : m->entries)
+    if (!tier0Specs().count(name) && !acceptsCompiledKernels()) {
+      enter("refused-module", name + ": a compiled kernel; the fake runs only tier-0 kernels (KILN_FAKE_CUDA_COMPILED=launch "
+                              "loads such modules and launches them without computing)");
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
   std::lock_guard<std::mutex> lock(driver().mutex);
   driver().modules.insert(m.get());
   *module = reinterpret_cast<CUmodule>(m.release());
@@ -963,7 +992,7 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction* f, CUmodule module, const char*
   }
   auto it = m->entries.find(name);
   if (it == m->entries.end()) return CUDA_ERROR_NOT_FOUND;
-  *f = reinterpret_cast<CUfunction>(new Function{m, name, it->second});  // lives as long as the process
+  *f = reinterpret_cast<CUfunction>(new Function{m, name, it->second.params, it->second.pointer});  // lives as long as the process
   return CUDA_SUCCESS;
 }
 
@@ -1009,8 +1038,16 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
   }
   auto spec = tier0Specs().find(fn->name);
   if (spec == tier0Specs().end()) {
-    reject(fn->name + ": not a Kiln tier-0 kernel; the fake runs no other kernels");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    // A compiled trace's kernel (its module loaded with
+    // KILN_FAKE_CUDA_COMPILED=launch): checked and ordered, not computed.
+    for (size_t i = 0; i < values.size(); ++i)
+      if (fn->pointer[i] && !s->device->live(values[i], 1)) {
+        reject(fn->name + ": pointer parameter " + std::to_string(i) + " is not device memory of this context");
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    ++global().compiledLaunches;
+    s->enqueue([] { return CUDA_SUCCESS; });
+    return CUDA_SUCCESS;
   }
   if (static_cast<int>(values.size()) != spec->second.paramCount()) {
     reject(fn->name + ": the PTX declares " + std::to_string(values.size()) + " parameters, the kernel list " +
@@ -1093,5 +1130,7 @@ size_t kiln_fake_cuda_bytes_allocated(int device) {
 }
 
 size_t kiln_fake_cuda_rejected_launches() { return global().rejected.load(); }
+
+size_t kiln_fake_cuda_compiled_launches() { return global().compiledLaunches.load(); }
 
 }  // extern "C"

@@ -27,4 +27,7 @@ size_t kiln_fake_cuda_bytes_allocated(int device);
 /// Launches whose parameters or launch shape the fake rejected (each also
 /// returned an error to the caller).
 size_t kiln_fake_cuda_rejected_launches();
+/// Launches of compiled traces' kernels (KILN_FAKE_CUDA_COMPILED=launch):
+/// checked, ordered on their stream, not computed.
+size_t kiln_fake_cuda_compiled_launches();
 }

@@ -197,8 +197,9 @@ int cmdStats(const std::string& dir) {
   for (const auto& [fp, v] : byFp) {
     // A GPU's fingerprint names its target and device; the host's its CPU.
     const std::string gpu = cache::fingerprintField(fp, "target");
+    const std::string device = cache::fingerprintField(fp, "device");
     const std::string what = gpu.empty() ? "cpu " + cache::fingerprintField(fp, "cpu")
-                                         : gpu + ", device " + cache::fingerprintField(fp, "device");
+                                         : gpu + (device.empty() ? "" : ", device " + device);
     std::printf("target %s: %d entries, %lld bytes%s (llvm %s, %s)\n", cache::fingerprintDigest(fp).c_str(), v.first,
                 v.second, fp == host ? ", this host" : "", cache::fingerprintField(fp, "llvm").c_str(), what.c_str());
   }
@@ -253,10 +254,11 @@ int cmdExplain(const std::string& dir, const std::string& prefix) {
           break;
         }
       }
-      std::printf("%s (%s): a %s kernel for %s (%s): %s\n", it.name.c_str(), e.meta.ops.c_str(), e.meta.device.c_str(),
+      const std::string device = cache::fingerprintField(e.meta.fingerprint, "device");
+      std::printf("%s (%s): a %s kernel for %s%s: %s\n", it.name.c_str(), e.meta.ops.c_str(), e.meta.device.c_str(),
                   cache::fingerprintField(e.meta.fingerprint, "target").c_str(),
-                  cache::fingerprintField(e.meta.fingerprint, "device").c_str(),
-                  stale.empty() ? "loads on that device" : ("another Kiln build made it: " + stale).c_str());
+                  device.empty() ? "" : (" (" + device + ")").c_str(),
+                  stale.empty() ? "loads on such a device" : ("another Kiln build made it: " + stale).c_str());
       continue;
     }
     const std::string diff = cache::describeDifference(e.meta.keyWords, host, e.meta.keyWords, e.meta.fingerprint);

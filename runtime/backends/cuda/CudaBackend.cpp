@@ -6,6 +6,7 @@
 #include "kiln/error.h"
 #include "runtime/backends/cuda/CudaApi.h"
 #include "runtime/backends/cuda/CudaCachingAllocator.h"
+#include "runtime/backends/cuda/CudaKernelLoader.h"
 #include "runtime/backends/cuda/CudaOpLibrary.h"
 #include "runtime/backends/cuda/CudaStream.h"
 #include "runtime/backends/cuda/PinnedStaging.h"
@@ -40,15 +41,18 @@ class CudaDeviceContext final : public DeviceContext {
     stream_ = std::make_unique<cuda::CudaStream>(handle_);
     allocator_ = std::make_unique<cuda::CudaCachingAllocator>(handle_, *stream_);
     ops_ = std::make_unique<cuda::CudaOpLibrary>(handle_, *stream_, smVersion_);
+    // PTX for the device's SM; the driver JIT-compiles it, so any driver
+    // that runs the GPU loads it (the driver version is not in the key).
+    target_ = exec::CompileTarget::nvptx(smVersion_, cuda::ptxVersionFor(smVersion_));
+    loader_ = std::make_unique<cuda::CudaKernelLoader>(handle_, *stream_, target_.fingerprint());
   }
 
   Device device() const override { return handle_.device; }
   std::string name() const override { return name_; }
   bool hostAccessible() const override { return false; }
-  /// Hot traces stay in the op library until the backend launches compiled
-  /// PTX (the NVPTX pipeline exists; preparing its executables here does not yet).
-  std::optional<exec::CompileTarget> compileTarget() const override { return std::nullopt; }
-  exec::KernelLoader* kernelLoader() override { return nullptr; }
+  /// Hot traces compile to PTX for this device's SM (jit/targets/nvptx).
+  std::optional<exec::CompileTarget> compileTarget() const override { return target_; }
+  exec::KernelLoader* kernelLoader() override { return loader_.get(); }
   Allocator& allocator() override { return *allocator_; }
   interp::OpLibrary& ops() override { return *ops_; }
   std::unique_ptr<Stream> createStream() override { return std::make_unique<cuda::CudaStream>(handle_); }
@@ -72,6 +76,8 @@ class CudaDeviceContext final : public DeviceContext {
   std::unique_ptr<cuda::CudaStream> stream_;
   std::unique_ptr<cuda::CudaCachingAllocator> allocator_;
   std::unique_ptr<cuda::CudaOpLibrary> ops_;
+  exec::CompileTarget target_;
+  std::unique_ptr<cuda::CudaKernelLoader> loader_;
 };
 
 class CudaDriver final : public Driver {

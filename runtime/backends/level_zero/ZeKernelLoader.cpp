@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "runtime/backends/gpu/CompiledLaunches.h"
 
 namespace kiln::hal::level_zero {
 
@@ -47,7 +48,7 @@ class ZeExecutable final : public exec::Executable {
     for (const exec::KernelDispatch& d : dispatches_) {
       ze_kernel_handle_t kernel = kernels_.at(d.symbol);
       for (std::size_t i = 0; i < d.args.size(); ++i) {
-        const uint64_t value = argument(d.args[i], args);
+        const uint64_t value = launchArgument(d.args[i], args, inputs_, outputs_);
         device_.check(device_.api->kernelSetArgumentValue(kernel, static_cast<uint32_t>(i), sizeof value, &value),
                       ("zeKernelSetArgumentValue (" + d.symbol + ")").c_str());
       }
@@ -65,18 +66,6 @@ class ZeExecutable final : public exec::Executable {
   int kernelCount() const override { return static_cast<int>(dispatches_.size()); }
 
  private:
-  uint64_t argument(const exec::DispatchArg& a, void** args) const {
-    switch (a.kind) {
-      case exec::DispatchArg::Kind::Input: return reinterpret_cast<uint64_t>(args[a.index]);
-      case exec::DispatchArg::Kind::Output: return reinterpret_cast<uint64_t>(args[inputs_ + a.index]);
-      case exec::DispatchArg::Kind::Scratch:
-        return reinterpret_cast<uint64_t>(static_cast<char*>(args[inputs_ + outputs_]) + a.index);
-      case exec::DispatchArg::Kind::Index: return static_cast<uint64_t>(a.index);
-      case exec::DispatchArg::Kind::Sizes: break;  // refused by load()
-    }
-    return 0;
-  }
-
   ZeDeviceHandle& device_;
   ZeStream& stream_;
   ze_module_handle_t module_;
@@ -97,23 +86,10 @@ std::shared_ptr<exec::Executable> ZeKernelLoader::load(const exec::KernelImage& 
     *error = std::string("a Level Zero device runs SPIR-V, not ") + exec::binaryFormatName(image.format);
     return nullptr;
   }
-  if (image.dispatches.empty()) {
-    *error = "a SPIR-V binary without launches";
+  if (std::string why = checkLaunches(image); !why.empty()) {
+    *error = why;
     return nullptr;
   }
-  for (const exec::KernelDispatch& d : image.dispatches)
-    for (const exec::DispatchArg& a : d.args) {
-      const bool inRange =
-          (a.kind == exec::DispatchArg::Kind::Input && a.index >= 0 && a.index < image.inputs) ||
-          (a.kind == exec::DispatchArg::Kind::Output && a.index >= 0 && a.index < image.outputs) ||
-          (a.kind == exec::DispatchArg::Kind::Scratch && a.index >= 0 &&
-           static_cast<std::size_t>(a.index) < image.scratchBytes) ||
-          a.kind == exec::DispatchArg::Kind::Index;
-      if (!inRange) {
-        *error = "launch of " + d.symbol + " has an argument beyond the kernel's buffers";
-        return nullptr;
-      }
-    }
   std::shared_ptr<ZeExecutable> exe;
   try {
     ze_module_handle_t module = device_.buildSpirvModule(image.object.data(), image.object.size(), "compiled trace");

@@ -14,6 +14,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <sys/wait.h>
 #include <future>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include "kiln/kiln_c.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/backends/cuda/CudaCachingAllocator.h"
+#include "runtime/exec/Executable.h"
 #include "test/unit/exec/JitScope.h"
 #include "test/unit/trace/ExpectError.h"
 
@@ -50,6 +53,7 @@ int inject(const char* kind, int skip, int times) { return fakeHook<int(const ch
 void resetFaults() { fakeHook<void()>("kiln_fake_cuda_reset_faults")(); }
 size_t calls(const char* name) { return fakeHook<size_t(const char*)>("kiln_fake_cuda_calls")(name); }
 size_t rejectedLaunches() { return fakeHook<size_t()>("kiln_fake_cuda_rejected_launches")(); }
+size_t compiledLaunches() { return fakeHook<size_t()>("kiln_fake_cuda_compiled_launches")(); }
 
 /// Holds the device's default stream until open(): work enqueued meanwhile
 /// has demonstrably not run.
@@ -82,7 +86,7 @@ class CudaTest : public ::testing::Test {
     ASSERT_GE(device_count(Device::CUDA), 1) << "ctest runs this with KILN_CUDA_LIBRARY=libkiln_fake_cuda.so";
     if (onFakeDriver()) ASSERT_EQ(device_count(Device::CUDA), 1);
   }
-  JitScope jit_{JitMode::Off};  // tier 0 only: the CUDA device has no compile target yet
+  JitScope jit_{JitMode::Off};  // tier 0 only (CudaCompiled and the tier-1 tests compile)
 };
 
 TEST_F(CudaTest, DeviceIsTheFakeDriversAndNamed) {
@@ -92,7 +96,12 @@ TEST_F(CudaTest, DeviceIsTheFakeDriversAndNamed) {
     EXPECT_NE(ctx.name().find("sm_90"), std::string::npos) << ctx.name();
   }
   EXPECT_FALSE(ctx.hostAccessible());
-  EXPECT_FALSE(ctx.compileTarget().has_value());
+  // Hot traces compile to PTX for the device's SM.
+  ASSERT_TRUE(ctx.compileTarget().has_value());
+  EXPECT_EQ(ctx.compileTarget()->kind, exec::CompileTarget::Kind::Nvptx);
+  if (onFakeDriver()) EXPECT_EQ(ctx.compileTarget()->str(), "nvptx sm_90 ptx80");
+  ASSERT_NE(ctx.kernelLoader(), nullptr);
+  EXPECT_EQ(ctx.kernelLoader()->fingerprint(), ctx.compileTarget()->fingerprint());
   if (onFakeDriver()) expectError([] { hal::deviceContext(Device::cuda(1)); }, {"cuda:1", "1 device"});
 }
 
@@ -402,6 +411,123 @@ TEST_F(CudaTest, LostDeviceIsAnErrorAtTheNextCall) {
 }
 
 // Run with KILN_CUDA_LIBRARY naming a library that does not exist.
+// ---------------------------------------------------------------------------
+// Tier 1: hot traces compiled to PTX (jit/targets/nvptx), loaded and launched
+// by the device's kernel loader. The fake refuses compiled modules unless
+// KILN_FAKE_CUDA_COMPILED=launch (kiln_cuda_tests_compiled), and then checks
+// each launch against the PTX's signature without computing it.
+
+/// A training-like step: matmul, bias, tanh, softmax, a loss reduced to a
+/// scalar that later kernels read, and a learning rate that varies between
+/// steps (a kernel argument).
+struct CudaStep {
+  Device device;
+  Tensor x, w, b;
+  explicit CudaStep(Device d)
+      : device(d), x(from_vector(ramp(8 * 12, -1.0f, 0.021f), {8, 12}).to(d)),
+        w(from_vector(ramp(12 * 5, 0.4f, -0.013f), {12, 5}).to(d)), b(from_vector(ramp(5, 0.1f, 0.05f), {5}).to(d)) {}
+  std::vector<float> run(float lr) {
+    Tensor h = tanh(matmul(x, w) + b);
+    Tensor loss = mean(sum(softmax(h, 1) * h, {1}));
+    w = w - (h.sum() * lr) * loss;
+    std::vector<float> r = w.to(Device::cpu()).to_vector<float>();
+    step();
+    return r;
+  }
+};
+
+std::vector<std::vector<float>> runCudaSteps(Device d, int n) {
+  CudaStep s(d);
+  std::vector<std::vector<float>> out;
+  for (int i = 0; i < n; ++i) out.push_back(s.run(0.01f * static_cast<float>(i + 1)));
+  return out;
+}
+
+TEST_F(CudaTest, CompiledModulesTheDriverRefusesLeaveTheirTracesInTierZero) {
+  REQUIRE_FAKE_DRIVER();
+  if (std::getenv("KILN_FAKE_CUDA_COMPILED")) GTEST_SKIP() << "the fake loads compiled modules in this run";
+  if (!exec::loadCompiler()) GTEST_SKIP() << "no compiler in this process (scripts/gpu-check.sh ships none)";
+  const auto want = runCudaSteps(Device::cpu(), 4);
+  const size_t refusedBefore = calls("refused-module");
+  JitScope sync(JitMode::Sync, 1);
+  reset_stats();
+  const auto got = runCudaSteps(kCuda, 4);
+  const Stats s = stats();
+  // The compile worked; cuModuleLoadData refused the PTX: counted as a
+  // failed compile, and every step ran (right) in tier 0.
+  EXPECT_GE(s.compile_failures, 1u) << s.str();
+  EXPECT_EQ(s.compiled_runs, 0u) << s.str();
+  EXPECT_GT(calls("refused-module"), refusedBefore);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    for (size_t k = 0; k < got[i].size(); ++k) EXPECT_NEAR(got[i][k], want[i][k], 1e-5) << i << " " << k;
+}
+
+class CudaCompiled : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GE(device_count(Device::CUDA), 1) << "ctest runs this with KILN_CUDA_LIBRARY=libkiln_fake_cuda.so";
+    if (!onFakeDriver() || !std::getenv("KILN_FAKE_CUDA_COMPILED"))
+      GTEST_SKIP() << "run by kiln_cuda_tests_compiled (the fake with KILN_FAKE_CUDA_COMPILED=launch)";
+    if (!exec::loadCompiler()) GTEST_SKIP() << "no compiler in this process";
+  }
+};
+
+TEST_F(CudaCompiled, CompiledStepsLaunchTheirKernelsAsThePtxDeclaresThem) {
+  JitScope sync(JitMode::Sync, 2);
+  reset_stats();
+  const size_t launchesBefore = compiledLaunches(), rejectedBefore = rejectedLaunches();
+  const uint64_t deviceLaunchesBefore = hal::deviceContext(kCuda).counters().launches;
+  runCudaSteps(kCuda, 5);  // the fake computes no compiled kernel: values are not checked here
+  hal::deviceContext(kCuda).synchronize();
+  const Stats s = stats();
+  EXPECT_EQ(s.compile_failures, 0u) << s.str();
+  EXPECT_GE(s.compiled_runs, 3u) << s.str();
+  // Every kernel of every compiled run reached the driver, with parameters
+  // of the PTX's sizes and pointers into live device memory.
+  EXPECT_EQ(rejectedLaunches(), rejectedBefore);
+  EXPECT_EQ(compiledLaunches() - launchesBefore, s.kernel_launches) << s.str();
+  EXPECT_GT(s.kernel_launches, s.compiled_runs) << "several kernels a step";
+  EXPECT_GE(hal::deviceContext(kCuda).counters().launches - deviceLaunchesBefore, s.kernel_launches);
+}
+
+TEST_F(CudaCompiled, ASecondProcessReplaysThePtxFromTheDiskCache) {
+  char tmpl[] = "/tmp/kiln-cuda-cache-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  auto child = [&](const std::string& role, const std::string& env) {
+    const std::string cmd = "KILN_TEST_CUDA_ROLE=" + role + " KILN_CACHE=on KILN_CACHE_DIR=" + dir +
+                            " KILN_JIT_THRESHOLD=2 " + env + " '" +
+                            std::filesystem::read_symlink("/proc/self/exe").string() +
+                            "' --gtest_filter=CudaCompiledChild.Main >/dev/null 2>&1";
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  };
+  EXPECT_EQ(child("compile", "KILN_JIT=sync"), 0);
+  EXPECT_EQ(child("replay", "KILN_JIT=replay KILN_REPLAY_STRICT=1"), 0);
+  std::filesystem::remove_all(dir);
+}
+
+/// The child side of ASecondProcessReplaysThePtxFromTheDiskCache.
+TEST(CudaCompiledChild, Main) {
+  const char* role = std::getenv("KILN_TEST_CUDA_ROLE");
+  if (!role) GTEST_SKIP() << "run by CudaCompiled.ASecondProcessReplaysThePtxFromTheDiskCache";
+  reset_stats();
+  const size_t launchesBefore = compiledLaunches();
+  runCudaSteps(kCuda, 4);
+  hal::deviceContext(kCuda).synchronize();
+  const Stats s = stats();
+  if (std::string(role) == "compile") {
+    EXPECT_EQ(s.compile_failures, 0u) << s.str();
+    EXPECT_GE(s.cache_stores, 1u) << s.str();
+  } else {
+    EXPECT_EQ(s.compiles, 0u) << s.str();
+    EXPECT_GE(s.cache_disk_hits, 1u) << s.str();
+    EXPECT_GE(s.compiled_runs, 3u) << s.str();
+    EXPECT_FALSE(exec::compilerLoaded()) << "replay loaded the compiler";
+  }
+  EXPECT_EQ(compiledLaunches() - launchesBefore, s.kernel_launches) << s.str();
+}
+
 TEST(CudaNoDriver, DeviceCountIsZeroAndUseSaysWhatIsMissing) {
   EXPECT_EQ(device_count(Device::CUDA), 0);
   expectError([] { zeros({2}, DType::f32, Device::cuda(0)); },

@@ -4,6 +4,7 @@
 
 #include "kiln/device.h"
 #include "runtime/backends/Hal.h"
+#include "runtime/exec/Executable.h"
 
 namespace kiln {
 
@@ -13,10 +14,15 @@ inline Device deviceUnderTest() {
   return d;
 }
 
-/// Whether the device under test compiles hot traces (a device without a
-/// compile target, e.g. level_zero today, runs them in its tier 0: the
-/// differential suites then compare its op library with the CPU's).
-inline bool deviceUnderTestCompiles() { return hal::deviceContext(deviceUnderTest()).compileTarget().has_value(); }
+/// Whether the device under test compiles hot traces: it has a compile
+/// target and this process has the compiler (scripts/gpu-check.sh ships
+/// none). Otherwise its traces run in its tier 0, and the differential
+/// suites compare its op library with the CPU's.
+inline bool deviceUnderTestCompiles() {
+  static const bool compiles =
+      hal::deviceContext(deviceUnderTest()).compileTarget().has_value() && exec::loadCompiler() != nullptr;
+  return compiles;
+}
 
 /// Sets the default device for one scope.
 class DefaultDevice {

@@ -230,7 +230,7 @@ void checkSeed(uint64_t seed) {
   auto compiled = runProgram(seed, JitMode::Sync, &jitTypes);
   ASSERT_EQ(refTypes, jitTypes) << "seed " << seed;
   ASSERT_EQ(reference.size(), compiled.size());
-  EXPECT_EQ(stats().compile_failures, 0u) << "seed " << seed << " failed to compile";
+  if (deviceUnderTestCompiles()) EXPECT_EQ(stats().compile_failures, 0u) << "seed " << seed << " failed to compile";
   // Traces with zero-size tensors stay interpreted by design, as does every
   // trace on a device that does not compile.
   if (!deviceUnderTestCompiles())
@@ -295,7 +295,7 @@ TEST(DifferentialFuzz, MixedRegionsAndInterpretedNodes) {
     }
     Stats s = stats();
     EXPECT_EQ(s.compiles, 0u) << "seed " << seed << ": a first run is never compiled whole";
-    EXPECT_EQ(s.region_compile_failures, 0u) << "seed " << seed << "\n" << s.str();
+    if (deviceUnderTestCompiles()) EXPECT_EQ(s.region_compile_failures, 0u) << "seed " << seed << "\n" << s.str();
     // Compiled regions and interpreted nodes in the one run.
     mixed += s.mixed_runs == 1 && s.region_launches > 0 && s.interpreted_ops > 0;
     ASSERT_EQ(refTypes, jitTypes) << "seed " << seed;
