@@ -40,28 +40,34 @@ std::string checkDispatches(const EntryMeta& meta, size_t inputs, size_t outputs
     return "kernel_count=" + std::to_string(meta.kernelCount) + " but " + std::to_string(meta.dispatches.size()) +
            " launches";
   for (const KernelDispatch& d : meta.dispatches) {
-    if (d.symbol.empty() || d.symbol.size() > 256) return "a launch with a kernel name of " + std::to_string(d.symbol.size()) + " characters";
-    for (char ch : d.symbol)
-      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') return "launch of '" + d.symbol + "': not a kernel name";
+    const std::string launch = "launch of '" + d.symbol.substr(0, 64) + "'";
+    bool name = !d.symbol.empty() && d.symbol.size() <= 256;
+    for (char ch : d.symbol) name &= std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+    if (!name) return launch + ": not a kernel name";
     int64_t threads = 1;
     for (int i = 0; i < 3; ++i) {
       if (d.grid[i] < 1 || d.grid[i] > int64_t{0x7fffffff} || d.block[i] < 1 || d.block[i] > 1024)
-        return "launch of " + d.symbol + ": grid or block extent out of range";
+        return launch + ": grid or block extent out of range";
       threads *= d.block[i];
     }
-    if (threads > 1024) return "launch of " + d.symbol + ": " + std::to_string(threads) + " threads in a block";
+    if (threads > 1024) return launch + ": " + std::to_string(threads) + " threads in a block";
     for (const DispatchArg& a : d.args) {
+      const auto at = static_cast<uint64_t>(a.index);
       switch (a.kind) {
         case DispatchArg::Kind::Input:
-          if (a.index < 0 || static_cast<size_t>(a.index) >= inputs) return "launch of " + d.symbol + " reads input " + std::to_string(a.index) + " of " + std::to_string(inputs);
+          if (a.index < 0 || at >= inputs)
+            return launch + " reads input " + std::to_string(a.index) + " of " + std::to_string(inputs);
           break;
         case DispatchArg::Kind::Output:
-          if (a.index < 0 || static_cast<size_t>(a.index) >= outputs) return "launch of " + d.symbol + " writes output " + std::to_string(a.index) + " of " + std::to_string(outputs);
+          if (a.index < 0 || at >= outputs)
+            return launch + " writes output " + std::to_string(a.index) + " of " + std::to_string(outputs);
           break;
         case DispatchArg::Kind::Scratch:
-          if (a.index < 0 || static_cast<uint64_t>(a.index) >= meta.scratchBytes) return "launch of " + d.symbol + " points " + std::to_string(a.index) + " bytes into " + std::to_string(meta.scratchBytes) + " bytes of scratch";
+          if (a.index < 0 || at >= meta.scratchBytes)
+            return launch + " points " + std::to_string(a.index) + " bytes into " +
+                   std::to_string(meta.scratchBytes) + " bytes of scratch";
           break;
-        case DispatchArg::Kind::Sizes: return "launch of " + d.symbol + " takes dynamic sizes (GPU kernels have static shapes)";
+        case DispatchArg::Kind::Sizes: return launch + " takes dynamic sizes (GPU kernels have static shapes)";
         case DispatchArg::Kind::Index: break;
       }
     }

@@ -60,15 +60,17 @@ std::vector<std::string> listEntries(const std::string& dir) {
   return names;
 }
 
+/// The loader of kernels for `device`; null when it has no compiler target.
+KernelLoader* loaderFor(Device device) {
+  return device.kind == Device::CPU ? loadKernelLoader() : hal::deviceContext(device).kernelLoader();
+}
+
 /// The loader of the device a key's kernel runs on (the key's device word:
-/// kind << 32 | index, after the marker of a dynamic key); null when the
-/// device has no compiler target.
+/// kind << 32 | index, after the marker of a dynamic key).
 KernelLoader* loaderFor(const std::vector<uint64_t>& words) {
   const size_t at = cache::isDynamicKey(words) ? 1 : 0;
   if (words.size() <= at || (words[at] >> 32) > Device::Test) return nullptr;
-  const Device device{static_cast<Device::Kind>(words[at] >> 32), static_cast<int>(words[at] & 0xffffffffu)};
-  if (device.kind == Device::CPU) return loadKernelLoader();
-  return hal::deviceContext(device).kernelLoader();
+  return loaderFor(Device{static_cast<Device::Kind>(words[at] >> 32), static_cast<int>(words[at] & 0xffffffffu)});
 }
 
 std::string describeGraphOps(const trace::TraceGraph& g) {
@@ -181,8 +183,7 @@ bool KernelCache::keyWordsOf(uint64_t hash, Device device, Probe probe, std::vec
   std::lock_guard<std::mutex> lock(mutex_);
   DirState& dir = dirLocked();
   if (!dir.usable || (probe == Probe::Listed && !dir.listed.count(hash))) return false;
-  KernelLoader* loader =
-      device.kind == Device::CPU ? loadKernelLoader() : hal::deviceContext(device).kernelLoader();
+  KernelLoader* loader = loaderFor(device);
   if (!loader) return false;
   const std::string path = dir.path + "/" + cache::entryFileName(hash, loader->fingerprint());
   std::string bytes, error;

@@ -356,7 +356,8 @@ std::shared_ptr<Executable> Engine::cachedDynamic(const trace::Trace& trace, con
   }
   if (!kernel) {
     std::vector<uint64_t> words;
-    if (!KernelCache::instance().keyWordsOf(cache::dynamicEntryHash(structure), trace.device, probe, &words)) return nullptr;
+    if (!KernelCache::instance().keyWordsOf(cache::dynamicEntryHash(structure), trace.device, probe, &words))
+      return nullptr;
     const std::vector<uint32_t> scalarArgs =
         profile->scalarArgs ? cache::scalarArgNodes(trace, needed, *profile->scalarArgs) : std::vector<uint32_t>{};
     kernel = planFromCachedKey(structure, trace, needed, scalarArgs, words, std::move(indexChecks));

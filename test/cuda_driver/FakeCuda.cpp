@@ -964,8 +964,8 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
   if (!parsePtx(m->ptx, tCurrent->sm, &m->entries)) return CUDA_ERROR_INVALID_PTX;
   for (const auto& [name, sig] : m->entries)
     if (!tier0Specs().count(name) && !acceptsCompiledKernels()) {
-      enter("refused-module", name + ": a compiled kernel; the fake runs only tier-0 kernels (KILN_FAKE_CUDA_COMPILED=launch "
-                              "loads such modules and launches them without computing)");
+      enter("refused-module", name + ": a compiled kernel; the fake runs only tier-0 kernels "
+                              "(KILN_FAKE_CUDA_COMPILED=launch loads such modules and launches them without computing)");
       return CUDA_ERROR_NOT_SUPPORTED;
     }
   std::lock_guard<std::mutex> lock(driver().mutex);
@@ -992,7 +992,8 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction* f, CUmodule module, const char*
   }
   auto it = m->entries.find(name);
   if (it == m->entries.end()) return CUDA_ERROR_NOT_FOUND;
-  *f = reinterpret_cast<CUfunction>(new Function{m, name, it->second.params, it->second.pointer});  // lives as long as the process
+  // Lives as long as the process.
+  *f = reinterpret_cast<CUfunction>(new Function{m, name, it->second.params, it->second.pointer});
   return CUDA_SUCCESS;
 }
 

@@ -332,7 +332,8 @@ ze_result_t zeDeviceGetProperties(ze_device_handle_t, ze_device_properties_t* pr
 
 ze_result_t zeDeviceGetModuleProperties(ze_device_handle_t, ze_device_module_properties_t* props) {
   props->spirvVersionSupported = ZE_MAKE_VERSION(1, 4);
-  props->flags = (gPlatform->fp16 ? ZE_DEVICE_MODULE_FLAG_FP16 : 0) | (gPlatform->fp64 ? ZE_DEVICE_MODULE_FLAG_FP64 : 0);
+  props->flags =
+      (gPlatform->fp16 ? ZE_DEVICE_MODULE_FLAG_FP16 : 0) | (gPlatform->fp64 ? ZE_DEVICE_MODULE_FLAG_FP64 : 0);
   return ZE_RESULT_SUCCESS;
 }
 

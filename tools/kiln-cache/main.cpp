@@ -248,7 +248,8 @@ int cmdExplain(const std::string& dir, const std::string& prefix) {
       // of Kiln made it (the tool opens no device).
       std::string stale;
       for (const char* field : {"kiln", "llvm", "pipeline"}) {
-        const std::string want = cache::fingerprintField(host, field), have = cache::fingerprintField(e.meta.fingerprint, field);
+        const std::string want = cache::fingerprintField(host, field);
+        const std::string have = cache::fingerprintField(e.meta.fingerprint, field);
         if (want != have) {
           stale = std::string(field) + ": cached by '" + have + "', this Kiln has '" + want + "'";
           break;

@@ -322,7 +322,8 @@ bool dispatchesOf(mlir::func::FuncOp kernel, const trace::TraceGraph &graph, con
     for (mlir::Value v : launch.getKernelOperands()) {
       exec::DispatchArg a;
       if (!argOf(v, a)) {
-        result.error = std::string(target) + ": an argument of kernel " + d.symbol + " is neither a buffer nor a constant";
+        result.error =
+            std::string(target) + ": an argument of kernel " + d.symbol + " is neither a buffer nor a constant";
         return false;
       }
       d.args.push_back(a);

@@ -3,7 +3,8 @@
 namespace kiln::hal {
 
 std::string checkLaunches(const exec::KernelImage& image) {
-  if (image.dispatches.empty()) return std::string("a ") + exec::binaryFormatName(image.format) + " binary without launches";
+  if (image.dispatches.empty())
+    return std::string("a ") + exec::binaryFormatName(image.format) + " binary without launches";
   for (const exec::KernelDispatch& d : image.dispatches)
     for (const exec::DispatchArg& a : d.args) {
       const bool inRange =

@@ -520,7 +520,8 @@ void expectClose(const std::vector<std::vector<float>>& got, const std::vector<s
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(got[i].size(), want[i].size());
     for (size_t k = 0; k < got[i].size(); ++k)
-      EXPECT_NEAR(got[i][k], want[i][k], 1e-5 * std::max(1.0f, std::fabs(want[i][k]))) << "step " << i << " [" << k << "]";
+      EXPECT_NEAR(got[i][k], want[i][k], 1e-5 * std::max(1.0f, std::fabs(want[i][k])))
+          << "step " << i << " [" << k << "]";
   }
 }
 

@@ -338,7 +338,8 @@ TEST(CacheMetadata, GpuEntriesKeepTheirLaunchesAndRefuseLaunchesBeyondTheirKerne
   EXPECT_EQ(cache::encode(host).find("format="), std::string::npos);
 
   const std::vector<Damage> damages = {
-      {"an input beyond the kernel's", [](cache::Entry& e) { e.meta.dispatches[0].args[0].index = 99; }, "reads input 99"},
+      {"an input beyond the kernel's", [](cache::Entry& e) { e.meta.dispatches[0].args[0].index = 99; },
+       "reads input 99"},
       {"an output beyond the kernel's",
        [&](cache::Entry& e) { e.meta.dispatches[1].args[2].index = outputs; }, "writes output"},
       {"a pointer past the scratch", [](cache::Entry& e) { e.meta.dispatches[0].args[1].index = 4096; },
