@@ -2,6 +2,7 @@
 
 #include "jit/PipelineSupport.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -26,6 +27,14 @@ void dumpModule(const std::string &dumpDir, const std::string &name, const char 
   llvm::raw_fd_ostream os(dumpDir + "/" + name + "." + stage + ".mlir", ec);
   if (!ec)
     module.print(os);
+}
+
+std::string gpuBinaryObject(mlir::ModuleOp module) {
+  for (auto binary : module.getOps<mlir::gpu::BinaryOp>())
+    for (mlir::Attribute a : binary.getObjects())
+      if (auto object = llvm::dyn_cast<mlir::gpu::ObjectAttr>(a))
+        return object.getObject().getValue().str();
+  return {};
 }
 
 } // namespace kiln::jit

@@ -6,8 +6,39 @@
 #include <string>
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/raw_ostream.h"
 
 namespace kiln::jit {
+
+/// The MLIR context of one compilation (single-threaded, every dialect of
+/// `registry` loaded), whose diagnostics are collected as text for the
+/// compile result's error.
+class CompileContext {
+public:
+  explicit CompileContext(const mlir::DialectRegistry &registry)
+      : context(registry, mlir::MLIRContext::Threading::DISABLED), stream_(diagnostics),
+        handler_(&context, [this](mlir::Diagnostic &d) {
+          stream_ << d << "\n";
+          return mlir::success();
+        }) {
+    context.loadAllAvailableDialects();
+  }
+  CompileContext(const CompileContext &) = delete;
+  CompileContext &operator=(const CompileContext &) = delete;
+
+  mlir::MLIRContext context;
+  std::string diagnostics;
+
+private:
+  llvm::raw_string_ostream stream_;
+  mlir::ScopedDiagnosticHandler handler_;
+};
+
+/// The bytes of the first object of the module's first gpu.binary (what
+/// gpu-module-to-binary made); empty when there is none.
+std::string gpuBinaryObject(mlir::ModuleOp module);
 
 /// Parses and runs a textual pass pipeline on `module`; false when either
 /// fails (the diagnostics went to the context's handler).

@@ -124,14 +124,9 @@ class CpuCompiler final : public TargetPipeline {
     // KILN_DUMP_IR, checked (created if missing, warned about once if unusable).
     const std::string dumpDir = exec::irDumpDirectory();
     auto t0 = Clock::now();
-    mlir::MLIRContext context(registry_, mlir::MLIRContext::Threading::DISABLED);
-    context.loadAllAvailableDialects();
-    std::string diagnostics;
-    llvm::raw_string_ostream diag(diagnostics);
-    mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-      diag << d << "\n";
-      return mlir::success();
-    });
+    CompileContext compile(registry_);
+    mlir::MLIRContext &context = compile.context;
+    const std::string &diagnostics = compile.diagnostics;
     const std::string kernelName = "kernel_" + name;
     auto module = importTraceGraph(context, graph, kernelName, error);
     if (!module) {

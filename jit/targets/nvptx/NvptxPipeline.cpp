@@ -65,14 +65,9 @@ public:
       result.error = "the NVPTX pipeline needs an nvptx target with SM and PTX versions, not " + target.str();
       return result;
     }
-    mlir::MLIRContext context(registry_, mlir::MLIRContext::Threading::DISABLED);
-    context.loadAllAvailableDialects();
-    std::string diagnostics;
-    llvm::raw_string_ostream diag(diagnostics);
-    mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-      diag << d << "\n";
-      return mlir::success();
-    });
+    CompileContext compile(registry_);
+    mlir::MLIRContext &context = compile.context;
+    const std::string &diagnostics = compile.diagnostics;
     gpu::LaunchOptions options;
     options.target = "nvptx";
     auto module = gpu::lowerToGpuLaunches(context, graph, name, options, diagnostics, result);
@@ -93,10 +88,7 @@ public:
     if (!runPassPipeline(*module, pipeline))
       return fail("nvvm/ptx");
     dumpModule(dumpDir, name, "nvptx-2-binary", *module);
-    for (auto binary : module->getOps<mlir::gpu::BinaryOp>())
-      for (mlir::Attribute a : binary.getObjects())
-        if (auto object = llvm::dyn_cast<mlir::gpu::ObjectAttr>(a))
-          result.object = object.getObject().getValue().str();
+    result.object = gpuBinaryObject(*module);
     result.timings.llvmMs = msSince(t2);
     if (result.object.empty())
       return fail("ptx (no gpu.binary)");

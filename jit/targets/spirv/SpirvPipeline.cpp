@@ -114,14 +114,9 @@ public:
       caps.push_back(*cap);
       capList += "," + c;
     }
-    mlir::MLIRContext context(registry_, mlir::MLIRContext::Threading::DISABLED);
-    context.loadAllAvailableDialects();
-    std::string diagnostics;
-    llvm::raw_string_ostream diag(diagnostics);
-    mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-      diag << d << "\n";
-      return mlir::success();
-    });
+    CompileContext compile(registry_);
+    mlir::MLIRContext &context = compile.context;
+    const std::string &diagnostics = compile.diagnostics;
     gpu::LaunchOptions options;
     options.target = "spirv";
     options.sinkScratchViews = false;
@@ -162,10 +157,7 @@ public:
     dumpModule(dumpDir, name, "spirv-2-spirv", *module);
     if (!runPassPipeline(*module, "gpu-module-to-binary{format=bin}"))
       return fail("spirv serialization");
-    for (auto binary : module->getOps<mlir::gpu::BinaryOp>())
-      for (mlir::Attribute a : binary.getObjects())
-        if (auto object = llvm::dyn_cast<mlir::gpu::ObjectAttr>(a))
-          result.object = object.getObject().getValue().str();
+    result.object = gpuBinaryObject(*module);
     result.timings.llvmMs = msSince(t2);
     if (result.object.empty())
       return fail("serialization (no gpu.binary)");
