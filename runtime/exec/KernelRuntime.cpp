@@ -8,6 +8,7 @@
 #include <tbb/parallel_for.h>
 
 #include "runtime/interp/Kernels.h"
+#include "runtime/interp/gemm/Sgemm.h"
 
 #define KILN_RT_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -29,9 +30,26 @@ void matmulBatches(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
   const float* a = reinterpret_cast<const float*>(aPtr) + aOff;
   const float* b = reinterpret_cast<const float*>(bPtr) + bOff;
   float* c = reinterpret_cast<float*>(cPtr) + cOff;
-  for (int64_t i = 0; i < batch; ++i)
+  // One B for every batch (a weight applied to each sequence) and A's and
+  // C's batches stacked row after row: one GEMM of batch * M rows, which
+  // packs B once instead of once per batch.
+  if (batch > 1 && bBs == 0 && aBs == M * aRs && cBs == M * cRs) {
+    M *= batch;
+    batch = 1;
+  }
+  auto one = [&](int64_t i, bool parallel) {
     kiln::interp::sgemmStrided(M, N, K, a + i * aBs, aRs, aCs, b + i * bBs, bRs, bCs, c + i * cBs, cRs, cCs,
-                               accumulate);
+                               accumulate, parallel);
+  };
+  // Small GEMMs of a batch (attention's per-head products) run one per
+  // thread, as the interpreter runs them: each alone would not split.
+  if (batch > 1 && M * N * K < kiln::interp::gemm::kSplitMultiplyAdds) {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, batch, 1), [&](const tbb::blocked_range<int64_t>& r) {
+      for (int64_t i = r.begin(); i < r.end(); ++i) one(i, false);
+    });
+    return;
+  }
+  for (int64_t i = 0; i < batch; ++i) one(i, true);
 }
 }  // namespace
 

@@ -71,10 +71,11 @@ void argReduceKernel(OpKind op, const Arg& in, int axis, bool selectLast, char* 
 void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out);
 
 /// C = A * B, or C += A * B with `accumulate`, for f32 strided matrices
-/// (C's rows may be strided; packed, parallel GEMM when C's columns are
-/// contiguous).
+/// (C's rows may be strided; packed GEMM when C's columns are contiguous,
+/// split over threads with `parallel`).
 void sgemmStrided(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsA, int64_t csA, const float* b,
-                  int64_t rsB, int64_t csB, float* c, int64_t rsC, int64_t csC, bool accumulate);
+                  int64_t rsB, int64_t csB, float* c, int64_t rsC, int64_t csC, bool accumulate,
+                  bool parallel = true);
 
 /// conv2d over NCHW (runtime/interp/ConvKernels.cpp): x [N, C, H, W] and w
 /// [Co, C/groups, kH, kW] strided, f32 or f64; out dense [N, Co, Ho, Wo].

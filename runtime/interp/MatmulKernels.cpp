@@ -50,9 +50,9 @@ void gemmGeneric(int64_t M, int64_t N, int64_t K, Mat<T> a, Mat<T> b, T* c) {
 }  // namespace
 
 void sgemmStrided(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsA, int64_t csA, const float* b,
-                  int64_t rsB, int64_t csB, float* c, int64_t rsC, int64_t csC, bool accumulate) {
+                  int64_t rsB, int64_t csB, float* c, int64_t rsC, int64_t csC, bool accumulate, bool parallel) {
   if (csC == 1) {
-    gemm::sgemm(M, N, K, {a, rsA, csA}, {b, rsB, csB}, c, rsC, accumulate, /*parallel=*/true);
+    gemm::sgemm(M, N, K, {a, rsA, csA}, {b, rsB, csB}, c, rsC, accumulate, parallel);
     return;
   }
   for (int64_t i = 0; i < M; ++i)
@@ -78,7 +78,7 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
     }
     return off;
   };
-  const bool smallBatches = batches > 1 && M * N * K < (1 << 18);
+  const bool smallBatches = batches > 1 && M * N * K < gemm::kSplitMultiplyAdds;
   dispatchNumeric(a.dtype, [&]<class T>() {
     const T* ap = reinterpret_cast<const T*>(a.data);
     const T* bp = reinterpret_cast<const T*>(b.data);

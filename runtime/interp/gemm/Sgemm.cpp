@@ -146,9 +146,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   }
   const MicroKernel& mk = microKernelFor(activeIsa());
   const int MR = mk.mr, NR = mk.nr;
-  // Below about 2^18 multiply-adds (a few microseconds) a split costs more
-  // than it saves.
-  const bool split = parallel && M * N * K >= (int64_t{1} << 18);
+  const bool split = parallel && M * N * K >= kSplitMultiplyAdds;
   const int threads = split ? std::max(1, tbb::this_task_arena::max_concurrency()) : 1;
   const int64_t rowPanels = (M + MR - 1) / MR;
   // Equal blocks rather than full ones and a sliver: K = 1100 runs as two

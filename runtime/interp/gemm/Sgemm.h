@@ -26,6 +26,11 @@ struct StridedMatrix {
   int64_t rs, cs;
 };
 
+/// Below this many multiply-adds (a few microseconds) splitting one GEMM
+/// over threads costs more than it saves: such GEMMs of a batch run one per
+/// thread instead.
+inline constexpr int64_t kSplitMultiplyAdds = int64_t{1} << 18;
+
 /// C[M,N] = A[M,K] * B[K,N], or C += A * B with `accumulate`. C's rows are
 /// `ldc` apart, its columns contiguous. `parallel`: split the work over the
 /// current TBB arena's threads (off when the caller already runs in parallel).

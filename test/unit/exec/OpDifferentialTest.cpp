@@ -635,6 +635,17 @@ TEST(OpDifferential, Matmul) {
                        };
                      }});
   }
+  // The compiled batched GEMM's two shortcuts: many small products run one
+  // per thread (attention heads), and a weight shared by every batch makes
+  // one GEMM of the stacked rows.
+  cases.push_back({"matmul f32 batches", kMatmul, [](InputMaker& in) {
+                     const DType f = DType::f32;
+                     return std::vector<Tensor>{
+                         matmul(in.make(f, {32, 16, 8}), in.make(f, {32, 8, 16})),
+                         matmul(in.make(f, {8, 64, 128}), in.make(f, {128, 40})),
+                         matmul(in.make(f, {3, 5, 64, 32}), in.make(f, {32, 24}, Values::Plain, Layout::Transposed)),
+                     };
+                   }});
   cases.push_back({"matmul f32 i32", kMatmul, [](InputMaker& in) {
                      return std::vector<Tensor>{matmul(in.make(DType::f32, {3, 4}, Values::Plain), in.make(DType::i32, {4, 2}, Values::Plain))};
                    }});
