@@ -250,7 +250,18 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
     // ---- matmul: [..,M,K] x [..,K,N], batch dims broadcast ---------------------------
     case OpKind::Matmul:
       if (need(0)) r[0] = sumToShape(matmul(g, transpose(in[1])), in[0].shape());
-      if (need(1)) r[1] = sumToShape(matmul(transpose(in[0]), g), in[1].shape());
+      if (need(1)) {
+        const int ra = in[0].rank();
+        if (in[1].rank() == 2 && ra >= 3) {
+          // A weight shared by every batch: its gradient sums over the
+          // batches, so the batches' rows stack into one GEMM of K = rows
+          // (one pass, no per-batch products to add up afterwards).
+          const int64_t k = in[0].shape()[ra - 1], cols = g.shape()[g.rank() - 1];
+          r[1] = matmul(transpose(reshape(in[0], {-1, k})), reshape(g, {-1, cols}));
+        } else {
+          r[1] = sumToShape(matmul(transpose(in[0]), g), in[1].shape());
+        }
+      }
       break;
 
     case OpKind::Conv2d: {

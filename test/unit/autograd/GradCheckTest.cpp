@@ -243,6 +243,12 @@ TEST(GradCheck, Matmul) {
   gradcheck("batched", mm, {{Shape{2, 3, 4}}, {Shape{2, 4, 5}}});
   gradcheck("broadcast batch", mm, {{Shape{2, 1, 3, 4}}, {Shape{3, 4, 2}}});
   gradcheck("broadcast batch 2", mm, {{Shape{4, 3}}, {Shape{2, 3, 2}}});
+  // A weight shared by every batch (its gradient one GEMM over the stacked
+  // rows), also with the batched operand a non-contiguous view.
+  gradcheck("shared weight", mm, {{Shape{2, 3, 3, 4}}, {Shape{4, 2}}});
+  gradcheck("shared weight, permuted input",
+            [](const std::vector<Tensor>& x) { return matmul(permute(x[0], {1, 0, 2}), x[1]); },
+            {{Shape{3, 2, 4}}, {Shape{4, 5}}});
   gradcheck("vector @ matrix", mm, {{Shape{4}}, {Shape{4, 3}}});
   gradcheck("matrix @ vector", mm, {{Shape{2, 4}}, {Shape{4}}});
   gradcheck("vector @ vector", mm, {{Shape{4}}, {Shape{4}}});
