@@ -29,6 +29,15 @@ void dumpModule(const std::string &dumpDir, const std::string &name, const char 
     module.print(os);
 }
 
+void dumpBytes(const std::string &dumpDir, const std::string &name, const char *file, const std::string &bytes) {
+  if (dumpDir.empty())
+    return;
+  std::error_code ec;
+  llvm::raw_fd_ostream os(dumpDir + "/" + name + "." + file, ec);
+  if (!ec)
+    os << bytes;
+}
+
 std::string gpuBinaryObject(mlir::ModuleOp module) {
   for (auto binary : module.getOps<mlir::gpu::BinaryOp>())
     for (mlir::Attribute a : binary.getObjects())

@@ -47,6 +47,9 @@ bool runPassPipeline(mlir::ModuleOp module, const char *pipeline);
 /// KILN_DUMP_IR: writes `module` to `<dumpDir>/<name>.<stage>.mlir`; nothing
 /// when `dumpDir` is empty.
 void dumpModule(const std::string &dumpDir, const std::string &name, const char *stage, mlir::ModuleOp module);
+/// KILN_DUMP_IR: writes a binary or text the pipeline made (PTX, SPIR-V) to
+/// `<dumpDir>/<name>.<file>`; nothing when `dumpDir` is empty.
+void dumpBytes(const std::string &dumpDir, const std::string &name, const char *file, const std::string &bytes);
 
 } // namespace kiln::jit
 

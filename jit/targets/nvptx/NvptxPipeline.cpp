@@ -89,6 +89,7 @@ public:
       return fail("nvvm/ptx");
     dumpModule(dumpDir, name, "nvptx-2-binary", *module);
     result.object = gpuBinaryObject(*module);
+    dumpBytes(dumpDir, name, "nvptx-3.ptx", result.object);
     result.timings.llvmMs = msSince(t2);
     if (result.object.empty())
       return fail("ptx (no gpu.binary)");

@@ -158,6 +158,7 @@ public:
     if (!runPassPipeline(*module, "gpu-module-to-binary{format=bin}"))
       return fail("spirv serialization");
     result.object = gpuBinaryObject(*module);
+    dumpBytes(dumpDir, name, "spirv-3.spv", result.object);
     result.timings.llvmMs = msSince(t2);
     if (result.object.empty())
       return fail("serialization (no gpu.binary)");
