@@ -22,14 +22,17 @@
 // cuModuleLoadData, so Kiln keeps such traces in tier 0 and computes right;
 // with KILN_FAKE_CUDA_COMPILED=launch they load, and each launch is checked
 // (parameter count and sizes, pointer parameters, those marked .ptr in the
-// PTX, inside live allocations) and counted, but computes nothing.
+// PTX, inside live allocations) and counted, but computes nothing; with
+// KILN_FAKE_CUDA_PTXAS=<ptxas> each such module must also pass ptxas.
 #include "test/cuda_driver/FakeCuda.h"
 
 #include <cuda.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -92,6 +95,7 @@ struct Global {
   Fault lostAfter;
   std::atomic<size_t> rejected{0};
   std::atomic<size_t> compiledLaunches{0};
+  std::atomic<size_t> ptxasChecked{0};
 };
 Global& global() {
   static Global* g = new Global();
@@ -517,6 +521,34 @@ struct Tier0Launch {
     }
   }
 };
+
+/// KILN_FAKE_CUDA_PTXAS=<ptxas>: a compiled module loads only if ptxas
+/// assembles it for the device's SM (as the real driver's JIT would have to);
+/// `*log` receives ptxas's output when it does not. True without the variable.
+bool ptxasAccepts(const std::string& ptx, int sm, std::string* log) {
+  const char* ptxas = std::getenv("KILN_FAKE_CUDA_PTXAS");
+  if (!ptxas || !*ptxas) return true;
+  char path[] = "/tmp/kiln-fake-cuda-XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) return true;  // nowhere to check it: not the kernel's fault
+  const bool written = ::write(fd, ptx.data(), ptx.size()) == static_cast<ssize_t>(ptx.size());
+  ::close(fd);
+  const std::string out = std::string(path) + ".log";
+  const std::string cmd = std::string(ptxas) + " -arch=sm_" + std::to_string(sm) + " " + path + " -o /dev/null > " +
+                          out + " 2>&1";
+  const bool ok = written && std::system(cmd.c_str()) == 0;
+  if (!ok) {
+    if (FILE* f = std::fopen(out.c_str(), "r")) {
+      char buf[512];
+      while (std::fgets(buf, sizeof buf, f)) *log += buf;
+      std::fclose(f);
+    }
+  }
+  std::remove(path);
+  std::remove(out.c_str());
+  if (ok) ++global().ptxasChecked;
+  return ok;
+}
 
 /// KILN_FAKE_CUDA_COMPILED=launch: modules of compiled traces load.
 bool acceptsCompiledKernels() {
@@ -962,12 +994,23 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
   m->device = tCurrent;
   m->ptx = static_cast<const char*>(image);
   if (!parsePtx(m->ptx, tCurrent->sm, &m->entries)) return CUDA_ERROR_INVALID_PTX;
-  for (const auto& [name, sig] : m->entries)
-    if (!tier0Specs().count(name) && !acceptsCompiledKernels()) {
+  bool compiled = false;
+  for (const auto& [name, sig] : m->entries) {
+    if (tier0Specs().count(name)) continue;
+    compiled = true;
+    if (!acceptsCompiledKernels()) {
       enter("refused-module", name + ": a compiled kernel; the fake runs only tier-0 kernels "
                               "(KILN_FAKE_CUDA_COMPILED=launch loads such modules and launches them without computing)");
       return CUDA_ERROR_NOT_SUPPORTED;
     }
+  }
+  if (compiled) {
+    std::string log;
+    if (!ptxasAccepts(m->ptx, tCurrent->sm, &log)) {
+      enter("refused-module", "ptxas rejected a compiled module: " + log);
+      return CUDA_ERROR_INVALID_PTX;
+    }
+  }
   std::lock_guard<std::mutex> lock(driver().mutex);
   driver().modules.insert(m.get());
   *module = reinterpret_cast<CUmodule>(m.release());
@@ -1133,5 +1176,7 @@ size_t kiln_fake_cuda_bytes_allocated(int device) {
 size_t kiln_fake_cuda_rejected_launches() { return global().rejected.load(); }
 
 size_t kiln_fake_cuda_compiled_launches() { return global().compiledLaunches.load(); }
+
+size_t kiln_fake_cuda_ptxas_checked() { return global().ptxasChecked.load(); }
 
 }  // extern "C"

@@ -30,4 +30,6 @@ size_t kiln_fake_cuda_rejected_launches();
 /// Launches of compiled traces' kernels (KILN_FAKE_CUDA_COMPILED=launch):
 /// checked, ordered on their stream, not computed.
 size_t kiln_fake_cuda_compiled_launches();
+/// Compiled modules ptxas accepted (KILN_FAKE_CUDA_PTXAS).
+size_t kiln_fake_cuda_ptxas_checked();
 }

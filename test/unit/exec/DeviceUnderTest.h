@@ -2,6 +2,8 @@
 // KILN_DEFAULT_DEVICE (ctest runs the suites again with the test device).
 #pragma once
 
+#include <cstdlib>
+
 #include "kiln/device.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/exec/Executable.h"
@@ -22,6 +24,14 @@ inline bool deviceUnderTestCompiles() {
   static const bool compiles =
       hal::deviceContext(deviceUnderTest()).compileTarget().has_value() && exec::loadCompiler() != nullptr;
   return compiles;
+}
+
+/// Whether compiled kernels compute on the device under test: the fake CUDA
+/// driver with KILN_FAKE_CUDA_COMPILED=launch loads and checks them but
+/// computes nothing (the suites then check that every trace compiles and
+/// launches, not its values).
+inline bool deviceUnderTestComputesCompiledKernels() {
+  return !(deviceUnderTest().kind == Device::CUDA && std::getenv("KILN_FAKE_CUDA_COMPILED"));
 }
 
 /// Sets the default device for one scope.
