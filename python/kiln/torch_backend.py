@@ -662,21 +662,40 @@ class KilnGraph:
         return tuple(torch.fx.node.map_arg(self.output.args[0], as_torch))
 
 
-def _compiler(report=None):
+def _limit_torch_threads(torch_threads):
+    """Kiln runs the compiled graphs on its own threads. PyTorch's intra-op
+    (OpenMP) workers spin for a while after each eager op between them and
+    take those threads' cores: on a 2-core machine the transformer block's
+    step took 16 ms with PyTorch's 2 threads and 12 ms with 1. So the backend
+    lowers PyTorch's thread count to `torch_threads` (None: leaves it)."""
+    if torch_threads is None or torch.get_num_threads() <= torch_threads:
+        return
+    log.info("kiln: PyTorch intra-op threads %d -> %d while Kiln runs the compiled graphs on its own threads "
+             "(kiln.torch_backend.make_backend(torch_threads=None) keeps PyTorch's)",
+             torch.get_num_threads(), torch_threads)
+    torch.set_num_threads(torch_threads)
+
+
+def _compiler(report=None, torch_threads=1):
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         graph = KilnGraph(gm, report)
 
         def run(args):
+            # At the first run, not here: Dynamo forbids changing the thread
+            # count while it traces.
+            _limit_torch_threads(torch_threads)
             return graph(args)
         run._boxed_call = True  # AOTAutograd passes one list of inputs, which we may clear
         return run
     return compile_graph
 
 
-def make_backend(report: Report | None = None):
+def make_backend(report: Report | None = None, torch_threads: int | None = 1):
     """A Dynamo backend (AOTAutograd with Kiln's forward and backward
-    compilers); `report`, when given, collects what ran where."""
-    compiler = _compiler(report)
+    compilers); `report`, when given, collects what ran where. Compiling a
+    graph lowers PyTorch's intra-op threads to `torch_threads` (None: keeps
+    them; see _limit_torch_threads)."""
+    compiler = _compiler(report, torch_threads)
     return aot_autograd(fw_compiler=compiler, bw_compiler=compiler, decompositions=DECOMPOSITIONS,
                         keep_inference_input_mutations=True)
 

@@ -95,6 +95,23 @@ def test_backend_is_registered_through_the_entry_point():
     assert "kiln" in torch._dynamo.list_backends(exclude_tags=())
 
 
+def test_compiling_lowers_torch_threads_unless_asked_not_to():
+    # Kiln runs compiled graphs on its own threads; PyTorch's spinning
+    # OpenMP workers would take their cores (torch_backend._limit_torch_threads).
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        kept = torch.compile(lambda t: t * 2 + 1, backend=torch_backend.make_backend(torch_threads=None))
+        assert kept(torch.ones(3)).tolist() == [3.0, 3.0, 3.0]
+        assert torch.get_num_threads() == 2
+        torch._dynamo.reset()
+        lowered = torch.compile(lambda t: t * 3 + 1, backend="kiln")
+        assert lowered(torch.ones(3)).tolist() == [4.0, 4.0, 4.0]
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_mlp_forward_backward_matches_eager():
     run_both(MLP(), torch.randn(16, 64))
 
