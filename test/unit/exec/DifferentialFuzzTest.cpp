@@ -7,6 +7,7 @@
 // transcendental functions (errors ~1e-7 relative) and sums in a different
 // order than the interpreter.
 //
+// KILN_FUZZ_FIRST_SEED replays from one seed (a failure names its seed).
 // KILN_FUZZ_ITERATIONS sets how many random programs run (default 40 for CI;
 // run thousands on demand). Seeds that once failed stay in kRegressionSeeds.
 #include <gtest/gtest.h>
@@ -24,6 +25,13 @@ namespace kiln {
 namespace {
 
 constexpr uint64_t kRegressionSeeds[] = {1, 2, 3};
+
+/// Added before each floor: saturated values (tanh and sigmoid at exactly
+/// +-1, 0) times 3 or 4 land exactly on an integer, where one tier's exact 1.0
+/// and the other's 1 - 2^-23 (both within the ulp bounds: MLIR's tanh
+/// saturates at |x| > 7.99, libm's at 9.01) floor to different integers.
+/// Random values come that close to a boundary about once in 10^6.
+constexpr float kOffGrid = 0.37f;
 
 class ProgramGenerator {
  public:
@@ -99,7 +107,7 @@ class ProgramGenerator {
           case 7: y = sin(x) + cos(x); break;
           case 8: y = sqrt(abs(x) + 1.0f); break;
           case 9: y = log(abs(x) + 1.0f); break;
-          case 10: y = floor(x * 3.0f); break;
+          case 10: y = floor(x * 3.0f + kOffGrid); break;
           default: y = gelu(x); break;
         }
         break;
@@ -170,7 +178,7 @@ class ProgramGenerator {
       }
       default: {
         // Integer arithmetic (bit-exact) and a round trip through f64.
-        Tensor i = cast(floor(x * 4.0f), DType::i32);
+        Tensor i = cast(floor(x * 4.0f + kOffGrid), DType::i32);
         y = pick(0, 1) ? cast(i * 3 + 1, DType::f32) : cast(cast(x, DType::f64) * 1.25, DType::f32);
         break;
       }
@@ -277,8 +285,10 @@ TEST(DifferentialFuzz, MixedRegionsAndInterpretedNodes) {
   int iterations = 40;
   if (const char* env = std::getenv("KILN_FUZZ_ITERATIONS")) iterations = std::atoi(env);
   int mixed = 0;
+  uint64_t first = 5000;
+  if (const char* env = std::getenv("KILN_FUZZ_FIRST_SEED")) first = std::strtoull(env, nullptr, 10);
   for (int i = 0; i < iterations; ++i) {
-    const uint64_t seed = 5000 + static_cast<uint64_t>(i);
+    const uint64_t seed = first + static_cast<uint64_t>(i);
     std::vector<DType> refTypes, jitTypes;
     std::vector<std::vector<double>> reference, compiled;
     {
@@ -317,7 +327,8 @@ TEST(DifferentialFuzz, RandomPrograms) {
   reset_stats();
   int iterations = 40;
   if (const char* env = std::getenv("KILN_FUZZ_ITERATIONS")) iterations = std::atoi(env);
-  const uint64_t base = 1000;
+  uint64_t base = 1000;
+  if (const char* env = std::getenv("KILN_FUZZ_FIRST_SEED")) base = std::strtoull(env, nullptr, 10);
   for (int i = 0; i < iterations; ++i) {
     checkSeed(base + static_cast<uint64_t>(i));
     if (HasFailure()) break;  // report the first failing seed
