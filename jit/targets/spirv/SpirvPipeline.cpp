@@ -104,7 +104,6 @@ public:
       return result;
     }
     llvm::SmallVector<mlir::spirv::Capability> caps(std::begin(kBaseCapabilities), std::end(kBaseCapabilities));
-    std::string capList = "Addresses,Int64,Int8,Int16,Kernel";
     for (const std::string &c : target.capabilities) {
       auto cap = mlir::spirv::symbolizeCapability(c);
       if (!cap) {
@@ -112,8 +111,10 @@ public:
         return result;
       }
       caps.push_back(*cap);
-      capList += "," + c;
     }
+    std::string capList;  // spirv-attach-target's spelling: "Addresses,Int64,..."
+    for (mlir::spirv::Capability cap : caps)
+      capList += (capList.empty() ? "" : ",") + mlir::spirv::stringifyCapability(cap).str();
     CompileContext compile(registry_);
     mlir::MLIRContext &context = compile.context;
     const std::string &diagnostics = compile.diagnostics;
