@@ -35,6 +35,7 @@
 #include "dialects/kiln/IR/KilnTypes.h"
 #include "dialects/kiln/InitAll.h"
 #include "jit/targets/nvptx/Libdevice.h"
+#include "jit/targets/spirv/ZeroTripLoops.h"
 #include "runtime/backends/gpu/Tier0Kernels.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -128,19 +129,6 @@ std::string offsetText(const std::string &linear, const std::string &e, const st
   return t;
 }
 
-/// `result`, the value of an scf.for with iteration arguments that runs
-/// from `lower` to `upper`, or `init` when the loop does not run. MLIR's
-/// SCF-to-SPIR-V conversion stores an scf.for's results in its body, so a
-/// loop that runs zero times (a reduction over an axis of size 1, a matmul
-/// with K = 0) leaves them undefined in SPIR-V (it read 0 on the OpenCL
-/// driver: sum over a size-1 axis gave zeros, and the digits demo on
-/// level_zero:0 did not learn).
-std::string loopResultOrInit(const std::string &upper, const std::string &lower, const std::string &result,
-                                const std::string &init, const std::string &type, const std::string &name) {
-  return "    " + name + "_runs = arith.cmpi sgt, " + upper + ", " + lower + " : i64\n    " + name +
-         " = arith.select " + name + "_runs, " + result + ", " + init + " : " + type + "\n";
-}
-
 /// A reduction: each output element (grid-stride over nOut) folds its m
 /// input elements in order, starting from the first; the fold is a
 /// "t0.body"(accumulator, element) placeholder.
@@ -174,9 +162,8 @@ std::string reduceText(const KernelSpec &s) {
   t += "      %y = \"t0.body\"(%x, %vj) : (" + ty + ", " + ty + ") -> " + ty + "\n";
   t += "      scf.yield %y : " + ty + "\n";
   t += "    }\n";
-  t += loopResultOrInit("%m", "%one", "%acc", "%v0", ty, "%sum");
   t += "    %po = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
-  t += "    llvm.store %sum, %po : " + ty + ", !llvm.ptr\n";
+  t += "    llvm.store %acc, %po : " + ty + ", !llvm.ptr\n";
   t += "  }\n  gpu.return\n}\n}\n";
   return t;
 }
@@ -244,9 +231,8 @@ std::string argReduceText(const KernelSpec &s) {
   t += "      %nbi = arith.select %take, %ji, %bi : i64\n";
   t += "      scf.yield %nbv, %nbi : " + ty + ", i64\n";
   t += "    }\n";
-  t += loopResultOrInit("%len", "%one", "%res#1", "%start", "i64", "%best");
   t += "    %po = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, i64\n";
-  t += "    llvm.store %best, %po : i64, !llvm.ptr\n";
+  t += "    llvm.store %res#1, %po : i64, !llvm.ptr\n";
   t += "  }\n  gpu.return\n}\n}\n";
   return t;
 }
@@ -282,9 +268,8 @@ std::string contractText(const KernelSpec &s) {
   t += "      %y = \"t0.body\"(%x, %va, %vb) : (" + ty + ", " + ty + ", " + ty + ") -> " + ty + "\n";
   t += "      scf.yield %y : " + ty + "\n";
   t += "    }\n";
-  t += loopResultOrInit("%kn", "%zero", "%acc", "%init", ty, "%dot");
   t += "    %po = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
-  t += "    llvm.store %dot, %po : " + ty + ", !llvm.ptr\n";
+  t += "    llvm.store %acc, %po : " + ty + ", !llvm.ptr\n";
   t += "  }\n  gpu.return\n}\n}\n";
   return t;
 }
@@ -686,6 +671,8 @@ int writeSpirv(const mlir::DialectRegistry &registry, const std::string &text,
   }
   if (!replacePlaceholders(*module, specs) || !pointersToMemrefs(*module))
     return 1;
+  for (auto gpuModule : module->getOps<mlir::gpu::GPUModuleOp>())
+    kiln::jit::spirv::guardZeroTripLoopResults(gpuModule);
   std::map<std::string, std::string> images;
   int failed = 0;
   for (auto gpuModule : llvm::make_early_inc_range(module->getOps<mlir::gpu::GPUModuleOp>())) {

@@ -8,6 +8,7 @@
 #include "dialects/kiln/InitAll.h"
 #include "jit/PipelineSupport.h"
 #include "jit/targets/gpu/GpuLaunches.h"
+#include "jit/targets/spirv/ZeroTripLoops.h"
 #include "runtime/support/Settings.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -36,29 +37,6 @@ double msSince(Clock::time_point t) { return std::chrono::duration<double, std::
 const mlir::spirv::Capability kBaseCapabilities[] = {
     mlir::spirv::Capability::Addresses, mlir::spirv::Capability::Int64, mlir::spirv::Capability::Int8,
     mlir::spirv::Capability::Int16, mlir::spirv::Capability::Kernel};
-
-/// MLIR's SCF-to-SPIR-V conversion keeps an scf.for's results in variables
-/// its body stores, so a loop that runs zero times leaves them undefined
-/// (tools/kiln-gpu-kernels saw zeros on the OpenCL driver). After each loop
-/// with results, its uses read select(upper > lower, result, init).
-void loopResultsOrInit(mlir::gpu::GPUModuleOp module) {
-  llvm::SmallVector<mlir::scf::ForOp> loops;
-  module.walk([&](mlir::scf::ForOp f) {
-    if (f.getNumResults() > 0)
-      loops.push_back(f);
-  });
-  for (mlir::scf::ForOp f : loops) {
-    mlir::OpBuilder b(f->getContext());
-    b.setInsertionPointAfter(f);
-    mlir::Location loc = f.getLoc();
-    mlir::Value runs = b.create<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::sgt, f.getUpperBound(),
-                                                     f.getLowerBound());
-    for (auto [result, init] : llvm::zip(f.getResults(), f.getInitArgs())) {
-      auto select = b.create<mlir::arith::SelectOp>(loc, runs, result, init);
-      result.replaceAllUsesExcept(select.getResult(), select);
-    }
-  }
-}
 
 /// Fixes each kernel's work-group size (its dispatch's block) and marks it
 /// an entry point. A kernel no launch uses (its launch folded away after
@@ -130,7 +108,7 @@ public:
       return result;
     };
     for (auto gpuModule : module->getOps<mlir::gpu::GPUModuleOp>()) {
-      loopResultsOrInit(gpuModule);
+      guardZeroTripLoopResults(gpuModule);
       setEntryPoints(gpuModule, result);
     }
     auto t2 = Clock::now();
