@@ -97,7 +97,7 @@ PEER_LABEL = {"eigen": "eigen", "openblas": "openblas", "onednn": "onednn", "tor
 BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
-def goals(med, rss=None):
+def goals(med, rss=None, replay_system_s=None):
     """Kiln's goals from issues 2, 4, 6, 9, 19, 20 and 21: (workload, system, goal, measured, met or None when not
     measurable). `rss`: peak resident bytes of the warm-start processes (lists per kind) and the kernels' bytes."""
     def m(w, s):
@@ -163,7 +163,10 @@ def goals(med, rss=None):
     out.append(("warm_start_replay", "kiln-replay", "first step ≤ 1.1× the steady compiled step + 2 ms (issue 21)",
                 "—" if f is None or n is None or b is None else
                 f"{fmt_time(f)} (bounds: {fmt_time(1.1 * n + 2e-3)} from the process's next steps, "
-                f"{fmt_time(1.1 * b + 2e-3)} from mlp_train_step kiln-compiled)",
+                f"{fmt_time(1.1 * b + 2e-3)} from mlp_train_step kiln-compiled"
+                + ("" if not replay_system_s else
+                   f"; the first step's kernel time, mostly first-touch page zeroing: "
+                   f"{fmt_time(statistics.median(replay_system_s))}") + ")",
                 None if f is None or n is None or b is None else f <= 1.1 * min(n, b) + 2e-3))
     rss = rss or {}
     r, i_, k = (statistics.median(rss[x]) if rss.get(x) else None for x in ("kiln-replay", "kiln-interp", "kernels"))
@@ -287,6 +290,7 @@ def main():
 
     samples, errors, extra, proc_errors, versions = {}, {}, {}, {}, {}
     rss = {}  # warm start: peak resident bytes per process kind, and the kernels' bytes
+    replay_system_s = []  # warm start: kernel (system) seconds of each replaying process's first step
 
     # Warm start: a compiled process fills a fresh disk cache with the MLP step's kernel; then fresh
     # processes time their first step, replayed from that cache or interpreted.
@@ -311,6 +315,7 @@ def main():
                 samples.setdefault(("warm_start_replay", "kiln-replay"), []).append(res["first_step_s"])
                 samples.setdefault(("warm_start_replay", "kiln-replay-next-step"), []).append(res["next_step_s"])
                 rss.setdefault("kiln-replay", []).append(res["max_rss_kb"] * 1024)
+                replay_system_s.append(res.get("first_step_system_s", 0.0))
             else:
                 errors[("warm_start_replay", "kiln-replay")] = "the first step did not run a cached kernel: " + json.dumps(res)
             res = first_step("interp", base_env)
@@ -470,7 +475,7 @@ def main():
         for w in ("chain8", "softmax", "layernorm", "mlp_train_step", "dispatch_tiny_step", "compile_10_ops"):
             errors[(w, "kiln-compiled")] = "missing: libkiln_jit.so was not built"
             keys.add((w, "kiln-compiled"))
-    goal_list = goals(med, rss)
+    goal_list = goals(med, rss, replay_system_s)
     goal_of = {}
     for w, s, text, _, ok in goal_list:
         goal_of.setdefault((w, s), []).append((text, ok))

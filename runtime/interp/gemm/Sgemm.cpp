@@ -2,6 +2,7 @@
 // B and KC-deep slice of K, pack the B block once into NR-wide panels shared
 // by all threads; each thread then packs MC-row blocks of its rows of A into
 // MR-high panels and runs the micro-kernel over every (A panel, B panel) pair.
+#include <sys/mman.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
@@ -26,6 +27,22 @@ struct ScratchSlot {
   size_t capacity = 0;  // floats
   ~ScratchSlot() { std::free(p); }
 };
+
+/// Packing buffers come in whole transparent huge pages: a process's first
+/// GEMMs touch them fresh, and a 1.6 MB B block faulted 4 KiB at a time cost
+/// about 400 page faults (1 ms on these VMs, most of a replaying process's
+/// first-step overhead); rounding up also lets the buffer serve later, larger
+/// blocks without growing.
+constexpr size_t kPackPage = size_t{2} << 20;
+
+float* allocatePackBuffer(size_t& floats) {
+  const size_t bytes = (floats * sizeof(float) + kPackPage - 1) / kPackPage * kPackPage;
+  void* p = nullptr;
+  if (posix_memalign(&p, kPackPage, bytes) != 0) return nullptr;
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: failure changes nothing
+  floats = bytes / sizeof(float);
+  return static_cast<float*>(p);
+}
 thread_local ScratchSlot tlsBBlock, tlsABlock;
 
 /// Takes the thread's slot for the call's duration and gives it back after;
@@ -38,7 +55,7 @@ class PackBuffer {
     slot.capacity = 0;
     if (capacity_ < floats) {
       std::free(p_);
-      p_ = static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64));
+      p_ = allocatePackBuffer(floats);
       capacity_ = p_ ? floats : 0;
       if (!p_) throw Error("matmul: out of memory for the GEMM's packing buffers (" +
                            std::to_string(floats * sizeof(float)) + " bytes)");
