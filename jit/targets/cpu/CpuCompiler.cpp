@@ -199,7 +199,7 @@ class CpuCompiler final : public TargetPipeline {
       return fail("loops");
     scratchBytes = kernel->getAttrOfType<mlir::IntegerAttr>(kScratchBytesAttr).getInt();
     const std::string rows = std::string(kCpuFuseLoopsInRows) + ",kiln-cpu-outline-parallel-loops{kernel=" +
-                             kernelName + "}," + kCpuIeeeMinMax;
+                             kernelName + "}," + kCpuIeeeMinMax + "," + kCpuMarkParallelLoops;
     if (!runPassPipeline(*module, rows.c_str()))
       return fail("loops");
     const int loopNests = static_cast<int>(kernel->getAttrOfType<mlir::IntegerAttr>(kLoopNestsAttr).getInt());

@@ -48,10 +48,13 @@ inline constexpr const char *kCpuToLoops =
     "convert-linalg-to-parallel-loops,canonicalize,cse,kiln-cpu-promote-accumulators,kiln-cpu-hoist-invariant-loads";
 inline constexpr const char *kCpuFuseLoopsInRows = "func.func(kiln-cpu-fuse-loops-in-rows)";
 inline constexpr const char *kCpuIeeeMinMax = "kiln-cpu-ieee-min-max";
+/// Last on the loops (after outlining); kToLLVM ends with its second half.
+inline constexpr const char *kCpuMarkParallelLoops = "kiln-cpu-mark-parallel-loops";
 inline constexpr const char *kToLLVM =
     "expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-math-to-llvm,"
     "convert-math-to-libm,arith-expand,convert-arith-to-llvm,convert-index-to-llvm,finalize-memref-to-llvm,"
-    "convert-func-to-llvm{use-bare-ptr-memref-call-conv},convert-cf-to-llvm,reconcile-unrealized-casts";
+    "convert-func-to-llvm{use-bare-ptr-memref-call-conv},convert-cf-to-llvm,reconcile-unrealized-casts,"
+    "kiln-cpu-tag-parallel-accesses";
 
 /// LLVM's loop unroller (off: see CpuCompiler's optimize()).
 inline constexpr bool kLoopUnrolling = false;

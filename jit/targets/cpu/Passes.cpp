@@ -5,6 +5,7 @@
 #include "jit/targets/cpu/BufferDonation.h"
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/ElementwiseFusion.h"
+#include "jit/targets/cpu/ParallelLoops.h"
 #include "jit/targets/cpu/RowFusion.h"
 #include "jit/targets/cpu/RowScratch.h"
 #include "jit/targets/cpu/ScalarPromotion.h"
@@ -37,6 +38,8 @@ namespace kiln::jit::cpu {
 #define GEN_PASS_DEF_KILNCPUHOISTROWBUFFERS
 #define GEN_PASS_DEF_KILNCPUIEEEMINMAX
 #define GEN_PASS_DEF_KILNCPUSTRIDEDCOPIES
+#define GEN_PASS_DEF_KILNCPUMARKPARALLELLOOPS
+#define GEN_PASS_DEF_KILNCPUTAGPARALLELACCESSES
 #include "jit/targets/cpu/Passes.h.inc"
 
 namespace {
@@ -225,6 +228,14 @@ struct StridedCopies : impl::KilnCpuStridedCopiesBase<StridedCopies> {
     if (!getOperation().isExternal())
       stridedCopiesToRows(getOperation());
   }
+};
+
+struct MarkParallelLoops : impl::KilnCpuMarkParallelLoopsBase<MarkParallelLoops> {
+  void runOnOperation() override { markParallelLoops(getOperation()); }
+};
+
+struct TagParallelAccesses : impl::KilnCpuTagParallelAccessesBase<TagParallelAccesses> {
+  void runOnOperation() override { tagParallelAccesses(getOperation()); }
 };
 
 } // namespace

@@ -373,4 +373,44 @@ def KilnCpuStridedCopies
                            "::mlir::arith::ArithDialect"];
 }
 
+def KilnCpuMarkParallelLoops : Pass<"kiln-cpu-mark-parallel-loops"> {
+  let summary = "Annotate innermost loops whose iterations touch disjoint elements as parallel";
+  let description = [{
+    A donated buffer pair (kiln-cpu-buffer-donation) makes two kernel
+    arguments alias, so LLVM guards loops over them with a runtime overlap
+    check that an in-place update always fails, and runs them as scalar
+    code. Each innermost `scf.for` with a straight-line body whose stores
+    each write one element per iteration (the loop's variable is an index,
+    the other indices come from outside the loop), and whose other accesses
+    that may overlap a store (another argument included) are to the same
+    element in the same iteration, gets an `llvm.loop_annotation` with a
+    parallel access group of its own. kiln-cpu-tag-parallel-accesses
+    completes it after the lowering to LLVM. See `markParallelLoops`
+    (ParallelLoops.h).
+
+    Example:
+
+    ```mlir
+    scf.for %j = %c0 to %c4 step %c1 {
+      %p = memref.load %param[%i, %j] : memref<2x4xf32>
+      memref.store %q, %updated[%i, %j] : memref<2x4xf32>
+    } {llvm.loop_annotation = #llvm.loop_annotation<parallelAccesses = #group>}
+    ```
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def KilnCpuTagParallelAccesses : Pass<"kiln-cpu-tag-parallel-accesses"> {
+  let summary = "Put a parallel loop's access group on its memory accesses";
+  let description = [{
+    On the LLVM dialect: moves the `llvm.loop_annotation` that the lowering
+    leaves on a loop's back-edge `llvm.br` into the branch's loop annotation
+    and adds the annotation's parallel access groups to every load, store
+    and call in the loop's blocks (the header and the blocks that reach the
+    back edge without passing through it); LLVM treats a loop as parallel
+    only when all its memory accesses are in the group. See
+    `tagParallelAccesses` (ParallelLoops.h).
+  }];
+}
+
 #endif // KILN_JIT_TARGETS_CPU_PASSES_TD

@@ -5,6 +5,7 @@
 #include <optional>
 #include <tuple>
 
+#include "jit/targets/cpu/ElementAccess.h"
 #include "jit/targets/cpu/MemoryExtent.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -94,85 +95,9 @@ bool candidate(Operation &op) {
   return p && p.getNumLoops() == 1 && p.getNumResults() == 0 && RowFuser::tripCount(p);
 }
 
-/// A load or store of an innermost loop body: memref and indices.
-struct ElementAccess {
-  Value memref;
-  SmallVector<Value> indices;
-  bool write;
-};
-
-/// The accesses of a loop whose body is straight-line code; false when it
-/// holds a nested region or another op with memory effects.
-bool elementAccesses(Block &body, SmallVector<ElementAccess> &out) {
-  for (Operation &op : body.without_terminator()) {
-    if (op.getNumRegions() > 0)
-      return false;
-    if (auto load = dyn_cast<memref::LoadOp>(op))
-      out.push_back({load.getMemRef(), SmallVector<Value>(load.getIndices()), false});
-    else if (auto store = dyn_cast<memref::StoreOp>(op))
-      out.push_back({store.getMemRef(), SmallVector<Value>(store.getIndices()), true});
-    else if (!isMemoryEffectFree(&op))
-      return false;
-  }
-  return true;
-}
-
-bool mayConflict(const ElementAccess &x, const ElementAccess &y) {
-  return (x.write || y.write) && !disjoint(extentOf(x.memref), extentOf(y.memref));
-}
-
 /// Iteration j of `a` and iteration j of `b` touch the same element, and
 /// different iterations touch different ones: the same memref, each index
 /// either the loops' variable in both or one value from outside both.
-/// An access in a form that views of the same bytes share: the buffer it
-/// views (through views at constant offsets and reshapes), the byte offset,
-/// the element type, and the shape and indices without unit dimensions
-/// (whose index must be the constant 0).
-struct CanonicalAccess {
-  Value root;
-  int64_t offset = 0;
-  Type element;
-  SmallVector<int64_t> shape;
-  SmallVector<Value> indices;
-};
-
-std::optional<CanonicalAccess> canonical(const ElementAccess &x) {
-  auto type = dyn_cast<MemRefType>(x.memref.getType());
-  if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity())
-    return std::nullopt;
-  CanonicalAccess c;
-  c.element = type.getElementType();
-  for (auto [extent, index] : llvm::zip(type.getShape(), x.indices)) {
-    if (extent == 1) {
-      std::optional<int64_t> k = getConstantIntValue(index);
-      if (!k || *k != 0)
-        return std::nullopt;
-      continue;
-    }
-    c.shape.push_back(extent);
-    c.indices.push_back(index);
-  }
-  Value v = x.memref;
-  for (;;) {
-    Operation *def = v.getDefiningOp();
-    if (auto view = dyn_cast_or_null<memref::ViewOp>(def)) {
-      std::optional<int64_t> shift = getConstantIntValue(view.getByteShift());
-      if (!shift)
-        return std::nullopt;
-      c.offset += *shift;
-      v = view.getSource();
-      continue;
-    }
-    if (isa_and_nonnull<memref::ExpandShapeOp, memref::CollapseShapeOp>(def)) {
-      v = def->getOperand(0);
-      continue;
-    }
-    break;
-  }
-  c.root = v;
-  return c;
-}
-
 bool sameElementAtSameIteration(const ElementAccess &x, scf::ForOp a, const ElementAccess &y, scf::ForOp b) {
   std::optional<CanonicalAccess> cx = canonical(x), cy = canonical(y);
   if (!cx || !cy || cx->root != cy->root || cx->offset != cy->offset || cx->element != cy->element ||

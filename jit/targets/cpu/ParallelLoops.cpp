@@ -1,0 +1,130 @@
+//===- ParallelLoops.cpp - Innermost loops whose iterations are independent -*- C++ -*-===//
+
+#include "jit/targets/cpu/ParallelLoops.h"
+
+#include "jit/targets/cpu/ElementAccess.h"
+#include "jit/targets/cpu/MemoryExtent.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+using namespace mlir;
+
+namespace kiln::jit::cpu {
+
+namespace {
+
+/// Where scf-to-cf and cf-to-llvm carry a loop's annotation: a discardable
+/// attribute of the loop's back edge.
+constexpr const char *kLoopAnnotation = "llvm.loop_annotation";
+
+/// The loop's variable is one of the indices and the others are the same in
+/// every iteration: each iteration writes an element of its own.
+bool oneElementPerIteration(const CanonicalAccess &c, scf::ForOp loop) {
+  bool usesIv = false;
+  for (Value index : c.indices) {
+    if (index == loop.getInductionVar())
+      usesIv = true;
+    else if (!loop.isDefinedOutsideOfLoop(index))
+      return false;
+  }
+  return usesIv;
+}
+
+bool sameElement(const CanonicalAccess &a, const CanonicalAccess &b) {
+  return a.offset == b.offset && a.element == b.element && a.shape == b.shape && a.indices == b.indices;
+}
+
+/// Whether `x` touches no element that store `s` writes in another
+/// iteration.
+bool independentOfStore(const ElementAccess &s, const CanonicalAccess &cs, const ElementAccess &x) {
+  const Extent es = extentOf(s.memref), ex = extentOf(x.memref);
+  const std::optional<CanonicalAccess> cx = canonical(x);
+  // Distinct arguments are distinct buffers but for a donated pair, which
+  // reads and writes whole arguments, never the scratch buffer's views.
+  const bool distinctArguments = es.base != ex.base && isa<BlockArgument>(es.base) && isa<BlockArgument>(ex.base);
+  if (distinctArguments) {
+    if (cs.throughView || (cx && cx->throughView))
+      return true;
+    return cx && sameElement(cs, *cx);
+  }
+  if (disjoint(es, ex))
+    return true;
+  return cx && cx->root == cs.root && sameElement(cs, *cx);
+}
+
+bool iterationsIndependent(scf::ForOp loop) {
+  SmallVector<ElementAccess> accesses;
+  if (!elementAccesses(*loop.getBody(), accesses))
+    return false;
+  bool stores = false;
+  for (const ElementAccess &s : accesses) {
+    if (!s.write)
+      continue;
+    stores = true;
+    const std::optional<CanonicalAccess> cs = canonical(s);
+    if (!cs || !oneElementPerIteration(*cs, loop))
+      return false;
+    for (const ElementAccess &x : accesses)
+      if (&x != &s && !independentOfStore(s, *cs, x))
+        return false;
+  }
+  return stores;  // a loop that only reads needs no overlap checks
+}
+
+} // namespace
+
+int markParallelLoops(Operation *root) {
+  int marked = 0;
+  root->walk([&](scf::ForOp loop) {
+    if (loop->hasAttr(kLoopAnnotation) || !iterationsIndependent(loop))
+      return;
+    MLIRContext *ctx = loop.getContext();
+    auto group = LLVM::AccessGroupAttr::get(ctx);
+    loop->setAttr(kLoopAnnotation, LLVM::LoopAnnotationAttr::get(ctx, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
+                                                                 {}, {group}));
+    ++marked;
+  });
+  return marked;
+}
+
+int tagParallelAccesses(Operation *root) {
+  int tagged = 0;
+  root->walk([&](LLVM::BrOp latch) {
+    auto annotation = dyn_cast_or_null<LLVM::LoopAnnotationAttr>(latch->getDiscardableAttr(kLoopAnnotation));
+    if (!annotation)
+      return;
+    latch->removeDiscardableAttr(kLoopAnnotation);
+    latch.setLoopAnnotationAttr(annotation);
+    ArrayRef<LLVM::AccessGroupAttr> groups = annotation.getParallelAccesses();
+    if (groups.empty())
+      return;
+    // The natural loop of the back edge: the header and every block that
+    // reaches the latch without passing through the header.
+    Block *header = latch.getDest();
+    llvm::SmallPtrSet<Block *, 8> blocks{header};
+    SmallVector<Block *> work{latch->getBlock()};
+    while (!work.empty()) {
+      Block *b = work.pop_back_val();
+      if (!blocks.insert(b).second)
+        continue;
+      for (Block *pred : b->getPredecessors())
+        work.push_back(pred);
+    }
+    for (Block *b : blocks)
+      for (Operation &op : *b) {
+        auto access = dyn_cast<LLVM::AccessGroupOpInterface>(op);
+        if (!access)
+          continue;
+        SmallVector<Attribute> all;
+        if (ArrayAttr existing = access.getAccessGroupsOrNull())
+          llvm::append_range(all, existing);
+        llvm::append_range(all, groups);
+        access.setAccessGroups(ArrayAttr::get(op.getContext(), all));
+      }
+    ++tagged;
+  });
+  return tagged;
+}
+
+} // namespace kiln::jit::cpu
