@@ -7,6 +7,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallBitVector.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
@@ -45,8 +46,13 @@ std::vector<std::pair<uint32_t, uint32_t>> findDonations(func::FuncOp kernel, un
   SmallVector<Operation *> ops;
   SmallVector<Access> access;
   for (Operation &op : body.without_terminator()) {
-    if (auto view = dyn_cast<ViewLikeOpInterface>(op)) {
-      if (unsigned a = rootArg(view.getViewSource()); a != kNoArgument)
+    // Views, and transposed views (kiln-cpu-fold-matmul-transposes), which
+    // are not ViewLikeOpInterface ops.
+    Value viewed = isa<ViewLikeOpInterface>(op) ? cast<ViewLikeOpInterface>(op).getViewSource()
+                   : isa<memref::TransposeOp>(op) ? cast<memref::TransposeOp>(op).getIn()
+                                                  : Value();
+    if (viewed) {
+      if (unsigned a = rootArg(viewed); a != kNoArgument)
         for (Value result : op.getResults())
           argOf[result] = a;
       continue;

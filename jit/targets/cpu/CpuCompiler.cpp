@@ -160,9 +160,10 @@ class CpuCompiler final : public TargetPipeline {
     const auto numSizes = static_cast<unsigned>(dynamicSizeCount(graph));
     if (numSizes > 0 && mlir::failed(moveSizeArguments(kernel, graph, numSizes)))
       return fail("dynamic sizes");
-    // Donated pairs on the bufferized kernel; convolutions before scratch (a
+    // Transposed matmul operands as views (before donation, which must see
+    // those reads); donated pairs on the bufferized kernel; convolutions before scratch (a
     // padded copy they no longer read frees its scratch); matmuls and math.
-    const std::string scratch = "func.func(kiln-cpu-buffer-donation{num-inputs=" + std::to_string(graph.inputs.size()) +
+    const std::string scratch = std::string(kCpuFoldMatmulTransposes) + ",func.func(kiln-cpu-buffer-donation{num-inputs=" + std::to_string(graph.inputs.size()) +
                                 " num-outputs=" + std::to_string(graph.outputs.size()) + "})," + kCpuConvCalls +
                                 ",func.func(kiln-cpu-assign-scratch" + (numSizes > 0 ? "{dynamic-sizes}" : "") +
                                 ")," + kCpuMatmulCallsAndMath;

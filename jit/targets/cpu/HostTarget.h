@@ -39,6 +39,7 @@ inline constexpr const char *kCpuBufferize =
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},canonicalize,cse";
+inline constexpr const char *kCpuFoldMatmulTransposes = "func.func(kiln-cpu-fold-matmul-transposes)";
 inline constexpr const char *kCpuConvCalls = "kiln-cpu-conv-to-runtime-calls";
 inline constexpr const char *kCpuMatmulCallsAndMath = "kiln-cpu-matmul-to-runtime-calls,kiln-cpu-approximate-math";
 inline constexpr const char *kCpuStridedCopies = "func.func(kiln-cpu-strided-copies)";

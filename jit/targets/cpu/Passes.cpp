@@ -9,6 +9,7 @@
 #include "jit/targets/cpu/RowFusion.h"
 #include "jit/targets/cpu/RowScratch.h"
 #include "jit/targets/cpu/ScalarPromotion.h"
+#include "jit/targets/cpu/TransposeFolding.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -38,6 +39,7 @@ namespace kiln::jit::cpu {
 #define GEN_PASS_DEF_KILNCPUHOISTROWBUFFERS
 #define GEN_PASS_DEF_KILNCPUIEEEMINMAX
 #define GEN_PASS_DEF_KILNCPUSTRIDEDCOPIES
+#define GEN_PASS_DEF_KILNCPUFOLDMATMULTRANSPOSES
 #define GEN_PASS_DEF_KILNCPUMARKPARALLELLOOPS
 #define GEN_PASS_DEF_KILNCPUTAGPARALLELACCESSES
 #include "jit/targets/cpu/Passes.h.inc"
@@ -227,6 +229,13 @@ struct StridedCopies : impl::KilnCpuStridedCopiesBase<StridedCopies> {
   void runOnOperation() override {
     if (!getOperation().isExternal())
       stridedCopiesToRows(getOperation());
+  }
+};
+
+struct FoldMatmulTransposes : impl::KilnCpuFoldMatmulTransposesBase<FoldMatmulTransposes> {
+  void runOnOperation() override {
+    if (!getOperation().isExternal())
+      foldTransposesIntoMatmuls(getOperation());
   }
 };
 

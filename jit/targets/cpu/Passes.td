@@ -373,6 +373,32 @@ def KilnCpuStridedCopies
                            "::mlir::arith::ArithDialect"];
 }
 
+def KilnCpuFoldMatmulTransposes
+    : Pass<"kiln-cpu-fold-matmul-transposes", "::mlir::func::FuncOp"> {
+  let summary = "Matmuls read transposed operands through views instead of copies";
+  let description = [{
+    On the bufferized kernel, before buffer donation: an f32 `linalg.matmul`
+    or `batch_matmul` operand that is a temporary filled by a
+    `linalg.transpose` of its last two dimensions becomes a
+    `memref.transpose` view of the transpose's source, and the copy goes,
+    when nothing in between touches the temporary or writes the source and
+    nothing after the matmul reads what the copy wrote. The runtime GEMM
+    reads any strides. See `foldTransposesIntoMatmuls` (TransposeFolding.h).
+
+    Example:
+
+    ```mlir
+    %t = memref.alloc() : memref<4x8xf32>
+    linalg.transpose ins(%w : memref<8x4xf32>) outs(%t : memref<4x8xf32>) permutation = [1, 0]
+    linalg.matmul ins(%x, %t : memref<2x4xf32>, memref<4x8xf32>) outs(%y : memref<2x8xf32>)
+    // becomes
+    %v = memref.transpose %w (d0, d1) -> (d1, d0) : memref<8x4xf32> to memref<4x8xf32, strided<[1, 4]>>
+    linalg.matmul ins(%x, %v : memref<2x4xf32>, memref<4x8xf32, strided<[1, 4]>>) outs(%y : memref<2x8xf32>)
+    ```
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def KilnCpuMarkParallelLoops : Pass<"kiln-cpu-mark-parallel-loops"> {
   let summary = "Annotate innermost loops whose iterations touch disjoint elements as parallel";
   let description = [{
