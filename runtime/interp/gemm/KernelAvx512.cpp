@@ -126,6 +126,29 @@ __attribute__((target("avx512f"))) void packRowMajorA(StridedMatrix a, int64_t i
   }
 }
 
+/// Packs one NR-wide panel of B whose columns are contiguous (rs == 1: a
+/// transposed view, dX = dY * W^T): 16 columns by 16 depth steps at a time,
+/// loaded along the columns, transposed, stored as 16 steps of the panel.
+/// Columns past the matrix are zero.
+__attribute__((target("avx512f"))) void packColumnMajorB(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols,
+                                                         float* dst) {
+  for (int h = 0; h < kVecs; ++h) {
+    const int first = 16 * h;
+    const int inHalf = cols - first < 0 ? 0 : (cols - first > 16 ? 16 : cols - first);
+    const float* src = b.p + k0 + (j0 + first) * b.cs;
+    for (int k = 0; k < kc; k += 16) {
+      const int steps = kc - k < 16 ? kc - k : 16;
+      const __mmask16 stepLanes = steps == 16 ? __mmask16(0xFFFF) : __mmask16((1u << steps) - 1);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j)
+        r[j] = j < inHalf ? _mm512_maskz_loadu_ps(stepLanes, src + j * b.cs + k) : _mm512_setzero_ps();
+      transpose16x16(r);
+      for (int t = 0; t < steps; ++t) _mm512_storeu_ps(dst + static_cast<int64_t>(k + t) * kNR + first, r[t]);
+    }
+  }
+}
+
 #pragma GCC diagnostic pop
 
 template <int... R>
@@ -149,7 +172,7 @@ void microKernelAvx512(int kc, const float* ap, const float* bp, float* c, int64
 // thread) kc 256 -> 1024 took 1024^3 from about 94 to 104 GFLOP/s.
 const MicroKernel& avx512MicroKernel() {
   static const MicroKernel k{Isa::avx512, kMR, kNR, /*kc=*/1024, /*mc=*/14 * 4, /*nc=*/2048, microKernelAvx512,
-                             packRowMajorA};
+                             packRowMajorA, packColumnMajorB};
   return k;
 }
 

@@ -20,6 +20,11 @@ using MicroKernelFn = void (*)(int kc, const float* ap, const float* bp, float* 
 /// past the matrix zero): the layout ap of MicroKernelFn expects.
 using PackRowMajorAFn = void (*)(StridedMatrix a, int64_t i0, int mc, int64_t k0, int kc, float* dst);
 
+/// Packs depth [k0, k0+kc) x columns [j0, j0+cols) of B, whose columns are
+/// contiguous (rs == 1), into one NR-wide panel (kc steps of NR floats,
+/// columns past the matrix zero): the layout bp of MicroKernelFn expects.
+using PackColumnMajorBFn = void (*)(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, float* dst);
+
 /// A register tile and the cache blocking tuned for it.
 struct MicroKernel {
   Isa isa;
@@ -29,6 +34,7 @@ struct MicroKernel {
   int nc;      // columns of B per packed block (a multiple of nr; L3)
   MicroKernelFn run;
   PackRowMajorAFn packRowMajorA = nullptr;  // optional; the driver's generic packing otherwise
+  PackColumnMajorBFn packColumnMajorB = nullptr;  // optional, likewise
 };
 
 const MicroKernel& scalarMicroKernel();

@@ -180,10 +180,16 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
     for (int64_t pc = 0; pc < K; pc += kcStep) {
       const int kc = static_cast<int>(std::min<int64_t>(kcStep, K - pc));
       const int packTasks = std::min(threads, colPanels / 4 + 1);
+      const bool columnMajorB = b.rs == 1 && b.cs != 1 && mk.packColumnMajorB;
       forEachTask(packTasks, [&](int t) {
-        for (int p = colPanels * t / packTasks; p < colPanels * (t + 1) / packTasks; ++p)
-          packBPanel(b, pc, kc, jc + static_cast<int64_t>(p) * NR, std::min(NR, nc - p * NR), NR,
-                     bBlock.data() + static_cast<int64_t>(p) * kc * NR);
+        for (int p = colPanels * t / packTasks; p < colPanels * (t + 1) / packTasks; ++p) {
+          const int64_t j0 = jc + static_cast<int64_t>(p) * NR;
+          float* panel = bBlock.data() + static_cast<int64_t>(p) * kc * NR;
+          if (columnMajorB)
+            mk.packColumnMajorB(b, pc, kc, j0, std::min(NR, nc - p * NR), panel);
+          else
+            packBPanel(b, pc, kc, j0, std::min(NR, nc - p * NR), NR, panel);
+        }
       });
       const bool addToC = accumulate || pc > 0;
       forEachTask(grid.rows * grid.cols, [&](int t) {

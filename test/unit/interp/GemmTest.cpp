@@ -129,6 +129,24 @@ TEST_P(GemmIsaTest, AcrossTheCacheBlocks) {
   check({2 * k.mc + 3, k.nr + 1, k.kc + 1, false, false, 0, true}, seed++);
   check({3, k.nc + k.nr + 7, 40}, seed++);
   check({k.mc + 5, k.nc + 3, k.kc + 9, false, false, 0, false, false}, seed++);
+  // Column-major B (a transposed view) past a panel's depth and width.
+  check({k.mr + 3, 2 * k.nr + 7, k.kc + 9, false, true, 2}, seed++);
+}
+
+TEST_P(GemmIsaTest, ColumnMajorBGivesTheBitsOfItsRowMajorCopy) {
+  // Compiled kernels multiply by transposed views where they once copied
+  // (kiln-cpu-fold-matmul-transposes): packing either layout must give the
+  // same panels, so the same bits.
+  std::mt19937 rng(450);
+  const int64_t M = 37, N = 2 * kernel().nr + 5, K = 77;
+  Operand a(M, K, false, 0, rng), columnMajor(K, N, true, 3, rng);
+  std::vector<float> rowMajor(static_cast<size_t>(K * N));
+  for (int64_t i = 0; i < K; ++i)
+    for (int64_t j = 0; j < N; ++j) rowMajor[i * N + j] = columnMajor.at(i, j);
+  std::vector<float> viaView(M * N), viaCopy(M * N);
+  sgemm(M, N, K, a.view(), columnMajor.view(), viaView.data(), N, false, true);
+  sgemm(M, N, K, a.view(), StridedMatrix{rowMajor.data(), N, 1}, viaCopy.data(), N, false, true);
+  EXPECT_EQ(viaView, viaCopy);
 }
 
 TEST_P(GemmIsaTest, TransposedAndStridedOperands) {
