@@ -79,6 +79,11 @@ std::string oversizedOutput(const trace::TraceGraph &graph) {
 /// 16.4-20.3 ms with, 16.5-19.8 ms without) nor the tests' results: the loops
 /// index memrefs with x86's base+index*scale addressing either way. Set on
 /// each compilation's LLVMContext, so nothing else in the process changes.
+/// f32 lanes of the target's widest vectors: 16 with AVX-512, else 8.
+unsigned f32VectorLanes(const llvm::TargetMachine &targetMachine) {
+  return targetMachine.getTargetFeatureString().contains("+avx512f") ? 16 : 8;
+}
+
 llvm::OptPassGate &skipLoopStrengthReduction() {
   struct Gate final : llvm::OptPassGate {
     bool isEnabled() const override { return true; }
@@ -200,7 +205,8 @@ class CpuCompiler final : public TargetPipeline {
       return fail("loops");
     scratchBytes = kernel->getAttrOfType<mlir::IntegerAttr>(kScratchBytesAttr).getInt();
     const std::string rows = std::string(kCpuFuseLoopsInRows) + ",kiln-cpu-outline-parallel-loops{kernel=" +
-                             kernelName + "}," + kCpuIeeeMinMax + "," + kCpuMarkParallelLoops;
+                             kernelName + "}," + kCpuIeeeMinMax + "," + kCpuMarkParallelLoops +
+                             "{f32-lanes=" + std::to_string(f32VectorLanes(*targetMachine)) + "}";
     if (!runPassPipeline(*module, rows.c_str()))
       return fail("loops");
     const int loopNests = static_cast<int>(kernel->getAttrOfType<mlir::IntegerAttr>(kLoopNestsAttr).getInt());

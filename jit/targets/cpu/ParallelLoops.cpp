@@ -5,6 +5,7 @@
 #include "jit/targets/cpu/ElementAccess.h"
 #include "jit/targets/cpu/MemoryExtent.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
@@ -72,17 +73,31 @@ bool iterationsIndependent(scf::ForOp loop) {
   return stores;  // a loop that only reads needs no overlap checks
 }
 
+/// An f32 loop that carries an f64 sum (Kiln sums f32 in f64): LLVM sizes
+/// its vectors by the widest type, so the f32 work would run at half width.
+bool f32WorkWithF64Sum(scf::ForOp loop) {
+  if (!llvm::any_of(loop.getRegionIterArgs(), [](Value v) { return v.getType().isF64(); }))
+    return false;
+  bool f32 = false;
+  loop.getBody()->walk([&](memref::LoadOp load) { f32 |= load.getType().isF32(); });
+  return f32;
+}
+
 } // namespace
 
-int markParallelLoops(Operation *root) {
+int markParallelLoops(Operation *root, unsigned f32Lanes) {
   int marked = 0;
   root->walk([&](scf::ForOp loop) {
     if (loop->hasAttr(kLoopAnnotation) || !iterationsIndependent(loop))
       return;
     MLIRContext *ctx = loop.getContext();
     auto group = LLVM::AccessGroupAttr::get(ctx);
-    loop->setAttr(kLoopAnnotation, LLVM::LoopAnnotationAttr::get(ctx, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
-                                                                 {}, {group}));
+    LLVM::LoopVectorizeAttr width;
+    if (f32Lanes > 0 && f32WorkWithF64Sum(loop))
+      width = LLVM::LoopVectorizeAttr::get(ctx, {}, {}, {}, IntegerAttr::get(IntegerType::get(ctx, 32), f32Lanes), {},
+                                           {}, {});
+    loop->setAttr(kLoopAnnotation, LLVM::LoopAnnotationAttr::get(ctx, {}, width, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
+                                                                 {}, {}, {group}));
     ++marked;
   });
   return marked;

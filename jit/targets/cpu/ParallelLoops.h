@@ -28,8 +28,11 @@ namespace kiln::jit::cpu {
 /// from outside the loop) that no other iteration's access touches: any
 /// other access that may overlap it, including one of another function
 /// argument (a donated pair shares a buffer), is to the same element in the
-/// same iteration. Returns the number of loops marked.
-int markParallelLoops(mlir::Operation *root);
+/// same iteration. With `f32Lanes` > 0, a marked loop over f32 data that
+/// carries an f64 sum also asks LLVM for that many lanes (the f32 vector
+/// width; LLVM would size the vectors by the f64 sum, halving the f32 work's
+/// width: softmax and layer_norm rows). Returns the number of loops marked.
+int markParallelLoops(mlir::Operation *root, unsigned f32Lanes = 0);
 
 /// After the lowering to the LLVM dialect: moves each branch's
 /// `llvm.loop_annotation` (where scf-to-cf leaves a loop's annotation) into

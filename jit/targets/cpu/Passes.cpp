@@ -240,7 +240,8 @@ struct FoldMatmulTransposes : impl::KilnCpuFoldMatmulTransposesBase<FoldMatmulTr
 };
 
 struct MarkParallelLoops : impl::KilnCpuMarkParallelLoopsBase<MarkParallelLoops> {
-  void runOnOperation() override { markParallelLoops(getOperation()); }
+  using Base::Base;
+  void runOnOperation() override { markParallelLoops(getOperation(), f32Lanes); }
 };
 
 struct TagParallelAccesses : impl::KilnCpuTagParallelAccessesBase<TagParallelAccesses> {

@@ -411,8 +411,10 @@ def KilnCpuMarkParallelLoops : Pass<"kiln-cpu-mark-parallel-loops"> {
     that may overlap a store (another argument included) are to the same
     element in the same iteration, gets an `llvm.loop_annotation` with a
     parallel access group of its own. kiln-cpu-tag-parallel-accesses
-    completes it after the lowering to LLVM. See `markParallelLoops`
-    (ParallelLoops.h).
+    completes it after the lowering to LLVM. With `f32-lanes`, a marked
+    loop over f32 data that carries an f64 sum (Kiln sums f32 in f64) also
+    asks for that vector width, which LLVM would otherwise size by the f64
+    sum. See `markParallelLoops` (ParallelLoops.h).
 
     Example:
 
@@ -423,6 +425,8 @@ def KilnCpuMarkParallelLoops : Pass<"kiln-cpu-mark-parallel-loops"> {
     } {llvm.loop_annotation = #llvm.loop_annotation<parallelAccesses = #group>}
     ```
   }];
+  let options = [Option<"f32Lanes", "f32-lanes", "unsigned", /*default=*/"0",
+                        "Vector lanes for f32 loops with an f64 sum (0: LLVM's choice)">];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 

@@ -1,4 +1,5 @@
 // RUN: kiln-opt %s -kiln-cpu-mark-parallel-loops -split-input-file | FileCheck %s
+// RUN: kiln-opt %s -kiln-cpu-mark-parallel-loops=f32-lanes=16 -split-input-file | FileCheck %s --check-prefix=LANES
 
 // An optimizer's in-place update: the output argument may be the donated
 // input's buffer, read and written at the same element; a temporary in the
@@ -74,4 +75,30 @@ func.func @dependent(%x: memref<8xf32>, %acc: memref<f32>, %y: memref<8xf32>, %z
     scf.yield %s : f32
   }
   return %sum : f32
+}
+
+// -----
+
+// A softmax row's exp loop: f32 work stored per element and summed in f64.
+// With f32-lanes it asks LLVM for 16 lanes (which would otherwise size its
+// vectors by the f64 sum); without, only the parallel access group.
+// CHECK-LABEL: func.func @exp_and_sum
+// CHECK: llvm.loop_annotation
+// LANES: #[[W:.*]] = #llvm.loop_vectorize<width = 16 : i32>
+// LANES: #llvm.loop_annotation<vectorize = #[[W]], parallelAccesses =
+// LANES-LABEL: func.func @exp_and_sum
+func.func @exp_and_sum(%x: memref<8xf32>, %e: memref<8xf32>) -> f64 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0.0 : f64
+  %sum = scf.for %j = %c0 to %c8 step %c1 iter_args(%a = %zero) -> (f64) {
+    %v = memref.load %x[%j] : memref<8xf32>
+    %x2 = math.exp %v : f32
+    memref.store %x2, %e[%j] : memref<8xf32>
+    %w = arith.extf %x2 : f32 to f64
+    %s = arith.addf %a, %w : f64
+    scf.yield %s : f64
+  }
+  return %sum : f64
 }
