@@ -99,8 +99,27 @@ __attribute__((target("avx512f"))) inline void transpose16x16(__m512 r[16]) {
   }
 }
 
-/// Packs A with contiguous rows 16 depth steps at a time: load up to 14 row
-/// segments, transpose, store each step's 14 floats.
+/// Packing's common step: `lines` (<= 16) lines of depth, `depth` (<= 16)
+/// floats each and `stride` apart, become `depth` rows of 16 floats (lanes
+/// past `lines` zero; only `storeLanes` stored) `rowStride` apart at dst.
+__attribute__((target("avx512f"))) inline void transposeLines(const float* src, int64_t stride, int lines,
+                                                              int depth, float* dst, int64_t rowStride,
+                                                              __mmask16 storeLanes) {
+  const __mmask16 depthLanes = depth == 16 ? __mmask16(0xFFFF) : __mmask16((1u << depth) - 1);
+  __m512 r[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = i < lines ? _mm512_maskz_loadu_ps(depthLanes, src + i * stride) : _mm512_setzero_ps();
+  transpose16x16(r);
+  if (depth == 16) {
+#pragma GCC unroll 16
+    for (int t = 0; t < 16; ++t) _mm512_mask_storeu_ps(dst + t * rowStride, storeLanes, r[t]);
+  } else {
+    for (int t = 0; t < depth; ++t) _mm512_mask_storeu_ps(dst + t * rowStride, storeLanes, r[t]);
+  }
+}
+
+/// Packs A with contiguous rows 16 depth steps at a time: up to 14 row
+/// segments, transposed, each step's 14 floats stored.
 __attribute__((target("avx512f"))) void packRowMajorA(StridedMatrix a, int64_t i0, int mc, int64_t k0, int kc,
                                                       float* dst) {
   constexpr __mmask16 kPanelLanes = (1u << kMR) - 1;
@@ -108,44 +127,23 @@ __attribute__((target("avx512f"))) void packRowMajorA(StridedMatrix a, int64_t i
     const int rows = mc - p < kMR ? mc - p : kMR;
     const float* src = a.p + (i0 + p) * a.rs + k0;
     float* d = dst + static_cast<int64_t>(p) * kc;
-    for (int k = 0; k < kc; k += 16) {
-      const int steps = kc - k < 16 ? kc - k : 16;
-      const __mmask16 stepLanes = steps == 16 ? __mmask16(0xFFFF) : __mmask16((1u << steps) - 1);
-      __m512 r[16];
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i)
-        r[i] = i < rows ? _mm512_maskz_loadu_ps(stepLanes, src + i * a.rs + k) : _mm512_setzero_ps();
-      transpose16x16(r);
-      if (steps == 16) {
-#pragma GCC unroll 16
-        for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(d + (k + j) * kMR, kPanelLanes, r[j]);
-      } else {
-        for (int j = 0; j < steps; ++j) _mm512_mask_storeu_ps(d + (k + j) * kMR, kPanelLanes, r[j]);
-      }
-    }
+    for (int k = 0; k < kc; k += 16)
+      transposeLines(src + k, a.rs, rows, kc - k < 16 ? kc - k : 16, d + k * kMR, kMR, kPanelLanes);
   }
 }
 
 /// Packs one NR-wide panel of B whose columns are contiguous (rs == 1: a
 /// transposed view, dX = dY * W^T): 16 columns by 16 depth steps at a time,
-/// loaded along the columns, transposed, stored as 16 steps of the panel.
-/// Columns past the matrix are zero.
+/// transposed into 16 steps of the panel. Columns past the matrix are zero.
 __attribute__((target("avx512f"))) void packColumnMajorB(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols,
                                                          float* dst) {
   for (int h = 0; h < kVecs; ++h) {
     const int first = 16 * h;
-    const int inHalf = cols - first < 0 ? 0 : (cols - first > 16 ? 16 : cols - first);
+    const int lines = cols - first < 0 ? 0 : (cols - first > 16 ? 16 : cols - first);
     const float* src = b.p + k0 + (j0 + first) * b.cs;
-    for (int k = 0; k < kc; k += 16) {
-      const int steps = kc - k < 16 ? kc - k : 16;
-      const __mmask16 stepLanes = steps == 16 ? __mmask16(0xFFFF) : __mmask16((1u << steps) - 1);
-      __m512 r[16];
-#pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j)
-        r[j] = j < inHalf ? _mm512_maskz_loadu_ps(stepLanes, src + j * b.cs + k) : _mm512_setzero_ps();
-      transpose16x16(r);
-      for (int t = 0; t < steps; ++t) _mm512_storeu_ps(dst + static_cast<int64_t>(k + t) * kNR + first, r[t]);
-    }
+    for (int k = 0; k < kc; k += 16)
+      transposeLines(src + k, b.cs, lines, kc - k < 16 ? kc - k : 16, dst + static_cast<int64_t>(k) * kNR + first,
+                     kNR, __mmask16(0xFFFF));
   }
 }
 
