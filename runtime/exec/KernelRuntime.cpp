@@ -72,31 +72,6 @@ KILN_RT_EXPORT void kiln_rt_matmul_set_f32(int64_t batch, int64_t M, int64_t N, 
                 false);
 }
 
-/// C = act(A * B + bias[j]) for one 2-D product: the matmul, its bias and
-/// its ReLU (relu != 0) in one GEMM whose epilogue finishes each block of C
-/// while it is in cache (the compiler's fused matmul epilogue).
-KILN_RT_EXPORT void kiln_rt_matmul_bias_f32(int64_t M, int64_t N, int64_t K, int64_t aPtr, int64_t aOff, int64_t aRs,
-                                            int64_t aCs, int64_t bPtr, int64_t bOff, int64_t bRs, int64_t bCs,
-                                            int64_t cPtr, int64_t cOff, int64_t cRs, int64_t cCs, int64_t biasPtr,
-                                            int64_t biasOff, int64_t biasStride, int64_t relu) {
-  const float* a = reinterpret_cast<const float*>(aPtr) + aOff;
-  const float* b = reinterpret_cast<const float*>(bPtr) + bOff;
-  float* c = reinterpret_cast<float*>(cPtr) + cOff;
-  const kiln::interp::gemm::Epilogue epilogue{reinterpret_cast<const float*>(biasPtr) + biasOff, biasStride,
-                                              relu != 0};
-  if (cCs == 1) {
-    kiln::interp::gemm::sgemm(M, N, K, {a, aRs, aCs}, {b, bRs, bCs}, c, cRs, false, true, &epilogue);
-    return;
-  }
-  kiln::interp::sgemmStrided(M, N, K, a, aRs, aCs, b, bRs, bCs, c, cRs, cCs, false, true);
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      float& v = c[i * cRs + j * cCs];
-      v += epilogue.bias[j * biasStride];
-      if (epilogue.relu) v = v < 0.0f ? 0.0f : v;
-    }
-}
-
 /// conv2d of grouped f32 views (linalg.conv_2d_ngchw_gfchw on memrefs):
 /// x [N, G, C/G, H, W], w [G, Co/G, C/G, kH, kW], out [N, G, Co/G, Ho, Wo],
 /// each an aligned pointer, an offset and five strides (elements), then the

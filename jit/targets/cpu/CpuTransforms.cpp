@@ -1,7 +1,6 @@
 //===- CpuTransforms.cpp - Kiln's own steps of the CPU pipeline -*- C++ -*-===//
 
 #include "jit/targets/cpu/CpuTransforms.h"
-#include "jit/targets/cpu/MemoryExtent.h"
 #include "jit/targets/cpu/RowScratch.h"
 
 #include <functional>
@@ -35,8 +34,6 @@ constexpr int64_t kMinParallelWork = 1 << 16;
 constexpr const char *kMatmulFn = "kiln_rt_matmul_f32";
 /// C = A * B (no read of C): used where C was zero-filled just before.
 constexpr const char *kMatmulSetFn = "kiln_rt_matmul_set_f32";
-/// C = act(A * B + bias) (2-D): a matmul with its bias and ReLU fused.
-constexpr const char *kMatmulBiasFn = "kiln_rt_matmul_bias_f32";
 /// The runtime's implicit-GEMM convolution (runtime/interp/ConvKernels.cpp).
 constexpr const char *kConvFn = "kiln_rt_conv2d_f32";
 
@@ -210,81 +207,6 @@ void makeResultsDistinct(func::FuncOp kernel) {
 }
 
 namespace {
-/// Is `v` the constant +-0.0?
-bool isZeroConstant(Value v) {
-  auto c = v.getDefiningOp<arith::ConstantOp>();
-  auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
-  return f && f.getValue().isZero();
-}
-
-/// A 2-D matmul's bias and ReLU, fused into its runtime GEMM: the op right
-/// after the matmul is an all-parallel linalg.generic that reads C (the
-/// matmul's output, identity map) and a per-column f32 bias [N] and yields
-/// C + bias, or its ReLU (x < 0 ? 0 : x, NaN kept), into an f32 output of C's
-/// shape with an identity layout; nothing else reads C (a temporary) and the
-/// output overlaps neither operand nor the bias.
-struct BiasEpilogue {
-  linalg::GenericOp op;
-  Value bias, out;
-  bool relu = false;
-};
-
-std::optional<BiasEpilogue> biasEpilogueAfter(linalg::LinalgOp matmul, linalg::FillOp fill) {
-  Value a = matmul.getDpsInputs()[0], b = matmul.getDpsInputs()[1], c = matmul.getDpsInits()[0];
-  auto g = dyn_cast_or_null<linalg::GenericOp>(matmul->getNextNode());
-  if (!g || !g.hasPureBufferSemantics() || !g.isAllParallelLoops() || g.getNumLoops() != 2 ||
-      g.getNumDpsInputs() != 2 || g.getNumDpsInits() != 1 || isa<BlockArgument>(c))
-    return std::nullopt;
-  const int cIndex = g.getDpsInputs()[0] == c ? 0 : (g.getDpsInputs()[1] == c ? 1 : -1);
-  if (cIndex < 0)
-    return std::nullopt;
-  OpOperand *cOperand = g.getDpsInputOperand(cIndex), *biasOperand = g.getDpsInputOperand(1 - cIndex);
-  OpOperand *outOperand = g.getDpsInitOperand(0);
-  MLIRContext *ctx = g.getContext();
-  const AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
-  if (g.getMatchingIndexingMap(cOperand) != identity || g.getMatchingIndexingMap(outOperand) != identity ||
-      g.getMatchingIndexingMap(biasOperand) != AffineMap::get(2, 0, {getAffineDimExpr(1, ctx)}, ctx) ||
-      g.payloadUsesValueFromOperand(outOperand))
-    return std::nullopt;
-  BiasEpilogue e{g, biasOperand->get(), outOperand->get()};
-  auto cType = cast<MemRefType>(c.getType());
-  auto biasType = dyn_cast<MemRefType>(e.bias.getType());
-  auto outType = dyn_cast<MemRefType>(e.out.getType());
-  if (!biasType || biasType.getRank() != 1 || !biasType.getElementType().isF32() || !outType ||
-      outType.getShape() != cType.getShape() || !outType.getElementType().isF32() || !outType.getLayout().isIdentity())
-    return std::nullopt;
-  // The payload: add, then optionally the ReLU select, then yield.
-  Block &body = g.getRegion().front();
-  Value cArg = body.getArgument(cIndex), biasArg = body.getArgument(1 - cIndex);
-  auto it = body.begin();
-  auto add = dyn_cast<arith::AddFOp>(&*it);
-  if (!add || !((add.getLhs() == cArg && add.getRhs() == biasArg) || (add.getLhs() == biasArg && add.getRhs() == cArg)))
-    return std::nullopt;
-  Value result = add.getResult();
-  if (auto cmp = dyn_cast<arith::CmpFOp>(&*++it)) {
-    auto select = dyn_cast<arith::SelectOp>(&*++it);
-    if (cmp.getPredicate() != arith::CmpFPredicate::OLT || cmp.getLhs() != result || !isZeroConstant(cmp.getRhs()) ||
-        !select || select.getCondition() != cmp.getResult() || !isZeroConstant(select.getTrueValue()) ||
-        select.getFalseValue() != result)
-      return std::nullopt;
-    result = select.getResult();
-    e.relu = true;
-    ++it;
-  }
-  auto yield = dyn_cast<linalg::YieldOp>(&*it);
-  if (!yield || yield.getNumOperands() != 1 || yield.getOperand(0) != result)
-    return std::nullopt;
-  // C is a temporary only these ops touch; the GEMM writes the output while
-  // it reads A, B and (in its epilogue) the bias.
-  for (Operation *user : c.getUsers())
-    if (user != matmul.getOperation() && user != g.getOperation() && user != fill.getOperation())
-      return std::nullopt;
-  const Extent out = extentOf(e.out);
-  if (!disjoint(out, extentOf(a)) || !disjoint(out, extentOf(b)) || !disjoint(out, extentOf(e.bias)))
-    return std::nullopt;
-  return e;
-}
-
 /// (aligned pointer, offset, strides...) of a memref as i64 values.
 SmallVector<Value> describe(OpBuilder &b, Location loc, Value memref, bool batched) {
   auto md = memref::ExtractStridedMetadataOp::create(b, loc, memref);
@@ -326,11 +248,11 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
     return success();
   MLIRContext *ctx = module.getContext();
   auto i64 = IntegerType::get(ctx, 64);
-  auto declare = [&](const char *fn, size_t numArgs) {
+  auto declare = [&](const char *fn) {
     if (module.lookupSymbol(fn))
       return;
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-    SmallVector<Type> args(numArgs, i64);
+    SmallVector<Type> args(19, i64);
     auto decl = func::FuncOp::create(b, module.getLoc(), fn, FunctionType::get(ctx, args, {}));
     decl.setPrivate();
   };
@@ -353,35 +275,12 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
       Value dim = memref::DimOp::create(b, loc, v, d);
       return arith::IndexCastOp::create(b, loc, b.getI64Type(), dim);
     };
-    // C = act(A * B + bias): one GEMM with the bias and ReLU in its epilogue,
-    // writing the epilogue's output; C is never written.
-    if (std::optional<BiasEpilogue> e = fill && !batched ? biasEpilogueAfter(op, fill) : std::nullopt) {
-      SmallVector<Value> args{extent(c, cType, 0), extent(c, cType, 1), extent(a, aType, 1)};
-      for (Value v : {a, bm, e->out}) {
-        SmallVector<Value> d = describe(b, loc, v, false);  // ptr, offset, 0, row stride, column stride
-        args.append({d[0], d[1], d[3], d[4]});
-      }
-      auto md = memref::ExtractStridedMetadataOp::create(b, loc, e->bias);
-      auto toI64 = [&](Value v) -> Value { return arith::IndexCastOp::create(b, loc, b.getI64Type(), v); };
-      args.push_back(toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, md.getBaseBuffer())));
-      args.push_back(toI64(md.getOffset()));
-      args.push_back(toI64(md.getStrides()[0]));
-      args.push_back(konst(e->relu ? 1 : 0));
-      declare(kMatmulBiasFn, args.size());
-      func::CallOp::create(b, loc, kMatmulBiasFn, TypeRange{}, args);
-      e->op->erase();
-      op->erase();
-      fill->erase();
-      if (auto alloc = c.getDefiningOp<memref::AllocOp>(); alloc && alloc->use_empty())
-        alloc->erase();
-      continue;
-    }
     SmallVector<Value> args{batched ? extent(c, cType, 0) : konst(1), extent(c, cType, r - 2),
                             extent(c, cType, r - 1), extent(a, aType, r - 1)};
     for (Value v : {a, bm, c})
       llvm::append_range(args, describe(b, loc, v, batched));
     const char *fn = fill ? kMatmulSetFn : kMatmulFn;
-    declare(fn, args.size());
+    declare(fn);
     func::CallOp::create(b, loc, fn, TypeRange{}, args);
     op->erase();
     if (fill)
@@ -391,6 +290,12 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
 }
 
 namespace {
+/// Is `v` the constant +-0.0?
+bool isZeroConstant(Value v) {
+  auto c = v.getDefiningOp<arith::ConstantOp>();
+  auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
+  return f && f.getValue().isZero();
+}
 
 /// A convolution input that is a zero-padded copy: a fresh buffer filled with
 /// zeros (linalg.map or linalg.fill) into whose interior one memref.copy

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
 #include "kiln/error.h"
 #include "runtime/interp/gemm/MicroKernel.h"
@@ -154,39 +153,12 @@ void forEachTask(int tasks, F&& f) {
 
 }  // namespace
 
-namespace {
-/// One row of the epilogue: branch-free (ReLU's sign is data, a branch on it
-/// mispredicts half the time) and with the bias gathered once per block.
-template <bool Relu>
-void epilogueRow(float* __restrict row, const float* __restrict bias, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) {
-    const float v = row[j] + bias[j];
-    row[j] = Relu ? (v < 0.0f ? 0.0f : v) : v;  // NaN stays NaN, as relu
-  }
-}
-
-/// C[i, j] = act(C[i, j] + bias[j]) over rows [i0, i1) and columns [j0, j1).
-void applyEpilogue(const Epilogue& e, float* c, int64_t ldc, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-  const int64_t n = j1 - j0;
-  std::vector<float> bias(static_cast<size_t>(n), 0.0f);
-  if (e.bias)
-    for (int64_t j = 0; j < n; ++j) bias[j] = e.bias[(j0 + j) * e.biasStride];
-  for (int64_t i = i0; i < i1; ++i) {
-    if (e.relu)
-      epilogueRow<true>(c + i * ldc + j0, bias.data(), n);
-    else
-      epilogueRow<false>(c + i * ldc + j0, bias.data(), n);
-  }
-}
-}  // namespace
-
 void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, float* c, int64_t ldc, bool accumulate,
-           bool parallel, const Epilogue* epilogue) {
+           bool parallel) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate)
       for (int64_t i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + N, 0.0f);
-    if (epilogue) applyEpilogue(*epilogue, c, ldc, 0, M, 0, N);
     return;
   }
   const MicroKernel& mk = microKernelFor(activeIsa());
@@ -240,10 +212,6 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
               mk.run(kc, aBlock.data() + static_cast<int64_t>(ir) * kc, bp, cp + ir * ldc, ldc, std::min(MR, mc - ir),
                      nr, addToC);
           }
-          // The block's final values, while it is still in cache.
-          if (epilogue && pc + kc >= K)
-            applyEpilogue(*epilogue, c, ldc, ic, ic + mc, jc + static_cast<int64_t>(p0) * NR,
-                          std::min<int64_t>(jc + nc, jc + static_cast<int64_t>(p1) * NR));
         }
       });
     }

@@ -31,20 +31,10 @@ struct StridedMatrix {
 /// thread instead.
 inline constexpr int64_t kSplitMultiplyAdds = int64_t{1} << 18;
 
-/// What a GEMM does to each final element of C while its block is still in
-/// cache: C[i, j] = act(C[i, j] + bias[j]) (a matmul's bias and ReLU fused
-/// into it instead of a second pass over C).
-struct Epilogue {
-  const float* bias = nullptr;  ///< none: no bias
-  int64_t biasStride = 1;
-  bool relu = false;            ///< max(x, 0), NaN kept
-};
-
-/// C[M,N] = A[M,K] * B[K,N], or C += A * B with `accumulate`, then the
-/// epilogue if any. C's rows are `ldc` apart, its columns contiguous.
-/// `parallel`: split the work over the current TBB arena's threads (off when
-/// the caller already runs in parallel).
+/// C[M,N] = A[M,K] * B[K,N], or C += A * B with `accumulate`. C's rows are
+/// `ldc` apart, its columns contiguous. `parallel`: split the work over the
+/// current TBB arena's threads (off when the caller already runs in parallel).
 void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, float* c, int64_t ldc, bool accumulate,
-           bool parallel, const Epilogue* epilogue = nullptr);
+           bool parallel);
 
 }  // namespace kiln::interp::gemm
