@@ -17,7 +17,9 @@
 // follows the single-process one; the ranks' parameters must be bit-identical
 // at the end (checked: FAIL otherwise). Rank 0 prints.
 // Exits 0 and prints "train_digits: PASS" when the final test accuracy is at
-// least A (default 0.95) and, in a build that has the compiler
+// least A (default 0.95; a negative A skips the check, for a device that only
+// stands in for hardware and computes nothing, as the CUDA test driver does
+// with compiled kernels) and, in a build that has the compiler
 // (KILN_SAMPLE_HAS_COMPILER) with KILN_JIT=async or sync, at least C steps
 // ran compiled (--min-compiled-steps, default 1): a demo of a tiering JIT that
 // never tiered up has failed.
@@ -297,13 +299,16 @@ int main(int argc, char** argv) {
   else
     say("tier-up: every step ran in the interpreter (no compiler in this build, or KILN_JIT=off)\n");
   say("\nwhat Kiln did:\n%s", stats().str().c_str());
-  const bool accurate = testAcc >= minAccuracy;
+  const bool accurate = minAccuracy < 0 || testAcc >= minAccuracy;
   bool identical = true;
   if (dp) {
     identical = dp->parameters_identical();
     say("parameters after training: %s on all %d ranks\n", identical ? "bit-identical" : "DIFFERENT", ranks);
   }
-  say("\ntest accuracy %.2f%% (required %.2f%%)\n", 100 * testAcc, 100 * minAccuracy);
+  if (minAccuracy < 0)
+    say("\ntest accuracy %.2f%% (not checked)\n", 100 * testAcc);
+  else
+    say("\ntest accuracy %.2f%% (required %.2f%%)\n", 100 * testAcc, 100 * minAccuracy);
 #ifdef KILN_SAMPLE_HAS_COMPILER
   const JitMode jit = settings().jit;
   const bool tierUpRequired = jit == JitMode::Async || jit == JitMode::Sync;

@@ -1,6 +1,7 @@
 #include "runtime/backends/cpu/CachingHostAllocator.h"
 
 #include <sys/mman.h>
+#include <time.h>
 
 #include <cstdlib>
 #include <string>
@@ -20,6 +21,12 @@ constexpr std::size_t kHugePage = HugePageSlabs::kChunkBytes;
 /// Deallocations between two looks at the clock for idle blocks.
 constexpr unsigned kIdleCheckInterval = 256;
 }  // namespace
+
+CoarseSteadyClock::time_point CoarseSteadyClock::now() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return time_point(duration(static_cast<rep>(ts.tv_sec) * 1000000000 + ts.tv_nsec));
+}
 
 void* CachingHostAllocator::systemAllocate(std::size_t size) {
   if (HugePageSlabs::serves(size)) return slabs_.allocate(size);
