@@ -2,6 +2,7 @@
 
 #include "jit/targets/cpu/TransposeFolding.h"
 
+#include "jit/targets/cpu/MemoryExtent.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -13,17 +14,7 @@ namespace kiln::jit::cpu {
 namespace {
 
 /// The buffer a memref views (through views and transposes).
-Value bufferOf(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (auto view = dyn_cast<ViewLikeOpInterface>(def))
-      v = view.getViewSource();
-    else if (auto transpose = dyn_cast<memref::TransposeOp>(def))
-      v = transpose.getIn();
-    else
-      break;
-  }
-  return v;
-}
+Value bufferOf(Value v) { return extentOf(v).base; }
 
 enum class Use { None, Reads, Overwrites, Other };
 

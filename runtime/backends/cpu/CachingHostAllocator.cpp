@@ -1,6 +1,5 @@
 #include "runtime/backends/cpu/CachingHostAllocator.h"
 
-#include <sys/mman.h>
 #include <time.h>
 
 #include <cstdlib>
@@ -31,10 +30,7 @@ CoarseSteadyClock::time_point CoarseSteadyClock::now() noexcept {
 void* CachingHostAllocator::systemAllocate(std::size_t size) {
   if (HugePageSlabs::serves(size)) return slabs_.allocate(size);
   if (size < kHugePage) return std::aligned_alloc(kAlignment, size);
-  void* p = nullptr;
-  if (posix_memalign(&p, kHugePage, size) != 0) return nullptr;
-  madvise(p, size, MADV_HUGEPAGE);  // advice only: failure changes nothing
-  return p;
+  return allocateHugePageBlock(size);
 }
 
 void CachingHostAllocator::systemFree(void* ptr, std::size_t size) {

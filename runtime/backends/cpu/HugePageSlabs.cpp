@@ -2,7 +2,16 @@
 
 #include <sys/mman.h>
 
+#include <cstdlib>
+
 namespace kiln::hal {
+
+void* allocateHugePageBlock(std::size_t bytes) {
+  void* p = nullptr;
+  if (posix_memalign(&p, HugePageSlabs::kChunkBytes, bytes) != 0) return nullptr;
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: failure changes nothing
+  return p;
+}
 
 HugePageSlabs::~HugePageSlabs() {
   for (auto& [base, chunk] : chunks_)

@@ -13,6 +13,11 @@
 
 namespace kiln::hal {
 
+/// A block of `bytes` (a multiple of 2 MiB) aligned to and backed by
+/// transparent huge pages where the kernel allows them; free it with
+/// std::free. nullptr when the system has no memory.
+void* allocateHugePageBlock(std::size_t bytes);
+
 /// Not thread-safe: its owner serialises the calls (CachingHostAllocator
 /// holds its mutex).
 class HugePageSlabs {

@@ -2,7 +2,6 @@
 // B and KC-deep slice of K, pack the B block once into NR-wide panels shared
 // by all threads; each thread then packs MC-row blocks of its rows of A into
 // MR-high panels and runs the micro-kernel over every (A panel, B panel) pair.
-#include <sys/mman.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
@@ -12,6 +11,7 @@
 #include <cstring>
 
 #include "kiln/error.h"
+#include "runtime/backends/cpu/HugePageSlabs.h"
 #include "runtime/interp/gemm/MicroKernel.h"
 #include "runtime/interp/gemm/Sgemm.h"
 #include "runtime/interp/gemm/WorkSplit.h"
@@ -33,14 +33,12 @@ struct ScratchSlot {
 /// about 400 page faults (1 ms on these VMs, most of a replaying process's
 /// first-step overhead); rounding up also lets the buffer serve later, larger
 /// blocks without growing.
-constexpr size_t kPackPage = size_t{2} << 20;
+constexpr size_t kPackPage = hal::HugePageSlabs::kChunkBytes;
 
 float* allocatePackBuffer(size_t& floats) {
   const size_t bytes = (floats * sizeof(float) + kPackPage - 1) / kPackPage * kPackPage;
-  void* p = nullptr;
-  if (posix_memalign(&p, kPackPage, bytes) != 0) return nullptr;
-  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: failure changes nothing
-  floats = bytes / sizeof(float);
+  void* p = hal::allocateHugePageBlock(bytes);
+  if (p) floats = bytes / sizeof(float);
   return static_cast<float*>(p);
 }
 thread_local ScratchSlot tlsBBlock, tlsABlock;
