@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Python peers of the Kiln benchmark suite (issue 8).
 
-    peers.py --system torch1|numpy|jax|onnxruntime|torch2 --out FILE [--quick] [--reps N]
+    peers.py --system torch1|numpy|jax|onnxruntime|torch2|iree|tinygrad --out FILE [--quick] [--reps N]
 
 Writes {"system": ..., "version": ..., "rows": {workload: [seconds per
 iteration, one per repetition]}, "errors": {workload: message}} to FILE.
@@ -160,26 +160,29 @@ def _nograd(torch, f):
 
 
 # ----------------------------------------------------------------- jax
-def jax_workloads(quick):
+def jax_programs():
+    """The workloads as plain JAX functions with their arguments, shared by the jax.jit peer and the IREE peer
+    (which compiles the same functions' StableHLO). mlp_train_step is (step, state, xb, yb): step maps the
+    flattened state (parameters, Adam moments, step count) and the batch to the next flattened state."""
     import numpy as np
     import jax
     import jax.numpy as jnp
     jax.config.update("jax_platforms", "cpu")
     d = {k: jnp.asarray(v) for k, v in inputs(np).items()}
 
-    def block(f):
-        return lambda: jax.block_until_ready(f())
-
-    chain = jax.jit(lambda v: jnp.tanh((v * 1.5 + 0.5) * jax.nn.sigmoid(v)) + v * v)
-    softmax = jax.jit(lambda v: jax.nn.softmax(v, axis=1))
-
     def ln(v):
         m = v.mean(axis=1, keepdims=True)
         var = ((v - m) ** 2).mean(axis=1, keepdims=True)
         return (v - m) * jax.lax.rsqrt(var + 1e-5)
-    layernorm = jax.jit(ln)
-    mm = jax.jit(lambda a, b: a @ b)
-    mbr = jax.jit(lambda a, b, c: jax.nn.relu(a @ b + c))
+
+    programs = {
+        "chain8": (lambda v: jnp.tanh((v * 1.5 + 0.5) * jax.nn.sigmoid(v)) + v * v, (d["x"],)),
+        "softmax": (lambda v: jax.nn.softmax(v, axis=1), (d["rows"],)),
+        "layernorm": (ln, (d["rows"],)),
+        "sgemm_1024": (lambda a, b: a @ b, (d["a1024"], d["b1024"])),
+        "sgemm_4096x4096x1024": (lambda a, b: a @ b, (d["a4096"], d["b4096"])),
+        "mm_bias_relu": (lambda a, b, c: jax.nn.relu(a @ b + c), (d["a1024"], d["b1024"], d["bias"])),
+    }
 
     key = jax.random.PRNGKey(0)
     ks = jax.random.split(key, 3)
@@ -196,34 +199,132 @@ def jax_workloads(quick):
         logp = jax.nn.log_softmax(h)
         return -jnp.take_along_axis(logp, yb[:, None], axis=1).mean()
 
-    @jax.jit
-    def step(p, m, v, t, xb, yb):
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    state, treedef = jax.tree_util.tree_flatten((params, zeros, zeros, jnp.float32(0)))
+
+    def step(*flat):
+        p, m, v, t = jax.tree_util.tree_unflatten(treedef, flat[:-2])
+        xb, yb = flat[-2:]
         g = jax.grad(loss_fn)(p, xb, yb)
         t = t + 1
         m = jax.tree_util.tree_map(lambda a, b: 0.9 * a + 0.1 * b, m, g)
         v = jax.tree_util.tree_map(lambda a, b: 0.999 * a + 0.001 * b * b, v, g)
         c1, c2 = 1 - 0.9 ** t, 1 - 0.999 ** t
         p = jax.tree_util.tree_map(lambda w, a, b: w - 1e-3 * (a / c1) / (jnp.sqrt(b / c2) + 1e-8), p, m, v)
-        return p, m, v, t
+        return tuple(jax.tree_util.tree_leaves((p, m, v, t)))
 
-    state = {"p": params, "m": jax.tree_util.tree_map(jnp.zeros_like, params),
-             "v": jax.tree_util.tree_map(jnp.zeros_like, params), "t": jnp.float32(0)}
-    yb = d["mlp_y"].astype(jnp.int32)
+    mlp = (step, state, d["mlp_x"], d["mlp_y"].astype(jnp.int32))
+    return jax, programs, mlp
+
+
+def jax_workloads(quick):
+    jax, programs, (step, state, xb, yb) = jax_programs()
+    rows = {}
+    for name, (f, args) in programs.items():
+        jf = jax.jit(f)
+        rows[name] = (lambda jf, args: lambda: jax.block_until_ready(jf(*args)))(jf, args)
+    jstep = jax.jit(step)
+    st = {"s": state}
 
     def mlp():
-        state["p"], state["m"], state["v"], state["t"] = step(state["p"], state["m"], state["v"], state["t"],
-                                                              d["mlp_x"], yb)
-        return jax.block_until_ready(state["t"])
+        st["s"] = jstep(*st["s"], xb, yb)
+        return jax.block_until_ready(st["s"][-1])
+    rows["mlp_train_step"] = mlp
+    return jax.__version__, rows
 
-    return jax.__version__, {
-        "chain8": block(lambda: chain(d["x"])),
-        "softmax": block(lambda: softmax(d["rows"])),
-        "layernorm": block(lambda: layernorm(d["rows"])),
-        "sgemm_1024": block(lambda: mm(d["a1024"], d["b1024"])),
-        "sgemm_4096x4096x1024": block(lambda: mm(d["a4096"], d["b4096"])),
-        "mm_bias_relu": block(lambda: mbr(d["a1024"], d["b1024"], d["bias"])),
-        "mlp_train_step": mlp,
+
+# ----------------------------------------------------------------- IREE
+def iree_workloads(quick):
+    """IREE, the MLIR-based system closest to Kiln: the JAX functions above exported as StableHLO, compiled by
+    iree-base-compiler for the host CPU (llvm-cpu, --iree-llvmcpu-target-cpu=host, IREE's default pipeline) and
+    run by iree-base-runtime's local-task driver on 2 worker threads. Inputs live on the device before timing."""
+    import numpy as np
+    import iree.compiler as ic
+    import iree.runtime as rt
+    jax, programs, (step, state, xb, yb) = jax_programs()
+    rt.flags.parse_flags(f"--task_topology_group_count={THREADS}")
+    config = rt.Config("local-task")
+
+    def compile_fn(f, args):
+        hlo = jax.jit(f).lower(*args).as_text()
+        vmfb = ic.compile_str(hlo, target_backends=["llvm-cpu"], input_type="stablehlo",
+                              extra_args=["--iree-llvmcpu-target-cpu=host"])
+        ctx = rt.SystemContext(config=config)
+        module = rt.VmModule.copy_buffer(ctx.instance, vmfb)
+        ctx.add_vm_module(module)
+        fn = ctx.modules[module.name]["main"]
+        dev_args = [rt.asdevicearray(config.device, np.asarray(a)) for a in args]
+        return fn, dev_args
+
+    rows = {}
+    for name, (f, args) in programs.items():
+        fn, dev_args = compile_fn(f, args)
+        want = np.asarray(jax.jit(f)(*args))
+        got = fn(*dev_args).to_host()
+        if not np.allclose(got, want, rtol=1e-3, atol=1e-3):  # a wrong answer is not a timing
+            raise RuntimeError(f"IREE's {name} differs from jax.jit's")
+        # `main` is IREE's synchronous wrapper: it returns once the results are ready.
+        rows[name] = (lambda fn, a: lambda: fn(*a))(fn, dev_args)
+    fstep, dev_state = compile_fn(step, tuple(state) + (xb, yb))
+    st = {"s": dev_state[:-2]}
+    dxb, dyb = dev_state[-2:]
+
+    def mlp():
+        st["s"] = list(fstep(*st["s"], dxb, dyb))
+        return st["s"][-1]
+    rows["mlp_train_step"] = mlp
+    from iree.compiler import version
+    return version.VERSION, rows
+
+
+# ----------------------------------------------------------------- tinygrad
+def tinygrad_workloads(quick):
+    """tinygrad on its CPU device (C kernels built by clang, its default thread count = the machine's cores),
+    each workload a TinyJit function, timed with a device synchronise per call."""
+    import numpy as np
+    from tinygrad import Tensor, TinyJit, Device, nn
+    from tinygrad.helpers import Context
+    from importlib.metadata import version
+    dev = Device[Device.DEFAULT]
+    d = {k: Tensor(v).realize() for k, v in inputs(np).items() if k != "mlp_y"}
+    d["mlp_y"] = Tensor(inputs(np)["mlp_y"].astype(np.int32)).realize()
+
+    def ln(v):
+        m = v.mean(axis=1, keepdim=True)
+        var = ((v - m) ** 2).mean(axis=1, keepdim=True)
+        return (v - m) * (var + 1e-5).rsqrt()
+    fns = {
+        "chain8": (lambda v: ((v * 1.5 + 0.5) * v.sigmoid()).tanh() + v * v, ("x",)),
+        "softmax": (lambda v: v.softmax(axis=1), ("rows",)),
+        "layernorm": (ln, ("rows",)),
+        "sgemm_1024": (lambda a, b: a @ b, ("a1024", "b1024")),
+        "sgemm_4096x4096x1024": (lambda a, b: a @ b, ("a4096", "b4096")),
+        "mm_bias_relu": (lambda a, b, c: (a @ b + c).relu(), ("a1024", "b1024", "bias")),
     }
+    rows = {}
+    for name, (f, keys) in fns.items():
+        jf = TinyJit(lambda *a, f=f: f(*a).realize())
+        args = [d[k] for k in keys]
+        rows[name] = (lambda jf, args: lambda: (jf(*args), dev.synchronize()))(jf, args)
+
+    class MLP:
+        def __init__(self):
+            self.l1, self.l2, self.l3 = nn.Linear(784, 512), nn.Linear(512, 512), nn.Linear(512, 10)
+
+        def __call__(self, x):
+            return self.l3(self.l2(self.l1(x).relu()).relu())
+    model = MLP()
+    opt = nn.optim.Adam(nn.state.get_parameters(model), lr=1e-3)
+
+    @TinyJit
+    def step(xb, yb):
+        with Context(TRAINING=1):
+            opt.zero_grad()
+            loss = model(xb).sparse_categorical_crossentropy(yb).backward()
+            opt.step()
+            return loss.realize()
+    rows["mlp_train_step"] = lambda: (step(d["mlp_x"], d["mlp_y"]), dev.synchronize())
+    return version("tinygrad"), rows
 
 
 # ----------------------------------------------------------------- onnxruntime
@@ -290,7 +391,7 @@ def main():
     try:
         make = {"numpy": numpy_workloads, "torch1": lambda q: torch_workloads(q, False),
                 "torch2": lambda q: torch_workloads(q, True), "jax": jax_workloads,
-                "onnxruntime": ort_workloads}[a.system]
+                "onnxruntime": ort_workloads, "iree": iree_workloads, "tinygrad": tinygrad_workloads}[a.system]
         result["version"], rows = make(a.quick)
     except Exception as e:  # the whole peer is unavailable
         result["errors"]["*"] = f"{type(e).__name__}: {e}"

@@ -88,12 +88,15 @@ PEER_ROWS = {
                "mlp_train_step", "record_run_tiny_op", "resnet_block_fwd", "resnet_block_train_step"],
     "numpy": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
     "jax": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu", "mlp_train_step"],
+    "iree": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu", "mlp_train_step"],
+    "tinygrad": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu", "mlp_train_step"],
     "onnxruntime": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
     "torch2": ["chain8", "softmax", "layernorm", "mm_bias_relu", "mlp_train_step", "resnet_block_fwd",
                "resnet_block_train_step"],
 }
 PEER_LABEL = {"eigen": "eigen", "openblas": "openblas", "onednn": "onednn", "torch1": "pytorch-1.13-eager",
-              "numpy": "numpy", "jax": "jax.jit", "onnxruntime": "onnxruntime", "torch2": "pytorch-2-compile"}
+              "numpy": "numpy", "jax": "jax.jit", "onnxruntime": "onnxruntime", "torch2": "pytorch-2-compile", "iree": "iree",
+              "tinygrad": "tinygrad"}
 BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
@@ -278,7 +281,7 @@ def main():
     if have_jit:
         procs.append(("kiln-compiled", [bench, "--tier=compiled", "--systems=kiln"] + gb, base_env, 900))
     py_min = "0.1" if a.quick else "0.3"
-    for peer in ("torch1", "numpy", "jax", "onnxruntime", "torch2"):
+    for peer in ("torch1", "numpy", "jax", "onnxruntime", "torch2", "iree", "tinygrad"):
         if status.get(peer, ("missing",))[0] != "ok":
             continue
         py = venv_py
@@ -556,7 +559,8 @@ def write_md(path, meta, table, goal_list, quick):
     L.append("- Threads: every system uses 2 threads (the machine's cores): Kiln `KILN_NUM_THREADS=2`, hand-written "
              "loops a 2-thread TBB arena with static halves, `OMP_NUM_THREADS=2` and `OMP_WAIT_POLICY=PASSIVE` "
              "(PyTorch, oneDNN), `OPENBLAS_NUM_THREADS=2`, ONNX Runtime `intra_op_num_threads=2`, XLA its default "
-             "CPU pool (2 cores). STREAM and peak-FMA rows are measured with 1 and 2 threads.")
+             "CPU pool (2 cores), IREE's local-task driver `--task_topology_group_count=2` (IREE compiles the jax "
+             "rows' StableHLO for the host CPU), tinygrad its CPU device's default (one worker per core). STREAM and peak-FMA rows are measured with 1 and 2 threads.")
     L.append(f"- Alternation: {meta['rounds']} round(s); in each, every measuring process runs once (Kiln "
              "interpreted + native peers + machine limits, OpenBLAS, Kiln compiled, then each Python peer), the "
              "order rotated between rounds. Inside a Google Benchmark process the repetitions of all rows are "

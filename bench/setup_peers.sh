@@ -8,7 +8,8 @@
 # Debian: Eigen (libeigen3-dev), OpenBLAS (libopenblas-dev), oneDNN
 # (libdnnl-dev), PyTorch 1.13 (python3-torch), NumPy (python3-numpy).
 # PyPI, into a virtual environment under BUILD_DIR/peers/venv: jax + jaxlib,
-# onnxruntime + onnx, and PyTorch 2.x (torch.compile) if its wheel installs.
+# onnxruntime + onnx, IREE (iree-base-compiler + iree-base-runtime; it compiles
+# the JAX programs' StableHLO), tinygrad, and PyTorch 2.x (torch.compile) if its wheel installs.
 # KILN_BENCH_NO_TORCH2=1 skips the (large) PyTorch 2.x download.
 set -u
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -60,6 +61,8 @@ pipi() { "$vpy" -m pip install -q --disable-pip-version-check "$@" >> "$peers/pi
 if [ -x "$vpy" ]; then
   "$vpy" -c "import jax, jaxlib" >/dev/null 2>&1 || pipi jax jaxlib || true
   "$vpy" -c "import onnxruntime, onnx" >/dev/null 2>&1 || pipi onnxruntime onnx numpy || true
+  "$vpy" -c "import iree.compiler, iree.runtime" >/dev/null 2>&1 || pipi iree-base-compiler iree-base-runtime || true
+  "$vpy" -c "import tinygrad" >/dev/null 2>&1 || pipi tinygrad || true
   if [ "${KILN_BENCH_NO_TORCH2:-0}" != 1 ] && [ ! -e "$peers/torch2.failed" ]; then
     if ! "$vpy" -c "import torch, sys; sys.exit(0 if int(torch.__version__.split('.')[0]) >= 2 else 1)" >/dev/null 2>&1; then
       echo "setup_peers: trying PyTorch 2.x from PyPI (large; see $peers/pip.log)"
@@ -70,6 +73,8 @@ fi
 vimport() { [ -x "$vpy" ] && "$vpy" -c "$1" 2>>"$peers/pip.log"; }
 v=$(vimport "import jax; print(jax.__version__)") && note jax ok "$v" || note jax missing "pip install jax jaxlib failed (see $peers/pip.log)"
 v=$(vimport "import onnxruntime, onnx; print(onnxruntime.__version__)") && note onnxruntime ok "$v" || note onnxruntime missing "pip install onnxruntime onnx failed (see $peers/pip.log)"
+v=$(vimport "from iree.compiler import version; import iree.runtime; print(version.VERSION)") && note iree ok "$v" || note iree missing "pip install iree-base-compiler iree-base-runtime failed (see $peers/pip.log)"
+v=$(vimport "from importlib.metadata import version; import tinygrad; print(version('tinygrad'))") && note tinygrad ok "$v" || note tinygrad missing "pip install tinygrad failed (see $peers/pip.log)"
 if [ "${KILN_BENCH_NO_TORCH2:-0}" = 1 ]; then note torch2 missing "skipped (KILN_BENCH_NO_TORCH2=1)"
 else
   # The torch.compile smoke test (it runs Inductor's C++ compiler) is done once per installed version.
