@@ -7,15 +7,16 @@
 // (kiln_rt_conv2d_f32) both end here.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
 #include <tbb/blocked_range.h>
-#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
 #include "runtime/interp/Dispatch.h"
 #include "runtime/interp/Kernels.h"
+#include "runtime/interp/ScratchBuffer.h"
 #include "runtime/interp/gemm/Sgemm.h"
 
 namespace kiln::interp {
@@ -120,43 +121,54 @@ void matmulInto(int64_t M, int64_t N, int64_t K, const T* a, int64_t rsA, const 
 /// Few output positions, many images (conv2d's weight gradient: the output
 /// is a kH x kW kernel, the "images" are input channels): one GEMM per
 /// output position and group, [images, K] x [K, C_out/groups], whose rows
-/// gather each image's receptive field at that position (reads along the
-/// image's rows, writes contiguous). The image-major path would run GEMMs
-/// only `spatial` columns wide.
+/// gather each image's receptive field at that position (runs along the
+/// image's rows, copied whole). The weight is read in place as the
+/// column-major [K, C_out/groups] operand. The image-major path would run
+/// GEMMs only `spatial` columns wide.
 template <class T>
 void convolveByPosition(const ConvGeometry& G, const T* x, const T* wDense, T* out, int64_t outNs, int64_t outCs) {
   const auto& p = G.p;
   const int64_t K = G.k(), cog = G.cog(), n = G.n;
-  std::vector<T> rows(static_cast<size_t>(n * K)), c(static_cast<size_t>(n * cog));
-  std::vector<int64_t> offset(static_cast<size_t>(K));
-  std::vector<T> wt(static_cast<size_t>(K * cog));
+  thread_local ScratchSlot rowsSlot, productSlot;
+  ScratchBuffer rowsBuffer(rowsSlot, sizeof(T) * n * K, "conv2d (receptive fields)");
+  ScratchBuffer productBuffer(productSlot, sizeof(T) * n * cog, "conv2d (per-position product)");
+  T* rows = rowsBuffer.as<T>();
+  T* c = productBuffer.as<T>();
   for (int64_t g = 0; g < p.groups; ++g) {
-    // weight_g^T [K, C_out/groups], once for every position.
     const T* wg = wDense + g * cog * K;
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, K, 256), [&](const tbb::blocked_range<int64_t>& rg) {
-      for (int64_t co = 0; co < cog; ++co)
-        for (int64_t r = rg.begin(); r < rg.end(); ++r) wt[r * cog + co] = wg[co * K + r];
-    });
     for (int64_t oh = 0; oh < G.ho; ++oh) {
       for (int64_t ow = 0; ow < G.wo; ++ow) {
-        // Each row's offset in an image (-1: padding).
-        for (int64_t r = 0; r < K; ++r) {
-          const int64_t ch = r / (G.kh * G.kw), i = (r / G.kw) % G.kh, j = r % G.kw;
-          const int64_t ih = oh * p.strideH + i * p.dilationH - p.padTop;
-          const int64_t iw = ow * p.strideW + j * p.dilationW - p.padLeft;
-          offset[r] = (ih < 0 || ih >= G.h || iw < 0 || iw >= G.w)
-                          ? -1
-                          : (g * G.cg() + ch) * G.xs[1] + ih * G.xs[2] + iw * G.xs[3];
-        }
+        // The receptive field's row (ch, i) is a run of kW inputs (dilation
+        // apart), zero where it leaves the input.
+        const int64_t colOffset = ow * p.strideW - p.padLeft;
+        int64_t jlo, jhi;
+        validRange(colOffset, p.dilationW, G.w, G.kw, &jlo, &jhi);
+        const int64_t step = p.dilationW * G.xs[3];
         tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1), [&](const tbb::blocked_range<int64_t>& rg) {
           for (int64_t img = rg.begin(); img < rg.end(); ++img) {
-            const T* base = x + img * G.xs[0];
-            T* dst = rows.data() + img * K;
-            for (int64_t r = 0; r < K; ++r) dst[r] = offset[r] < 0 ? T(0) : base[offset[r]];
+            const T* base = x + img * G.xs[0] + g * G.cg() * G.xs[1];
+            T* dst = rows + img * K;
+            for (int64_t ch = 0; ch < G.cg(); ++ch) {
+              for (int64_t i = 0; i < G.kh; ++i, dst += G.kw) {
+                const int64_t ih = oh * p.strideH + i * p.dilationH - p.padTop;
+                if (ih < 0 || ih >= G.h) {
+                  std::fill(dst, dst + G.kw, T(0));
+                  continue;
+                }
+                std::fill(dst, dst + jlo, T(0));
+                const T* src = base + ch * G.xs[1] + ih * G.xs[2] + (colOffset + jlo * p.dilationW) * G.xs[3];
+                if (step == 1) {
+                  std::copy(src, src + (jhi - jlo), dst + jlo);
+                } else {
+                  for (int64_t j = jlo; j < jhi; ++j, src += step) dst[j] = *src;
+                }
+                std::fill(dst + jhi, dst + G.kw, T(0));
+              }
+            }
           }
         });
         // c [images, C_out/groups] = rows [images, K] x weight_g^T [K, C_out/groups].
-        matmulInto<T>(n, cog, K, rows.data(), K, wt.data(), cog, 1, c.data(), cog, /*parallel=*/true);
+        matmulInto<T>(n, cog, K, rows, K, wg, /*rsB=*/1, /*csB=*/K, c, cog, /*parallel=*/true);
         const int64_t at = oh * G.wo + ow;
         for (int64_t img = 0; img < n; ++img)
           for (int64_t co = 0; co < cog; ++co) out[img * outNs + (g * cog + co) * outCs + at] = c[img * cog + co];
@@ -182,7 +194,9 @@ void convolve(const ConvGeometry& G, const T* x, const T* wDense, T* out, int64_
     return;
   }
   const bool direct = G.direct();
-  auto one = [&](int64_t task, std::vector<T>& col, bool parallel) {
+  // The unfolded columns of one (image, group): the thread's kept scratch.
+  thread_local ScratchSlot colSlot;
+  auto one = [&](int64_t task, bool parallel) {
     const int64_t img = task / groups, g = task % groups;
     const T* a = wDense + g * cog * K;
     T* c = out + img * outNs + g * cog * outCs;
@@ -191,42 +205,47 @@ void convolve(const ConvGeometry& G, const T* x, const T* wDense, T* out, int64_
       matmulInto<T>(cog, spatial, K, a, K, b, G.xs[1], G.xs[3], c, outCs, parallel);
       return;
     }
-    col.resize(static_cast<size_t>(K * spatial));
+    ScratchBuffer colBuffer(colSlot, sizeof(T) * K * spatial, "conv2d (unfolded columns)");
+    T* col = colBuffer.as<T>();
     if (parallel) {
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, K, 1), [&](const tbb::blocked_range<int64_t>& r) {
-        im2colRows(G, x, img, g, r.begin(), r.end(), col.data());
+        im2colRows(G, x, img, g, r.begin(), r.end(), col);
       });
     } else {
-      im2colRows(G, x, img, g, 0, K, col.data());
+      im2colRows(G, x, img, g, 0, K, col);
     }
-    matmulInto<T>(cog, spatial, K, a, K, col.data(), spatial, 1, c, outCs, parallel);
+    matmulInto<T>(cog, spatial, K, a, K, col, spatial, 1, c, outCs, parallel);
   };
   if (cog * spatial * K >= kParallelGemmWork || tasks == 1) {
-    std::vector<T> col;
-    for (int64_t t = 0; t < tasks; ++t) one(t, col, true);
+    for (int64_t t = 0; t < tasks; ++t) one(t, true);
     return;
   }
-  tbb::enumerable_thread_specific<std::vector<T>> cols;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, tasks, 1), [&](const tbb::blocked_range<int64_t>& r) {
-    std::vector<T>& col = cols.local();
-    for (int64_t t = r.begin(); t < r.end(); ++t) one(t, col, false);
+    for (int64_t t = r.begin(); t < r.end(); ++t) one(t, false);
   });
 }
 
-/// The weight as dense [co, c/groups*kh*kw] rows (a copy unless it is one).
+/// Whether the weight's [co, c/groups, kh, kw] elements lie densely in that order.
+inline bool denseWeight(const int64_t* shape, const int64_t* strides) {
+  return strides[3] == 1 && strides[2] == shape[3] && strides[1] == shape[2] * shape[3] &&
+         strides[0] == shape[1] * shape[2] * shape[3];
+}
+
+/// Copies a strided weight into dense [co, c/groups*kh*kw] rows (conv2d's
+/// weight gradient gets the output gradient as a permuted view), a whole
+/// run at a time where its rows are contiguous.
 template <class T>
-const T* denseWeight(const T* w, const int64_t* shape, const int64_t* strides, std::vector<T>& copy) {
-  const bool dense = strides[3] == 1 && strides[2] == shape[3] && strides[1] == shape[2] * shape[3] &&
-                     strides[0] == shape[1] * shape[2] * shape[3];
-  if (dense) return w;
-  copy.resize(static_cast<size_t>(shape[0] * shape[1] * shape[2] * shape[3]));
-  size_t k = 0;
+void copyDenseWeight(const T* w, const int64_t* shape, const int64_t* strides, T* dst) {
   for (int64_t a = 0; a < shape[0]; ++a)
     for (int64_t b = 0; b < shape[1]; ++b)
-      for (int64_t c = 0; c < shape[2]; ++c)
-        for (int64_t d = 0; d < shape[3]; ++d)
-          copy[k++] = w[a * strides[0] + b * strides[1] + c * strides[2] + d * strides[3]];
-  return copy.data();
+      for (int64_t c = 0; c < shape[2]; ++c, dst += shape[3]) {
+        const T* src = w + a * strides[0] + b * strides[1] + c * strides[2];
+        if (strides[3] == 1) {
+          std::copy(src, src + shape[3], dst);
+        } else {
+          for (int64_t d = 0; d < shape[3]; ++d) dst[d] = src[d * strides[3]];
+        }
+      }
 }
 
 template <class T>
@@ -235,8 +254,14 @@ void conv2dTyped(const T* x, const int64_t* xShape, const int64_t* xStrides, con
                  const int64_t* outStrides) {
   ConvGeometry G{xShape[0], xShape[1], xShape[2], xShape[3], wShape[0], wShape[2], wShape[3],
                  outShape[2], outShape[3], p, {xStrides[0], xStrides[1], xStrides[2], xStrides[3]}};
-  std::vector<T> wCopy;
-  const T* wd = denseWeight(w, wShape, wStrides, wCopy);
+  thread_local ScratchSlot weightSlot;
+  std::optional<ScratchBuffer> weightCopy;
+  const T* wd = w;
+  if (!denseWeight(wShape, wStrides)) {
+    weightCopy.emplace(weightSlot, sizeof(T) * wShape[0] * wShape[1] * wShape[2] * wShape[3], "conv2d (weight copy)");
+    copyDenseWeight(w, wShape, wStrides, weightCopy->as<T>());
+    wd = weightCopy->as<T>();
+  }
   const bool channelsDense = outStrides[3] == 1 && (G.ho == 1 || outStrides[2] == G.wo);
   if (channelsDense) {
     convolve(G, x, wd, out, outStrides[0], outStrides[1]);

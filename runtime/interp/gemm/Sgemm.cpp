@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "kiln/error.h"
-#include "runtime/backends/cpu/HugePageSlabs.h"
+#include "runtime/interp/ScratchBuffer.h"
 #include "runtime/interp/gemm/MicroKernel.h"
 #include "runtime/interp/gemm/Sgemm.h"
 #include "runtime/interp/gemm/WorkSplit.h"
@@ -20,62 +20,7 @@ namespace kiln::interp::gemm {
 
 namespace {
 
-/// A thread's kept packing buffer: packing blocks are up to megabytes, and
-/// allocating them per call would cost page faults on every call.
-struct ScratchSlot {
-  float* p = nullptr;
-  size_t capacity = 0;  // floats
-  ~ScratchSlot() { std::free(p); }
-};
-
-/// Packing buffers come in whole transparent huge pages: a process's first
-/// GEMMs touch them fresh, and a 1.6 MB B block faulted 4 KiB at a time cost
-/// about 400 page faults (1 ms on these VMs, most of a replaying process's
-/// first-step overhead); rounding up also lets the buffer serve later, larger
-/// blocks without growing.
-constexpr size_t kPackPage = hal::HugePageSlabs::kChunkBytes;
-
-float* allocatePackBuffer(size_t& floats) {
-  const size_t bytes = (floats * sizeof(float) + kPackPage - 1) / kPackPage * kPackPage;
-  void* p = hal::allocateHugePageBlock(bytes);
-  if (p) floats = bytes / sizeof(float);
-  return static_cast<float*>(p);
-}
 thread_local ScratchSlot tlsBBlock, tlsABlock;
-
-/// Takes the thread's slot for the call's duration and gives it back after;
-/// a call nested on the same thread (TBB work stealing while this one waits)
-/// finds the slot empty and allocates its own.
-class PackBuffer {
- public:
-  PackBuffer(ScratchSlot& slot, size_t floats) : slot_(slot), p_(slot.p), capacity_(slot.capacity) {
-    slot.p = nullptr;
-    slot.capacity = 0;
-    if (capacity_ < floats) {
-      std::free(p_);
-      p_ = allocatePackBuffer(floats);
-      capacity_ = p_ ? floats : 0;
-      if (!p_) throw Error("matmul: out of memory for the GEMM's packing buffers (" +
-                           std::to_string(floats * sizeof(float)) + " bytes)");
-    }
-  }
-  ~PackBuffer() {
-    if (slot_.p) {
-      std::free(p_);
-      return;
-    }
-    slot_.p = p_;
-    slot_.capacity = capacity_;
-  }
-  PackBuffer(const PackBuffer&) = delete;
-  PackBuffer& operator=(const PackBuffer&) = delete;
-  float* data() const { return p_; }
-
- private:
-  ScratchSlot& slot_;
-  float* p_;
-  size_t capacity_;
-};
 
 /// Packs rows [i0, i0+mc) x depth [k0, k0+kc) of A into MR-high panels: each
 /// panel holds kc steps of MR floats, rows past the matrix zero. MR is a
@@ -169,7 +114,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   const int64_t kPasses = (K + mk.kc - 1) / mk.kc, nPasses = (N + mk.nc - 1) / mk.nc;
   const int kcStep = static_cast<int>((K + kPasses - 1) / kPasses);
   const int ncStep = static_cast<int>(((N + nPasses - 1) / nPasses + NR - 1) / NR * NR);
-  PackBuffer bBlock(tlsBBlock, static_cast<size_t>(kcStep) * ncStep);
+  ScratchBuffer bBlock(tlsBBlock, sizeof(float) * kcStep * ncStep, "matmul (packing B)");
 
   for (int64_t jc = 0; jc < N; jc += ncStep) {
     const int nc = static_cast<int>(std::min<int64_t>(ncStep, N - jc));
@@ -182,7 +127,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
       forEachTask(packTasks, [&](int t) {
         for (int p = colPanels * t / packTasks; p < colPanels * (t + 1) / packTasks; ++p) {
           const int64_t j0 = jc + static_cast<int64_t>(p) * NR;
-          float* panel = bBlock.data() + static_cast<int64_t>(p) * kc * NR;
+          float* panel = bBlock.as<float>() + static_cast<int64_t>(p) * kc * NR;
           if (columnMajorB)
             mk.packColumnMajorB(b, pc, kc, j0, std::min(NR, nc - p * NR), panel);
           else
@@ -195,19 +140,19 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
         const int64_t i0 = rowPanels * rg / grid.rows * MR, i1 = std::min(M, rowPanels * (rg + 1) / grid.rows * MR);
         const int p0 = static_cast<int>(colPanels * cg / grid.cols), p1 = static_cast<int>(colPanels * (cg + 1) / grid.cols);
         if (i0 >= i1 || p0 >= p1) return;
-        PackBuffer aBlock(tlsABlock, static_cast<size_t>(mk.mc) * kc);
+        ScratchBuffer aBlock(tlsABlock, sizeof(float) * mk.mc * kc, "matmul (packing A)");
         for (int64_t ic = i0; ic < i1; ic += mk.mc) {
           const int mc = static_cast<int>(std::min<int64_t>(mk.mc, i1 - ic));
           if (a.cs == 1 && mk.packRowMajorA)
-            mk.packRowMajorA(a, ic, mc, pc, kc, aBlock.data());
+            mk.packRowMajorA(a, ic, mc, pc, kc, aBlock.as<float>());
           else
-            packA(a, ic, mc, pc, kc, MR, aBlock.data());
+            packA(a, ic, mc, pc, kc, MR, aBlock.as<float>());
           for (int p = p0; p < p1; ++p) {
             const int nr = std::min(NR, nc - p * NR);
-            const float* bp = bBlock.data() + static_cast<int64_t>(p) * kc * NR;
+            const float* bp = bBlock.as<float>() + static_cast<int64_t>(p) * kc * NR;
             float* cp = c + ic * ldc + jc + static_cast<int64_t>(p) * NR;
             for (int ir = 0; ir < mc; ir += MR)
-              mk.run(kc, aBlock.data() + static_cast<int64_t>(ir) * kc, bp, cp + ir * ldc, ldc, std::min(MR, mc - ir),
+              mk.run(kc, aBlock.as<float>() + static_cast<int64_t>(ir) * kc, bp, cp + ir * ldc, ldc, std::min(MR, mc - ir),
                      nr, addToC);
           }
         }
