@@ -29,6 +29,9 @@ constexpr int64_t kParallelGemmWork = int64_t(1) << 22;
 /// At most this many output positions and at least this many images: one
 /// GEMM per position over all images (convolveByPosition).
 constexpr int64_t kFewPositions = 16, kManyImages = 16;
+/// Of those, f32 with dilation 1 and a kernel of at least this many taps:
+/// convolveWideKernel.
+constexpr int64_t kWideKernelTaps = 256;
 
 /// The geometry of one conv2d call.
 struct ConvGeometry {
@@ -177,6 +180,69 @@ void convolveByPosition(const ConvGeometry& G, const T* x, const T* wDense, T* o
   }
 }
 
+/// Few output positions, many images and a kernel nearly as large as the
+/// input, dilation 1 (conv2d's weight gradient again: the kernel is the
+/// output gradient's Ho x Wo plane). For each input channel and output
+/// column the images' rows are copied once, shifted to that column and
+/// zero-padded (1/C of the input: it stays in cache for every position);
+/// each output position's receptive field is then one contiguous run of
+/// kh*kw values in the copy, and one GEMM per position and channel,
+/// [images, kh*kw] x [kh*kw, C_out/groups], reads the copy and the weight in
+/// place, accumulating over channels. convolveByPosition would gather and
+/// pack a whole [images, C*kh*kw] operand per position, from memory.
+void convolveWideKernel(const ConvGeometry& G, const float* x, const float* wDense, float* out, int64_t outNs,
+                        int64_t outCs) {
+  const auto& p = G.p;
+  const int64_t cg = G.cg(), cog = G.cog(), n = G.n, taps = G.kh * G.kw, spatial = G.spatial();
+  const int64_t rows = G.h + p.padTop + p.padBottom;  // the copy's rows, padding included
+  const int64_t plane = rows * G.kw;                   // one image's copy
+  thread_local ScratchSlot shiftedSlot, productSlot;
+  ScratchBuffer shiftedBuffer(shiftedSlot, sizeof(float) * n * plane, "conv2d (shifted input rows)");
+  ScratchBuffer productBuffer(productSlot, sizeof(float) * spatial * n * cog, "conv2d (per-position products)");
+  float* shifted = shiftedBuffer.as<float>();
+  float* products = productBuffer.as<float>();  // [position][image][C_out/groups]
+  for (int64_t g = 0; g < p.groups; ++g) {
+    for (int64_t ch = 0; ch < cg; ++ch) {
+      // B(k, co) = weight[g*cog + co, ch, k]: column-major, read in place.
+      const float* wch = wDense + g * cog * G.k() + ch * taps;
+      for (int64_t ow = 0; ow < G.wo; ++ow) {
+        const int64_t colOffset = ow * p.strideW - p.padLeft;
+        int64_t jlo, jhi;
+        validRange(colOffset, 1, G.w, G.kw, &jlo, &jhi);
+        tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1), [&](const tbb::blocked_range<int64_t>& rg) {
+          for (int64_t img = rg.begin(); img < rg.end(); ++img) {
+            const float* src = x + img * G.xs[0] + (g * cg + ch) * G.xs[1];
+            float* dst = shifted + img * plane;
+            for (int64_t r = 0; r < rows; ++r, dst += G.kw) {
+              const int64_t ih = r - p.padTop;
+              if (ih < 0 || ih >= G.h) {
+                std::fill(dst, dst + G.kw, 0.0f);
+                continue;
+              }
+              std::fill(dst, dst + jlo, 0.0f);
+              const float* from = src + ih * G.xs[2] + (colOffset + jlo) * G.xs[3];
+              if (G.xs[3] == 1) {
+                std::copy(from, from + (jhi - jlo), dst + jlo);
+              } else {
+                for (int64_t j = jlo; j < jhi; ++j, from += G.xs[3]) dst[j] = *from;
+              }
+              std::fill(dst + jhi, dst + G.kw, 0.0f);
+            }
+          }
+        });
+        // Output row oh reads the copy's rows [oh*strideH, oh*strideH + kh).
+        for (int64_t oh = 0; oh < G.ho; ++oh)
+          gemm::sgemm(n, cog, taps, {shifted + oh * p.strideH * G.kw, plane, 1}, {wch, 1, G.k()},
+                      products + (oh * G.wo + ow) * n * cog, cog, /*accumulate=*/ch > 0, /*parallel=*/true);
+      }
+    }
+    for (int64_t at = 0; at < spatial; ++at)
+      for (int64_t img = 0; img < n; ++img)
+        for (int64_t co = 0; co < cog; ++co)
+          out[img * outNs + (g * cog + co) * outCs + at] = products[(at * n + img) * cog + co];
+  }
+}
+
 /// out[img, co, oh, ow] (channels outCs apart, images outNs apart, each
 /// channel's Ho*Wo contiguous) = conv2d(x, wDense [co, K]).
 template <class T>
@@ -190,6 +256,12 @@ void convolve(const ConvGeometry& G, const T* x, const T* wDense, T* out, int64_
     return;
   }
   if (spatial <= kFewPositions && G.n >= kManyImages) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (G.p.dilationH == 1 && G.p.dilationW == 1 && G.kh * G.kw >= kWideKernelTaps) {
+        convolveWideKernel(G, x, wDense, out, outNs, outCs);
+        return;
+      }
+    }
     convolveByPosition(G, x, wDense, out, outNs, outCs);
     return;
   }

@@ -130,7 +130,8 @@ TEST(OpsConv, Conv2dLargeShapesTakeTheParallelPaths) {
   Rng rng(kSeed + 301);
   // A big GEMM per image (split GEMM), many small images (images in
   // parallel), a 1x1 kernel read directly (NCHW and NHWC), a depthwise conv,
-  // and, for f32 and f64, few output positions over many images.
+  // and, for f32 and f64, few output positions over many images (with a
+  // kernel nearly as large as the input too).
   const ConvCase cases[] = {
       {2, 1, 32, 48, 20, 20, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true},
       {24, 1, 4, 8, 6, 7, 3, 3, 2, 1, 1, 1, {1, 0, 1, 0}, false},
@@ -141,6 +142,10 @@ TEST(OpsConv, Conv2dLargeShapesTakeTheParallelPaths) {
       {20, 1, 3, 5, 4, 4, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, false},
       {18, 2, 2, 3, 5, 5, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, true},
       {16, 1, 4, 2, 9, 9, 3, 3, 1, 1, 3, 3, {0, 0, 0, 0}, false},
+      // ... and a kernel nearly as large as the input (f32: the shifted-rows
+      // GEMMs of convolveWideKernel).
+      {16, 1, 3, 5, 16, 16, 16, 16, 1, 1, 1, 1, {1, 1, 1, 1}, false},
+      {18, 2, 2, 3, 17, 16, 16, 16, 2, 1, 1, 1, {1, 0, 2, 1}, true},
   };
   for (DType t : {DType::f32, DType::f64})
     for (const ConvCase& k : cases) {
