@@ -13,6 +13,8 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
 
 #include "runtime/interp/Dispatch.h"
 #include "runtime/interp/Kernels.h"
@@ -188,53 +190,70 @@ void convolveByPosition(const ConvGeometry& G, const T* x, const T* wDense, T* o
 /// each output position's receptive field is then one contiguous run of
 /// kh*kw values in the copy, and one GEMM per position and channel,
 /// [images, kh*kw] x [kh*kw, C_out/groups], reads the copy and the weight in
-/// place, accumulating over channels. convolveByPosition would gather and
-/// pack a whole [images, C*kh*kw] operand per position, from memory.
+/// place, accumulating over channels. The channels are split between the
+/// threads, each summing into its own products (the GEMMs are too small to
+/// split well). convolveByPosition would gather and pack a whole
+/// [images, C*kh*kw] operand per position, from memory.
 void convolveWideKernel(const ConvGeometry& G, const float* x, const float* wDense, float* out, int64_t outNs,
                         int64_t outCs) {
   const auto& p = G.p;
   const int64_t cg = G.cg(), cog = G.cog(), n = G.n, taps = G.kh * G.kw, spatial = G.spatial();
   const int64_t rows = G.h + p.padTop + p.padBottom;  // the copy's rows, padding included
   const int64_t plane = rows * G.kw;                   // one image's copy
-  thread_local ScratchSlot shiftedSlot, productSlot;
-  ScratchBuffer shiftedBuffer(shiftedSlot, sizeof(float) * n * plane, "conv2d (shifted input rows)");
-  ScratchBuffer productBuffer(productSlot, sizeof(float) * spatial * n * cog, "conv2d (per-position products)");
-  float* shifted = shiftedBuffer.as<float>();
-  float* products = productBuffer.as<float>();  // [position][image][C_out/groups]
-  for (int64_t g = 0; g < p.groups; ++g) {
-    for (int64_t ch = 0; ch < cg; ++ch) {
+  const int64_t productSize = spatial * n * cog;       // [position][image][C_out/groups]
+  const int64_t chunks = std::min<int64_t>(cg, std::max(1, tbb::this_task_arena::max_concurrency()));
+  thread_local ScratchSlot productSlot;
+  ScratchBuffer productBuffer(productSlot, sizeof(float) * chunks * productSize, "conv2d (per-position products)");
+  float* products = productBuffer.as<float>();
+
+  // Channels [c0, c1) of group g into `sum`; `parallel`: split each GEMM.
+  auto channels = [&](int64_t g, int64_t c0, int64_t c1, float* sum, bool parallel) {
+    thread_local ScratchSlot shiftedSlot;
+    ScratchBuffer shiftedBuffer(shiftedSlot, sizeof(float) * n * plane, "conv2d (shifted input rows)");
+    float* shifted = shiftedBuffer.as<float>();
+    for (int64_t ch = c0; ch < c1; ++ch) {
       // B(k, co) = weight[g*cog + co, ch, k]: column-major, read in place.
       const float* wch = wDense + g * cog * G.k() + ch * taps;
       for (int64_t ow = 0; ow < G.wo; ++ow) {
         const int64_t colOffset = ow * p.strideW - p.padLeft;
         int64_t jlo, jhi;
         validRange(colOffset, 1, G.w, G.kw, &jlo, &jhi);
-        tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1), [&](const tbb::blocked_range<int64_t>& rg) {
-          for (int64_t img = rg.begin(); img < rg.end(); ++img) {
-            const float* src = x + img * G.xs[0] + (g * cg + ch) * G.xs[1];
-            float* dst = shifted + img * plane;
-            for (int64_t r = 0; r < rows; ++r, dst += G.kw) {
-              const int64_t ih = r - p.padTop;
-              if (ih < 0 || ih >= G.h) {
-                std::fill(dst, dst + G.kw, 0.0f);
-                continue;
-              }
-              std::fill(dst, dst + jlo, 0.0f);
-              const float* from = src + ih * G.xs[2] + (colOffset + jlo) * G.xs[3];
-              if (G.xs[3] == 1) {
-                std::copy(from, from + (jhi - jlo), dst + jlo);
-              } else {
-                for (int64_t j = jlo; j < jhi; ++j, from += G.xs[3]) dst[j] = *from;
-              }
-              std::fill(dst + jhi, dst + G.kw, 0.0f);
+        for (int64_t img = 0; img < n; ++img) {
+          const float* src = x + img * G.xs[0] + (g * cg + ch) * G.xs[1];
+          float* dst = shifted + img * plane;
+          for (int64_t r = 0; r < rows; ++r, dst += G.kw) {
+            const int64_t ih = r - p.padTop;
+            if (ih < 0 || ih >= G.h) {
+              std::fill(dst, dst + G.kw, 0.0f);
+              continue;
             }
+            std::fill(dst, dst + jlo, 0.0f);
+            const float* from = src + ih * G.xs[2] + (colOffset + jlo) * G.xs[3];
+            if (G.xs[3] == 1) {
+              std::copy(from, from + (jhi - jlo), dst + jlo);
+            } else {
+              for (int64_t j = jlo; j < jhi; ++j, from += G.xs[3]) dst[j] = *from;
+            }
+            std::fill(dst + jhi, dst + G.kw, 0.0f);
           }
-        });
+        }
         // Output row oh reads the copy's rows [oh*strideH, oh*strideH + kh).
         for (int64_t oh = 0; oh < G.ho; ++oh)
           gemm::sgemm(n, cog, taps, {shifted + oh * p.strideH * G.kw, plane, 1}, {wch, 1, G.k()},
-                      products + (oh * G.wo + ow) * n * cog, cog, /*accumulate=*/ch > 0, /*parallel=*/true);
+                      sum + (oh * G.wo + ow) * n * cog, cog, /*accumulate=*/ch > c0, parallel);
       }
+    }
+  };
+  for (int64_t g = 0; g < p.groups; ++g) {
+    if (chunks == 1) {
+      channels(g, 0, cg, products, /*parallel=*/true);
+    } else {
+      tbb::parallel_for(
+          int64_t{0}, chunks,
+          [&](int64_t t) { channels(g, cg * t / chunks, cg * (t + 1) / chunks, products + t * productSize, false); },
+          tbb::static_partitioner());
+      for (int64_t t = 1; t < chunks; ++t)
+        for (int64_t i = 0; i < productSize; ++i) products[i] += products[t * productSize + i];
     }
     for (int64_t at = 0; at < spatial; ++at)
       for (int64_t img = 0; img < n; ++img)
