@@ -120,6 +120,8 @@ def torch_workloads(quick, compiled):
         topt.step()
         return loss
 
+    transformer_step = transformer(torch, wrap)
+
     def mlp():
         opt.zero_grad(set_to_none=True)
         loss = fwd(d["mlp_x"], d["mlp_y"])
@@ -141,6 +143,7 @@ def torch_workloads(quick, compiled):
     nograd = {k: (lambda f: (lambda: _nograd(torch, f)))(f) for k, f in rows.items()}
     nograd["mlp_train_step"] = mlp
     nograd["resnet_block_train_step"] = resnet_train
+    nograd["transformer_train_step"] = transformer_step
     if not compiled:
         # Per-op dispatch on 1-element tensors (eager), for scale next to Kiln's record+run.
         t = torch.ones(1)
@@ -152,6 +155,52 @@ def torch_workloads(quick, compiled):
             return y
         nograd["record_run_tiny_op"] = (tiny, 64)
     return torch.__version__, nograd
+
+
+def transformer(torch, wrap):
+    """bench_transformer.cpp's GPT-style block training step in PyTorch: token embedding plus learned positions,
+    layer_norm, causal attention through batched matmuls, softmax and where, a GELU MLP, a tied LM head,
+    cross-entropy and Adam (lr 3e-4); batch 8, 64 tokens, width 128, 4 heads, vocabulary 256. Each step draws a
+    fresh batch of tokens on the host and reads the loss, as Kiln's loop does."""
+    B, T, C, H, V = 8, 64, 128, 4, 256
+    D = C // H
+    gen = torch.Generator().manual_seed(0)
+
+    def param(*shape, std=None):
+        t = torch.randn(*shape, generator=gen) * std if std else torch.zeros(*shape)
+        return torch.nn.Parameter(t)
+    wte, wpe = param(V, C, std=0.02), param(T, C, std=0.02)
+    wqkv, bqkv = param(C, 3 * C, std=0.02), param(3 * C)
+    wo, bo = param(C, C, std=0.02), param(C)
+    w1, b1 = param(C, 4 * C, std=0.02), param(4 * C)
+    w2, b2 = param(4 * C, C, std=0.02), param(C)
+    lns = [(torch.nn.Parameter(torch.ones(C)), param(C)) for _ in range(3)]
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    F = torch.nn.functional
+
+    def loss_fn(inp, tgt):
+        x = wte[inp] + wpe
+        qkv = F.layer_norm(x, (C,), *lns[0]) @ wqkv + bqkv
+        q, k, v = (t.reshape(B, T, H, D).permute(0, 2, 1, 3) for t in qkv.split(C, dim=2))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / D ** 0.5)
+        att = torch.where(causal, att, torch.tensor(-1e9)).softmax(-1)
+        y = (att @ v).permute(0, 2, 1, 3).reshape(B, T, C)
+        x = x + (y @ wo + bo)
+        x = x + (F.gelu(F.layer_norm(x, (C,), *lns[1]) @ w1 + b1) @ w2 + b2)
+        logits = F.layer_norm(x, (C,), *lns[2]) @ wte.t()
+        return F.cross_entropy(logits.reshape(B * T, V), tgt.reshape(B * T))
+    f = wrap(loss_fn)
+    params = [wte, wpe, wqkv, bqkv, wo, bo, w1, b1, w2, b2] + [p for ln in lns for p in ln]
+    opt = torch.optim.Adam(params, lr=3e-4)
+
+    def step():
+        tokens = torch.randint(0, V, (B, T + 1), generator=gen)
+        opt.zero_grad(set_to_none=True)
+        loss = f(tokens[:, :T], tokens[:, 1:])
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
 
 
 def _nograd(torch, f):

@@ -85,14 +85,15 @@ PEER_ROWS = {
     "openblas": ["sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
     "onednn": ["sgemm_1024", "sgemm_4096x4096x1024"],
     "torch1": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu",
-               "mlp_train_step", "record_run_tiny_op", "resnet_block_fwd", "resnet_block_train_step"],
+               "mlp_train_step", "record_run_tiny_op", "resnet_block_fwd", "resnet_block_train_step",
+               "transformer_train_step"],
     "numpy": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
     "jax": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu", "mlp_train_step"],
     "iree": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu", "mlp_train_step"],
     "tinygrad": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu", "mlp_train_step"],
     "onnxruntime": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
     "torch2": ["chain8", "softmax", "layernorm", "mm_bias_relu", "mlp_train_step", "resnet_block_fwd",
-               "resnet_block_train_step"],
+               "resnet_block_train_step", "transformer_train_step"],
 }
 PEER_LABEL = {"eigen": "eigen", "openblas": "openblas", "onednn": "onednn", "torch1": "pytorch-1.13-eager",
               "numpy": "numpy", "jax": "jax.jit", "onnxruntime": "onnxruntime", "torch2": "pytorch-2-compile", "iree": "iree",
@@ -101,7 +102,7 @@ BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 def goals(med, rss=None, replay_system_s=None):
-    """Kiln's goals from issues 2, 4, 6, 9, 19, 20 and 21: (workload, system, goal, measured, met or None when not
+    """Kiln's goals from issues 2, 4, 6, 9, 17, 19, 20 and 21: (workload, system, goal, measured, met or None when not
     measurable). `rss`: peak resident bytes of the warm-start processes (lists per kind) and the kernels' bytes."""
     def m(w, s):
         return med.get((w, s))
@@ -155,6 +156,9 @@ def goals(med, rss=None, replay_system_s=None):
     q = speed(m("transformer_train_step", "kiln-sync"), m("transformer_train_step", "kiln-interp"))
     out.append(("transformer_train_step", "kiln-sync", "compiled step ≥ 1.5× interpreted (issue 20)",
                 rel(q, "interpreter"), None if q is None else q >= 1.5))
+    q = speed(m("transformer_train_step", "kiln-sync"), m("transformer_train_step", PEER_LABEL["torch2"]))
+    out.append(("transformer_train_step", "kiln-sync", "compiled step ≥ 1.0× torch.compile (issue 20)",
+                rel(q, "torch.compile"), None if q is None else q >= 1.0))
     out.append(limit("transformer_compile", "kiln-sync", "≤ 1.5 s (issue 20)", 1.5))
     q = speed(m("mlp_train_step", "kiln-compiled"), m("mlp_train_step", "kiln-interp"))
     out.append(("mlp_train_step", "kiln-compiled", "≥ 1.2× interpreted (issue 20)", rel(q, "interpreter"),
@@ -177,6 +181,26 @@ def goals(med, rss=None, replay_system_s=None):
                 "—" if r is None or i_ is None or k is None else
                 f"{r / 2**20:.1f} MiB (interpreter {i_ / 2**20:.1f} MiB, kernels {k / 2**20:.2f} MiB)",
                 None if r is None or i_ is None or k is None else r <= i_ + k))
+    # Issue 17: the CPU kernels against the best peers, on this machine's ISA.
+    def best(w, systems):
+        vals = [m(w, PEER_LABEL.get(x, x)) for x in systems]
+        vals = [v for v in vals if v is not None]
+        return min(vals) if vals else None
+
+    def versus(w, s, systems, what, bound):
+        q = speed(m(w, s), best(w, systems))
+        out.append((w, s, f"≥ {bound}× {what} (issue 17)", rel(q, what), None if q is None else q >= bound))
+    for w in ("sgemm_1024", "sgemm_4096x4096x1024"):
+        versus(w, "kiln-compiled", ("onednn", "openblas"), "the best of oneDNN and OpenBLAS", 1.0)
+    all_peers = [x for x in PEER_LABEL if x not in ("eigen",)] + ["openblas+loop"]
+    versus("mm_bias_relu", "kiln-compiled", all_peers, "the best peer", 1.1)
+    versus("mlp_train_step", "kiln-compiled", ("jax",), "jax.jit", 1.2)
+    for w in ("resnet_block_fwd", "resnet_block_train_step"):
+        versus(w, "kiln-compiled", ("torch1", "torch2", "onednn"), "PyTorch (eager and torch.compile)", 1.0)
+    for w in ("softmax", "layernorm"):
+        versus(w, "kiln-compiled", ("hand-fused",), "hand-fused", 0.9)
+        versus(w, "kiln-compiled", all_peers, "the best peer", 1.0)
+    versus("chain8", "kiln-compiled", ("eigen",), "Eigen", 1.0)
     q = speed(m("allreduce_64mib", "kiln-recorded"), m("allreduce_64mib", "mpi-allreduce"))
     out.append(("allreduce_64mib", "kiln-recorded", "≥ 0.95 of MPI_Allreduce's bandwidth (issue 19)",
                 rel(q, "MPI_Allreduce"), None if q is None else q >= 0.95))

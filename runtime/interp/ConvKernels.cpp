@@ -14,7 +14,6 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
-#include <tbb/task_arena.h>
 
 #include "runtime/interp/Dispatch.h"
 #include "runtime/interp/Kernels.h"
@@ -34,6 +33,10 @@ constexpr int64_t kFewPositions = 16, kManyImages = 16;
 /// Of those, f32 with dilation 1 and a kernel of at least this many taps:
 /// convolveWideKernel.
 constexpr int64_t kWideKernelTaps = 256;
+/// convolveWideKernel sums its input channels in this many partial sums, run
+/// in parallel: a fixed count, not the thread count, so that the order of
+/// the sum (and so its bits) is the same on every machine.
+constexpr int64_t kChannelChunks = 8;
 
 /// The geometry of one conv2d call.
 struct ConvGeometry {
@@ -201,7 +204,7 @@ void convolveWideKernel(const ConvGeometry& G, const float* x, const float* wDen
   const int64_t rows = G.h + p.padTop + p.padBottom;  // the copy's rows, padding included
   const int64_t plane = rows * G.kw;                   // one image's copy
   const int64_t productSize = spatial * n * cog;       // [position][image][C_out/groups]
-  const int64_t chunks = std::min<int64_t>(cg, std::max(1, tbb::this_task_arena::max_concurrency()));
+  const int64_t chunks = std::min(cg, kChannelChunks);
   thread_local ScratchSlot productSlot;
   ScratchBuffer productBuffer(productSlot, sizeof(float) * chunks * productSize, "conv2d (per-position products)");
   float* products = productBuffer.as<float>();
