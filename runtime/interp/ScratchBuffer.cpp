@@ -1,5 +1,6 @@
 #include "runtime/interp/ScratchBuffer.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -22,7 +23,8 @@ ScratchBuffer::ScratchBuffer(ScratchSlot& slot, std::size_t bytes, const char* w
   if (capacity_ >= bytes && p_) return;
   std::free(p_);
   constexpr std::size_t kPage = hal::HugePageSlabs::kChunkBytes;
-  const std::size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+  // At least one page: an empty request still gets a buffer (never null).
+  const std::size_t rounded = std::max<std::size_t>(1, (bytes + kPage - 1) / kPage) * kPage;
   p_ = hal::allocateHugePageBlock(rounded);
   capacity_ = p_ ? rounded : 0;
   if (!p_) throw Error(std::string(what) + ": out of memory for " + std::to_string(bytes) + " bytes of scratch");

@@ -34,6 +34,12 @@ TEST(ScratchBuffer, KeepsItsMemoryForTheNextCallAndGrowsWhenAsked) {
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(slot.p) % 64, 0u);
 }
 
+TEST(ScratchBuffer, AnEmptyRequestStillGetsABuffer) {
+  ScratchSlot slot;
+  ScratchBuffer b(slot, 0, "test");
+  EXPECT_NE(b.as<void>(), nullptr);
+}
+
 TEST(ScratchBuffer, ANestedCallOnTheSameSlotGetsItsOwnMemory) {
   ScratchSlot slot;
   {
