@@ -2,7 +2,6 @@
 // runtime's TBB pool, and the packed GEMM the interpreter uses too.
 #include <cstdint>
 #include <cstring>
-#include <cstdlib>
 #include <vector>
 
 #include <tbb/blocked_range.h>
@@ -16,8 +15,6 @@
 KILN_RT_EXPORT void kiln_rt_parallel_for(void (*body)(void*, int64_t, int64_t), void* ctx, int64_t n, int64_t grain) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
-  static const long expScale = getenv("KILN_EXP_GRAIN_SCALE") ? atol(getenv("KILN_EXP_GRAIN_SCALE")) : 1;
-  grain *= expScale;
   if (n <= grain) {
     body(ctx, 0, n);
     return;
