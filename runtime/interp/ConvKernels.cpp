@@ -66,6 +66,19 @@ inline void validRange(int64_t offset, int64_t stride, int64_t extent, int64_t o
   *hi = std::max(*lo, std::min(h, outs));
 }
 
+/// dst[0, n): src[(k - lo) * step] for k in [lo, hi), zero elsewhere (one
+/// run of an input row, with the padding on either side).
+template <class T>
+inline void copyPaddedRun(T* dst, int64_t lo, int64_t hi, int64_t n, const T* src, int64_t step) {
+  std::fill(dst, dst + lo, T(0));
+  if (step == 1) {
+    std::copy(src, src + (hi - lo), dst + lo);
+  } else {
+    for (int64_t k = lo; k < hi; ++k, src += step) dst[k] = *src;
+  }
+  std::fill(dst + hi, dst + n, T(0));
+}
+
 /// Rows [r0, r1) of the column matrix of image `img`, group `g`: row
 /// (c, i, j) holds x[img, g*cg + c, oh*sh + i*dh - pt, ow*sw + j*dw - pl]
 /// over (oh, ow), zero outside the input.
@@ -86,15 +99,8 @@ void im2colRows(const ConvGeometry& G, const T* x, int64_t img, int64_t g, int64
         std::fill(dst, dst + G.wo, T(0));
         continue;
       }
-      std::fill(dst, dst + wlo, T(0));
       const T* src = plane + ih * G.xs[2] + (wlo * p.strideW + j * p.dilationW - p.padLeft) * G.xs[3];
-      const int64_t step = p.strideW * G.xs[3];
-      if (step == 1) {
-        std::copy(src, src + (whi - wlo), dst + wlo);
-      } else {
-        for (int64_t ow = wlo; ow < whi; ++ow, src += step) dst[ow] = *src;
-      }
-      std::fill(dst + whi, dst + G.wo, T(0));
+      copyPaddedRun(dst, wlo, whi, G.wo, src, p.strideW * G.xs[3]);
     }
   }
 }
@@ -163,14 +169,8 @@ void convolveByPosition(const ConvGeometry& G, const T* x, const T* wDense, T* o
                   std::fill(dst, dst + G.kw, T(0));
                   continue;
                 }
-                std::fill(dst, dst + jlo, T(0));
                 const T* src = base + ch * G.xs[1] + ih * G.xs[2] + (colOffset + jlo * p.dilationW) * G.xs[3];
-                if (step == 1) {
-                  std::copy(src, src + (jhi - jlo), dst + jlo);
-                } else {
-                  for (int64_t j = jlo; j < jhi; ++j, src += step) dst[j] = *src;
-                }
-                std::fill(dst + jhi, dst + G.kw, T(0));
+                copyPaddedRun(dst, jlo, jhi, G.kw, src, step);
               }
             }
           }
@@ -193,9 +193,9 @@ void convolveByPosition(const ConvGeometry& G, const T* x, const T* wDense, T* o
 /// each output position's receptive field is then one contiguous run of
 /// kh*kw values in the copy, and one GEMM per position and channel,
 /// [images, kh*kw] x [kh*kw, C_out/groups], reads the copy and the weight in
-/// place, accumulating over channels. The channels are split between the
-/// threads, each summing into its own products (the GEMMs are too small to
-/// split well). convolveByPosition would gather and pack a whole
+/// place, accumulating over channels. The channels are split into
+/// kChannelChunks partial sums run in parallel, each with serial GEMMs (the
+/// GEMMs are too small to split well). convolveByPosition would gather and pack a whole
 /// [images, C*kh*kw] operand per position, from memory.
 void convolveWideKernel(const ConvGeometry& G, const float* x, const float* wDense, float* out, int64_t outNs,
                         int64_t outCs) {
@@ -230,14 +230,7 @@ void convolveWideKernel(const ConvGeometry& G, const float* x, const float* wDen
               std::fill(dst, dst + G.kw, 0.0f);
               continue;
             }
-            std::fill(dst, dst + jlo, 0.0f);
-            const float* from = src + ih * G.xs[2] + (colOffset + jlo) * G.xs[3];
-            if (G.xs[3] == 1) {
-              std::copy(from, from + (jhi - jlo), dst + jlo);
-            } else {
-              for (int64_t j = jlo; j < jhi; ++j, from += G.xs[3]) dst[j] = *from;
-            }
-            std::fill(dst + jhi, dst + G.kw, 0.0f);
+            copyPaddedRun(dst, jlo, jhi, G.kw, src + ih * G.xs[2] + (colOffset + jlo) * G.xs[3], G.xs[3]);
           }
         }
         // Output row oh reads the copy's rows [oh*strideH, oh*strideH + kh).
