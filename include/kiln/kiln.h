@@ -11,3 +11,4 @@
 #include "kiln/runtime.h"
 #include "kiln/shape.h"
 #include "kiln/tensor.h"
+#include "kiln/trace_template.h"

@@ -22,6 +22,7 @@ from kiln._kiln import (  # noqa: F401  (the public API)
     Settings,
     Stats,
     Tensor,
+    TraceTemplate,
     abs,
     adaptive_avg_pool2d,
     add,

@@ -20,6 +20,7 @@ import logging
 import math
 import operator
 import threading
+import typing
 
 import torch
 import torch.fx
@@ -557,6 +558,16 @@ class Report:
     __repr__ = __str__
 
 
+_NOT_TRIED = object()
+_MAX_TEMPLATES = 16  # captured traces kept per graph (one per set of dynamic sizes)
+
+
+class _Captured(typing.NamedTuple):
+    template: "kiln.TraceTemplate"
+    inputs: list    # placeholder positions the template reads, in order
+    outputs: list   # per graph output: ("kiln", j) | ("arg", i) | ("value", v)
+
+
 class KilnGraph:
     """One ATen graph run on Kiln, with per-node eager fallback.
 
@@ -598,8 +609,70 @@ class KilnGraph:
                 raise NotImplementedError(f"kiln: FX node kind {node.op!r}")
         if report is not None:
             report.graphs += 1
+        # A call that ran every node on Kiln captures the graph's trace
+        # (kiln.TraceTemplate); later calls with the same non-tensor inputs
+        # (a dynamic-shape graph's sizes) run it without walking the graph in
+        # Python. Per key: a _Captured, or None where capturing is ruled out.
+        self.templates = {}
 
     def __call__(self, args):
+        key = tuple(a for a in args if not isinstance(a, torch.Tensor))
+        try:
+            captured = self.templates.get(key, _NOT_TRIED)
+        except TypeError:  # an unhashable input: walk
+            return self._walk(args, None)
+        if captured is _NOT_TRIED:
+            return self._walk(args, key if len(self.templates) < _MAX_TEMPLATES else None)
+        if captured is None:
+            return self._walk(args, None)
+        inputs = [args[i] for i in captured.inputs]
+        passed = list(args)
+        args.clear()  # boxed convention: drop the caller's references early
+        try:
+            results = captured.template.run([to_kiln(t) for t in inputs])
+        except (Unsupported, kiln.Error) as e:
+            log.info("kiln: graph replay stopped for these inputs, walking the graph instead: %s", e)
+            self.templates[key] = None
+            return self._walk(passed, None)
+        return tuple(to_torch(results[j]) if kind == "kiln" else passed[j] if kind == "arg" else j
+                     for kind, j in captured.outputs)
+
+    def _capture(self, key, kiln_values):
+        """Captures the walked graph's pending trace for calls with `key`, or
+        rules it out (a node ran in eager, an output is a tuple, ...)."""
+        self.templates[key] = None
+        if any(kind == "eager" for _, kind in self.steps):
+            return
+        position = {node: i for i, node in enumerate(self.placeholders)}
+        inputs = [node for node in self.placeholders if node in kiln_values]
+        if any(not isinstance(kiln_values[n], kiln.Tensor) for n in inputs):
+            return
+        constants = [v for node, kind in self.steps if kind == "attr" and node in kiln_values
+                     for v in [kiln_values[node]] if isinstance(v, kiln.Tensor)]
+        outputs, spec = [], []
+        for node in self.output.args[0]:
+            if not isinstance(node, torch.fx.Node):
+                spec.append(("value", node))
+            elif node in position:
+                spec.append(("arg", position[node]))
+            elif node in kiln_values and isinstance(kiln_values[node], kiln.Tensor):
+                spec.append(("kiln", len(outputs)))
+                outputs.append(kiln_values[node])
+            else:
+                return  # a tuple, a number or a module attribute handed back as is
+        try:
+            template = kiln.TraceTemplate.capture([kiln_values[n] for n in inputs], constants, outputs)
+        except kiln.Error as e:
+            log.info("kiln: graph not captured, it is walked at every call: %s", e)
+            return
+        self.templates[key] = _Captured(template, [position[n] for n in inputs], spec)
+
+    def _walk(self, args, capture_key):
+        """Runs the graph node by node; with a `capture_key`, also captures
+        its trace for later calls with that key."""
+        capture = capture_key is not None
+        if capture:
+            kiln.step()  # the captured trace must hold this graph's ops only
         kiln_values = {}   # node -> kiln.Tensor (or tuple of them)
         torch_values = {}  # node -> torch value (tensors, numbers, tuples)
         for node, a in zip(self.placeholders, args):
@@ -657,6 +730,8 @@ class KilnGraph:
                     torch_values[node] = torch_values[src][index]
             elif kind == "attr":
                 torch_values[node] = getattr(self.gm, node.target)
+        if capture:
+            self._capture(capture_key, kiln_values)
         # One trace per graph call: run it now (once), then hand the results over.
         kiln.step()
         return tuple(torch.fx.node.map_arg(self.output.args[0], as_torch))

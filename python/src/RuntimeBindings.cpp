@@ -88,6 +88,26 @@ void bindRuntime(nb::module_& m) {
     nb::gil_scoped_release release;
     step();
   }, "Training-loop boundary: runs this thread's trace, so each iteration records one trace that repeats.");
+  nb::class_<TraceTemplate>(m, "TraceTemplate",
+                            "The ops this thread recorded since its last flush, captured to run again on new "
+                            "inputs of the same dtypes and shapes without recording them op by op.")
+      .def_static(
+          "capture",
+          [](const std::vector<Tensor>& inputs, const std::vector<Tensor>& constants,
+             const std::vector<Tensor>& outputs) { return TraceTemplate::capture(inputs, constants, outputs); },
+          nb::arg("inputs"), nb::arg("constants"), nb::arg("outputs"),
+          "Captures this thread's pending trace (it stays pending). Every tensor it reads must be in `inputs` "
+          "(replaced at each run) or `constants`; `outputs` are what run() returns.")
+      .def(
+          "run",
+          [](const TraceTemplate& t, const std::vector<Tensor>& inputs) {
+            nb::gil_scoped_release release;
+            return t.run(inputs);
+          },
+          nb::arg("inputs"), "Flushes this thread's trace, runs the captured ops on `inputs` and returns the outputs.")
+      .def_prop_ro("num_ops", &TraceTemplate::num_ops)
+      .def_prop_ro("num_inputs", &TraceTemplate::num_inputs)
+      .def_prop_ro("num_outputs", &TraceTemplate::num_outputs);
   m.def("empty_cache", [] {
     nb::gil_scoped_release release;
     empty_cache();

@@ -221,6 +221,35 @@ def test_dynamic_batch_sizes_stay_on_kiln(caplog):
     assert not [r for r in caplog.records if "eager" in r.getMessage()]
 
 
+def test_graph_calls_replay_the_captured_trace():
+    """After its first call a graph runs its captured trace (no Python walk);
+    an input of another shape walks the graph again, with the same results."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x, w):
+        return torch.relu(x @ w).sum(dim=0), x
+
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    graph = torch_backend.KilnGraph(make_fx(f, tracing_mode="fake")(x, w))
+    first = graph([x, w])
+    torch.testing.assert_close(first[0], f(x, w)[0])
+    captured = graph.templates[()]
+    assert isinstance(captured, torch_backend._Captured)
+    assert captured.template.num_ops >= 3
+    for _ in range(3):
+        x2 = torch.randn(4, 3)
+        walked = kiln.stats().traces_recorded
+        out = graph([x2, w])
+        assert kiln.stats().traces_recorded == walked + 1  # one trace a call, as when walking
+        torch.testing.assert_close(out[0], f(x2, w)[0])
+        assert out[1] is x2  # an input handed back is the caller's tensor
+    assert graph.templates[()] is captured
+    x3 = torch.randn(6, 3)
+    out = graph([x3, w])
+    torch.testing.assert_close(out[0], f(x3, w)[0])
+    assert graph.templates[()] is None  # walked from now on for these inputs
+
+
 def test_custom_op_mlp_in_an_eager_model():
     """torch.ops.kiln.mlp: one fused Kiln op (forward and backward) inside eager
     PyTorch, with a fake kernel for tracing."""

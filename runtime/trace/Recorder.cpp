@@ -219,6 +219,43 @@ TraceKey Recorder::lastKey() {
   return lastKey_;
 }
 
+void Recorder::inspectPending(const std::function<void(const Trace&)>& f) {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  f(trace_);
+}
+
+std::vector<Tensor> Recorder::runCaptured(const Trace& captured, std::span<const core::View> params,
+                                          std::span<const uint32_t> outputNodes) {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  flushLocked();
+  // Copies into the pools' kept capacity: no allocation in steady state.
+  trace_.device = captured.device;
+  trace_.nodes.assign(captured.nodes.begin(), captured.nodes.end());
+  trace_.operands.assign(captured.operands.begin(), captured.operands.end());
+  trace_.attrs.assign(captured.attrs.begin(), captured.attrs.end());
+  trace_.params.clear();
+  for (const core::View& v : params) trace_.params.push_back(Param{v});
+  trace_.holders.assign(trace_.nodes.size(), nullptr);
+  trace_.opCount = captured.opCount;
+  std::vector<Tensor> outputs;
+  outputs.reserve(outputNodes.size());
+  for (uint32_t id : outputNodes) {
+    if (detail::TensorImpl* held = trace_.holders[id]) {
+      held->retain();  // the same value named twice: a second handle
+      outputs.emplace_back(held);
+      continue;
+    }
+    const Node& n = trace_.nodes[id];
+    detail::TensorImpl* impl = detail::TensorImpl::create(n.dtype, n.shape, trace_.device);
+    impl->value = id;
+    impl->owner.store(this, std::memory_order_release);
+    trace_.holders[id] = impl;
+    outputs.emplace_back(impl);
+  }
+  flushLocked();
+  return outputs;
+}
+
 TraceGraph Recorder::pendingGraphForTesting() {
   std::lock_guard<SpinMutex> lock(mutex_);
   std::vector<uint8_t> needed;

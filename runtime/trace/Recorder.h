@@ -3,9 +3,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <thread>
+#include <vector>
 
 #include "kiln/tensor.h"
 #include "runtime/trace/Trace.h"
@@ -87,6 +89,15 @@ class Recorder {
   /// lock, because another thread that reads or uses one of our pending
   /// tensors flushes this recorder and rewrites the key meanwhile.
   TraceKey lastKey();
+
+  /// Calls `f` with the pending trace under this recorder's lock (for
+  /// TraceTemplate::capture, which reads it and the tensors' places in it).
+  void inspectPending(const std::function<void(const Trace&)>& f);
+  /// Flushes what is pending, then runs `captured`'s nodes as one trace
+  /// reading `params` (one view per parameter of `captured`) and returns
+  /// `outputNodes`' values (for TraceTemplate::run).
+  std::vector<Tensor> runCaptured(const Trace& captured, std::span<const core::View> params,
+                                  std::span<const uint32_t> outputNodes);
 
   Recorder();
 
