@@ -14,6 +14,7 @@ entry point; :func:`explain` reports what ran where.
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import collections
 import logging
@@ -21,6 +22,7 @@ import math
 import operator
 import threading
 import typing
+import weakref
 
 import torch
 import torch.fx
@@ -560,6 +562,15 @@ class Report:
 
 _NOT_TRIED = object()
 _MAX_TEMPLATES = 16  # captured traces kept per graph (one per set of dynamic sizes)
+_live_graphs = weakref.WeakSet()
+
+
+@atexit.register
+def _drop_templates():
+    # Dynamo's caches keep compiled graphs alive until the interpreter is torn
+    # down, after the extension module: drop their captured traces first.
+    for graph in list(_live_graphs):
+        graph.templates.clear()
 
 
 class _Captured(typing.NamedTuple):
@@ -614,6 +625,7 @@ class KilnGraph:
         # (a dynamic-shape graph's sizes) run it without walking the graph in
         # Python. Per key: a _Captured, or None where capturing is ruled out.
         self.templates = {}
+        _live_graphs.add(self)
 
     def __call__(self, args):
         key = tuple(a for a in args if not isinstance(a, torch.Tensor))

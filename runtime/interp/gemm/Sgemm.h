@@ -26,10 +26,12 @@ struct StridedMatrix {
   int64_t rs, cs;
 };
 
-/// Below this many multiply-adds (a few microseconds) splitting one GEMM
-/// over threads costs more than it saves: such GEMMs of a batch run one per
-/// thread instead.
-inline constexpr int64_t kSplitMultiplyAdds = int64_t{1} << 18;
+/// Below this many multiply-adds (about 10 microseconds on one core)
+/// splitting one GEMM over threads costs more than it saves, since the other
+/// threads are often asleep between a framework's small ops: such GEMMs run
+/// on the calling thread, and those of a batch one per thread. (2^18 made
+/// the PyTorch backend's MLP step, 64x64x128 GEMMs, ~30 % slower in Kiln.)
+inline constexpr int64_t kSplitMultiplyAdds = int64_t{1} << 20;
 
 /// C[M,N] = A[M,K] * B[K,N], or C += A * B with `accumulate`. C's rows are
 /// `ldc` apart, its columns contiguous. `parallel`: split the work over the
