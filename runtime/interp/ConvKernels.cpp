@@ -70,6 +70,12 @@ inline void validRange(int64_t offset, int64_t stride, int64_t extent, int64_t o
 /// run of an input row, with the padding on either side).
 template <class T>
 inline void copyPaddedRun(T* dst, int64_t lo, int64_t hi, int64_t n, const T* src, int64_t step) {
+  if (n <= 16) {
+    // Short runs (small images, weight gradients' 3x3 outputs): inline, not
+    // three library calls of a few bytes each.
+    for (int64_t k = 0; k < n; ++k) dst[k] = k >= lo && k < hi ? src[(k - lo) * step] : T(0);
+    return;
+  }
   std::fill(dst, dst + lo, T(0));
   if (step == 1) {
     std::copy(src, src + (hi - lo), dst + lo);
@@ -86,8 +92,16 @@ template <class T>
 void im2colRows(const ConvGeometry& G, const T* x, int64_t img, int64_t g, int64_t r0, int64_t r1, T* col) {
   const auto& p = G.p;
   const int64_t spatial = G.spatial();
-  for (int64_t r = r0; r < r1; ++r) {
-    const int64_t c = r / (G.kh * G.kw), i = (r / G.kw) % G.kh, j = r % G.kw;
+  // (c, i, j) of row r, stepped rather than divided out per row.
+  int64_t c = r0 / (G.kh * G.kw), i = (r0 / G.kw) % G.kh, j = r0 % G.kw;
+  for (int64_t r = r0; r < r1; ++r, ++j) {
+    if (j == G.kw) {
+      j = 0;
+      if (++i == G.kh) {
+        i = 0;
+        ++c;
+      }
+    }
     const T* plane = x + img * G.xs[0] + (g * G.cg() + c) * G.xs[1];
     T* row = col + r * spatial;
     int64_t wlo, whi;
