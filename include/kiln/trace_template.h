@@ -18,8 +18,9 @@ struct TraceTemplateData;
 /// The ops this thread has recorded since its last flush, kept so that they
 /// can be run again on other input tensors of the same dtypes and shapes.
 /// A run installs the captured nodes as the thread's trace in one copy and
-/// flushes it: the same TraceKey as re-recording the ops one by one (so the
-/// same compiled kernels and cache entries), without the per-op cost.
+/// flushes it: the TraceKey of recording the same ops again and keeping only
+/// the outputs (so the same compiled kernels and cache entries), without the
+/// per-op cost.
 ///
 /// A run replays the ops exactly as captured: their attributes are fixed
 /// (a random op replays its recorded seed) and no autograd graph is
