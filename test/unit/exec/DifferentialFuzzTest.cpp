@@ -40,6 +40,8 @@ class ProgramGenerator {
   /// Records one random program; returns its live outputs.
   std::vector<Tensor> record() {
     pool_.clear();
+    inputs_.clear();
+    nextInput_ = 0;
     int inputs = pick(1, 3);
     for (int i = 0; i < inputs; ++i) pool_.push_back(input(randomShape()));
     int ops = pick(3, 14);
@@ -79,8 +81,11 @@ class ProgramGenerator {
   }
   Tensor input(const Shape& s) {
     std::vector<float> v(static_cast<size_t>(s.numel()));
-    for (float& x : v) x = static_cast<float>(uniform(-2, 2));
-    return from_vector(v, s);
+    for (float& x : v) x = static_cast<float>(uniform(-2, 2));  // drawn either way: the program stays the same
+    Tensor t = nextInput_ < replacements_.size() ? replacements_[nextInput_] : from_vector(v, s);
+    ++nextInput_;
+    inputs_.push_back(t);
+    return t;
   }
   /// A shape that broadcasts with s: some extents set to 1, leading axes dropped.
   Shape broadcastPartner(const Shape& s) {
@@ -188,6 +193,15 @@ class ProgramGenerator {
 
   std::mt19937_64 rng_;
   std::vector<Tensor> pool_;
+  std::vector<Tensor> inputs_, replacements_;
+  size_t nextInput_ = 0;
+
+ public:
+  /// The input tensors the last record() made, in order.
+  const std::vector<Tensor>& inputs() const { return inputs_; }
+  /// Tensors record() takes as its inputs instead of making them (same
+  /// shapes, in order): the same program on other values.
+  void replaceInputs(std::vector<Tensor> tensors) { replacements_ = std::move(tensors); }
 };
 
 
@@ -316,6 +330,65 @@ TEST(DifferentialFuzz, MixedRegionsAndInterpretedNodes) {
   // The recurring bodies must actually have run as region kernels.
   if (deviceUnderTestCompiles())
     EXPECT_GE(mixed, iterations * 3 / 4) << mixed << " of " << iterations << " programs ran mixed";
+}
+
+std::vector<std::vector<double>> valuesOf(const std::vector<Tensor>& outs) {
+  std::vector<std::vector<double>> values;
+  for (const Tensor& t : outs) values.push_back(t.to_vector<double>());
+  return values;
+}
+
+/// A random program captured as a TraceTemplate and run on other inputs
+/// gives what recording the program again on those inputs gives: exactly when
+/// both are interpreted, within the fuzz bound when the template's runs are
+/// compiled.
+TEST(DifferentialFuzz, TraceTemplatesReplayRandomPrograms) {
+  int iterations = 40;
+  if (const char* env = std::getenv("KILN_FUZZ_ITERATIONS")) iterations = std::atoi(env);
+  uint64_t base = 3000;
+  if (const char* env = std::getenv("KILN_FUZZ_FIRST_SEED")) base = std::strtoull(env, nullptr, 10);
+  DefaultDevice cpu(Device::cpu());
+  int compiledPrograms = 0;
+  for (int i = 0; i < iterations && !HasFailure(); ++i) {
+    const uint64_t seed = base + static_cast<uint64_t>(i);
+    JitScope off(JitMode::Off);
+    step();
+    ProgramGenerator first(seed);
+    std::vector<Tensor> outs = first.record();
+    const std::vector<Tensor> inputs = first.inputs();
+    TraceTemplate tmpl = TraceTemplate::capture(inputs, {}, outs);
+    step();
+    std::mt19937_64 rng(seed + 777);
+    std::vector<Tensor> fresh;
+    for (const Tensor& t : inputs) {
+      std::vector<float> v(static_cast<size_t>(t.numel()));
+      for (float& x : v) x = std::uniform_real_distribution<float>(-2, 2)(rng);
+      fresh.push_back(from_vector(v, t.shape()));
+    }
+    ProgramGenerator again(seed);
+    again.replaceInputs(fresh);
+    std::vector<Tensor> rerecorded = again.record();
+    std::vector<DType> types;
+    for (const Tensor& t : rerecorded) types.push_back(t.dtype());
+    const auto reference = valuesOf(rerecorded);
+    step();
+    const auto interpreted = valuesOf(tmpl.run(fresh));
+    ASSERT_EQ(interpreted.size(), reference.size()) << "seed " << seed;
+    for (size_t o = 0; o < reference.size(); ++o) {
+      ASSERT_EQ(interpreted[o].size(), reference[o].size()) << "seed " << seed;
+      for (size_t e = 0; e < reference[o].size(); ++e)
+        EXPECT_TRUE(interpreted[o][e] == reference[o][e] ||
+                    (std::isnan(interpreted[o][e]) && std::isnan(reference[o][e])))
+            << "seed " << seed << " output " << o << " element " << e;
+    }
+    JitScope sync(JitMode::Sync, 1);
+    const uint64_t compiledBefore = stats().compiled_runs;
+    tmpl.run(fresh);  // compiles (threshold 1)
+    expectOutputsAgree(reference, valuesOf(tmpl.run(fresh)), types, seed);
+    compiledPrograms += stats().compiled_runs > compiledBefore;
+  }
+  // Programs with zero-size tensors stay interpreted by design; most compile.
+  EXPECT_GE(compiledPrograms, iterations / 2) << compiledPrograms << " of " << iterations << " ran compiled";
 }
 
 TEST(DifferentialFuzz, RegressionSeeds) {
