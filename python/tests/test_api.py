@@ -195,3 +195,25 @@ def test_compiler_library_loads_from_the_package():
         assert kiln.stats().compiles > before
     finally:
         kiln.configure(jit="async", jit_threshold=2)
+
+
+def test_trace_template_runs_captured_ops_on_new_inputs():
+    x = kiln.tensor([[1.0, 2.0], [3.0, 4.0]])
+    w = kiln.tensor([[0.5], [-1.0]])
+    kiln.step()  # inputs are computed tensors
+    y = kiln.relu(x @ w) + 1.0
+    template = kiln.TraceTemplate.capture([x, w], [], [y, x])
+    kiln.step()
+    assert template.num_inputs == 2 and template.num_outputs == 2 and template.num_ops >= 3
+    x2 = kiln.tensor([[4.0, 1.0], [-2.0, 0.0]])
+    out, passed = template.run([x2, w])
+    assert out.tolist() == [[3.0], [1.0]]  # relu([[1], [-1]]) + 1
+    assert passed.tolist() == x2.tolist()
+    with pytest.raises(kiln.Error, match="captured with f32"):
+        template.run([kiln.tensor([1.0, 2.0]), w])
+    other = kiln.tensor([1.0])
+    kiln.step()
+    z = x + other
+    with pytest.raises(kiln.Error, match="neither an input nor a constant"):
+        kiln.TraceTemplate.capture([x], [], [z])
+    assert z.tolist() == [[2.0, 3.0], [4.0, 5.0]]  # nothing recorded was lost
