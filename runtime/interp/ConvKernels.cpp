@@ -339,14 +339,8 @@ template <class T>
 void copyDenseWeight(const T* w, const int64_t* shape, const int64_t* strides, T* dst) {
   for (int64_t a = 0; a < shape[0]; ++a)
     for (int64_t b = 0; b < shape[1]; ++b)
-      for (int64_t c = 0; c < shape[2]; ++c, dst += shape[3]) {
-        const T* src = w + a * strides[0] + b * strides[1] + c * strides[2];
-        if (strides[3] == 1) {
-          std::copy(src, src + shape[3], dst);
-        } else {
-          for (int64_t d = 0; d < shape[3]; ++d) dst[d] = src[d * strides[3]];
-        }
-      }
+      for (int64_t c = 0; c < shape[2]; ++c, dst += shape[3])
+        copyPaddedRun(dst, 0, shape[3], shape[3], w + a * strides[0] + b * strides[1] + c * strides[2], strides[3]);
 }
 
 template <class T>
