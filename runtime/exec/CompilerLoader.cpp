@@ -2,6 +2,7 @@
 // compiles never loads or initialises the compiler. Kernels, fresh or cached,
 // are mapped by the built-in shared-object loader, which needs no LLVM.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -86,6 +87,8 @@ void* openLibrary(const char* envVar, const char* file, const char* symbol, int 
 
 bool compilerLoaded() { return gLoaded.load(); }
 
+bool compilesStopped() { return gExiting.load(); }
+
 TraceCompiler* loadCompiler() {
   if (gExiting.load()) return nullptr;
   static std::once_flag once;
@@ -124,22 +127,53 @@ TraceCompiler* loadCompiler() {
   return gExiting.load() ? nullptr : compiler;
 }
 
+namespace {
+/// Set once a background compile has been queued: only then has exit work
+/// to wait for.
+std::atomic<bool> gBackgroundUsed{false};
+
+bool onMainThread() { return ::gettid() == ::getpid(); }
+
+/// exit() runs the exiting thread's thread_local destructors before any
+/// atexit handler or static destructor. On the main thread (where
+/// returning from main and most exit() calls run) this one stops the
+/// compiler there, first: the compiler builds some of its static objects
+/// lazily during compiles, so their destructors are registered after, and
+/// run before, any atexit handler of ours; a compile still running when
+/// they run crashes or spins in destroyed LLVM tables. A main thread that
+/// ends by pthread_exit while others go on loses tier-up, never results.
+/// On other threads, whose thread_locals also die when they merely end, it
+/// only waits for a load of the compiler under way, so that no static
+/// object of MLIR or LLVM is destroyed while others are still being built.
+struct StopCompilesAtExit {
+  ~StopCompilesAtExit() {
+    if (onMainThread()) {
+      if (gBackgroundUsed.load()) finishCompilesAtExit();
+      return;
+    }
+    std::unique_lock<std::mutex> lock(gLoadMutex);
+    waitForLoad(lock);
+  }
+};
+void guardThisThread() {
+  static thread_local StopCompilesAtExit guard;
+  (void)guard;
+}
+
+/// The main thread may never queue a compile itself (workers record), yet
+/// it is the one that usually exits: give it the guard when libkiln is
+/// loaded there.
+const bool gMainThreadGuarded = [] {
+  if (onMainThread()) guardThisThread();
+  return true;
+}();
+}  // namespace
+
 void prepareBackgroundCompile() {
   static std::once_flag once;
   std::call_once(once, [] { std::atexit(finishCompilesAtExit); });
-  // exit() runs the exiting thread's thread_local destructors before the
-  // atexit handlers: a thread that queued compiles and then exits the
-  // process waits here for a load under way on a compile thread, so that
-  // no static object of MLIR or LLVM is destroyed while others are still
-  // being constructed.
-  struct WaitForLoadAtExit {
-    ~WaitForLoadAtExit() {
-      std::unique_lock<std::mutex> lock(gLoadMutex);
-      waitForLoad(lock);
-    }
-  };
-  static thread_local WaitForLoadAtExit waitAtExit;
-  (void)waitAtExit;
+  gBackgroundUsed = true;
+  guardThisThread();
 }
 
 CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& name) {

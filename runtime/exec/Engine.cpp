@@ -244,7 +244,8 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
     profile->tier = Tier::InterpretOnly;
     profile->failure = result.error;
     c.compileFailures.fetch_add(1);
-    log().warn("trace {} ({} ops) stays interpreted: compilation failed: {}", name, profile->ops, result.error);
+    log().log(compilesStopped() ? spdlog::level::debug : spdlog::level::warn,
+              "trace {} ({} ops) stays interpreted: compilation failed: {}", name, profile->ops, result.error);
   }
 }
 

@@ -150,5 +150,8 @@ void prepareBackgroundCompile();
 CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& name);
 /// True once loadCompiler() has loaded the compiler library in this process.
 bool compilerLoaded();
+/// True once the process has begun to exit: compilations are refused, and
+/// their refusals are not worth a warning.
+bool compilesStopped();
 
 }  // namespace kiln::exec

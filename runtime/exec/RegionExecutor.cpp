@@ -67,7 +67,8 @@ void RegionExecutor::noteCompiled(TraceProfile* profile, const std::shared_ptr<E
     profile->tier = Tier::InterpretOnly;
     profile->failure = result.error;
     c.regionCompileFailures.fetch_add(1);
-    log().warn("region {} ({} ops) stays interpreted: compilation failed: {}", name, profile->ops, result.error);
+    log().log(compilesStopped() ? spdlog::level::debug : spdlog::level::warn,
+              "region {} ({} ops) stays interpreted: compilation failed: {}", name, profile->ops, result.error);
     return;
   }
   profile->executable = exe;

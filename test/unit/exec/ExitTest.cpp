@@ -69,6 +69,15 @@ int64_t warmUntilCompiled(uint64_t count) {
     std::this_thread::sleep_for(jitter);
     std::exit(0);
   }
+  if (which == "return-during-first-load") {
+    // Compiles queued but none finished: the exit meets the compiler library
+    // being loaded or its first compiles, which construct the compiler's
+    // lazily built static objects (their destructors run before any exit
+    // handler registered earlier).
+    for (int64_t n = 1; n <= 12; ++n) stepOfSize(n);
+    std::this_thread::sleep_for(jitter * 5);
+    std::exit(0);
+  }
   if (which == "exit-from-other-thread") {
     std::atomic<bool> started{false};
     std::thread exiter([&] {
@@ -133,7 +142,8 @@ TEST_P(ProcessExit, EndsCleanly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ProcessExit,
-                         ::testing::Values("return-while-compiling", "exit-from-other-thread", "detached-recorder"));
+                         ::testing::Values("return-while-compiling", "return-during-first-load",
+                                           "exit-from-other-thread", "detached-recorder"));
 
 }  // namespace
 }  // namespace kiln
