@@ -3,7 +3,8 @@
 // Ho*Wo] column matrix (im2col) and multiplied by the group's [C_out/groups,
 // C/groups*kH*kW] weight rows, writing the output channels in place. A 1x1
 // kernel with unit stride and no padding reads the input directly (no
-// unfolding). The interpreter and the compiled kernels' runtime call
+// unfolding); a 3x3 kernel with unit stride over enough channels runs as
+// Winograd's F(2x2, 3x3) instead (WinogradConv.h). The interpreter and the compiled kernels' runtime call
 // (kiln_rt_conv2d_f32) both end here.
 #include <algorithm>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "runtime/interp/Dispatch.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/interp/ScratchBuffer.h"
+#include "runtime/interp/WinogradConv.h"
 #include "runtime/interp/gemm/Sgemm.h"
 
 namespace kiln::interp {
@@ -293,6 +295,16 @@ void convolve(const ConvGeometry& G, const T* x, const T* wDense, T* out, int64_
     }
     convolveByPosition(G, x, wDense, out, outNs, outCs);
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& p = G.p;
+    if (winogradPays(G.cg(), G.cog(), G.kh, G.kw, p.strideH, p.strideW, p.dilationH, p.dilationW, p.groups, G.ho,
+                     G.wo)) {
+      const WinogradConv wg{G.n, G.c, G.h, G.w, G.co, G.ho, G.wo, p.padTop, p.padLeft,
+                            {G.xs[0], G.xs[1], G.xs[2], G.xs[3]}};
+      conv2dWinograd3x3(wg, x, wDense, out, outNs, outCs);
+      return;
+    }
   }
   const bool direct = G.direct();
   // The unfolded columns of one (image, group): the thread's kept scratch.

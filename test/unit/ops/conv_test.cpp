@@ -154,6 +154,27 @@ TEST(OpsConv, Conv2dLargeShapesTakeTheParallelPaths) {
     }
 }
 
+TEST(OpsConv, Conv2dWinogradShapes) {
+  Rng rng(kSeed + 303);
+  // f32 3x3, unit stride, one group, at least 16 channels each way and 8x8
+  // outputs: Winograd F(2x2, 3x3) (WinogradConv.h). Odd output sizes (the
+  // last tile row and column half outside), no, one-sided, symmetric and
+  // wide padding, one image (transforms and GEMMs split over threads),
+  // three (one at a time), four (images in parallel); NHWC reads a strided
+  // input.
+  const ConvCase cases[] = {
+      {1, 1, 16, 16, 8, 8, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, false},
+      {3, 1, 17, 19, 11, 13, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, true},
+      {4, 1, 24, 16, 9, 10, 3, 3, 1, 1, 1, 1, {1, 0, 2, 1}, false},
+      {2, 1, 16, 32, 12, 12, 3, 3, 1, 1, 1, 1, {3, 2, 0, 4}, true},
+      {2, 1, 16, 16, 1, 1, 3, 3, 1, 1, 1, 1, {5, 4, 4, 5}, false},
+  };
+  for (const ConvCase& k : cases) {
+    checkConvOnce(rng, DType::f32, k, false);
+    checkConvOnce(rng, DType::f32, k, true);
+  }
+}
+
 TEST(OpsConv, Conv2dAutoPadAndPaddingForms) {
   Rng rng(kSeed + 302);
   Input x = makeInput(rng, {2, 3, 7, 8}, DType::f64, Layout::Contiguous);

@@ -1,0 +1,263 @@
+// Winograd F(2x2, 3x3): Y = A^T [ (G g G^T) . (B^T d B) ] A per 4x4 input
+// patch d (stride 2 over the padded input) and 3x3 filter g, with
+//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],
+//   G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
+//   A^T = [1 1 1 0; 0 1 -1 -1].
+// The 16 elementwise products summed over input channels are 16 GEMMs
+// M_k [co, tiles] = U_k [co, c] x V_k [c, tiles]. The transforms run over a
+// row of tiles at a time, the input split into even and odd columns first,
+// so that every loop is a contiguous one the compiler vectorises (ivdep:
+// the loops' inputs and outputs never overlap, which it cannot prove).
+#include "runtime/interp/WinogradConv.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+
+#include "runtime/interp/ScratchBuffer.h"
+#include "runtime/interp/gemm/Sgemm.h"
+
+// The transforms' loops in AVX-512, AVX2 and baseline versions, picked at
+// load time (the library itself is built for the baseline ISA).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define KILN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define KILN_VECTOR_CLONES
+#endif
+
+namespace kiln::interp {
+
+namespace {
+
+constexpr int kTaps = 16;  // 4x4 transformed values per tile
+
+/// Tiles of one image: th rows of tw, 2x2 outputs each.
+struct Tiles {
+  int64_t th, tw;
+  int64_t count() const { return th * tw; }
+};
+
+/// U[k][o][i] = (G g G^T)[k] for every filter g = w[o, i] (k = 4 r + s).
+void transformFilters(const float* w, int64_t co, int64_t c, float* u) {
+  const int64_t plane = co * c;
+  for (int64_t o = 0; o < co; ++o)
+    for (int64_t i = 0; i < c; ++i) {
+      const float* g = w + (o * c + i) * 9;
+      for (int r = 0; r < 4; ++r) {
+        float t[3];  // row r of G g
+        for (int j = 0; j < 3; ++j) {
+          const float g0 = g[j], g1 = g[3 + j], g2 = g[6 + j];
+          t[j] = r == 0 ? g0 : r == 1 ? 0.5f * (g0 + g1 + g2) : r == 2 ? 0.5f * (g0 - g1 + g2) : g2;
+        }
+        float* dst = u + (r * 4) * plane + o * c + i;
+        dst[0] = t[0];
+        dst[plane] = 0.5f * (t[0] + t[1] + t[2]);
+        dst[2 * plane] = 0.5f * (t[0] - t[1] + t[2]);
+        dst[3 * plane] = t[2];
+      }
+    }
+}
+
+/// Splits the padded input rows of one channel into even and odd columns:
+/// even[r][t] = x(r - padTop, 2t - padLeft), odd[r][t] = x(r - padTop,
+/// 2t + 1 - padLeft), zero outside the input; rows x cols of each.
+void splitColumns(const WinogradConv& g, const float* plane, int64_t rows, int64_t cols, float* even, float* odd) {
+  const int64_t xs2 = g.xs[2], xs3 = g.xs[3];
+  // Columns t where both 2t - padLeft and 2t + 1 - padLeft are inside.
+  const int64_t tLo = std::min(cols, (g.padLeft + 1) / 2);
+  const int64_t lastPair = g.w - 2 + g.padLeft;  // 2t <= lastPair
+  const int64_t tHi = lastPair < 0 ? tLo : std::max(tLo, std::min(cols, lastPair / 2 + 1));
+  for (int64_t r = 0; r < rows; ++r, even += cols, odd += cols) {
+    const int64_t ih = r - g.padTop;
+    if (ih < 0 || ih >= g.h) {
+      std::fill(even, even + cols, 0.0f);
+      std::fill(odd, odd + cols, 0.0f);
+      continue;
+    }
+    const float* row = plane + ih * xs2;
+    auto at = [&](int64_t iw) { return iw >= 0 && iw < g.w ? row[iw * xs3] : 0.0f; };
+    for (int64_t t = 0; t < tLo; ++t) {
+      even[t] = at(2 * t - g.padLeft);
+      odd[t] = at(2 * t + 1 - g.padLeft);
+    }
+    const float* base = row + (2 * tLo - g.padLeft) * xs3;
+    if (xs3 == 1) {
+      for (int64_t t = tLo; t < tHi; ++t) {
+        even[t] = base[2 * (t - tLo)];
+        odd[t] = base[2 * (t - tLo) + 1];
+      }
+    } else {
+      for (int64_t t = tLo; t < tHi; ++t) {
+        even[t] = base[2 * (t - tLo) * xs3];
+        odd[t] = base[(2 * (t - tLo) + 1) * xs3];
+      }
+    }
+    for (int64_t t = tHi; t < cols; ++t) {
+      even[t] = at(2 * t - g.padLeft);
+      odd[t] = at(2 * t + 1 - g.padLeft);
+    }
+  }
+}
+
+/// B^T d B for every tile of one channel: the rows' transform (d B) from the
+/// even/odd split into h [rows][4][tw], then the columns' (B^T .) into
+/// v[k][tile] (k planes `planeStride` apart).
+KILN_VECTOR_CLONES
+void transformInputChannel(const float* even, const float* odd, int64_t rows, int64_t cols, const Tiles& tiles,
+                           float* h, float* v, int64_t planeStride) {
+  const int64_t tw = tiles.tw;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* e = even + r * cols;
+    const float* o = odd + r * cols;
+    float* h0 = h + r * 4 * tw;
+    float* h1 = h0 + tw;
+    float* h2 = h1 + tw;
+    float* h3 = h2 + tw;
+    #pragma GCC ivdep
+    for (int64_t t = 0; t < tw; ++t) {
+      const float d0 = e[t], d1 = o[t], d2 = e[t + 1], d3 = o[t + 1];
+      h0[t] = d0 - d2;
+      h1[t] = d1 + d2;
+      h2[t] = d2 - d1;
+      h3[t] = d1 - d3;
+    }
+  }
+  for (int64_t ty = 0; ty < tiles.th; ++ty) {
+    const float* r0 = h + 2 * ty * 4 * tw;
+    const float* r1 = r0 + 4 * tw;
+    const float* r2 = r1 + 4 * tw;
+    const float* r3 = r2 + 4 * tw;
+    float* dst = v + ty * tw;
+    for (int s = 0; s < 4; ++s) {
+      const float *a = r0 + s * tw, *b = r1 + s * tw, *c = r2 + s * tw, *d = r3 + s * tw;
+      float* v0 = dst + s * planeStride;
+      float* v1 = dst + (4 + s) * planeStride;
+      float* v2 = dst + (8 + s) * planeStride;
+      float* v3 = dst + (12 + s) * planeStride;
+      #pragma GCC ivdep
+      for (int64_t t = 0; t < tw; ++t) {
+        v0[t] = a[t] - c[t];
+        v1[t] = b[t] + c[t];
+        v2[t] = c[t] - b[t];
+        v3[t] = b[t] - d[t];
+      }
+    }
+  }
+}
+
+/// A^T M A for every tile of one output channel: m[k][tile] (k planes
+/// `planeStride` apart) into out [ho, wo]; rows holds 4 * tw floats.
+KILN_VECTOR_CLONES
+void transformOutputChannel(const float* m, int64_t planeStride, const Tiles& tiles, int64_t ho, int64_t wo,
+                            float* rows, float* out) {
+  const int64_t tw = tiles.tw;
+  float *y00 = rows, *y01 = rows + tw, *y10 = rows + 2 * tw, *y11 = rows + 3 * tw;
+  for (int64_t ty = 0; ty < tiles.th; ++ty) {
+    const float* src = m + ty * tw;
+    #pragma GCC ivdep
+    for (int64_t t = 0; t < tw; ++t) {
+      float a0[4], a1[4];
+      for (int s = 0; s < 4; ++s) {
+        const float m0 = src[s * planeStride + t], m1 = src[(4 + s) * planeStride + t];
+        const float m2 = src[(8 + s) * planeStride + t], m3 = src[(12 + s) * planeStride + t];
+        a0[s] = m0 + m1 + m2;
+        a1[s] = m1 - m2 - m3;
+      }
+      y00[t] = a0[0] + a0[1] + a0[2];
+      y01[t] = a0[1] - a0[2] - a0[3];
+      y10[t] = a1[0] + a1[1] + a1[2];
+      y11[t] = a1[1] - a1[2] - a1[3];
+    }
+    // Interleave each tile's two columns into the output rows (the last
+    // tile row and column may hang over the output's edge).
+    for (int64_t dy = 0; dy < 2 && 2 * ty + dy < ho; ++dy) {
+      const float* left = dy == 0 ? y00 : y10;
+      const float* right = dy == 0 ? y01 : y11;
+      float* row = out + (2 * ty + dy) * wo;
+      const int64_t pairs = wo / 2;
+      #pragma GCC ivdep
+      for (int64_t t = 0; t < pairs; ++t) {
+        row[2 * t] = left[t];
+        row[2 * t + 1] = right[t];
+      }
+      if (wo % 2) row[wo - 1] = left[pairs];
+    }
+  }
+}
+
+}  // namespace
+
+bool winogradPays(int64_t c, int64_t co, int64_t kh, int64_t kw, int64_t strideH, int64_t strideW,
+                  int64_t dilationH, int64_t dilationW, int64_t groups, int64_t ho, int64_t wo) {
+  // Below 16 channels either way the GEMMs are too thin to gain from the
+  // 2.25x fewer multiplies; below 8x8 outputs half-empty edge tiles and
+  // the transforms' fixed costs eat it.
+  return kh == 3 && kw == 3 && strideH == 1 && strideW == 1 && dilationH == 1 && dilationW == 1 && groups == 1 &&
+         c >= 16 && co >= 16 && ho >= 8 && wo >= 8;
+}
+
+void conv2dWinograd3x3(const WinogradConv& g, const float* x, const float* w, float* out, int64_t outNs,
+                       int64_t outCs) {
+  const Tiles tiles{(g.ho + 1) / 2, (g.wo + 1) / 2};
+  const int64_t count = tiles.count();
+  // The padded input the tiles read: 2 th + 2 rows, tw + 1 even and odd columns.
+  const int64_t rows = 2 * tiles.th + 2, cols = tiles.tw + 1;
+  thread_local ScratchSlot filterSlot, inputSlot, productSlot, rowSlot;
+  ScratchBuffer filters(filterSlot, sizeof(float) * kTaps * g.co * g.c, "conv2d (Winograd filters)");
+  transformFilters(w, g.co, g.c, filters.as<float>());
+  const float* u = filters.as<float>();
+
+  // One image; `parallel`: its channels' transforms and its GEMMs split over
+  // the threads (otherwise the images run in parallel).
+  auto image = [&](int64_t img, bool parallel) {
+    ScratchBuffer inputs(inputSlot, sizeof(float) * kTaps * g.c * count, "conv2d (Winograd inputs)");
+    ScratchBuffer products(productSlot, sizeof(float) * kTaps * g.co * count, "conv2d (Winograd products)");
+    float* v = inputs.as<float>();
+    float* m = products.as<float>();
+    auto inputChannels = [&](int64_t c0, int64_t c1) {
+      ScratchBuffer work(rowSlot, sizeof(float) * (2 * rows * cols + rows * 4 * tiles.tw), "conv2d (Winograd rows)");
+      float* even = work.as<float>();
+      float* odd = even + rows * cols;
+      float* h = odd + rows * cols;
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        splitColumns(g, x + img * g.xs[0] + ch * g.xs[1], rows, cols, even, odd);
+        transformInputChannel(even, odd, rows, cols, tiles, h, v + ch * count, g.c * count);
+      }
+    };
+    auto outputChannels = [&](int64_t o0, int64_t o1) {
+      ScratchBuffer work(rowSlot, sizeof(float) * 4 * tiles.tw, "conv2d (Winograd rows)");
+      for (int64_t o = o0; o < o1; ++o)
+        transformOutputChannel(m + o * count, g.co * count, tiles, g.ho, g.wo, work.as<float>(),
+                               out + img * outNs + o * outCs);
+    };
+    if (parallel) {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, g.c, 1),
+                        [&](const tbb::blocked_range<int64_t>& r) { inputChannels(r.begin(), r.end()); });
+    } else {
+      inputChannels(0, g.c);
+    }
+    for (int k = 0; k < kTaps; ++k)
+      gemm::sgemm(g.co, count, g.c, {u + k * g.co * g.c, g.c, 1}, {v + k * g.c * count, count, 1},
+                  m + k * g.co * count, count, /*accumulate=*/false, parallel);
+    if (parallel) {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, g.co, 1),
+                        [&](const tbb::blocked_range<int64_t>& r) { outputChannels(r.begin(), r.end()); });
+    } else {
+      outputChannels(0, g.co);
+    }
+  };
+  // Whole images per thread when they share out evenly (no synchronisation
+  // inside one); otherwise one image at a time, split.
+  const int64_t threads = std::max(1, tbb::this_task_arena::max_concurrency());
+  if (g.n >= threads && (g.n % threads == 0 || g.n >= 4 * threads)) {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, g.n, 1), [&](const tbb::blocked_range<int64_t>& r) {
+      for (int64_t img = r.begin(); img < r.end(); ++img) image(img, false);
+    });
+  } else {
+    for (int64_t img = 0; img < g.n; ++img) image(img, true);
+  }
+}
+
+}  // namespace kiln::interp
