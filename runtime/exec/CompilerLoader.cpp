@@ -184,7 +184,16 @@ CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& na
   TraceCompiler* compiler = loadCompiler();  // null once exit has begun
   const std::optional<CompileTarget> target = hal::deviceContext(graph.device).compileTarget();
   if (!target) result.error = "device " + graph.device.str() + " has no compiler target";
-  else if (compiler) result = compiler->compile(graph, name, *target);
+  else if (compiler) {
+    result = compiler->compile(graph, name, *target);
+    // The first compile builds most of the compiler's lazily constructed
+    // statics, whose destructors then run before the handler registered at
+    // load: registered again after it, the handler also runs first when a
+    // thread other than main exits the process (the main thread's guard
+    // covers its own exit).
+    static std::once_flag again;
+    std::call_once(again, [] { std::atexit(finishCompilesAtExit); });
+  }
   else result.error = gExiting.load() ? "the process is exiting" : "the compiler library is not available";
   --gInFlight;
   return result;
