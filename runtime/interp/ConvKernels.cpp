@@ -3,8 +3,9 @@
 // Ho*Wo] column matrix (im2col) and multiplied by the group's [C_out/groups,
 // C/groups*kH*kW] weight rows, writing the output channels in place. A 1x1
 // kernel with unit stride and no padding reads the input directly (no
-// unfolding); a 3x3 kernel with unit stride over enough channels runs as
-// Winograd's F(2x2, 3x3) instead (WinogradConv.h). The interpreter and the compiled kernels' runtime call
+// unfolding). f32 3x3 unit-stride convolutions over enough channels, and
+// their weight gradients, run in Winograd's F(2x2, 3x3) domain instead
+// (WinogradConv.h). The interpreter and the compiled kernels' runtime call
 // (kiln_rt_conv2d_f32) both end here.
 #include <algorithm>
 #include <cstring>
@@ -285,6 +286,16 @@ void convolve(const ConvGeometry& G, const T* x, const T* wDense, T* out, int64_
     for (int64_t img = 0; img < G.n; ++img)
       for (int64_t ch = 0; ch < G.co; ++ch) std::fill_n(out + img * outNs + ch * outCs, spatial, T(0));
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& p = G.p;
+    if (winogradFilterGradPays(G.n, G.co, G.kh, G.kw, p.strideH, p.strideW, p.dilationH, p.dilationW, p.groups,
+                               G.ho, G.wo)) {
+      const WinogradConv wg{G.n, G.c, G.h, G.w, G.co, G.ho, G.wo, p.padTop, p.padLeft,
+                            {G.xs[0], G.xs[1], G.xs[2], G.xs[3]}};
+      conv2dWinogradFilterGrad(wg, G.kh, G.kw, x, wDense, out, outNs, outCs);
+      return;
+    }
   }
   if (spatial <= kFewPositions && G.n >= kManyImages) {
     if constexpr (std::is_same_v<T, float>) {

@@ -12,6 +12,7 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
@@ -187,6 +188,84 @@ void transformOutputChannel(const float* m, int64_t planeStride, const Tiles& ti
   }
 }
 
+/// A dY A^T for every 2x2 tile of one output-gradient plane (kh x kw,
+/// dense; zero past its edges) into dm[k][tile] (k planes `planeStride`
+/// apart); quad holds 4 * tw floats.
+KILN_VECTOR_CLONES
+void transformGradientChannel(const float* plane, int64_t kh, int64_t kw, const Tiles& tiles, float* quad, float* dm,
+                              int64_t planeStride) {
+  const int64_t tw = tiles.tw, full = kw / 2;  // tiles whose right column is inside
+  float* __restrict p = quad;
+  float* __restrict q = quad + tw;
+  float* __restrict r = quad + 2 * tw;
+  float* __restrict s = quad + 3 * tw;
+  for (int64_t ty = 0; ty < tiles.th; ++ty) {
+    // The tile row's top and bottom rows split into even (p, r) and odd
+    // (q, s) columns; a missing bottom row or right column reads zero.
+    const float* top = plane + 2 * ty * kw;
+    const bool hasBottom = 2 * ty + 1 < kh;
+    for (int64_t t = 0; t < full; ++t) {
+      p[t] = top[2 * t];
+      q[t] = top[2 * t + 1];
+    }
+    if (hasBottom) {
+      const float* bottom = top + kw;
+      for (int64_t t = 0; t < full; ++t) {
+        r[t] = bottom[2 * t];
+        s[t] = bottom[2 * t + 1];
+      }
+    } else {
+      std::fill(r, r + full, 0.0f);
+      std::fill(s, s + full, 0.0f);
+    }
+    if (full < tw) {  // odd width: the last tile's right column is outside
+      p[full] = top[2 * full];
+      q[full] = 0.0f;
+      r[full] = hasBottom ? top[kw + 2 * full] : 0.0f;
+      s[full] = 0.0f;
+    }
+    // Rows of A dY: [p q], [p+r q+s], [p-r q-s], [-r -s]; each row [u v]
+    // times A^T: [u, u+v, u-v, -v].
+    float* d = dm + ty * tw;
+    auto store = [&](int row, const float* u, float su, const float* v, float sv, const float* u2, const float* v2) {
+      float* __restrict d0 = d + (row * 4) * planeStride;
+      float* __restrict d1 = d0 + planeStride;
+      float* __restrict d2 = d1 + planeStride;
+      float* __restrict d3 = d2 + planeStride;
+#pragma GCC ivdep
+      for (int64_t t = 0; t < tw; ++t) {
+        const float uu = u[t] + su * u2[t], vv = v[t] + sv * v2[t];
+        d0[t] = uu;
+        d1[t] = uu + vv;
+        d2[t] = uu - vv;
+        d3[t] = -vv;
+      }
+    };
+    store(0, p, 0.0f, q, 0.0f, r, s);
+    store(1, p, 1.0f, q, 1.0f, r, s);
+    store(2, p, -1.0f, q, -1.0f, r, s);
+    store(3, r, -2.0f, s, -2.0f, r, s);  // -r = r - 2r
+  }
+}
+
+/// dW = G^T dU G (4x4 -> 3x3) for one (output, image) pair: dU[k] at
+/// du[k * stride].
+void transformFilterGradient(const float* du, int64_t stride, float* dw /* 3x3, rows 3 apart */) {
+  float t[3][4];  // G^T dU
+  for (int col = 0; col < 4; ++col) {
+    const float d0 = du[col * stride], d1 = du[(4 + col) * stride], d2 = du[(8 + col) * stride],
+                d3 = du[(12 + col) * stride];
+    t[0][col] = d0 + 0.5f * (d1 + d2);
+    t[1][col] = 0.5f * (d1 - d2);
+    t[2][col] = 0.5f * (d1 + d2) + d3;
+  }
+  for (int row = 0; row < 3; ++row) {
+    dw[row * 3] = t[row][0] + 0.5f * (t[row][1] + t[row][2]);
+    dw[row * 3 + 1] = 0.5f * (t[row][1] - t[row][2]);
+    dw[row * 3 + 2] = 0.5f * (t[row][1] + t[row][2]) + t[row][3];
+  }
+}
+
 }  // namespace
 
 bool winogradPays(int64_t c, int64_t co, int64_t kh, int64_t kw, int64_t strideH, int64_t strideW,
@@ -258,6 +337,66 @@ void conv2dWinograd3x3(const WinogradConv& g, const float* x, const float* w, fl
   } else {
     for (int64_t img = 0; img < g.n; ++img) image(img, true);
   }
+}
+
+bool winogradFilterGradPays(int64_t images, int64_t co, int64_t kh, int64_t kw, int64_t strideH, int64_t strideW,
+                            int64_t dilationH, int64_t dilationW, int64_t groups, int64_t ho, int64_t wo) {
+  return ho == 3 && wo == 3 && strideH == 1 && strideW == 1 && dilationH == 1 && dilationW == 1 && groups == 1 &&
+         images >= 16 && co >= 16 && kh >= 8 && kw >= 8;
+}
+
+void conv2dWinogradFilterGrad(const WinogradConv& g, int64_t kh, int64_t kw, const float* x, const float* kernel,
+                              float* out, int64_t outNs, int64_t outCs) {
+  // Tiles over the kernel (the forward's output positions); each reads the
+  // same 4x4 input patches as the forward's tiles.
+  const Tiles tiles{(kh + 1) / 2, (kw + 1) / 2};
+  const int64_t count = tiles.count(), rows = 2 * tiles.th + 2, cols = tiles.tw + 1;
+  const int64_t images = g.n, taps = kh * kw, products = kTaps * g.co * images;
+  // Channels in a fixed number of partial sums (bits independent of the
+  // thread count), each run by one thread with serial GEMMs.
+  const int64_t chunks = std::min<int64_t>(g.c, 8);
+  thread_local ScratchSlot sumSlot;
+  ScratchBuffer sums(sumSlot, sizeof(float) * chunks * products, "conv2d (Winograd filter gradients)");
+  auto chunk = [&](int64_t t) {
+    const int64_t c0 = g.c * t / chunks, c1 = g.c * (t + 1) / chunks;
+    thread_local ScratchSlot inputSlot, gradientSlot, rowSlot;
+    ScratchBuffer inputs(inputSlot, sizeof(float) * kTaps * images * count, "conv2d (Winograd inputs)");
+    ScratchBuffer gradients(gradientSlot, sizeof(float) * kTaps * g.co * count, "conv2d (Winograd gradients)");
+    ScratchBuffer work(rowSlot, sizeof(float) * (2 * rows * cols + rows * 4 * tiles.tw), "conv2d (Winograd rows)");
+    float* v = inputs.as<float>();
+    float* dm = gradients.as<float>();
+    float* even = work.as<float>();
+    float* odd = even + rows * cols;
+    float* h = odd + rows * cols;
+    float* du = sums.as<float>() + t * products;  // [k][co][images]
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      for (int64_t img = 0; img < images; ++img) {
+        splitColumns(g, x + img * g.xs[0] + ch * g.xs[1], rows, cols, even, odd);
+        transformInputChannel(even, odd, rows, cols, tiles, h, v + img * count, images * count);
+      }
+      for (int64_t o = 0; o < g.co; ++o)
+        transformGradientChannel(kernel + (o * g.c + ch) * taps, kh, kw, tiles, h, dm + o * count, g.co * count);
+      // dU_k [co, images] (+)= dM_k [co, tiles] x V_k [images, tiles]^T.
+      for (int k = 0; k < kTaps; ++k)
+        gemm::sgemm(g.co, images, count, {dm + k * g.co * count, count, 1}, {v + k * images * count, 1, count},
+                    du + k * g.co * images, images, /*accumulate=*/ch > c0, /*parallel=*/false);
+    }
+  };
+  if (chunks == 1) {
+    chunk(0);
+  } else {
+    tbb::parallel_for(int64_t{0}, chunks, chunk, tbb::static_partitioner());
+  }
+  float* du = sums.as<float>();
+  for (int64_t t = 1; t < chunks; ++t)
+    for (int64_t i = 0; i < products; ++i) du[i] += du[t * products + i];
+  for (int64_t o = 0; o < g.co; ++o)
+    for (int64_t img = 0; img < images; ++img) {
+      float dw[9];
+      transformFilterGradient(du + o * images + img, g.co * images, dw);
+      float* dst = out + img * outNs + o * outCs;
+      std::copy(dw, dw + 9, dst);
+    }
 }
 
 }  // namespace kiln::interp

@@ -3,7 +3,8 @@
 // Neural Networks", 2016): 16 multiplies per 2x2 output tile and channel pair
 // instead of 36, as 16 GEMMs [C_out, C] x [C, tiles] on the packed GEMM
 // between an input and an output transform. ResNet-style convolutions spend
-// most of their time in that GEMM; im2col's GEMM is 2.25x larger.
+// most of their time in that GEMM; im2col's GEMM is 2.25x larger. Their
+// weight gradients go through the same transforms backwards.
 #pragma once
 
 #include <cstdint>
@@ -31,5 +32,21 @@ bool winogradPays(int64_t c, int64_t co, int64_t kh, int64_t kw, int64_t strideH
 /// ±1 and ±1/2).
 void conv2dWinograd3x3(const WinogradConv& g, const float* x, const float* w, float* out, int64_t outNs,
                        int64_t outCs);
+
+/// Whether a convolution has the shape of a 3x3 unit-stride convolution's
+/// weight gradient (autograd's conv2dWeightGrad: the input with channels as
+/// images, the output gradient as a kh x kw kernel, a 3x3 output) that
+/// conv2dWinogradFilterGrad computes in the Winograd domain.
+bool winogradFilterGradPays(int64_t images, int64_t co, int64_t kh, int64_t kw, int64_t strideH, int64_t strideW,
+                            int64_t dilationH, int64_t dilationW, int64_t groups, int64_t ho, int64_t wo);
+
+/// out[img, o, i, j] = sum over channels ch and (a, b) of
+/// x[img, ch, i + a - padTop, j + b - padLeft] * kernel[o, ch, a, b] for a
+/// 3x3 output (g.ho = g.wo = 3; g.n images, g.c channels, g.co outputs) and a
+/// dense kh x kw kernel: the backward of F(2x2, 3x3), dU = sum over the
+/// kernel's 2x2 tiles of (A dY A^T) . (B^T d B) and dW = G^T dU G, as 16
+/// GEMMs [co, tiles] x [tiles, images] per channel.
+void conv2dWinogradFilterGrad(const WinogradConv& g, int64_t kh, int64_t kw, const float* x, const float* kernel,
+                              float* out, int64_t outNs, int64_t outCs);
 
 }  // namespace kiln::interp

@@ -5,6 +5,8 @@
 // the errors bad arguments give.
 #include "test/unit/ops/op_test_util.h"
 
+#include "kiln/autograd.h"
+
 namespace kt {
 namespace {
 
@@ -173,6 +175,39 @@ TEST(OpsConv, Conv2dWinogradShapes) {
     checkConvOnce(rng, DType::f32, k, false);
     checkConvOnce(rng, DType::f32, k, true);
   }
+}
+
+TEST(OpsConv, Conv2dWinogradFilterGradientShapes) {
+  Rng rng(kSeed + 304);
+  // The shape autograd gives a 3x3 unit-stride convolution's weight
+  // gradient (input channels as images, the output gradient as a kh x kw
+  // kernel, a 3x3 output): f32 with 16+ images and outputs runs in the
+  // Winograd domain (conv2dWinogradFilterGrad). Odd kernel sizes (a half
+  // tile), one channel and several (the channels' partial sums).
+  const ConvCase cases[] = {
+      {16, 1, 3, 16, 9, 10, 9, 10, 1, 1, 1, 1, {1, 1, 1, 1}, false},
+      {17, 1, 1, 18, 8, 8, 8, 8, 1, 1, 1, 1, {1, 1, 1, 1}, false},
+      {16, 1, 9, 16, 12, 11, 10, 9, 1, 1, 1, 1, {0, 0, 0, 0}, false},
+  };
+  for (const ConvCase& k : cases) {
+    checkConvOnce(rng, DType::f32, k, false);
+    checkConvOnce(rng, DType::f32, k, true);
+  }
+  // And through autograd: the weight gradient of a 3x3 convolution.
+  Tensor x = kiln::rand({2, 16, 10, 10}, 5, DType::f32, -1, 1);
+  Tensor w = kiln::rand({16, 16, 3, 3}, 6, DType::f32, -1, 1);
+  w.requires_grad();
+  Conv2dOptions o;
+  o.padding = {1, 1, 1, 1};
+  Tensor y = kiln::conv2d(x, w, Tensor(), o);
+  Tensor gy = kiln::rand({2, 16, 10, 10}, 7, DType::f32, -1, 1);
+  Tensor gw = kiln::grad(kiln::sum(y * gy), {w})[0];
+  Tensor ref = kiln::conv2d(kiln::cast(x, DType::f64).permute({1, 0, 2, 3}),
+                            kiln::cast(gy, DType::f64).permute({1, 0, 2, 3}), Tensor(), o)
+                   .permute({1, 0, 2, 3});
+  const double err = kiln::max(kiln::abs(kiln::cast(gw, DType::f64) - ref)).item<double>();
+  const double scale = kiln::max(kiln::abs(ref)).item<double>();
+  EXPECT_LT(err, 1e-5 * scale) << "largest error " << err << " of values up to " << scale;
 }
 
 TEST(OpsConv, Conv2dAutoPadAndPaddingForms) {
