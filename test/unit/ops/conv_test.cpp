@@ -156,6 +156,15 @@ TEST(OpsConv, Conv2dLargeShapesTakeTheParallelPaths) {
     }
 }
 
+/// Each case in f32, NCHW and NHWC.
+template <std::size_t N>
+void checkF32BothLayouts(Rng& rng, const ConvCase (&cases)[N]) {
+  for (const ConvCase& k : cases) {
+    checkConvOnce(rng, DType::f32, k, false);
+    checkConvOnce(rng, DType::f32, k, true);
+  }
+}
+
 TEST(OpsConv, Conv2dWinogradShapes) {
   Rng rng(kSeed + 303);
   // f32 3x3, unit stride, one group, at least 16 channels each way and 8x8
@@ -171,10 +180,7 @@ TEST(OpsConv, Conv2dWinogradShapes) {
       {2, 1, 16, 32, 12, 12, 3, 3, 1, 1, 1, 1, {3, 2, 0, 4}, true},
       {2, 1, 16, 16, 1, 1, 3, 3, 1, 1, 1, 1, {5, 4, 4, 5}, false},
   };
-  for (const ConvCase& k : cases) {
-    checkConvOnce(rng, DType::f32, k, false);
-    checkConvOnce(rng, DType::f32, k, true);
-  }
+  checkF32BothLayouts(rng, cases);
 }
 
 TEST(OpsConv, Conv2dWinogradFilterGradientShapes) {
@@ -189,10 +195,7 @@ TEST(OpsConv, Conv2dWinogradFilterGradientShapes) {
       {17, 1, 1, 18, 8, 8, 8, 8, 1, 1, 1, 1, {1, 1, 1, 1}, false},
       {16, 1, 9, 16, 12, 11, 10, 9, 1, 1, 1, 1, {0, 0, 0, 0}, false},
   };
-  for (const ConvCase& k : cases) {
-    checkConvOnce(rng, DType::f32, k, false);
-    checkConvOnce(rng, DType::f32, k, true);
-  }
+  checkF32BothLayouts(rng, cases);
   // And through autograd: the weight gradient of a 3x3 convolution.
   Tensor x = kiln::rand({2, 16, 10, 10}, 5, DType::f32, -1, 1);
   Tensor w = kiln::rand({16, 16, 3, 3}, 6, DType::f32, -1, 1);
