@@ -221,6 +221,8 @@ class CpuCompiler final : public TargetPipeline {
                              kLoopNestsAttr})
       kernel->removeAttr(attr);
     dumpModule(dumpDir, name, "3-loops", *module);
+    if (numSizes > 0 && !runPassPipeline(*module, kResolveDynamicReshapes))
+      return fail("to-llvm");
     if (!runPassPipeline(*module, kToLLVM))
       return fail("to-llvm");
     const std::string entryName = "kiln_entry_" + name;

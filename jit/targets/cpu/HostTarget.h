@@ -51,6 +51,13 @@ inline constexpr const char *kCpuFuseLoopsInRows = "func.func(kiln-cpu-fuse-loop
 inline constexpr const char *kCpuIeeeMinMax = "kiln-cpu-ieee-min-max";
 /// Last on the loops (after outlining); kToLLVM ends with its second half.
 inline constexpr const char *kCpuMarkParallelLoops = "kiln-cpu-mark-parallel-loops";
+/// Before kToLLVM in dynamic-shape kernels: MLIR 22's expand-strided-metadata
+/// crashes (a null stride attribute) on an expand_shape of a collapse_shape
+/// of a dynamically strided memref, a reshape between dynamic shapes, while
+/// dims of or loads from it remain; resolving the dims and folding the
+/// loads through the reshapes first removes that chain. (Static kernels
+/// have no such chain and keep the IR they were measured with.)
+inline constexpr const char *kResolveDynamicReshapes = "resolve-ranked-shaped-type-result-dims,fold-memref-alias-ops";
 inline constexpr const char *kToLLVM =
     "expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-math-to-llvm,"
     "convert-math-to-libm,arith-expand,convert-arith-to-llvm,convert-index-to-llvm,finalize-memref-to-llvm,"

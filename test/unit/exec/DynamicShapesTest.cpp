@@ -186,6 +186,32 @@ std::vector<float> shapeStep(int64_t batch) {
   return out;
 }
 
+/// A reshape between ranks whose every extent varies ([a, b, c, d, e] to
+/// [e, d, c, b, a, 1]): its kernel collapses the dynamic input to one
+/// dimension and expands it again, a chain MLIR 22's
+/// expand-strided-metadata crashed on (kResolveDynamicReshapes).
+std::vector<int32_t> reshapeStep(int64_t k) {
+  const int64_t a = k % 3 + 1, b = k % 2 + 2, c = 2, d = k % 4 + 1, e = k % 5 + 1;
+  std::vector<int32_t> v(static_cast<size_t>(a * b * c * d * e));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(i * 7 + k);
+  Tensor x = from_vector(v, {a, b, c, d, e});
+  std::vector<int32_t> out = (reshape(x, {e, d, c, b, a, 1}) + 1).to_vector<int32_t>();
+  step();
+  return out;
+}
+
+TEST(DynamicShapes, ReshapeBetweenRanksOfDynamicExtentsCompiles) {
+  std::vector<std::vector<int32_t>> want;
+  {
+    JitScope off(JitMode::Off);
+    for (int64_t k = 0; k < 12; ++k) want.push_back(reshapeStep(k));
+  }
+  DynamicMode mode(JitMode::Sync, 4, 1);
+  for (int64_t k = 0; k < 12; ++k) EXPECT_EQ(reshapeStep(k), want[static_cast<size_t>(k)]) << k;
+  EXPECT_EQ(stats().compile_failures, 0u) << stats().str();
+  EXPECT_GT(stats().compiled_runs, 4u) << stats().str();
+}
+
 TEST(DynamicShapes, ShapeOpsLeavesAndBatchedMatmulAgree) {
   std::vector<std::vector<float>> want;
   {
