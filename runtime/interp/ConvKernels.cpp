@@ -52,6 +52,10 @@ struct ConvGeometry {
   int64_t cog() const { return co / p.groups; }
   int64_t k() const { return cg() * kh * kw; }
   int64_t spatial() const { return ho * wo; }
+  /// The same geometry for the Winograd kernels (one group, dilation 1).
+  WinogradConv winograd() const {
+    return {n, c, h, w, co, ho, wo, p.padTop, p.padLeft, {xs[0], xs[1], xs[2], xs[3]}};
+  }
   /// Can the GEMM read the input directly as [C/groups, H*W]?
   bool direct() const {
     return kh == 1 && kw == 1 && p.strideH == 1 && p.strideW == 1 && p.padTop == 0 && p.padLeft == 0 &&
@@ -291,9 +295,7 @@ void convolve(const ConvGeometry& G, const T* x, const T* wDense, T* out, int64_
     const auto& p = G.p;
     if (winogradFilterGradPays(G.n, G.co, G.kh, G.kw, p.strideH, p.strideW, p.dilationH, p.dilationW, p.groups,
                                G.ho, G.wo)) {
-      const WinogradConv wg{G.n, G.c, G.h, G.w, G.co, G.ho, G.wo, p.padTop, p.padLeft,
-                            {G.xs[0], G.xs[1], G.xs[2], G.xs[3]}};
-      conv2dWinogradFilterGrad(wg, G.kh, G.kw, x, wDense, out, outNs, outCs);
+      conv2dWinogradFilterGrad(G.winograd(), G.kh, G.kw, x, wDense, out, outNs, outCs);
       return;
     }
   }
@@ -311,9 +313,7 @@ void convolve(const ConvGeometry& G, const T* x, const T* wDense, T* out, int64_
     const auto& p = G.p;
     if (winogradPays(G.cg(), G.cog(), G.kh, G.kw, p.strideH, p.strideW, p.dilationH, p.dilationW, p.groups, G.ho,
                      G.wo)) {
-      const WinogradConv wg{G.n, G.c, G.h, G.w, G.co, G.ho, G.wo, p.padTop, p.padLeft,
-                            {G.xs[0], G.xs[1], G.xs[2], G.xs[3]}};
-      conv2dWinograd3x3(wg, x, wDense, out, outNs, outCs);
+      conv2dWinograd3x3(G.winograd(), x, wDense, out, outNs, outCs);
       return;
     }
   }

@@ -226,6 +226,17 @@ void expectOutputsAgree(const std::vector<std::vector<double>>& reference,
   }
 }
 
+/// The outputs' values (as double) and, with `dtypes`, their dtypes.
+std::vector<std::vector<double>> valuesOf(const std::vector<Tensor>& outs, std::vector<DType>* dtypes = nullptr) {
+  std::vector<std::vector<double>> values;
+  if (dtypes) dtypes->clear();
+  for (const Tensor& t : outs) {
+    values.push_back(t.to_vector<double>());
+    if (dtypes) dtypes->push_back(t.dtype());
+  }
+  return values;
+}
+
 std::vector<std::vector<double>> runProgram(uint64_t seed, JitMode mode, std::vector<DType>* dtypes) {
   // The reference is the CPU interpreter; the compiled run is on the device
   // under test (KILN_DEFAULT_DEVICE).
@@ -233,12 +244,7 @@ std::vector<std::vector<double>> runProgram(uint64_t seed, JitMode mode, std::ve
   JitScope m(mode, 1);
   ProgramGenerator gen(seed);
   std::vector<Tensor> outs = gen.record();
-  std::vector<std::vector<double>> values;
-  dtypes->clear();
-  for (const Tensor& t : outs) {
-    values.push_back(t.to_vector<double>());
-    dtypes->push_back(t.dtype());
-  }
+  std::vector<std::vector<double>> values = valuesOf(outs, dtypes);
   step();
   return values;
 }
@@ -285,12 +291,7 @@ std::vector<std::vector<double>> runUnrolled(uint64_t seed, std::vector<DType>* 
     h = gen.body(h, w, &outs);
   }
   outs.push_back(h);
-  std::vector<std::vector<double>> values;
-  dtypes->clear();
-  for (const Tensor& t : outs) {
-    values.push_back(t.to_vector<double>());
-    dtypes->push_back(t.dtype());
-  }
+  std::vector<std::vector<double>> values = valuesOf(outs, dtypes);
   step();
   return values;
 }
@@ -332,12 +333,6 @@ TEST(DifferentialFuzz, MixedRegionsAndInterpretedNodes) {
     EXPECT_GE(mixed, iterations * 3 / 4) << mixed << " of " << iterations << " programs ran mixed";
 }
 
-std::vector<std::vector<double>> valuesOf(const std::vector<Tensor>& outs) {
-  std::vector<std::vector<double>> values;
-  for (const Tensor& t : outs) values.push_back(t.to_vector<double>());
-  return values;
-}
-
 /// A random program captured as a TraceTemplate and run on other inputs
 /// gives what recording the program again on those inputs gives: exactly when
 /// both are interpreted, within the fuzz bound when the template's runs are
@@ -371,8 +366,7 @@ TEST(DifferentialFuzz, TraceTemplatesReplayRandomPrograms) {
     again.replaceInputs(fresh);
     std::vector<Tensor> rerecorded = again.record();
     std::vector<DType> types;
-    for (const Tensor& t : rerecorded) types.push_back(t.dtype());
-    const auto reference = valuesOf(rerecorded);
+    const auto reference = valuesOf(rerecorded, &types);
     step();
     const auto interpreted = valuesOf(tmpl.run(fresh));
     ASSERT_EQ(interpreted.size(), reference.size()) << "seed " << seed;
