@@ -340,6 +340,21 @@ void BM_MatmulKiln(benchmark::State& state) {
   for (auto _ : state) body();
 }
 
+/// bf16 GEMM: bf16 operands and result, f32 sums (the CPU's bf16 units where
+/// it has them).
+void BM_MatmulBf16Kiln(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  Tensor a = cast(kilnRand({m, k}, 6, -1, 1), DType::bf16), b = cast(kilnRand({k, n}, 7, -1, 1), DType::bf16);
+  kiln::sync();
+  Tensor c;
+  auto body = [&] {
+    c = matmul(a, b);
+    kiln::sync();
+  };
+  if (!kilnWarm(state, body, 1)) return;
+  for (auto _ : state) body();
+}
+
 void BM_MatmulBiasReluKiln(benchmark::State& state) {
   const int64_t n = 1024;
   Tensor a = kilnRand({n, n}, 8, -1, 1), w = kilnRand({n, n}, 9, -1, 1), bias = kilnRand({n}, 10, -1, 1);
@@ -392,6 +407,61 @@ void BM_MatmulBiasReluOpenBlas(benchmark::State& state) {
 #endif
 
 #ifdef KILN_BENCH_HAVE_DNNL
+/// oneDNN's bf16 GEMM: its matmul primitive on plain row-major bf16 operands
+/// (so it packs them on every call, as Kiln does) into f32; AMX or AVX-512
+/// BF16 where the CPU has them (DNNL_VERBOSE=1 names the implementation).
+void BM_MatmulBf16Dnnl(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  Buf af(m * k), bf(k * n), c(m * n);
+  fillRandom(af.p, m * k, 6, -1, 1);
+  fillRandom(bf.p, k * n, 7, -1, 1);
+  std::vector<uint16_t> a(m * k), b(k * n);
+  auto toBf16 = [](float f) {  // round to nearest even (no NaNs here)
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+  };
+  for (int64_t i = 0; i < m * k; ++i) a[i] = toBf16(af.p[i]);
+  for (int64_t i = 0; i < k * n; ++i) b[i] = toBf16(bf.p[i]);
+  dnnl_engine_t engine = nullptr;
+  dnnl_stream_t stream = nullptr;
+  dnnl_primitive_desc_t pd = nullptr;
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_t am = nullptr, bm = nullptr, cm = nullptr;
+  dnnl_memory_desc_t aMd, bMd, cMd;
+  dnnl_matmul_desc_t desc;
+  const dnnl_dims_t aDims = {m, k}, bDims = {k, n}, cDims = {m, n};
+  const bool ok = dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success &&
+                  dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) == dnnl_success &&
+                  dnnl_memory_desc_init_by_tag(&aMd, 2, aDims, dnnl_bf16, dnnl_ab) == dnnl_success &&
+                  dnnl_memory_desc_init_by_tag(&bMd, 2, bDims, dnnl_bf16, dnnl_ab) == dnnl_success &&
+                  dnnl_memory_desc_init_by_tag(&cMd, 2, cDims, dnnl_f32, dnnl_ab) == dnnl_success &&
+                  dnnl_matmul_desc_init(&desc, &aMd, &bMd, nullptr, &cMd) == dnnl_success &&
+                  dnnl_primitive_desc_create(&pd, &desc, nullptr, engine, nullptr) == dnnl_success &&
+                  dnnl_primitive_create(&prim, pd) == dnnl_success &&
+                  dnnl_memory_create(&am, &aMd, engine, a.data()) == dnnl_success &&
+                  dnnl_memory_create(&bm, &bMd, engine, b.data()) == dnnl_success &&
+                  dnnl_memory_create(&cm, &cMd, engine, c.p) == dnnl_success;
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+  auto run = [&] {
+    return dnnl_primitive_execute(prim, stream, 3, args) == dnnl_success && dnnl_stream_wait(stream) == dnnl_success;
+  };
+  if (!ok || !run()) {
+    state.SkipWithError("oneDNN bf16 matmul failed");
+  } else {
+    for (auto _ : state) {
+      run();
+      benchmark::DoNotOptimize(c.p);
+    }
+  }
+  for (dnnl_memory_t mem : {am, bm, cm})
+    if (mem) dnnl_memory_destroy(mem);
+  if (prim) dnnl_primitive_destroy(prim);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (stream) dnnl_stream_destroy(stream);
+  if (engine) dnnl_engine_destroy(engine);
+}
+
 void BM_MatmulDnnl(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   Buf a(m * k), b(k * n), c(m * n);
@@ -833,6 +903,13 @@ void registerAll() {
 #endif
 #ifdef KILN_BENCH_HAVE_DNNL
     if (want("onednn")) reg(std::string(mm.name) + "/onednn", BM_MatmulDnnl)->Args({mm.m, mm.n, mm.k})->MinTime(mt);
+#endif
+  }
+  for (Mm mm : {Mm{"gemm_bf16_1024", 1024, 1024, 1024}, Mm{"gemm_bf16_4096x4096x1024", 4096, 4096, 1024}}) {
+    const double mt = mm.m == 4096 && gQuick ? 0.05 : t;
+    if (want("kiln")) reg(std::string(mm.name) + "/" + k, BM_MatmulBf16Kiln)->Args({mm.m, mm.n, mm.k})->MinTime(mt);
+#ifdef KILN_BENCH_HAVE_DNNL
+    if (want("onednn")) reg(std::string(mm.name) + "/onednn", BM_MatmulBf16Dnnl)->Args({mm.m, mm.n, mm.k})->MinTime(mt);
 #endif
   }
   if (want("kiln")) reg("mm_bias_relu/" + k, BM_MatmulBiasReluKiln)->MinTime(t);

@@ -140,6 +140,10 @@ def torch_workloads(quick, compiled):
     if not compiled:
         rows["sgemm_1024"] = lambda: mm(d["a1024"], d["b1024"])
         rows["sgemm_4096x4096x1024"] = lambda: mm(d["a4096"], d["b4096"])
+    # bf16 GEMM (ATen's oneDNN/mkldnn call, AMX or AVX-512 BF16 where the CPU has them), eager in both.
+    h = {k: d[k].to(torch.bfloat16) for k in ("a1024", "b1024", "a4096", "b4096")}
+    rows["gemm_bf16_1024"] = lambda: mm(h["a1024"], h["b1024"])
+    rows["gemm_bf16_4096x4096x1024"] = lambda: mm(h["a4096"], h["b4096"])
     nograd = {k: (lambda f: (lambda: _nograd(torch, f)))(f) for k, f in rows.items()}
     nograd["mlp_train_step"] = mlp
     nograd["resnet_block_train_step"] = resnet_train

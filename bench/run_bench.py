@@ -40,6 +40,9 @@ WORKLOADS = {
     "layernorm": ("layer_norm [4096,1024] f32 (no affine)", 8 * ROWS * COLS, None),
     "sgemm_1024": ("SGEMM 1024^3", None, 2 * 1024 ** 3),
     "sgemm_4096x4096x1024": ("SGEMM 4096x4096x1024", None, 2 * 4096 * 4096 * 1024),
+    "gemm_bf16_1024": ("bf16 GEMM 1024^3, f32 sums (Kiln: bf16 tensors and result; oneDNN: matmul primitive, "
+                       "f32 result; PyTorch: bf16 a @ b)", None, 2 * 1024 ** 3),
+    "gemm_bf16_4096x4096x1024": ("bf16 GEMM 4096x4096x1024, as above", None, 2 * 4096 * 4096 * 1024),
     "mm_bias_relu": ("matmul+bias+ReLU 1024^3", None, 2 * 1024 ** 3),
     "mlp_train_step": ("MLP 784-512-512-10 training step, batch 256, Adam", None, 6 * 256 * MLP_PARAMS),
     "mlp_lr_schedule": ("the same MLP step with a learning rate that decays every step (set_lr): kiln-compiled "
@@ -83,8 +86,9 @@ WORKLOADS = {
 PEER_ROWS = {
     "eigen": ["chain8"],
     "openblas": ["sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
-    "onednn": ["sgemm_1024", "sgemm_4096x4096x1024"],
-    "torch1": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu",
+    "onednn": ["sgemm_1024", "sgemm_4096x4096x1024", "gemm_bf16_1024", "gemm_bf16_4096x4096x1024"],
+    "torch1": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "gemm_bf16_1024",
+               "gemm_bf16_4096x4096x1024", "mm_bias_relu",
                "mlp_train_step", "record_run_tiny_op", "resnet_block_fwd", "resnet_block_train_step",
                "transformer_train_step"],
     "numpy": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
@@ -92,7 +96,7 @@ PEER_ROWS = {
     "iree": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu", "mlp_train_step"],
     "tinygrad": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu", "mlp_train_step"],
     "onnxruntime": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
-    "torch2": ["chain8", "softmax", "layernorm", "mm_bias_relu", "mlp_train_step", "resnet_block_fwd",
+    "torch2": ["chain8", "softmax", "layernorm", "gemm_bf16_1024", "gemm_bf16_4096x4096x1024", "mm_bias_relu", "mlp_train_step", "resnet_block_fwd",
                "resnet_block_train_step", "transformer_train_step"],
 }
 PEER_LABEL = {"eigen": "eigen", "openblas": "openblas", "onednn": "onednn", "torch1": "pytorch-1.13-eager",
@@ -192,6 +196,8 @@ def goals(med, rss=None, replay_system_s=None):
         out.append((w, s, f"≥ {bound}× {what} (issue 17)", rel(q, what), None if q is None else q >= bound))
     for w in ("sgemm_1024", "sgemm_4096x4096x1024"):
         versus(w, "kiln-compiled", ("onednn", "openblas"), "the best of oneDNN and OpenBLAS", 1.0)
+    for w in ("gemm_bf16_1024", "gemm_bf16_4096x4096x1024"):
+        versus(w, "kiln-compiled", ("onednn", "torch1", "torch2"), "oneDNN's bf16 GEMM (native and in PyTorch)", 1.0)
     all_peers = [x for x in PEER_LABEL if x not in ("eigen",)] + ["openblas+loop"]
     versus("mm_bias_relu", "kiln-compiled", all_peers, "the best peer", 1.1)
     versus("mlp_train_step", "kiln-compiled", ("jax",), "jax.jit", 1.2)

@@ -1,5 +1,5 @@
 // The C entry points compiled kernels call back into: parallel loops on the
-// runtime's TBB pool, and the packed GEMM the interpreter uses too.
+// runtime's TBB pool, and the packed GEMMs (f32, bf16) the interpreter uses too.
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -7,7 +7,9 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "runtime/core/Half.h"
 #include "runtime/interp/Kernels.h"
+#include "runtime/interp/gemm/Bf16Gemm.h"
 #include "runtime/interp/gemm/Sgemm.h"
 
 #define KILN_RT_EXPORT extern "C" __attribute__((visibility("default")))
@@ -24,11 +26,15 @@ KILN_RT_EXPORT void kiln_rt_parallel_for(void (*body)(void*, int64_t, int64_t), 
 }
 
 namespace {
+/// One GEMM per batch b of C[b] (=, or += with `accumulate`) A[b] * B[b] for
+/// f32 or bf16 (raw bits) operands into f32; `gemm(a, b, c, M, parallel)`
+/// runs one with the strides given here.
+template <class T, class Gemm>
 void matmulBatches(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, int64_t aOff, int64_t aBs,
-                   int64_t aRs, int64_t aCs, int64_t bPtr, int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs,
-                   int64_t cPtr, int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, bool accumulate) {
-  const float* a = reinterpret_cast<const float*>(aPtr) + aOff;
-  const float* b = reinterpret_cast<const float*>(bPtr) + bOff;
+                   int64_t aRs, int64_t bPtr, int64_t bOff, int64_t bBs, int64_t cPtr, int64_t cOff, int64_t cBs,
+                   int64_t cRs, Gemm&& gemm) {
+  const T* a = reinterpret_cast<const T*>(aPtr) + aOff;
+  const T* b = reinterpret_cast<const T*>(bPtr) + bOff;
   float* c = reinterpret_cast<float*>(cPtr) + cOff;
   // One B for every batch (a weight applied to each sequence) and A's and
   // C's batches stacked row after row: one GEMM of batch * M rows, which
@@ -37,10 +43,7 @@ void matmulBatches(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
     M *= batch;
     batch = 1;
   }
-  auto one = [&](int64_t i, bool parallel) {
-    kiln::interp::sgemmStrided(M, N, K, a + i * aBs, aRs, aCs, b + i * bBs, bRs, bCs, c + i * cBs, cRs, cCs,
-                               accumulate, parallel);
-  };
+  auto one = [&](int64_t i, bool parallel) { gemm(a + i * aBs, b + i * bBs, c + i * cBs, M, parallel); };
   // Small GEMMs of a batch (attention's per-head products) run one per
   // thread, as the interpreter runs them: each alone would not split.
   if (batch > 1 && M * N * K < kiln::interp::gemm::kSplitMultiplyAdds) {
@@ -51,6 +54,41 @@ void matmulBatches(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
   }
   for (int64_t i = 0; i < batch; ++i) one(i, true);
 }
+
+void matmulF32(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, int64_t aOff, int64_t aBs, int64_t aRs,
+               int64_t aCs, int64_t bPtr, int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
+               int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, bool accumulate) {
+  matmulBatches<float>(batch, M, N, K, aPtr, aOff, aBs, aRs, bPtr, bOff, bBs, cPtr, cOff, cBs, cRs,
+                       [&](const float* a, const float* b, float* c, int64_t m, bool parallel) {
+                         kiln::interp::sgemmStrided(m, N, K, a, aRs, aCs, b, bRs, bCs, c, cRs, cCs, accumulate,
+                                                    parallel);
+                       });
+}
+
+/// The bf16 operands of one GEMM as dense f32 (for a CPU without bf16 units
+/// or a C whose columns are strided).
+std::vector<float> widenBf16(const uint16_t* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = kiln::core::bf16ToFloat(p[i * rs + j * cs]);
+  return out;
+}
+
+void matmulBf16(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, int64_t aOff, int64_t aBs, int64_t aRs,
+                int64_t aCs, int64_t bPtr, int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
+                int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, bool accumulate) {
+  using namespace kiln::interp;
+  const bool native = cCs == 1 && gemm::activeBf16Isa() != gemm::Bf16Isa::none;
+  matmulBatches<uint16_t>(batch, M, N, K, aPtr, aOff, aBs, aRs, bPtr, bOff, bBs, cPtr, cOff, cBs, cRs,
+                          [&](const uint16_t* a, const uint16_t* b, float* c, int64_t m, bool parallel) {
+                            if (native) {
+                              gemm::gemmBf16(m, N, K, {a, aRs, aCs}, {b, bRs, bCs}, c, cRs, accumulate, parallel);
+                              return;
+                            }
+                            const std::vector<float> af = widenBf16(a, m, K, aRs, aCs), bf = widenBf16(b, K, N, bRs, bCs);
+                            sgemmStrided(m, N, K, af.data(), K, 1, bf.data(), N, 1, c, cRs, cCs, accumulate, parallel);
+                          });
+}
 }  // namespace
 
 /// C[b] += A[b] * B[b] for each batch b. Pointers arrive as integers (the
@@ -59,7 +97,7 @@ KILN_RT_EXPORT void kiln_rt_matmul_f32(int64_t batch, int64_t M, int64_t N, int6
                                        int64_t aBs, int64_t aRs, int64_t aCs, int64_t bPtr, int64_t bOff, int64_t bBs,
                                        int64_t bRs, int64_t bCs, int64_t cPtr, int64_t cOff, int64_t cBs, int64_t cRs,
                                        int64_t cCs) {
-  matmulBatches(batch, M, N, K, aPtr, aOff, aBs, aRs, aCs, bPtr, bOff, bBs, bRs, bCs, cPtr, cOff, cBs, cRs, cCs, true);
+  matmulF32(batch, M, N, K, aPtr, aOff, aBs, aRs, aCs, bPtr, bOff, bBs, bRs, bCs, cPtr, cOff, cBs, cRs, cCs, true);
 }
 
 /// C[b] = A[b] * B[b] for each batch b (the compiler calls it where C was
@@ -68,8 +106,24 @@ KILN_RT_EXPORT void kiln_rt_matmul_set_f32(int64_t batch, int64_t M, int64_t N, 
                                            int64_t aOff, int64_t aBs, int64_t aRs, int64_t aCs, int64_t bPtr,
                                            int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
                                            int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs) {
-  matmulBatches(batch, M, N, K, aPtr, aOff, aBs, aRs, aCs, bPtr, bOff, bBs, bRs, bCs, cPtr, cOff, cBs, cRs, cCs,
-                false);
+  matmulF32(batch, M, N, K, aPtr, aOff, aBs, aRs, aCs, bPtr, bOff, bBs, bRs, bCs, cPtr, cOff, cBs, cRs, cCs, false);
+}
+
+/// kiln_rt_matmul_f32 with bf16 A and B (f32 C): the bf16 GEMM where the
+/// CPU has bf16 units, else the f32 GEMM of the widened operands.
+KILN_RT_EXPORT void kiln_rt_matmul_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, int64_t aOff,
+                                        int64_t aBs, int64_t aRs, int64_t aCs, int64_t bPtr, int64_t bOff,
+                                        int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr, int64_t cOff,
+                                        int64_t cBs, int64_t cRs, int64_t cCs) {
+  matmulBf16(batch, M, N, K, aPtr, aOff, aBs, aRs, aCs, bPtr, bOff, bBs, bRs, bCs, cPtr, cOff, cBs, cRs, cCs, true);
+}
+
+/// kiln_rt_matmul_set_f32 with bf16 A and B (f32 C).
+KILN_RT_EXPORT void kiln_rt_matmul_set_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
+                                            int64_t aOff, int64_t aBs, int64_t aRs, int64_t aCs, int64_t bPtr,
+                                            int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
+                                            int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs) {
+  matmulBf16(batch, M, N, K, aPtr, aOff, aBs, aRs, aCs, bPtr, bOff, bBs, bRs, bCs, cPtr, cOff, cBs, cRs, cCs, false);
 }
 
 /// conv2d of grouped f32 views (linalg.conv_2d_ngchw_gfchw on memrefs):

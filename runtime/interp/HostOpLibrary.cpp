@@ -29,6 +29,7 @@ class HostOpLibrary final : public OpLibrary {
   void matmul(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {
     matmulKernel(a, b, outShape, out);
   }
+  bool matmulTakesBf16() const override { return matmulKernelTakesBf16(); }
   void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) override {
     conv2dKernel(x, w, p, outShape, out);
   }

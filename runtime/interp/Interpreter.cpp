@@ -95,7 +95,10 @@ class NodeRunner {
         break;
       }
       case OpCategory::Matmul: {
-        Arg a = widened(ins[0]), b = widened(ins[1]);
+        // Two bf16 operands go to the CPU's bf16 units as they are.
+        const bool bf16 = trace_.nodes[ins[0]].dtype == DType::bf16 && trace_.nodes[ins[1]].dtype == DType::bf16 &&
+                          ops_.matmulTakesBf16();
+        Arg a = bf16 ? input(ins[0]) : widened(ins[0]), b = bf16 ? input(ins[1]) : widened(ins[1]);
         const int r = n.shape.rank();
         Shape as = n.shape, bs = n.shape;
         as[r - 1] = a.shape[a.shape.rank() - 1];

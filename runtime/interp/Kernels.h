@@ -1,8 +1,8 @@
 // Reference kernels of the tier-0 interpreter. Inputs are strided views
 // (broadcast axes have stride 0); outputs are fresh dense row-major buffers.
-// f16/bf16 never reach the compute kernels: the interpreter converts them to
-// f32 around each op (see Interpreter.cpp); castKernel and copyKernel handle
-// every dtype.
+// f16/bf16 never reach the compute kernels but matmul's (bf16, when the CPU
+// has bf16 units): the interpreter converts them to f32 around each op (see
+// Interpreter.cpp); castKernel and copyKernel handle every dtype.
 #pragma once
 
 #include <cstdint>
@@ -67,8 +67,12 @@ void reduceKernel(OpKind op, const Arg& in, core::AxisMask mask, char* out);
 void argReduceKernel(OpKind op, const Arg& in, int axis, bool selectLast, char* out);
 
 /// a: [..., M, K], b: [..., K, N], both already broadcast to the batch dims
-/// of `outShape` ([..., M, N]).
+/// of `outShape` ([..., M, N]). Two bf16 operands (only when
+/// matmulKernelTakesBf16()) give an f32 result.
 void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out);
+/// Whether matmulKernel multiplies bf16 operands natively (on the CPU's bf16
+/// GEMM, gemm/Bf16Gemm.h), so that widening them to f32 first is not needed.
+bool matmulKernelTakesBf16();
 
 /// C = A * B, or C += A * B with `accumulate`, for f32 strided matrices
 /// (C's rows may be strided; packed GEMM when C's columns are contiguous,

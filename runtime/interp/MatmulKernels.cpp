@@ -1,5 +1,5 @@
-// Matmul: batches and dtypes. f32 runs the packed GEMM (gemm/Sgemm.h), the
-// other dtypes a blocked loop.
+// Matmul: batches and dtypes. f32 runs the packed GEMM (gemm/Sgemm.h), bf16
+// the bf16 GEMM (gemm/Bf16Gemm.h) into f32, the other dtypes a blocked loop.
 #include <algorithm>
 #include <type_traits>
 
@@ -8,6 +8,7 @@
 
 #include "runtime/interp/Dispatch.h"
 #include "runtime/interp/Kernels.h"
+#include "runtime/interp/gemm/Bf16Gemm.h"
 #include "runtime/interp/gemm/Sgemm.h"
 
 namespace kiln::interp {
@@ -79,6 +80,28 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
     return off;
   };
   const bool smallBatches = batches > 1 && M * N * K < gemm::kSplitMultiplyAdds;
+  // Runs one(bi, parallel) for every batch: small ones one per thread, large
+  // ones one after the other, each split over the threads.
+  auto forBatches = [&](bool onePerThread, auto&& one) {
+    if (onePerThread) {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, batches, 1), [&](const tbb::blocked_range<int64_t>& rg) {
+        for (int64_t bi = rg.begin(); bi < rg.end(); ++bi) one(bi, false);
+      });
+    } else {
+      for (int64_t bi = 0; bi < batches; ++bi) one(bi, true);
+    }
+  };
+  if (a.dtype == DType::bf16) {
+    const auto* ap = reinterpret_cast<const uint16_t*>(a.data);
+    const auto* bp = reinterpret_cast<const uint16_t*>(b.data);
+    float* op = reinterpret_cast<float*>(out);
+    forBatches(smallBatches, [&](int64_t bi, bool parallel) {
+      gemm::gemmBf16(M, N, K, {ap + batchOffset(a, bi), a.strides[r - 2], a.strides[r - 1]},
+                     {bp + batchOffset(b, bi), b.strides[r - 2], b.strides[r - 1]}, op + bi * M * N, N,
+                     /*accumulate=*/false, parallel);
+    });
+    return;
+  }
   dispatchNumeric(a.dtype, [&]<class T>() {
     const T* ap = reinterpret_cast<const T*>(a.data);
     const T* bp = reinterpret_cast<const T*>(b.data);
@@ -93,14 +116,10 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
         gemmGeneric<T>(M, N, K, am, bm, c);
       }
     };
-    if (smallBatches || !std::is_same_v<T, float>) {
-      tbb::parallel_for(tbb::blocked_range<int64_t>(0, batches, 1), [&](const tbb::blocked_range<int64_t>& rg) {
-        for (int64_t bi = rg.begin(); bi < rg.end(); ++bi) one(bi, false);
-      });
-    } else {
-      for (int64_t bi = 0; bi < batches; ++bi) one(bi, true);
-    }
+    forBatches(smallBatches || !std::is_same_v<T, float>, one);
   });
 }
+
+bool matmulKernelTakesBf16() { return gemm::activeBf16Isa() != gemm::Bf16Isa::none; }
 
 }  // namespace kiln::interp

@@ -36,6 +36,9 @@ class OpLibrary {
   virtual void reduce(OpKind op, const Arg& in, core::AxisMask mask, char* out) = 0;
   virtual void argReduce(OpKind op, const Arg& in, int axis, bool selectLast, char* out) = 0;
   virtual void matmul(const Arg& a, const Arg& b, const Shape& outShape, char* out) = 0;
+  /// Does matmul() take two bf16 operands as they are (an f32 result)?
+  /// Otherwise the interpreter widens them to f32 first.
+  virtual bool matmulTakesBf16() const { return false; }
   virtual void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) = 0;
   /// Indices are range-checked before these are called (the interpreter
   /// reads them on the host first when the device is not host-accessible).
@@ -95,6 +98,7 @@ class HostKernelLibrary final : public OpLibrary {
   void matmul(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {
     enqueue_([=] { matmulKernel(a, b, outShape, out); });
   }
+  bool matmulTakesBf16() const override { return matmulKernelTakesBf16(); }
   void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) override {
     enqueue_([=] { conv2dKernel(x, w, p, outShape, out); });
   }

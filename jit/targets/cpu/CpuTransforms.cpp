@@ -34,6 +34,9 @@ constexpr int64_t kMinParallelWork = 1 << 16;
 constexpr const char *kMatmulFn = "kiln_rt_matmul_f32";
 /// C = A * B (no read of C): used where C was zero-filled just before.
 constexpr const char *kMatmulSetFn = "kiln_rt_matmul_set_f32";
+/// The same with bf16 A and B (an f32 C): the runtime's bf16 GEMM.
+constexpr const char *kMatmulBf16Fn = "kiln_rt_matmul_bf16";
+constexpr const char *kMatmulSetBf16Fn = "kiln_rt_matmul_set_bf16";
 /// The runtime's implicit-GEMM convolution (runtime/interp/ConvKernels.cpp).
 constexpr const char *kConvFn = "kiln_rt_conv2d_f32";
 
@@ -228,6 +231,18 @@ SmallVector<Value> describe(OpBuilder &b, Location loc, Value memref, bool batch
 }
 } // namespace
 
+bool isRuntimeMatmulOperands(linalg::LinalgOp matmul) {
+  auto elementOf = [](Value v) -> Type {
+    auto t = dyn_cast<MemRefType>(v.getType());
+    return t ? t.getElementType() : Type();
+  };
+  if (matmul->getNumOperands() != 3)
+    return false;
+  Type a = elementOf(matmul->getOperand(0)), b = elementOf(matmul->getOperand(1)),
+       c = elementOf(matmul->getOperand(2));
+  return a && c && c.isF32() && a == b && (a.isF32() || a.isBF16());
+}
+
 LogicalResult matmulToRuntimeCalls(ModuleOp module) {
   SmallVector<linalg::LinalgOp> matmuls;
   module.walk([&](linalg::LinalgOp op) {
@@ -237,11 +252,8 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
       return;
     if (auto m = dyn_cast<linalg::BatchMatmulOp>(op.getOperation()); m && m.hasUserDefinedMaps())
       return;
-    for (Value v : op->getOperands()) {
-      auto t = dyn_cast<MemRefType>(v.getType());
-      if (!t || !t.getElementType().isF32())
-        return;
-    }
+    if (!isRuntimeMatmulOperands(op))
+      return;
     matmuls.push_back(op);
   });
   if (matmuls.empty())
@@ -279,7 +291,8 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
                             extent(c, cType, r - 1), extent(a, aType, r - 1)};
     for (Value v : {a, bm, c})
       llvm::append_range(args, describe(b, loc, v, batched));
-    const char *fn = fill ? kMatmulSetFn : kMatmulFn;
+    const bool bf16 = cast<MemRefType>(a.getType()).getElementType().isBF16();
+    const char *fn = bf16 ? (fill ? kMatmulSetBf16Fn : kMatmulBf16Fn) : (fill ? kMatmulSetFn : kMatmulFn);
     declare(fn);
     func::CallOp::create(b, loc, fn, TypeRange{}, args);
     op->erase();

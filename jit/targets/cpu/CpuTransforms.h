@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace kiln::jit::cpu {
@@ -41,8 +42,13 @@ mlir::LogicalResult assignScratch(mlir::func::FuncOp kernel, int64_t &scratchByt
 void makeResultsDistinct(mlir::func::FuncOp kernel);
 
 
-/// Rewrites f32 linalg.matmul / linalg.batch_matmul on memrefs into calls of
-/// the runtime's packed GEMM, kiln_rt_matmul_f32.
+/// Whether a matmul's memref operands are ones the runtime's GEMMs take: f32
+/// A, B and C, or bf16 A and B with an f32 C.
+bool isRuntimeMatmulOperands(mlir::linalg::LinalgOp matmul);
+
+/// Rewrites linalg.matmul / linalg.batch_matmul on memrefs of f32 (or bf16
+/// operands into f32) into calls of the runtime's packed GEMMs,
+/// kiln_rt_matmul_f32 (kiln_rt_matmul_bf16).
 mlir::LogicalResult matmulToRuntimeCalls(mlir::ModuleOp module);
 
 /// Rewrites f32 linalg.conv_2d_ngchw_gfchw on memrefs (what kiln.conv2d

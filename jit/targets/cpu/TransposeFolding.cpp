@@ -2,6 +2,7 @@
 
 #include "jit/targets/cpu/TransposeFolding.h"
 
+#include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/MemoryExtent.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -55,11 +56,6 @@ SmallVector<int64_t> swapLastTwo(int64_t rank) {
     perm.push_back(d);
   std::swap(perm[rank - 2], perm[rank - 1]);
   return perm;
-}
-
-bool isF32Memref(Value v) {
-  auto type = dyn_cast<MemRefType>(v.getType());
-  return type && type.getElementType().isF32();
 }
 
 /// Folds the copy feeding input `index` of `matmul`; false when it may not.
@@ -126,7 +122,7 @@ int foldTransposesIntoMatmuls(func::FuncOp kernel) {
     auto batched = dyn_cast<linalg::BatchMatmulOp>(op.getOperation());
     if ((!matmul && !batched) || (matmul && matmul.hasUserDefinedMaps()) ||
         (batched && batched.hasUserDefinedMaps()) || !op.hasPureBufferSemantics() ||
-        !llvm::all_of(op->getOperands(), isF32Memref))
+        !isRuntimeMatmulOperands(op))
       return;
     matmuls.push_back(op);
   });

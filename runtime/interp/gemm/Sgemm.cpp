@@ -2,8 +2,6 @@
 // B and KC-deep slice of K, pack the B block once into NR-wide panels shared
 // by all threads; each thread then packs MC-row blocks of its rows of A into
 // MR-high panels and runs the micro-kernel over every (A panel, B panel) pair.
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
@@ -82,16 +80,6 @@ void packBPanel(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, int n
       return packBPanel<32>(b, k0, kc, j0, cols, dst);
   }
   throw Error("matmul: internal error: no B packing for a micro-kernel of " + std::to_string(nr) + " columns");
-}
-
-/// Runs f(t) for t in [0, tasks), one task per thread when there are several.
-template <class F>
-void forEachTask(int tasks, F&& f) {
-  if (tasks == 1) {
-    f(0);
-    return;
-  }
-  tbb::parallel_for(0, tasks, [&](int t) { f(t); }, tbb::static_partitioner());
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // How the GEMM splits one packed B block's work over threads.
 #pragma once
 
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+
 #include <cstdint>
 
 namespace kiln::interp::gemm {
@@ -15,5 +18,15 @@ struct WorkSplit {
 /// A packing that each task repeats for its rows. Ties go to more row groups
 /// (no A panel packed twice).
 WorkSplit splitWork(int64_t rowPanels, int64_t colPanels, int threads);
+
+/// Runs f(t) for t in [0, tasks), one task per thread when there are several.
+template <class F>
+void forEachTask(int tasks, F&& f) {
+  if (tasks == 1) {
+    f(0);
+    return;
+  }
+  tbb::parallel_for(0, tasks, [&](int t) { f(t); }, tbb::static_partitioner());
+}
 
 }  // namespace kiln::interp::gemm

@@ -268,6 +268,38 @@ TEST(Tiering, RecurrentMatmulsStayMatmulsAndAreNotRecomputed) {
   EXPECT_EQ(countInDumps(dir, "1-linalg", "\"reduction\""), 0) << "a matmul became a generic reduction";
 }
 
+TEST(Tiering, Bf16MatmulsCallTheRuntimeBf16Gemm) {
+  // bf16 matmuls, one of them by a transposed weight (dX = dY W^T): the
+  // compiled kernel hands the bf16 operands to the runtime's bf16 GEMM as
+  // they are (no widening to f32) and agrees with the interpreter within one
+  // bf16 ulp.
+  namespace fs = std::filesystem;
+  fs::path dir = dumpDirectory("kiln-dump-bf16-matmul-test");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Tensor x = cast(rand({40, 72}, 31, DType::f32, -1, 1), DType::bf16);
+  Tensor w = cast(rand({72, 56}, 32, DType::f32, -1, 1), DType::bf16);
+  Tensor v = cast(rand({48, 56}, 33, DType::f32, -1, 1), DType::bf16);
+  kiln::sync();
+  auto run = [&] { return cast(matmul(relu(matmul(x, w)), transpose(v)), DType::f32).to_vector<float>(); };
+  std::vector<float> reference;
+  {
+    JitScope off(JitMode::Off);
+    reference = run();
+  }
+  setenv("KILN_DUMP_IR", dir.c_str(), 1);
+  {
+    JitScope sync(JitMode::Sync, 1);
+    const std::vector<float> compiled = run();
+    ASSERT_EQ(compiled.size(), reference.size());
+    for (size_t i = 0; i < compiled.size(); ++i)
+      EXPECT_NEAR(compiled[i], reference[i], std::fabs(reference[i]) * 0x1p-7f + 1e-6f) << "element " << i;
+  }
+  unsetenv("KILN_DUMP_IR");
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_bf16"), 2);
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "kiln_rt_matmul_f32"), 0);
+}
+
 TEST(Tiering, ConvolutionsCallTheRuntimeGemmOnTheUnpaddedInput) {
   // conv2d + bias + ReLU, twice: each f32 convolution becomes a call of the
   // runtime's implicit GEMM that reads the input itself (no padded copy, no

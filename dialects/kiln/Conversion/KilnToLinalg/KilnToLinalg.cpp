@@ -825,6 +825,10 @@ public:
     Type elementType = type.getElementType();
     Type computeType =
         isHalf(elementType) ? rewriter.getF32Type() : elementType;
+    // bf16 operands stay bf16 (linalg.matmul extends them in its body): the
+    // CPU target hands them to its bf16 GEMM, which sums in f32. f16 ones
+    // are widened first.
+    Type operandType = elementType.isBF16() ? elementType : computeType;
     FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
     if (failed(sizes))
       return rewriter.notifyMatchFailure(op, "dynamic extents without sizes");
@@ -846,21 +850,23 @@ public:
             : OpFoldResult(rewriter.getIndexAttr(k));
 
     // Operands broadcast to the full batch shape (and extended to f32 for
-    // f16/bf16), then the batch dimensions collapsed into one.
+    // f16), then the batch dimensions collapsed into one.
     auto prepare = [&](Value operand, int64_t rows, int64_t cols,
                        OpFoldResult rowsExtent,
                        OpFoldResult colsExtent) -> Value {
       SmallVector<int64_t> shape(batch);
       shape.append({rows, cols});
-      auto fullType = RankedTensorType::get(shape, computeType);
+      auto fullType = RankedTensorType::get(shape, operandType);
       SmallVector<OpFoldResult> fullExtents(extents.begin(),
                                             extents.begin() + batchRank);
       fullExtents.append({rowsExtent, colsExtent});
       if (operand.getType() != fullType)
         operand = buildElementwise(
             rewriter, loc, {operand}, fullType,
-            [](OpBuilder &b, Location nloc, ValueRange args) {
-              return ScalarBuilder(b, nloc).toCompute(args[0]);
+            [&](OpBuilder &b, Location nloc, ValueRange args) {
+              return operandType == computeType
+                         ? ScalarBuilder(b, nloc).toCompute(args[0])
+                         : args[0];
             },
             dynamicOf(fullExtents));
       if (batchRank <= 1)
@@ -868,7 +874,7 @@ public:
       if (fullType.hasStaticShape())
         return reshapeTensor(
             rewriter, loc, operand,
-            RankedTensorType::get({batchSize, rows, cols}, computeType));
+            RankedTensorType::get({batchSize, rows, cols}, operandType));
       ReassociationIndices batchAxes;
       for (int64_t d = 0; d < batchRank; ++d)
         batchAxes.push_back(d);

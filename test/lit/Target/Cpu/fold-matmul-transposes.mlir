@@ -75,3 +75,17 @@ func.func @scores(%q: memref<3x5x4xf32>, %k: memref<3x5x4xf32>, %s: memref<3x5x5
   linalg.batch_matmul ins(%q, %t : memref<3x5x4xf32>, memref<3x4x5xf32>) outs(%s : memref<3x5x5xf32>)
   return
 }
+
+// -----
+
+// bf16 operands into f32 (the runtime's bf16 GEMM takes strided views too).
+// CHECK-LABEL: func.func @bf16_backward
+// CHECK-NOT: linalg.transpose
+// CHECK: %[[WT:.*]] = memref.transpose %{{.*}} (d0, d1) -> (d1, d0) : memref<8x4xbf16> to memref<4x8xbf16, strided<[1, 4]>>
+// CHECK: linalg.matmul ins(%{{.*}}, %[[WT]] : memref<2x4xbf16>, memref<4x8xbf16, strided<[1, 4]>>) outs(%{{.*}} : memref<2x8xf32>)
+func.func @bf16_backward(%w: memref<8x4xbf16>, %dy: memref<2x4xbf16>, %dx: memref<2x8xf32>) {
+  %t = memref.alloc() {alignment = 64 : i64} : memref<4x8xbf16>
+  linalg.transpose ins(%w : memref<8x4xbf16>) outs(%t : memref<4x8xbf16>) permutation = [1, 0]
+  linalg.matmul ins(%dy, %t : memref<2x4xbf16>, memref<4x8xbf16>) outs(%dx : memref<2x8xf32>)
+  return
+}

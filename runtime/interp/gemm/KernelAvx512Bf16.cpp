@@ -1,0 +1,77 @@
+// AVX-512 BF16 kernel, for CPUs with VDPBF16PS and no AMX (AMD Zen 4 and
+// later, Cooper Lake): it reads the AMX-ordered packed panels. The 32 x 32
+// block runs as row groups of 8 x 32 (16 zmm accumulators); each pair of
+// depth steps loads two B vectors of 16 column pairs and broadcasts one A
+// pair per row for two VDPBF16PS.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/interp/gemm/Bf16MicroKernel.h"
+
+namespace kiln::interp::gemm {
+
+namespace {
+
+constexpr int kGroupRows = 8;
+
+/// Rows [row0, row0 + rows) of the block, from A panel `a` (row0 < 16 is
+/// inside it), all 32 columns computed and `nr` stored.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void rowGroup(int kTiles, const uint16_t* a,
+                                                                     const uint16_t* b, int64_t panelStride,
+                                                                     int row0, float* c, int64_t ldc, int rows, int nr,
+                                                                     bool accumulate) {
+  __m512 acc[kGroupRows][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < kGroupRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  const uint16_t* b1 = b + panelStride;
+  for (int t = 0; t < kTiles; ++t) {
+    const uint16_t* at = a + static_cast<int64_t>(t) * kBf16TileElems + row0 * kBf16TileDepth;
+    const uint16_t* b0t = b + static_cast<int64_t>(t) * kBf16TileElems;
+    const uint16_t* b1t = b1 + static_cast<int64_t>(t) * kBf16TileElems;
+#pragma GCC unroll 2
+    for (int p = 0; p < kBf16TileDepth / 2; ++p) {
+      const __m512bh v0 = (__m512bh)_mm512_load_si512(b0t + p * 32);
+      const __m512bh v1 = (__m512bh)_mm512_load_si512(b1t + p * 32);
+#pragma GCC unroll 8
+      for (int r = 0; r < kGroupRows; ++r) {
+        int32_t pair;
+        std::memcpy(&pair, at + r * kBf16TileDepth + 2 * p, sizeof pair);
+        const __m512bh x = (__m512bh)_mm512_set1_epi32(pair);
+        acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, v0);
+        acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, v1);
+      }
+    }
+  }
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
+  for (int r = 0; r < rows; ++r) {
+    float* cr = c + r * ldc;
+    __m512 x0 = acc[r][0], x1 = acc[r][1];
+    if (accumulate) {
+      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));
+      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));
+    }
+    _mm512_mask_storeu_ps(cr, m0, x0);
+    _mm512_mask_storeu_ps(cr + 16, m1, x1);
+  }
+}
+
+void run(int kTiles, const uint16_t* a, const uint16_t* b, int64_t panelStride, float* c, int64_t ldc, int mr, int nr,
+         bool accumulate) {
+  for (int row0 = 0; row0 < mr; row0 += kGroupRows) {
+    const uint16_t* panel = a + (row0 / kBf16TileRows) * panelStride;
+    rowGroup(kTiles, panel, b, panelStride, row0 % kBf16TileRows, c + row0 * ldc, ldc, std::min(kGroupRows, mr - row0),
+             nr, accumulate);
+  }
+}
+
+}  // namespace
+
+const Bf16MicroKernel& avx512Bf16MicroKernel() {
+  static const Bf16MicroKernel k{Bf16Isa::avx512bf16, 512, 256, 1024, run};
+  return k;
+}
+
+}  // namespace kiln::interp::gemm
