@@ -109,6 +109,31 @@ KILN_RT_EXPORT void kiln_rt_matmul_set_f32(int64_t batch, int64_t M, int64_t N, 
   matmulF32(batch, M, N, K, aPtr, aOff, aBs, aRs, aCs, bPtr, bOff, bBs, bRs, bCs, cPtr, cOff, cBs, cRs, cCs, false);
 }
 
+/// C = epilogue(A * B) for one f32 GEMM (batch 1), the epilogue applied to
+/// each tile of C as the GEMM finishes it (gemm::Epilogue): flags bit 0 adds
+/// bias[j * biasStride] (bias at biasPtr + biasOff), bit 1 then takes
+/// max(c, 0). The compiler calls it for a 2-D matmul whose only reader was
+/// an elementwise bias add and/or ReLU (kiln-cpu-matmul-to-runtime-calls),
+/// into an output whose columns are contiguous (cCs == 1).
+KILN_RT_EXPORT void kiln_rt_matmul_epilogue_f32(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
+                                                int64_t aOff, int64_t aBs, int64_t aRs, int64_t aCs, int64_t bPtr,
+                                                int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
+                                                int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, int64_t biasPtr,
+                                                int64_t biasOff, int64_t biasStride, int64_t flags) {
+  using namespace kiln::interp;
+  gemm::Epilogue e;
+  if (flags & 1) {
+    e.bias = reinterpret_cast<const float*>(biasPtr) + biasOff;
+    e.biasStride = biasStride;
+  }
+  e.relu = (flags & 2) != 0;
+  const float* a = reinterpret_cast<const float*>(aPtr) + aOff;
+  const float* b = reinterpret_cast<const float*>(bPtr) + bOff;
+  float* c = reinterpret_cast<float*>(cPtr) + cOff;
+  (void)batch, (void)aBs, (void)bBs, (void)cBs, (void)cCs;  // batch 1, cCs 1: see above
+  gemm::sgemm(M, N, K, {a, aRs, aCs}, {b, bRs, bCs}, c, cRs, /*accumulate=*/false, /*parallel=*/true, &e);
+}
+
 /// kiln_rt_matmul_f32 with bf16 A and B (f32 C): the bf16 GEMM where the
 /// CPU has bf16 units, else the f32 GEMM of the widened operands.
 KILN_RT_EXPORT void kiln_rt_matmul_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, int64_t aOff,

@@ -1,6 +1,8 @@
 //===- CpuTransforms.cpp - Kiln's own steps of the CPU pipeline -*- C++ -*-===//
 
 #include "jit/targets/cpu/CpuTransforms.h"
+#include "jit/targets/cpu/MemoryExtent.h"
+#include "jit/targets/cpu/Passes.h"
 #include "jit/targets/cpu/RowScratch.h"
 
 #include <functional>
@@ -34,6 +36,9 @@ constexpr int64_t kMinParallelWork = 1 << 16;
 constexpr const char *kMatmulFn = "kiln_rt_matmul_f32";
 /// C = A * B (no read of C): used where C was zero-filled just before.
 constexpr const char *kMatmulSetFn = "kiln_rt_matmul_set_f32";
+/// C = relu?(A * B + bias?): the f32 GEMM applying an elementwise consumer
+/// to each tile as it finishes (see fusableEpilogue).
+constexpr const char *kMatmulEpilogueFn = "kiln_rt_matmul_epilogue_f32";
 /// The same with bf16 A and B (an f32 C): the runtime's bf16 GEMM.
 constexpr const char *kMatmulBf16Fn = "kiln_rt_matmul_bf16";
 constexpr const char *kMatmulSetBf16Fn = "kiln_rt_matmul_set_bf16";
@@ -243,6 +248,110 @@ bool isRuntimeMatmulOperands(linalg::LinalgOp matmul) {
   return a && c && c.isF32() && a == b && (a.isF32() || a.isBF16());
 }
 
+namespace {
+/// An elementwise consumer of a matmul's result that the runtime's GEMM can
+/// apply to each tile of C as it finishes: out = relu?(c + bias[j]?).
+struct FusableEpilogue {
+  linalg::GenericOp op;
+  Value out;
+  Value bias;  ///< rank 1, indexed by the column; null without a bias
+  bool relu = false;
+};
+
+bool isZeroFloat(Value v) {
+  auto c = v.getDefiningOp<arith::ConstantOp>();
+  auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
+  return f && f.getValue().isZero();
+}
+
+/// The op right after `matmul` when it is the only reader of the matmul's
+/// result `c` (a temporary C = A * B, zero-filled before) and computes
+/// relu(c + bias), c + bias or relu(c) into a distinct f32 buffer whose
+/// columns are contiguous.
+std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c, linalg::FillOp fill) {
+  auto g = dyn_cast_or_null<linalg::GenericOp>(matmul->getNextNode());
+  if (!fill || !g || !g.hasPureBufferSemantics() || g.getNumLoops() != 2 || g.getNumParallelLoops() != 2 ||
+      g.getNumDpsInits() != 1 || g.getNumDpsInputs() < 1 || g.getNumDpsInputs() > 2)
+    return std::nullopt;
+  MLIRContext *ctx = g.getContext();
+  const AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
+  const AffineMap column = AffineMap::get(2, 0, {getAffineDimExpr(1, ctx)}, ctx);
+  FusableEpilogue e{g, g.getDpsInits()[0], Value(), false};
+  auto outType = dyn_cast<MemRefType>(e.out.getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (!outType || !outType.getElementType().isF32() || g.getMatchingIndexingMap(g.getDpsInitOperand(0)) != identity ||
+      failed(outType.getStridesAndOffset(strides, offset)) || strides.back() != 1)
+    return std::nullopt;
+  Block &body = g.getRegion().front();
+  if (!body.getArguments().back().use_empty())
+    return std::nullopt;  // the payload reads the output
+  Value cArg, biasArg;
+  for (OpOperand *in : g.getDpsInputOperands()) {
+    const AffineMap map = g.getMatchingIndexingMap(in);
+    auto type = dyn_cast<MemRefType>(in->get().getType());
+    if (!type || !type.getElementType().isF32())
+      return std::nullopt;
+    if (in->get() == c && map == identity && !cArg) {
+      cArg = body.getArgument(in->getOperandNumber());
+    } else if (map == column && type.getRank() == 1 && !biasArg) {
+      biasArg = body.getArgument(in->getOperandNumber());
+      e.bias = in->get();
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!cArg)
+    return std::nullopt;
+  // The payload: [relu of] [c + bias], relu as select(x < 0, 0, x) (the
+  // lowering's, NaN-preserving) or maximumf(x, 0).
+  Value x = cast<linalg::YieldOp>(body.getTerminator()).getOperand(0);
+  unsigned expectedOps = 1;  // the yield
+  if (auto sel = x.getDefiningOp<arith::SelectOp>()) {
+    auto cmp = sel.getCondition().getDefiningOp<arith::CmpFOp>();
+    if (!cmp || cmp.getPredicate() != arith::CmpFPredicate::OLT || cmp.getLhs() != sel.getFalseValue() ||
+        !isZeroFloat(cmp.getRhs()) || !isZeroFloat(sel.getTrueValue()))
+      return std::nullopt;
+    x = sel.getFalseValue();
+    e.relu = true;
+    expectedOps += 2;
+  } else if (auto max = x.getDefiningOp<arith::MaximumFOp>(); max && isZeroFloat(max.getRhs())) {
+    x = max.getLhs();
+    e.relu = true;
+    expectedOps += 1;
+  }
+  if (biasArg) {
+    auto add = x.getDefiningOp<arith::AddFOp>();
+    if (!add || !((add.getLhs() == cArg && add.getRhs() == biasArg) || (add.getLhs() == biasArg && add.getRhs() == cArg)))
+      return std::nullopt;
+    x = cArg;
+    expectedOps += 1;
+  }
+  // Constants the payload uses may sit inside it.
+  for (Operation &op : body.without_terminator())
+    if (isa<arith::ConstantOp>(op))
+      ++expectedOps;
+  if (x != cArg || !(e.relu || e.bias) || body.getOperations().size() != expectedOps)
+    return std::nullopt;
+  // c is read by nothing else, and the GEMM may write out while it reads A,
+  // B and the bias: distinct buffers, none shared with another argument.
+  for (Operation *user : c.getUsers())
+    if (user != matmul.getOperation() && user != g.getOperation() && user != fill.getOperation() &&
+        !isa<memref::DeallocOp>(user))
+      return std::nullopt;
+  const Value outBuffer = extentOf(e.out).base;
+  for (Value v : {matmul.getDpsInputs()[0], matmul.getDpsInputs()[1], e.bias})
+    if (v && extentOf(v).base == outBuffer)
+      return std::nullopt;
+  auto fn = g->getParentOfType<func::FuncOp>();
+  if (auto arg = dyn_cast<BlockArgument>(outBuffer); arg && fn)
+    if (auto shared = fn->getAttrOfType<DenseI64ArrayAttr>(kSharedArgsAttr))
+      if (llvm::is_contained(shared.asArrayRef(), static_cast<int64_t>(arg.getArgNumber())))
+        return std::nullopt;
+  return e;
+}
+} // namespace
+
 LogicalResult matmulToRuntimeCalls(ModuleOp module) {
   SmallVector<linalg::LinalgOp> matmuls;
   module.walk([&](linalg::LinalgOp op) {
@@ -260,11 +369,11 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
     return success();
   MLIRContext *ctx = module.getContext();
   auto i64 = IntegerType::get(ctx, 64);
-  auto declare = [&](const char *fn) {
+  auto declare = [&](const char *fn, int numArgs = 19) {
     if (module.lookupSymbol(fn))
       return;
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-    SmallVector<Type> args(19, i64);
+    SmallVector<Type> args(numArgs, i64);
     auto decl = func::FuncOp::create(b, module.getLoc(), fn, FunctionType::get(ctx, args, {}));
     decl.setPrivate();
   };
@@ -289,6 +398,38 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
     };
     SmallVector<Value> args{batched ? extent(c, cType, 0) : konst(1), extent(c, cType, r - 2),
                             extent(c, cType, r - 1), extent(a, aType, r - 1)};
+    // An f32 bias add / ReLU reading only this result: into its output, in
+    // the GEMM's tile store (one pass over C instead of two).
+    std::optional<FusableEpilogue> epilogue;
+    if (auto plain = dyn_cast<linalg::MatmulOp>(op.getOperation()); plain && aType.getElementType().isF32())
+      epilogue = fusableEpilogue(plain, c, fill);
+    if (epilogue) {
+      for (Value v : {a, bm, epilogue->out})
+        llvm::append_range(args, describe(b, loc, v, false));
+      if (epilogue->bias) {  // pointer, offset, stride of its one dimension
+        auto md = memref::ExtractStridedMetadataOp::create(b, loc, epilogue->bias);
+        Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, md.getBaseBuffer());
+        for (Value v : {ptr, Value(md.getOffset()), Value(md.getStrides()[0])})
+          args.push_back(arith::IndexCastOp::create(b, loc, b.getI64Type(), v));
+      } else {
+        args.append({konst(0), konst(0), konst(0)});
+      }
+      args.push_back(konst((epilogue->bias ? 1 : 0) | (epilogue->relu ? 2 : 0)));
+      declare(kMatmulEpilogueFn, 23);
+      func::CallOp::create(b, loc, kMatmulEpilogueFn, TypeRange{}, args);
+      epilogue->op->erase();
+      op->erase();
+      fill->erase();
+      // The temporary C is left unused (but for its deallocations).
+      Operation *temp = c.getDefiningOp();
+      if (isa_and_nonnull<memref::AllocOp, memref::ViewOp>(temp) &&
+          llvm::all_of(c.getUsers(), [](Operation *u) { return isa<memref::DeallocOp>(u); })) {
+        for (Operation *u : llvm::make_early_inc_range(c.getUsers()))
+          u->erase();
+        temp->erase();
+      }
+      continue;
+    }
     for (Value v : {a, bm, c})
       llvm::append_range(args, describe(b, loc, v, batched));
     const bool bf16 = cast<MemRefType>(a.getType()).getElementType().isBF16();

@@ -132,12 +132,16 @@ def KilnCpuAssignScratch
 
 def KilnCpuMatmulToRuntimeCalls
     : Pass<"kiln-cpu-matmul-to-runtime-calls", "::mlir::ModuleOp"> {
-  let summary = "f32 matmuls as calls of the runtime's packed GEMM";
+  let summary = "f32 and bf16 matmuls as calls of the runtime's packed GEMMs";
   let description = [{
-    Rewrites f32 `linalg.matmul` and `linalg.batch_matmul` on memrefs into
-    calls of `kiln_rt_matmul_f32` (declared once in the module); other
-    element types stay linalg ops (they become loops). See
-    `matmulToRuntimeCalls` (CpuTransforms.h).
+    Rewrites `linalg.matmul` and `linalg.batch_matmul` on memrefs of f32 (or
+    bf16 operands into f32) into calls of `kiln_rt_matmul_f32`
+    (`kiln_rt_matmul_bf16`), declared once in the module; other element types
+    stay linalg ops (they become loops). A zero-filled f32 2-D result whose
+    only reader is the next op, an elementwise bias add and/or ReLU into
+    another buffer, is computed into that buffer by
+    `kiln_rt_matmul_epilogue_f32`, which applies them to each tile as the
+    GEMM finishes it. See `matmulToRuntimeCalls` (CpuTransforms.h).
   }];
   let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::arith::ArithDialect",
                            "::mlir::memref::MemRefDialect"];

@@ -84,12 +84,35 @@ void packBPanel(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, int n
 
 }  // namespace
 
+__attribute__((target_clones("avx512f", "avx2", "default"))) void applyEpilogue(const Epilogue& e, float* c,
+                                                                                  int64_t ldc, int64_t rows,
+                                                                                  int64_t cols, int64_t j0) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* __restrict row = c + i * ldc;
+    if (e.bias) {
+      const float* bias = e.bias + j0 * e.biasStride;
+      if (e.biasStride == 1) {
+#pragma GCC ivdep
+        for (int64_t j = 0; j < cols; ++j) row[j] += bias[j];
+      } else {
+        for (int64_t j = 0; j < cols; ++j) row[j] += bias[j * e.biasStride];
+      }
+    }
+    if (e.relu) {
+      // x < 0 ? 0 : x, so that NaN stays NaN (the interpreter's relu).
+#pragma GCC ivdep
+      for (int64_t j = 0; j < cols; ++j) row[j] = row[j] < 0.0f ? 0.0f : row[j];
+    }
+  }
+}
+
 void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, float* c, int64_t ldc, bool accumulate,
-           bool parallel) {
+           bool parallel, const Epilogue* epilogue) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate)
       for (int64_t i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + N, 0.0f);
+    if (epilogue) applyEpilogue(*epilogue, c, ldc, M, N, 0);
     return;
   }
   const MicroKernel& mk = microKernelFor(activeIsa());
@@ -123,6 +146,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
         }
       });
       const bool addToC = accumulate || pc > 0;
+      const Epilogue* tileEpilogue = pc + kc >= K ? epilogue : nullptr;  // after the last depth pass
       forEachTask(grid.rows * grid.cols, [&](int t) {
         const int64_t rg = t / grid.cols, cg = t % grid.cols;
         const int64_t i0 = rowPanels * rg / grid.rows * MR, i1 = std::min(M, rowPanels * (rg + 1) / grid.rows * MR);
@@ -139,9 +163,13 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
             const int nr = std::min(NR, nc - p * NR);
             const float* bp = bBlock.as<float>() + static_cast<int64_t>(p) * kc * NR;
             float* cp = c + ic * ldc + jc + static_cast<int64_t>(p) * NR;
-            for (int ir = 0; ir < mc; ir += MR)
+            for (int ir = 0; ir < mc; ir += MR) {
               mk.run(kc, aBlock.as<float>() + static_cast<int64_t>(ir) * kc, bp, cp + ir * ldc, ldc, std::min(MR, mc - ir),
                      nr, addToC);
+              if (tileEpilogue)
+                applyEpilogue(*tileEpilogue, cp + ir * ldc, ldc, std::min(MR, mc - ir), nr,
+                              jc + static_cast<int64_t>(p) * NR);
+            }
           }
         }
       });

@@ -33,10 +33,24 @@ struct StridedMatrix {
 /// the PyTorch backend's MLP step, 64x64x128 GEMMs, ~30 % slower in Kiln.)
 inline constexpr int64_t kSplitMultiplyAdds = int64_t{1} << 20;
 
-/// C[M,N] = A[M,K] * B[K,N], or C += A * B with `accumulate`. C's rows are
-/// `ldc` apart, its columns contiguous. `parallel`: split the work over the
-/// current TBB arena's threads (off when the caller already runs in parallel).
+/// What the GEMM applies to each finished tile of C while it is still in L1,
+/// instead of a second pass over C: c = c + bias[j * biasStride] (with a
+/// bias), then max(c, 0) (with `relu`; NaN stays NaN).
+struct Epilogue {
+  const float* bias = nullptr;
+  int64_t biasStride = 1;
+  bool relu = false;
+};
+
+/// C[M,N] = A[M,K] * B[K,N], or C += A * B with `accumulate`, then the
+/// epilogue if one is given. C's rows are `ldc` apart, its columns
+/// contiguous. `parallel`: split the work over the current TBB arena's
+/// threads (off when the caller already runs in parallel).
 void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, float* c, int64_t ldc, bool accumulate,
-           bool parallel);
+           bool parallel, const Epilogue* epilogue = nullptr);
+
+/// Applies `e` to C[0:rows, 0:cols] (rows ldc apart), whose columns are
+/// columns [j0, j0 + cols) of the product.
+void applyEpilogue(const Epilogue& e, float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t j0);
 
 }  // namespace kiln::interp::gemm

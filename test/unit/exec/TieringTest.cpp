@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -266,6 +267,52 @@ TEST(Tiering, RecurrentMatmulsStayMatmulsAndAreNotRecomputed) {
   // splits them again), so each is C = A*B: no fill, no read of C.
   EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_f32"), 6);
   EXPECT_EQ(countInDumps(dir, "1-linalg", "\"reduction\""), 0) << "a matmul became a generic reduction";
+}
+
+TEST(Tiering, BiasAndReluAfterAMatmulRunInTheGemmsTileStore) {
+  // relu(x @ w + b) and x @ w + b compile to one call of the epilogue GEMM
+  // each, writing the result directly (no temporary C and no second loop),
+  // and agree with the interpreter; a NaN in x stays NaN through the ReLU.
+  namespace fs = std::filesystem;
+  fs::path dir = dumpDirectory("kiln-dump-epilogue-test");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<float> xs(37 * 50);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919) % 200) / 100.f - 1.f;
+  xs[3 * 50 + 4] = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = from_vector(xs, {37, 50});
+  Tensor w = rand({50, 70}, 41, DType::f32, -1, 1), b = rand({70}, 42, DType::f32, -1, 1);
+  kiln::sync();
+  auto run = [&] {
+    Tensor h = relu(matmul(x, w) + b);
+    Tensor y = matmul(h, transpose(w)) + rand({50}, 43, DType::f32, -1, 1);
+    return std::make_pair(h.to_vector<float>(), y.to_vector<float>());
+  };
+  std::pair<std::vector<float>, std::vector<float>> reference;
+  {
+    JitScope off(JitMode::Off);
+    reference = run();
+  }
+  setenv("KILN_DUMP_IR", dir.c_str(), 1);
+  {
+    JitScope sync(JitMode::Sync, 1);
+    const auto compiled = run();
+    for (const auto& [got, want] : {std::make_pair(compiled.first, reference.first),
+                                    std::make_pair(compiled.second, reference.second)}) {
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (std::isnan(want[i])) {
+          EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
+          continue;
+        }
+        EXPECT_NEAR(got[i], want[i], 1e-4f * std::max(1.0f, std::fabs(want[i]))) << "element " << i;
+      }
+    }
+  }
+  unsetenv("KILN_DUMP_IR");
+  EXPECT_TRUE(std::isnan(reference.first[3 * 70]));
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_epilogue_f32"), 2);
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_f32"), 0);
 }
 
 TEST(Tiering, Bf16MatmulsCallTheRuntimeBf16Gemm) {

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
+#include <tuple>
 #include <random>
 #include <string>
 #include <vector>
@@ -170,6 +172,39 @@ TEST_P(GemmIsaTest, SerialAndParallelAgreeBitForBit) {
   sgemm(M, N, K, a.view(), b.view(), serial.data(), N, false, false);
   sgemm(M, N, K, a.view(), b.view(), parallel.data(), N, false, true);
   EXPECT_EQ(serial, parallel);
+}
+
+TEST_P(GemmIsaTest, EpilogueAddsTheBiasAndRectifiesEveryTileOnce) {
+  // The epilogue runs on each tile after the last depth pass: with K past
+  // one panel (two passes), M and N past the blocks and ragged, a strided
+  // bias, and a NaN in A (ReLU keeps it), it must equal the product followed
+  // by a separate bias + ReLU pass, bit for bit.
+  const MicroKernel& k = kernel();
+  std::mt19937 rng(500);
+  for (auto [M, N, K, biasStride, relu] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>>{
+           {k.mc + 5, k.nc + 3, k.kc + 9, 1, true}, {37, 2 * k.nr + 5, 77, 3, true}, {5, 7, 3, 1, false},
+           {9, 11, 0, 2, true}}) {
+    SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
+    Operand a(M, K, false, 0, rng), b(K, N, false, 0, rng);
+    if (K > 0) a.storage[0] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> bias(static_cast<size_t>(N * biasStride));
+    std::uniform_real_distribution<float> d(-1.f, 1.f);
+    for (float& x : bias) x = d(rng);
+    std::vector<float> fused(M * N, kSentinel), separate(M * N, kSentinel);
+    const Epilogue e{bias.data(), biasStride, relu};
+    sgemm(M, N, K, a.view(), b.view(), fused.data(), N, false, true, &e);
+    sgemm(M, N, K, a.view(), b.view(), separate.data(), N, false, true);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        float& x = separate[i * N + j];
+        x += bias[j * biasStride];
+        if (relu) x = x < 0.0f ? 0.0f : x;
+      }
+    for (int64_t i = 0; i < M * N; ++i)
+      if (!(fused[i] == separate[i] || (std::isnan(fused[i]) && std::isnan(separate[i]))))
+        FAIL() << "element " << i << ": " << fused[i] << " vs " << separate[i];
+    if (K > 0) EXPECT_TRUE(std::isnan(fused[0]));  // row 0 of a NaN A
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, GemmIsaTest, ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512),

@@ -62,3 +62,122 @@ func.func @mixed_types(%a: memref<4x8xbf16>, %b: memref<8x2xbf16>, %c: memref<4x
   linalg.matmul ins(%a, %f : memref<4x8xbf16>, memref<8x2xf32>) outs(%d : memref<4x2xf32>)
   return
 }
+
+// -----
+
+// relu(A * B + bias) into the output: one call of the epilogue GEMM, which
+// writes the output directly (no temporary C, no second loop).
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func private @kiln_rt_matmul_epilogue_f32
+// CHECK-LABEL: func.func @bias_relu
+// CHECK-SAME: (%[[A:.*]]: memref<4x8xf32>, %[[B:.*]]: memref<8x2xf32>, %[[BIAS:.*]]: memref<2xf32>, %[[OUT:.*]]: memref<4x2xf32>)
+// CHECK-NOT: linalg
+// CHECK-NOT: memref.alloc
+// CHECK: memref.extract_strided_metadata %[[OUT]]
+// CHECK: memref.extract_strided_metadata %[[BIAS]]
+// CHECK: %[[FLAGS:.*]] = arith.constant 3 : i64
+// CHECK: call @kiln_rt_matmul_epilogue_f32({{.*}}, %[[FLAGS]])
+// CHECK-NOT: linalg
+// CHECK-NOT: memref.dealloc
+func.func @bias_relu(%a: memref<4x8xf32>, %b: memref<8x2xf32>, %bias: memref<2xf32>, %out: memref<4x2xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<4x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%c : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : memref<4x2xf32>, memref<2xf32>) outs(%out : memref<4x2xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    %neg = arith.cmpf olt, %s, %zero : f32
+    %r = arith.select %neg, %zero, %s : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %c : memref<4x2xf32>
+  return
+}
+
+// -----
+
+// A bias add alone (flags 1), written bias + c.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @bias_only
+// CHECK: memref.extract_strided_metadata %{{.*}} : memref<2xf32>
+// CHECK: %[[FLAGS:.*]] = arith.constant 1 : i64
+// CHECK: call @kiln_rt_matmul_epilogue_f32({{.*}}, %[[FLAGS]])
+// CHECK-NOT: linalg
+func.func @bias_only(%a: memref<4x8xf32>, %b: memref<8x2xf32>, %bias: memref<2xf32>, %out: memref<4x2xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<4x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%c : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : memref<4x2xf32>, memref<2xf32>) outs(%out : memref<4x2xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %y, %x : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Not fused: C is read again later, the consumer multiplies, the bias runs
+// along rows, and the output is A's buffer.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+// CHECK-LABEL: func.func @not_fused
+// CHECK-NOT: kiln_rt_matmul_epilogue_f32
+// CHECK: call @kiln_rt_matmul_set_f32
+// CHECK: linalg.generic
+// CHECK: linalg.copy
+// CHECK: call @kiln_rt_matmul_set_f32
+// CHECK: linalg.generic
+// CHECK: call @kiln_rt_matmul_set_f32
+// CHECK: linalg.generic
+// CHECK: call @kiln_rt_matmul_set_f32
+// CHECK: linalg.generic
+func.func @not_fused(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %bias: memref<4xf32>, %out: memref<4x4xf32>,
+                     %out2: memref<4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<4x4xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x4xf32>)
+  linalg.matmul ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : memref<4x4xf32>, memref<4xf32>) outs(%out : memref<4x4xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  }
+  linalg.copy ins(%c : memref<4x4xf32>) outs(%out2 : memref<4x4xf32>)
+  %d = memref.alloc() : memref<4x4xf32>
+  linalg.fill ins(%zero : f32) outs(%d : memref<4x4xf32>)
+  linalg.matmul ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%d : memref<4x4xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%d, %bias : memref<4x4xf32>, memref<4xf32>) outs(%out : memref<4x4xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.mulf %x, %y : f32
+    linalg.yield %s : f32
+  }
+  %e = memref.alloc() : memref<4x4xf32>
+  linalg.fill ins(%zero : f32) outs(%e : memref<4x4xf32>)
+  linalg.matmul ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%e : memref<4x4xf32>)
+  linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%e, %bias : memref<4x4xf32>, memref<4xf32>) outs(%out : memref<4x4xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  }
+  %f = memref.alloc() : memref<4x4xf32>
+  linalg.fill ins(%zero : f32) outs(%f : memref<4x4xf32>)
+  linalg.matmul ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%f : memref<4x4xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%f, %bias : memref<4x4xf32>, memref<4xf32>) outs(%a : memref<4x4xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  }
+  return
+}
