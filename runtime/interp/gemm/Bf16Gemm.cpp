@@ -5,7 +5,6 @@
 // Also: which bf16 units the CPU has, and KILN_GEMM_BF16.
 #include <cpuid.h>
 #include <immintrin.h>
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <atomic>
@@ -297,14 +296,9 @@ Bf16Isa setActiveBf16Isa(Bf16Isa isa) { return active().exchange(clampToCpu(isa)
 void gemmBf16(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, float* c, int64_t ldc, bool accumulate,
               bool parallel) {
   if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + N, 0.0f);
-    return;
-  }
+  if (K <= 0) return productOverEmptyDepth(M, N, c, ldc, accumulate);
   const Bf16MicroKernel& mk = kernelFor(activeBf16Isa());
-  const bool split = parallel && M * N * K >= kSplitMultiplyAdds;
-  const int threads = split ? std::max(1, tbb::this_task_arena::max_concurrency()) : 1;
+  const int threads = gemmThreads(M, N, K, parallel);
   // Equal blocks rather than full ones and a sliver (as the f32 GEMM),
   // rounded to whole tiles of depth and whole 32-column blocks.
   const int64_t kPasses = (K + mk.kc - 1) / mk.kc, nPasses = (N + mk.nc - 1) / mk.nc;

@@ -2,7 +2,6 @@
 // B and KC-deep slice of K, pack the B block once into NR-wide panels shared
 // by all threads; each thread then packs MC-row blocks of its rows of A into
 // MR-high panels and runs the micro-kernel over every (A panel, B panel) pair.
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -110,15 +109,13 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
            bool parallel, const Epilogue* epilogue) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + N, 0.0f);
+    productOverEmptyDepth(M, N, c, ldc, accumulate);
     if (epilogue) applyEpilogue(*epilogue, c, ldc, M, N, 0);
     return;
   }
   const MicroKernel& mk = microKernelFor(activeIsa());
   const int MR = mk.mr, NR = mk.nr;
-  const bool split = parallel && M * N * K >= kSplitMultiplyAdds;
-  const int threads = split ? std::max(1, tbb::this_task_arena::max_concurrency()) : 1;
+  const int threads = gemmThreads(M, N, K, parallel);
   const int64_t rowPanels = (M + MR - 1) / MR;
   // Equal blocks rather than full ones and a sliver: K = 1100 runs as two
   // panels of 550, not 1024 + 76 (each panel costs a pass over C).

@@ -1,6 +1,21 @@
 #include "runtime/interp/gemm/WorkSplit.h"
 
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+
+#include "runtime/interp/gemm/Sgemm.h"
+
 namespace kiln::interp::gemm {
+
+int gemmThreads(int64_t M, int64_t N, int64_t K, bool parallel) {
+  return parallel && M * N * K >= kSplitMultiplyAdds ? std::max(1, tbb::this_task_arena::max_concurrency()) : 1;
+}
+
+void productOverEmptyDepth(int64_t M, int64_t N, float* c, int64_t ldc, bool accumulate) {
+  if (!accumulate)
+    for (int64_t i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + N, 0.0f);
+}
 
 WorkSplit splitWork(int64_t rowPanels, int64_t colPanels, int threads) {
   WorkSplit best;

@@ -19,6 +19,14 @@ struct WorkSplit {
 /// (no A panel packed twice).
 WorkSplit splitWork(int64_t rowPanels, int64_t colPanels, int threads);
 
+/// The threads one GEMM of M x N x K splits over: the current TBB arena's
+/// when `parallel` and the product is large enough (kSplitMultiplyAdds),
+/// else 1.
+int gemmThreads(int64_t M, int64_t N, int64_t K, bool parallel);
+
+/// C[M,N] = 0 unless `accumulate`: the product over an empty depth.
+void productOverEmptyDepth(int64_t M, int64_t N, float* c, int64_t ldc, bool accumulate);
+
 /// Runs f(t) for t in [0, tasks), one task per thread when there are several.
 template <class F>
 void forEachTask(int tasks, F&& f) {
