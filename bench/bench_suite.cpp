@@ -328,23 +328,12 @@ void BM_RowsHand(benchmark::State& state) {
 }
 
 // ---------------------------------------------------------------- matmul
+/// C = A * B in `T`: f32, or bf16 operands and result with f32 sums (the
+/// CPU's bf16 units where it has them).
+template <DType T>
 void BM_MatmulKiln(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
-  Tensor a = kilnRand({m, k}, 6, -1, 1), b = kilnRand({k, n}, 7, -1, 1);
-  Tensor c;
-  auto body = [&] {
-    c = matmul(a, b);
-    kiln::sync();
-  };
-  if (!kilnWarm(state, body, 1)) return;
-  for (auto _ : state) body();
-}
-
-/// bf16 GEMM: bf16 operands and result, f32 sums (the CPU's bf16 units where
-/// it has them).
-void BM_MatmulBf16Kiln(benchmark::State& state) {
-  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
-  Tensor a = cast(kilnRand({m, k}, 6, -1, 1), DType::bf16), b = cast(kilnRand({k, n}, 7, -1, 1), DType::bf16);
+  Tensor a = cast(kilnRand({m, k}, 6, -1, 1), T), b = cast(kilnRand({k, n}, 7, -1, 1), T);
   kiln::sync();
   Tensor c;
   auto body = [&] {
@@ -894,9 +883,9 @@ void registerAll() {
     const double mt = big ? (gQuick ? 0.05 : 0.5) : t;
     if (big && gQuick && gTier == "interp" && want("kiln")) {
       // The interpreter's big GEMM is slow; --quick keeps one iteration.
-      reg(std::string(mm.name) + "/" + k, BM_MatmulKiln)->Args({mm.m, mm.n, mm.k})->Iterations(1);
+      reg(std::string(mm.name) + "/" + k, BM_MatmulKiln<DType::f32>)->Args({mm.m, mm.n, mm.k})->Iterations(1);
     } else if (want("kiln")) {
-      reg(std::string(mm.name) + "/" + k, BM_MatmulKiln)->Args({mm.m, mm.n, mm.k})->MinTime(mt);
+      reg(std::string(mm.name) + "/" + k, BM_MatmulKiln<DType::f32>)->Args({mm.m, mm.n, mm.k})->MinTime(mt);
     }
 #ifdef KILN_BENCH_HAVE_OPENBLAS
     if (want("openblas")) reg(std::string(mm.name) + "/openblas", BM_MatmulOpenBlas)->Args({mm.m, mm.n, mm.k})->MinTime(mt);
@@ -907,7 +896,7 @@ void registerAll() {
   }
   for (Mm mm : {Mm{"gemm_bf16_1024", 1024, 1024, 1024}, Mm{"gemm_bf16_4096x4096x1024", 4096, 4096, 1024}}) {
     const double mt = mm.m == 4096 && gQuick ? 0.05 : t;
-    if (want("kiln")) reg(std::string(mm.name) + "/" + k, BM_MatmulBf16Kiln)->Args({mm.m, mm.n, mm.k})->MinTime(mt);
+    if (want("kiln")) reg(std::string(mm.name) + "/" + k, BM_MatmulKiln<DType::bf16>)->Args({mm.m, mm.n, mm.k})->MinTime(mt);
 #ifdef KILN_BENCH_HAVE_DNNL
     if (want("onednn")) reg(std::string(mm.name) + "/onednn", BM_MatmulBf16Dnnl)->Args({mm.m, mm.n, mm.k})->MinTime(mt);
 #endif

@@ -7,7 +7,6 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
-#include "runtime/core/Half.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/interp/gemm/Bf16Gemm.h"
 #include "runtime/interp/gemm/Sgemm.h"
@@ -65,12 +64,17 @@ void matmulF32(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, int
                        });
 }
 
-/// The bf16 operands of one GEMM as dense f32 (for a CPU without bf16 units
-/// or a C whose columns are strided).
+/// A strided bf16 operand of one GEMM as dense f32, by the interpreter's cast
+/// kernel (for a CPU without bf16 units or a C whose columns are strided).
 std::vector<float> widenBf16(const uint16_t* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  kiln::interp::Arg in;
+  in.data = reinterpret_cast<const char*>(p);
+  in.dtype = kiln::DType::bf16;
+  in.shape = kiln::Shape{rows, cols};
+  in.strides[0] = rs;
+  in.strides[1] = cs;
   std::vector<float> out(static_cast<size_t>(rows * cols));
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = kiln::core::bf16ToFloat(p[i * rs + j * cs]);
+  kiln::interp::castKernel(in, kiln::DType::f32, reinterpret_cast<char*>(out.data()));
   return out;
 }
 

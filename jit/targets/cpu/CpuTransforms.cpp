@@ -258,7 +258,8 @@ struct FusableEpilogue {
   bool relu = false;
 };
 
-bool isZeroFloat(Value v) {
+/// Is `v` the constant +-0.0?
+bool isZeroConstant(Value v) {
   auto c = v.getDefiningOp<arith::ConstantOp>();
   auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
   return f && f.getValue().isZero();
@@ -310,12 +311,12 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
   if (auto sel = x.getDefiningOp<arith::SelectOp>()) {
     auto cmp = sel.getCondition().getDefiningOp<arith::CmpFOp>();
     if (!cmp || cmp.getPredicate() != arith::CmpFPredicate::OLT || cmp.getLhs() != sel.getFalseValue() ||
-        !isZeroFloat(cmp.getRhs()) || !isZeroFloat(sel.getTrueValue()))
+        !isZeroConstant(cmp.getRhs()) || !isZeroConstant(sel.getTrueValue()))
       return std::nullopt;
     x = sel.getFalseValue();
     e.relu = true;
     expectedOps += 2;
-  } else if (auto max = x.getDefiningOp<arith::MaximumFOp>(); max && isZeroFloat(max.getRhs())) {
+  } else if (auto max = x.getDefiningOp<arith::MaximumFOp>(); max && isZeroConstant(max.getRhs())) {
     x = max.getLhs();
     e.relu = true;
     expectedOps += 1;
@@ -444,13 +445,6 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
 }
 
 namespace {
-/// Is `v` the constant +-0.0?
-bool isZeroConstant(Value v) {
-  auto c = v.getDefiningOp<arith::ConstantOp>();
-  auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
-  return f && f.getValue().isZero();
-}
-
 /// A convolution input that is a zero-padded copy: a fresh buffer filled with
 /// zeros (linalg.map or linalg.fill) into whose interior one memref.copy
 /// writes `source` (what tensor.pad bufferizes to).
