@@ -160,6 +160,11 @@ void configureKiln() {
 /// the compiled tier, checks the last warm-up ran compiled code.
 template <class F>
 bool kilnWarm(benchmark::State& state, F&& body, int warm = 3) {
+  auto unsettled = [] {
+    const Stats s = stats();
+    return s.tune_sites - s.tune_sites_settled;
+  };
+  const uint64_t unsettledBefore = unsettled();
   for (int i = 0; i < warm; ++i) body();
   exec::Engine::instance().drainCompiles();
   if (gTier == "compiled") {
@@ -170,6 +175,13 @@ bool kilnWarm(benchmark::State& state, F&& body, int warm = 3) {
       return false;
     }
   }
+  // Tier 2 (KILN_TUNE): the row's hot GEMM shapes finish their trials before
+  // the timed runs, as in a long-running loop (at most 64 runs or 20 s).
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 64 && unsettled() > unsettledBefore &&
+                  std::chrono::steady_clock::now() - start < std::chrono::seconds(20);
+       ++i)
+    body();
   return true;
 }
 

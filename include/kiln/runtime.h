@@ -58,6 +58,13 @@ struct Stats {
   /// Trace and region keys whose profiles (and, in memory, kernels) were
   /// dropped, least recently used first, beyond KILN_MAX_TRACE_KEYS.
   uint64_t trace_keys_evicted = 0;
+  // Tier 2 (KILN_TUNE): GEMM shapes that try blockings on their real calls.
+  // The two site counts describe the sites as they are: reset_stats()
+  // leaves them.
+  uint64_t tune_sites = 0;          ///< tuned call sites seen (a GEMM shape and layout each)
+  uint64_t tune_sites_settled = 0;  ///< of those, running their final choice (tried, recorded or fixed)
+  uint64_t tune_trials = 0;         ///< calls that ran as a measured trial
+  uint64_t tune_records_used = 0;   ///< sites that took their choice from the disk cache's record
   // Devices other than the CPU (GPUs, the test device), summed over them;
   // kiln::device_stats gives each device's own figures.
   uint64_t device_bytes_active = 0;     ///< device memory held by tensors now
@@ -122,6 +129,10 @@ struct Settings {
   /// (KILN_MAX_SHAPES).
   int64_t max_shapes = 8;
   std::string cache = "on";  ///< "off": no disk kernel cache
+  /// Tier 2: hot GEMM shapes try a few cache blockings on their real calls
+  /// and keep the fastest, stored in the disk cache per CPU ("off": every
+  /// call runs the default blocking and no record is read) (KILN_TUNE).
+  std::string tune = "on";
   /// Disk kernel cache; default $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
   std::string cache_dir;
   int64_t cache_max_mb = 1024;  ///< least recently used entries go beyond this

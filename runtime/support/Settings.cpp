@@ -113,6 +113,8 @@ const SettingInfo kSettings[] = {
             [](Settings& s, int64_t v) { s.max_shapes = v; }),
     text("KILN_CACHE", "cache", false, kOnOff, [](const Settings& s) { return s.cache; },
          [](Settings& s, const std::string& v) { s.cache = v; }),
+    text("KILN_TUNE", "tune", true, kOnOff, [](const Settings& s) { return s.tune; },
+         [](Settings& s, const std::string& v) { s.tune = v; }),
     text("KILN_CACHE_DIR", "cache_dir", false, {}, [](const Settings& s) { return s.cache_dir; },
          [](Settings& s, const std::string& v) { s.cache_dir = v; }),
     // 2^30 MB: a petabyte, and the byte count stays far inside int64.

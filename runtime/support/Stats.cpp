@@ -56,6 +56,10 @@ Stats stats() {
   s.distinct_region_keys = c.distinctRegionKeys.load();
   s.regions_deferred = c.regionsDeferred.load();
   s.trace_keys_evicted = c.profilesEvicted.load();
+  s.tune_sites = c.tuneSites.load();
+  s.tune_sites_settled = c.tuneSitesSettled.load();
+  s.tune_trials = c.tuneTrials.load();
+  s.tune_records_used = c.tuneRecordsUsed.load();
   for (hal::Driver* d : hal::drivers()) {
     for (int i = 0; i < d->deviceCount(); ++i) {
       hal::AllocatorStats a = d->device(i).allocator().stats();
@@ -84,7 +88,8 @@ void reset_stats() {
                   &c.compiledRuns, &c.kernelLaunches, &c.donatedBuffers, &c.compileUs, &c.importUs, &c.lowerUs, &c.llvmUs, &c.jitUs, &c.cacheMemoryHits, &c.cacheDiskHits,
                   &c.cacheMisses, &c.cacheRejected, &c.cacheStores, &c.cacheLoadUs, &c.replayMisses,
                   &c.compiledOps, &c.mixedRuns, &c.regionLaunches, &c.regionCompiles, &c.regionCompileFailures,
-                  &c.regionCompileUs, &c.distinctRegionKeys, &c.regionsDeferred, &c.profilesEvicted})
+                  &c.regionCompileUs, &c.distinctRegionKeys, &c.regionsDeferred, &c.profilesEvicted,
+                  &c.tuneTrials, &c.tuneRecordsUsed})
     a->store(0);
   gAllocBase.store(0);
   gAllocHitBase.store(0);
@@ -130,6 +135,9 @@ std::string Stats::str() const {
     << "distinct_region_keys " << distinct_region_keys << "\n"
     << "regions_deferred " << regions_deferred << "\n"
     << "trace_keys_evicted " << trace_keys_evicted << "\n"
+    << "tune_sites " << tune_sites << " (" << tune_sites_settled << " settled)\n"
+    << "tune_trials " << tune_trials << "\n"
+    << "tune_records_used " << tune_records_used << "\n"
     << "device_bytes_active " << device_bytes_active << "\n"
     << "device_kernel_launches " << device_kernel_launches << "\n"
     << "device_copy_bytes " << device_copy_bytes << "\n";

@@ -23,7 +23,9 @@ struct Counters {
   std::atomic<uint64_t> cacheMemoryHits{0}, cacheDiskHits{0}, cacheMisses{0}, cacheRejected{0}, cacheStores{0};
   std::atomic<uint64_t> cacheLoadUs{0};
   std::atomic<uint64_t> replayMisses{0};
-  std::atomic<uint64_t> profilesEvicted{0};  ///< trace/region keys dropped beyond KILN_MAX_TRACE_KEYS
+  std::atomic<uint64_t> profilesEvicted{0};
+  /// Tier 2 (runtime/exec/Tuner.h).
+  std::atomic<uint64_t> tuneSites{0}, tuneSitesSettled{0}, tuneTrials{0}, tuneRecordsUsed{0};  ///< trace/region keys dropped beyond KILN_MAX_TRACE_KEYS
   /// Hot regions (RegionExecutor.h).
   std::atomic<uint64_t> compiledOps{0}, mixedRuns{0}, regionLaunches{0}, regionCompiles{0}, regionCompileFailures{0},
       regionCompileUs{0}, distinctRegionKeys{0}, regionsDeferred{0};

@@ -168,8 +168,11 @@ void microKernelAvx512(int kc, const float* ap, const float* bp, float* c, int64
 // memory; the B panel (128 KiB) and the A block (56 rows, 224 KiB) then sit
 // in a 1 MiB L2 and stream from it. On Zen 4 (bench/gemm_bench.cpp, 1
 // thread) kc 256 -> 1024 took 1024^3 from about 94 to 104 GFLOP/s.
+// nc 1024: the packed B block (4 MiB) is what every A block sweeps, from L3;
+// on a shared Sapphire Rapids an 8 MiB block (nc 2048) no longer stayed there:
+// 4096x4096x1024 went from 228 to 242 GFLOP/s on 2 threads (104 -> 114 on 1).
 const MicroKernel& avx512MicroKernel() {
-  static const MicroKernel k{Isa::avx512, kMR, kNR, /*kc=*/1024, /*mc=*/14 * 4, /*nc=*/2048, microKernelAvx512,
+  static const MicroKernel k{Isa::avx512, kMR, kNR, /*kc=*/1024, /*mc=*/14 * 4, /*nc=*/1024, microKernelAvx512,
                              packRowMajorA, packColumnMajorB};
   return k;
 }

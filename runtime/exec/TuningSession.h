@@ -1,0 +1,61 @@
+// TuningSession: tier 2's decision for one tuned call site (a GEMM shape),
+// as a pure state machine over the candidates' measured times. The site
+// runs its default until it has been called `warmCalls` times (it is hot);
+// then each candidate runs `rounds` times, the rounds visiting the
+// candidates in rotated orders so that a slow spell of a shared machine
+// falls on different candidates; then the candidate with the lowest median
+// time wins, if it beats the default's median by at least `minGain`, and
+// every later call runs it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace kiln::exec {
+
+struct TuningPolicy {
+  uint64_t warmCalls = 16;
+  int rounds = 3;
+  double minGain = 0.03;
+};
+
+class TuningSession {
+ public:
+  enum class Phase { Warming, Trying, Decided };
+
+  /// A site with `candidates` (>= 1) ways to run, candidate 0 the default.
+  TuningSession(size_t candidates, TuningPolicy policy);
+  /// A site decided without trials (a stored record, or a mode that does
+  /// not try): every call runs `winner`.
+  static TuningSession decided(size_t candidates, size_t winner);
+
+  /// The candidate the next call runs; `*trial` says whether the call must
+  /// report its time.
+  size_t next(bool* trial);
+  /// A trial's wall time; seconds < 0 for a trial that failed (no sample).
+  /// The last trial's report decides.
+  void report(size_t candidate, double seconds);
+
+  Phase phase() const { return phase_; }
+  size_t winner() const { return winner_; }
+  /// The default's median time over the winner's, minus 1 (0.07: the winner
+  /// is 7 % faster); 0 when the default won or there were no trials.
+  double gain() const { return gain_; }
+  size_t candidates() const { return samples_.size(); }
+  /// Trials handed out so far.
+  size_t trials() const { return handed_; }
+
+ private:
+  void decide();
+
+  TuningPolicy policy_;
+  Phase phase_ = Phase::Warming;
+  uint64_t calls_ = 0;
+  size_t handed_ = 0, reported_ = 0;
+  std::vector<std::vector<double>> samples_;  // per candidate
+  size_t winner_ = 0;
+  double gain_ = 0;
+};
+
+}  // namespace kiln::exec

@@ -1,0 +1,235 @@
+// Tier 2 on Kiln's real GEMM: a hot shape tries its blockings on real calls,
+// every blocking gives the same bits, the winner is stored in the disk
+// cache and taken from there by a later process, and KILN_TUNE=off and
+// KILN_JIT=replay do what the README says.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "runtime/exec/Tuner.h"
+#include "runtime/interp/gemm/BlockingTuner.h"
+#include "runtime/interp/gemm/Sgemm.h"
+
+namespace kiln::exec {
+namespace {
+
+namespace fs = std::filesystem;
+namespace gemm = interp::gemm;
+
+// Large enough to be tuned, with a row and a column count that every
+// candidate blocking splits differently.
+constexpr int64_t kM = 600, kN = 2100, kK = 40;
+static_assert(kM * kN * kK >= gemm::kTunedMultiplyAdds);
+
+struct Operands {
+  std::vector<float> a, b;
+  Operands() : a(kM * kK), b(kK * kN) {
+    uint32_t s = 12345;
+    auto next = [&] {
+      s = s * 1664525u + 1013904223u;
+      return static_cast<float>(s >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
+    };
+    for (float& x : a) x = next();
+    for (float& x : b) x = next();
+  }
+  std::vector<float> product() const {
+    std::vector<float> c(kM * kN, -7.0f);
+    gemm::sgemm(kM, kN, kK, {a.data(), kK, 1}, {b.data(), kN, 1}, c.data(), kN, false, /*parallel=*/true);
+    return c;
+  }
+};
+
+/// A private cache directory, the tuner forgotten (a new process) and a
+/// quick policy for each test; everything restored after.
+class TunerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string t = (fs::temp_directory_path() / "kiln-tuner-test-XXXXXX").string();
+    dir_ = ::mkdtemp(t.data());
+    saved_ = settings();
+    Settings s = saved_;
+    s.cache = "on";
+    s.cache_dir = dir_.string();
+    s.tune = "on";
+    set_settings(s);
+    Tuner::instance().forget();
+    Tuner::instance().setPolicy(TuningPolicy{.warmCalls = 2, .rounds = 1, .minGain = 0.03});
+  }
+  void TearDown() override {
+    Tuner::instance().forget();
+    Tuner::instance().setPolicy(TuningPolicy{});
+    set_settings(saved_);
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  void setMode(JitMode jit, const char* tune) {
+    Settings s = settings();
+    s.jit = jit;
+    s.tune = tune;
+    set_settings(s);
+  }
+  fs::path recordFile() const { return dir_ / Tuner::recordFileName(); }
+  std::map<std::string, std::string> records() const {
+    std::ifstream in(recordFile());
+    std::stringstream text;
+    text << in.rdbuf();
+    std::map<std::string, std::string> r;
+    EXPECT_EQ(Tuner::parseRecords(text.str(), &r), 0u);
+    return r;
+  }
+  /// Runs the product until the tuner has settled (at most `calls` times),
+  /// checking that every call gives `expected`'s bits.
+  void runUntilSettled(const Operands& ops, const std::vector<float>& expected, int calls = 64) {
+    for (int i = 0; i < calls; ++i) {
+      const Stats before = stats();
+      const std::vector<float> c = ops.product();
+      ASSERT_EQ(std::memcmp(c.data(), expected.data(), sizeof(float) * c.size()), 0)
+          << "call " << i << " (trials so far " << before.tune_trials << ") changed the product's bits";
+      const Stats after = stats();
+      if (after.tune_sites > 0 && after.tune_sites == after.tune_sites_settled) return;
+    }
+    FAIL() << "the tuner did not settle within " << calls << " calls:\n" << stats().str();
+  }
+
+  fs::path dir_;
+  Settings saved_;
+};
+
+TEST_F(TunerTest, EveryBlockingGivesTheSameBitsAndTheChoiceIsStored) {
+  const Operands ops;
+  const Stats start = stats();
+  const std::vector<float> first = ops.product();  // warming: the default blocking
+  // The product against a plain loop, so that equal bits mean right bits.
+  for (int64_t i = 0; i < kM; i += 97)
+    for (int64_t j = 0; j < kN; j += 89) {
+      double ref = 0;
+      for (int64_t k = 0; k < kK; ++k) ref += double(ops.a[i * kK + k]) * double(ops.b[k * kN + j]);
+      ASSERT_NEAR(first[i * kN + j], ref, 1e-4) << i << "," << j;
+    }
+  runUntilSettled(ops, first);
+  const Stats end = stats();
+  EXPECT_EQ(end.tune_sites - start.tune_sites, 1u);
+  // Half, the same and twice the row and column blocks: 9 ways for this shape.
+  EXPECT_EQ(end.tune_trials - start.tune_trials, 9u) << end.str();
+  EXPECT_EQ(end.tune_records_used, start.tune_records_used);
+
+  const auto recorded = records();
+  ASSERT_EQ(recorded.size(), 1u);
+  EXPECT_NE(recorded.begin()->first.find(std::to_string(kM) + "x" + std::to_string(kN) + "x" + std::to_string(kK)),
+            std::string::npos)
+      << recorded.begin()->first;
+  EXPECT_EQ(recorded.begin()->second.rfind("mc=", 0), 0u) << recorded.begin()->second;
+}
+
+TEST_F(TunerTest, ALaterProcessTakesTheRecordedChoiceWithoutTrials) {
+  const Operands ops;
+  const std::vector<float> first = ops.product();
+  runUntilSettled(ops, first);
+  ASSERT_TRUE(fs::exists(recordFile()));
+
+  Tuner::instance().forget();  // a new process on the same cache
+  const Stats before = stats();
+  EXPECT_EQ(ops.product(), first);
+  const Stats after = stats();
+  EXPECT_EQ(after.tune_records_used - before.tune_records_used, 1u);
+  EXPECT_EQ(after.tune_trials, before.tune_trials);
+  EXPECT_EQ(after.tune_sites_settled - before.tune_sites_settled, 1u);
+  for (int i = 0; i < 5; ++i) ops.product();
+  EXPECT_EQ(stats().tune_trials, before.tune_trials);
+}
+
+TEST_F(TunerTest, ReplayUsesRecordsButStartsNoTrials) {
+  const Operands ops;
+  setMode(JitMode::Replay, "on");
+  const Stats before = stats();
+  const std::vector<float> first = ops.product();
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(ops.product(), first);
+  EXPECT_EQ(stats().tune_trials, before.tune_trials);
+  EXPECT_FALSE(fs::exists(recordFile()));
+
+  // With a record (written by a tuning process), replay runs it.
+  setMode(JitMode::Async, "on");
+  Tuner::instance().forget();
+  runUntilSettled(ops, first);
+  setMode(JitMode::Replay, "on");
+  Tuner::instance().forget();
+  const Stats replay = stats();
+  EXPECT_EQ(ops.product(), first);
+  EXPECT_EQ(stats().tune_records_used - replay.tune_records_used, 1u);
+}
+
+TEST_F(TunerTest, TuneOffRunsTheDefaultAndReadsNoRecord) {
+  const Operands ops;
+  const std::vector<float> first = ops.product();
+  runUntilSettled(ops, first);
+  Tuner::instance().forget();
+  setMode(JitMode::Async, "off");
+  const Stats before = stats();
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(ops.product(), first);
+  const Stats after = stats();
+  EXPECT_EQ(after.tune_trials, before.tune_trials);
+  EXPECT_EQ(after.tune_records_used, before.tune_records_used);
+  EXPECT_EQ(after.tune_sites, before.tune_sites);
+}
+
+TEST_F(TunerTest, ARecordNamingNoCandidateIsTriedAnew) {
+  const Operands ops;
+  const std::vector<float> first = ops.product();
+  runUntilSettled(ops, first);
+  auto recorded = records();
+  ASSERT_EQ(recorded.size(), 1u);
+  recorded.begin()->second = "mc=13 nc=7";  // no such blocking (an older Kiln's, or damage)
+  recorded["a site this process never sees"] = "mc=56 nc=1024";
+  std::ofstream(recordFile()) << Tuner::formatRecords(recorded);
+
+  Tuner::instance().forget();
+  const Stats before = stats();
+  runUntilSettled(ops, first);
+  const Stats after = stats();
+  EXPECT_EQ(after.tune_records_used, before.tune_records_used);
+  EXPECT_GT(after.tune_trials, before.tune_trials);
+  // The new decision replaced the stale record and kept the other site's.
+  recorded = records();
+  EXPECT_EQ(recorded.size(), 2u);
+  for (const auto& [site, candidate] : recorded) EXPECT_NE(candidate, "mc=13 nc=7") << site;
+}
+
+TEST_F(TunerTest, SmallAndNestedProductsAreNotTuned) {
+  const Stats before = stats();
+  std::vector<float> a(64 * 64, 1.0f), b(64 * 64, 1.0f), c(64 * 64);
+  const Operands ops;
+  std::vector<float> big(kM * kN);
+  for (int i = 0; i < 10; ++i) {
+    gemm::sgemm(64, 64, 64, {a.data(), 64, 1}, {b.data(), 64, 1}, c.data(), 64, false, true);
+    // parallel=false: a product inside a caller's parallel loop.
+    gemm::sgemm(kM, kN, kK, {ops.a.data(), kK, 1}, {ops.b.data(), kN, 1}, big.data(), kN, false, false);
+  }
+  EXPECT_EQ(c[0], 64.0f);
+  EXPECT_EQ(stats().tune_sites, before.tune_sites);
+}
+
+TEST(TuningRecords, UnreadableLinesAndOtherFormatsAreSkipped) {
+  std::map<std::string, std::string> r;
+  EXPECT_EQ(Tuner::parseRecords("kiln-tuning 1\nsite a\tmc=56 nc=1024\nno tab here\n\tempty site\nx\ty\tz\n", &r), 3u);
+  EXPECT_EQ(r, (std::map<std::string, std::string>{{"site a", "mc=56 nc=1024"}}));
+  r.clear();
+  EXPECT_EQ(Tuner::parseRecords("kiln-tuning 2\nsite\tmc=1 nc=1\n", &r), 1u);
+  EXPECT_TRUE(r.empty());
+  EXPECT_EQ(Tuner::parseRecords("", &r), 0u);
+  const std::map<std::string, std::string> some{{"s1", "mc=28 nc=512"}, {"s2", "mc=56 nc=2048"}};
+  r.clear();
+  EXPECT_EQ(Tuner::parseRecords(Tuner::formatRecords(some), &r), 0u);
+  EXPECT_EQ(r, some);
+}
+
+}  // namespace
+}  // namespace kiln::exec
