@@ -354,11 +354,14 @@ class CpuCompiler final : public TargetPipeline {
     module.setTargetTriple(targetMachine.getTargetTriple());
     const std::string cpu = targetMachine.getTargetCPU().str();
     const std::string features = targetMachine.getTargetFeatureString().str();
+    const char *vectorWidth = preferredVectorWidth(features);
     for (llvm::Function &f : module) {
       if (f.isDeclaration())
         continue;
       f.addFnAttr("target-cpu", cpu);
       f.addFnAttr("target-features", features);
+      if (vectorWidth)
+        f.addFnAttr("prefer-vector-width", vectorWidth);
     }
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;

@@ -616,7 +616,27 @@ LogicalResult convToRuntimeCalls(ModuleOp module) {
   return success();
 }
 
+namespace {
+/// Marks the divisions the tanh approximation creates (its p/q, over inputs
+/// clamped to [-8, 8]: finite, q far from 0) `arcp ninf`, so that LLVM
+/// divides by a reciprocal estimate and a Newton step (vrcp14ps and two
+/// FMAs; within an ulp, inside the polynomial's own error) instead of
+/// vdivps, whose throughput bounds tanh-heavy loops (chain8). Other
+/// divisions, the user's above all, stay IEEE divisions.
+struct TanhDivisions : RewriterBase::Listener {
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    if (auto div = dyn_cast<arith::DivFOp>(op))
+      div.setFastmath(div.getFastmath() | arith::FastMathFlags::arcp | arith::FastMathFlags::ninf);
+  }
+};
+} // namespace
+
 LogicalResult approximateMath(ModuleOp module) {
+  RewritePatternSet tanhPatterns(module.getContext());
+  populatePolynomialApproximateTanhPattern(tanhPatterns);
+  TanhDivisions divisions;
+  if (failed(applyPatternsGreedily(module, std::move(tanhPatterns), GreedyRewriteConfig().setListener(&divisions))))
+    return failure();
   RewritePatternSet patterns(module.getContext());
   populateMathPolynomialApproximationPatterns(patterns);
   return applyPatternsGreedily(module, std::move(patterns));

@@ -25,3 +25,20 @@ func.func @f64(%x: f64) -> (f64, f64) {
   %e = math.exp %x : f64
   return %t, %e : f64, f64
 }
+
+// -----
+
+// tanh's p/q (over clamped inputs) may divide by a reciprocal estimate
+// (arcp, ninf); the program's own division and erf's stay IEEE divisions.
+// CHECK-LABEL: func.func @divisions
+// CHECK-SAME: (%[[X:.*]]: f32, %[[Y:.*]]: f32)
+// CHECK: arith.divf %[[X]], %[[Y]] : f32
+// CHECK: arith.divf {{.*}} fastmath<ninf,arcp> : f32
+// CHECK-NOT: fastmath<ninf,arcp>
+// CHECK: return
+func.func @divisions(%x: f32, %y: f32) -> (f32, f32, f32) {
+  %q = arith.divf %x, %y : f32
+  %t = math.tanh %x : f32
+  %e = math.erf %x : f32
+  return %q, %t, %e : f32, f32, f32
+}
