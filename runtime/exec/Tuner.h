@@ -1,5 +1,5 @@
 // Tier 2, background tuning: the engine's BlockingTuner. Each hot tuned call
-// site (a large parallel GEMM shape) tries a few blockings on its real calls
+// site (a large parallel f32 or bf16 GEMM shape) tries a few blockings on its real calls
 // (TuningSession) and keeps the fastest. Decisions are logged at
 // KILN_LOG=info, counted in stats() (tune_*), and stored in the disk cache
 // as one record file per CPU ("tuning-<digest>.txt", keyed by the CPU's

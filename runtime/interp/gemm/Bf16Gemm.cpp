@@ -16,6 +16,7 @@
 #include "kiln/error.h"
 #include "runtime/interp/ScratchBuffer.h"
 #include "runtime/interp/gemm/Bf16MicroKernel.h"
+#include "runtime/interp/gemm/BlockingTuner.h"
 #include "runtime/interp/gemm/Sgemm.h"
 #include "runtime/interp/gemm/WorkSplit.h"
 
@@ -293,19 +294,17 @@ Bf16Isa activeBf16Isa() { return active().load(std::memory_order_relaxed); }
 
 Bf16Isa setActiveBf16Isa(Bf16Isa isa) { return active().exchange(clampToCpu(isa), std::memory_order_relaxed); }
 
-void gemmBf16(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, float* c, int64_t ldc, bool accumulate,
-              bool parallel) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) return productOverEmptyDepth(M, N, c, ldc, accumulate);
-  const Bf16MicroKernel& mk = kernelFor(activeBf16Isa());
-  const int threads = gemmThreads(M, N, K, parallel);
+namespace {
+
+/// The blocked product with blocking `blk` (gemmBf16's contract, K > 0).
+void blockedProduct(const Bf16MicroKernel& mk, Blocking blk, int threads, int64_t M, int64_t N, int64_t K,
+                    Bf16Matrix a, Bf16Matrix b, float* c, int64_t ldc, bool accumulate) {
   // Equal blocks rather than full ones and a sliver (as the f32 GEMM),
   // rounded to whole tiles of depth and whole 32-column blocks.
-  const int64_t kPasses = (K + mk.kc - 1) / mk.kc, nPasses = (N + mk.nc - 1) / mk.nc;
+  const int64_t kPasses = (K + mk.kc - 1) / mk.kc;
   const int kcStep = static_cast<int>(((K + kPasses - 1) / kPasses + kBf16TileDepth - 1) / kBf16TileDepth *
                                       kBf16TileDepth);
-  const int ncStep =
-      static_cast<int>(((N + nPasses - 1) / nPasses + kBf16BlockCols - 1) / kBf16BlockCols * kBf16BlockCols);
+  const int ncStep = columnStep(N, blk.nc, kBf16BlockCols);
   const int64_t maxPanelElems = static_cast<int64_t>(kcStep / kBf16TileDepth) * kBf16TileElems;
   ScratchBuffer bBlock(tlsBBlock, sizeof(uint16_t) * maxPanelElems * (ncStep / kBf16TileRows),
                        "bf16 matmul (packing B)");
@@ -334,10 +333,10 @@ void gemmBf16(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, float
         const int64_t i1 = std::min(M, rowBlocks * (rg + 1) / grid.rows * kBf16BlockRows);
         const int q0 = static_cast<int>(colBlocks * cg / grid.cols), q1 = static_cast<int>(colBlocks * (cg + 1) / grid.cols);
         if (i0 >= i1 || q0 >= q1) return;
-        ScratchBuffer aBlock(tlsABlock, sizeof(uint16_t) * panelElems * (mk.mc / kBf16TileRows), "bf16 matmul (packing A)");
+        ScratchBuffer aBlock(tlsABlock, sizeof(uint16_t) * panelElems * (blk.mc / kBf16TileRows), "bf16 matmul (packing A)");
         const KernelScope scope(mk);
-        for (int64_t ic = i0; ic < i1; ic += mk.mc) {
-          const int mc = static_cast<int>(std::min<int64_t>(mk.mc, i1 - ic));
+        for (int64_t ic = i0; ic < i1; ic += blk.mc) {
+          const int mc = static_cast<int>(std::min<int64_t>(blk.mc, i1 - ic));
           packA(a, ic, mc, pc, kc, kTiles, aBlock.as<uint16_t>());
           for (int q = q0; q < q1; ++q) {
             const int j = q * kBf16BlockCols;
@@ -351,6 +350,30 @@ void gemmBf16(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, float
       });
     }
   }
+}
+
+}  // namespace
+
+void gemmBf16(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, float* c, int64_t ldc, bool accumulate,
+              bool parallel) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) return productOverEmptyDepth(M, N, c, ldc, accumulate);
+  const Bf16MicroKernel& mk = kernelFor(activeBf16Isa());
+  const int threads = gemmThreads(M, N, K, parallel);
+  auto layout = [](Bf16Matrix x) -> const char* { return x.cs == 1 ? "rows" : x.rs == 1 ? "columns" : "strided"; };
+  const TunableCall call{.kernel = "gemm_bf16",
+                         .isa = bf16IsaName(mk.isa),
+                         .aLayout = layout(a),
+                         .bLayout = layout(b),
+                         .M = M,
+                         .N = N,
+                         .K = K,
+                         .threads = threads,
+                         .parallel = parallel,
+                         .byDefault = {mk.mc, mk.nc},
+                         .mcUnit = kBf16BlockRows,
+                         .ncUnit = kBf16BlockCols};
+  runWithTunedBlocking(call, [&](Blocking blk) { blockedProduct(mk, blk, threads, M, N, K, a, b, c, ldc, accumulate); });
 }
 
 }  // namespace kiln::interp::gemm

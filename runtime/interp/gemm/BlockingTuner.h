@@ -1,9 +1,14 @@
-// The GEMM's seam for tier 2 (background tuning): a large parallel GEMM
-// asks the installed tuner which of a few cache blockings to run, and reports
-// how long a trial took. The engine installs its tuner (runtime/exec/Tuner.h)
-// when libkiln loads; without one every call runs the default blocking.
+// The GEMMs' seam for tier 2 (background tuning): a large parallel GEMM
+// lists the cache blockings it could run with, asks the installed tuner
+// which to use, and reports how long a trial took. The engine installs its
+// tuner (runtime/exec/Tuner.h) when libkiln loads; without one every call
+// runs the default blocking. The f32 and bf16 drivers both call
+// runWithTunedBlocking.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,10 +27,74 @@ class BlockingTuner {
 
 /// Installs `tuner` (null: none) for every later GEMM call of the process.
 void setBlockingTuner(BlockingTuner* tuner);
+BlockingTuner* installedBlockingTuner();
 
 /// GEMMs smaller than this many multiply-adds are not tuned: they fit one
 /// cache block whatever the blocking, and timing them costs more than a
 /// better blocking would save.
 inline constexpr int64_t kTunedMultiplyAdds = int64_t{1} << 24;
+
+/// The row and column blocks of one call: the micro-kernel's, or a tuned
+/// choice. Only these two vary, never the depth block: they decide which
+/// tiles a thread computes and in what order, not the order of any sum, so
+/// every blocking gives the same bits.
+struct Blocking {
+  int mc, nc;
+};
+
+/// The column block for N columns in blocks of at most `nc`: equal blocks
+/// rather than full ones and a sliver, in whole multiples of `unit`.
+int columnStep(int64_t N, int nc, int unit);
+
+/// A GEMM call as tier 2 sees it.
+struct TunableCall {
+  const char* kernel;  ///< "sgemm", "gemm_bf16"
+  const char* isa;     ///< its micro-kernel's instruction set
+  const char* aLayout;  ///< "rows", "columns", "strided": what picks the packing routines
+  const char* bLayout;
+  int64_t M, N, K;
+  int threads;
+  bool parallel;  ///< the caller owns the machine (not inside a parallel loop)
+  Blocking byDefault;
+  int mcUnit, ncUnit;  ///< what mc and nc must be multiples of
+};
+
+/// The default blocking first, then each mix of half, the same and twice
+/// its row and column blocks, leaving out those that would run `call`
+/// exactly as an earlier one does.
+std::vector<Blocking> candidateBlockings(const TunableCall& call);
+
+/// Runs product(blocking) once: with the default blocking, or — for a call
+/// tier 2 may tune (a tuner installed, `parallel`, at least
+/// kTunedMultiplyAdds, two or more distinct candidates) — with the blocking
+/// the tuner chooses, timed when it asks.
+template <class Product>
+void runWithTunedBlocking(const TunableCall& call, Product&& product) {
+  BlockingTuner* tuner = installedBlockingTuner();
+  // Only the calls that own the machine are tuned: a GEMM inside a parallel
+  // loop (a batch, a convolution's tiles) shares it with its siblings, so
+  // its time says little about its blocking.
+  if (!tuner || !call.parallel || call.M * call.N * call.K < kTunedMultiplyAdds) return product(call.byDefault);
+  const std::vector<Blocking> blockings = candidateBlockings(call);
+  if (blockings.size() < 2) return product(call.byDefault);
+  std::vector<std::string> names;
+  for (Blocking b : blockings) names.push_back("mc=" + std::to_string(b.mc) + " nc=" + std::to_string(b.nc));
+  // "sgemm avx512 2t 4096x4096x1024 a:rows b:rows": what decides the best
+  // blocking of a call.
+  const std::string site = std::string(call.kernel) + " " + call.isa + " " + std::to_string(call.threads) + "t " +
+                           std::to_string(call.M) + "x" + std::to_string(call.N) + "x" + std::to_string(call.K) +
+                           " a:" + call.aLayout + " b:" + call.bLayout;
+  bool measure = false;
+  const size_t chosen = std::min(tuner->choose(site, names, &measure), blockings.size() - 1);
+  if (!measure) return product(blockings[chosen]);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    product(blockings[chosen]);
+  } catch (...) {
+    tuner->report(site, chosen, -1.0);
+    throw;
+  }
+  tuner->report(site, chosen, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
 
 }  // namespace kiln::interp::gemm

@@ -4,13 +4,9 @@
 // MR-high panels and runs the micro-kernel over every (A panel, B panel) pair.
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "kiln/error.h"
 #include "runtime/interp/ScratchBuffer.h"
@@ -24,7 +20,6 @@ namespace kiln::interp::gemm {
 namespace {
 
 thread_local ScratchSlot tlsBBlock, tlsABlock;
-std::atomic<BlockingTuner*> gTuner{nullptr};
 
 /// Packs rows [i0, i0+mc) x depth [k0, k0+kc) of A into MR-high panels: each
 /// panel holds kc steps of MR floats, rows past the matrix zero. MR is a
@@ -114,45 +109,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void applyEpilogue(
 
 namespace {
 
-/// The row and column blocks of one call: the micro-kernel's, or a tuned
-/// choice. Only these two vary, never kc: they decide which tiles a thread
-/// computes and in what order, not the order of any sum, so every blocking
-/// gives the same bits.
-struct Blocking {
-  int mc, nc;
-};
-
-/// The column block sgemm uses for N columns with blocks of at most `nc`:
-/// equal blocks rather than full ones and a sliver, in whole panels.
-int columnStep(int64_t N, int nc, int NR) {
-  const int64_t passes = (N + nc - 1) / nc;
-  return static_cast<int>(((N + passes - 1) / passes + NR - 1) / NR * NR);
-}
-
-std::string blockingName(Blocking b) { return "mc=" + std::to_string(b.mc) + " nc=" + std::to_string(b.nc); }
-
-/// The default blocking first, then each mix of half, the same and twice
-/// its row and column blocks, leaving out those that would run this shape
-/// exactly as an earlier one does.
-std::vector<Blocking> candidateBlockings(const MicroKernel& mk, int64_t M, int64_t N) {
-  auto rowBlock = [&](int scaledMc) { return std::max(mk.mr, scaledMc / mk.mr * mk.mr); };
-  auto columnBlock = [&](int scaledNc) { return std::max(mk.nr, scaledNc / mk.nr * mk.nr); };
-  const int mcs[] = {mk.mc, rowBlock(mk.mc / 2), rowBlock(mk.mc * 2)};
-  const int ncs[] = {mk.nc, columnBlock(mk.nc / 2), columnBlock(mk.nc * 2)};
-  const int64_t paddedM = (M + mk.mr - 1) / mk.mr * mk.mr;
-  std::vector<Blocking> out;
-  std::vector<std::pair<int64_t, int>> runsAs;  // (rows per A block, column step) of those listed
-  for (const int mc : mcs) {
-    for (const int nc : ncs) {
-      const std::pair<int64_t, int> plan{std::min<int64_t>(mc, paddedM), columnStep(N, nc, mk.nr)};
-      if (std::find(runsAs.begin(), runsAs.end(), plan) != runsAs.end()) continue;
-      runsAs.push_back(plan);
-      out.push_back({mc, nc});
-    }
-  }
-  return out;
-}
-
 /// The blocked product with blocking `blk` (sgemm's contract, K > 0).
 void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M, int64_t N, int64_t K,
                     StridedMatrix a, StridedMatrix b, float* c, int64_t ldc, bool accumulate,
@@ -216,18 +172,7 @@ void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M,
   }
 }
 
-/// "sgemm avx512 2t 4096x4096x1024 a:rows b:rows": what decides the best
-/// blocking of a call (the operands' layouts pick the packing routines).
-std::string tuningSite(const MicroKernel& mk, int threads, int64_t M, int64_t N, int64_t K, StridedMatrix a,
-                       StridedMatrix b) {
-  auto layout = [](StridedMatrix x) { return x.cs == 1 ? "rows" : x.rs == 1 ? "columns" : "strided"; };
-  return std::string("sgemm ") + isaName(mk.isa) + " " + std::to_string(threads) + "t " + std::to_string(M) + "x" +
-         std::to_string(N) + "x" + std::to_string(K) + " a:" + layout(a) + " b:" + layout(b);
-}
-
 }  // namespace
-
-void setBlockingTuner(BlockingTuner* tuner) { gTuner.store(tuner); }
 
 void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, float* c, int64_t ldc, bool accumulate,
            bool parallel, const Epilogue* epilogue) {
@@ -239,37 +184,22 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   }
   const MicroKernel& mk = microKernelFor(activeIsa());
   const int threads = gemmThreads(M, N, K, parallel);
-  const Blocking byDefault{mk.mc, mk.nc};
-  BlockingTuner* tuner = gTuner.load();
-  // Only the calls that own the machine are tuned: a GEMM inside a parallel
-  // loop (a batch, a convolution's tiles) shares it with its siblings, so
-  // its time says little about its blocking.
-  if (!tuner || !parallel || M * N * K < kTunedMultiplyAdds) {
-    blockedProduct(mk, byDefault, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
-    return;
-  }
-  const std::vector<Blocking> blockings = candidateBlockings(mk, M, N);
-  if (blockings.size() < 2) {
-    blockedProduct(mk, byDefault, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
-    return;
-  }
-  std::vector<std::string> names;
-  for (Blocking blk : blockings) names.push_back(blockingName(blk));
-  const std::string site = tuningSite(mk, threads, M, N, K, a, b);
-  bool measure = false;
-  const size_t chosen = std::min(tuner->choose(site, names, &measure), blockings.size() - 1);
-  if (!measure) {
-    blockedProduct(mk, blockings[chosen], threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
-    return;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  try {
-    blockedProduct(mk, blockings[chosen], threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
-  } catch (...) {
-    tuner->report(site, chosen, -1.0);
-    throw;
-  }
-  tuner->report(site, chosen, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  auto layout = [](StridedMatrix x) -> const char* { return x.cs == 1 ? "rows" : x.rs == 1 ? "columns" : "strided"; };
+  const TunableCall call{.kernel = "sgemm",
+                         .isa = isaName(mk.isa),
+                         .aLayout = layout(a),
+                         .bLayout = layout(b),
+                         .M = M,
+                         .N = N,
+                         .K = K,
+                         .threads = threads,
+                         .parallel = parallel,
+                         .byDefault = {mk.mc, mk.nc},
+                         .mcUnit = mk.mr,
+                         .ncUnit = mk.nr};
+  runWithTunedBlocking(call, [&](Blocking blk) {
+    blockedProduct(mk, blk, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
+  });
 }
 
 }  // namespace kiln::interp::gemm

@@ -4,6 +4,7 @@
 // KILN_JIT=replay do what the README says.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 
 #include "kiln/kiln.h"
 #include "runtime/exec/Tuner.h"
+#include "runtime/interp/gemm/Bf16Gemm.h"
 #include "runtime/interp/gemm/BlockingTuner.h"
 #include "runtime/interp/gemm/Sgemm.h"
 
@@ -215,6 +217,39 @@ TEST_F(TunerTest, SmallAndNestedProductsAreNotTuned) {
   }
   EXPECT_EQ(c[0], 64.0f);
   EXPECT_EQ(stats().tune_sites, before.tune_sites);
+}
+
+TEST_F(TunerTest, TheBf16GemmsBlockingsGiveTheSameBitsToo) {
+  if (gemm::activeBf16Isa() == gemm::Bf16Isa::none) GTEST_SKIP() << "this CPU has no bf16 units";
+  const Operands ops;
+  // bf16 operands: the f32 values' upper halves.
+  std::vector<uint16_t> a(ops.a.size()), b(ops.b.size());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(ops.a[i]) >> 16);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(ops.b[i]) >> 16);
+  auto product = [&] {
+    std::vector<float> c(kM * kN, -7.0f);
+    gemm::gemmBf16(kM, kN, kK, {a.data(), kK, 1}, {b.data(), kN, 1}, c.data(), kN, false, /*parallel=*/true);
+    return c;
+  };
+  const Stats start = stats();
+  const std::vector<float> first = product();
+  for (int64_t i = 0; i < kM; i += 97)
+    for (int64_t j = 0; j < kN; j += 89) {
+      double ref = 0;
+      for (int64_t k = 0; k < kK; ++k)
+        ref += double(std::bit_cast<float>(uint32_t{a[i * kK + k]} << 16)) *
+               double(std::bit_cast<float>(uint32_t{b[k * kN + j]} << 16));
+      ASSERT_NEAR(first[i * kN + j], ref, 1e-4) << i << "," << j;
+    }
+  for (int i = 0; i < 64 && stats().tune_sites_settled - start.tune_sites_settled < 1; ++i)
+    ASSERT_EQ(product(), first) << "call " << i << " changed the product's bits";
+  const Stats end = stats();
+  EXPECT_EQ(end.tune_sites - start.tune_sites, 1u);
+  EXPECT_EQ(end.tune_sites_settled - start.tune_sites_settled, 1u);
+  EXPECT_EQ(end.tune_trials - start.tune_trials, 9u) << end.str();
+  const auto recorded = records();
+  ASSERT_EQ(recorded.size(), 1u);
+  EXPECT_EQ(recorded.begin()->first.rfind("gemm_bf16 ", 0), 0u) << recorded.begin()->first;
 }
 
 TEST(TuningRecords, UnreadableLinesAndOtherFormatsAreSkipped) {
