@@ -360,11 +360,10 @@ void gemmBf16(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, float
   if (K <= 0) return productOverEmptyDepth(M, N, c, ldc, accumulate);
   const Bf16MicroKernel& mk = kernelFor(activeBf16Isa());
   const int threads = gemmThreads(M, N, K, parallel);
-  auto layout = [](Bf16Matrix x) -> const char* { return x.cs == 1 ? "rows" : x.rs == 1 ? "columns" : "strided"; };
   const TunableCall call{.kernel = "gemm_bf16",
                          .isa = bf16IsaName(mk.isa),
-                         .aLayout = layout(a),
-                         .bLayout = layout(b),
+                         .aLayout = operandLayout(a.rs, a.cs),
+                         .bLayout = operandLayout(b.rs, b.cs),
                          .M = M,
                          .N = N,
                          .K = K,

@@ -46,6 +46,12 @@ struct Blocking {
 /// rather than full ones and a sliver, in whole multiples of `unit`.
 int columnStep(int64_t N, int nc, int unit);
 
+/// How an operand with strides (rs, cs) is laid out, as a site name says it:
+/// "rows" (contiguous rows), "columns" or "strided".
+inline const char* operandLayout(int64_t rs, int64_t cs) {
+  return cs == 1 ? "rows" : rs == 1 ? "columns" : "strided";
+}
+
 /// A GEMM call as tier 2 sees it.
 struct TunableCall {
   const char* kernel;  ///< "sgemm", "gemm_bf16"

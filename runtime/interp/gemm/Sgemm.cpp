@@ -184,11 +184,10 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   }
   const MicroKernel& mk = microKernelFor(activeIsa());
   const int threads = gemmThreads(M, N, K, parallel);
-  auto layout = [](StridedMatrix x) -> const char* { return x.cs == 1 ? "rows" : x.rs == 1 ? "columns" : "strided"; };
   const TunableCall call{.kernel = "sgemm",
                          .isa = isaName(mk.isa),
-                         .aLayout = layout(a),
-                         .bLayout = layout(b),
+                         .aLayout = operandLayout(a.rs, a.cs),
+                         .bLayout = operandLayout(b.rs, b.cs),
                          .M = M,
                          .N = N,
                          .K = K,
