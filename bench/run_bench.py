@@ -332,6 +332,12 @@ def main():
     cache_env = dict(base_env, KILN_CACHE="on", KILN_CACHE_DIR=cache_dir)
 
     def first_step(tier, env):
+        # kiln_bench links OpenBLAS for its peer rows; at load OpenBLAS starts
+        # its thread pool, whose threads spin (sched_yield) for their first
+        # ~0.1 s and took a core from the first step being timed (perf: a third
+        # of that step's CPU samples). A service replaying kernels has no
+        # OpenBLAS; one thread keeps it from starting any.
+        env = dict(env, OPENBLAS_NUM_THREADS="1")
         try:
             p = subprocess.run([bench, "--first-step", f"--tier={tier}"], env=env, capture_output=True, text=True,
                                timeout=300)

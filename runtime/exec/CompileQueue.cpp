@@ -168,7 +168,14 @@ void CompileQueue::drain() {
   idle_.wait(lock, [&] { return jobs_.empty() && running_ == 0; });
 }
 
+namespace {
+thread_local bool tOnCompileQueue = false;
+}  // namespace
+
+bool onCompileQueueThread() { return tOnCompileQueue; }
+
 void CompileQueue::serve() {
+  tOnCompileQueue = true;
   for (;;) {
     std::function<void()> job;
     {

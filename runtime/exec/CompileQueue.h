@@ -28,6 +28,9 @@ inline constexpr int kCompileThreadNice = 19;
 /// (tests check the compile threads').
 int currentThreadNice();
 bool currentThreadIsIdlePriority();
+/// True on a CompileQueue's threads: background compiles, which run at the
+/// lowest priority and must not start threads of normal priority.
+bool onCompileQueueThread();
 
 class CompileQueue {
  public:

@@ -2,12 +2,16 @@
 
 #include "jit/targets/cpu/CpuCompiler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <mutex>
+#include <set>
+#include <thread>
 #include <unistd.h>
 
 #include "dialects/kiln/InitAll.h"
@@ -16,9 +20,11 @@
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/DynamicKernel.h"
 #include "jit/targets/cpu/HostTarget.h"
+#include "jit/targets/cpu/ModulePartition.h"
 #include "jit/targets/cpu/Passes.h"
 #include "jit/targets/cpu/SharedObjectLinker.h"
 #include "runtime/cache/HostFingerprint.h"
+#include "runtime/exec/CompileQueue.h"
 #include "runtime/support/Settings.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -82,6 +88,31 @@ std::string oversizedOutput(const trace::TraceGraph &graph) {
 /// f32 lanes of the target's widest vectors: 16 with AVX-512, else 8.
 unsigned f32VectorLanes(const llvm::TargetMachine &targetMachine) {
   return targetMachine.getTargetFeatureString().contains("+avx512f") ? 16 : 8;
+}
+
+/// Threads a large kernel's shares compile on: one per core, at most 4 (the
+/// kernels split into few groups), for a compile in the user's thread
+/// (KILN_JIT=sync, warm-up). A background compile thread runs at the lowest
+/// priority (CompileQueue.h), and so would its helpers, which its governor
+/// does not raise: a helper starved by the user's threads would hold the
+/// compile up for as long as they keep the cores busy. Background compiles
+/// stay on their one thread.
+unsigned shareThreads() {
+  if (exec::onCompileQueueThread())
+    return 1;
+  return std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+}
+
+/// Runs work(0), ..., work(count - 1) at once: the last on this thread, the
+/// others on threads of their own (which inherit this thread's priority).
+void runOnThreads(size_t count, const std::function<void(size_t)> &work) {
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i + 1 < count; ++i)
+    threads.emplace_back(work, i);
+  if (count > 0)
+    work(count - 1);
+  for (std::thread &t : threads)
+    t.join();
 }
 
 llvm::OptPassGate &skipLoopStrengthReduction() {
@@ -205,7 +236,9 @@ class CpuCompiler final : public TargetPipeline {
       return fail("loops");
     scratchBytes = kernel->getAttrOfType<mlir::IntegerAttr>(kScratchBytesAttr).getInt();
     const std::string rows = std::string(kCpuFuseLoopsInRows) + ",kiln-cpu-outline-parallel-loops{kernel=" +
-                             kernelName + "}," + kCpuIeeeMinMax + "," + kCpuMarkParallelLoops +
+                             kernelName + "},kiln-cpu-outline-serial-parts{kernel=" + kernelName +
+                             " part-ops=" + std::to_string(kSerialPartOps) + "}," + kCpuIeeeMinMax + "," +
+                             kCpuMarkParallelLoops +
                              "{f32-lanes=" + std::to_string(f32VectorLanes(*targetMachine)) + "}";
     if (!runPassPipeline(*module, rows.c_str()))
       return fail("loops");
@@ -216,9 +249,12 @@ class CpuCompiler final : public TargetPipeline {
       dispatches[d.getName().str()] = {body.getSymName().str(), body->getAttrOfType<mlir::IntegerAttr>(kGrainAttr).getInt()};
       body->removeAttr(kGrainAttr);
     }
+    std::set<std::string> parts;
+    for (auto part : kernel->getAttrOfType<mlir::ArrayAttr>(kSerialPartsAttr).getAsRange<mlir::FlatSymbolRefAttr>())
+      parts.insert(part.getValue().str());
     // What the compiler read back is not part of the kernel.
     for (const char *attr : {kDonationsAttr, kSharedArgsAttr, kScratchBytesAttr, kDynamicScratchAttr, kDispatchesAttr,
-                             kLoopNestsAttr})
+                             kLoopNestsAttr, kSerialPartsAttr})
       kernel->removeAttr(attr);
     dumpModule(dumpDir, name, "3-loops", *module);
     if (numSizes > 0 && !runPassPipeline(*module, kResolveDynamicReshapes))
@@ -228,51 +264,84 @@ class CpuCompiler final : public TargetPipeline {
     const std::string entryName = "kiln_entry_" + name;
     // The sizes of a dynamic-shape kernel follow the inputs, outputs and scratch.
     const int sizesSlot = numSizes > 0 ? static_cast<int>(graph.inputs.size() + graph.outputs.size() + 1) : -1;
-    if (mlir::failed(finalizeLLVMModule(*module, kernelName, entryName, dispatches, sharedArgs, sizesSlot)))
+    if (mlir::failed(finalizeLLVMModule(*module, kernelName, entryName, dispatches, parts, sharedArgs, sizesSlot)))
       return fail("finalize");
     dumpModule(dumpDir, name, "4-llvm-dialect", *module);
     result.timings.lowerMs = msSince(t1);
 
+    // The module whole, or for a kernel cut into parts, in shares that
+    // compile on threads of their own (ModulePartition.h); one LLVM context
+    // and target machine per share. Translation stays on this thread (the
+    // MLIR context is single-threaded).
     auto t2 = Clock::now();
-    auto llvmContext = std::make_unique<llvm::LLVMContext>();
-    llvmContext->setOptPassGate(skipLoopStrengthReduction());
-    auto llvmModule = mlir::translateModuleToLLVMIR(*module, *llvmContext, name);
-    if (!llvmModule)
-      return fail("translate");
-    if (!optimize(*targetMachine, *llvmModule, error)) {
-      result.error = error;
-      return result;
+    std::vector<mlir::OwningOpRef<mlir::ModuleOp>> shares;
+    if (!parts.empty() && linkKernels_)
+      shares = partitionModule(*module, shareThreads());
+    struct Unit {
+      std::unique_ptr<llvm::LLVMContext> context;
+      std::unique_ptr<llvm::Module> module;
+      std::unique_ptr<llvm::TargetMachine> targetMachine;
+      llvm::SmallVector<char, 0> object;
+      std::string error;
+    };
+    std::vector<Unit> units(std::max<size_t>(1, shares.size()));
+    for (size_t i = 0; i < units.size(); ++i) {
+      Unit &unit = units[i];
+      unit.context = std::make_unique<llvm::LLVMContext>();
+      unit.context->setOptPassGate(skipLoopStrengthReduction());
+      unit.module = mlir::translateModuleToLLVMIR(shares.empty() ? *module : *shares[i], *unit.context, name);
+      if (!unit.module)
+        return fail("translate");
+      if (i == 0)
+        unit.targetMachine = std::move(targetMachine);
+      else if (!createTargetMachine(unit.targetMachine, error)) {
+        result.error = error;
+        return result;
+      }
     }
- if (!dumpDir.empty()) {
+    shares.clear();
+    runOnThreads(units.size(), [&](size_t i) { optimize(*units[i].targetMachine, *units[i].module); });
+    if (!dumpDir.empty()) {
       std::error_code ec;
       llvm::raw_fd_ostream os(dumpDir + "/" + name + ".5-optimized.ll", ec);
-      if (!ec)
-        llvmModule->print(os, nullptr);
+      for (size_t i = 0; !ec && i < units.size(); ++i) {
+        if (units.size() > 1)
+          os << "; share " << i << " of " << units.size() << "\n";
+        units[i].module->print(os, nullptr);
+      }
     }
     result.timings.llvmMs = msSince(t2);
 
     // Machine code, linked into a shared object: the runtime maps it with
     // dlopen now and stores it in the disk cache for later runs.
     auto t3 = Clock::now();
-    llvm::SmallVector<char, 0> object;
-    {
-      llvm::raw_svector_ostream os(object);
+    runOnThreads(units.size(), [&](size_t i) {
+      Unit &unit = units[i];
+      llvm::raw_svector_ostream os(unit.object);
       llvm::legacy::PassManager codegen;
-      if (targetMachine->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
-        result.error = "the target cannot emit object files";
+      if (unit.targetMachine->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
+        unit.error = "the target cannot emit object files";
+        return;
+      }
+      codegen.run(*unit.module);
+    });
+    std::vector<llvm::StringRef> objects;
+    for (const Unit &unit : units) {
+      if (!unit.error.empty()) {
+        result.error = unit.error;
         return result;
       }
-      codegen.run(*llvmModule);
+      objects.emplace_back(unit.object.data(), unit.object.size());
     }
     if (linkKernels_) {
-      auto shared = linkSharedObject(llvm::StringRef(object.data(), object.size()));
+      auto shared = linkSharedObject(objects);
       if (!shared) {
         result.error = llvm::toString(shared.takeError());
         return result;
       }
       result.object = std::move(*shared);
     } else {
-      result.object.assign(object.begin(), object.end());
+      result.object.assign(units[0].object.begin(), units[0].object.end());
     }
     result.timings.jitMs = msSince(t3);
     result.entry = entryName;
@@ -349,7 +418,7 @@ class CpuCompiler final : public TargetPipeline {
     return true;
   }
 
-  bool optimize(llvm::TargetMachine &targetMachine, llvm::Module &module, std::string &error) {
+  static void optimize(llvm::TargetMachine &targetMachine, llvm::Module &module) {
     module.setDataLayout(targetMachine.createDataLayout());
     module.setTargetTriple(targetMachine.getTargetTriple());
     const std::string cpu = targetMachine.getTargetCPU().str();
@@ -391,8 +460,6 @@ class CpuCompiler final : public TargetPipeline {
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
     mpm.run(module, mam);
-    (void)error;
-    return true;
   }
 
   mlir::DialectRegistry registry_;

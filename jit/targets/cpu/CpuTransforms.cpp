@@ -829,8 +829,8 @@ static void eraseDeadOps(LLVM::LLVMFuncOp fn) {
 }
 
 LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName, const std::string &entryName,
-                                 const ParallelDispatches &dispatches, const std::set<unsigned> &sharedArgs,
-                                 int sizesSlot) {
+                                 const ParallelDispatches &dispatches, const std::set<std::string> &parts,
+                                 const std::set<unsigned> &sharedArgs, int sizesSlot) {
   MLIRContext *ctx = module.getContext();
   auto ptr = LLVM::LLVMPointerType::get(ctx);
   auto i64 = IntegerType::get(ctx, 64);
@@ -972,9 +972,13 @@ LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName,
     fn.setLinkageAttr(LLVM::LinkageAttr::get(ctx, LLVM::Linkage::Internal));
     if (fn.getSymName().ends_with("_tramp"))
       continue;
-    // Position of the kernel's argument 0 (outlined bodies start with begin, end).
+    // Position of the kernel's argument 0 (outlined bodies start with begin,
+    // end; parts take the kernel's arguments first, then their own).
     const unsigned first = bodies.count(fn.getSymName().str()) ? 2 : 0;
-    const bool kernelArgs = first == 2 || fn.getSymName() == kernelName;
+    const bool part = parts.count(fn.getSymName().str()) > 0;
+    const bool kernelArgs = first == 2 || part || fn.getSymName() == kernelName;
+    if (part)
+      fn.setNoInline(true);
     for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
       if (fn.getArgument(i).getType() != ptr || (kernelArgs && i >= first && sharedArgs.count(i - first)))
         continue;

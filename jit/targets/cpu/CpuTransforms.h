@@ -114,12 +114,15 @@ mlir::LogicalResult outlineParallelLoops(mlir::ModuleOp module, mlir::func::Func
 /// `__kiln_parallel_<i>` call into kiln_rt_parallel_for over a trampoline,
 /// adds the `void <entry>(void** args)` entry that calls `kernelName`, marks
 /// pointer arguments noalias (except the kernel arguments in `sharedArgs`,
-/// which the runtime may pass the same buffer for) and every other function
-/// internal. A dynamic-shape kernel's i64 size arguments are read from the
-/// int64 array at args[sizesSlot] (-1: a static kernel).
+/// which the runtime may pass the same buffer for, in the kernel, its
+/// parallel bodies and its serial `parts`) and every other function
+/// internal; the parts are never inlined (SerialParts.h). A dynamic-shape
+/// kernel's i64 size arguments are read from the int64 array at
+/// args[sizesSlot] (-1: a static kernel).
 mlir::LogicalResult finalizeLLVMModule(mlir::ModuleOp module, const std::string &kernelName,
                                        const std::string &entryName, const ParallelDispatches &dispatches,
-                                       const std::set<unsigned> &sharedArgs, int sizesSlot = -1);
+                                       const std::set<std::string> &parts, const std::set<unsigned> &sharedArgs,
+                                       int sizesSlot = -1);
 
 } // namespace kiln::jit::cpu
 

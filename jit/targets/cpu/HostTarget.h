@@ -65,6 +65,10 @@ inline constexpr const char *kToLLVM =
     "convert-func-to-llvm{use-bare-ptr-memref-call-conv},convert-cf-to-llvm,reconcile-unrealized-casts,"
     "kiln-cpu-tag-parallel-accesses";
 
+/// Nested operations per part of a large kernel's serial code
+/// (kiln-cpu-outline-serial-parts, SerialParts.h).
+inline constexpr int64_t kSerialPartOps = 400;
+
 /// LLVM's loop unroller (off: see CpuCompiler's optimize()).
 inline constexpr bool kLoopUnrolling = false;
 

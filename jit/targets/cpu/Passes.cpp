@@ -9,6 +9,7 @@
 #include "jit/targets/cpu/RowFusion.h"
 #include "jit/targets/cpu/RowScratch.h"
 #include "jit/targets/cpu/ScalarPromotion.h"
+#include "jit/targets/cpu/SerialParts.h"
 #include "jit/targets/cpu/TransposeFolding.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -33,6 +34,7 @@ namespace kiln::jit::cpu {
 #define GEN_PASS_DEF_KILNCPUHOISTINVARIANTLOADS
 #define GEN_PASS_DEF_KILNCPUFUSEROWLOOPS
 #define GEN_PASS_DEF_KILNCPUOUTLINEPARALLELLOOPS
+#define GEN_PASS_DEF_KILNCPUOUTLINESERIALPARTS
 #define GEN_PASS_DEF_KILNCPUUNSHAREFILLS
 #define GEN_PASS_DEF_KILNCPULOCALIZEROWSCRATCH
 #define GEN_PASS_DEF_KILNCPUFUSELOOPSINROWS
@@ -45,6 +47,24 @@ namespace kiln::jit::cpu {
 #include "jit/targets/cpu/Passes.h.inc"
 
 namespace {
+
+/// The kernel a module pass works on: the function `name`, or the first
+/// defined function when `name` is empty (null when there is none). An
+/// error, saying what the pass wanted it for, when `name` names none.
+mlir::FailureOr<mlir::func::FuncOp> findKernel(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef purpose) {
+  if (!name.empty()) {
+    auto fn = module.lookupSymbol<mlir::func::FuncOp>(name);
+    if (!fn || fn.isExternal()) {
+      module.emitError("kiln: no kernel function '") << name << "' " << purpose;
+      return mlir::failure();
+    }
+    return fn;
+  }
+  for (auto fn : module.getOps<mlir::func::FuncOp>())
+    if (!fn.isExternal())
+      return fn;
+  return mlir::func::FuncOp();
+}
 
 struct FuseElementwise : impl::KilnCpuFuseElementwiseBase<FuseElementwise> {
   void runOnOperation() override {
@@ -146,25 +166,14 @@ struct OutlineParallelLoops : impl::KilnCpuOutlineParallelLoopsBase<OutlineParal
   using Base::Base;
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
-    mlir::func::FuncOp fn;
-    if (!kernel.empty()) {
-      fn = module.lookupSymbol<mlir::func::FuncOp>(kernel);
-      if (!fn || fn.isExternal()) {
-        module.emitError("kiln: no kernel function '") << kernel << "' to outline loops of";
-        return signalPassFailure();
-      }
-    } else {
-      for (auto f : module.getOps<mlir::func::FuncOp>())
-        if (!f.isExternal()) {
-          fn = f;
-          break;
-        }
-      if (!fn)
-        return;
-    }
+    mlir::FailureOr<mlir::func::FuncOp> fn = findKernel(module, kernel, "to outline loops of");
+    if (mlir::failed(fn))
+      return signalPassFailure();
+    if (!*fn)
+      return;
     ParallelDispatches dispatches;
     int loopNests = 0;
-    if (mlir::failed(outlineParallelLoops(module, fn, dispatches, loopNests)))
+    if (mlir::failed(outlineParallelLoops(module, *fn, dispatches, loopNests)))
       return signalPassFailure();
     mlir::Builder b(module.getContext());
     llvm::SmallVector<mlir::NamedAttribute> bodies;
@@ -173,8 +182,24 @@ struct OutlineParallelLoops : impl::KilnCpuOutlineParallelLoopsBase<OutlineParal
       if (auto body = module.lookupSymbol<mlir::func::FuncOp>(dispatch.body))
         body->setAttr(kGrainAttr, b.getI64IntegerAttr(dispatch.grain));
     }
-    fn->setAttr(kDispatchesAttr, b.getDictionaryAttr(bodies));
-    fn->setAttr(kLoopNestsAttr, b.getI64IntegerAttr(loopNests));
+    (*fn)->setAttr(kDispatchesAttr, b.getDictionaryAttr(bodies));
+    (*fn)->setAttr(kLoopNestsAttr, b.getI64IntegerAttr(loopNests));
+  }
+};
+
+struct OutlineSerialParts : impl::KilnCpuOutlineSerialPartsBase<OutlineSerialParts> {
+  using Base::Base;
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    mlir::FailureOr<mlir::func::FuncOp> fn = findKernel(module, kernel, "to cut into parts");
+    if (mlir::failed(fn))
+      return signalPassFailure();
+    if (!*fn)
+      return;
+    llvm::SmallVector<mlir::Attribute> parts;
+    for (const std::string &name : outlineSerialParts(module, *fn, partOps))
+      parts.push_back(mlir::FlatSymbolRefAttr::get(module.getContext(), name));
+    (*fn)->setAttr(kSerialPartsAttr, mlir::ArrayAttr::get(module.getContext(), parts));
   }
 };
 

@@ -30,6 +30,9 @@ inline constexpr const char *kDynamicScratchAttr = "kiln.dynamic_scratch";
 inline constexpr const char *kDispatchesAttr = "kiln.dispatches";
 inline constexpr const char *kLoopNestsAttr = "kiln.loop_nests";
 inline constexpr const char *kGrainAttr = "kiln.grain";
+/// kiln-cpu-outline-serial-parts: the parts the kernel calls,
+/// `[@<kernel>_part0, ...]`.
+inline constexpr const char *kSerialPartsAttr = "kiln.serial_parts";
 
 #define GEN_PASS_DECL
 #include "jit/targets/cpu/Passes.h.inc"

@@ -243,6 +243,48 @@ def KilnCpuOutlineParallelLoops
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def KilnCpuOutlineSerialParts
+    : Pass<"kiln-cpu-outline-serial-parts", "::mlir::ModuleOp"> {
+  let summary = "A large kernel's serial code as parts the kernel calls";
+  let description = [{
+    Moves runs of the kernel `kernel`'s top-level operations (loops, runtime
+    calls, dispatches) of at least `part-ops` nested operations each into
+    private functions `<kernel>_part<i>(kernel args..., live-ins...)` that
+    the kernel calls in their place, in order. A run ends only where no
+    value it defines is read after it; pure operations without regions
+    (constants, views) stay and are cloned into the parts that read them;
+    stack buffers and scalars become extra arguments. Kernels under
+    2 * `part-ops` operations stay whole. LLVM optimises and generates code
+    for a large kernel faster in parts (its costs grow faster than a
+    function's size), and parts can be compiled on several threads. The pass
+    records the parts on the kernel as
+    `kiln.serial_parts = [@<kernel>_part0, ...]`. See `outlineSerialParts`
+    (SerialParts.h).
+
+    Example (`part-ops=4`):
+
+    ```mlir
+    func.func @kernel(%x: memref<8xf32>, %y: memref<8xf32>) {
+      scf.for ... { x[i] = x[i] * 2 }   // 6 ops
+      scf.for ... { y[i] = x[i] + 1 }   // 6 ops
+      return
+    }
+    // becomes
+    func.func @kernel(%x: memref<8xf32>, %y: memref<8xf32>)
+        attributes {kiln.serial_parts = [@kernel_part0, @kernel_part1]} {
+      call @kernel_part0(%x, %y)
+      call @kernel_part1(%x, %y)
+      return
+    }
+    ```
+  }];
+  let options = [
+    Option<"kernel", "kernel", "std::string", "\"\"", "The kernel function (default: the first defined function)">,
+    Option<"partOps", "part-ops", "int64_t", "400", "Nested operations a part holds at least">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def KilnCpuUnshareFills : Pass<"kiln-cpu-unshare-fills", "::mlir::func::FuncOp"> {
   let summary = "Give each linalg op a fill of its own as its init";
   let description = [{

@@ -5,6 +5,8 @@
 #include <dlfcn.h>
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -54,7 +56,7 @@ struct TempFiles {
 
 } // namespace
 
-llvm::Expected<std::string> linkSharedObject(llvm::StringRef object) {
+llvm::Expected<std::string> linkSharedObject(llvm::ArrayRef<llvm::StringRef> objects) {
   auto linker = findLinker();
   if (!linker)
     return linker.takeError();
@@ -62,18 +64,14 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object) {
   if (!libkiln)
     return libkiln.takeError();
   TempFiles files;
-  auto in = files.make("o");
-  if (!in)
-    return in.takeError();
-  auto out = files.make("so");
-  if (!out)
-    return out.takeError();
-  auto log = files.make("log");
-  if (!log)
-    return log.takeError();
-  {
+  std::vector<std::string> inPaths;
+  for (llvm::StringRef object : objects) {
+    auto in = files.make("o");
+    if (!in)
+      return in.takeError();
+    inPaths.push_back(in->str());
     std::error_code ec;
-    llvm::raw_fd_ostream os(*in, ec);
+    llvm::raw_fd_ostream os(inPaths.back(), ec);
     if (ec)
       return llvm::createStringError(ec, "cannot write the kernel object");
     os << object;
@@ -84,15 +82,22 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object) {
       return llvm::createStringError(writeError, "cannot write the kernel object");
     }
   }
+  auto out = files.make("so");
+  if (!out)
+    return out.takeError();
+  auto log = files.make("log");
+  if (!log)
+    return log.takeError();
   // -Bsymbolic: a kernel's calls between its own functions never go to
   // another kernel's function of the same name.
-  std::string inPath = in->str(), outPath = out->str();
+  std::string outPath = out->str();
   // The driver's usual start files stay, and -lc comes again after libkiln:
   // a sanitizer build of libkiln leaves atexit undefined, which pulls
   // libc_nonshared's atexit (it needs crtbeginS's __dso_handle and libc's
   // __cxa_atexit) into the kernel.
-  llvm::SmallVector<llvm::StringRef, 16> args = {*linker, "-shared", "-o", outPath, inPath, "-Wl,-Bsymbolic",
-                                                 "-Wl,--no-undefined", *libkiln, "-lm", "-lc"};
+  llvm::SmallVector<llvm::StringRef, 16> args = {*linker, "-shared", "-o", outPath};
+  args.append(inPaths.begin(), inPaths.end());
+  args.append({"-Wl,-Bsymbolic", "-Wl,--no-undefined", *libkiln, "-lm", "-lc"});
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, *log, *log};
   std::string message;
   const int rc = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, redirects, /*SecondsToWait=*/60,

@@ -14,15 +14,17 @@
 
 #include <string>
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 namespace kiln::jit::cpu {
 
-/// The bytes of a shared object made of `object` (position independent, as
-/// hostTargetMachineBuilder() emits it). Every symbol must resolve against
-/// libkiln, libm and libc: an undefined one is an error here, not at dlopen.
-llvm::Expected<std::string> linkSharedObject(llvm::StringRef object);
+/// The bytes of a shared object made of `objects` (position independent, as
+/// hostTargetMachineBuilder() emits them; the shares of one kernel). Every
+/// symbol must resolve among them and against libkiln, libm and libc: an
+/// undefined one is an error here, not at dlopen.
+llvm::Expected<std::string> linkSharedObject(llvm::ArrayRef<llvm::StringRef> objects);
 
 } // namespace kiln::jit::cpu
 

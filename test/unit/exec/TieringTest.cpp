@@ -315,6 +315,46 @@ TEST(Tiering, BiasAndReluAfterAMatmulRunInTheGemmsTileStore) {
   EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_f32"), 0);
 }
 
+TEST(Tiering, ALargeStepCompilesInPartsOnSeveralThreadsAndAgrees) {
+  // 60 small layers: every loop stays serial, so the kernel's serial code
+  // is thousands of operations. It is cut into parts (SerialParts.h), which
+  // compile in shares on this thread and a helper (ModulePartition.h) and
+  // link into one kernel that agrees with the interpreter.
+  namespace fs = std::filesystem;
+  fs::path dir = dumpDirectory("kiln-dump-parts-test");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<Tensor> ws, bs;
+  for (int i = 0; i < 60; ++i) {
+    ws.push_back(rand({16, 16}, 100 + i, DType::f32, -0.4, 0.4));
+    bs.push_back(rand({16}, 200 + i, DType::f32, -0.2, 0.2));
+  }
+  Tensor x = rand({8, 16}, 51, DType::f32, -1, 1);
+  kiln::sync();
+  auto run = [&] {
+    Tensor h = x;
+    for (size_t i = 0; i < ws.size(); ++i) h = tanh(matmul(h, ws[i]) + bs[i]) * 0.9 + sigmoid(h) * 0.1;
+    return h.to_vector<float>();
+  };
+  std::vector<float> reference;
+  {
+    JitScope off(JitMode::Off);
+    reference = run();
+  }
+  setenv("KILN_DUMP_IR", dir.c_str(), 1);
+  {
+    JitScope sync(JitMode::Sync, 1);
+    reset_stats();
+    expectClose(run(), reference, 1e-4f);
+    EXPECT_EQ(stats().compiled_runs, 1u) << stats().str();
+  }
+  unsetenv("KILN_DUMP_IR");
+  EXPECT_GE(countInDumps(dir, "4-llvm-dialect", "_part1("), 1) << "the kernel was not cut into parts";
+  if (std::thread::hardware_concurrency() > 1)
+    EXPECT_EQ(countInDumps(dir, "optimized.ll", "; share 1 of"), 1) << "the parts did not compile in shares";
+  fs::remove_all(dir);
+}
+
 TEST(Tiering, Bf16MatmulsCallTheRuntimeBf16Gemm) {
   // bf16 matmuls, one of them by a transposed weight (dX = dY W^T): the
   // compiled kernel hands the bf16 operands to the runtime's bf16 GEMM as
