@@ -708,6 +708,43 @@ int unshareFilledInits(func::FuncOp fn) {
   return cloned;
 }
 
+namespace {
+/// A count beyond any real loop's work, where estimates stop growing.
+constexpr int64_t kManyIterations = int64_t{1} << 61;
+
+int64_t saturatingProduct(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) || r > kManyIterations ? kManyIterations : r;
+}
+
+int64_t saturatingSum(int64_t a, int64_t b) { return std::min(a + b, kManyIterations); }  // a, b <= 2^61
+
+/// A loop's constant trip count, at least 1 (1 when it is not constant).
+int64_t tripCount(Value lb, Value ub, Value step) {
+  auto l = getConstantIntValue(lb), u = getConstantIntValue(ub), s = getConstantIntValue(step);
+  return l && u && s && *s > 0 ? std::max<int64_t>(1, (*u - *l + *s - 1) / *s) : 1;
+}
+
+/// Iterations of the innermost loops one run of `block` makes (at least 1):
+/// loops one after another add up, nested loops multiply. A row-fused body
+/// runs dozens of loop nests in a row; the product of all their trip counts
+/// overflowed to 0 and kept a training step's largest loops serial.
+int64_t innermostIterations(Block &block) {
+  int64_t total = 0;
+  for (Operation &op : block) {
+    int64_t work = 0;
+    for (Region &region : op.getRegions())
+      for (Block &nested : region)
+        work = saturatingSum(work, innermostIterations(nested));
+    if (auto loop = dyn_cast<scf::ForOp>(op))
+      work = saturatingProduct(tripCount(loop.getLowerBound(), loop.getUpperBound(), loop.getStep()),
+                               std::max<int64_t>(1, work));
+    total = saturatingSum(total, work);
+  }
+  return std::max<int64_t>(1, total);
+}
+} // namespace
+
 LogicalResult outlineParallelLoops(ModuleOp module, func::FuncOp kernel, ParallelDispatches &dispatches,
                                    int &loopNests) {
   loopNests = 0;
@@ -731,18 +768,9 @@ LogicalResult outlineParallelLoops(ModuleOp module, func::FuncOp kernel, Paralle
     // runtime runs it inline when it is within one grain.
     // Grain: aim for ~16K innermost iterations per task.
     int64_t inner = 1;
-    for (unsigned d = 1; d < dims; ++d) {
-      auto lb = getConstantIntValue(p.getLowerBound()[d]), ub = getConstantIntValue(p.getUpperBound()[d]),
-           st = getConstantIntValue(p.getStep()[d]);
-      if (lb && ub && st && *st > 0)
-        inner *= std::max<int64_t>(1, (*ub - *lb + *st - 1) / *st);
-    }
-    p.walk([&](scf::ForOp f) {
-      auto lb = getConstantIntValue(f.getLowerBound()), ub = getConstantIntValue(f.getUpperBound()),
-           st = getConstantIntValue(f.getStep());
-      if (lb && ub && st && *st > 0)
-        inner *= std::max<int64_t>(1, (*ub - *lb + *st - 1) / *st);
-    });
+    for (unsigned d = 1; d < dims; ++d)
+      inner = saturatingProduct(inner, tripCount(p.getLowerBound()[d], p.getUpperBound()[d], p.getStep()[d]));
+    inner = saturatingProduct(inner, innermostIterations(*p.getBody()));
     // Small loops stay serial and inline: a task would cost more than the
     // work, and every outlined body costs compile time.
     if (ub0 && *ub0 * inner < kMinParallelWork)

@@ -51,3 +51,50 @@ func.func @small(%x: memref<4x4xf32>, %out: memref<4x4xf32>) {
   }
   return
 }
+
+// -----
+
+// A row-fused body: eight loops of 2048 one after another, 16K iterations a
+// row, 128K in all: enough to dispatch (loops in a row add up; the product
+// of their trip counts, 2^88, overflowed to 0 and kept such loops serial).
+// CHECK-LABEL: func.func @rows
+// CHECK-SAME: kiln.dispatches = {__kiln_parallel_0 = @rows_par0}
+// CHECK-NOT: scf.parallel
+// CHECK: call @__kiln_parallel_0
+// CHECK: func.func private @rows_par0
+// CHECK-SAME: kiln.grain = 1 : i64
+func.func @rows(%x0: memref<8x2048xf32>, %x1: memref<8x2048xf32>, %x2: memref<8x2048xf32>, %x3: memref<8x2048xf32>, %x4: memref<8x2048xf32>, %x5: memref<8x2048xf32>, %x6: memref<8x2048xf32>, %x7: memref<8x2048xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c2048 = arith.constant 2048 : index
+  %z = arith.constant 0.0 : f32
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    scf.for %j0 = %c0 to %c2048 step %c1 {
+      memref.store %z, %x0[%i, %j0] : memref<8x2048xf32>
+    }
+    scf.for %j1 = %c0 to %c2048 step %c1 {
+      memref.store %z, %x1[%i, %j1] : memref<8x2048xf32>
+    }
+    scf.for %j2 = %c0 to %c2048 step %c1 {
+      memref.store %z, %x2[%i, %j2] : memref<8x2048xf32>
+    }
+    scf.for %j3 = %c0 to %c2048 step %c1 {
+      memref.store %z, %x3[%i, %j3] : memref<8x2048xf32>
+    }
+    scf.for %j4 = %c0 to %c2048 step %c1 {
+      memref.store %z, %x4[%i, %j4] : memref<8x2048xf32>
+    }
+    scf.for %j5 = %c0 to %c2048 step %c1 {
+      memref.store %z, %x5[%i, %j5] : memref<8x2048xf32>
+    }
+    scf.for %j6 = %c0 to %c2048 step %c1 {
+      memref.store %z, %x6[%i, %j6] : memref<8x2048xf32>
+    }
+    scf.for %j7 = %c0 to %c2048 step %c1 {
+      memref.store %z, %x7[%i, %j7] : memref<8x2048xf32>
+    }
+    scf.reduce
+  }
+  return
+}
