@@ -35,9 +35,13 @@ std::vector<OwningOpRef<ModuleOp>> partitionModule(ModuleOp module, unsigned cou
   std::vector<OwningOpRef<ModuleOp>> shares;
   if (count < 2)
     return shares;
+  // Each share gets its own copy of every global: only private constants
+  // may be copied (one copy per share of a variable would not be one
+  // variable, and two definitions of an exported symbol would not link).
   for (auto global : module.getOps<LLVM::GlobalOp>())
-    if (!global.getConstant())
-      return shares;  // one copy per share would not be one variable
+    if (!global.getConstant() ||
+        (global.getLinkage() != LLVM::Linkage::Private && global.getLinkage() != LLVM::Linkage::Internal))
+      return shares;
 
   // Groups: a defined function with the internal functions it may inline.
   SymbolTable symbols(module);

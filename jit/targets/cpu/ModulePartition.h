@@ -12,7 +12,7 @@
 // kernel, a trampoline and its parallel body), except callees marked
 // no_inline (the serial parts). A function another share references becomes
 // external with hidden visibility (no symbol leaves the shared object);
-// constant globals are copied into every share.
+// private constant globals are copied into every share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,7 +29,7 @@ namespace kiln::jit::cpu {
 /// Up to `count` clones of the LLVM-dialect `module` that together define
 /// each of its functions once, balanced by size. Empty when the module does
 /// not split (`count` < 2, a single group of functions, or a global that is
-/// not constant): the caller compiles `module` whole.
+/// not a private constant): the caller compiles `module` whole.
 std::vector<mlir::OwningOpRef<mlir::ModuleOp>> partitionModule(mlir::ModuleOp module, unsigned count);
 
 } // namespace kiln::jit::cpu
