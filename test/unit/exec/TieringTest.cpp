@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -214,6 +215,29 @@ std::filesystem::path dumpDirectory(const std::string& name) {
   return std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
 }
 
+/// `run` interpreted, then compiled in this thread (sync, threshold 1) with
+/// its IR dumped to `dir`: the interpreted result, the compiled one and the
+/// compiled runs the second took.
+template <class Run>
+std::tuple<std::vector<float>, std::vector<float>, uint64_t> interpretedThenCompiled(Run run,
+                                                                                   const std::filesystem::path& dir) {
+  std::vector<float> reference, compiled;
+  {
+    JitScope off(JitMode::Off);
+    reference = run();
+  }
+  setenv("KILN_DUMP_IR", dir.c_str(), 1);
+  uint64_t compiledRuns = 0;
+  {
+    JitScope sync(JitMode::Sync, 1);
+    const uint64_t before = stats().compiled_runs;
+    compiled = run();
+    compiledRuns = stats().compiled_runs - before;
+  }
+  unsetenv("KILN_DUMP_IR");
+  return {reference, compiled, compiledRuns};
+}
+
 TEST(Tiering, CompiledKernelsNeverCallMalloc) {
   namespace fs = std::filesystem;
   fs::path dir = dumpDirectory("kiln-dump-test");
@@ -249,17 +273,8 @@ TEST(Tiering, RecurrentMatmulsStayMatmulsAndAreNotRecomputed) {
     for (int t = 0; t < 3; ++t) h = tanh(matmul(h, w) + matmul(reshape(slice(xs, 0, t, t + 1), {8, 16}), u) + b);
     return h.to_vector<float>();
   };
-  std::vector<float> reference;
-  {
-    JitScope off(JitMode::Off);
-    reference = run();
-  }
-  setenv("KILN_DUMP_IR", dir.c_str(), 1);
-  {
-    JitScope sync(JitMode::Sync, 1);
-    expectClose(run(), reference, 1e-5f);
-  }
-  unsetenv("KILN_DUMP_IR");
+  const auto [reference, compiled, compiledRuns] = interpretedThenCompiled(run, dir);
+  expectClose(compiled, reference, 1e-5f);
   int files = 0;
   EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul", &files), 6);
   EXPECT_EQ(files, 1);
@@ -336,19 +351,9 @@ TEST(Tiering, ALargeStepCompilesInPartsOnSeveralThreadsAndAgrees) {
     for (size_t i = 0; i < ws.size(); ++i) h = tanh(matmul(h, ws[i]) + bs[i]) * 0.9 + sigmoid(h) * 0.1;
     return h.to_vector<float>();
   };
-  std::vector<float> reference;
-  {
-    JitScope off(JitMode::Off);
-    reference = run();
-  }
-  setenv("KILN_DUMP_IR", dir.c_str(), 1);
-  {
-    JitScope sync(JitMode::Sync, 1);
-    reset_stats();
-    expectClose(run(), reference, 1e-4f);
-    EXPECT_EQ(stats().compiled_runs, 1u) << stats().str();
-  }
-  unsetenv("KILN_DUMP_IR");
+  const auto [reference, compiled, compiledRuns] = interpretedThenCompiled(run, dir);
+  expectClose(compiled, reference, 1e-4f);
+  EXPECT_EQ(compiledRuns, 1u);
   EXPECT_GE(countInDumps(dir, "4-llvm-dialect", "_part1("), 1) << "the kernel was not cut into parts";
   if (std::thread::hardware_concurrency() > 1)
     EXPECT_EQ(countInDumps(dir, "optimized.ll", "; share 1 of"), 1) << "the parts did not compile in shares";
