@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <unistd.h>
 
@@ -105,12 +106,21 @@ unsigned shareThreads() {
 
 /// Runs work(0), ..., work(count - 1) at once: the last on this thread, the
 /// others on threads of their own (which inherit this thread's priority).
+/// Where the system refuses a thread, its work runs here instead.
 void runOnThreads(size_t count, const std::function<void(size_t)> &work) {
   std::vector<std::thread> threads;
-  for (size_t i = 0; i + 1 < count; ++i)
-    threads.emplace_back(work, i);
+  std::vector<size_t> here;
+  for (size_t i = 0; i + 1 < count; ++i) {
+    try {
+      threads.emplace_back(work, i);
+    } catch (const std::system_error &) {
+      here.push_back(i);
+    }
+  }
   if (count > 0)
-    work(count - 1);
+    here.push_back(count - 1);
+  for (size_t i : here)
+    work(i);
   for (std::thread &t : threads)
     t.join();
 }
