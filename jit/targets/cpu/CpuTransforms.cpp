@@ -1,6 +1,7 @@
 //===- CpuTransforms.cpp - Kiln's own steps of the CPU pipeline -*- C++ -*-===//
 
 #include "jit/targets/cpu/CpuTransforms.h"
+#include "jit/targets/cpu/KernelArguments.h"
 #include "jit/targets/cpu/MemoryExtent.h"
 #include "jit/targets/cpu/Passes.h"
 #include "jit/targets/cpu/RowScratch.h"
@@ -828,8 +829,10 @@ LogicalResult outlineParallelLoops(ModuleOp module, func::FuncOp kernel, Paralle
     SmallVector<Value> callArgs{ub0 ? Value(arith::ConstantIndexOp::create(cb, p.getLoc(), *ub0))
                                     : p.getUpperBound()[0]};
     llvm::append_range(callArgs, kernel.getArguments());
-    func::CallOp::create(cb, p.getLoc(), decl, callArgs);
+    auto call = func::CallOp::create(cb, p.getLoc(), decl, callArgs);
     p.erase();
+    if (failed(pruneKernelArguments(body, 2, kernel.getNumArguments(), decl, 1, call)))
+      return failure();
     dispatches[declName] = {bodyName, grain};
   }
   // Loops that stay in the kernel run serially there.
@@ -1000,18 +1003,25 @@ LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName,
     fn.setLinkageAttr(LLVM::LinkageAttr::get(ctx, LLVM::Linkage::Internal));
     if (fn.getSymName().ends_with("_tramp"))
       continue;
-    // Position of the kernel's argument 0 (outlined bodies start with begin,
-    // end; parts take the kernel's arguments first, then their own).
+    // Where the kernel's arguments start (outlined bodies start with begin,
+    // end; parts take the kernel's arguments first, then their own), and
+    // which of them an outlined function kept (KernelArguments.h).
     const unsigned first = bodies.count(fn.getSymName().str()) ? 2 : 0;
+    const bool isKernel = fn.getSymName() == kernelName;
     const bool part = parts.count(fn.getSymName().str()) > 0;
-    const bool kernelArgs = first == 2 || part || fn.getSymName() == kernelName;
     if (part)
       fn.setNoInline(true);
     for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
-      if (fn.getArgument(i).getType() != ptr || (kernelArgs && i >= first && sharedArgs.count(i - first)))
+      std::optional<unsigned> kernelArg;
+      if (isKernel)
+        kernelArg = i;
+      else if (first == 2 || part)
+        kernelArg = kernelArgumentOf(fn, first, i);
+      if (fn.getArgument(i).getType() != ptr || (kernelArg && sharedArgs.count(*kernelArg)))
         continue;
       fn.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(), UnitAttr::get(ctx));
     }
+    fn->removeAttr(kKernelArgsAttr);
   }
   return success();
 }

@@ -1,6 +1,7 @@
 //===- SerialParts.cpp - A large kernel's serial code in parts ---*- C++ -*-===//
 
 #include "jit/targets/cpu/SerialParts.h"
+#include "jit/targets/cpu/KernelArguments.h"
 
 #include <algorithm>
 
@@ -178,10 +179,12 @@ std::vector<std::string> outlineSerialParts(ModuleOp module, func::FuncOp kernel
     OpBuilder cb(part.back());
     SmallVector<Value> callArgs(kernel.getArguments().begin(), kernel.getArguments().end());
     llvm::append_range(callArgs, extras);
-    func::CallOp::create(cb, part.back()->getLoc(), fn, callArgs);
+    auto call = func::CallOp::create(cb, part.back()->getLoc(), fn, callArgs);
     for (Operation *op : llvm::reverse(part))
       op->erase();
     names.push_back(name);
+    if (failed(pruneKernelArguments(fn, 0, kernel.getNumArguments(), fn, 0, call)))
+      break;
   }
   // Constants and views only the parts read (users before what they use).
   SmallVector<Operation *> stayed;

@@ -2,20 +2,22 @@
 // RUN:   -kiln-cpu-outline-parallel-loops | FileCheck %s
 
 // A loop over 256 rows of 256 elements (enough work for the pool): its body
-// moves to @kernel_par0(begin, end, args...), which runs its rows from begin
-// to end, 64 rows a task; the kernel calls the dispatch declaration instead.
+// moves to @kernel_par0(begin, end, args it reads...), which runs its rows
+// from begin to end, 64 rows a task; the kernel calls the dispatch
+// declaration instead. The body does not read %unused: neither it nor the
+// call takes it, and kiln.kernel_args says which kernel arguments it took.
 // CHECK-LABEL: func.func @kernel
-// CHECK-SAME: (%[[X:.*]]: memref<256x256xf32>, %[[OUT:.*]]: memref<256x256xf32>)
+// CHECK-SAME: (%[[X:.*]]: memref<256x256xf32>, %{{.*}}: memref<4xf32>, %[[OUT:.*]]: memref<256x256xf32>)
 // CHECK-SAME: kiln.dispatches = {__kiln_parallel_0 = @kernel_par0}, kiln.loop_nests = 1 : i64
 // CHECK-NOT: scf.parallel
-// CHECK: call @__kiln_parallel_0(%{{.*}}, %[[X]], %[[OUT]])
+// CHECK: call @__kiln_parallel_0(%{{.*}}, %[[X]], %[[OUT]]) : (index, memref<256x256xf32>, memref<256x256xf32>) -> ()
 // CHECK-NEXT: return
 // CHECK: func.func private @kernel_par0(%[[BEGIN:.*]]: index, %[[END:.*]]: index, %{{.*}}: memref<256x256xf32>, %{{.*}}: memref<256x256xf32>)
-// CHECK-SAME: kiln.grain = 64 : i64
+// CHECK-SAME: kiln.grain = 64 : i64, kiln.kernel_args = array<i64: 0, 2>
 // CHECK: scf.parallel (%{{.*}}) = (%[[BEGIN]]) to (%[[END]])
 // CHECK: math.exp
 // CHECK: func.func private @__kiln_parallel_0(index, memref<256x256xf32>, memref<256x256xf32>)
-func.func @kernel(%x: memref<256x256xf32>, %out: memref<256x256xf32>) {
+func.func @kernel(%x: memref<256x256xf32>, %unused: memref<4xf32>, %out: memref<256x256xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c256 = arith.constant 256 : index

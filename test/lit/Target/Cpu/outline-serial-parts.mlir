@@ -4,22 +4,25 @@
 // Three loops of 5-6 operations: the first is a part of its own; the second
 // defines %sum and %t, which the third reads, so the run goes on to the end.
 // Constants are cloned into each part; the stack buffer, which both read,
-// stays in the kernel and travels as an extra argument.
+// stays in the kernel and travels as an extra argument. Each part takes
+// only the kernel arguments it reads (kiln.kernel_args: which they are).
 // CHECK-LABEL: func.func @kernel
 // CHECK-SAME: (%[[X:.*]]: memref<8xf32>, %[[Y:.*]]: memref<8xf32>, %[[S:.*]]: memref<f32>)
 // CHECK-SAME: kiln.serial_parts = [@kernel_part0, @kernel_part1]
 // CHECK-NEXT: %[[BUF:.*]] = memref.alloca() : memref<8xf32>
-// CHECK-NEXT: call @kernel_part0(%[[X]], %[[Y]], %[[S]], %[[BUF]])
-// CHECK-NEXT: call @kernel_part1(%[[X]], %[[Y]], %[[S]], %[[BUF]])
+// CHECK-NEXT: call @kernel_part0(%[[X]], %[[BUF]])
+// CHECK-NEXT: call @kernel_part1(%[[Y]], %[[S]], %[[BUF]])
 // CHECK-NEXT: return
-// CHECK: func.func private @kernel_part0(%[[X0:.*]]: memref<8xf32>, %{{.*}}: memref<8xf32>, %{{.*}}: memref<f32>, %[[B0:.*]]: memref<8xf32>)
+// CHECK: func.func private @kernel_part0(%[[X0:.*]]: memref<8xf32>, %[[B0:.*]]: memref<8xf32>)
+// CHECK-SAME: kiln.kernel_args = array<i64: 0>
 // CHECK: arith.constant 2.0
 // CHECK: scf.for
 // CHECK: memref.load %[[X0]]
 // CHECK: memref.store %{{.*}}, %[[B0]]
 // CHECK-NOT: scf.for
 // CHECK: return
-// CHECK: func.func private @kernel_part1(%{{.*}}: memref<8xf32>, %[[Y1:.*]]: memref<8xf32>, %[[S1:.*]]: memref<f32>, %[[B1:.*]]: memref<8xf32>)
+// CHECK: func.func private @kernel_part1(%[[Y1:.*]]: memref<8xf32>, %[[S1:.*]]: memref<f32>, %[[B1:.*]]: memref<8xf32>)
+// CHECK-SAME: kiln.kernel_args = array<i64: 1, 2>
 // CHECK: %[[SUM:.*]] = scf.for {{.*}} iter_args
 // CHECK: %[[T:.*]] = arith.mulf %[[SUM]]
 // CHECK: memref.store %[[T]], %[[S1]][]
