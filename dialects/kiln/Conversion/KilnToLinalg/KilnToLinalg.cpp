@@ -849,6 +849,46 @@ public:
                   rewriter, loc, adaptor.getLhs(), lhsType.getRank() - 1)))
             : OpFoldResult(rewriter.getIndexAttr(k));
 
+    // The product in the result's shape and type.
+    auto finish = [&](Value result) -> LogicalResult {
+      result = reshapeTensor(
+          rewriter, loc, result,
+          RankedTensorType::get(type.getShape(), computeType), extents);
+      if (!result)
+        return rewriter.notifyMatchFailure(op, "unsupported dynamic reshape");
+      if (computeType != elementType)
+        result = buildElementwise(
+            rewriter, loc, {result}, type,
+            [&](OpBuilder &b, Location nloc, ValueRange args) {
+              return ScalarBuilder(b, nloc).fromCompute(args[0], elementType);
+            },
+            *sizes);
+      rewriter.replaceOp(op, result);
+      return success();
+    };
+    ScalarBuilder s(rewriter, loc);
+
+    // A batch of rows times one matrix (activations times a weight): one
+    // matmul over all the rows. Broadcasting the matrix copied it into every
+    // batch and left a batch of small products, each packing the same
+    // matrix again (a training step's dense layers, forward and backward).
+    RankedTensorType rhsType = tensorTypeOf(adaptor.getRhs());
+    if (batchRank > 0 && rhsType.getRank() == 2 &&
+        lhsType.getRank() == type.getRank() && type.hasStaticShape() &&
+        lhsType.hasStaticShape() && lhsType.getShape().drop_back(2) == batch &&
+        lhsType.getElementType() == operandType &&
+        rhsType.getElementType() == operandType) {
+      Value rows =
+          reshapeTensor(rewriter, loc, adaptor.getLhs(),
+                        RankedTensorType::get({batchSize * m, k}, operandType));
+      auto accType = RankedTensorType::get({batchSize * m, n}, computeType);
+      Value init = filledTensor(rewriter, loc, accType, zeroOf(s, computeType));
+      return finish(linalg::MatmulOp::create(rewriter, loc, TypeRange{accType},
+                                             ValueRange{rows, adaptor.getRhs()},
+                                             ValueRange{init})
+                        .getResult(0));
+    }
+
     // Operands broadcast to the full batch shape (and extended to f32 for
     // f16), then the batch dimensions collapsed into one.
     auto prepare = [&](Value operand, int64_t rows, int64_t cols,
@@ -898,7 +938,6 @@ public:
     accShape.append({m, n});
     accExtents.append({extents[batchRank], extents[batchRank + 1]});
     auto accType = RankedTensorType::get(accShape, computeType);
-    ScalarBuilder s(rewriter, loc);
     Value init = filledTensor(rewriter, loc, accType, zeroOf(s, computeType),
                               dynamicOf(accExtents));
     Value result =
@@ -910,20 +949,7 @@ public:
                                             ValueRange{lhs, rhs},
                                             ValueRange{init})
                   .getResult(0);
-    result = reshapeTensor(rewriter, loc, result,
-                           RankedTensorType::get(type.getShape(), computeType),
-                           extents);
-    if (!result)
-      return rewriter.notifyMatchFailure(op, "unsupported dynamic reshape");
-    if (computeType != elementType)
-      result = buildElementwise(
-          rewriter, loc, {result}, type,
-          [&](OpBuilder &b, Location nloc, ValueRange args) {
-            return ScalarBuilder(b, nloc).fromCompute(args[0], elementType);
-          },
-          *sizes);
-    rewriter.replaceOp(op, result);
-    return success();
+    return finish(result);
   }
 };
 

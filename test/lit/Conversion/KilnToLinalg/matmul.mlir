@@ -30,14 +30,17 @@ func.func @matmul_batched(%a: tensor<1x5x2x3xi32>, %b: tensor<4x1x3x6xi32>) -> t
 
 // -----
 
-// A 2-D operand broadcasts over the other's batch; bf16 operands stay bf16
-// into an f32 accumulator (the CPU's bf16 GEMM takes them as they are), and
-// the result is rounded to bf16 (with integer ops, see elementwise.mlir).
+// A batch of rows times a 2-D matrix is one matmul over all the rows (the
+// matrix is not copied into every batch); bf16 operands stay bf16 into an
+// f32 accumulator (the CPU's bf16 GEMM takes them as they are), and the
+// result is rounded to bf16 (with integer ops, see elementwise.mlir).
 // CHECK-LABEL: func.func @matmul_bf16
+// CHECK-SAME: (%[[A:.*]]: tensor<3x2x4xbf16>, %[[B:.*]]: tensor<4x5xbf16>)
 // CHECK-NOT: bf16 to i16
-// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<4x5xbf16>) outs(%{{.*}} : tensor<3x4x5xbf16>)
-// CHECK-NOT: bf16 to i16
-// CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<3x2x4xbf16>, tensor<3x4x5xbf16>) outs(%{{.*}} : tensor<3x2x5xf32>)
+// CHECK: %[[ROWS:.*]] = tensor.collapse_shape %[[A]] {{\[\[}}0, 1], [2]] : tensor<3x2x4xbf16> into tensor<6x4xbf16>
+// CHECK-NOT: linalg.generic
+// CHECK: %[[R:.*]] = linalg.matmul ins(%[[ROWS]], %[[B]] : tensor<6x4xbf16>, tensor<4x5xbf16>) outs(%{{.*}} : tensor<6x5xf32>)
+// CHECK: tensor.expand_shape %[[R]] {{\[\[}}0, 1], [2]] output_shape [3, 2, 5] : tensor<6x5xf32> into tensor<3x2x5xf32>
 // CHECK: arith.bitcast %{{.*}} : i16 to bf16
 func.func @matmul_bf16(%a: tensor<3x2x4xbf16>, %b: tensor<4x5xbf16>) -> tensor<3x2x5xbf16> {
   %0 = kiln.matmul %a, %b : tensor<3x2x4xbf16>, tensor<4x5xbf16> -> tensor<3x2x5xbf16>
