@@ -4,11 +4,14 @@
 
 #include <dlfcn.h>
 
+#include <cmath>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Object/ObjectFile.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -28,6 +31,76 @@ llvm::Expected<std::string> libkilnPath() {
   if (dladdr(reinterpret_cast<void *>(&kiln_rt_parallel_for), &info) == 0 || !info.dli_fname)
     return llvm::createStringError("cannot find the file libkiln was loaded from");
   return std::string(info.dli_fname);
+}
+
+/// The file of the loaded library that defines the function at `address`.
+llvm::Expected<std::string> loadedFileOf(const void *address, const char *library) {
+  Dl_info info;
+  if (dladdr(address, &info) == 0 || !info.dli_fname)
+    return llvm::createStringError(std::string("cannot find the file ") + library + " was loaded from");
+  return std::string(info.dli_fname);
+}
+
+/// What the direct link needs, found once per process: the linker and the
+/// loaded libkiln and libm, whose handles resolve a kernel's symbols as
+/// dlopen will (a library's handle also searches its dependencies: libc).
+struct DirectLink {
+  std::string ld, libkiln, libm;
+  void *kilnHandle = nullptr, *mathHandle = nullptr;
+  bool usable = false;
+};
+
+const DirectLink &directLink() {
+  static const DirectLink link = [] {
+    DirectLink l;
+    auto ld = llvm::sys::findProgramByName("ld");
+    float (*const tanhFn)(float) = &::tanhf;
+    auto libkiln = libkilnPath();
+    auto libm = loadedFileOf(reinterpret_cast<const void *>(tanhFn), "libm");
+    if (!ld || !libkiln || !libm) {
+      llvm::consumeError(libkiln.takeError());
+      llvm::consumeError(libm.takeError());
+      return l;
+    }
+    l.ld = *ld;
+    l.libkiln = *libkiln;
+    l.libm = *libm;
+    l.kilnHandle = dlopen(l.libkiln.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+    l.mathHandle = dlopen(l.libm.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+    l.usable = l.kilnHandle && l.mathHandle;
+    return l;
+  }();
+  return link;
+}
+
+/// The symbols the objects need from outside them that neither libkiln nor
+/// libm (with their dependencies) defines: the checks --no-undefined made.
+llvm::Expected<std::vector<std::string>> unresolvedSymbols(llvm::ArrayRef<llvm::StringRef> objects,
+                                                           const DirectLink &link) {
+  std::set<std::string> defined, needed;
+  for (llvm::StringRef bytes : objects) {
+    auto object = llvm::object::ObjectFile::createObjectFile(llvm::MemoryBufferRef(bytes, "kernel"));
+    if (!object)
+      return object.takeError();
+    for (const llvm::object::SymbolRef &symbol : (*object)->symbols()) {
+      auto name = symbol.getName();
+      auto flags = symbol.getFlags();
+      if (!name || !flags) {
+        llvm::consumeError(name.takeError());
+        llvm::consumeError(flags.takeError());
+        continue;
+      }
+      if (name->empty())
+        continue;
+      (*flags & llvm::object::SymbolRef::SF_Undefined ? needed : defined).insert(name->str());
+    }
+  }
+  std::vector<std::string> missing;
+  for (const std::string &name : needed)
+    if (!defined.count(name) && name != "_GLOBAL_OFFSET_TABLE_" && !dlsym(link.kilnHandle, name.c_str()) &&
+        !dlsym(link.mathHandle, name.c_str()))
+      missing.push_back(name);
+  return missing;
 }
 
 llvm::Expected<std::string> findLinker() {
@@ -54,16 +127,8 @@ struct TempFiles {
   }
 };
 
-} // namespace
-
-llvm::Expected<std::string> linkSharedObject(llvm::ArrayRef<llvm::StringRef> objects) {
-  auto linker = findLinker();
-  if (!linker)
-    return linker.takeError();
-  auto libkiln = libkilnPath();
-  if (!libkiln)
-    return libkiln.takeError();
-  TempFiles files;
+/// Writes `objects` to temporary files (kept in `files`) and returns their paths.
+llvm::Expected<std::vector<std::string>> writeObjects(llvm::ArrayRef<llvm::StringRef> objects, TempFiles &files) {
   std::vector<std::string> inPaths;
   for (llvm::StringRef object : objects) {
     auto in = files.make("o");
@@ -82,6 +147,76 @@ llvm::Expected<std::string> linkSharedObject(llvm::ArrayRef<llvm::StringRef> obj
       return llvm::createStringError(writeError, "cannot write the kernel object");
     }
   }
+  return inPaths;
+}
+
+/// Runs `args` (args[0] the program), its output to `log`; the error says
+/// what failed and what it printed.
+llvm::Error run(llvm::ArrayRef<llvm::StringRef> args, llvm::StringRef log) {
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
+  std::string message;
+  const int rc = llvm::sys::ExecuteAndWait(args[0], args, std::nullopt, redirects, /*SecondsToWait=*/60,
+                                           /*MemoryLimit=*/0, &message);
+  if (rc == 0)
+    return llvm::Error::success();
+  std::string output;
+  if (auto buf = llvm::MemoryBuffer::getFile(log))
+    output = (*buf)->getBuffer().take_front(2000).str();
+  return llvm::createStringError("linking the kernel into a shared object failed (" + args[0].str() + ", exit " +
+                                 std::to_string(rc) + (message.empty() ? "" : ": " + message) + "): " + output);
+}
+
+llvm::Expected<std::string> readFile(llvm::StringRef path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!buf)
+    return llvm::createStringError(buf.getError(), "cannot read the linked kernel");
+  return (*buf)->getBuffer().str();
+}
+
+/// ld alone, against the loaded libkiln and libm by file: the C compiler
+/// driver runs three programs and has ld read libc's and libgcc's symbol
+/// tables, about 35 ms of a 60 ms compile of a small trace, where this takes
+/// about 10. libc stays out (every process has it in its global scope), so
+/// --no-undefined cannot check a kernel's symbols; unresolvedSymbols() does,
+/// against what dlopen will search. Without a usable ld, or where it fails
+/// (a runtime routine only libgcc has), the driver links.
+llvm::Expected<std::string> linkDirectly(llvm::ArrayRef<llvm::StringRef> objects, const DirectLink &link) {
+  auto missing = unresolvedSymbols(objects, link);
+  if (!missing)
+    return missing.takeError();
+  if (!missing->empty())
+    return llvm::createStringError("the kernel needs " + (*missing)[0] + ", which neither libkiln nor libm defines");
+  TempFiles files;
+  auto inPaths = writeObjects(objects, files);
+  if (!inPaths)
+    return inPaths.takeError();
+  auto out = files.make("so");
+  if (!out)
+    return out.takeError();
+  auto log = files.make("log");
+  if (!log)
+    return log.takeError();
+  const std::string outPath = out->str();
+  llvm::SmallVector<llvm::StringRef, 16> args = {link.ld, "-shared", "-o", outPath};
+  args.append(inPaths->begin(), inPaths->end());
+  args.append({"-Bsymbolic", "--eh-frame-hdr", "--hash-style=gnu", "-z", "noexecstack", link.libkiln, link.libm});
+  if (llvm::Error e = run(args, *log))
+    return e;
+  return readFile(outPath);
+}
+
+/// The C compiler driver's link (the fallback).
+llvm::Expected<std::string> linkWithDriver(llvm::ArrayRef<llvm::StringRef> objects) {
+  auto linker = findLinker();
+  if (!linker)
+    return linker.takeError();
+  auto libkiln = libkilnPath();
+  if (!libkiln)
+    return libkiln.takeError();
+  TempFiles files;
+  auto inPaths = writeObjects(objects, files);
+  if (!inPaths)
+    return inPaths.takeError();
   auto out = files.make("so");
   if (!out)
     return out.takeError();
@@ -96,23 +231,24 @@ llvm::Expected<std::string> linkSharedObject(llvm::ArrayRef<llvm::StringRef> obj
   // libc_nonshared's atexit (it needs crtbeginS's __dso_handle and libc's
   // __cxa_atexit) into the kernel.
   llvm::SmallVector<llvm::StringRef, 16> args = {*linker, "-shared", "-o", outPath};
-  args.append(inPaths.begin(), inPaths.end());
+  args.append(inPaths->begin(), inPaths->end());
   args.append({"-Wl,-Bsymbolic", "-Wl,--no-undefined", *libkiln, "-lm", "-lc"});
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, *log, *log};
-  std::string message;
-  const int rc = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, redirects, /*SecondsToWait=*/60,
-                                           /*MemoryLimit=*/0, &message);
-  if (rc != 0) {
-    std::string output;
-    if (auto buf = llvm::MemoryBuffer::getFile(*log))
-      output = (*buf)->getBuffer().take_front(2000).str();
-    return llvm::createStringError("linking the kernel into a shared object failed (" + *linker + ", exit " +
-                                   std::to_string(rc) + (message.empty() ? "" : ": " + message) + "): " + output);
+  if (llvm::Error e = run(args, *log))
+    return e;
+  return readFile(outPath);
+}
+
+} // namespace
+
+llvm::Expected<std::string> linkSharedObject(llvm::ArrayRef<llvm::StringRef> objects) {
+  const DirectLink &link = directLink();
+  if (link.usable) {
+    auto shared = linkDirectly(objects, link);
+    if (shared)
+      return shared;
+    llvm::consumeError(shared.takeError());  // the driver links it, or says why it cannot
   }
-  auto buf = llvm::MemoryBuffer::getFile(*out, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!buf)
-    return llvm::createStringError(buf.getError(), "cannot read the linked kernel");
-  return (*buf)->getBuffer().str();
+  return linkWithDriver(objects);
 }
 
 } // namespace kiln::jit::cpu

@@ -2,10 +2,10 @@
 //
 // A compiled kernel is stored and loaded as an ELF shared object, so that a
 // process replaying cached kernels maps it with dlopen and never needs LLVM.
-// The relocatable object codegen emits is linked here with the system's C
-// compiler driver (cc, else gcc or clang),
-// against the libkiln this process runs (its kiln_rt_* entry points and
-// memrefCopy) and libm.
+// The relocatable objects codegen emits are linked here with the system's
+// ld (or, where that is missing or fails, the C compiler driver: cc, else gcc
+// or clang), against the libkiln this process runs (its kiln_rt_* entry
+// points and memrefCopy) and libm.
 //
 //===----------------------------------------------------------------------===//
 
