@@ -339,6 +339,47 @@ void whereKernel(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape
   });
 }
 
+bool productThenAddKernel(OpKind op, const Arg& a, const Arg& b, const Arg& c, bool productFirst, const Shape& shape,
+                          char* out) {
+  if ((op != OpKind::Add && op != OpKind::Sub) || a.dtype != b.dtype || a.dtype != c.dtype ||
+      (a.dtype != DType::f32 && a.dtype != DType::f64))
+    return false;
+  auto run = [&]<class T>() {
+    char* base[4] = {out, const_cast<char*>(a.data), const_cast<char*>(b.data), const_cast<char*>(c.data)};
+    int64_t st[4][Shape::kMaxRank];
+    denseByteStrides(shape, sizeof(T), st[0]);
+    for (int d = 0; d < shape.rank(); ++d) {
+      st[1][d] = a.strides[d] * static_cast<int64_t>(sizeof(T));
+      st[2][d] = b.strides[d] * static_cast<int64_t>(sizeof(T));
+      st[3][d] = c.strides[d] * static_cast<int64_t>(sizeof(T));
+    }
+    // The sign of c and of the product: x*y + c, x*y - c, c - x*y.
+    const T cSign = op == OpKind::Sub && productFirst ? T(-1) : T(1);
+    const T pSign = op == OpKind::Sub && !productFirst ? T(-1) : T(1);
+    constexpr auto E = static_cast<int64_t>(sizeof(T));
+    forEachStrided<4>(shape, base, st, [&](char* const* p, const int64_t* s, int64_t n) {
+      T* o = reinterpret_cast<T*>(p[0]);
+      const T* x = reinterpret_cast<const T*>(p[1]);
+      const T* y = reinterpret_cast<const T*>(p[2]);
+      const T* z = reinterpret_cast<const T*>(p[3]);
+      // The product is rounded before the sum (this file is built without
+      // floating-point contraction): the two ops' results exactly. Negating
+      // is exact, so c - x*y is (-x*y) + c and x*y - c is x*y + (-c).
+      if (s[1] == E && s[2] == E && s[3] == E) {
+        for (int64_t i = 0; i < n; ++i) o[i] = pSign * (x[i] * y[i]) + cSign * z[i];
+      } else {
+        const int64_t sx = s[1] / E, sy = s[2] / E, sz = s[3] / E;
+        for (int64_t i = 0; i < n; ++i) o[i] = pSign * (x[i * sx] * y[i * sy]) + cSign * z[i * sz];
+      }
+    });
+  };
+  if (a.dtype == DType::f32)
+    run.template operator()<float>();
+  else
+    run.template operator()<double>();
+  return true;
+}
+
 namespace {
 
 /// Storage type of a dtype, half types as their bits.

@@ -19,6 +19,11 @@ class HostOpLibrary final : public OpLibrary {
   void where(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out) override {
     whereKernel(cond, a, b, shape, out);
   }
+  bool productThenAdd(OpKind op, const Arg& a, const Arg& b, const Arg& c, bool productFirst, const Shape& shape,
+                      char* out) override {
+    return productThenAddKernel(op, a, b, c, productFirst, shape, out);
+  }
+  bool hasProductThenAdd(DType t) const override { return t == DType::f32 || t == DType::f64; }
   void cast(const Arg& in, DType to, char* out) override { castKernel(in, to, out); }
   void copy(const Arg& in, char* out) override { copyKernel(in, out); }
   void copyInto(const Arg& in, char* out, const int64_t* outStrides) override { copyIntoKernel(in, out, outStrides); }

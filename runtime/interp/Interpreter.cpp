@@ -1,5 +1,6 @@
 #include "runtime/interp/Interpreter.h"
 
+#include <optional>
 #include <span>
 
 #include "kiln/error.h"
@@ -45,6 +46,23 @@ class NodeRunner {
       }
       default: return compute(n, ins);
     }
+  }
+
+  /// Node `add`, an Add or Sub that reads the Mul node `mulId` once, in one
+  /// pass with the product (OpLibrary::productThenAdd); none where the
+  /// device's library does not fuse the pair.
+  std::optional<View> productThenAdd(const Node& add, uint32_t mulId) {
+    temps_.clear();
+    if (!ops_.hasProductThenAdd(add.dtype)) return std::nullopt;
+    const auto mul = trace_.inputsOf(trace_.nodes[mulId]);
+    const auto ins = trace_.inputsOf(add);
+    const bool productFirst = ins[0] == mulId;
+    View out = alloc(add.dtype, add.shape);
+    if (!ops_.productThenAdd(add.op, broadcastArg(input(mul[0]), add.shape), broadcastArg(input(mul[1]), add.shape),
+                             broadcastArg(input(productFirst ? ins[1] : ins[0]), add.shape), productFirst, add.shape,
+                             out.bytes(add.dtype)))
+      return std::nullopt;
+    return out;
   }
 
  private:
@@ -307,6 +325,42 @@ inline void runOne(NodeRunner& runner, const trace::Trace& trace, size_t i, size
 }
 }  // namespace
 
+namespace {
+/// Runs the Mul node `i` and node `j`, the next one run, as one pass when j
+/// is an Add or Sub that reads i once and last, no tensor holds i, and both
+/// are f32 or f64 of one shape: a * b + c (an optimiser's update, a scaled
+/// residual) then reads three operands and writes one, where two ops read
+/// four, write two and allocate the product. The results are the two ops'
+/// (the product rounded first); i gets no value, as nothing reads it. False
+/// when the pair does not qualify or the library does not fuse it: then
+/// nothing ran.
+bool runProductThenAdd(NodeRunner& runner, const trace::Trace& trace, size_t i, size_t j,
+                       const std::vector<uint32_t>& lastUse, NodeResults& results) {
+  const Node& mul = trace.nodes[i];
+  const Node& add = trace.nodes[j];
+  if (mul.op != core::OpKind::Mul || (add.op != core::OpKind::Add && add.op != core::OpKind::Sub) ||
+      trace.holders[i] || lastUse[i] != j || !results.pending.empty() || mul.dtype != add.dtype ||
+      (mul.dtype != DType::f32 && mul.dtype != DType::f64) || !(mul.shape == add.shape))
+    return false;
+  const auto ins = trace.inputsOf(add);
+  if ((ins[0] == i) == (ins[1] == i)) return false;  // reads the product once
+  const uint32_t other = ins[0] == i ? ins[1] : ins[0];
+  for (uint32_t in : {trace.inputsOf(mul)[0], trace.inputsOf(mul)[1], other})
+    if (results.errors[in] || trace.nodes[in].dtype != mul.dtype) return false;
+  try {
+    std::optional<View> out = runner.productThenAdd(add, static_cast<uint32_t>(i));
+    if (!out) return false;
+    results.values[j] = std::move(*out);
+  } catch (const std::exception& e) {
+    results.errors[j] = std::make_shared<const std::string>(e.what());
+  }
+  for (uint32_t in : trace.inputsOf(mul))
+    if (lastUse[in] == i && !trace.holders[in]) results.values[in] = View{};
+  if (lastUse[other] == j && !trace.holders[other]) results.values[other] = View{};
+  return true;
+}
+}  // namespace
+
 void awaitValue(NodeResults& results, uint32_t id) {
   for (size_t k = 0; k < results.pending.size(); ++k) {
     if (results.pending[k].first != id) continue;
@@ -334,7 +388,22 @@ void Interpreter::run(const trace::Trace& trace, const std::vector<uint8_t>& nee
   results.pending.clear();
   NodeRunner runner(trace, results.values);
   for (size_t i = 0; i < n; ++i) {
-    if (needed[i]) runOne(runner, trace, i, i, lastUse, results);
+    if (!needed[i]) continue;
+    if (trace.nodes[i].op == core::OpKind::Mul) {
+      // The next node that computes: leaves (parameters, constants) between
+      // read nothing, so they run first.
+      size_t next = i + 1;
+      while (next < n && (!needed[next] || core::opCategory(trace.nodes[next].op) == OpCategory::Leaf)) ++next;
+      if (next < n) {
+        for (size_t k = i + 1; k < next; ++k)
+          if (needed[k]) runOne(runner, trace, k, k, lastUse, results);
+        if (!runProductThenAdd(runner, trace, i, next, lastUse, results)) runOne(runner, trace, i, i, lastUse, results);
+        else next += 1;  // ran too
+        i = next - 1;
+        continue;
+      }
+    }
+    runOne(runner, trace, i, i, lastUse, results);
   }
   awaitAll(results);
 }

@@ -58,6 +58,9 @@ void binaryKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, cha
 /// Comparisons: bool out.
 void compareKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out);
 void whereKernel(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out);
+/// OpLibrary::productThenAdd on the host: f32 and f64 (false for others).
+bool productThenAddKernel(OpKind op, const Arg& a, const Arg& b, const Arg& c, bool productFirst, const Shape& shape,
+                          char* out);
 void castKernel(const Arg& in, DType to, char* out);
 /// Dense row-major copy of any view, any dtype.
 void copyKernel(const Arg& in, char* out);

@@ -30,6 +30,17 @@ class OpLibrary {
   virtual void binary(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;
   virtual void compare(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;
   virtual void where(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;
+  /// out = (a * b) op c, or c op (a * b) without `productFirst`, op Add or
+  /// Sub, each operation rounded as on its own (no fused multiply-add): a
+  /// product only this op reads, in one pass instead of two over memory.
+  /// False where the library has no such kernel (f32 and f64 on the CPU);
+  /// the interpreter then runs the two ops.
+  virtual bool productThenAdd(OpKind op, const Arg& a, const Arg& b, const Arg& c, bool productFirst,
+                              const Shape& shape, char* out) {
+    return false;
+  }
+  /// Does productThenAdd() run for operands of type `t`?
+  virtual bool hasProductThenAdd(DType t) const { return false; }
   virtual void cast(const Arg& in, DType to, char* out) = 0;
   virtual void copy(const Arg& in, char* out) = 0;
   virtual void copyInto(const Arg& in, char* out, const int64_t* outStrides) = 0;

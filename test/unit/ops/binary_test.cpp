@@ -667,3 +667,97 @@ TEST(OpsBinary, BadInputThrowsAndKeepsEarlierTensors) {
 
 }  // namespace
 }  // namespace kt
+
+namespace kt {
+namespace {
+
+/// x * y then op z, each rounded on its own (volatile: no fused multiply-add
+/// in the reference either).
+template <class T>
+T productThen(char op, bool productFirst, T x, T y, T z) {
+  volatile T p = x * y;
+  const T product = p;
+  if (op == '+') return productFirst ? product + z : z + product;
+  return productFirst ? product - z : z - product;
+}
+
+template <class T>
+void expectSameBits(const std::vector<T>& got, const std::vector<T>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << what << " at " << i;
+      continue;
+    }
+    EXPECT_EQ(std::signbit(got[i]), std::signbit(want[i])) << what << " at " << i;
+    EXPECT_EQ(got[i], want[i]) << what << " at " << i;
+  }
+}
+
+/// The interpreter runs a product that only an add or subtract reads in one
+/// pass (OpLibrary::productThenAdd): its results must be the two ops'
+/// exactly, with the product rounded first (values where a fused
+/// multiply-add would differ), NaN, infinities and signed zeros, a
+/// broadcast and a transposed operand, and the product held by a tensor
+/// (then not fused) giving the same bits.
+template <class T>
+void checkProductThenAdd(DType dtype) {
+  const double big = std::numeric_limits<T>::max(), eps = std::numeric_limits<T>::epsilon();
+  auto values = [](std::initializer_list<double> l) {
+    std::vector<T> v;
+    for (double d : l) v.push_back(static_cast<T>(d));
+    return v;
+  };
+  // (1 + eps)(1 - eps) - 1 is 0 with the product rounded, -eps^2 fused.
+  const std::vector<T> xs = values({1 + eps, 3, -0.0, 0, big, 2, kNaN, 1.5, -7, 1e-3});
+  const std::vector<T> ys = values({1 - eps, 1.0 / 3, 5, -0.0, 2, kInf, 1, -2, 0.1, 3});
+  const std::vector<T> zs = values({-1, -1, 0, -0.0, -big, 4, 1, 3, 0.7, -0.003});
+  const int64_t n = static_cast<int64_t>(xs.size());
+  Tensor x = kiln::from_vector(xs, {n}), y = kiln::from_vector(ys, {n}), z = kiln::from_vector(zs, {n});
+  ASSERT_EQ(x.dtype(), dtype);
+  for (char op : {'+', '-'}) {
+    for (bool productFirst : {true, false}) {
+      auto apply = [&](const Tensor& p, const Tensor& c) {
+        if (op == '+') return productFirst ? p + c : c + p;
+        return productFirst ? p - c : c - p;
+      };
+      const std::string what = std::string("x*y ") + op + " z, product " + (productFirst ? "first" : "second");
+      std::vector<T> want(xs.size());
+      for (size_t i = 0; i < xs.size(); ++i) want[i] = productThen(op, productFirst, xs[i], ys[i], zs[i]);
+      // Recorded in one statement, run in the next: the product's temporary
+      // is gone by then, so nothing but the sum reads it.
+      Tensor fused = apply(x * y, z);
+      expectSameBits(fused.template to_vector<T>(), want, what);
+      Tensor held = x * y;  // a tensor holds the product: two ops
+      Tensor twoOps = apply(held, z);
+      expectSameBits(twoOps.template to_vector<T>(), want, what + " (held)");
+      // z broadcast from a rank-0 tensor, x transposed.
+      Tensor s = kiln::from_vector(std::vector<T>{zs[9]}, {});
+      for (size_t i = 0; i < xs.size(); ++i) want[i] = productThen(op, productFirst, xs[i], ys[i], zs[9]);
+      Tensor broadcast = apply(x * y, s);
+      expectSameBits(broadcast.template to_vector<T>(), want, what + " (broadcast)");
+      Tensor xt = kiln::transpose(kiln::reshape(x, {2, 5}), 0, 1), yt = kiln::transpose(kiln::reshape(y, {2, 5}), 0, 1);
+      Tensor zt = kiln::transpose(kiln::reshape(z, {2, 5}), 0, 1);
+      std::vector<T> wantT(xs.size());
+      for (int64_t r = 0; r < 5; ++r)
+        for (int64_t c = 0; c < 2; ++c) {
+          const size_t k = static_cast<size_t>(c * 5 + r);
+          wantT[static_cast<size_t>(r * 2 + c)] = productThen(op, productFirst, xs[k], ys[k], zs[k]);
+        }
+      Tensor transposed = apply(xt * yt, zt);
+      expectSameBits(transposed.template to_vector<T>(), wantT, what + " (transposed)");
+    }
+  }
+}
+
+TEST(OpsBinary, ProductThenAddRoundsLikeTwoOps) {
+  checkProductThenAdd<float>(DType::f32);
+  checkProductThenAdd<double>(DType::f64);
+  // Integers are not fused: they wrap as two ops.
+  Tensor a = i32t({46341, -3, 7}), b = i32t({46341, 5, 0}), c = i32t({1, 15, -2});
+  Tensor r = a * b + c;
+  EXPECT_EQ(r.to_vector<int32_t>(), (std::vector<int32_t>{-2147479014, 0, -2}));
+}
+
+}  // namespace
+}  // namespace kt
