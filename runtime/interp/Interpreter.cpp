@@ -323,9 +323,7 @@ inline void runOne(NodeRunner& runner, const trace::Trace& trace, size_t i, size
     if (lastUse[in] == at && !trace.holders[in]) results.values[in] = View{};
   }
 }
-}  // namespace
 
-namespace {
 /// Runs the Mul node `i` and node `j`, the next one run, as one pass when j
 /// is an Add or Sub that reads i once and last, no tensor holds i, and both
 /// are f32 or f64 of one shape: a * b + c (an optimiser's update, a scaled
@@ -397,9 +395,12 @@ void Interpreter::run(const trace::Trace& trace, const std::vector<uint8_t>& nee
       if (next < n) {
         for (size_t k = i + 1; k < next; ++k)
           if (needed[k]) runOne(runner, trace, k, k, lastUse, results);
-        if (!runProductThenAdd(runner, trace, i, next, lastUse, results)) runOne(runner, trace, i, i, lastUse, results);
-        else next += 1;  // ran too
-        i = next - 1;
+        if (runProductThenAdd(runner, trace, i, next, lastUse, results)) {
+          i = next;  // both ran
+          continue;
+        }
+        runOne(runner, trace, i, i, lastUse, results);
+        i = next - 1;  // the leaves ran; `next` runs next
         continue;
       }
     }

@@ -902,10 +902,9 @@ LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName,
     auto body = module.lookupSymbol<LLVM::LLVMFuncOp>(dispatch.body);
     if (!decl || !body)
       return module.emitError("kiln: parallel body missing after lowering");
-    // The body takes every kernel argument but reads a few: only those
-    // travel through ctx. Passing all of them (a kernel has hundreds) cost a
-    // store per argument per dispatch and a load per argument per body,
-    // most of the LLVM IR of a large trace and of its compile time.
+    // The body takes the kernel arguments it read when it was outlined;
+    // only those it still reads after lowering travel through ctx (a store
+    // per argument per dispatch, a load per argument per body).
     eraseDeadOps(body);
     SmallVector<unsigned> used;
     for (unsigned k = 2; k < body.getNumArguments(); ++k)

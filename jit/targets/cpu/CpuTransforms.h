@@ -103,8 +103,8 @@ using ParallelDispatches = std::map<std::string, ParallelDispatch>;
 
 /// Moves each top-level scf.parallel of `kernel` (from 0 by 1 on its first
 /// dimension, to a constant or, in dynamic-shape kernels, a size) into a function `<kernel>_par<i>(begin, end,
-/// kernel args...)` and calls a declaration `__kiln_parallel_<i>(n, kernel
-/// args...)` in its place. `loopNests` receives the number of top-level loop
+/// kernel args it reads...)` and calls a declaration `__kiln_parallel_<i>(n,
+/// the same args...)` in its place (KernelArguments.h). `loopNests` receives the number of top-level loop
 /// nests and runtime calls (the fused kernels). Row buffers (RowScratch.h)
 /// move to the entry of the function that runs their loop.
 mlir::LogicalResult outlineParallelLoops(mlir::ModuleOp module, mlir::func::FuncOp kernel,

@@ -229,9 +229,10 @@ def KilnCpuOutlineParallelLoops
   let description = [{
     Moves each top-level `scf.parallel` of the kernel `kernel` that starts
     at 0 by 1 and does enough work into a function
-    `<kernel>_par<i>(begin, end, kernel args...)`, and calls a declaration
-    `__kiln_parallel_<i>(n, kernel args...)` in its place; small loops stay
-    inline. The pass records the dispatches on the kernel as
+    `<kernel>_par<i>(begin, end, kernel args it reads...)`, and calls a
+    declaration `__kiln_parallel_<i>(n, the same args...)` in its place;
+    small loops stay inline. The body's `kiln.kernel_args` lists which
+    kernel arguments it takes. The pass records the dispatches on the kernel as
     `kiln.dispatches = {__kiln_parallel_<i> = @<kernel>_par<i>, ...}`, the
     number of loop nests and runtime calls as `kiln.loop_nests`, and each
     dispatch's grain as the body's `kiln.grain` attribute. See
@@ -249,8 +250,9 @@ def KilnCpuOutlineSerialParts
   let description = [{
     Moves runs of the kernel `kernel`'s top-level operations (loops, runtime
     calls, dispatches) of at least `part-ops` nested operations each into
-    private functions `<kernel>_part<i>(kernel args..., live-ins...)` that
-    the kernel calls in their place, in order. A run ends only where no
+    private functions `<kernel>_part<i>(kernel args it reads..., live-ins...)`
+    (`kiln.kernel_args`: which kernel arguments) that the kernel calls in
+    their place, in order. A run ends only where no
     value it defines is read after it; pure operations without regions
     (constants, views) stay and are cloned into the parts that read them;
     stack buffers and scalars become extra arguments. Kernels under

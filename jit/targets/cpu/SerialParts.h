@@ -7,7 +7,7 @@
 // linearly in a function's size (SCEV and dominance queries walk every
 // dominating loop guard), and one function cannot be optimised on two
 // threads. This step cuts that serial code into parts of about a given size,
-// each a private function that takes the kernel's arguments, which the
+// each a private function that takes the kernel arguments it reads, which the
 // kernel calls in order: the same operations in the same order on the same
 // buffers, with the same aliasing facts (the parts' arguments get the
 // kernel's noalias marks; finalizeLLVMModule in CpuTransforms.h).
@@ -26,7 +26,7 @@
 namespace kiln::jit::cpu {
 
 /// Moves runs of `kernel`'s top-level operations into private functions
-/// `<kernel>_part<i>(kernel args..., live-ins...)` of at least `partOps`
+/// `<kernel>_part<i>(kernel args it reads..., live-ins...)` of at least `partOps`
 /// nested operations each, and calls them in their place. A run ends only
 /// where no value it defines is used after it. Pure operations without
 /// regions (constants, views) stay in the kernel and are cloned into each

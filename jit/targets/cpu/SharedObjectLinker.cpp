@@ -24,21 +24,18 @@ namespace kiln::jit::cpu {
 
 namespace {
 
-/// The file libkiln was loaded from (the kernels link against it, so that
-/// they find its symbols even where libkiln was opened RTLD_LOCAL).
-llvm::Expected<std::string> libkilnPath() {
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void *>(&kiln_rt_parallel_for), &info) == 0 || !info.dli_fname)
-    return llvm::createStringError("cannot find the file libkiln was loaded from");
-  return std::string(info.dli_fname);
-}
-
 /// The file of the loaded library that defines the function at `address`.
 llvm::Expected<std::string> loadedFileOf(const void *address, const char *library) {
   Dl_info info;
   if (dladdr(address, &info) == 0 || !info.dli_fname)
     return llvm::createStringError(std::string("cannot find the file ") + library + " was loaded from");
   return std::string(info.dli_fname);
+}
+
+/// The file libkiln was loaded from (the kernels link against it, so that
+/// they find its symbols even where libkiln was opened RTLD_LOCAL).
+llvm::Expected<std::string> libkilnPath() {
+  return loadedFileOf(reinterpret_cast<const void *>(&kiln_rt_parallel_for), "libkiln");
 }
 
 /// What the direct link needs, found once per process: the linker and the
