@@ -115,12 +115,13 @@ struct TempFiles {
     for (auto &p : paths)
       llvm::sys::fs::remove(p);
   }
-  llvm::Expected<llvm::StringRef> make(llvm::StringRef suffix) {
+  /// A new file's path (a copy: the next make() may move `paths`).
+  llvm::Expected<std::string> make(llvm::StringRef suffix) {
     llvm::SmallString<128> path;
     if (std::error_code ec = llvm::sys::fs::createTemporaryFile("kiln-kernel", suffix, path))
       return llvm::createStringError(ec, "cannot create a temporary file");
     paths.push_back(path);
-    return paths.back().str();
+    return std::string(path.str());
   }
 };
 
@@ -131,7 +132,7 @@ llvm::Expected<std::vector<std::string>> writeObjects(llvm::ArrayRef<llvm::Strin
     auto in = files.make("o");
     if (!in)
       return in.takeError();
-    inPaths.push_back(in->str());
+    inPaths.push_back(std::move(*in));
     std::error_code ec;
     llvm::raw_fd_ostream os(inPaths.back(), ec);
     if (ec)
@@ -170,6 +171,26 @@ llvm::Expected<std::string> readFile(llvm::StringRef path) {
   return (*buf)->getBuffer().str();
 }
 
+/// The files of one link: the objects written out, the shared object's
+/// path and the linker's log (removed with `files`).
+struct LinkFiles {
+  std::vector<std::string> inPaths;
+  std::string outPath, logPath;
+};
+
+llvm::Expected<LinkFiles> prepareLink(llvm::ArrayRef<llvm::StringRef> objects, TempFiles &files) {
+  auto inPaths = writeObjects(objects, files);
+  if (!inPaths)
+    return inPaths.takeError();
+  auto out = files.make("so");
+  if (!out)
+    return out.takeError();
+  auto log = files.make("log");
+  if (!log)
+    return log.takeError();
+  return LinkFiles{std::move(*inPaths), std::move(*out), std::move(*log)};
+}
+
 /// ld alone, against the loaded libkiln and libm by file: the C compiler
 /// driver runs three programs and has ld read libc's and libgcc's symbol
 /// tables, about 35 ms of a 60 ms compile of a small trace, where this takes
@@ -184,22 +205,15 @@ llvm::Expected<std::string> linkDirectly(llvm::ArrayRef<llvm::StringRef> objects
   if (!missing->empty())
     return llvm::createStringError("the kernel needs " + (*missing)[0] + ", which neither libkiln nor libm defines");
   TempFiles files;
-  auto inPaths = writeObjects(objects, files);
-  if (!inPaths)
-    return inPaths.takeError();
-  auto out = files.make("so");
-  if (!out)
-    return out.takeError();
-  auto log = files.make("log");
-  if (!log)
-    return log.takeError();
-  const std::string outPath = out->str();
-  llvm::SmallVector<llvm::StringRef, 16> args = {link.ld, "-shared", "-o", outPath};
-  args.append(inPaths->begin(), inPaths->end());
+  auto paths = prepareLink(objects, files);
+  if (!paths)
+    return paths.takeError();
+  llvm::SmallVector<llvm::StringRef, 16> args = {link.ld, "-shared", "-o", paths->outPath};
+  args.append(paths->inPaths.begin(), paths->inPaths.end());
   args.append({"-Bsymbolic", "--eh-frame-hdr", "--hash-style=gnu", "-z", "noexecstack", link.libkiln, link.libm});
-  if (llvm::Error e = run(args, *log))
+  if (llvm::Error e = run(args, paths->logPath))
     return e;
-  return readFile(outPath);
+  return readFile(paths->outPath);
 }
 
 /// The C compiler driver's link (the fallback).
@@ -211,28 +225,21 @@ llvm::Expected<std::string> linkWithDriver(llvm::ArrayRef<llvm::StringRef> objec
   if (!libkiln)
     return libkiln.takeError();
   TempFiles files;
-  auto inPaths = writeObjects(objects, files);
-  if (!inPaths)
-    return inPaths.takeError();
-  auto out = files.make("so");
-  if (!out)
-    return out.takeError();
-  auto log = files.make("log");
-  if (!log)
-    return log.takeError();
+  auto paths = prepareLink(objects, files);
+  if (!paths)
+    return paths.takeError();
   // -Bsymbolic: a kernel's calls between its own functions never go to
   // another kernel's function of the same name.
-  std::string outPath = out->str();
   // The driver's usual start files stay, and -lc comes again after libkiln:
   // a sanitizer build of libkiln leaves atexit undefined, which pulls
   // libc_nonshared's atexit (it needs crtbeginS's __dso_handle and libc's
   // __cxa_atexit) into the kernel.
-  llvm::SmallVector<llvm::StringRef, 16> args = {*linker, "-shared", "-o", outPath};
-  args.append(inPaths->begin(), inPaths->end());
+  llvm::SmallVector<llvm::StringRef, 16> args = {*linker, "-shared", "-o", paths->outPath};
+  args.append(paths->inPaths.begin(), paths->inPaths.end());
   args.append({"-Wl,-Bsymbolic", "-Wl,--no-undefined", *libkiln, "-lm", "-lc"});
-  if (llvm::Error e = run(args, *log))
+  if (llvm::Error e = run(args, paths->logPath))
     return e;
-  return readFile(outPath);
+  return readFile(paths->outPath);
 }
 
 } // namespace

@@ -154,6 +154,22 @@ static Value buildElementwise(OpBuilder &b, Location loc, ValueRange inputs,
   return generic.getResult(0);
 }
 
+/// `result`, computed in f32 for an f16/bf16 op (else in `type`'s own
+/// element type, returned as it is), rounded to `type`.
+static Value fromComputeType(OpBuilder &b, Location loc, Value result,
+                             RankedTensorType type,
+                             ValueRange dynamicSizes = {}) {
+  Type elementType = type.getElementType();
+  if (tensorTypeOf(result).getElementType() == elementType)
+    return result;
+  return buildElementwise(
+      b, loc, {result}, type,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        return ScalarBuilder(nb, nloc).fromCompute(args[0], elementType);
+      },
+      dynamicSizes);
+}
+
 /// Row-major reshape between static shapes with the same element count:
 /// one collapse_shape or expand_shape when that suffices, otherwise through
 /// a 1-D tensor. With dynamic extents always through a 1-D tensor;
@@ -856,14 +872,7 @@ public:
           RankedTensorType::get(type.getShape(), computeType), extents);
       if (!result)
         return rewriter.notifyMatchFailure(op, "unsupported dynamic reshape");
-      if (computeType != elementType)
-        result = buildElementwise(
-            rewriter, loc, {result}, type,
-            [&](OpBuilder &b, Location nloc, ValueRange args) {
-              return ScalarBuilder(b, nloc).fromCompute(args[0], elementType);
-            },
-            *sizes);
-      rewriter.replaceOp(op, result);
+      rewriter.replaceOp(op, fromComputeType(rewriter, loc, result, type, *sizes));
       return success();
     };
     ScalarBuilder s(rewriter, loc);
@@ -1281,14 +1290,7 @@ public:
     result = tensor::CollapseShapeOp::create(
         rewriter, loc, RankedTensorType::get(type.getShape(), computeType),
         result, SmallVector<ReassociationIndices>{{0}, {1, 2}, {3}, {4}});
-    if (computeType != elementType)
-      result = buildElementwise(
-          rewriter, loc, {result}, type,
-          [&](OpBuilder &b, Location nloc, ValueRange args) {
-            return ScalarBuilder(b, nloc).fromCompute(args[0], elementType);
-          },
-          {});
-    rewriter.replaceOp(op, result);
+    rewriter.replaceOp(op, fromComputeType(rewriter, loc, result, type));
     return success();
   }
 };
