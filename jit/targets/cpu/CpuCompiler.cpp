@@ -147,6 +147,7 @@ class CpuCompiler final : public TargetPipeline {
     mlir::kiln::registerAllPasses();
     static std::once_flag registered;
     std::call_once(registered, [] { registerKilnCpuPasses(); });
+    prepareSharedObjectLinker();
     warmUp();
   }
 

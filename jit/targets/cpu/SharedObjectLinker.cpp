@@ -244,6 +244,8 @@ llvm::Expected<std::string> linkWithDriver(llvm::ArrayRef<llvm::StringRef> objec
 
 } // namespace
 
+void prepareSharedObjectLinker() { (void)directLink(); }
+
 llvm::Expected<std::string> linkSharedObject(llvm::ArrayRef<llvm::StringRef> objects) {
   const DirectLink &link = directLink();
   if (link.usable) {

@@ -26,6 +26,13 @@ namespace kiln::jit::cpu {
 /// undefined one is an error here, not at dlopen.
 llvm::Expected<std::string> linkSharedObject(llvm::ArrayRef<llvm::StringRef> objects);
 
+/// Finds the linker and the loaded libraries the links use, once per
+/// process. The compiler calls it before its first compilation, so that the
+/// compile threads only read what it found (a function-local static that one
+/// of them initialised looks unordered to ThreadSanitizer, which does not see
+/// the guard's synchronisation in this uninstrumented library).
+void prepareSharedObjectLinker();
+
 } // namespace kiln::jit::cpu
 
 #endif // KILN_JIT_TARGETS_CPU_SHAREDOBJECTLINKER_H
