@@ -326,9 +326,9 @@ inline void runOne(NodeRunner& runner, const trace::Trace& trace, size_t i, size
 
 /// Runs the Mul node `i` and node `j`, the next one run, as one pass when j
 /// is an Add or Sub that reads i once and last, no tensor holds i, and both
-/// are f32 or f64 of one shape: a * b + c (an optimiser's update, a scaled
-/// residual) then reads three operands and writes one, where two ops read
-/// four, write two and allocate the product. The results are the two ops'
+/// are of one type (the library says which it fuses) and shape: a * b + c
+/// (an optimiser's update, a scaled residual) then reads three operands and
+/// writes one, where two ops read four, write two and allocate the product. The results are the two ops'
 /// (the product rounded first); i gets no value, as nothing reads it. False
 /// when the pair does not qualify or the library does not fuse it: then
 /// nothing ran.
@@ -338,7 +338,7 @@ bool runProductThenAdd(NodeRunner& runner, const trace::Trace& trace, size_t i, 
   const Node& add = trace.nodes[j];
   if (mul.op != core::OpKind::Mul || (add.op != core::OpKind::Add && add.op != core::OpKind::Sub) ||
       trace.holders[i] || lastUse[i] != j || !results.pending.empty() || mul.dtype != add.dtype ||
-      (mul.dtype != DType::f32 && mul.dtype != DType::f64) || !(mul.shape == add.shape))
+      !(mul.shape == add.shape))
     return false;
   const auto ins = trace.inputsOf(add);
   if ((ins[0] == i) == (ins[1] == i)) return false;  // reads the product once
