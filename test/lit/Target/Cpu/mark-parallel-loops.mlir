@@ -102,3 +102,132 @@ func.func @exp_and_sum(%x: memref<8xf32>, %e: memref<8xf32>) -> f64 {
   }
   return %sum : f64
 }
+
+// -----
+
+// A long dependence chain per element (40 float operations or more, as
+// exp, sigmoid and tanh expand): the element loop of an outlined parallel
+// body, an scf.parallel, becomes the scf.for nest scf-to-cf would make of
+// it, and its innermost loop asks LLVM to interleave two vector iterations
+// (and is parallel: its element is its own). A short body stays an
+// scf.parallel, and a long loop that carries a sum keeps LLVM's choice.
+// CHECK: #[[G:.*]] = #llvm.access_group<id = distinct[0]<>>
+// CHECK: #[[I2:.*]] = #llvm.loop_interleave<count = 2 : i32>
+// CHECK: #[[L:.*]] = #llvm.loop_annotation<interleave = #[[I2]], parallelAccesses = #[[G]]>
+// CHECK-LABEL: func.func @latency_bound
+// CHECK: scf.for %[[I:.*]] = %c0 to %c2 step %c1
+// CHECK-NEXT: scf.for %[[J:.*]] = %c0 to %c4 step %c1
+// CHECK-NEXT: memref.load %{{.*}}[%[[I]], %[[J]]]
+// CHECK: memref.store %{{.*}}, %{{.*}}[%[[I]], %[[J]]]
+// CHECK-NEXT: } {llvm.loop_annotation = #[[L]]}
+// CHECK-NEXT: }
+// CHECK-NEXT: scf.parallel
+// CHECK: scf.for {{.*}} iter_args
+// CHECK-NOT: llvm.loop_annotation
+// CHECK: return
+func.func @latency_bound(%x: memref<2x4xf32>, %y: memref<2x4xf32>, %z: memref<8xf32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %k = arith.constant 1.5 : f32
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c2, %c4) step (%c1, %c1) {
+    %v = memref.load %x[%i, %j] : memref<2x4xf32>
+    %t0 = arith.mulf %v, %k : f32
+    %t1 = arith.addf %t0, %k : f32
+    %t2 = arith.mulf %t1, %k : f32
+    %t3 = arith.addf %t2, %k : f32
+    %t4 = arith.mulf %t3, %k : f32
+    %t5 = arith.addf %t4, %k : f32
+    %t6 = arith.mulf %t5, %k : f32
+    %t7 = arith.addf %t6, %k : f32
+    %t8 = arith.mulf %t7, %k : f32
+    %t9 = arith.addf %t8, %k : f32
+    %t10 = arith.mulf %t9, %k : f32
+    %t11 = arith.addf %t10, %k : f32
+    %t12 = arith.mulf %t11, %k : f32
+    %t13 = arith.addf %t12, %k : f32
+    %t14 = arith.mulf %t13, %k : f32
+    %t15 = arith.addf %t14, %k : f32
+    %t16 = arith.mulf %t15, %k : f32
+    %t17 = arith.addf %t16, %k : f32
+    %t18 = arith.mulf %t17, %k : f32
+    %t19 = arith.addf %t18, %k : f32
+    %t20 = arith.mulf %t19, %k : f32
+    %t21 = arith.addf %t20, %k : f32
+    %t22 = arith.mulf %t21, %k : f32
+    %t23 = arith.addf %t22, %k : f32
+    %t24 = arith.mulf %t23, %k : f32
+    %t25 = arith.addf %t24, %k : f32
+    %t26 = arith.mulf %t25, %k : f32
+    %t27 = arith.addf %t26, %k : f32
+    %t28 = arith.mulf %t27, %k : f32
+    %t29 = arith.addf %t28, %k : f32
+    %t30 = arith.mulf %t29, %k : f32
+    %t31 = arith.addf %t30, %k : f32
+    %t32 = arith.mulf %t31, %k : f32
+    %t33 = arith.addf %t32, %k : f32
+    %t34 = arith.mulf %t33, %k : f32
+    %t35 = arith.addf %t34, %k : f32
+    %t36 = arith.mulf %t35, %k : f32
+    %t37 = arith.addf %t36, %k : f32
+    %t38 = arith.mulf %t37, %k : f32
+    %t39 = arith.addf %t38, %k : f32
+    memref.store %t39, %y[%i, %j] : memref<2x4xf32>
+    scf.reduce
+  }
+  scf.parallel (%j) = (%c0) to (%c8) step (%c1) {
+    %v = memref.load %z[%j] : memref<8xf32>
+    %s = arith.mulf %v, %k : f32
+    memref.store %s, %z[%j] : memref<8xf32>
+    scf.reduce
+  }
+  %sum = scf.for %j = %c0 to %c8 step %c1 iter_args(%acc = %zero) -> f32 {
+    %w = memref.load %z[%j] : memref<8xf32>
+    %u0 = arith.mulf %w, %k : f32
+    %u1 = arith.addf %u0, %k : f32
+    %u2 = arith.mulf %u1, %k : f32
+    %u3 = arith.addf %u2, %k : f32
+    %u4 = arith.mulf %u3, %k : f32
+    %u5 = arith.addf %u4, %k : f32
+    %u6 = arith.mulf %u5, %k : f32
+    %u7 = arith.addf %u6, %k : f32
+    %u8 = arith.mulf %u7, %k : f32
+    %u9 = arith.addf %u8, %k : f32
+    %u10 = arith.mulf %u9, %k : f32
+    %u11 = arith.addf %u10, %k : f32
+    %u12 = arith.mulf %u11, %k : f32
+    %u13 = arith.addf %u12, %k : f32
+    %u14 = arith.mulf %u13, %k : f32
+    %u15 = arith.addf %u14, %k : f32
+    %u16 = arith.mulf %u15, %k : f32
+    %u17 = arith.addf %u16, %k : f32
+    %u18 = arith.mulf %u17, %k : f32
+    %u19 = arith.addf %u18, %k : f32
+    %u20 = arith.mulf %u19, %k : f32
+    %u21 = arith.addf %u20, %k : f32
+    %u22 = arith.mulf %u21, %k : f32
+    %u23 = arith.addf %u22, %k : f32
+    %u24 = arith.mulf %u23, %k : f32
+    %u25 = arith.addf %u24, %k : f32
+    %u26 = arith.mulf %u25, %k : f32
+    %u27 = arith.addf %u26, %k : f32
+    %u28 = arith.mulf %u27, %k : f32
+    %u29 = arith.addf %u28, %k : f32
+    %u30 = arith.mulf %u29, %k : f32
+    %u31 = arith.addf %u30, %k : f32
+    %u32 = arith.mulf %u31, %k : f32
+    %u33 = arith.addf %u32, %k : f32
+    %u34 = arith.mulf %u33, %k : f32
+    %u35 = arith.addf %u34, %k : f32
+    %u36 = arith.mulf %u35, %k : f32
+    %u37 = arith.addf %u36, %k : f32
+    %u38 = arith.mulf %u37, %k : f32
+    %u39 = arith.addf %u38, %k : f32
+    %n = arith.addf %acc, %u39 : f32
+    scf.yield %n : f32
+  }
+  return %sum : f32
+}
