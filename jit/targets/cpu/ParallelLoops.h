@@ -31,7 +31,11 @@ namespace kiln::jit::cpu {
 /// same iteration. With `f32Lanes` > 0, a marked loop over f32 data that
 /// carries an f64 sum also asks LLVM for that many lanes (the f32 vector
 /// width; LLVM would size the vectors by the f64 sum, halving the f32 work's
-/// width: softmax and layer_norm rows). Returns the number of loops marked.
+/// width: softmax and layer_norm rows). An innermost loop without
+/// loop-carried values whose body is one long chain of float operations
+/// also asks LLVM to interleave two vector iterations (an scf.parallel of
+/// that kind is first rewritten as the scf.for nest scf-to-cf would make).
+/// Returns the number of loops marked parallel.
 int markParallelLoops(mlir::Operation *root, unsigned f32Lanes = 0);
 
 /// After the lowering to the LLVM dialect: moves each branch's

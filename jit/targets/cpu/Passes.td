@@ -462,7 +462,11 @@ def KilnCpuMarkParallelLoops : Pass<"kiln-cpu-mark-parallel-loops"> {
     completes it after the lowering to LLVM. With `f32-lanes`, a marked
     loop over f32 data that carries an f64 sum (Kiln sums f32 in f64) also
     asks for that vector width, which LLVM would otherwise size by the f64
-    sum. See `markParallelLoops` (ParallelLoops.h).
+    sum. An element loop whose body is one long dependence chain (40 to
+    200 float operations, no loop-carried value) also asks LLVM to
+    interleave two vector iterations; an scf.parallel of that kind becomes
+    the scf.for nest that convert-scf-to-cf would make of it first. See
+    `markParallelLoops` (ParallelLoops.h).
 
     Example:
 
