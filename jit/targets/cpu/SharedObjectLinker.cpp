@@ -3,8 +3,10 @@
 #include "jit/targets/cpu/SharedObjectLinker.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <set>
 #include <string>
@@ -38,14 +40,103 @@ llvm::Expected<std::string> libkilnPath() {
   return loadedFileOf(reinterpret_cast<const void *>(&kiln_rt_parallel_for), "libkiln");
 }
 
-/// What the direct link needs, found once per process: the linker and the
+/// The smallest relocatable ELF object for this machine: no sections but
+/// the section names. ld makes a shared object of it (a SONAME and nothing
+/// else) and needs an ELF input for that.
+std::string emptyRelocatableObject() {
+  static const char names[] = "\0.shstrtab";  // 11 bytes with the final NUL
+  Elf64_Ehdr header{};
+  std::memcpy(header.e_ident, ELFMAG, SELFMAG);
+  header.e_ident[EI_CLASS] = ELFCLASS64;
+  header.e_ident[EI_DATA] = ELFDATA2LSB;
+  header.e_ident[EI_VERSION] = EV_CURRENT;
+  header.e_type = ET_REL;
+  header.e_machine = EM_X86_64;
+  header.e_version = EV_CURRENT;
+  header.e_ehsize = sizeof(Elf64_Ehdr);
+  header.e_shentsize = sizeof(Elf64_Shdr);
+  header.e_shnum = 2;
+  header.e_shstrndx = 1;
+  const size_t namesSize = sizeof(names), padded = (namesSize + 7) & ~size_t{7};
+  header.e_shoff = sizeof(Elf64_Ehdr) + padded;
+  Elf64_Shdr sections[2]{};
+  sections[1].sh_name = 1;
+  sections[1].sh_type = SHT_STRTAB;
+  sections[1].sh_offset = sizeof(Elf64_Ehdr);
+  sections[1].sh_size = namesSize;
+  sections[1].sh_addralign = 1;
+  std::string bytes(reinterpret_cast<const char *>(&header), sizeof header);
+  bytes.append(names, namesSize);
+  bytes.append(padded - namesSize, '\0');
+  bytes.append(reinterpret_cast<const char *>(sections), sizeof sections);
+  return bytes;
+}
+
+/// What the direct link needs, found once per process: the linker, the
 /// loaded libkiln and libm, whose handles resolve a kernel's symbols as
-/// dlopen will (a library's handle also searches its dependencies: libc).
+/// dlopen will (a library's handle also searches its dependencies: libc),
+/// and what the kernels link against.
 struct DirectLink {
   std::string ld, libkiln, libm;
   void *kilnHandle = nullptr, *mathHandle = nullptr;
+  /// A shared object with libkiln's SONAME and nothing else (see
+  /// makeSonameStub), removed at exit; empty if it could not be made.
+  std::string sonameStub;
   bool usable = false;
+
+  ~DirectLink() {
+    if (!sonameStub.empty())
+      llvm::sys::fs::remove(sonameStub);
+  }
+  /// The libraries a kernel links against.
+  llvm::SmallVector<llvm::StringRef, 2> libraries() const {
+    if (!sonameStub.empty())
+      return {sonameStub};
+    return {libkiln, libm};
+  }
 };
+
+llvm::Error run(llvm::ArrayRef<llvm::StringRef> args, llvm::StringRef log);
+
+/// Reading libkiln's and libm's symbol tables was most of ld's time (9 of
+/// 12 ms per kernel, more than the codegen of a small trace). A kernel only
+/// needs its DT_NEEDED entry for libkiln, which dlopen matches to the loaded
+/// libkiln by SONAME even where that was opened RTLD_LOCAL; libm comes with
+/// libkiln's own dependencies, which dlopen also searches. So the kernels
+/// link against a stub with libkiln's SONAME and no symbols (ld -shared
+/// leaves their references to libkiln and libm undefined; unresolvedSymbols()
+/// checks each against the real libraries): 3 ms per link.
+std::string makeSonameStub(const std::string &ld) {
+  llvm::SmallString<128> object, stub, log;
+  if (llvm::sys::fs::createTemporaryFile("kiln-soname", "o", object) ||
+      llvm::sys::fs::createTemporaryFile("kiln-soname", "so", stub) ||
+      llvm::sys::fs::createTemporaryFile("kiln-soname", "log", log))
+    return {};
+  bool made = false;
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(object, ec);
+    if (!ec) {
+      os << emptyRelocatableObject();
+      os.close();
+      made = !os.has_error();
+      os.clear_error();
+    }
+  }
+  if (made) {
+    llvm::StringRef args[] = {ld, "-shared", "-soname", KILN_RUNTIME_SONAME, "-o", stub, object};
+    llvm::Error e = run(args, log);
+    made = !e;
+    llvm::consumeError(std::move(e));
+  }
+  llvm::sys::fs::remove(object);
+  llvm::sys::fs::remove(log);
+  if (!made) {
+    llvm::sys::fs::remove(stub);
+    return {};
+  }
+  return std::string(stub.str());
+}
 
 const DirectLink &directLink() {
   static const DirectLink link = [] {
@@ -65,6 +156,8 @@ const DirectLink &directLink() {
     l.kilnHandle = dlopen(l.libkiln.c_str(), RTLD_LAZY | RTLD_NOLOAD);
     l.mathHandle = dlopen(l.libm.c_str(), RTLD_LAZY | RTLD_NOLOAD);
     l.usable = l.kilnHandle && l.mathHandle;
+    if (l.usable)
+      l.sonameStub = makeSonameStub(l.ld);
     return l;
   }();
   return link;
@@ -191,10 +284,11 @@ llvm::Expected<LinkFiles> prepareLink(llvm::ArrayRef<llvm::StringRef> objects, T
   return LinkFiles{std::move(*inPaths), std::move(*out), std::move(*log)};
 }
 
-/// ld alone, against the loaded libkiln and libm by file: the C compiler
-/// driver runs three programs and has ld read libc's and libgcc's symbol
-/// tables, about 35 ms of a 60 ms compile of a small trace, where this takes
-/// about 10. libc stays out (every process has it in its global scope), so
+/// ld alone, against the SONAME stub (or, without one, the loaded libkiln
+/// and libm by file): the C compiler driver runs three programs and has ld
+/// read libc's and libgcc's symbol tables, about 35 ms of a 60 ms compile of
+/// a small trace, where this takes about 3 (10 against the real libraries).
+/// libc stays out (every process has it in its global scope), so
 /// --no-undefined cannot check a kernel's symbols; unresolvedSymbols() does,
 /// against what dlopen will search. Without a usable ld, or where it fails
 /// (a runtime routine only libgcc has), the driver links.
@@ -210,7 +304,9 @@ llvm::Expected<std::string> linkDirectly(llvm::ArrayRef<llvm::StringRef> objects
     return paths.takeError();
   llvm::SmallVector<llvm::StringRef, 16> args = {link.ld, "-shared", "-o", paths->outPath};
   args.append(paths->inPaths.begin(), paths->inPaths.end());
-  args.append({"-Bsymbolic", "--eh-frame-hdr", "--hash-style=gnu", "-z", "noexecstack", link.libkiln, link.libm});
+  args.append({"-Bsymbolic", "--eh-frame-hdr", "--hash-style=gnu", "-z", "noexecstack"});
+  for (llvm::StringRef library : link.libraries())
+    args.push_back(library);
   if (llvm::Error e = run(args, paths->logPath))
     return e;
   return readFile(paths->outPath);

@@ -4,8 +4,10 @@
 // process replaying cached kernels maps it with dlopen and never needs LLVM.
 // The relocatable objects codegen emits are linked here with the system's
 // ld (or, where that is missing or fails, the C compiler driver: cc, else gcc
-// or clang), against the libkiln this process runs (its kiln_rt_* entry
-// points and memrefCopy) and libm.
+// or clang). A kernel needs the libkiln this process runs (its kiln_rt_*
+// entry points and memrefCopy) and libm: ld links it against a stub with
+// libkiln's SONAME, and dlopen resolves its symbols in the loaded libkiln
+// and libkiln's dependencies.
 //
 //===----------------------------------------------------------------------===//
 
