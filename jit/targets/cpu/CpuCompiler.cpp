@@ -213,7 +213,7 @@ class CpuCompiler final : public TargetPipeline {
     const std::string scratch = std::string(kCpuFoldMatmulTransposes) + ",func.func(kiln-cpu-buffer-donation{num-inputs=" + std::to_string(graph.inputs.size()) +
                                 " num-outputs=" + std::to_string(graph.outputs.size()) + "})," + kCpuConvCalls +
                                 ",func.func(kiln-cpu-assign-scratch" + (numSizes > 0 ? "{dynamic-sizes}" : "") +
-                                ")," + kCpuMatmulCallsAndMath;
+                                ")," + kCpuMatmulCallsAndMath + (f32VectorLanes(*targetMachine) == 16 ? "{scalef=true}" : "");
     if (!runPassPipeline(*module, scratch.c_str()))
       return fail("scratch/matmul/math");
     for (auto pair : kernel->getAttrOfType<mlir::ArrayAttr>(kDonationsAttr).getAsRange<mlir::DenseI64ArrayAttr>())

@@ -632,13 +632,57 @@ struct TanhDivisions : RewriterBase::Listener {
 };
 } // namespace
 
-LogicalResult approximateMath(ModuleOp module) {
+/// f32 exp as upstream's approximation computes it (Cody-Waite reduction by
+/// k = round(x / ln 2), Cephes' polynomial for e^r on |r| <= ln 2 / 2),
+/// scaled by 2^k with llvm.intr.ldexp: on AVX-512 one vscalefps, which
+/// rounds denormal results and saturates to 0 and infinity by itself, where
+/// upstream clamps k to [-127, 127] and builds 2^k's bits (six instructions
+/// of chain8's sigmoid against three). x is clamped to [-104, 88.8] first,
+/// beyond which exp is 0 or infinity (and r stays finite); NaN passes the
+/// clamps (their unordered predicates keep it).
+struct ExpScaledByLdexp : OpRewritePattern<math::ExpOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::ExpOp op, PatternRewriter &rewriter) const override {
+    Value x = op.getOperand();
+    if (!x.getType().isF32())
+      return failure();
+    Location loc = op.getLoc();
+    auto constant = [&](float v) -> Value {
+      return arith::ConstantOp::create(rewriter, loc, rewriter.getF32FloatAttr(v));
+    };
+    auto fma = [&](Value a, Value b, Value c) -> Value { return math::FmaOp::create(rewriter, loc, a, b, c); };
+    Value lowest = constant(-104.0f), highest = constant(88.8f);
+    Value aboveLowest = arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::UGE, x, lowest);
+    x = arith::SelectOp::create(rewriter, loc, aboveLowest, x, lowest);
+    Value belowHighest = arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::ULE, x, highest);
+    x = arith::SelectOp::create(rewriter, loc, belowHighest, x, highest);
+    Value k = math::RoundEvenOp::create(rewriter, loc,
+                                        arith::MulFOp::create(rewriter, loc, x, constant(1.44269504088896341f)));
+    // r = x - k ln 2, with ln 2 = 0.693359375 - 2.12194440e-4 in two parts.
+    Value r = fma(k, constant(-0.693359375f), x);
+    r = fma(k, constant(2.12194440e-4f), r);
+    Value p = constant(1.9875691500e-4f);
+    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+      p = fma(p, r, constant(c));
+    p = fma(p, arith::MulFOp::create(rewriter, loc, r, r), r);
+    p = arith::AddFOp::create(rewriter, loc, p, constant(1.0f));
+    Value exponent = arith::FPToSIOp::create(rewriter, loc, rewriter.getI32Type(), k);
+    rewriter.replaceOpWithNewOp<LLVM::LoadExpOp>(op, x.getType(), p, exponent);
+    return success();
+  }
+};
+
+LogicalResult approximateMath(ModuleOp module, bool scalef) {
   RewritePatternSet tanhPatterns(module.getContext());
   populatePolynomialApproximateTanhPattern(tanhPatterns);
   TanhDivisions divisions;
   if (failed(applyPatternsGreedily(module, std::move(tanhPatterns), GreedyRewriteConfig().setListener(&divisions))))
     return failure();
   RewritePatternSet patterns(module.getContext());
+  // Ahead of upstream's exp (benefit 1), also where its other expansions
+  // (expm1, erf, ...) create an exp.
+  if (scalef)
+    patterns.add<ExpScaledByLdexp>(module.getContext(), /*benefit=*/2);
   populateMathPolynomialApproximationPatterns(patterns);
   return applyPatternsGreedily(module, std::move(patterns));
 }

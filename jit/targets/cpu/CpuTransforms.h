@@ -62,8 +62,9 @@ mlir::LogicalResult matmulToRuntimeCalls(mlir::ModuleOp module);
 mlir::LogicalResult convToRuntimeCalls(mlir::ModuleOp module);
 
 /// Expands tanh, exp, log, erf, ... on f32 into polynomial approximations
-/// that LLVM vectorises (libm calls would stay scalar).
-mlir::LogicalResult approximateMath(mlir::ModuleOp module);
+/// that LLVM vectorises (libm calls would stay scalar). With `scalef` (the
+/// target has AVX-512), exp scales by 2^k with llvm.intr.ldexp.
+mlir::LogicalResult approximateMath(mlir::ModuleOp module, bool scalef = false);
 
 /// Rewrites arith.maximumf/minimumf under `root` into llvm.intr.maximum /
 /// llvm.intr.minimum, which they mean (IEEE 754-2019: NaN wins, -0 < +0).

@@ -42,6 +42,7 @@ inline constexpr const char *kCpuBufferize =
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},canonicalize,cse";
 inline constexpr const char *kCpuFoldMatmulTransposes = "func.func(kiln-cpu-fold-matmul-transposes)";
 inline constexpr const char *kCpuConvCalls = "kiln-cpu-conv-to-runtime-calls";
+/// Then `{scalef=true}` where the target has AVX-512 (CpuCompiler.cpp).
 inline constexpr const char *kCpuMatmulCallsAndMath = "kiln-cpu-matmul-to-runtime-calls,kiln-cpu-approximate-math";
 inline constexpr const char *kCpuStridedCopies = "func.func(kiln-cpu-strided-copies)";
 /// Then func.func(kiln-cpu-fuse-row-loops) (the donated pairs from the

@@ -25,7 +25,7 @@ constexpr const char *kLoopAnnotation = "llvm.loop_annotation";
 /// the body has its own independent work and the copy would double a long
 /// loop's codegen (the 200-op compile-latency kernel: 1,000 vector
 /// instructions more).
-constexpr int64_t kLatencyBoundOps = 40;
+constexpr int64_t kLatencyBoundOps = 32;
 constexpr int64_t kLatencyBoundMaxOps = 200;
 constexpr int64_t kLatencyBoundInterleave = 2;
 

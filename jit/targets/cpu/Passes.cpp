@@ -136,8 +136,9 @@ struct MatmulToRuntimeCalls : impl::KilnCpuMatmulToRuntimeCallsBase<MatmulToRunt
 };
 
 struct ApproximateMath : impl::KilnCpuApproximateMathBase<ApproximateMath> {
+  using Base::Base;
   void runOnOperation() override {
-    if (mlir::failed(approximateMath(getOperation())))
+    if (mlir::failed(approximateMath(getOperation(), scalef)))
       signalPassFailure();
   }
 };

@@ -153,10 +153,15 @@ def KilnCpuApproximateMath
   let description = [{
     Upstream's polynomial approximation patterns of the math dialect: the
     f32 functions become arith polynomials (libm calls would stay scalar).
-    f64 math stays. See `approximateMath` (CpuTransforms.h).
+    f64 math stays. With `scalef` (CPUs with AVX-512), f32 exp scales its
+    polynomial by 2^k with `llvm.intr.ldexp`, one vscalefps that also
+    saturates to 0 and infinity, instead of clamping k and building the
+    exponent's bits. See `approximateMath` (CpuTransforms.h).
   }];
+  let options = [Option<"scalef", "scalef", "bool", /*default=*/"false",
+                        "exp scales by 2^k with llvm.intr.ldexp (vscalefps on AVX-512)">];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
-                           "::mlir::vector::VectorDialect"];
+                           "::mlir::vector::VectorDialect", "::mlir::LLVM::LLVMDialect"];
 }
 
 def KilnCpuPromoteAccumulators
@@ -462,7 +467,7 @@ def KilnCpuMarkParallelLoops : Pass<"kiln-cpu-mark-parallel-loops"> {
     completes it after the lowering to LLVM. With `f32-lanes`, a marked
     loop over f32 data that carries an f64 sum (Kiln sums f32 in f64) also
     asks for that vector width, which LLVM would otherwise size by the f64
-    sum. An element loop whose body is one long dependence chain (40 to
+    sum. An element loop whose body is one long dependence chain (32 to
     200 float operations, no loop-carried value) also asks LLVM to
     interleave two vector iterations; an scf.parallel of that kind becomes
     the scf.for nest that convert-scf-to-cf would make of it first. See

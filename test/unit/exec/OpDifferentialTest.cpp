@@ -417,6 +417,25 @@ TEST(OpDifferential, Unary) {
   runCases(cases);
 }
 
+// exp and sigmoid where exp leaves the normal floats: denormals and zero
+// below -87.3, infinity above 88.72, the infinities and NaN, in vectors long
+// enough for the vector loop (on AVX-512 the compiled exp scales by 2^k with
+// vscalefps, elsewhere it clamps k and builds 2^k's bits).
+TEST(OpDifferential, ExpAtTheEndsOfItsRange) {
+  std::vector<double> xs = {-INFINITY, -1e30, -200, -104, -103.9, -100, -95, -90, -88.72, -88, -87.9, -87.3,
+                            -80, -1, -0.0, 0, 1e-30, 1, 80, 87, 88, 88.3, 88.7, 88.72, 88.73, 89, 100, 1e30,
+                            INFINITY, NAN};
+  for (int i = 0; i < 34; ++i) xs.push_back(-110 + 6.0 * i);  // a vector's worth more, -110 to 88
+  std::vector<Case> cases;
+  for (DType t : kFloatTypes) {
+    cases.push_back({nameOf("exp/sigmoid range ends", {t}), kTranscendental, [=](InputMaker&) {
+                       Tensor x = cast(from_vector(xs, {static_cast<int64_t>(xs.size())}), t);
+                       return std::vector<Tensor>{exp(x), sigmoid(x), sigmoid(-x), exp(-x)};
+                     }});
+  }
+  runCases(cases);
+}
+
 struct BinaryOp {
   const char* name;
   Tensor (*fn)(const Operand&, const Operand&);

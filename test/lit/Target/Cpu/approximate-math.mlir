@@ -1,4 +1,5 @@
 // RUN: kiln-opt %s -kiln-cpu-approximate-math -split-input-file | FileCheck %s
+// RUN: kiln-opt %s -kiln-cpu-approximate-math=scalef=true -split-input-file | FileCheck %s --check-prefix=SCALEF
 
 // f32 tanh and exp become polynomials in arith (no math op is left).
 // CHECK-LABEL: func.func @f32
@@ -8,6 +9,15 @@
 // CHECK-NOT: math.tanh
 // CHECK-NOT: math.exp
 // CHECK: return
+// With scalef (AVX-512), exp rounds x / ln 2 to k and scales its polynomial
+// by 2^k with ldexp; upstream's clamp of k to [-127, 127] is not there.
+// SCALEF-LABEL: func.func @f32
+// SCALEF-NOT: math.exp
+// SCALEF: math.roundeven
+// SCALEF: %[[K:.*]] = arith.fptosi %{{.*}} : f32 to i32
+// SCALEF: llvm.intr.ldexp(%{{.*}}, %[[K]]) : (f32, i32) -> f32
+// SCALEF-NOT: -1.270000e+02
+// SCALEF: return
 func.func @f32(%x: f32) -> (f32, f32) {
   %t = math.tanh %x : f32
   %e = math.exp %x : f32
@@ -20,6 +30,8 @@ func.func @f32(%x: f32) -> (f32, f32) {
 // CHECK-LABEL: func.func @f64
 // CHECK: math.tanh %{{.*}} : f64
 // CHECK: math.exp %{{.*}} : f64
+// SCALEF-LABEL: func.func @f64
+// SCALEF: math.exp %{{.*}} : f64
 func.func @f64(%x: f64) -> (f64, f64) {
   %t = math.tanh %x : f64
   %e = math.exp %x : f64

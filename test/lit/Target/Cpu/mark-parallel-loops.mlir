@@ -105,7 +105,7 @@ func.func @exp_and_sum(%x: memref<8xf32>, %e: memref<8xf32>) -> f64 {
 
 // -----
 
-// A long dependence chain per element (40 float operations or more, as
+// A long dependence chain per element (32 float operations or more, as
 // exp, sigmoid and tanh expand): the element loop of an outlined parallel
 // body, an scf.parallel, becomes the scf.for nest scf-to-cf would make of
 // it, and its innermost loop asks LLVM to interleave two vector iterations
