@@ -40,6 +40,22 @@ llvm::Expected<std::string> libkilnPath() {
   return loadedFileOf(reinterpret_cast<const void *>(&kiln_rt_parallel_for), "libkiln");
 }
 
+/// Runs `args` (args[0] the program), its output to `log`; the error says
+/// what failed and what it printed.
+llvm::Error run(llvm::ArrayRef<llvm::StringRef> args, llvm::StringRef log) {
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
+  std::string message;
+  const int rc = llvm::sys::ExecuteAndWait(args[0], args, std::nullopt, redirects, /*SecondsToWait=*/60,
+                                           /*MemoryLimit=*/0, &message);
+  if (rc == 0)
+    return llvm::Error::success();
+  std::string output;
+  if (auto buf = llvm::MemoryBuffer::getFile(log))
+    output = (*buf)->getBuffer().take_front(2000).str();
+  return llvm::createStringError("linking the kernel into a shared object failed (" + args[0].str() + ", exit " +
+                                 std::to_string(rc) + (message.empty() ? "" : ": " + message) + "): " + output);
+}
+
 /// The smallest relocatable ELF object for this machine: no sections but
 /// the section names. ld makes a shared object of it (a SONAME and nothing
 /// else) and needs an ELF input for that.
@@ -95,8 +111,6 @@ struct DirectLink {
     return {libkiln, libm};
   }
 };
-
-llvm::Error run(llvm::ArrayRef<llvm::StringRef> args, llvm::StringRef log);
 
 /// Reading libkiln's and libm's symbol tables was most of ld's time (9 of
 /// 12 ms per kernel, more than the codegen of a small trace). A kernel only
@@ -239,22 +253,6 @@ llvm::Expected<std::vector<std::string>> writeObjects(llvm::ArrayRef<llvm::Strin
     }
   }
   return inPaths;
-}
-
-/// Runs `args` (args[0] the program), its output to `log`; the error says
-/// what failed and what it printed.
-llvm::Error run(llvm::ArrayRef<llvm::StringRef> args, llvm::StringRef log) {
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
-  std::string message;
-  const int rc = llvm::sys::ExecuteAndWait(args[0], args, std::nullopt, redirects, /*SecondsToWait=*/60,
-                                           /*MemoryLimit=*/0, &message);
-  if (rc == 0)
-    return llvm::Error::success();
-  std::string output;
-  if (auto buf = llvm::MemoryBuffer::getFile(log))
-    output = (*buf)->getBuffer().take_front(2000).str();
-  return llvm::createStringError("linking the kernel into a shared object failed (" + args[0].str() + ", exit " +
-                                 std::to_string(rc) + (message.empty() ? "" : ": " + message) + "): " + output);
 }
 
 llvm::Expected<std::string> readFile(llvm::StringRef path) {
