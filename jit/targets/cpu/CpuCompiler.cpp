@@ -88,7 +88,7 @@ std::string oversizedOutput(const trace::TraceGraph &graph) {
 /// each compilation's LLVMContext, so nothing else in the process changes.
 /// f32 lanes of the target's widest vectors: 16 with AVX-512, else 8.
 unsigned f32VectorLanes(const llvm::TargetMachine &targetMachine) {
-  return targetMachine.getTargetFeatureString().contains("+avx512f") ? 16 : 8;
+  return hasAvx512(targetMachine.getTargetFeatureString()) ? 16 : 8;
 }
 
 /// Threads a large kernel's shares compile on: one per core, at most 4 (the
@@ -213,7 +213,8 @@ class CpuCompiler final : public TargetPipeline {
     const std::string scratch = std::string(kCpuFoldMatmulTransposes) + ",func.func(kiln-cpu-buffer-donation{num-inputs=" + std::to_string(graph.inputs.size()) +
                                 " num-outputs=" + std::to_string(graph.outputs.size()) + "})," + kCpuConvCalls +
                                 ",func.func(kiln-cpu-assign-scratch" + (numSizes > 0 ? "{dynamic-sizes}" : "") +
-                                ")," + kCpuMatmulCallsAndMath + (f32VectorLanes(*targetMachine) == 16 ? "{scalef=true}" : "");
+                                ")," + kCpuMatmulCallsAndMath +
+                                (hasAvx512(targetMachine->getTargetFeatureString()) ? "{scalef=true}" : "");
     if (!runPassPipeline(*module, scratch.c_str()))
       return fail("scratch/matmul/math");
     for (auto pair : kernel->getAttrOfType<mlir::ArrayAttr>(kDonationsAttr).getAsRange<mlir::DenseI64ArrayAttr>())

@@ -42,7 +42,7 @@ inline constexpr const char *kCpuBufferize =
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},canonicalize,cse";
 inline constexpr const char *kCpuFoldMatmulTransposes = "func.func(kiln-cpu-fold-matmul-transposes)";
 inline constexpr const char *kCpuConvCalls = "kiln-cpu-conv-to-runtime-calls";
-/// Then `{scalef=true}` where the target has AVX-512 (CpuCompiler.cpp).
+/// Then `{scalef=true}` where the target hasAvx512 (CpuCompiler.cpp).
 inline constexpr const char *kCpuMatmulCallsAndMath = "kiln-cpu-matmul-to-runtime-calls,kiln-cpu-approximate-math";
 inline constexpr const char *kCpuStridedCopies = "func.func(kiln-cpu-strided-copies)";
 /// Then func.func(kiln-cpu-fuse-row-loops) (the donated pairs from the
@@ -73,6 +73,11 @@ inline constexpr int64_t kSerialPartOps = 400;
 /// LLVM's loop unroller (off: see CpuCompiler's optimize()).
 inline constexpr bool kLoopUnrolling = false;
 
+/// Whether a CPU with `features` (LLVM's "+name,-name" list) has AVX-512F:
+/// zmm vectors (preferredVectorWidth, 16 f32 lanes) and vscalefps for exp
+/// (kiln-cpu-approximate-math{scalef}).
+inline bool hasAvx512(llvm::StringRef features) { return features.contains("+avx512f"); }
+
 /// The vector width the loop vectoriser should aim for on a CPU with
 /// `features` (LLVM's "+name,-name" list), or null for LLVM's choice. LLVM
 /// tunes Intel's AVX-512 server cores (Skylake-X to Sapphire Rapids) for
@@ -81,7 +86,7 @@ inline constexpr bool kLoopUnrolling = false;
 /// sigmoid, 2^24 floats) ran in 20 ms with ymm against Eigen's 10.6 ms with
 /// zmm on a Sapphire Rapids.
 inline const char *preferredVectorWidth(const std::string &features) {
-  return features.find("+avx512f") != std::string::npos ? "512" : nullptr;
+  return hasAvx512(features) ? "512" : nullptr;
 }
 
 /// The host CPU with all its features, default codegen optimisation (O2:

@@ -56,6 +56,46 @@ llvm::Error run(llvm::ArrayRef<llvm::StringRef> args, llvm::StringRef log) {
                                  std::to_string(rc) + (message.empty() ? "" : ": " + message) + "): " + output);
 }
 
+/// Removes the files it names when it goes out of scope.
+struct TempFiles {
+  llvm::SmallVector<llvm::SmallString<128>, 3> paths;
+  ~TempFiles() {
+    for (auto &p : paths)
+      llvm::sys::fs::remove(p);
+  }
+  /// A new file's path (a copy: the next make() may move `paths`).
+  llvm::Expected<std::string> make(llvm::StringRef suffix) {
+    llvm::SmallString<128> path;
+    if (std::error_code ec = llvm::sys::fs::createTemporaryFile("kiln-kernel", suffix, path))
+      return llvm::createStringError(ec, "cannot create a temporary file");
+    paths.push_back(path);
+    return std::string(path.str());
+  }
+};
+
+/// Writes `objects` to temporary files (kept in `files`) and returns their paths.
+llvm::Expected<std::vector<std::string>> writeObjects(llvm::ArrayRef<llvm::StringRef> objects, TempFiles &files) {
+  std::vector<std::string> inPaths;
+  for (llvm::StringRef object : objects) {
+    auto in = files.make("o");
+    if (!in)
+      return in.takeError();
+    inPaths.push_back(std::move(*in));
+    std::error_code ec;
+    llvm::raw_fd_ostream os(inPaths.back(), ec);
+    if (ec)
+      return llvm::createStringError(ec, "cannot write the kernel object");
+    os << object;
+    os.close();
+    if (os.has_error()) {
+      std::error_code writeError = os.error();
+      os.clear_error();  // reported here, not by a fatal error in the stream's destructor
+      return llvm::createStringError(writeError, "cannot write the kernel object");
+    }
+  }
+  return inPaths;
+}
+
 /// The smallest relocatable ELF object for this machine: no sections but
 /// the section names. ld makes a shared object of it (a SONAME and nothing
 /// else) and needs an ELF input for that.
@@ -121,31 +161,18 @@ struct DirectLink {
 /// leaves their references to libkiln and libm undefined; unresolvedSymbols()
 /// checks each against the real libraries): 3 ms per link.
 std::string makeSonameStub(const std::string &ld) {
-  llvm::SmallString<128> object, stub, log;
-  if (llvm::sys::fs::createTemporaryFile("kiln-soname", "o", object) ||
-      llvm::sys::fs::createTemporaryFile("kiln-soname", "so", stub) ||
-      llvm::sys::fs::createTemporaryFile("kiln-soname", "log", log))
+  TempFiles files;  // the empty object and the log
+  auto objects = writeObjects({emptyRelocatableObject()}, files);
+  auto log = files.make("log");
+  llvm::SmallString<128> stub;
+  if (!objects || !log || llvm::sys::fs::createTemporaryFile("kiln-soname", "so", stub)) {
+    llvm::consumeError(objects.takeError());
+    llvm::consumeError(log.takeError());
     return {};
-  bool made = false;
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(object, ec);
-    if (!ec) {
-      os << emptyRelocatableObject();
-      os.close();
-      made = !os.has_error();
-      os.clear_error();
-    }
   }
-  if (made) {
-    llvm::StringRef args[] = {ld, "-shared", "-soname", KILN_RUNTIME_SONAME, "-o", stub, object};
-    llvm::Error e = run(args, log);
-    made = !e;
+  llvm::StringRef args[] = {ld, "-shared", "-soname", KILN_RUNTIME_SONAME, "-o", stub, objects->front()};
+  if (llvm::Error e = run(args, *log)) {
     llvm::consumeError(std::move(e));
-  }
-  llvm::sys::fs::remove(object);
-  llvm::sys::fs::remove(log);
-  if (!made) {
     llvm::sys::fs::remove(stub);
     return {};
   }
@@ -213,46 +240,6 @@ llvm::Expected<std::string> findLinker() {
       return *path;
   return llvm::createStringError("no C compiler driver (cc, gcc or clang) on PATH to link kernels into shared "
                                  "objects; install gcc (Debian: apt-get install gcc)");
-}
-
-/// Removes the files it names when it goes out of scope.
-struct TempFiles {
-  llvm::SmallVector<llvm::SmallString<128>, 3> paths;
-  ~TempFiles() {
-    for (auto &p : paths)
-      llvm::sys::fs::remove(p);
-  }
-  /// A new file's path (a copy: the next make() may move `paths`).
-  llvm::Expected<std::string> make(llvm::StringRef suffix) {
-    llvm::SmallString<128> path;
-    if (std::error_code ec = llvm::sys::fs::createTemporaryFile("kiln-kernel", suffix, path))
-      return llvm::createStringError(ec, "cannot create a temporary file");
-    paths.push_back(path);
-    return std::string(path.str());
-  }
-};
-
-/// Writes `objects` to temporary files (kept in `files`) and returns their paths.
-llvm::Expected<std::vector<std::string>> writeObjects(llvm::ArrayRef<llvm::StringRef> objects, TempFiles &files) {
-  std::vector<std::string> inPaths;
-  for (llvm::StringRef object : objects) {
-    auto in = files.make("o");
-    if (!in)
-      return in.takeError();
-    inPaths.push_back(std::move(*in));
-    std::error_code ec;
-    llvm::raw_fd_ostream os(inPaths.back(), ec);
-    if (ec)
-      return llvm::createStringError(ec, "cannot write the kernel object");
-    os << object;
-    os.close();
-    if (os.has_error()) {
-      std::error_code writeError = os.error();
-      os.clear_error();  // reported here, not by a fatal error in the stream's destructor
-      return llvm::createStringError(writeError, "cannot write the kernel object");
-    }
-  }
-  return inPaths;
 }
 
 llvm::Expected<std::string> readFile(llvm::StringRef path) {
