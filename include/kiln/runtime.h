@@ -65,6 +65,10 @@ struct Stats {
   uint64_t tune_sites_settled = 0;  ///< of those, running their final choice (tried, recorded or fixed)
   uint64_t tune_trials = 0;         ///< calls that ran as a measured trial
   uint64_t tune_records_used = 0;   ///< sites that took their choice from the disk cache's record
+  // Warm start (KILN_WARM_START): done on a background thread at the first
+  // trace run, from the program's record in the disk cache.
+  uint64_t warm_start_kernels = 0;  ///< kernels loaded ahead of the first step
+  uint64_t warm_start_bytes = 0;    ///< host memory faulted in ahead of the first step
   // Devices other than the CPU (GPUs, the test device), summed over them;
   // kiln::device_stats gives each device's own figures.
   uint64_t device_bytes_active = 0;     ///< device memory held by tensors now
@@ -133,6 +137,12 @@ struct Settings {
   /// and keep the fastest, stored in the disk cache per CPU ("off": every
   /// call runs the default blocking and no record is read) (KILN_TUNE).
   std::string tune = "on";
+  /// A process's first compiled CPU run records the memory and kernel it
+  /// needed in the disk cache, per program; the program's next process
+  /// loads that kernel and faults that memory in on a background thread
+  /// at its first trace run, so its first step runs as fast as the next
+  /// ("off": no record read or written) (KILN_WARM_START).
+  std::string warm_start = "on";
   /// Disk kernel cache; default $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
   std::string cache_dir;
   int64_t cache_max_mb = 1024;  ///< least recently used entries go beyond this

@@ -125,7 +125,7 @@ void bindRuntime(nb::module_& m) {
   KILN_STAT(cache_stores) KILN_STAT(cache_load_ms) KILN_STAT(replay_misses) KILN_STAT(compiled_ops)
   KILN_STAT(mixed_runs) KILN_STAT(region_launches) KILN_STAT(region_compiles) KILN_STAT(region_compile_failures)
   KILN_STAT(region_compile_ms) KILN_STAT(distinct_region_keys) KILN_STAT(regions_deferred)
-  KILN_STAT(tune_sites) KILN_STAT(tune_sites_settled) KILN_STAT(tune_trials) KILN_STAT(tune_records_used)
+  KILN_STAT(tune_sites) KILN_STAT(tune_sites_settled) KILN_STAT(tune_trials) KILN_STAT(tune_records_used) KILN_STAT(warm_start_kernels) KILN_STAT(warm_start_bytes)
   KILN_STAT(trace_keys_evicted)
 #undef KILN_STAT
   statsClass.def("compiled_op_share", &Stats::compiled_op_share).def("__str__", &Stats::str).def("__repr__", &Stats::str);
@@ -152,6 +152,7 @@ void bindRuntime(nb::module_& m) {
       .def_rw("max_shapes", &Settings::max_shapes)
       .def_rw("cache", &Settings::cache)
       .def_rw("tune", &Settings::tune)
+      .def_rw("warm_start", &Settings::warm_start)
       .def_rw("cache_dir", &Settings::cache_dir)
       .def_rw("cache_max_mb", &Settings::cache_max_mb)
       .def_rw("replay_strict", &Settings::replay_strict)

@@ -12,6 +12,7 @@
 #include "runtime/cache/KernelCache.h"
 #include "runtime/support/Log.h"
 #include "runtime/exec/RegionExecutor.h"
+#include "runtime/exec/WarmStart.h"
 #include "runtime/support/StatsCounters.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/exec/LaunchTarget.h"
@@ -329,6 +330,7 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
 
 void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& tLastKey) {
   auto start = std::chrono::steady_clock::now();
+  WarmStart::instance().begin();
   RunScratch scratch;
   std::vector<uint8_t>& tNeeded = scratch.needed;
   std::vector<uint32_t>& tLastUse = scratch.lastUse;
@@ -361,6 +363,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   TraceProfile* profile;
   std::shared_ptr<Executable> exe;
   bool startCompile = false, probe = false, replayMiss = false, replayDecide = false, startDynamic = false;
+  bool repeated = false;
   const bool useCache = neededOps > 0 && cacheEnabled();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -376,7 +379,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       if (neededOps > 0 && jitEnabled())
         startDynamic = dynamic_.noteNewShape(tLastKey.structureHash, trace, tNeeded, settings().max_shapes);
     }
-    ++profile->runs;
+    repeated = ++profile->runs > 1;
     exe = profile->executable;
     if (profile->replayMiss && jitEnabled()) {  // left replay mode: compile it after all
       profile->replayMiss = false;
@@ -388,6 +391,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       probe = true;
     }
   }
+  if (repeated) WarmStart::instance().noteRepeat();  // the process's start is over
   const bool replay = settings().jit == JitMode::Replay;
   // Warm start: a kernel an earlier process cached runs from the first run.
   // Only keys the cache directory listed are opened, so cold keys cost no
@@ -486,6 +490,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
     }
   }
   if (exe && launchCompiled(trace, tNeeded, *profile, exe, slots.argNodes, out)) {
+    if (trace.device.kind == Device::CPU) WarmStart::instance().noteKernel(tLastKey.hash);
     c.compiledOps.fetch_add(neededOps, std::memory_order_relaxed);
     return;
   }

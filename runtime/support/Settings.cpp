@@ -115,6 +115,8 @@ const SettingInfo kSettings[] = {
          [](Settings& s, const std::string& v) { s.cache = v; }),
     text("KILN_TUNE", "tune", true, kOnOff, [](const Settings& s) { return s.tune; },
          [](Settings& s, const std::string& v) { s.tune = v; }),
+    text("KILN_WARM_START", "warm_start", false, kOnOff, [](const Settings& s) { return s.warm_start; },
+         [](Settings& s, const std::string& v) { s.warm_start = v; }),
     text("KILN_CACHE_DIR", "cache_dir", false, {}, [](const Settings& s) { return s.cache_dir; },
          [](Settings& s, const std::string& v) { s.cache_dir = v; }),
     // 2^30 MB: a petabyte, and the byte count stays far inside int64.

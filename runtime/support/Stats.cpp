@@ -60,6 +60,8 @@ Stats stats() {
   s.tune_sites_settled = c.tuneSitesSettled.load();
   s.tune_trials = c.tuneTrials.load();
   s.tune_records_used = c.tuneRecordsUsed.load();
+  s.warm_start_kernels = c.warmStartKernels.load();
+  s.warm_start_bytes = c.warmStartBytes.load();
   for (hal::Driver* d : hal::drivers()) {
     for (int i = 0; i < d->deviceCount(); ++i) {
       hal::AllocatorStats a = d->device(i).allocator().stats();
@@ -89,7 +91,7 @@ void reset_stats() {
                   &c.cacheMisses, &c.cacheRejected, &c.cacheStores, &c.cacheLoadUs, &c.replayMisses,
                   &c.compiledOps, &c.mixedRuns, &c.regionLaunches, &c.regionCompiles, &c.regionCompileFailures,
                   &c.regionCompileUs, &c.distinctRegionKeys, &c.regionsDeferred, &c.profilesEvicted,
-                  &c.tuneTrials, &c.tuneRecordsUsed})
+                  &c.tuneTrials, &c.tuneRecordsUsed, &c.warmStartKernels, &c.warmStartBytes})
     a->store(0);
   gAllocBase.store(0);
   gAllocHitBase.store(0);
@@ -138,6 +140,8 @@ std::string Stats::str() const {
     << "tune_sites " << tune_sites << " (" << tune_sites_settled << " settled)\n"
     << "tune_trials " << tune_trials << "\n"
     << "tune_records_used " << tune_records_used << "\n"
+    << "warm_start_kernels " << warm_start_kernels << "\n"
+    << "warm_start_bytes " << warm_start_bytes << "\n"
     << "device_bytes_active " << device_bytes_active << "\n"
     << "device_kernel_launches " << device_kernel_launches << "\n"
     << "device_copy_bytes " << device_copy_bytes << "\n";

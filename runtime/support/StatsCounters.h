@@ -26,6 +26,8 @@ struct Counters {
   std::atomic<uint64_t> profilesEvicted{0};
   /// Tier 2 (runtime/exec/Tuner.h).
   std::atomic<uint64_t> tuneSites{0}, tuneSitesSettled{0}, tuneTrials{0}, tuneRecordsUsed{0};  ///< trace/region keys dropped beyond KILN_MAX_TRACE_KEYS
+  /// Warm start (runtime/exec/WarmStart.h).
+  std::atomic<uint64_t> warmStartKernels{0}, warmStartBytes{0};
   /// Hot regions (RegionExecutor.h).
   std::atomic<uint64_t> compiledOps{0}, mixedRuns{0}, regionLaunches{0}, regionCompiles{0}, regionCompileFailures{0},
       regionCompileUs{0}, distinctRegionKeys{0}, regionsDeferred{0};

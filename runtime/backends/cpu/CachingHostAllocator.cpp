@@ -1,7 +1,9 @@
 #include "runtime/backends/cpu/CachingHostAllocator.h"
 
 #include <time.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -28,12 +30,15 @@ CoarseSteadyClock::time_point CoarseSteadyClock::now() noexcept {
 }
 
 void* CachingHostAllocator::systemAllocate(std::size_t size) {
-  if (HugePageSlabs::serves(size)) return slabs_.allocate(size);
-  if (size < kHugePage) return std::aligned_alloc(kAlignment, size);
-  return allocateHugePageBlock(size);
+  void* p = HugePageSlabs::serves(size) ? slabs_.allocate(size)
+            : size < kHugePage          ? std::aligned_alloc(kAlignment, size)
+                                        : allocateHugePageBlock(size);
+  if (p) ++blocksHeld_[size];
+  return p;
 }
 
 void CachingHostAllocator::systemFree(void* ptr, std::size_t size) {
+  if (auto it = blocksHeld_.find(size); it != blocksHeld_.end() && --it->second == 0) blocksHeld_.erase(it);
   if (HugePageSlabs::serves(size))
     slabs_.release(ptr);
   else
@@ -60,6 +65,10 @@ void* CachingHostAllocator::allocate(std::size_t bytes) {
                 " bytes (more than the address space); reduce tensor sizes");
   std::size_t size = bucketSize(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
+  if (recordingDemand_) {
+    auto& [now, peak] = demand_[size];
+    peak = std::max(peak, ++now);
+  }
   ++stats_.allocations;
   stats_.bytes_requested += bytes;
   void* p = nullptr;
@@ -92,6 +101,7 @@ void CachingHostAllocator::deallocate(void* ptr, std::size_t bytes) {
   if (!ptr) return;
   std::size_t size = bucketSize(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
+  if (recordingDemand_) --demand_[size].first;
   stats_.bytes_active -= size;
   if (cachedBytes_ + size > maxCachedBytes_) {
     systemFree(ptr, size);
@@ -127,6 +137,53 @@ std::size_t CachingHostAllocator::releaseIdleLocked(Clock::time_point now) {
   cachedBytes_ -= freed;
   stats_.bytes_reserved -= freed;
   return freed;
+}
+
+void CachingHostAllocator::startDemandRecord() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  recordingDemand_ = true;
+  demand_.clear();
+}
+
+std::vector<BlockDemand> CachingHostAllocator::stopDemandRecord() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  recordingDemand_ = false;
+  std::vector<BlockDemand> out;
+  for (const auto& [size, counts] : demand_)
+    if (counts.second > 0) out.push_back({size, static_cast<uint32_t>(std::min<int64_t>(counts.second, UINT32_MAX))});
+  demand_.clear();
+  std::sort(out.begin(), out.end(), [](const BlockDemand& a, const BlockDemand& b) { return a.bucket > b.bucket; });
+  return out;
+}
+
+std::size_t CachingHostAllocator::prefault(std::span<const BlockDemand> demand, std::size_t maxBytes) {
+  static const std::size_t kPage = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  std::size_t faulted = 0;
+  for (const BlockDemand& d : demand) {
+    // Only sizes this allocator would hand out (a record is data from disk).
+    if (d.bucket == 0 || bucketSize(d.bucket) != d.bucket) continue;
+    for (;;) {
+      void* p = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        // Blocks held already, in use or cached, count towards the demand.
+        if (auto it = blocksHeld_.find(d.bucket); it != blocksHeld_.end() && it->second >= d.count) break;
+        if (faulted + d.bucket > maxBytes || cachedBytes_ + d.bucket > maxCachedBytes_) return faulted;
+        p = systemAllocate(d.bucket);
+        if (!p) return faulted;
+        ++stats_.system_allocs;
+        stats_.bytes_reserved += d.bucket;
+      }
+      // The system backs a page when it is first written: here, not in the
+      // step. Written before it is cached, while no other thread can have it.
+      for (std::size_t off = 0; off < d.bucket; off += kPage) static_cast<volatile char*>(p)[off] = 0;
+      std::lock_guard<std::mutex> lock(mutex_);
+      free_[d.bucket].push_back({p, Clock::now()});
+      cachedBytes_ += d.bucket;
+      faulted += d.bucket;
+    }
+  }
+  return faulted;
 }
 
 AllocatorStats CachingHostAllocator::stats() const {

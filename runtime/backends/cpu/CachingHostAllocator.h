@@ -6,7 +6,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -26,6 +28,14 @@ struct CoarseSteadyClock {
   using time_point = std::chrono::time_point<CoarseSteadyClock>;
   static constexpr bool is_steady = true;
   static time_point now() noexcept;
+};
+
+/// How many blocks of one bucket size a stretch of work needed at once
+/// (CachingHostAllocator::stopDemandRecord).
+struct BlockDemand {
+  std::size_t bucket = 0;
+  uint32_t count = 0;
+  bool operator==(const BlockDemand&) const = default;
 };
 
 class CachingHostAllocator final : public Allocator {
@@ -54,6 +64,22 @@ class CachingHostAllocator final : public Allocator {
   /// bytes freed.
   std::size_t releaseIdle(Clock::time_point now);
 
+  // Warm starts (runtime/exec/WarmStart.h): what a process's first step
+  // needs is recorded, and the next process faults it in ahead of its step.
+
+  /// Starts counting, per bucket size, blocks handed out minus blocks given
+  /// back (whenever they were allocated), and the peak of that count.
+  void startDemandRecord();
+  /// The peaks since startDemandRecord(), largest blocks first: the fresh
+  /// blocks the recorded work needs when the cache starts empty. Stops.
+  std::vector<BlockDemand> stopDemandRecord();
+  /// Puts fresh blocks into the cache, each page written once so that the
+  /// system has backed it, until the allocator holds `demand`'s counts
+  /// (blocks in use or cached count), within `maxBytes` and the cache's
+  /// own limit. Pages are touched outside the lock: other threads allocate
+  /// meanwhile. Returns the bytes faulted in.
+  std::size_t prefault(std::span<const BlockDemand> demand, std::size_t maxBytes);
+
  private:
   struct CachedBlock {
     void* ptr;
@@ -76,6 +102,11 @@ class CachingHostAllocator final : public Allocator {
   std::size_t cachedBytes_ = 0;
   AllocatorStats stats_;
   HugePageSlabs slabs_;
+  /// Blocks from the system per bucket size, in use or cached.
+  std::unordered_map<std::size_t, uint32_t> blocksHeld_;
+  /// Per bucket size while a demand record runs: (now, peak).
+  bool recordingDemand_ = false;
+  std::unordered_map<std::size_t, std::pair<int64_t, int64_t>> demand_;
 };
 
 }  // namespace kiln::hal

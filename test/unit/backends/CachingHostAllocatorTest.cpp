@@ -84,5 +84,51 @@ TEST(CachingHostAllocator, TrainingLoopStopsAllocatingFreshMemory) {
   EXPECT_EQ(after.system_allocs, before.system_allocs);
 }
 
+TEST(CachingHostAllocator, DemandRecordKeepsEachSizesPeak) {
+  CachingHostAllocator a(1ul << 30);
+  constexpr std::size_t kMiB = 1 << 20;
+  void* before = a.allocate(kMiB);  // allocated before the record, freed during it
+  a.startDemandRecord();
+  void* p = a.allocate(kMiB);
+  void* q = a.allocate(kMiB);  // two at once
+  a.deallocate(p, kMiB);
+  a.deallocate(before, kMiB);
+  void* r = a.allocate(kMiB);  // reuses a freed one: no new demand
+  void* s = a.allocate(4096);
+  a.deallocate(q, kMiB);
+  a.deallocate(r, kMiB);
+  a.deallocate(s, 4096);
+  EXPECT_EQ(a.stopDemandRecord(), (std::vector<BlockDemand>{{kMiB, 2}, {4096, 1}}));
+  // Stopped: nothing more is counted.
+  a.deallocate(a.allocate(8192), 8192);
+  a.startDemandRecord();
+  EXPECT_TRUE(a.stopDemandRecord().empty());
+}
+
+TEST(CachingHostAllocator, PrefaultFillsTheCacheUpToTheDemand) {
+  CachingHostAllocator a(1ul << 30);
+  const std::size_t big = CachingHostAllocator::bucketSize(3 << 20);
+  void* inUse = a.allocate(big);  // held already: counts towards the demand
+  const std::vector<BlockDemand> demand{{big, 3}, {65536, 2}, {1000, 5} /* not a bucket size: skipped */};
+  EXPECT_EQ(a.prefault(demand, SIZE_MAX), 2 * big + 2 * 65536);
+  const AllocatorStats filled = a.stats();
+  EXPECT_EQ(filled.bytes_reserved, 3 * big + 2 * 65536);
+  EXPECT_EQ(a.prefault(demand, SIZE_MAX), 0u) << "the demand is held already";
+  // The step that follows takes the faulted blocks from the cache.
+  void* b1 = a.allocate(big);
+  void* b2 = a.allocate(big);
+  void* m1 = a.allocate(65536);
+  void* m2 = a.allocate(65536);
+  const AllocatorStats used = a.stats();
+  EXPECT_EQ(used.system_allocs, filled.system_allocs);
+  EXPECT_EQ(used.cache_hits, filled.cache_hits + 4);
+  for (void* p : {inUse, b1, b2}) a.deallocate(p, big);
+  for (void* p : {m1, m2}) a.deallocate(p, 65536);
+  // Within the byte budget only.
+  CachingHostAllocator small(1ul << 30);
+  EXPECT_EQ(small.prefault(std::vector<BlockDemand>{{1 << 20, 4}}, 2 << 20), 2u << 20);
+  EXPECT_EQ(small.stats().bytes_reserved, 2u << 20);
+}
+
 }  // namespace
 }  // namespace kiln::hal
