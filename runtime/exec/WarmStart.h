@@ -76,6 +76,9 @@ class WarmStart {
   /// sizes an allocator would not hand out.
   static std::string format(const WarmStartRecord& record);
   static std::optional<WarmStartRecord> parse(const std::string& text);
+  /// Stores `record` in `dir` unless the file there holds it already (a
+  /// program's runs mostly agree; threads' timing may change a count).
+  static void store(const std::string& dir, const WarmStartRecord& record);
 
  private:
   WarmStart() = default;
@@ -89,8 +92,6 @@ class WarmStart {
   /// The background warm-up: reads the record, loads its kernels, starts
   /// the thread pool and faults its blocks in.
   void warmUp();
-  /// Stores `record` in `dir` unless the file there holds it already.
-  static void store(const std::string& dir, const WarmStartRecord& record);
 
   std::atomic<bool> begun_{false};
   std::atomic<bool> recording_{false};  ///< the start is being recorded

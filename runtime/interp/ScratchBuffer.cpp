@@ -5,34 +5,49 @@
 #include <string>
 
 #include "kiln/error.h"
+#include "runtime/backends/Hal.h"
 #include "runtime/backends/cpu/HugePageSlabs.h"
 
 namespace kiln::interp {
 
-ScratchSlot::~ScratchSlot() { std::free(p); }
+namespace {
+/// The host allocator (never destroyed: threads may exit after main):
+/// blocks of 2 MiB and more are whole transparent huge pages, and a warm
+/// start (runtime/exec/WarmStart.h) sees a process's scratch in its record
+/// and faults it in ahead of the next process's first call.
+void release(void* p, std::size_t bytes) {
+  if (p) hal::hostAllocator().deallocate(p, bytes);
+}
+}  // namespace
 
-/// Whole transparent huge pages: a process's first calls touch the buffer
-/// fresh, and a 1.6 MB block faulted 4 KiB at a time cost about 400 page
-/// faults (1 ms on these VMs, most of a replaying process's first-step
-/// overhead); rounding up also lets the buffer serve later, larger calls
+ScratchSlot::~ScratchSlot() { release(p, capacity); }
+
+/// Whole huge pages: a process's first calls touch the buffer fresh, and a
+/// 1.6 MB block faulted 4 KiB at a time cost about 400 page faults (1 ms on
+/// these VMs); rounding up also lets the buffer serve later, larger calls
 /// without growing.
 ScratchBuffer::ScratchBuffer(ScratchSlot& slot, std::size_t bytes, const char* what)
     : slot_(slot), p_(slot.p), capacity_(slot.capacity) {
   slot.p = nullptr;
   slot.capacity = 0;
   if (capacity_ >= bytes && p_) return;
-  std::free(p_);
+  release(p_, capacity_);
+  p_ = nullptr;
+  capacity_ = 0;
   constexpr std::size_t kPage = hal::HugePageSlabs::kChunkBytes;
   // At least one page: an empty request still gets a buffer (never null).
   const std::size_t rounded = std::max<std::size_t>(1, (bytes + kPage - 1) / kPage) * kPage;
-  p_ = hal::allocateHugePageBlock(rounded);
-  capacity_ = p_ ? rounded : 0;
-  if (!p_) throw Error(std::string(what) + ": out of memory for " + std::to_string(bytes) + " bytes of scratch");
+  try {
+    p_ = hal::hostAllocator().allocate(rounded);
+  } catch (const Error&) {
+    throw Error(std::string(what) + ": out of memory for " + std::to_string(bytes) + " bytes of scratch");
+  }
+  capacity_ = rounded;
 }
 
 ScratchBuffer::~ScratchBuffer() {
   if (slot_.p) {  // a nested call refilled the slot meanwhile: keep that one
-    std::free(p_);
+    release(p_, capacity_);
     return;
   }
   slot_.p = p_;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "runtime/backends/Hal.h"
 #include "runtime/interp/ScratchBuffer.h"
 
 namespace kiln::interp {
@@ -57,6 +58,19 @@ TEST(ScratchBuffer, ANestedCallOnTheSameSlotGetsItsOwnMemory) {
   }
   // The slot keeps one of the two blocks (the other is freed), never both or neither.
   EXPECT_NE(slot.p, nullptr);
+}
+
+TEST(ScratchBuffer, ComesFromTheHostAllocatorAndGoesBackToIt) {
+  // So that a warm start's record sees it (runtime/exec/WarmStart.h).
+  const hal::AllocatorStats before = hal::hostAllocator().stats();
+  {
+    ScratchSlot slot;
+    ScratchBuffer b(slot, 3 << 20, "test");
+    const hal::AllocatorStats held = hal::hostAllocator().stats();
+    EXPECT_EQ(held.allocations, before.allocations + 1);
+    EXPECT_EQ(held.bytes_active, before.bytes_active + (4u << 20)) << "rounded up to whole huge pages";
+  }
+  EXPECT_EQ(hal::hostAllocator().stats().bytes_active, before.bytes_active) << "the slot gave it back";
 }
 
 }  // namespace
