@@ -93,6 +93,20 @@ bool f32WorkWithF64Sum(scf::ForOp loop) {
   return f32;
 }
 
+/// Float operations of an innermost, straight-line loop body; -1 when the
+/// body has nested regions.
+int64_t straightLineFloatOps(Block &body) {
+  int64_t arithmetic = 0;
+  for (Operation &op : body.without_terminator()) {
+    if (op.getNumRegions() != 0)
+      return -1;  // not innermost, or not straight-line
+    if (op.getNumResults() == 1 && isa<FloatType, VectorType>(op.getResult(0).getType()) &&
+        !op.hasTrait<OpTrait::ConstantLike>() && !isa<memref::LoadOp>(op))
+      ++arithmetic;
+  }
+  return arithmetic;
+}
+
 /// A loop without loop-carried values whose body is one long dependence
 /// chain per element (chain8's exp, division and tanh polynomial: about 60
 /// vector instructions, 130 cycles of latency): LLVM's vectoriser does not
@@ -102,14 +116,7 @@ bool f32WorkWithF64Sum(scf::ForOp loop) {
 /// (chain8: 66 -> 44 cycles per 16 floats). Loops that carry a value keep
 /// LLVM's choice, which keeps their float sums in order.
 bool latencyBoundBody(Block &body) {
-  int64_t arithmetic = 0;
-  for (Operation &op : body.without_terminator()) {
-    if (op.getNumRegions() != 0)
-      return false;  // not innermost, or not straight-line
-    if (op.getNumResults() == 1 && isa<FloatType, VectorType>(op.getResult(0).getType()) &&
-        !op.hasTrait<OpTrait::ConstantLike>() && !isa<memref::LoadOp>(op))
-      ++arithmetic;
-  }
+  const int64_t arithmetic = straightLineFloatOps(body);
   return arithmetic >= kLatencyBoundOps && arithmetic <= kLatencyBoundMaxOps;
 }
 
@@ -117,14 +124,17 @@ bool latencyBoundMap(scf::ForOp loop) {
   return loop.getNumRegionIterArgs() == 0 && latencyBoundBody(*loop.getBody());
 }
 
-/// Rewrites a latency-bound scf.parallel without reductions (the element
-/// loop of an outlined parallel body) as the scf.for nest that
-/// convert-scf-to-cf would make of it, so that its innermost loop can carry
-/// an annotation (scf-to-cf drops a parallel loop's attributes).
-void sequentializeLatencyBoundMaps(Operation *root) {
+/// Rewrites an innermost scf.parallel without reductions (the element loop
+/// of an outlined parallel body) as the scf.for nest that convert-scf-to-cf
+/// would make of it, so that its innermost loop can carry an annotation
+/// (scf-to-cf drops a parallel loop's attributes). Unannotated, such a loop
+/// over a donated pair (or any two arguments) got LLVM's runtime overlap
+/// check and a scalar copy of the whole body: an in-place update ran the
+/// scalar copy, and the 200-op compile-latency kernel paid LLVM for both.
+void sequentializeElementMaps(Operation *root) {
   SmallVector<scf::ParallelOp> maps;
   root->walk([&](scf::ParallelOp loop) {
-    if (loop.getInitVals().empty() && latencyBoundBody(*loop.getBody()))
+    if (loop.getInitVals().empty() && straightLineFloatOps(*loop.getBody()) >= 0)
       maps.push_back(loop);
   });
   for (scf::ParallelOp loop : maps) {
@@ -145,7 +155,7 @@ void sequentializeLatencyBoundMaps(Operation *root) {
 } // namespace
 
 int markParallelLoops(Operation *root, unsigned f32Lanes) {
-  sequentializeLatencyBoundMaps(root);
+  sequentializeElementMaps(root);
   int marked = 0;
   root->walk([&](scf::ForOp loop) {
     if (loop->hasAttr(kLoopAnnotation))

@@ -105,15 +105,19 @@ func.func @exp_and_sum(%x: memref<8xf32>, %e: memref<8xf32>) -> f64 {
 
 // -----
 
-// A long dependence chain per element (32 float operations or more, as
-// exp, sigmoid and tanh expand): the element loop of an outlined parallel
-// body, an scf.parallel, becomes the scf.for nest scf-to-cf would make of
-// it, and its innermost loop asks LLVM to interleave two vector iterations
-// (and is parallel: its element is its own). A short body stays an
-// scf.parallel, and a long loop that carries a sum keeps LLVM's choice.
+// The element loops of outlined parallel bodies are scf.parallel loops:
+// each becomes the scf.for nest scf-to-cf would make of it, so that its
+// innermost loop can be annotated (unannotated, LLVM guarded the in-place
+// update below with an overlap check and a scalar copy of the body, which
+// an in-place update always took). A long dependence chain per element
+// (32 float operations or more, as exp, sigmoid and tanh expand) also asks
+// LLVM to interleave two vector iterations; a long loop that carries a sum
+// keeps LLVM's choice.
 // CHECK: #[[G:.*]] = #llvm.access_group<id = distinct[0]<>>
+// CHECK: #[[G1:.*]] = #llvm.access_group<id = distinct[1]<>>
 // CHECK: #[[I2:.*]] = #llvm.loop_interleave<count = 2 : i32>
 // CHECK: #[[L:.*]] = #llvm.loop_annotation<interleave = #[[I2]], parallelAccesses = #[[G]]>
+// CHECK: #[[L1:.*]] = #llvm.loop_annotation<parallelAccesses = #[[G1]]>
 // CHECK-LABEL: func.func @latency_bound
 // CHECK: scf.for %[[I:.*]] = %c0 to %c2 step %c1
 // CHECK-NEXT: scf.for %[[J:.*]] = %c0 to %c4 step %c1
@@ -121,7 +125,11 @@ func.func @exp_and_sum(%x: memref<8xf32>, %e: memref<8xf32>) -> f64 {
 // CHECK: memref.store %{{.*}}, %{{.*}}[%[[I]], %[[J]]]
 // CHECK-NEXT: } {llvm.loop_annotation = #[[L]]}
 // CHECK-NEXT: }
-// CHECK-NEXT: scf.parallel
+// CHECK-NEXT: scf.for %[[K:.*]] = %c0 to %c8 step %c1
+// CHECK-NEXT: memref.load %{{.*}}[%[[K]]]
+// CHECK-NEXT: arith.mulf
+// CHECK-NEXT: memref.store %{{.*}}, %{{.*}}[%[[K]]]
+// CHECK-NEXT: } {llvm.loop_annotation = #[[L1]]}
 // CHECK: scf.for {{.*}} iter_args
 // CHECK-NOT: llvm.loop_annotation
 // CHECK: return
