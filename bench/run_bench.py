@@ -78,8 +78,9 @@ WORKLOADS = {
                     "one TBB thread per rank): median ms/step of epochs 2-10 on 1 rank and, data-parallel, on 2 "
                     "ranks (gradients all-reduced in the step)", None, None),
     "warm_start_replay": ("first MLP training step of a fresh process: interpreted (kiln-interp), replayed from "
-                          "the disk cache (kiln-replay, KILN_JIT=replay; kiln-replay-next-step: the fastest of that "
-                          "process's next 3 steps), compiled in the calling thread (kiln-compile-first-run, one sample)",
+                          "the disk cache (kiln-replay, KILN_JIT=replay, with the warm start that the compiling process "
+                          "recorded: its kernels loaded and its memory faulted in on a background thread during the "
+                          "set-up; kiln-replay-next-step: the fastest of that process's next 3 steps), compiled in the calling thread (kiln-compile-first-run, one sample)",
                           None, None),
 }
 # Which workloads each optional peer takes part in (a missing peer still gets its rows, as "missing").

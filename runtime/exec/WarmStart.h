@@ -32,7 +32,7 @@
 
 namespace kiln::exec {
 
-/// What a program's first compiled run needed.
+/// What a program's start needed (WarmStart records it).
 struct WarmStartRecord {
   std::vector<hal::BlockDemand> blocks;  ///< largest first
   std::vector<uint64_t> kernels;         ///< cache entry hashes (TraceKey::hash), at most kMaxKernels
@@ -103,7 +103,7 @@ class WarmStart {
     pid_t pid = 0;
   };
   Worker warmer_, writer_;
-  bool exiting_ = false;  ///< join() ran: no more threads
+  bool exiting_ = false;  ///< the exit handler ran: no more threads
   /// Set by beginOnce() when warm starts are on; read by any thread.
   std::atomic<hal::CachingHostAllocator*> allocator_{nullptr};
 };

@@ -64,8 +64,8 @@ class CachingHostAllocator final : public Allocator {
   /// bytes freed.
   std::size_t releaseIdle(Clock::time_point now);
 
-  // Warm starts (runtime/exec/WarmStart.h): what a process's first step
-  // needs is recorded, and the next process faults it in ahead of its step.
+  // Warm starts (runtime/exec/WarmStart.h): what a process's start needed
+  // is recorded, and the program's next process faults it in ahead.
 
   /// Starts counting, per bucket size, blocks handed out minus blocks given
   /// back (whenever they were allocated), and the peak of that count.
