@@ -177,7 +177,7 @@ def goals(med, rss=None, replay_system_s=None):
                 f"{fmt_time(f)} (bounds: {fmt_time(1.1 * n + 2e-3)} from the process's next steps, "
                 f"{fmt_time(1.1 * b + 2e-3)} from mlp_train_step kiln-compiled"
                 + ("" if not replay_system_s else
-                   f"; the first step's kernel time, mostly first-touch page zeroing: "
+                   f"; the first step's kernel (system) time, first-touch page zeroing where it was not warmed: "
                    f"{fmt_time(statistics.median(replay_system_s))}") + ")",
                 None if f is None or n is None or b is None else f <= 1.1 * min(n, b) + 2e-3))
     rss = rss or {}
