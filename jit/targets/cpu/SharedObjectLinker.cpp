@@ -2,10 +2,16 @@
 
 #include "jit/targets/cpu/SharedObjectLinker.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <ctime>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -56,6 +62,12 @@ llvm::Error run(llvm::ArrayRef<llvm::StringRef> args, llvm::StringRef log) {
                                  std::to_string(rc) + (message.empty() ? "" : ": " + message) + "): " + output);
 }
 
+/// The prefixes of the link's temporary files, each followed by "-<pid>-"
+/// of the process that made it (stale ones: removeStaleLinkFiles).
+constexpr const char *kTempPrefixes[] = {"kiln-kernel", "kiln-soname"};
+
+std::string tempPrefix(const char *kind) { return std::string(kind) + "-" + std::to_string(::getpid()); }
+
 /// Removes the files it names when it goes out of scope.
 struct TempFiles {
   llvm::SmallVector<llvm::SmallString<128>, 3> paths;
@@ -66,7 +78,7 @@ struct TempFiles {
   /// A new file's path (a copy: the next make() may move `paths`).
   llvm::Expected<std::string> make(llvm::StringRef suffix) {
     llvm::SmallString<128> path;
-    if (std::error_code ec = llvm::sys::fs::createTemporaryFile("kiln-kernel", suffix, path))
+    if (std::error_code ec = llvm::sys::fs::createTemporaryFile(tempPrefix("kiln-kernel"), suffix, path))
       return llvm::createStringError(ec, "cannot create a temporary file");
     paths.push_back(path);
     return std::string(path.str());
@@ -165,7 +177,7 @@ std::string makeSonameStub(const std::string &ld) {
   auto objects = writeObjects({emptyRelocatableObject()}, files);
   auto log = files.make("log");
   llvm::SmallString<128> stub;
-  if (!objects || !log || llvm::sys::fs::createTemporaryFile("kiln-soname", "so", stub)) {
+  if (!objects || !log || llvm::sys::fs::createTemporaryFile(tempPrefix("kiln-soname"), "so", stub)) {
     llvm::consumeError(objects.takeError());
     llvm::consumeError(log.takeError());
     return {};
@@ -181,6 +193,10 @@ std::string makeSonameStub(const std::string &ld) {
 
 const DirectLink &directLink() {
   static const DirectLink link = [] {
+    // A killed process leaves its link files (and its SONAME stub) behind.
+    llvm::SmallString<128> tmp;
+    llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, tmp);
+    removeStaleLinkFiles(std::string(tmp.str()), kStaleLinkFileAge);
     DirectLink l;
     auto ld = llvm::sys::findProgramByName("ld");
     float (*const tanhFn)(float) = &::tanhf;
@@ -326,6 +342,41 @@ llvm::Expected<std::string> linkWithDriver(llvm::ArrayRef<llvm::StringRef> objec
 } // namespace
 
 void prepareSharedObjectLinker() { (void)directLink(); }
+
+int removeStaleLinkFiles(const std::string &dir, std::chrono::seconds minAge) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return 0;
+  int removed = 0;
+  const time_t cutoff = std::time(nullptr) - static_cast<time_t>(minAge.count());
+  while (dirent *e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    for (const char *kind : kTempPrefixes) {
+      const std::string prefix = std::string(kind) + "-";
+      if (name.compare(0, prefix.size(), prefix) != 0)
+        continue;
+      // "<kind>-<pid>-...": files named before the pid was part of the name
+      // cannot be told apart from a live process's and stay.
+      size_t at = prefix.size(), end = at;
+      while (end < name.size() && end - at < 10 && name[end] >= '0' && name[end] <= '9')
+        ++end;
+      if (end == at || end >= name.size() || name[end] != '-')
+        break;
+      const long pid = std::stol(name.substr(at, end - at));
+      // A process that still runs (or that this user may not signal) keeps them.
+      if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+        break;
+      const std::string path = dir + "/" + name;
+      struct stat st;
+      if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+          st.st_mtime < cutoff && ::unlink(path.c_str()) == 0)
+        ++removed;
+      break;
+    }
+  }
+  ::closedir(d);
+  return removed;
+}
 
 llvm::Expected<std::string> linkSharedObject(llvm::ArrayRef<llvm::StringRef> objects) {
   const DirectLink &link = directLink();

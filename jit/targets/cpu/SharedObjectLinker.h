@@ -14,6 +14,7 @@
 #ifndef KILN_JIT_TARGETS_CPU_SHAREDOBJECTLINKER_H
 #define KILN_JIT_TARGETS_CPU_SHAREDOBJECTLINKER_H
 
+#include <chrono>
 #include <string>
 
 #include "llvm/ADT/ArrayRef.h"
@@ -34,6 +35,19 @@ llvm::Expected<std::string> linkSharedObject(llvm::ArrayRef<llvm::StringRef> obj
 /// of them initialised looks unordered to ThreadSanitizer, which does not see
 /// the guard's synchronisation in this uninstrumented library).
 void prepareSharedObjectLinker();
+
+/// How old a dead process's link file must be before it is removed: a link
+/// takes milliseconds, and the age also spares the files of a process in
+/// another PID namespace sharing the directory.
+inline constexpr std::chrono::seconds kStaleLinkFileAge{600};
+
+/// Removes the link's temporary files in `dir` (named "kiln-kernel-<pid>-..."
+/// and "kiln-soname-<pid>-...") that a process no longer running left behind
+/// (killed during a link, or before its exit handlers removed its SONAME
+/// stub), when they are regular files of this user older than `minAge`.
+/// prepareSharedObjectLinker runs it once on the system's temporary
+/// directory. Returns how many it removed.
+int removeStaleLinkFiles(const std::string &dir, std::chrono::seconds minAge);
 
 } // namespace kiln::jit::cpu
 

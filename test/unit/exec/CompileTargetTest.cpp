@@ -3,8 +3,16 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <utime.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -14,6 +22,8 @@
 #include "runtime/exec/Executable.h"
 #include "runtime/cache/HostFingerprint.h"
 #include "runtime/trace/TraceGraph.h"
+
+extern char** environ;
 
 namespace kiln::exec {
 namespace {
@@ -136,6 +146,67 @@ TEST(CompileTarget, EachKindGoesToItsPipelineAndAnUnknownKindIsRefused) {
   r = compiler->compile(smallGraph(), "unknown_test", unknown);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.error.find("no compiler pipeline is registered"), std::string::npos) << r.error;
+}
+
+/// The child of LinkFilesOfKilledProcessesAreRemoved: its first compile
+/// prepares the linker, which looks in its TMPDIR.
+TEST(CompileTargetChild, CompilesOnce) {
+  if (!std::getenv("KILN_TEST_LINK_CHILD")) GTEST_SKIP() << "run by LinkFilesOfKilledProcessesAreRemoved";
+  TraceCompiler* compiler = loadCompiler();
+  ASSERT_NE(compiler, nullptr);
+  ASSERT_TRUE(compiler->compile(smallGraph(), "link_child", CompileTarget::hostCpu()).ok());
+}
+
+TEST(CompileTarget, LinkFilesOfKilledProcessesAreRemoved) {
+  namespace fs = std::filesystem;
+  std::string t = (fs::temp_directory_path() / "kiln-link-files-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(t.data()), nullptr);
+  const fs::path dir = t;
+  // A process that has exited: its pid names the files it left.
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ASSERT_GT(gone, 0);
+  ::waitpid(gone, nullptr, 0);
+  const std::string dead = std::to_string(gone), alive = std::to_string(::getpid());
+  auto make = [&](const std::string& name, bool old) {
+    std::ofstream(dir / name) << "x";
+    if (old) {
+      const time_t hourAgo = std::time(nullptr) - 3600;
+      const utimbuf times{hourAgo, hourAgo};
+      ::utime((dir / name).c_str(), &times);
+    }
+  };
+  make("kiln-kernel-" + dead + "-a1b2c3.o", true);       // a killed link: removed
+  make("kiln-soname-" + dead + "-d4e5f6.so", true);      // a killed process's stub: removed
+  make("kiln-kernel-" + dead + "-g7h8i9.log", false);    // too recent to judge: kept
+  make("kiln-kernel-" + alive + "-j1k2l3.o", true);      // a running process's: kept
+  make("kiln-kernel-0a1b2c.o", true);                    // no pid in the name: kept
+  make("other-" + dead + "-m4n5o6.o", true);             // not the linker's: kept
+  // A fresh process whose temporary directory this is compiles once.
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "TMPDIR=", 7) != 0) env.emplace_back(*e);
+  env.push_back("TMPDIR=" + dir.string());
+  env.push_back("KILN_TEST_LINK_CHILD=1");
+  std::vector<char*> envp;
+  for (std::string& v : env) envp.push_back(v.data());
+  envp.push_back(nullptr);
+  std::string exe = fs::read_symlink("/proc/self/exe").string(), filter = "--gtest_filter=CompileTargetChild.*";
+  char* argv[] = {exe.data(), filter.data(), nullptr};
+  pid_t child = -1;
+  ASSERT_EQ(::posix_spawn(&child, exe.c_str(), nullptr, nullptr, argv, envp.data()), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's compile failed";
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  const std::vector<std::string> kept = {"kiln-kernel-" + alive + "-j1k2l3.o", "kiln-kernel-" + dead + "-g7h8i9.log",
+                                         "kiln-kernel-0a1b2c.o", "other-" + dead + "-m4n5o6.o"};
+  std::vector<std::string> want = kept;
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(left, want) << "the child's own files are gone at its exit; the stale ones at its first compile";
+  fs::remove_all(dir);
 }
 
 }  // namespace
