@@ -136,19 +136,20 @@ void WarmStart::warmUp() {
   }
   Counters& c = counters();
   // Kernels first: the first step needs its kernel before any memory.
+  uint64_t kernels = 0;
   for (uint64_t hash : record->kernels) {
     trace::TraceKey key;
     key.hash = hash;
-    if (cache.keyWordsOf(hash, Device::cpu(), KernelCache::Probe::Always, &key.words) &&
-        cache.find(key, KernelCache::Probe::Always))
-      c.warmStartKernels.fetch_add(1, std::memory_order_relaxed);
+    kernels += cache.keyWordsOf(hash, Device::cpu(), KernelCache::Probe::Always, &key.words) &&
+               cache.find(key, KernelCache::Probe::Always);
   }
+  c.warmStartKernels.fetch_add(kernels, std::memory_order_relaxed);
   // The thread pool's workers start on its first parallel loop.
   tbb::parallel_for(0, tbb::this_task_arena::max_concurrency(), [](int) {});
   const std::size_t bytes = allocator_.load()->prefault(record->blocks, warmBudget());
   c.warmStartBytes.fetch_add(bytes, std::memory_order_relaxed);
   log().info("warm start: {} kernel(s) loaded and {:.1f} MB faulted in ahead of the first step in {:.1f} ms",
-             c.warmStartKernels.load(), static_cast<double>(bytes) / (1 << 20),
+             kernels, static_cast<double>(bytes) / (1 << 20),
              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
 }
 
