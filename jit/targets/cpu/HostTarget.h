@@ -48,7 +48,7 @@ inline constexpr const char *kCpuStridedCopies = "func.func(kiln-cpu-strided-cop
 /// Then func.func(kiln-cpu-fuse-row-loops) (the donated pairs from the
 /// kernel's kiln.shared_args) and, with scratch, kiln-cpu-localize-row-scratch.
 inline constexpr const char *kCpuToLoops =
-    "convert-linalg-to-parallel-loops,canonicalize,cse,kiln-cpu-promote-accumulators,kiln-cpu-hoist-invariant-loads";
+    "func.func(kiln-cpu-order-reduction-loops),convert-linalg-to-parallel-loops,canonicalize,cse,kiln-cpu-promote-accumulators,kiln-cpu-hoist-invariant-loads";
 inline constexpr const char *kCpuFuseLoopsInRows = "func.func(kiln-cpu-fuse-loops-in-rows)";
 inline constexpr const char *kCpuIeeeMinMax = "kiln-cpu-ieee-min-max";
 /// Last on the loops (after outlining); kToLLVM ends with its second half.

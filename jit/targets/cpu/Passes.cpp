@@ -6,6 +6,7 @@
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/ElementwiseFusion.h"
 #include "jit/targets/cpu/ParallelLoops.h"
+#include "jit/targets/cpu/ReductionOrder.h"
 #include "jit/targets/cpu/RowFusion.h"
 #include "jit/targets/cpu/RowScratch.h"
 #include "jit/targets/cpu/ScalarPromotion.h"
@@ -30,6 +31,7 @@ namespace kiln::jit::cpu {
 #define GEN_PASS_DEF_KILNCPUASSIGNSCRATCH
 #define GEN_PASS_DEF_KILNCPUMATMULTORUNTIMECALLS
 #define GEN_PASS_DEF_KILNCPUAPPROXIMATEMATH
+#define GEN_PASS_DEF_KILNCPUORDERREDUCTIONLOOPS
 #define GEN_PASS_DEF_KILNCPUPROMOTEACCUMULATORS
 #define GEN_PASS_DEF_KILNCPUHOISTINVARIANTLOADS
 #define GEN_PASS_DEF_KILNCPUFUSEROWLOOPS
@@ -249,6 +251,13 @@ struct HoistRowBuffers : impl::KilnCpuHoistRowBuffersBase<HoistRowBuffers> {
 
 struct IeeeMinMax : impl::KilnCpuIeeeMinMaxBase<IeeeMinMax> {
   void runOnOperation() override { lowerIeeeMinMax(getOperation()); }
+};
+
+struct OrderReductionLoops : impl::KilnCpuOrderReductionLoopsBase<OrderReductionLoops> {
+  void runOnOperation() override {
+    if (!getOperation().isExternal())
+      orderReductionLoops(getOperation());
+  }
 };
 
 struct StridedCopies : impl::KilnCpuStridedCopiesBase<StridedCopies> {

@@ -164,6 +164,34 @@ def KilnCpuApproximateMath
                            "::mlir::vector::VectorDialect", "::mlir::LLVM::LLVMDialect"];
 }
 
+def KilnCpuOrderReductionLoops
+    : Pass<"kiln-cpu-order-reduction-loops", "::mlir::func::FuncOp"> {
+  let summary = "Reductions' kept loops outside their reduced loops; adjacent reduced loops merged";
+  let description = [{
+    Each bufferized `linalg.generic` whose innermost loop is a reduction and
+    that has a parallel loop after a reduction loop is interchanged: its
+    parallel loops first, then its reduction loops, each in their order.
+    Adjacent reduction loops that all indexing maps keep adjacent are then
+    merged when every operand is a static memref with the identity layout.
+    A per-channel sum over [N, C, H, W] then runs as one parallel loop over
+    channels around long contiguous sums, instead of a parallel launch per
+    image over rows of W. See `orderReductionLoops` (ReductionOrder.h).
+
+    Example:
+
+    ```mlir
+    linalg.generic {indexing_maps = [(n, c, h, w) -> (n, c, h, w), (n, c, h, w) -> (c)],
+                    iterator_types = ["reduction", "parallel", "reduction", "reduction"]}
+        ins(%x : memref<16x64x56x56xf32>) outs(%acc : memref<64xf64>)
+    // becomes
+    linalg.generic {indexing_maps = [(c, n, hw) -> (n, c, hw), (c, n, hw) -> (c)],
+                    iterator_types = ["parallel", "reduction", "reduction"]}
+        ins(%collapsed : memref<16x64x3136xf32>) outs(%acc : memref<64xf64>)
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::memref::MemRefDialect"];
+}
+
 def KilnCpuPromoteAccumulators
     : Pass<"kiln-cpu-promote-accumulators", "::mlir::ModuleOp"> {
   let summary = "Reduction accumulators in memory as scf.for iteration arguments";

@@ -1,0 +1,99 @@
+//===- ReductionOrder.cpp - Reduction loops outside-in: kept, then reduced -*- C++ -*-===//
+
+#include "jit/targets/cpu/ReductionOrder.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace kiln::jit::cpu {
+
+using namespace mlir;
+
+namespace {
+
+bool isReduction(utils::IteratorType t) { return t == utils::IteratorType::reduction; }
+
+/// Whether every operand is a static memref with the identity layout, which
+/// memref.collapse_shape can merge along any run of dimensions.
+bool collapsibleOperands(linalg::GenericOp g) {
+  for (Value v : g->getOperands()) {
+    auto type = dyn_cast<MemRefType>(v.getType());
+    if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity())
+      return false;
+  }
+  return true;
+}
+
+/// Runs of adjacent reduction loops (among loops `first`..end) that every
+/// indexing map keeps adjacent and in order; single loops elsewhere.
+SmallVector<ReassociationIndices> reductionRuns(linalg::GenericOp g, unsigned first) {
+  SmallVector<utils::IteratorType> iterators = g.getIteratorTypesArray();
+  SmallVector<AffineMap> maps = g.getIndexingMapsArray();
+  SmallVector<ReassociationIndices> groups;
+  for (unsigned d = 0; d < iterators.size(); ++d) {
+    if (d > first && isReduction(iterators[d]) && isReduction(iterators[d - 1])) {
+      ReassociationIndices longer = groups.back();
+      longer.push_back(d);
+      if (linalg::areDimSequencesPreserved(maps, {longer})) {
+        groups.back() = longer;
+        continue;
+      }
+    }
+    groups.push_back({static_cast<int64_t>(d)});
+  }
+  return groups;
+}
+
+} // namespace
+
+int orderReductionLoops(func::FuncOp fn) {
+  SmallVector<linalg::GenericOp> generics;
+  fn.walk([&](linalg::GenericOp g) {
+    if (g.hasPureBufferSemantics())
+      generics.push_back(g);
+  });
+  IRRewriter rewriter(fn.getContext());
+  int reordered = 0;
+  for (linalg::GenericOp g : generics) {
+    SmallVector<utils::IteratorType> iterators = g.getIteratorTypesArray();
+    const unsigned loops = iterators.size();
+    if (loops < 2 || !isReduction(iterators.back()))
+      continue;
+    SmallVector<unsigned> order;
+    for (unsigned d = 0; d < loops; ++d)
+      if (!isReduction(iterators[d]))
+        order.push_back(d);
+    const unsigned kept = order.size();
+    if (kept == 0)
+      continue;
+    for (unsigned d = 0; d < loops; ++d)
+      if (isReduction(iterators[d]))
+        order.push_back(d);
+    bool inOrder = true;
+    for (unsigned d = 0; d < loops; ++d)
+      inOrder = inOrder && order[d] == d;
+    if (inOrder)
+      continue;
+    rewriter.setInsertionPoint(g);
+    FailureOr<linalg::GenericOp> interchanged = linalg::interchangeGenericOp(rewriter, g, order);
+    if (failed(interchanged))
+      continue;
+    ++reordered;
+    g = *interchanged;
+    if (!collapsibleOperands(g))
+      continue;
+    SmallVector<ReassociationIndices> runs = reductionRuns(g, kept);
+    if (runs.size() == loops)
+      continue;
+    rewriter.setInsertionPoint(g);
+    FailureOr<linalg::CollapseResult> collapsed =
+        linalg::collapseOpIterationDims(cast<linalg::LinalgOp>(g.getOperation()), runs, rewriter);
+    if (succeeded(collapsed))
+      rewriter.eraseOp(g);
+  }
+  return reordered;
+}
+
+} // namespace kiln::jit::cpu
