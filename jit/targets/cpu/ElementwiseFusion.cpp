@@ -3,6 +3,7 @@
 #include "jit/targets/cpu/ElementwiseFusion.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -34,13 +35,108 @@ bool computesEachElementOnce(OpOperand *fused) {
   return !consumer || consumer.getMatchingIndexingMap(fused).isPermutation();
 }
 
+/// Whether `op` is a generic reducing other than its innermost loops only (a
+/// batch norm's sum over [N, C, H, W] at N, H and W; a row reduction, like
+/// softmax's, is not one).
+bool reducesOuterLoops(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  if (!generic)
+    return false;
+  SmallVector<utils::IteratorType> iterators = generic.getIteratorTypesArray();
+  for (size_t d = 1; d < iterators.size(); ++d)
+    if (iterators[d - 1] == utils::IteratorType::reduction && iterators[d] == utils::IteratorType::parallel)
+      return true;
+  return false;
+}
+
+/// A reshape folds into a generic by expanding its loops, except into one
+/// that reduces outer loops: a keepdim result's expand_shape pushed up
+/// through it reshapes its input, which its elementwise producer (with a
+/// broadcast operand, so not expandable itself) then no longer fuses into (a
+/// batch norm's `mean((x - mu)^2)` wrote x - mu out and read it back). Row
+/// reductions keep the expanded form their row loops are fused in.
+bool foldableReshape(OpOperand *fused) {
+  return fusibleProducer(fused) && !reducesOuterLoops(fused->get().getDefiningOp()) &&
+         !reducesOuterLoops(fused->getOwner());
+}
+
+/// Payload operations a recomputed producer may have.
+constexpr int kRecomputedOps = 8;
+
+/// An elementwise generic that costs less to recompute in each consumer than
+/// to write out and read back: one result, a short payload of arithmetic
+/// (no exp or other math calls: softmax's exp(x - max) stays one row
+/// temporary that its row loops keep in cache), and at most one input as
+/// large as its result (the others broadcast, like a batch norm's
+/// per-channel mean), so the consumers read no more than before.
+bool recomputable(linalg::GenericOp g) {
+  if (g.getNumDpsInits() != 1 || g.getNumReductionLoops() > 0 || g.getNumResults() != 1)
+    return false;
+  OpOperand *init = g.getDpsInitOperand(0);
+  if (!g.getMatchingIndexingMap(init).isPermutation() || g.payloadUsesValueFromOperand(init))
+    return false;
+  int fullInputs = 0;
+  for (OpOperand *in : g.getDpsInputOperands()) {
+    AffineMap map = g.getMatchingIndexingMap(in);
+    if (map.isPermutation() || !map.isProjectedPermutation(/*allowZeroInResults=*/true))
+      ++fullInputs;
+  }
+  if (fullInputs > 1)
+    return false;
+  int ops = 0;
+  for (Operation &op : g.getBody()->without_terminator()) {
+    if (++ops > kRecomputedOps || !isPure(&op) || !isa<arith::ArithDialect>(op.getDialect()))
+      return false;
+  }
+  return true;
+}
+
+/// Whether every use of `value` (two or more) is an input of a generic that
+/// reads each of its elements once.
+bool everyUseFusible(Value value) {
+  if (value.hasOneUse() || value.use_empty())
+    return false;
+  for (OpOperand &use : value.getUses()) {
+    auto consumer = dyn_cast<linalg::GenericOp>(use.getOwner());
+    if (!consumer || !consumer.isDpsInput(&use) || !consumer.getMatchingIndexingMap(&use).isPermutation())
+      return false;
+  }
+  return true;
+}
+
+/// Gives each consumer of a recomputable multi-use producer a copy of its
+/// own, which the single-use fusion then folds into it: the producer's
+/// result is never written out (a batch norm's x - mu, (x - mu) * rstd and
+/// ReLU fed both a reduction and an elementwise op, each a full pass over
+/// memory). Returns whether anything was copied.
+bool copyRecomputableProducers(ModuleOp module) {
+  SmallVector<linalg::GenericOp> producers;
+  module.walk([&](linalg::GenericOp g) {
+    if (recomputable(g) && everyUseFusible(g->getResult(0)))
+      producers.push_back(g);
+  });
+  OpBuilder b(module.getContext());
+  for (linalg::GenericOp g : producers) {
+    b.setInsertionPointAfter(g);
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : g->getResult(0).getUses())
+      uses.push_back(&use);
+    for (OpOperand *use : llvm::drop_begin(uses))
+      use->set(b.clone(*g)->getResult(0));
+  }
+  return !producers.empty();
+}
+
+/// Rounds of copying and fusing: a fused producer may become recomputable.
+constexpr int kRecomputeRounds = 3;
+
 } // namespace
 
 LogicalResult fuseElementwiseOps(ModuleOp module) {
   MLIRContext *context = module.getContext();
   RewritePatternSet patterns(context);
   linalg::populateElementwiseOpsFusionPatterns(patterns, computesEachElementOnce);
-  linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, fusibleProducer);
+  linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, foldableReshape);
   tensor::populateBubbleUpExpandShapePatterns(patterns);
   affine::AffineApplyOp::getCanonicalizationPatterns(patterns, context);
   linalg::GenericOp::getCanonicalizationPatterns(patterns, context);
@@ -50,8 +146,11 @@ LogicalResult fuseElementwiseOps(ModuleOp module) {
   linalg::populateConstantFoldLinalgOperations(patterns, fusibleProducer);
   GreedyRewriteConfig config;
   config.setUseTopDownTraversal(true);  // upstream's choice, for compile time
+  FrozenRewritePatternSet frozen(std::move(patterns));
   // Not converging within the rewrite limit leaves valid, less fused IR.
-  (void)applyPatternsGreedily(module, std::move(patterns), config);
+  (void)applyPatternsGreedily(module, frozen, config);
+  for (int round = 0; round < kRecomputeRounds && copyRecomputableProducers(module); ++round)
+    (void)applyPatternsGreedily(module, frozen, config);
   return success();
 }
 

@@ -9,7 +9,12 @@
 // accumulator: wrong results), and a matmul turned into a generic by reshape
 // folding is never handed to the runtime's GEMM. This step runs the same
 // patterns with a control that allows only fusions computing each produced
-// element once and never touches named contractions.
+// element once and never touches named contractions. Two more choices are
+// Kiln's own: a short arithmetic producer used by several consumers is
+// recomputed in each instead of written out and read back (a batch norm's
+// x - mu fed a reduction and a scale, a full pass over memory each), and a
+// reshape is not folded into a reduction over outer loops (it would stand
+// between that reduction and its elementwise producer).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,9 +28,11 @@ namespace kiln::jit::cpu {
 
 /// Fuses elementwise linalg.generic producers into consumers that read each
 /// produced element exactly once (the consumer's indexing map for it is a
-/// permutation), folds reshapes into generic ops by expansion, and folds
-/// constants; named linalg ops (matmul, batch_matmul, fill, ...) are never
-/// fused or generalised.
+/// permutation), copying short arithmetic producers with one full-size
+/// input into each such consumer when they have several; folds reshapes
+/// into generic ops by expansion (not into reductions over outer loops), and
+/// folds constants; named linalg ops (matmul, batch_matmul, fill, ...) are
+/// never fused or generalised.
 mlir::LogicalResult fuseElementwiseOps(mlir::ModuleOp module);
 
 } // namespace kiln::jit::cpu

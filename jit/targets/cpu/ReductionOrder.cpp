@@ -26,6 +26,57 @@ bool collapsibleOperands(linalg::GenericOp g) {
   return true;
 }
 
+/// Reads of broadcast operands without their unit dimensions: a [1, C, 1, 1]
+/// operand read at (0, c, 0, 0) becomes a [C] operand read at (c), which
+/// collapsing the loops handles (it miscompiles constant map results).
+/// False, with nothing changed, where an operand has a constant result at a
+/// dimension that is not a unit one, or only constant results.
+bool dropUnitBroadcastDims(RewriterBase &rewriter, linalg::GenericOp g) {
+  struct Rewrite {
+    unsigned operand;
+    SmallVector<ReassociationIndices> groups;
+    AffineMap map;
+  };
+  SmallVector<Rewrite> rewrites;
+  for (OpOperand &operand : g->getOpOperands()) {
+    AffineMap map = g.getMatchingIndexingMap(&operand);
+    auto type = cast<MemRefType>(operand.get().getType());
+    SmallVector<AffineExpr> kept;
+    SmallVector<ReassociationIndices> groups;
+    ReassociationIndices pending;
+    for (unsigned r = 0; r < map.getNumResults(); ++r) {
+      AffineExpr e = map.getResult(r);
+      pending.push_back(r);
+      if (isa<AffineConstantExpr>(e)) {
+        if (type.getDimSize(r) != 1 || cast<AffineConstantExpr>(e).getValue() != 0)
+          return false;
+        continue;
+      }
+      kept.push_back(e);
+      groups.push_back(pending);
+      pending.clear();
+    }
+    if (kept.size() == map.getNumResults())
+      continue;
+    if (kept.empty())
+      return false;
+    groups.back().append(pending.begin(), pending.end());
+    rewrites.push_back({operand.getOperandNumber(), groups,
+                        AffineMap::get(map.getNumDims(), 0, kept, g.getContext())});
+  }
+  if (rewrites.empty())
+    return true;
+  SmallVector<AffineMap> maps = g.getIndexingMapsArray();
+  rewriter.setInsertionPoint(g);
+  for (Rewrite &r : rewrites) {
+    Value collapsed = memref::CollapseShapeOp::create(rewriter, g.getLoc(), g->getOperand(r.operand), r.groups);
+    rewriter.modifyOpInPlace(g, [&] { g->setOperand(r.operand, collapsed); });
+    maps[r.operand] = r.map;
+  }
+  rewriter.modifyOpInPlace(g, [&] { g.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(maps)); });
+  return true;
+}
+
 /// Runs of adjacent reduction loops (among loops `first`..end) that every
 /// indexing map keeps adjacent and in order; single loops elsewhere.
 SmallVector<ReassociationIndices> reductionRuns(linalg::GenericOp g, unsigned first) {
@@ -82,7 +133,7 @@ int orderReductionLoops(func::FuncOp fn) {
       continue;
     ++reordered;
     g = *interchanged;
-    if (!collapsibleOperands(g))
+    if (!collapsibleOperands(g) || !dropUnitBroadcastDims(rewriter, g))
       continue;
     SmallVector<ReassociationIndices> runs = reductionRuns(g, kept);
     if (runs.size() == loops)

@@ -90,3 +90,29 @@ func.func @full_sum(%x: memref<8x16xf32>, %acc: memref<f32>) {
   }
   return
 }
+
+// -----
+
+// A broadcast operand read at (0, c, 0, 0) loses its unit dimensions first
+// (collapsing loops cannot handle constant map results); then the loops
+// reorder and H, W merge as above.
+// CHECK-DAG: #[[IN:.*]] = affine_map<(d0, d1, d2) -> (d1, d0, d2)>
+// CHECK-DAG: #[[C:.*]] = affine_map<(d0, d1, d2) -> (d0)>
+// CHECK-LABEL: func.func @broadcast_operand
+// CHECK-DAG: %[[M:.*]] = memref.collapse_shape %{{.*}} {{\[}}[0, 1, 2, 3]] : memref<1x64x1x1xf32> into memref<64xf32>
+// CHECK-DAG: %[[X:.*]] = memref.collapse_shape %{{.*}} {{\[}}[0], [1], [2, 3]] : memref<16x64x56x56xf32> into memref<16x64x3136xf32>
+// CHECK: linalg.generic {indexing_maps = [#[[IN]], #[[C]], #[[C]]], iterator_types = ["parallel", "reduction", "reduction"]}
+// CHECK-SAME: ins(%[[X]], %[[M]] : memref<16x64x3136xf32>, memref<64xf32>)
+func.func @broadcast_operand(%x: memref<16x64x56x56xf32>, %m: memref<1x64x1x1xf32>, %acc: memref<64xf64>) {
+  linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>, affine_map<(n, c, h, w) -> (0, c, 0, 0)>,
+                                   affine_map<(n, c, h, w) -> (c)>],
+                  iterator_types = ["reduction", "parallel", "reduction", "reduction"]}
+      ins(%x, %m : memref<16x64x56x56xf32>, memref<1x64x1x1xf32>) outs(%acc : memref<64xf64>) {
+  ^bb0(%in: f32, %mu: f32, %out: f64):
+    %d = arith.subf %in, %mu : f32
+    %e = arith.extf %d : f32 to f64
+    %s = arith.addf %out, %e : f64
+    linalg.yield %s : f64
+  }
+  return
+}
