@@ -432,6 +432,48 @@ TEST(Tiering, ConvolutionsCallTheRuntimeGemmOnTheUnpaddedInput) {
   EXPECT_EQ(countInDumps(dir, "2-bufferized", "linalg.map"), 0) << "a padded copy of the input is still made";
 }
 
+TEST(Tiering, BatchNormStatisticsFuseAndRunOneLaunchPerReduction) {
+  // A training batch norm's y = (x - mean) * rsqrt(var + eps) * g + b: x - mean
+  // feeds both the variance's sum and y, and is recomputed in each instead of
+  // written out, so y is the kernel's one full-size result; each per-channel
+  // sum over N, H and W runs as one parallel loop over channels (not a launch
+  // per image). The gradients agree with the interpreter's too.
+  namespace fs = std::filesystem;
+  fs::path dir = dumpDirectory("kiln-dump-batch-norm-test");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Tensor x = rand({8, 16, 24, 24}, 51, DType::f32, -2, 2);
+  Tensor g = rand({16}, 52, DType::f32, 0.5, 1.5), b = rand({16}, 53, DType::f32, -0.5, 0.5);
+  kiln::sync();
+  auto forward = [&] { return batch_norm(x, g, b, {}, {}, /*training=*/true).y.to_vector<float>(); };
+  auto [reference, compiled, runs] = interpretedThenCompiled(forward, dir);
+  EXPECT_EQ(runs, 1u);
+  expectClose(compiled, reference, 1e-5f);
+  EXPECT_EQ(countInDumps(dir, "1-linalg", "} -> tensor<8x16x24x24xf32>"), 1)
+      << "x - mean or its scaled form is written out";
+  EXPECT_EQ(countInDumps(dir, "1-linalg", "tensor.expand_shape %arg0"), 0) << "the sums read x reshaped";
+  // Mean, variance and y: one parallel loop each; the sums' inner loops run
+  // over a whole H x W plane (576 elements), not a row of W.
+  EXPECT_EQ(countInDumps(dir, "3-loops", "call @__kiln_parallel_"), 3);
+  EXPECT_EQ(countInDumps(dir, "3-loops", "to %c576 step %c1 iter_args"), 2);
+
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto gradients = [&] {
+    Tensor xl = x.detach(), gl = g.detach();
+    xl.requires_grad();
+    gl.requires_grad();
+    Tensor y = batch_norm(xl, gl, b, {}, {}, /*training=*/true).y;
+    std::vector<Tensor> d = grad(sum(mul(y, y)), {xl, gl});
+    std::vector<float> all = d[0].to_vector<float>(), dg = d[1].to_vector<float>();
+    all.insert(all.end(), dg.begin(), dg.end());
+    return all;
+  };
+  auto [gradReference, gradCompiled, gradRuns] = interpretedThenCompiled(gradients, dir);
+  EXPECT_EQ(gradRuns, 1u);
+  expectClose(gradCompiled, gradReference, 1e-3f);
+}
+
 TEST(Tiering, RowWiseNestsRunAsOneLoopOverRows) {
   // softmax = max, exp, sum, divide: four nests over the same rows that run
   // as one parallel loop (each row stays in cache), with the same results.
