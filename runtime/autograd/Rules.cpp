@@ -163,7 +163,10 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
     case OpKind::Rsqrt: r[0] = mul(mul(g, -0.5), mul(out, square(out))); break;
     case OpKind::Tanh: r[0] = mul(g, sub(1.0, square(out))); break;
     case OpKind::Sigmoid: r[0] = mul(g, mul(out, sub(1.0, out))); break;
-    case OpKind::Relu: r[0] = where(gt(in[0], 0.0), g, 0.0); break;
+    // From the output (x > 0 exactly where relu(x) > 0, NaN included): a
+    // compiled step then keeps only the ReLU's output, which the next layer
+    // reads anyway, not its input too (a batch norm's result before ReLU).
+    case OpKind::Relu: r[0] = where(gt(out, 0.0), g, 0.0); break;
     case OpKind::Sin: r[0] = mul(g, cos(in[0])); break;
     case OpKind::Cos: r[0] = neg(mul(g, sin(in[0]))); break;
     case OpKind::Atan: r[0] = div(g, add(square(in[0]), 1.0)); break;
