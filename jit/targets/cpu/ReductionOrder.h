@@ -9,7 +9,7 @@
 // cost more than its convolutions' backward passes. Reordering the loops
 // (kept dimensions outside, reduced ones inside, innermost still innermost)
 // and merging adjacent reduced dimensions that are contiguous in memory
-// gives `parallel c { for n { for hw (3136) } } }`: one launch, long
+// gives `parallel c { for n { for hw (3136) } }`: one launch, long
 // vectorised sums.
 //
 //===----------------------------------------------------------------------===//
