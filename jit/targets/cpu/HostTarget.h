@@ -36,7 +36,7 @@ inline constexpr const char *kToLoops = "convert-linalg-to-parallel-loops,canoni
 inline constexpr const char *kCpuToLinalg =
     "canonicalize,kiln-convert-to-linalg,canonicalize,cse,kiln-cpu-fuse-elementwise,canonicalize,cse";
 inline constexpr const char *kCpuBufferize =
-    "func.func(kiln-cpu-distinct-results,kiln-cpu-unshare-fills),"
+    "func.func(kiln-cpu-split-full-reductions,kiln-cpu-distinct-results,kiln-cpu-unshare-fills),"
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},canonicalize,cse";

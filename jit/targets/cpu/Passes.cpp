@@ -11,6 +11,7 @@
 #include "jit/targets/cpu/RowScratch.h"
 #include "jit/targets/cpu/ScalarPromotion.h"
 #include "jit/targets/cpu/SerialParts.h"
+#include "jit/targets/cpu/SplitReduction.h"
 #include "jit/targets/cpu/TransposeFolding.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -25,6 +26,7 @@
 namespace kiln::jit::cpu {
 
 #define GEN_PASS_DEF_KILNCPUFUSEELEMENTWISE
+#define GEN_PASS_DEF_KILNCPUSPLITFULLREDUCTIONS
 #define GEN_PASS_DEF_KILNCPUDISTINCTRESULTS
 #define GEN_PASS_DEF_KILNCPUBUFFERDONATION
 #define GEN_PASS_DEF_KILNCPUCONVTORUNTIMECALLS
@@ -251,6 +253,13 @@ struct HoistRowBuffers : impl::KilnCpuHoistRowBuffersBase<HoistRowBuffers> {
 
 struct IeeeMinMax : impl::KilnCpuIeeeMinMaxBase<IeeeMinMax> {
   void runOnOperation() override { lowerIeeeMinMax(getOperation()); }
+};
+
+struct SplitFullReductions : impl::KilnCpuSplitFullReductionsBase<SplitFullReductions> {
+  void runOnOperation() override {
+    if (!getOperation().isExternal())
+      splitFullReductions(getOperation());
+  }
 };
 
 struct OrderReductionLoops : impl::KilnCpuOrderReductionLoopsBase<OrderReductionLoops> {

@@ -35,6 +35,35 @@ def KilnCpuFuseElementwise : Pass<"kiln-cpu-fuse-elementwise", "::mlir::ModuleOp
   }];
 }
 
+def KilnCpuSplitFullReductions
+    : Pass<"kiln-cpu-split-full-reductions", "::mlir::func::FuncOp"> {
+  let summary = "Reductions of a whole tensor as parallel partial reductions";
+  let description = [{
+    Each `linalg.generic` on tensors that reduces all its loops (at least
+    2^16 iterations, static extents, inputs read through identity maps, one
+    result) has its loops merged into one, then upstream
+    `linalg::splitReduction` splits it into a generic over [chunks,
+    elements / chunks] whose chunk loop is parallel and a reduction of the
+    chunks' partial results. See `splitFullReductions` (SplitReduction.h).
+
+    Example:
+
+    ```mlir
+    %s = linalg.generic {indexing_maps = [(i, j) -> (i, j), (i, j) -> ()],
+                         iterator_types = ["reduction", "reduction"]}
+        ins(%x : tensor<512x512xf32>) outs(%zero : tensor<f64>) { ... }
+    // becomes
+    %p = linalg.generic {indexing_maps = [(c, i) -> (c, i), (c, i) -> (c)],
+                         iterator_types = ["parallel", "reduction"]}
+        ins(%x64x4096 : tensor<64x4096xf32>) outs(%partials : tensor<64xf64>) { ... }
+    %s = linalg.generic {indexing_maps = [(c) -> (c), (c) -> ()], iterator_types = ["reduction"]}
+        ins(%p : tensor<64xf64>) outs(%zero : tensor<f64>) { ... }
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def KilnCpuDistinctResults
     : Pass<"kiln-cpu-distinct-results", "::mlir::func::FuncOp"> {
   let summary = "Give every result of the kernel a tensor of its own";
