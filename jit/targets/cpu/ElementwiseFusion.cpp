@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 using namespace mlir;
@@ -127,6 +128,110 @@ bool copyRecomputableProducers(ModuleOp module) {
   return !producers.empty();
 }
 
+/// Whether reductions `a` and `b` (a before b, same block) can run as one
+/// generic: the same loops, a reduction over outer loops (row reductions
+/// keep their own row loops), an input read the same way by both, and no
+/// use of `a` before `b`.
+bool siblingReductions(linalg::GenericOp a, linalg::GenericOp b) {
+  if (a->getBlock() != b->getBlock() || !a->isBeforeInBlock(b) || !reducesOuterLoops(a) ||
+      !a.hasPureTensorSemantics() || !b.hasPureTensorSemantics() ||
+      a.getIteratorTypesArray() != b.getIteratorTypesArray())
+    return false;
+  SmallVector<int64_t> ranges = a.getStaticLoopRanges();
+  if (ranges != b.getStaticLoopRanges() || llvm::any_of(ranges, ShapedType::isDynamic))
+    return false;
+  bool shared = false;
+  for (OpOperand *x : a.getDpsInputOperands())
+    for (OpOperand *y : b.getDpsInputOperands())
+      shared = shared || (x->get() == y->get() && a.getMatchingIndexingMap(x) == b.getMatchingIndexingMap(y) &&
+                          a.getMatchingIndexingMap(x).isPermutation());
+  if (!shared)
+    return false;
+  for (Operation *user : a->getUsers()) {
+    Operation *inBlock = a->getBlock()->findAncestorOpInBlock(*user);
+    if (!inBlock || inBlock == b.getOperation() || inBlock->isBeforeInBlock(b))
+      return false;
+  }
+  return true;
+}
+
+/// One generic computing both `a`'s and `b`'s results, at `b`'s place.
+void mergeReductions(linalg::GenericOp a, linalg::GenericOp b) {
+  SmallVector<Value> inputs;
+  SmallVector<AffineMap> maps;
+  IRMapping map;
+  auto addInputs = [&](linalg::GenericOp g, SmallVector<unsigned>& argIndex) {
+    for (OpOperand *in : g.getDpsInputOperands()) {
+      AffineMap m = g.getMatchingIndexingMap(in);
+      unsigned k = 0;
+      while (k < inputs.size() && !(inputs[k] == in->get() && maps[k] == m))
+        ++k;
+      if (k == inputs.size()) {
+        inputs.push_back(in->get());
+        maps.push_back(m);
+      }
+      argIndex.push_back(k);
+    }
+  };
+  SmallVector<unsigned> aArgs, bArgs;
+  addInputs(a, aArgs);
+  addInputs(b, bArgs);
+  SmallVector<Value> inits;
+  for (linalg::GenericOp g : {a, b})
+    for (OpOperand &init : g.getDpsInitsMutable()) {
+      inits.push_back(init.get());
+      maps.push_back(g.getMatchingIndexingMap(&init));
+    }
+  SmallVector<Type> types(a->getResultTypes());
+  llvm::append_range(types, b->getResultTypes());
+  OpBuilder builder(b);
+  auto merged = linalg::GenericOp::create(builder, b.getLoc(), types, inputs, inits, maps, a.getIteratorTypesArray());
+  Block* body = builder.createBlock(&merged.getRegion());
+  for (Value v : inputs)
+    body->addArgument(getElementTypeOrSelf(v.getType()), b.getLoc());
+  for (Value v : inits)
+    body->addArgument(getElementTypeOrSelf(v.getType()), b.getLoc());
+  SmallVector<Value> yielded;
+  unsigned initArg = inputs.size();
+  for (auto [g, argIndex] : {std::pair{a, &aArgs}, std::pair{b, &bArgs}}) {
+    Block& old = g.getRegion().front();
+    for (unsigned i = 0; i < argIndex->size(); ++i)
+      map.map(old.getArgument(i), body->getArgument((*argIndex)[i]));
+    for (unsigned i = argIndex->size(); i < old.getNumArguments(); ++i)
+      map.map(old.getArgument(i), body->getArgument(initArg++));
+    for (Operation& op : old.without_terminator())
+      builder.clone(op, map);
+    for (Value v : old.getTerminator()->getOperands())
+      yielded.push_back(map.lookupOrDefault(v));
+  }
+  linalg::YieldOp::create(builder, b.getLoc(), yielded);
+  const unsigned aResults = a->getNumResults();
+  a->replaceAllUsesWith(merged->getResults().take_front(aResults));
+  b->replaceAllUsesWith(merged->getResults().drop_front(aResults));
+  a->erase();
+  b->erase();
+}
+
+/// Merges sibling reductions over outer loops that read a tensor the same
+/// way into one generic, which reads it once: a batch norm's backward sums
+/// dy and dy * x_hat over N, H and W, three passes over the same tensors.
+void mergeSiblingReductions(ModuleOp module) {
+  for (bool merged = true; merged;) {
+    merged = false;
+    SmallVector<linalg::GenericOp> reductions;
+    module.walk([&](linalg::GenericOp g) {
+      if (g.getNumReductionLoops() > 0)
+        reductions.push_back(g);
+    });
+    for (size_t i = 0; i < reductions.size() && !merged; ++i)
+      for (size_t j = i + 1; j < reductions.size() && !merged; ++j)
+        if (siblingReductions(reductions[i], reductions[j])) {
+          mergeReductions(reductions[i], reductions[j]);
+          merged = true;
+        }
+  }
+}
+
 /// Rounds of copying and fusing: a fused producer may become recomputable.
 constexpr int kRecomputeRounds = 3;
 
@@ -151,6 +256,7 @@ LogicalResult fuseElementwiseOps(ModuleOp module) {
   (void)applyPatternsGreedily(module, frozen, config);
   for (int round = 0; round < kRecomputeRounds && copyRecomputableProducers(module); ++round)
     (void)applyPatternsGreedily(module, frozen, config);
+  mergeSiblingReductions(module);
   return success();
 }
 

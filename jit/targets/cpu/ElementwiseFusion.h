@@ -12,9 +12,11 @@
 // element once and never touches named contractions. Two more choices are
 // Kiln's own: a short arithmetic producer used by several consumers is
 // recomputed in each instead of written out and read back (a batch norm's
-// x - mu fed a reduction and a scale, a full pass over memory each), and a
+// x - mu fed a reduction and a scale, a full pass over memory each), a
 // reshape is not folded into a reduction over outer loops (it would stand
-// between that reduction and its elementwise producer).
+// between that reduction and its elementwise producer), and sibling
+// reductions over the same outer loops that read a tensor the same way run
+// as one generic (a batch norm's backward sums, one pass instead of three).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,8 +32,9 @@ namespace kiln::jit::cpu {
 /// produced element exactly once (the consumer's indexing map for it is a
 /// permutation), copying short arithmetic producers with one full-size
 /// input into each such consumer when they have several; folds reshapes
-/// into generic ops by expansion (not into reductions over outer loops), and
-/// folds constants; named linalg ops (matmul, batch_matmul, fill, ...) are
+/// into generic ops by expansion (not into reductions over outer loops),
+/// folds constants, and merges sibling reductions over outer loops that
+/// share an input; named linalg ops (matmul, batch_matmul, fill, ...) are
 /// never fused or generalised.
 mlir::LogicalResult fuseElementwiseOps(mlir::ModuleOp module);
 

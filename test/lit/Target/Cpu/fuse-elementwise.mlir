@@ -164,3 +164,66 @@ func.func @exp_not_recomputed(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4
   } -> tensor<4x8xf32>
   return %neg, %sum : tensor<4x8xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A batch norm's backward sums dy and dy * x over N, H and W: two
+// reductions over the same loops reading dy the same way run as one generic
+// with two results (one pass over dy and x).
+#id4 = affine_map<(n, c, h, w) -> (n, c, h, w)>
+#acc = affine_map<(n, c, h, w) -> (c)>
+// CHECK-LABEL: func.func @sibling_sums
+// CHECK: %[[BOTH:.*]]:2 = linalg.generic {{.*}}iterator_types = ["reduction", "parallel", "reduction", "reduction"]
+// CHECK-SAME: ins(%{{.*}}, %{{.*}} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xf32>)
+// CHECK: arith.addf
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: linalg.yield
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[BOTH]]#0, %[[BOTH]]#1
+func.func @sibling_sums(%dy: tensor<2x3x4x5xf32>, %x: tensor<2x3x4x5xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<3xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<3xf32>) -> tensor<3xf32>
+  %s = linalg.generic {indexing_maps = [#id4, #acc], iterator_types = ["reduction", "parallel", "reduction", "reduction"]}
+      ins(%dy : tensor<2x3x4x5xf32>) outs(%f : tensor<3xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %v = arith.addf %o, %a : f32
+    linalg.yield %v : f32
+  } -> tensor<3xf32>
+  %sx = linalg.generic {indexing_maps = [#id4, #id4, #acc], iterator_types = ["reduction", "parallel", "reduction", "reduction"]}
+      ins(%dy, %x : tensor<2x3x4x5xf32>, tensor<2x3x4x5xf32>) outs(%f : tensor<3xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %p = arith.mulf %a, %b : f32
+    %v = arith.addf %o, %p : f32
+    linalg.yield %v : f32
+  } -> tensor<3xf32>
+  return %s, %sx : tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
+// Row sums (softmax's, layer_norm's) keep a generic each: their row loops
+// are fused later, each reduction with the elementwise loops of its rows.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+// CHECK-LABEL: func.func @row_sums_stay_apart
+// CHECK-COUNT-2: linalg.generic
+func.func @row_sums_stay_apart(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %s = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<4x8xf32>) outs(%f : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %v = arith.addf %o, %a : f32
+    linalg.yield %v : f32
+  } -> tensor<4xf32>
+  %m = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<4x8xf32>) outs(%f : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %v = arith.maximumf %o, %a : f32
+    linalg.yield %v : f32
+  } -> tensor<4xf32>
+  return %s, %m : tensor<4xf32>, tensor<4xf32>
+}
