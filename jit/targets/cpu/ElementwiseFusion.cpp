@@ -2,6 +2,7 @@
 
 #include "jit/targets/cpu/ElementwiseFusion.h"
 
+#include "jit/targets/cpu/ReductionOrder.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -34,20 +35,6 @@ bool computesEachElementOnce(OpOperand *fused) {
     return false;
   auto consumer = dyn_cast<linalg::LinalgOp>(fused->getOwner());
   return !consumer || consumer.getMatchingIndexingMap(fused).isPermutation();
-}
-
-/// Whether `op` is a generic reducing other than its innermost loops only (a
-/// batch norm's sum over [N, C, H, W] at N, H and W; a row reduction, like
-/// softmax's, is not one).
-bool reducesOuterLoops(Operation *op) {
-  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
-  if (!generic)
-    return false;
-  SmallVector<utils::IteratorType> iterators = generic.getIteratorTypesArray();
-  for (size_t d = 1; d < iterators.size(); ++d)
-    if (iterators[d - 1] == utils::IteratorType::reduction && iterators[d] == utils::IteratorType::parallel)
-      return true;
-  return false;
 }
 
 /// A reshape folds into a generic by expanding its loops, except into one

@@ -99,6 +99,17 @@ SmallVector<ReassociationIndices> reductionRuns(linalg::GenericOp g, unsigned fi
 
 } // namespace
 
+bool reducesOuterLoops(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  if (!generic)
+    return false;
+  SmallVector<utils::IteratorType> iterators = generic.getIteratorTypesArray();
+  for (size_t d = 1; d < iterators.size(); ++d)
+    if (isReduction(iterators[d - 1]) && !isReduction(iterators[d]))
+      return true;
+  return false;
+}
+
 int orderReductionLoops(func::FuncOp fn) {
   SmallVector<linalg::GenericOp> generics;
   fn.walk([&](linalg::GenericOp g) {
@@ -109,24 +120,18 @@ int orderReductionLoops(func::FuncOp fn) {
   int reordered = 0;
   for (linalg::GenericOp g : generics) {
     SmallVector<utils::IteratorType> iterators = g.getIteratorTypesArray();
-    const unsigned loops = iterators.size();
-    if (loops < 2 || !isReduction(iterators.back()))
+    // (reducesOuterLoops first: it also rules out fewer than two loops.)
+    if (!reducesOuterLoops(g) || !isReduction(iterators.back()))
       continue;
+    const unsigned loops = iterators.size();
     SmallVector<unsigned> order;
     for (unsigned d = 0; d < loops; ++d)
       if (!isReduction(iterators[d]))
         order.push_back(d);
     const unsigned kept = order.size();
-    if (kept == 0)
-      continue;
     for (unsigned d = 0; d < loops; ++d)
       if (isReduction(iterators[d]))
         order.push_back(d);
-    bool inOrder = true;
-    for (unsigned d = 0; d < loops; ++d)
-      inOrder = inOrder && order[d] == d;
-    if (inOrder)
-      continue;
     rewriter.setInsertionPoint(g);
     FailureOr<linalg::GenericOp> interchanged = linalg::interchangeGenericOp(rewriter, g, order);
     if (failed(interchanged))

@@ -21,6 +21,11 @@
 
 namespace kiln::jit::cpu {
 
+/// Whether `op` is a linalg.generic with a parallel loop inside a reduction
+/// loop: it reduces outer loops (a batch norm's sum over N, H and W of
+/// [N, C, H, W]), unlike a row reduction (softmax's) or a full one.
+bool reducesOuterLoops(mlir::Operation *op);
+
 /// In `fn` (bufferized), every linalg.generic whose innermost loop is a
 /// reduction and that has a parallel loop after a reduction loop is
 /// interchanged so that its parallel loops come first, in their order, then

@@ -37,15 +37,14 @@ int64_t splittableElements(linalg::GenericOp g) {
 } // namespace
 
 int splitFullReductions(func::FuncOp fn) {
-  SmallVector<linalg::GenericOp> reductions;
+  SmallVector<std::pair<linalg::GenericOp, int64_t>> reductions;
   fn.walk([&](linalg::GenericOp g) {
-    if (splittableElements(g) > 0)
-      reductions.push_back(g);
+    if (int64_t elements = splittableElements(g))
+      reductions.emplace_back(g, elements);
   });
   IRRewriter rewriter(fn.getContext());
   int split = 0;
-  for (linalg::GenericOp g : reductions) {
-    const int64_t elements = splittableElements(g);
+  for (auto [g, elements] : reductions) {
     int64_t chunks = 0;
     for (int64_t c : kChunks)
       if (elements % c == 0 && elements / c >= kMinChunk) {
