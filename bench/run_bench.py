@@ -560,7 +560,15 @@ def main():
             cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
     except OSError:
         pass
+    isa = "avx2"
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+        isa = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "scalar"
+    except OSError:
+        pass
     meta = {
+        "isa": isa,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit + (" (with uncommitted changes)" if dirty else ""),
         "mode": "quick" if a.quick else "full", "rounds": rounds, "repetitions_per_round": reps,
@@ -578,7 +586,14 @@ def main():
     with open(a.json, "w") as f:
         json.dump({"meta": meta, "rows": table}, f, indent=1)
     write_md(a.md, meta, table, goal_list, a.quick)
-    print(f"wrote {a.md} and {a.json} in {meta['duration_s']} s")
+    # Machines of our kind differ in ISA, and the goals must hold on both: the latest full
+    # run of each kind stays beside RESULTS.md (RESULTS-avx2.md, RESULTS-avx512.md).
+    by_isa = os.path.join(os.path.dirname(os.path.abspath(a.md)), f"RESULTS-{meta['isa']}.md")
+    if not a.quick and os.path.abspath(a.md) == os.path.join(HERE, "RESULTS.md"):
+        shutil.copyfile(a.md, by_isa)
+        print(f"wrote {a.md} (and {by_isa}) and {a.json} in {meta['duration_s']} s")
+    else:
+        print(f"wrote {a.md} and {a.json} in {meta['duration_s']} s")
     return 0
 
 
@@ -589,7 +604,9 @@ def write_md(path, meta, table, goal_list, quick):
              f"{meta['commit']}, in {meta['duration_s']} s. Do not edit by hand: rerun the command.\n")
     L.append("## Methodology\n")
     lb, la = meta["load_before"], meta["load_after"]
-    L.append(f"- Machine: {meta['cpu']}, {meta['cores']} cores. It is shared with other engineers' builds: "
+    other = {"avx2": "avx512", "avx512": "avx2"}.get(meta.get("isa"), "avx512")
+    L.append(f"- Machine: {meta['cpu']}, {meta['cores']} cores, widest vector ISA {meta.get('isa', '?').upper()} "
+             f"(the latest full run on the other kind of machine: `bench/RESULTS-{other}.md`). It is shared with other engineers' builds: "
              f"load average (1/5/15 min) was {lb[0]:.2f}/{lb[1]:.2f}/{lb[2]:.2f} at the start and "
              f"{la[0]:.2f}/{la[1]:.2f}/{la[2]:.2f} at the end, so absolute figures carry that noise; ratios between "
              "rows measured in the same rounds are the trustworthy reading.")
