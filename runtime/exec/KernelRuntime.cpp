@@ -7,11 +7,26 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "runtime/core/Half.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/interp/gemm/Bf16Gemm.h"
 #include "runtime/interp/gemm/Sgemm.h"
 
 #define KILN_RT_EXPORT extern "C" __attribute__((visibility("default")))
+
+/// f32 -> bf16, rounding to nearest even (NaN stays a quiet NaN), under the
+/// name of the compiler runtime's conversion. Kiln's lowering converts in
+/// integers, but on a CPU without AVX512-BF16 LLVM's code generator still
+/// calls this where a bf16 value lives in a float register (a broadcast
+/// scalar hoisted out of its loop is widened, then narrowed at each store),
+/// and kernels link against GCC 12's libgcc, which lacks it (GCC 13 added it).
+/// _Float16 comes back in xmm0's low half, as __bf16 does.
+KILN_RT_EXPORT _Float16 __truncsfbf2(float f) {
+  const uint16_t bits = kiln::core::floatToBf16(f);
+  _Float16 result;
+  std::memcpy(&result, &bits, sizeof bits);
+  return result;
+}
 
 KILN_RT_EXPORT void kiln_rt_parallel_for(void (*body)(void*, int64_t, int64_t), void* ctx, int64_t n, int64_t grain) {
   if (n <= 0) return;

@@ -634,14 +634,21 @@ struct TanhDivisions : RewriterBase::Listener {
 
 /// f32 exp as upstream's approximation computes it (Cody-Waite reduction by
 /// k = round(x / ln 2), Cephes' polynomial for e^r on |r| <= ln 2 / 2),
-/// scaled by 2^k with llvm.intr.ldexp: on AVX-512 one vscalefps, which
-/// rounds denormal results and saturates to 0 and infinity by itself, where
-/// upstream clamps k to [-127, 127] and builds 2^k's bits (six instructions
-/// of chain8's sigmoid against three). x is clamped to [-104, 88.8] first,
-/// beyond which exp is 0 or infinity (and r stays finite); NaN passes the
-/// clamps (their unordered predicates keep it).
-struct ExpScaledByLdexp : OpRewritePattern<math::ExpOp> {
-  using OpRewritePattern::OpRewritePattern;
+/// scaled by 2^k so that denormal results come out rounded, not flushed, and
+/// the top of the range does not overflow early (upstream clamps k to
+/// [-127, 127] and builds 2^k's bits: exp(-90) came out 0). With `scalef`
+/// (AVX-512) by llvm.intr.ldexp, one vscalefps, which rounds denormals and
+/// saturates to 0 and infinity by itself (three instructions of chain8's
+/// sigmoid against upstream's six); elsewhere by two factors 2^(k/2) and
+/// 2^(k - k/2), each a normal float built from its bits: the first product
+/// is exact, so the second rounds once, as ldexp does. x is clamped to
+/// [-104, 88.8] first, beyond which exp is 0 or infinity (and r and both
+/// factors stay finite); NaN passes the clamps (their unordered predicates
+/// keep it) and p carries it through the products.
+struct ExpScaledExactly : OpRewritePattern<math::ExpOp> {
+  ExpScaledExactly(MLIRContext *context, bool scalef)
+      : OpRewritePattern(context, /*benefit=*/2), scalef(scalef) {}
+  bool scalef;
   LogicalResult matchAndRewrite(math::ExpOp op, PatternRewriter &rewriter) const override {
     Value x = op.getOperand();
     if (!x.getType().isF32())
@@ -666,8 +673,25 @@ struct ExpScaledByLdexp : OpRewritePattern<math::ExpOp> {
       p = fma(p, r, constant(c));
     p = fma(p, arith::MulFOp::create(rewriter, loc, r, r), r);
     p = arith::AddFOp::create(rewriter, loc, p, constant(1.0f));
-    Value exponent = arith::FPToSIOp::create(rewriter, loc, rewriter.getI32Type(), k);
-    rewriter.replaceOpWithNewOp<LLVM::LoadExpOp>(op, x.getType(), p, exponent);
+    Type i32 = rewriter.getI32Type();
+    Value exponent = arith::FPToSIOp::create(rewriter, loc, i32, k);
+    if (scalef) {
+      rewriter.replaceOpWithNewOp<LLVM::LoadExpOp>(op, x.getType(), p, exponent);
+      return success();
+    }
+    // k in [-150, 128]: both halves in [-75, 64], so 2^half is normal.
+    auto intConstant = [&](int32_t v) -> Value {
+      return arith::ConstantOp::create(rewriter, loc, rewriter.getI32IntegerAttr(v));
+    };
+    auto powerOfTwo = [&](Value e) -> Value {
+      Value bits = arith::ShLIOp::create(rewriter, loc, arith::AddIOp::create(rewriter, loc, e, intConstant(127)),
+                                         intConstant(23));
+      return arith::BitcastOp::create(rewriter, loc, x.getType(), bits);
+    };
+    Value half = arith::ShRSIOp::create(rewriter, loc, exponent, intConstant(1));
+    Value rest = arith::SubIOp::create(rewriter, loc, exponent, half);
+    Value scaled = arith::MulFOp::create(rewriter, loc, p, powerOfTwo(half));
+    rewriter.replaceOpWithNewOp<arith::MulFOp>(op, scaled, powerOfTwo(rest));
     return success();
   }
 };
@@ -681,8 +705,7 @@ LogicalResult approximateMath(ModuleOp module, bool scalef) {
   RewritePatternSet patterns(module.getContext());
   // Ahead of upstream's exp (benefit 1), also where its other expansions
   // (expm1, erf, ...) create an exp.
-  if (scalef)
-    patterns.add<ExpScaledByLdexp>(module.getContext(), /*benefit=*/2);
+  patterns.add<ExpScaledExactly>(module.getContext(), scalef);
   populateMathPolynomialApproximationPatterns(patterns);
   return applyPatternsGreedily(module, std::move(patterns));
 }

@@ -62,8 +62,9 @@ mlir::LogicalResult matmulToRuntimeCalls(mlir::ModuleOp module);
 mlir::LogicalResult convToRuntimeCalls(mlir::ModuleOp module);
 
 /// Expands tanh, exp, log, erf, ... on f32 into polynomial approximations
-/// that LLVM vectorises (libm calls would stay scalar). With `scalef` (the
-/// target has AVX-512), exp scales by 2^k with llvm.intr.ldexp.
+/// that LLVM vectorises (libm calls would stay scalar). exp scales by 2^k
+/// without flushing denormal results: with `scalef` (the target has
+/// AVX-512) by llvm.intr.ldexp, elsewhere by two exactly built factors.
 mlir::LogicalResult approximateMath(mlir::ModuleOp module, bool scalef = false);
 
 /// Rewrites arith.maximumf/minimumf under `root` into llvm.intr.maximum /

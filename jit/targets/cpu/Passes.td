@@ -182,10 +182,11 @@ def KilnCpuApproximateMath
   let description = [{
     Upstream's polynomial approximation patterns of the math dialect: the
     f32 functions become arith polynomials (libm calls would stay scalar).
-    f64 math stays. With `scalef` (CPUs with AVX-512), f32 exp scales its
-    polynomial by 2^k with `llvm.intr.ldexp`, one vscalefps that also
-    saturates to 0 and infinity, instead of clamping k and building the
-    exponent's bits. See `approximateMath` (CpuTransforms.h).
+    f64 math stays. f32 exp scales its polynomial by 2^k without flushing
+    denormal results (upstream clamps k to [-127, 127]): with `scalef` (CPUs
+    with AVX-512) by `llvm.intr.ldexp`, one vscalefps that also saturates to
+    0 and infinity; elsewhere by 2^(k/2) and then 2^(k - k/2), each built
+    from its bits. See `approximateMath` (CpuTransforms.h).
   }];
   let options = [Option<"scalef", "scalef", "bool", /*default=*/"false",
                         "exp scales by 2^k with llvm.intr.ldexp (vscalefps on AVX-512)">];

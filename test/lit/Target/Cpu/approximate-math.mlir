@@ -8,6 +8,18 @@
 // CHECK: arith.mulf
 // CHECK-NOT: math.tanh
 // CHECK-NOT: math.exp
+// Elsewhere exp scales by 2^(k/2), then 2^(k - k/2), each built from its
+// bits ((e + 127) << 23), so a denormal result rounds once instead of
+// flushing to 0 as upstream's clamp of k to [-127, 127] did.
+// CHECK: %[[E:.*]] = arith.fptosi %{{.*}} : f32 to i32
+// CHECK: %[[HALF:.*]] = arith.shrsi %[[E]], %{{.*}} : i32
+// CHECK: %[[REST:.*]] = arith.subi %[[E]], %[[HALF]] : i32
+// CHECK: arith.bitcast %{{.*}} : i32 to f32
+// CHECK: %[[P1:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK: arith.addi %[[REST]]
+// CHECK: %[[F2:.*]] = arith.bitcast %{{.*}} : i32 to f32
+// CHECK: arith.mulf %[[P1]], %[[F2]] : f32
+// CHECK-NOT: -1.270000e+02
 // CHECK: return
 // With scalef (AVX-512), exp rounds x / ln 2 to k and scales its polynomial
 // by 2^k with ldexp; upstream's clamp of k to [-127, 127] is not there.
