@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the benchmark suite, installs its peers and runs Kiln (interpreted and
-# compiled) against them; writes bench/RESULTS.md and bench/results.json.
+# compiled) against them; writes bench/RESULTS.md (a full run also
+# bench/RESULTS-<isa>.md) and bench/results.json.
 #
-#   scripts/bench.sh [--quick]     (--quick: a few minutes; full: under 20)
+#   scripts/bench.sh [--quick]     (--quick: a few minutes; full: 15 to 35)
 #
 # Build folder: build-bench (KILN_BENCH_BUILD_DIR changes it). A peer that
 # cannot be installed is reported as missing, never fatal.
