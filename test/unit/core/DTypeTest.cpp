@@ -1,9 +1,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
 
 #include "kiln/kiln.h"
 #include "runtime/core/Half.h"
+
+// libkiln's f32 -> bf16 under the compiler runtime's name, which compiled
+// kernels call on CPUs without AVX512-BF16 (runtime/exec/KernelRuntime.cpp).
+extern "C" _Float16 __truncsfbf2(float);
 
 namespace kiln {
 namespace {
@@ -38,6 +46,29 @@ TEST(DType, HalfConversionRoundsToNearestEven) {
   EXPECT_EQ(floatToBf16(1.0f), 0x3f80);
   EXPECT_EQ(bf16ToFloat(0x3f80), 1.0f);
   EXPECT_EQ(floatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);  // tie to even
+}
+
+// Compiled kernels narrow through __truncsfbf2 where LLVM widened a bf16
+// value; it must give the runtime's bits (round to nearest even, quiet NaN),
+// returned in xmm0's low half as __bf16 is.
+TEST(DType, KernelsBf16NarrowingGivesTheRuntimesBits) {
+  auto narrowed = [](float f) {
+    const _Float16 h = __truncsfbf2(f);
+    uint16_t bits;
+    std::memcpy(&bits, &h, sizeof bits);
+    return bits;
+  };
+  std::vector<float> values = {0.0f, -0.0f, 1.0f, -1.0f, 1.0f + std::ldexp(1.0f, -8),
+                               1.0f + 3 * std::ldexp(1.0f, -8), std::ldexp(1.0f, -149), 6.06e-39f, 3.4e38f,
+                               INFINITY, -INFINITY, NAN, -NAN};
+  std::mt19937 rng(7);
+  for (int i = 0; i < 100000; ++i) {
+    const uint32_t bits = rng();
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    values.push_back(f);
+  }
+  for (float f : values) ASSERT_EQ(narrowed(f), core::floatToBf16(f)) << f;
 }
 
 TEST(DType, PromoteTypes) {
