@@ -634,9 +634,9 @@ struct TanhDivisions : RewriterBase::Listener {
 
 /// f32 exp as upstream's approximation computes it (Cody-Waite reduction by
 /// k = round(x / ln 2), Cephes' polynomial for e^r on |r| <= ln 2 / 2),
-/// scaled by 2^k so that denormal results come out rounded, not flushed, and
-/// the top of the range does not overflow early (upstream clamps k to
-/// [-127, 127] and builds 2^k's bits: exp(-90) came out 0). With `scalef`
+/// scaled by 2^k so that denormal results come out rounded, not flushed
+/// (upstream clamps k to [-127, 127] and builds 2^k's bits: exp(-90) came
+/// out 0). With `scalef`
 /// (AVX-512) by llvm.intr.ldexp, one vscalefps, which rounds denormals and
 /// saturates to 0 and infinity by itself (three instructions of chain8's
 /// sigmoid against upstream's six); elsewhere by two factors 2^(k/2) and
