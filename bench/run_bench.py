@@ -555,15 +555,15 @@ def main():
                            text=True).stdout.strip()
     load_after = os.getloadavg()
     cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
-    except OSError:
-        pass
     isa = "avx2"
     try:
+        info = {}  # the first core's fields
         with open("/proc/cpuinfo") as f:
-            flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+            for line in f:
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
+        cpu = info.get("model name", cpu)
+        flags = info.get("flags", "").split()
         isa = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "scalar"
     except OSError:
         pass
