@@ -78,6 +78,78 @@ __attribute__((target("avx2,fma"))) void tileRows(int kc, const float* ap, const
   }
 }
 
+/// The same tile on unpacked operands (DirectKernelFn): the A scalars
+/// broadcast from A (row r at step k: a[r * lda + k], or a[k * lda + r]
+/// when A is column-major), the B vectors load from B's rows (through a
+/// mask in a tile narrower than 16 columns, which must not read past B's
+/// row). The FMAs and their order are the packed tile's, so are the bits.
+template <int Rows, bool Masked, bool ColumnMajorA>
+__attribute__((target("avx2,fma"))) void directTileRows(int kc, const float* a, int64_t lda, const float* b,
+                                                        int64_t ldb, float* c, int64_t ldc, int nr,
+                                                        bool accumulate) {
+  __m256 acc[Rows][kVecs];
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm256_setzero_ps();
+  __m256i mask[kVecs];
+#pragma GCC unroll 2
+  for (int v = 0; v < kVecs; ++v) mask[v] = laneMask(Masked ? nr - 8 * v : 8);
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNR - 1), _MM_HINT_T0);
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < kc; ++k) {
+    __m256 bv[kVecs];
+    const float* bk = b + k * ldb;
+#pragma GCC unroll 2
+    for (int v = 0; v < kVecs; ++v)
+      bv[v] = Masked ? _mm256_maskload_ps(bk + 8 * v, mask[v]) : _mm256_loadu_ps(bk + 8 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      const __m256 x = _mm256_broadcast_ss(ColumnMajorA ? a + k * lda + r : a + r * lda + k);
+#pragma GCC unroll 2
+      for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm256_fmadd_ps(x, bv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    float* cr = c + r * ldc;
+#pragma GCC unroll 2
+    for (int v = 0; v < kVecs; ++v) {
+      if (Masked && nr <= 8 * v) break;
+      __m256 x = acc[r][v];
+      if (Masked) {
+        if (accumulate) x = _mm256_add_ps(x, _mm256_maskload_ps(cr + 8 * v, mask[v]));
+        _mm256_maskstore_ps(cr + 8 * v, mask[v], x);
+      } else {
+        if (accumulate) x = _mm256_add_ps(x, _mm256_loadu_ps(cr + 8 * v));
+        _mm256_storeu_ps(cr + 8 * v, x);
+      }
+    }
+  }
+}
+
+template <bool Masked, bool ColumnMajorA, int... R>
+constexpr std::array<DirectKernelFn, sizeof...(R)> directTilesByRows(std::integer_sequence<int, R...>) {
+  return {[](int kc, const float* a, int64_t lda, bool, const float* b, int64_t ldb, float* c, int64_t ldc, int,
+             int nr, bool accumulate) {
+    directTileRows<R + 1, Masked, ColumnMajorA>(kc, a, lda, b, ldb, c, ldc, nr, accumulate);
+  }...};
+}
+
+void directKernelAvx2(int kc, const float* a, int64_t lda, bool columnMajorA, const float* b, int64_t ldb, float* c,
+                      int64_t ldc, int mr, int nr, bool accumulate) {
+  using Rows = std::make_integer_sequence<int, kMR>;
+  static constexpr std::array<std::array<DirectKernelFn, kMR>, 4> kTiles = {
+      directTilesByRows<false, false>(Rows{}), directTilesByRows<true, false>(Rows{}),
+      directTilesByRows<false, true>(Rows{}), directTilesByRows<true, true>(Rows{})};
+  kTiles[(nr == kNR ? 0 : 1) + (columnMajorA ? 2 : 0)][mr - 1](kc, a, lda, columnMajorA, b, ldb, c, ldc, mr, nr,
+                                                               accumulate);
+}
+
 template <int... R>
 constexpr std::array<MicroKernelFn, sizeof...(R)> tilesByRows(std::integer_sequence<int, R...>) {
   return {[](int kc, const float* ap, const float* bp, float* c, int64_t ldc, int, int nr, bool accumulate) {
@@ -94,7 +166,8 @@ void microKernelAvx2(int kc, const float* ap, const float* bp, float* c, int64_t
 }  // namespace
 
 const MicroKernel& avx2MicroKernel() {
-  static const MicroKernel k{Isa::avx2, kMR, kNR, /*kc=*/256, /*mc=*/72, /*nc=*/2048, microKernelAvx2};
+  static const MicroKernel k{Isa::avx2, kMR, kNR, /*kc=*/256, /*mc=*/72, /*nc=*/2048, microKernelAvx2,
+                             /*packRowMajorA=*/nullptr, /*packColumnMajorB=*/nullptr, directKernelAvx2};
   return k;
 }
 

@@ -25,6 +25,15 @@ using PackRowMajorAFn = void (*)(StridedMatrix a, int64_t i0, int mc, int64_t k0
 /// columns past the matrix zero): the layout bp of MicroKernelFn expects.
 using PackColumnMajorBFn = void (*)(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, float* dst);
 
+/// The register tile on unpacked operands: C[0:mr, 0:nr] (=, or +=) A * B
+/// over depth kc, where A's rows are lda apart with their depth contiguous
+/// (or, `columnMajorA`, its depth steps lda apart with its rows contiguous)
+/// and B's depth steps ldb apart with their columns contiguous. It reads no
+/// element past row mr of A or column nr of B, and gives the packed tile's
+/// bits (the same FMAs in the same order).
+using DirectKernelFn = void (*)(int kc, const float* a, int64_t lda, bool columnMajorA, const float* b, int64_t ldb,
+                                float* c, int64_t ldc, int mr, int nr, bool accumulate);
+
 /// A register tile and the cache blocking tuned for it.
 struct MicroKernel {
   Isa isa;
@@ -35,6 +44,7 @@ struct MicroKernel {
   MicroKernelFn run;
   PackRowMajorAFn packRowMajorA = nullptr;  // optional; the driver's generic packing otherwise
   PackColumnMajorBFn packColumnMajorB = nullptr;  // optional, likewise
+  DirectKernelFn runDirect = nullptr;  // optional: small products of row-major operands skip packing
 };
 
 const MicroKernel& scalarMicroKernel();

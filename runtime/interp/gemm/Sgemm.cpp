@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "kiln/error.h"
@@ -109,16 +110,82 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void applyEpilogue(
 
 namespace {
 
+/// The depth of each pass over C for depth K in passes of at most kc: equal
+/// passes rather than full ones and a sliver (K = 1100 runs as two passes of
+/// 550, not 1024 + 76: each pass costs a pass over C).
+int depthStep(int64_t K, int kc) {
+  const int64_t passes = (K + kc - 1) / kc;
+  return static_cast<int>((K + passes - 1) / passes);
+}
+
+/// Products this small run on unpacked operands. Packing pays for itself by
+/// reuse (an A block over every column panel of B, a B panel over every row
+/// panel of A), and a small product reuses little: on one Zen 3 core,
+/// attention's per-head products (64x64x32, 64x32x64, 32x64x64) ran at
+/// 56-66 GFLOP/s packed and 65-87 unpacked, while 512x128x128 ran 5-10 %
+/// slower unpacked (B's rows, 512 bytes apart, fall into few L1 sets).
+/// Products this small also run on one thread (kSplitMultiplyAdds).
+constexpr int64_t kDirectMultiplyAdds = kSplitMultiplyAdds;
+
+/// Whether the product runs unpacked (directProduct): small, with A's rows
+/// or its columns contiguous and B's rows or columns contiguous (B's
+/// columns are copied to rows first).
+bool runsDirect(const MicroKernel& mk, int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b) {
+  if (!mk.runDirect || M * N > kDirectMultiplyAdds / K) return false;
+  return (a.cs == 1 || a.rs == 1) && (b.cs == 1 || b.rs == 1);
+}
+
+/// The product on unpacked operands (runsDirect): the row panels of each
+/// task in mc blocks, so that a block of A stays in L2 while the column
+/// panels go by, and each tile's depth passes while it is in L1.
+void directProduct(const MicroKernel& mk, int threads, int64_t M, int64_t N, int64_t K, StridedMatrix a,
+                   StridedMatrix b, float* c, int64_t ldc, bool accumulate, const Epilogue* epilogue) {
+  const int MR = mk.mr, NR = mk.nr;
+  const bool columnMajorA = a.cs != 1;
+  const int64_t lda = columnMajorA ? a.cs : a.rs;
+  std::optional<ScratchBuffer> bRows;
+  if (b.cs != 1) {
+    bRows.emplace(tlsBBlock, sizeof(float) * K * N, "matmul (copying B to rows)");
+    float* rows = bRows->as<float>();
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t k = 0; k < K; ++k) rows[k * N + j] = b.p[k * b.rs + j * b.cs];
+    b = {rows, N, 1};
+  }
+  const int64_t rowPanels = (M + MR - 1) / MR;
+  const int colPanels = static_cast<int>((N + NR - 1) / NR);
+  const WorkSplit grid = splitWork(rowPanels, colPanels, threads);
+  const int kcStep = depthStep(K, mk.kc), mcStep = mk.mc;
+  forEachTask(grid.rows * grid.cols, [&](int t) {
+    const int64_t rg = t / grid.cols, cg = t % grid.cols;
+    const int64_t i0 = rowPanels * rg / grid.rows * MR, i1 = std::min(M, rowPanels * (rg + 1) / grid.rows * MR);
+    const int p0 = static_cast<int>(colPanels * cg / grid.cols), p1 = static_cast<int>(colPanels * (cg + 1) / grid.cols);
+    for (int64_t ic = i0; ic < i1; ic += mcStep) {
+      const int mc = static_cast<int>(std::min<int64_t>(mcStep, i1 - ic));
+      for (int p = p0; p < p1; ++p) {
+        const int64_t j0 = static_cast<int64_t>(p) * NR;
+        const int nr = static_cast<int>(std::min<int64_t>(NR, N - j0));
+        for (int ir = 0; ir < mc; ir += MR) {
+          float* tile = c + (ic + ir) * ldc + j0;
+          const int mr = std::min(MR, mc - ir);
+          // The packed product's depth passes, so its roundings: each pass
+          // sums in registers and adds to C.
+          for (int64_t pc = 0; pc < K; pc += kcStep)
+            mk.runDirect(static_cast<int>(std::min<int64_t>(kcStep, K - pc)), a.p + (ic + ir) * a.rs + pc * a.cs, lda,
+                         columnMajorA, b.p + pc * b.rs + j0, b.rs, tile, ldc, mr, nr, accumulate || pc > 0);
+          if (epilogue) applyEpilogue(*epilogue, tile, ldc, mr, nr, j0);
+        }
+      }
+    }
+  });
+}
+
 /// The blocked product with blocking `blk` (sgemm's contract, K > 0).
 void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M, int64_t N, int64_t K,
                     StridedMatrix a, StridedMatrix b, float* c, int64_t ldc, bool accumulate,
                     const Epilogue* epilogue) {
   const int MR = mk.mr, NR = mk.nr;
   const int64_t rowPanels = (M + MR - 1) / MR;
-  // Equal blocks rather than full ones and a sliver: K = 1100 runs as two
-  // panels of 550, not 1024 + 76 (each panel costs a pass over C).
-  const int64_t kPasses = (K + mk.kc - 1) / mk.kc;
-  const int kcStep = static_cast<int>((K + kPasses - 1) / kPasses);
+  const int kcStep = depthStep(K, mk.kc);
   const int ncStep = columnStep(N, blk.nc, NR);
   ScratchBuffer bBlock(tlsBBlock, sizeof(float) * kcStep * ncStep, "matmul (packing B)");
 
@@ -184,6 +251,8 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   }
   const MicroKernel& mk = microKernelFor(activeIsa());
   const int threads = gemmThreads(M, N, K, parallel);
+  // Not tuned: too small (kTunedMultiplyAdds).
+  if (runsDirect(mk, M, N, K, a, b)) return directProduct(mk, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
   const TunableCall call{.kernel = "sgemm",
                          .isa = isaName(mk.isa),
                          .aLayout = operandLayout(a.rs, a.cs),

@@ -174,6 +174,37 @@ TEST_P(GemmIsaTest, SerialAndParallelAgreeBitForBit) {
   EXPECT_EQ(serial, parallel);
 }
 
+TEST_P(GemmIsaTest, UnpackedSmallProductsGiveThePackedBits) {
+  // Products of up to 2^20 multiply-adds run on the unpacked operands (where
+  // the ISA has such a tile), larger ones packed: the first 40 columns of a
+  // 400-column product must be the 40-column product's bits, for each layout
+  // of A and B, accumulating or not, ragged in every dimension, and two depth
+  // passes deep (K = 512).
+  std::mt19937 rng(600);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (auto [M, K, accumulate] : std::vector<std::tuple<int64_t, int64_t, bool>>{{37, 77, false}, {13, 512, true}}) {
+        SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(K) + (ta ? " A^T" : "") + (tb ? " B^T" : "") +
+                     (accumulate ? " C+=" : ""));
+        const int64_t wide = 400, narrow = 40;
+        Operand a(M, K, ta, 1, rng), b(K, wide, tb, 2, rng);
+        std::vector<float> cWide(M * wide), cNarrow(M * narrow);
+        std::uniform_real_distribution<float> d(-1.f, 1.f);
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < wide; ++j) {
+            cWide[i * wide + j] = d(rng);
+            if (j < narrow) cNarrow[i * narrow + j] = cWide[i * wide + j];
+          }
+        ASSERT_GT(M * wide * K, kSplitMultiplyAdds);
+        ASSERT_LE(M * narrow * K, kSplitMultiplyAdds);
+        sgemm(M, wide, K, a.view(), b.view(), cWide.data(), wide, accumulate, true);
+        sgemm(M, narrow, K, a.view(), b.view(), cNarrow.data(), narrow, accumulate, true);
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < narrow; ++j)
+            ASSERT_EQ(cNarrow[i * narrow + j], cWide[i * wide + j]) << "C(" << i << "," << j << ")";
+      }
+}
+
 TEST_P(GemmIsaTest, EpilogueAddsTheBiasAndRectifiesEveryTileOnce) {
   // The epilogue runs on each tile after the last depth pass: with K past
   // one panel (two passes), M and N past the blocks and ragged, a strided
