@@ -2,7 +2,8 @@
 // one broadcast: 15 of the 16 registers). Each depth step loads two B vectors
 // and broadcasts 6 A scalars for 12 FMAs. Edge tiles run a kernel
 // instantiated for their row count, so a thin M costs no more FMAs than its
-// rows need, and store their columns through a mask.
+// rows need, and store their columns through a mask. A second form of the
+// tile reads A and B where they are, for products too small to pack.
 #include <immintrin.h>
 
 #include <array>
@@ -21,34 +22,25 @@ __attribute__((target("avx2"))) inline __m256i laneMask(int cols) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/// Zeroes the accumulators and starts C's lines on their way: C is read
+/// (accumulate) or written after the depth loop, and its rows are often a
+/// power of two apart.
 template <int Rows>
-__attribute__((target("avx2,fma"))) void tileRows(int kc, const float* ap, const float* bp, float* c, int64_t ldc,
-                                                  int nr, bool accumulate) {
-  __m256 acc[Rows][kVecs];
-#pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 2
-    for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm256_setzero_ps();
-  // C is read (accumulate) or written after the loop: start its lines on
-  // their way now, since C's rows are often a power of two apart.
+__attribute__((target("avx2"))) inline void startTile(__m256 (&acc)[Rows][kVecs], const float* c, int64_t ldc) {
 #pragma GCC unroll 8
   for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 2
+    for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm256_setzero_ps();
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNR - 1), _MM_HINT_T0);
   }
-#pragma GCC unroll 4
-  for (int k = 0; k < kc; ++k) {
-    __m256 b[kVecs];
-#pragma GCC unroll 2
-    for (int v = 0; v < kVecs; ++v) b[v] = _mm256_load_ps(bp + k * kNR + 8 * v);
-    const float* ak = ap + k * kMR;
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r) {
-      const __m256 x = _mm256_broadcast_ss(ak + r);
-#pragma GCC unroll 2
-      for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm256_fmadd_ps(x, b[v], acc[r][v]);
-    }
-  }
+}
+
+/// Stores (or, `accumulate`, adds) the accumulators to C's columns [0, nr),
+/// through masks when nr < 16.
+template <int Rows>
+__attribute__((target("avx2"))) inline void storeTile(const __m256 (&acc)[Rows][kVecs], float* c, int64_t ldc, int nr,
+                                                      bool accumulate) {
   if (nr == kNR) {
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) {
@@ -78,6 +70,27 @@ __attribute__((target("avx2,fma"))) void tileRows(int kc, const float* ap, const
   }
 }
 
+template <int Rows>
+__attribute__((target("avx2,fma"))) void tileRows(int kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                                                  int nr, bool accumulate) {
+  __m256 acc[Rows][kVecs];
+  startTile<Rows>(acc, c, ldc);
+#pragma GCC unroll 4
+  for (int k = 0; k < kc; ++k) {
+    __m256 b[kVecs];
+#pragma GCC unroll 2
+    for (int v = 0; v < kVecs; ++v) b[v] = _mm256_load_ps(bp + k * kNR + 8 * v);
+    const float* ak = ap + k * kMR;
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      const __m256 x = _mm256_broadcast_ss(ak + r);
+#pragma GCC unroll 2
+      for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm256_fmadd_ps(x, b[v], acc[r][v]);
+    }
+  }
+  storeTile<Rows>(acc, c, ldc, nr, accumulate);
+}
+
 /// The same tile on unpacked operands (DirectKernelFn): the A scalars
 /// broadcast from A (row r at step k: a[r * lda + k], or a[k * lda + r]
 /// when A is column-major), the B vectors load from B's rows (through a
@@ -88,18 +101,10 @@ __attribute__((target("avx2,fma"))) void directTileRows(int kc, const float* a, 
                                                         int64_t ldb, float* c, int64_t ldc, int nr,
                                                         bool accumulate) {
   __m256 acc[Rows][kVecs];
-#pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 2
-    for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm256_setzero_ps();
+  startTile<Rows>(acc, c, ldc);
   __m256i mask[kVecs];
 #pragma GCC unroll 2
   for (int v = 0; v < kVecs; ++v) mask[v] = laneMask(Masked ? nr - 8 * v : 8);
-#pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNR - 1), _MM_HINT_T0);
-  }
 #pragma GCC unroll 4
   for (int k = 0; k < kc; ++k) {
     __m256 bv[kVecs];
@@ -114,22 +119,7 @@ __attribute__((target("avx2,fma"))) void directTileRows(int kc, const float* a, 
       for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm256_fmadd_ps(x, bv[v], acc[r][v]);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r) {
-    float* cr = c + r * ldc;
-#pragma GCC unroll 2
-    for (int v = 0; v < kVecs; ++v) {
-      if (Masked && nr <= 8 * v) break;
-      __m256 x = acc[r][v];
-      if (Masked) {
-        if (accumulate) x = _mm256_add_ps(x, _mm256_maskload_ps(cr + 8 * v, mask[v]));
-        _mm256_maskstore_ps(cr + 8 * v, mask[v], x);
-      } else {
-        if (accumulate) x = _mm256_add_ps(x, _mm256_loadu_ps(cr + 8 * v));
-        _mm256_storeu_ps(cr + 8 * v, x);
-      }
-    }
-  }
+  storeTile<Rows>(acc, c, ldc, nr, accumulate);
 }
 
 template <bool Masked, bool ColumnMajorA, int... R>

@@ -44,7 +44,7 @@ struct MicroKernel {
   MicroKernelFn run;
   PackRowMajorAFn packRowMajorA = nullptr;  // optional; the driver's generic packing otherwise
   PackColumnMajorBFn packColumnMajorB = nullptr;  // optional, likewise
-  DirectKernelFn runDirect = nullptr;  // optional: small products of row-major operands skip packing
+  DirectKernelFn runDirect = nullptr;  // optional: small products skip packing (Sgemm.cpp, runsDirect)
 };
 
 const MicroKernel& scalarMicroKernel();
