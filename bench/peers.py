@@ -143,10 +143,14 @@ def torch_workloads(quick, compiled):
     # bf16 GEMM (ATen's oneDNN/mkldnn call, AMX or AVX-512 BF16 where the CPU has them), eager in both.
     # Without those units ATen falls back to a loop (on a Zen 3: 2.3 s per 1024^3 call, 90 s per
     # 4096x4096x1024 one, most of a bench run), which says nothing about a bf16 GEMM: skipped.
-    h = {k: d[k].to(torch.bfloat16) for k in ("a1024", "b1024", "a4096", "b4096")}
-    for name, (a_, b_) in (("gemm_bf16_1024", ("a1024", "b1024")), ("gemm_bf16_4096x4096x1024", ("a4096", "b4096"))):
-        rows[name] = (lambda a_, b_: lambda: mm(h[a_], h[b_]))(a_, b_) if cpu_has_bf16_units() else skipped(
-            "skipped: this CPU has no bf16 units (AVX512-BF16, AMX), where ATen's bf16 matmul is a slow fallback loop")
+    if cpu_has_bf16_units():
+        h = {k: d[k].to(torch.bfloat16) for k in ("a1024", "b1024", "a4096", "b4096")}
+        rows["gemm_bf16_1024"] = lambda: mm(h["a1024"], h["b1024"])
+        rows["gemm_bf16_4096x4096x1024"] = lambda: mm(h["a4096"], h["b4096"])
+    else:
+        for name in ("gemm_bf16_1024", "gemm_bf16_4096x4096x1024"):
+            rows[name] = skipped("skipped: this CPU has no bf16 units (AVX512-BF16, AMX), "
+                                 "where ATen's bf16 matmul is a slow fallback loop")
     nograd = {k: (lambda f: (lambda: _nograd(torch, f)))(f) for k, f in rows.items()}
     nograd["mlp_train_step"] = mlp
     nograd["resnet_block_train_step"] = resnet_train
