@@ -102,16 +102,21 @@ __attribute__((target("avx2,fma"))) void directTileRows(int kc, const float* a, 
                                                         bool accumulate) {
   __m256 acc[Rows][kVecs];
   startTile<Rows>(acc, c, ldc);
-  __m256i mask[kVecs];
+  __m256i mask[kVecs] = {};
+  if constexpr (Masked) {
 #pragma GCC unroll 2
-  for (int v = 0; v < kVecs; ++v) mask[v] = laneMask(Masked ? nr - 8 * v : 8);
+    for (int v = 0; v < kVecs; ++v) mask[v] = laneMask(nr - 8 * v);
+  }
 #pragma GCC unroll 4
   for (int k = 0; k < kc; ++k) {
     __m256 bv[kVecs];
     const float* bk = b + k * ldb;
 #pragma GCC unroll 2
     for (int v = 0; v < kVecs; ++v)
-      bv[v] = Masked ? _mm256_maskload_ps(bk + 8 * v, mask[v]) : _mm256_loadu_ps(bk + 8 * v);
+      if constexpr (Masked)
+        bv[v] = _mm256_maskload_ps(bk + 8 * v, mask[v]);
+      else
+        bv[v] = _mm256_loadu_ps(bk + 8 * v);
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) {
       const __m256 x = _mm256_broadcast_ss(ColumnMajorA ? a + k * lda + r : a + r * lda + k);
