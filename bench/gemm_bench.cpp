@@ -1,12 +1,13 @@
 // SGEMM alone, for tuning Kiln's packed GEMM (runtime/interp/MatmulKernels.cpp)
 // against OpenBLAS and oneDNN on the machine it runs on: GFLOP/s at 1 and 2
-// threads, row-major C = A * B. The Kiln rows call the runtime's GEMM
+// threads, row-major C = A * B (--layout=NT: B stored transposed, as x * W^T
+// reads a [N, K] weight; TN: A stored transposed, as dW = x^T * dy). The Kiln rows call the runtime's GEMM
 // (runtime/interp/gemm/Sgemm.h, C = A * B as the interpreter runs it) directly,
 // so the figures carry no trace or allocation cost; bench_suite.cpp measures
 // the same sizes through the public API. KILN_GEMM_ISA picks the micro-kernel.
 //
 //   kiln_gemm_bench [--systems=kiln,openblas,onednn] [--sizes=MxNxK,...]
-//                   [Google Benchmark flags]
+//                   [--layout=NN|NT|TN|TT] [Google Benchmark flags]
 #include <benchmark/benchmark.h>
 
 #include <tbb/task_arena.h>
@@ -38,6 +39,8 @@ struct Size {
   int64_t m, n, k;
 };
 std::vector<Size> gSizes = {{1024, 1024, 1024}, {4096, 4096, 1024}};
+/// Whether A (B) is stored transposed: [K, M] ([N, K]) row-major.
+bool gTransA = false, gTransB = false;
 
 /// Row-major operands with values in [-1, 1), 64-byte aligned.
 struct Operands {
@@ -79,8 +82,11 @@ void BM_Kiln(benchmark::State& state) {
   tbb::task_arena arena(static_cast<int>(state.range(3)));
   auto run = [&] {
     arena.execute([&] {
-      kiln::interp::gemm::sgemm(o.m, o.n, o.k, {o.a, o.k, 1}, {o.b, o.n, 1}, o.c, o.n, /*accumulate=*/false,
-                                /*parallel=*/true);
+      const kiln::interp::gemm::StridedMatrix a = gTransA ? kiln::interp::gemm::StridedMatrix{o.a, 1, o.m}
+                                                          : kiln::interp::gemm::StridedMatrix{o.a, o.k, 1};
+      const kiln::interp::gemm::StridedMatrix b = gTransB ? kiln::interp::gemm::StridedMatrix{o.b, 1, o.k}
+                                                          : kiln::interp::gemm::StridedMatrix{o.b, o.n, 1};
+      kiln::interp::gemm::sgemm(o.m, o.n, o.k, a, b, o.c, o.n, /*accumulate=*/false, /*parallel=*/true);
     });
   };
   run();
@@ -97,7 +103,8 @@ void BM_OpenBlas(benchmark::State& state) {
   Operands o(state.range(0), state.range(1), state.range(2));
   openblas_set_num_threads(static_cast<int>(state.range(3)));
   auto run = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, o.m, o.n, o.k, 1.f, o.a, o.k, o.b, o.n, 0.f, o.c, o.n);
+    cblas_sgemm(CblasRowMajor, gTransA ? CblasTrans : CblasNoTrans, gTransB ? CblasTrans : CblasNoTrans, o.m, o.n,
+                o.k, 1.f, o.a, gTransA ? o.m : o.k, o.b, gTransB ? o.k : o.n, 0.f, o.c, o.n);
   };
   run();
   for (auto _ : state) {
@@ -113,7 +120,8 @@ void BM_Dnnl(benchmark::State& state) {
   Operands o(state.range(0), state.range(1), state.range(2));
   omp_set_num_threads(static_cast<int>(state.range(3)));
   auto run = [&] {
-    if (dnnl_sgemm('N', 'N', o.m, o.n, o.k, 1.f, o.a, o.k, o.b, o.n, 0.f, o.c, o.n) != dnnl_success)
+    if (dnnl_sgemm(gTransA ? 'T' : 'N', gTransB ? 'T' : 'N', o.m, o.n, o.k, 1.f, o.a, gTransA ? o.m : o.k, o.b,
+                   gTransB ? o.k : o.n, 0.f, o.c, o.n) != dnnl_success)
       state.SkipWithError("dnnl_sgemm failed");
   };
   run();
@@ -127,7 +135,8 @@ void BM_Dnnl(benchmark::State& state) {
 
 void registerAll() {
   for (Size s : gSizes) {
-    const std::string size = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+    const std::string size = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
+                             (gTransA || gTransB ? std::string("_") + (gTransA ? "T" : "N") + (gTransB ? "T" : "N") : "");
     for (int threads : {1, 2}) {
       auto add = [&](const char* system, void (*fn)(benchmark::State&)) {
         if (!gSystems.count(system)) return;
@@ -171,6 +180,13 @@ int main(int argc, char** argv) {
       gSystems.clear();
       std::stringstream ss(a.substr(10));
       for (std::string s; std::getline(ss, s, ',');) gSystems.insert(s);
+    } else if (a.rfind("--layout=", 0) == 0) {
+      const std::string layout = a.substr(9);
+      if (layout.size() != 2 || layout.find_first_not_of("NT") != std::string::npos) {
+        std::fprintf(stderr, "kiln_gemm_bench: --layout expects NN, NT, TN or TT (A's, then B's storage)\n");
+        return 2;
+      }
+      gTransA = layout[0] == 'T', gTransB = layout[1] == 'T';
     } else if (a.rfind("--sizes=", 0) == 0) {
       if (!parseSizes(a.substr(8))) {
         std::fprintf(stderr, "kiln_gemm_bench: --sizes expects MxNxK[,MxNxK...] with positive extents\n");

@@ -70,6 +70,85 @@ __attribute__((target("avx2"))) inline void storeTile(const __m256 (&acc)[Rows][
   }
 }
 
+/// Transposes an 8 x 8 block in place: r[i] lane j becomes r[j] lane i.
+__attribute__((target("avx2"))) inline void transpose8x8(__m256 (&r)[8]) {
+  __m256 t[8], s[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const int q = 4 * h;
+    s[q] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    s[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    s[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    s[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
+  }
+}
+
+/// Loads `lines` (<= 8) lines of `depth` (<= 8) floats, line l at
+/// src + l * stride, transposed: r[t] holds step t of every line, lines past
+/// `lines` zero. Reads nothing past a line's `depth` floats.
+__attribute__((target("avx2"))) inline void loadTransposed(const float* src, int64_t stride, int lines, int depth,
+                                                           __m256 (&r)[8]) {
+  const __m256i depthLanes = laneMask(depth);
+#pragma GCC unroll 8
+  for (int l = 0; l < 8; ++l)
+    r[l] = l >= lines   ? _mm256_setzero_ps()
+           : depth == 8 ? _mm256_loadu_ps(src + l * stride)
+                        : _mm256_maskload_ps(src + l * stride, depthLanes);
+  transpose8x8(r);
+}
+
+/// Packs A with contiguous rows (PackRowMajorAFn) 8 depth steps at a time:
+/// up to 6 row segments transposed, each step's 6 floats stored. Rows past
+/// the matrix are zero.
+__attribute__((target("avx2"))) void packRowMajorA(StridedMatrix a, int64_t i0, int mc, int64_t k0, int kc,
+                                                   float* dst) {
+  for (int p = 0; p < mc; p += kMR) {
+    const int rows = mc - p < kMR ? mc - p : kMR;
+    const float* src = a.p + (i0 + p) * a.rs + k0;
+    float* d = dst + static_cast<int64_t>(p) * kc;
+    for (int k = 0; k < kc; k += 8) {
+      const int depth = kc - k < 8 ? kc - k : 8;
+      __m256 r[8];
+      loadTransposed(src + k, a.rs, rows, depth, r);
+      for (int t = 0; t < depth; ++t) {
+        // 6 floats: the low 4 lanes, then lanes 4 and 5.
+        float* step = d + static_cast<int64_t>(k + t) * kMR;
+        _mm_storeu_ps(step, _mm256_castps256_ps128(r[t]));
+        _mm_storel_pi(reinterpret_cast<__m64*>(step + 4), _mm256_extractf128_ps(r[t], 1));
+      }
+    }
+  }
+}
+
+/// Packs one 16-wide panel of B whose columns are contiguous
+/// (PackColumnMajorBFn; a transposed view, x * W^T): 8 columns by 8 depth
+/// steps at a time, transposed into 8 steps of the panel. Columns past the
+/// matrix are zero.
+__attribute__((target("avx2"))) void packColumnMajorB(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols,
+                                                      float* dst) {
+  for (int h = 0; h < kVecs; ++h) {
+    const int first = 8 * h;
+    const int lines = cols - first < 0 ? 0 : (cols - first > 8 ? 8 : cols - first);
+    const float* src = b.p + k0 + (j0 + first) * b.cs;
+    for (int k = 0; k < kc; k += 8) {
+      const int depth = kc - k < 8 ? kc - k : 8;
+      __m256 r[8];
+      loadTransposed(src + k, b.cs, lines, depth, r);
+      for (int t = 0; t < depth; ++t) _mm256_storeu_ps(dst + static_cast<int64_t>(k + t) * kNR + first, r[t]);
+    }
+  }
+}
+
 template <int Rows>
 __attribute__((target("avx2,fma"))) void tileRows(int kc, const float* ap, const float* bp, float* c, int64_t ldc,
                                                   int nr, bool accumulate) {
@@ -162,7 +241,7 @@ void microKernelAvx2(int kc, const float* ap, const float* bp, float* c, int64_t
 
 const MicroKernel& avx2MicroKernel() {
   static const MicroKernel k{Isa::avx2, kMR, kNR, /*kc=*/256, /*mc=*/72, /*nc=*/2048, microKernelAvx2,
-                             /*packRowMajorA=*/nullptr, /*packColumnMajorB=*/nullptr, directKernelAvx2};
+                             packRowMajorA, packColumnMajorB, directKernelAvx2};
   return k;
 }
 

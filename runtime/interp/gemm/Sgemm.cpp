@@ -128,11 +128,11 @@ int depthStep(int64_t K, int kc) {
 constexpr int64_t kDirectMultiplyAdds = kSplitMultiplyAdds;
 
 /// Whether the product runs unpacked (directProduct): small, with A's rows
-/// or its columns contiguous and B's rows or columns contiguous (B's
-/// columns are copied to rows first).
+/// or its columns contiguous and B's rows contiguous, or its columns (which
+/// are packed into panels first: mk.packColumnMajorB).
 bool runsDirect(const MicroKernel& mk, int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b) {
   if (!mk.runDirect || M * N > kDirectMultiplyAdds / K) return false;
-  return (a.cs == 1 || a.rs == 1) && (b.cs == 1 || b.rs == 1);
+  return (a.cs == 1 || a.rs == 1) && (b.cs == 1 || (b.rs == 1 && mk.packColumnMajorB));
 }
 
 /// The product on unpacked operands (runsDirect): the row panels of each
@@ -143,16 +143,24 @@ void directProduct(const MicroKernel& mk, int threads, int64_t M, int64_t N, int
   const int MR = mk.mr, NR = mk.nr;
   const bool columnMajorA = a.cs != 1;
   const int64_t lda = columnMajorA ? a.cs : a.rs;
-  std::optional<ScratchBuffer> bRows;
-  if (b.cs != 1) {
-    bRows.emplace(tlsBBlock, sizeof(float) * K * N, "matmul (copying B to rows)");
-    float* rows = bRows->as<float>();
-    for (int64_t j = 0; j < N; ++j)
-      for (int64_t k = 0; k < K; ++k) rows[k * N + j] = b.p[k * b.rs + j * b.cs];
-    b = {rows, N, 1};
-  }
   const int64_t rowPanels = (M + MR - 1) / MR;
   const int colPanels = static_cast<int>((N + NR - 1) / NR);
+  // Column panel p at depth k starts at bAt + p * panelStep + k * ldb: B
+  // itself where its rows are contiguous, else its columns packed into
+  // NR-wide panels of depth K (a transposing copy, which a strided read of
+  // B's columns in the tile would cost many times over).
+  const float* bAt = b.p;
+  int64_t ldb = b.rs, panelStep = NR;
+  std::optional<ScratchBuffer> bPanels;
+  if (b.cs != 1) {
+    bPanels.emplace(tlsBBlock, sizeof(float) * K * NR * colPanels, "matmul (packing B's columns)");
+    float* panels = bPanels->as<float>();
+    for (int p = 0; p < colPanels; ++p)
+      mk.packColumnMajorB(b, 0, static_cast<int>(K), static_cast<int64_t>(p) * NR,
+                          static_cast<int>(std::min<int64_t>(NR, N - static_cast<int64_t>(p) * NR)),
+                          panels + static_cast<int64_t>(p) * K * NR);
+    bAt = panels, ldb = NR, panelStep = K * NR;
+  }
   const WorkSplit grid = splitWork(rowPanels, colPanels, threads);
   const int kcStep = depthStep(K, mk.kc), mcStep = mk.mc;
   forEachTask(grid.rows * grid.cols, [&](int t) {
@@ -171,7 +179,7 @@ void directProduct(const MicroKernel& mk, int threads, int64_t M, int64_t N, int
           // sums in registers and adds to C.
           for (int64_t pc = 0; pc < K; pc += kcStep)
             mk.runDirect(static_cast<int>(std::min<int64_t>(kcStep, K - pc)), a.p + (ic + ir) * a.rs + pc * a.cs, lda,
-                         columnMajorA, b.p + pc * b.rs + j0, b.rs, tile, ldc, mr, nr, accumulate || pc > 0);
+                         columnMajorA, bAt + p * panelStep + pc * ldb, ldb, tile, ldc, mr, nr, accumulate || pc > 0);
           if (epilogue) applyEpilogue(*epilogue, tile, ldc, mr, nr, j0);
         }
       }

@@ -120,6 +120,15 @@ TEST_P(GemmIsaTest, EveryRowAndColumnRemainderOfTheTile) {
   uint32_t seed = 100;
   for (int m = 1; m <= mr + 1; ++m) check({m, nr + 5, 9}, seed++);                 // every partial row count
   for (int n = 1; n <= nr + 1; ++n) check({2 * mr + 3, n, 7}, seed++);             // every column mask
+  // The same through a transposed B, whose columns are packed by transposing
+  // blocks (8 x 8 on AVX2): every column count, depths short of and past a
+  // block, unpacked (small) and packed.
+  for (int n = 1; n <= nr + 1; ++n)
+    for (int64_t k : {3, 13}) check({2 * mr + 3, n, k, false, true, 1}, seed++);
+  for (int m = 1; m <= mr + 1; ++m) {
+    check({m, 3 * nr + 1, 1500, false, true}, seed++);
+    check({30 * mr + m, 3 * nr + 1, 700, false, true}, seed++);
+  }
   check({3 * mr - 1, 3 * nr - 1, 33, false, false, 3}, seed++);                    // both ragged, padded rows
 }
 
