@@ -8,12 +8,20 @@
     tensor, compiled minus eager (guards, AOTAutograd's wrappers, Kiln's graph
     runner and DLPack crossings).
 
-Median milliseconds per step over --steps after --warmup steps. The warm-up
-covers Inductor's compile and Kiln's tier-up: Kiln runs with KILN_JIT=sync
-here (a hot trace compiles in the calling thread), so the timed steps are the
-steady state of both compilers, not a race with Kiln's background compile.
+Median milliseconds per step over --rounds rounds of --steps steps each. The
+first warm-up covers Inductor's compile and Kiln's tier-up: Kiln runs with
+KILN_JIT=sync here (a hot trace compiles in the calling thread), so the timed
+steps are the steady state of both compilers, not a race with Kiln's
+background compile. In each round every system runs its steps (after a short
+warm-up), in an order rotated between rounds, so that a stretch of load from
+other processes on a shared machine falls on all of them alike.
 
-  python bench/torch_backend.py [--steps N] [--warmup N] [--threads N] [--md FILE]
+Threads are each system's own: eager and Inductor run with PyTorch's intra-op
+threads (--threads, else PyTorch's default), Kiln on its own threads with
+PyTorch's lowered to 1, as the backend sets them (torch_backend's
+_limit_torch_threads); the count is set before each system's turn.
+
+  python bench/torch_backend.py [--steps N] [--warmup N] [--rounds N] [--threads N] [--md FILE]
 
 --md writes the table as a Markdown section (scripts/bench.sh writes
 bench/RESULTS-torch.md, which bench/run_bench.py includes in RESULTS.md).
@@ -40,6 +48,7 @@ def mlp():
 
 
 def time_steps(step, warmup, steps):
+    """Seconds per step of `steps` steps after `warmup` untimed ones."""
     for _ in range(warmup):
         step()
     samples = []
@@ -47,7 +56,7 @@ def time_steps(step, warmup, steps):
         start = time.perf_counter()
         step()
         samples.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(samples)
+    return samples
 
 
 def mlp_step(model, opt, x, y):
@@ -68,18 +77,18 @@ def block_step(model, x):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: PyTorch's default)")
+    ap.add_argument("--steps", type=int, default=50, help="timed steps per system and round")
+    ap.add_argument("--warmup", type=int, default=10, help="warm-up steps before the first round (compiles)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0, help="PyTorch's threads for eager and Inductor (0: its default)")
     ap.add_argument("--md", help="also write the results as a Markdown section to this file")
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch_threads = args.threads or torch.get_num_threads()
     torch.manual_seed(0)
     kiln.configure(jit="sync")
     backends = {"eager": None, "inductor": "inductor", "kiln": "kiln"}
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; median ms per step "
-          f"({args.steps} steps after {args.warmup} warm-up)")
+    print(f"torch {torch.__version__}, {torch_threads} threads for eager and Inductor; median ms per step "
+          f"({args.rounds} rounds of {args.steps} steps after {args.warmup} warm-up)")
     print(f"{'workload':<34}" + "".join(f"{b:>12}" for b in backends) + f"{'kiln/inductor':>15}")
 
     base_mlp = mlp()
@@ -87,29 +96,42 @@ def main():
     base_block = Block(d=128, heads=4)
     xb = torch.randn(8, 64, 128)
     tiny = torch.ones(1)
-    rows = {"MLP training step (64-128-64-10, b=64)": {}, "transformer block fwd+bwd (8x64x128)": {},
-            "backend overhead per call": {}}
+    workloads = ["MLP training step (64-128-64-10, b=64)", "transformer block fwd+bwd (8x64x128)",
+                 "backend overhead per call"]
+    # Each system's compiled steps, built and warmed up once: Dynamo caches
+    # per code object, so every system compiles its own copies of the models.
+    steps = {}
     for name, backend in backends.items():
-        torch._dynamo.reset()
+        torch.set_num_threads(1 if name == "kiln" else torch_threads)
+        compiled = (lambda f: f) if backend is None else (lambda f: torch.compile(f, backend=backend))
         m = copy.deepcopy(base_mlp)
-        model = m if backend is None else torch.compile(m, backend=backend)
-        opt = torch.optim.SGD(m.parameters(), lr=0.01)
-        rows["MLP training step (64-128-64-10, b=64)"][name] = time_steps(mlp_step(model, opt, x, y),
-                                                                          args.warmup, args.steps)
         b = copy.deepcopy(base_block)
-        model = b if backend is None else torch.compile(b, backend=backend)
-        rows["transformer block fwd+bwd (8x64x128)"][name] = time_steps(block_step(model, xb), args.warmup,
-                                                                        args.steps)
-        fn = (lambda t: t + 1) if backend is None else torch.compile(lambda t: t + 1, backend=backend)
-        rows["backend overhead per call"][name] = 1e3 * time_steps(lambda: fn(tiny), args.warmup,
-                                                                        args.steps * 20)
+        fn = compiled(lambda t: t + 1)
+        steps[name] = {workloads[0]: mlp_step(compiled(m), torch.optim.SGD(m.parameters(), lr=0.01), x, y),
+                       workloads[1]: block_step(compiled(b), xb),
+                       workloads[2]: lambda fn=fn: fn(tiny)}
+        for w, step in steps[name].items():
+            time_steps(step, args.warmup, 0)
+    samples = {w: {name: [] for name in backends} for w in workloads}
+    order = list(backends)
+    for r in range(args.rounds):
+        for name in order[r % len(order):] + order[:r % len(order)]:
+            torch.set_num_threads(1 if name == "kiln" else torch_threads)
+            for w, step in steps[name].items():
+                n = args.steps * (20 if "overhead" in w else 1)
+                samples[w][name] += time_steps(step, 3, n)
+    rows = {w: {name: 1e3 * statistics.median(v) for name, v in by.items()} for w, by in samples.items()}
+    for name in backends:
+        rows["backend overhead per call"][name] *= 1e3
     eager_call = rows["backend overhead per call"]["eager"]
     for k in backends:
         rows["backend overhead per call"][k] -= eager_call
     md = ["## PyTorch backend: torch.compile(backend=\"kiln\") vs Inductor vs eager", "",
-          f"`python bench/torch_backend.py --steps {args.steps} --warmup {args.warmup}` (torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, Kiln with KILN_JIT=sync so the timed steps are compiled). "
-          "Median per step; the goal is kiln/inductor >= 1.0 and a backend overhead <= 20 us per call.", "",
+          f"`python bench/torch_backend.py --steps {args.steps} --warmup {args.warmup} --rounds {args.rounds}` "
+          f"(torch {torch.__version__}; eager and Inductor on {torch_threads} PyTorch threads, Kiln on its own threads "
+          "with PyTorch's at 1, as the backend sets them; Kiln with KILN_JIT=sync so the timed steps are compiled). "
+          "Median per step over all rounds, the systems' order rotated between rounds; the goal is kiln/inductor "
+          ">= 1.0 and a backend overhead <= 20 us per call.", "",
           "| workload | eager | inductor | kiln | kiln vs inductor |", "|---|---|---|---|---|"]
     for workload, r in rows.items():
         overhead = "overhead" in workload
