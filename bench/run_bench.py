@@ -554,10 +554,10 @@ def main():
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     # Changes to the files a bench run writes itself (scripts/bench.sh writes
     # bench/RESULTS-torch.md before this script) do not make the tree dirty.
-    status = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                            text=True).stdout.splitlines()
+    git_status = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True).stdout.splitlines()
     written = re.compile(r"bench/(RESULTS[^/]*\.md|results\.json)$")
-    dirty = [line for line in status if not written.search(line[3:])]
+    dirty = [line for line in git_status if not written.search(line[3:])]
     load_after = os.getloadavg()
     cpu = platform.processor() or ""
     isa = "avx2"
