@@ -61,8 +61,14 @@ SmallVector<int64_t> swapLastTwo(int64_t rank) {
 /// Folds the copy feeding input `index` of `matmul`; false when it may not.
 bool foldOperand(linalg::LinalgOp matmul, unsigned index) {
   Value temp = matmul.getDpsInputs()[index];
+  // The temporary is the kernel's own, or one of its arguments: bufferization
+  // places a transposed temporary in an out-param that a later op fills with
+  // a result (the backward's dW), and the kernel writes no other argument.
   auto alloc = temp.getDefiningOp<memref::AllocOp>();
-  if (!alloc || alloc->getBlock() != matmul->getBlock())
+  auto argument = dyn_cast<BlockArgument>(temp);
+  const bool inArgument = argument && argument.getOwner() == matmul->getBlock() &&
+                          isa<func::FuncOp>(argument.getOwner()->getParentOp());
+  if (!inArgument && (!alloc || alloc->getBlock() != matmul->getBlock()))
     return false;
   // The last op before the matmul to touch the temporary fills it by
   // transposing its last two dimensions.
@@ -90,15 +96,20 @@ bool foldOperand(linalg::LinalgOp matmul, unsigned index) {
     if ((operand.getOperandNumber() != index && bufferOf(operand.get()) == temp) ||
         (matmul.isDpsInit(&operand) && bufferOf(operand.get()) == sourceBuffer))
       return false;
-  // Nothing after the matmul reads what the copy wrote.
+  // Nothing after the matmul reads what the copy wrote. An argument is read
+  // by the caller after the kernel returns, so some op must overwrite it.
+  bool overwritten = false;
   for (Operation *op = matmul->getNextNode(); op; op = op->getNextNode()) {
     const Use u = useOf(op, temp);
     if (u == Use::None)
       continue;
     if (u != Use::Overwrites)
       return false;
+    overwritten = true;
     break;
   }
+  if (inArgument && !overwritten)
+    return false;
   // The view goes where the copy was: a zero fill of the matmul's output
   // right before it must stay there (kiln-cpu-matmul-to-runtime-calls folds it).
   OpBuilder b(copy);
@@ -108,7 +119,7 @@ bool foldOperand(linalg::LinalgOp matmul, unsigned index) {
                                            AffineMapAttr::get(AffineMap::getPermutationMap(dims, b.getContext())));
   matmul->setOperand(index, view);
   copy.erase();
-  if (alloc->use_empty())
+  if (alloc && alloc->use_empty())
     alloc.erase();
   return true;
 }

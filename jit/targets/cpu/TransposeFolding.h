@@ -17,14 +17,15 @@
 namespace kiln::jit::cpu {
 
 /// On the bufferized kernel: for each f32 linalg.matmul or batch_matmul
-/// (without user-defined maps) whose A or B operand is a temporary that a
-/// linalg.transpose of its last two dimensions filled, replaces the operand
+/// (without user-defined maps) whose A or B operand is a temporary (or an
+/// out-param used as one) that a linalg.transpose of its last two
+/// dimensions filled, replaces the operand
 /// with a memref.transpose view of the transpose's source and erases the
 /// copy. Only when nothing between the copy and the matmul touches the
 /// temporary or writes the source, the matmul reads the temporary only as
 /// that operand, and the next op to touch the temporary after the matmul
-/// overwrites all of it without reading it (or none does). Returns the
-/// number of copies folded.
+/// overwrites all of it without reading it (or none does, for a temporary;
+/// an out-param must be overwritten). Returns the number of copies folded.
 int foldTransposesIntoMatmuls(mlir::func::FuncOp kernel);
 
 } // namespace kiln::jit::cpu

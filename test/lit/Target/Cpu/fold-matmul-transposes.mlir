@@ -63,6 +63,31 @@ func.func @kept(%w: memref<8x4xf32>, %dy: memref<2x4xf32>, %dx: memref<2x8xf32>,
 
 // -----
 
+// The backward of x * W^T as bufferization lays it out: W^T is copied into
+// the out-param that later receives dW (zero-filled, then the product), so
+// the copy folds; in an out-param nothing overwrites afterwards, the caller
+// would read the copy, so that one stays.
+// CHECK-LABEL: func.func @out_param
+// CHECK-SAME: (%[[W:.*]]: memref<4x4xf32>, %[[DY:.*]]: memref<2x4xf32>, %[[X:.*]]: memref<2x4xf32>, %[[DX:.*]]: memref<2x4xf32>, %[[DW:.*]]: memref<4x4xf32>, %[[T:.*]]: memref<4x4xf32>, %[[DX2:.*]]: memref<2x4xf32>)
+// CHECK: %[[WT:.*]] = memref.transpose %[[W]] (d0, d1) -> (d1, d0)
+// CHECK: linalg.matmul ins(%[[DY]], %[[WT]] : memref<2x4xf32>, memref<4x4xf32, strided<[1, 4]>>) outs(%[[DX]] :
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[DW]] :
+// CHECK: linalg.transpose ins(%[[W]] : memref<4x4xf32>) outs(%[[T]] : memref<4x4xf32>)
+// CHECK: linalg.matmul ins(%[[DY]], %[[T]] : memref<2x4xf32>, memref<4x4xf32>) outs(%[[DX2]] :
+func.func @out_param(%w: memref<4x4xf32>, %dy: memref<2x4xf32>, %x: memref<2x4xf32>, %dx: memref<2x4xf32>, %dw: memref<4x4xf32>, %t: memref<4x4xf32>, %dx2: memref<2x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.transpose ins(%w : memref<4x4xf32>) outs(%dw : memref<4x4xf32>) permutation = [1, 0]
+  linalg.matmul ins(%dy, %dw : memref<2x4xf32>, memref<4x4xf32>) outs(%dx : memref<2x4xf32>)
+  linalg.fill ins(%zero : f32) outs(%dw : memref<4x4xf32>)
+  %xt = memref.transpose %x (d0, d1) -> (d1, d0) : memref<2x4xf32> to memref<4x2xf32, strided<[1, 4]>>
+  linalg.matmul ins(%xt, %dy : memref<4x2xf32, strided<[1, 4]>>, memref<2x4xf32>) outs(%dw : memref<4x4xf32>)
+  linalg.transpose ins(%w : memref<4x4xf32>) outs(%t : memref<4x4xf32>) permutation = [1, 0]
+  linalg.matmul ins(%dy, %t : memref<2x4xf32>, memref<4x4xf32>) outs(%dx2 : memref<2x4xf32>)
+  return
+}
+
+// -----
+
 // Attention's q * k^T: a batched transpose of the last two dimensions.
 // CHECK-LABEL: func.func @scores
 // CHECK-SAME: (%[[Q:.*]]: memref<3x5x4xf32>, %[[K:.*]]: memref<3x5x4xf32>
