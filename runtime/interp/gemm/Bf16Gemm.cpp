@@ -328,17 +328,14 @@ void blockedProduct(const Bf16MicroKernel& mk, Blocking blk, int threads, int64_
       });
       const bool addToC = accumulate || pc > 0;
       forEachTask(grid.rows * grid.cols, [&](int t) {
-        const int64_t rg = t / grid.cols, cg = t % grid.cols;
-        const int64_t i0 = rowBlocks * rg / grid.rows * kBf16BlockRows;
-        const int64_t i1 = std::min(M, rowBlocks * (rg + 1) / grid.rows * kBf16BlockRows);
-        const int q0 = static_cast<int>(colBlocks * cg / grid.cols), q1 = static_cast<int>(colBlocks * (cg + 1) / grid.cols);
-        if (i0 >= i1 || q0 >= q1) return;
+        const TaskShare share = grid.share(t, rowBlocks, colBlocks, kBf16BlockRows, M);
+        if (share.empty()) return;
         ScratchBuffer aBlock(tlsABlock, sizeof(uint16_t) * panelElems * (blk.mc / kBf16TileRows), "bf16 matmul (packing A)");
         const KernelScope scope(mk);
-        for (int64_t ic = i0; ic < i1; ic += blk.mc) {
-          const int mc = static_cast<int>(std::min<int64_t>(blk.mc, i1 - ic));
+        for (int64_t ic = share.i0; ic < share.i1; ic += blk.mc) {
+          const int mc = static_cast<int>(std::min<int64_t>(blk.mc, share.i1 - ic));
           packA(a, ic, mc, pc, kc, kTiles, aBlock.as<uint16_t>());
-          for (int q = q0; q < q1; ++q) {
+          for (int q = share.p0; q < share.p1; ++q) {
             const int j = q * kBf16BlockCols;
             const uint16_t* bp = bPanels + (j / kBf16TileRows) * panelElems;
             float* cp = c + ic * ldc + jc + j;

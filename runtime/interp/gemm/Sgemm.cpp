@@ -164,12 +164,10 @@ void directProduct(const MicroKernel& mk, int threads, int64_t M, int64_t N, int
   const WorkSplit grid = splitWork(rowPanels, colPanels, threads);
   const int kcStep = depthStep(K, mk.kc), mcStep = mk.mc;
   forEachTask(grid.rows * grid.cols, [&](int t) {
-    const int64_t rg = t / grid.cols, cg = t % grid.cols;
-    const int64_t i0 = rowPanels * rg / grid.rows * MR, i1 = std::min(M, rowPanels * (rg + 1) / grid.rows * MR);
-    const int p0 = static_cast<int>(colPanels * cg / grid.cols), p1 = static_cast<int>(colPanels * (cg + 1) / grid.cols);
-    for (int64_t ic = i0; ic < i1; ic += mcStep) {
-      const int mc = static_cast<int>(std::min<int64_t>(mcStep, i1 - ic));
-      for (int p = p0; p < p1; ++p) {
+    const TaskShare share = grid.share(t, rowPanels, colPanels, MR, M);
+    for (int64_t ic = share.i0; ic < share.i1; ic += mcStep) {
+      const int mc = static_cast<int>(std::min<int64_t>(mcStep, share.i1 - ic));
+      for (int p = share.p0; p < share.p1; ++p) {
         const int64_t j0 = static_cast<int64_t>(p) * NR;
         const int nr = static_cast<int>(std::min<int64_t>(NR, N - j0));
         for (int ir = 0; ir < mc; ir += MR) {
@@ -218,18 +216,16 @@ void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M,
       const bool addToC = accumulate || pc > 0;
       const Epilogue* tileEpilogue = pc + kc >= K ? epilogue : nullptr;  // after the last depth pass
       forEachTask(grid.rows * grid.cols, [&](int t) {
-        const int64_t rg = t / grid.cols, cg = t % grid.cols;
-        const int64_t i0 = rowPanels * rg / grid.rows * MR, i1 = std::min(M, rowPanels * (rg + 1) / grid.rows * MR);
-        const int p0 = static_cast<int>(colPanels * cg / grid.cols), p1 = static_cast<int>(colPanels * (cg + 1) / grid.cols);
-        if (i0 >= i1 || p0 >= p1) return;
+        const TaskShare share = grid.share(t, rowPanels, colPanels, MR, M);
+        if (share.empty()) return;
         ScratchBuffer aBlock(tlsABlock, sizeof(float) * blk.mc * kc, "matmul (packing A)");
-        for (int64_t ic = i0; ic < i1; ic += blk.mc) {
-          const int mc = static_cast<int>(std::min<int64_t>(blk.mc, i1 - ic));
+        for (int64_t ic = share.i0; ic < share.i1; ic += blk.mc) {
+          const int mc = static_cast<int>(std::min<int64_t>(blk.mc, share.i1 - ic));
           if (a.cs == 1 && mk.packRowMajorA)
             mk.packRowMajorA(a, ic, mc, pc, kc, aBlock.as<float>());
           else
             packA(a, ic, mc, pc, kc, MR, aBlock.as<float>());
-          for (int p = p0; p < p1; ++p) {
+          for (int p = share.p0; p < share.p1; ++p) {
             const int nr = std::min(NR, nc - p * NR);
             const float* bp = bBlock.as<float>() + static_cast<int64_t>(p) * kc * NR;
             float* cp = c + ic * ldc + jc + static_cast<int64_t>(p) * NR;

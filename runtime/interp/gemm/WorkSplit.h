@@ -4,14 +4,31 @@
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace kiln::interp::gemm {
+
+/// One task's share of a WorkSplit grid: rows [i0, i1) of C and column
+/// panels [p0, p1) of B (empty when the grid has more groups than panels).
+struct TaskShare {
+  int64_t i0, i1;
+  int p0, p1;
+  bool empty() const { return i0 >= i1 || p0 >= p1; }
+};
 
 /// A grid of rows x cols tasks over the row panels of A and the column
 /// panels of B (rows * cols <= threads).
 struct WorkSplit {
   int rows = 1, cols = 1;
+
+  /// Task t's share (t in [0, rows * cols)): its group of whole row panels
+  /// of `panelRows` rows, the last cut at M, and its group of column panels.
+  TaskShare share(int t, int64_t rowPanels, int64_t colPanels, int panelRows, int64_t M) const {
+    const int64_t rg = t / cols, cg = t % cols;
+    return {rowPanels * rg / rows * panelRows, std::min(M, rowPanels * (rg + 1) / rows * panelRows),
+            static_cast<int>(colPanels * cg / cols), static_cast<int>(colPanels * (cg + 1) / cols)};
+  }
 };
 
 /// The grid whose slowest task does the least: micro-kernel calls plus the
