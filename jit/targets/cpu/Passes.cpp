@@ -43,6 +43,7 @@ namespace kiln::jit::cpu {
 #define GEN_PASS_DEF_KILNCPULOCALIZEROWSCRATCH
 #define GEN_PASS_DEF_KILNCPUFUSELOOPSINROWS
 #define GEN_PASS_DEF_KILNCPUHOISTROWBUFFERS
+#define GEN_PASS_DEF_KILNCPUROWBUFFERSINTOOUTPUTS
 #define GEN_PASS_DEF_KILNCPUIEEEMINMAX
 #define GEN_PASS_DEF_KILNCPUSTRIDEDCOPIES
 #define GEN_PASS_DEF_KILNCPUFOLDMATMULTRANSPOSES
@@ -241,6 +242,18 @@ struct FuseLoopsInRows : impl::KilnCpuFuseLoopsInRowsBase<FuseLoopsInRows> {
   void runOnOperation() override {
     if (!getOperation().isExternal())
       fuseLoopsInRows(getOperation());
+  }
+};
+
+struct RowBuffersIntoOutputs : impl::KilnCpuRowBuffersIntoOutputsBase<RowBuffersIntoOutputs> {
+  using Base::Base;
+  void runOnOperation() override {
+    if (getOperation().isExternal())
+      return;
+    std::set<unsigned> shared(sharedArgs.begin(), sharedArgs.end());
+    if (auto recorded = getOperation()->getAttrOfType<mlir::DenseI64ArrayAttr>(kSharedArgsAttr))
+      shared.insert(recorded.asArrayRef().begin(), recorded.asArrayRef().end());
+    rowBuffersIntoOutputs(getOperation(), shared);
   }
 };
 

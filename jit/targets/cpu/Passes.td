@@ -424,6 +424,42 @@ def KilnCpuFuseLoopsInRows
   }];
 }
 
+def KilnCpuRowBuffersIntoOutputs
+    : Pass<"kiln-cpu-row-buffers-into-outputs", "::mlir::func::FuncOp"> {
+  let summary = "Row buffers written where their last reader stores them";
+  let description = [{
+    After `kiln-cpu-fuse-loops-in-rows`: a row buffer whose last reader
+    loads element j and stores element j of the same row of an output
+    (softmax's exp row, scaled into the result; layer_norm's centred row)
+    becomes that output row, when nothing else in the row loop may touch the
+    output's bytes. Arguments listed in `shared-args` or in the function's
+    `kiln.shared_args` (donated pairs) may alias one another. The exp row's
+    store then brings the output's lines into the cache while the loop
+    computes, instead of a copy loop stalled on write misses. See
+    `rowBuffersIntoOutputs` (RowScratch.h).
+
+    Example:
+
+    ```mlir
+    scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+      %row = memref.alloca() : memref<16xi8>
+      %e = memref.view %row[%c0][] : memref<16xi8> to memref<1x4xf32>
+      scf.for %j { store %w, %e[%c0, %j] }
+      scf.for %j { %v = load %e[%c0, %j]; store %v * %s, %out[%i, %j] }
+    }
+    // becomes
+    scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+      scf.for %j { store %w, %out[%i, %j] }
+      scf.for %j { %v = load %out[%i, %j]; store %v * %s, %out[%i, %j] }
+    }
+    ```
+  }];
+  let options = [
+    ListOption<"sharedArgs", "shared-args", "unsigned",
+               "Kernel arguments that the runtime may pass one buffer for">,
+  ];
+}
+
 def KilnCpuHoistRowBuffers
     : Pass<"kiln-cpu-hoist-row-buffers", "::mlir::func::FuncOp"> {
   let summary = "Row buffers of top-level parallel loops to the entry block";

@@ -197,6 +197,190 @@ int64_t scratchBytesInUse(func::FuncOp kernel, unsigned scratchArg) {
   return end;
 }
 
+namespace {
+
+/// Whether every index but the last is the constant 0.
+bool leadingZeros(ValueRange indices) {
+  if (indices.empty())
+    return false;
+  for (Value i : indices.drop_back()) {
+    std::optional<int64_t> c = getConstantIntValue(i);
+    if (!c || *c != 0)
+      return false;
+  }
+  return true;
+}
+
+/// The elements of one row `[1, ..., 1, n]` of a static identity-layout
+/// memref type; nullopt for other shapes.
+std::optional<int64_t> rowLength(MemRefType type) {
+  if (type.getRank() == 0 || !type.hasStaticShape() || !type.getLayout().isIdentity())
+    return std::nullopt;
+  for (int64_t d : type.getShape().drop_back())
+    if (d != 1)
+      return std::nullopt;
+  return type.getShape().back();
+}
+
+/// Moves row buffer `buffer` into the output row its last reader stores,
+/// when that is safe (see rowBuffersIntoOutputs).
+bool bufferIntoOutput(func::FuncOp kernel, memref::AllocaOp buffer, const std::set<unsigned> &sharedArgs) {
+  MemRefType bufferType = buffer.getType();
+  if (buffer->getNumOperands() != 0 || bufferType.getRank() != 1 || !bufferType.hasStaticShape() ||
+      !bufferType.getElementType().isInteger(8))
+    return false;
+  // The buffer's views: one row each, of one element type.
+  SmallPtrSet<Value, 4> views;
+  Type element;
+  int64_t length = 0;
+  for (Operation *user : buffer->getUsers()) {
+    auto view = dyn_cast<memref::ViewOp>(user);
+    std::optional<int64_t> shift = view ? getConstantIntValue(view.getByteShift()) : std::nullopt;
+    const int64_t n = view ? rowLength(view.getType()).value_or(-1) : -1;
+    if (!shift || *shift != 0 || n < 0 || !view.getType().getElementType().isIntOrFloat() ||
+        (element && (view.getType().getElementType() != element || n != length)))
+      return false;
+    element = view.getType().getElementType();
+    length = n;
+    views.insert(view.getResult());
+  }
+  if (!element || length * std::max<int64_t>(element.getIntOrFloatBitWidth() / 8, 1) != bufferType.getNumElements() ||
+      element.getIntOrFloatBitWidth() % 8 != 0)
+    return false;
+  // Its loads and stores, all in one top-level row loop, at an element of the row.
+  SmallVector<Operation *> bufferAccesses;
+  scf::ParallelOp loop;
+  for (Value view : views)
+    for (Operation *user : view.getUsers()) {
+      auto [memref, indices] = accessOf(user);
+      if (memref != view || !leadingZeros(indices))
+        return false;
+      auto top = user->getParentOfType<scf::ParallelOp>();
+      while (top && top->getParentOp() != kernel.getOperation())
+        top = top->getParentOfType<scf::ParallelOp>();
+      if (!top || !rowCount(top) || (loop && top != loop))
+        return false;
+      loop = top;
+      bufferAccesses.push_back(user);
+    }
+  if (!loop)
+    return false;
+  Block *body = loop.getBody();
+  Value row = loop.getInductionVars()[0];
+  // The last reader: the inner loop, at the top of the row body, holding the
+  // access that comes last.
+  Operation *lastTop = nullptr;
+  Operation *lastAccess = nullptr;
+  for (Operation *access : bufferAccesses) {
+    Operation *top = body->findAncestorOpInBlock(*access);
+    if (!top)
+      return false;
+    if (!lastTop || lastTop->isBeforeInBlock(top))
+      lastTop = top;
+  }
+  auto reader = dyn_cast<scf::ForOp>(lastTop);
+  if (!reader)
+    return false;
+  std::optional<int64_t> lb = getConstantIntValue(reader.getLowerBound()),
+                         ub = getConstantIntValue(reader.getUpperBound()), st = getConstantIntValue(reader.getStep());
+  if (!lb || !ub || !st || *lb != 0 || *ub != length || *st != 1)
+    return false;
+  Value j = reader.getInductionVar();
+  for (Operation *access : bufferAccesses) {
+    if (body->findAncestorOpInBlock(*access) != lastTop)
+      continue;
+    if (lastAccess || !isa<memref::LoadOp>(access) || access->getBlock() != reader.getBody() ||
+        accessOf(access).second.back() != j)
+      return false;
+    lastAccess = access;
+  }
+  // Every other access of the row loop; the output store among them.
+  SmallVector<std::pair<Operation *, Value>> others;
+  bool known = true;
+  body->walk([&](Operation *op) {
+    auto [memref, indices] = accessOf(op);
+    if (memref) {
+      if (!views.contains(memref))
+        others.push_back({op, memref});
+    } else if (op->getNumRegions() == 0 && !isMemoryEffectFree(op) && !isa<memref::AllocaOp>(op)) {
+      known = false;
+    }
+  });
+  if (!known)
+    return false;
+  memref::StoreOp output;
+  for (Operation &op : *reader.getBody()) {
+    auto store = dyn_cast<memref::StoreOp>(op);
+    if (!store || !lastAccess->isBeforeInBlock(store))
+      continue;
+    auto type = cast<MemRefType>(store.getMemRef().getType());
+    ValueRange indices = store.getIndices();
+    if (type.getRank() < 2 || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
+        type.getElementType() != element || type.getShape().back() != length || indices.front() != row ||
+        indices.back() != j || !leadingZeros(indices.drop_front()) ||
+        llvm::any_of(type.getShape().drop_front().drop_back(), [](int64_t d) { return d != 1; }))
+      continue;
+    if (output)
+      return false;
+    output = store;
+  }
+  // Defined before the row loop, so that every access can use it.
+  if (!output || !output.getMemRef().getParentRegion()->isProperAncestor(&loop.getRegion()))
+    return false;
+  auto isSharedArg = [&](Value base) {
+    auto arg = dyn_cast<BlockArgument>(base);
+    return arg && arg.getOwner()->getParentOp() == kernel.getOperation() && sharedArgs.count(arg.getArgNumber());
+  };
+  const Extent out = extentOf(output.getMemRef());
+  for (auto [op, memref] : others) {
+    if (op == output.getOperation())
+      continue;
+    const Extent e = extentOf(memref);
+    if ((isSharedArg(out.base) && isSharedArg(e.base)) || !disjoint(out, e))
+      return false;
+  }
+  // Each access of the buffer becomes one of row `row` of the output.
+  Value target = output.getMemRef();
+  const int64_t rank = cast<MemRefType>(target.getType()).getRank();
+  OpBuilder b = OpBuilder::atBlockBegin(body);
+  Value zero = rank > 2 ? arith::ConstantIndexOp::create(b, loop.getLoc(), 0) : Value();
+  for (Operation *access : bufferAccesses) {
+    SmallVector<Value> indices(rank, zero);
+    indices.front() = row;
+    indices.back() = accessOf(access).second.back();
+    b.setInsertionPoint(access);
+    if (auto load = dyn_cast<memref::LoadOp>(access)) {
+      Value v = memref::LoadOp::create(b, load.getLoc(), target, indices);
+      load.getResult().replaceAllUsesWith(v);
+    } else {
+      auto store = cast<memref::StoreOp>(access);
+      memref::StoreOp::create(b, store.getLoc(), store.getValueToStore(), target, indices);
+    }
+    access->erase();
+  }
+  return true;
+}
+
+} // namespace
+
+int rowBuffersIntoOutputs(func::FuncOp kernel, const std::set<unsigned> &sharedArgs) {
+  if (kernel.getBody().empty() || !kernel.getBody().hasOneBlock())
+    return 0;
+  SmallVector<memref::AllocaOp> buffers;
+  kernel.walk([&](memref::AllocaOp a) { buffers.push_back(a); });
+  int moved = 0;
+  for (memref::AllocaOp buffer : buffers)
+    if (bufferIntoOutput(kernel, buffer, sharedArgs))
+      ++moved;
+  if (moved) {
+    eraseDeadViews(kernel);
+    for (memref::AllocaOp buffer : buffers)
+      if (buffer->use_empty())
+        buffer->erase();
+  }
+  return moved;
+}
+
 void hoistRowBuffers(func::FuncOp fn) {
   if (fn.getBody().empty())
     return;

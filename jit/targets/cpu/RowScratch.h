@@ -14,6 +14,7 @@
 #define KILN_JIT_TARGETS_CPU_ROWSCRATCH_H
 
 #include <cstdint>
+#include <set>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -40,6 +41,21 @@ int localizeRowScratch(mlir::func::FuncOp kernel, unsigned scratchArg, int64_t m
 /// of its last live view (0 with none). Unknown (-1) when a use of the
 /// argument is not a view at a constant offset.
 int64_t scratchBytesInUse(mlir::func::FuncOp kernel, unsigned scratchArg);
+
+/// Writes row buffers into the output rows they end up in. A row buffer
+/// (a static `memref.alloca` of i8, all of whose uses are `memref.view`s at
+/// byte 0 of one row `[1, ..., 1, n]`, accessed only inside one top-level
+/// row loop) whose last reader is an inner loop over `[0, n)` that loads
+/// element j of the buffer and stores element j of row r (the row loop's
+/// variable) of an output `M[r, 0, ..., j]` of the same element type, where
+/// no other access in the row loop may touch M's bytes (`sharedArgs`: the
+/// argument numbers the runtime may pass one buffer for), is replaced by
+/// that output row: the loops before write the row where it ends, and the
+/// last one scales or shifts it in place. The store that leaves the
+/// temporary then streams the output line into the cache while the loop
+/// computes (a softmax row's exp), instead of a copy loop that only waits
+/// for write misses. Returns the number of buffers replaced.
+int rowBuffersIntoOutputs(mlir::func::FuncOp kernel, const std::set<unsigned> &sharedArgs);
 
 /// Moves the static `memref.alloca`s at the top level of the body of each
 /// top-level scf.parallel of `fn` to its entry block. Each call of `fn`
