@@ -50,7 +50,7 @@ inline constexpr const char *kCpuStridedCopies = "func.func(kiln-cpu-strided-cop
 inline constexpr const char *kCpuToLoops =
     "func.func(kiln-cpu-order-reduction-loops),convert-linalg-to-parallel-loops,canonicalize,cse,kiln-cpu-promote-accumulators,kiln-cpu-hoist-invariant-loads";
 inline constexpr const char *kCpuFuseLoopsInRows =
-    "func.func(kiln-cpu-fuse-loops-in-rows,kiln-cpu-row-buffers-into-outputs)";
+    "func.func(kiln-cpu-fuse-loops-in-rows,kiln-cpu-row-buffers-into-outputs,kiln-cpu-block-wide-sums)";
 inline constexpr const char *kCpuIeeeMinMax = "kiln-cpu-ieee-min-max";
 /// Last on the loops (after outlining); kToLLVM ends with its second half.
 inline constexpr const char *kCpuMarkParallelLoops = "kiln-cpu-mark-parallel-loops";

@@ -2,6 +2,7 @@
 
 #include "jit/targets/cpu/Passes.h"
 
+#include "jit/targets/cpu/BlockedWideSums.h"
 #include "jit/targets/cpu/BufferDonation.h"
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/ElementwiseFusion.h"
@@ -43,6 +44,7 @@ namespace kiln::jit::cpu {
 #define GEN_PASS_DEF_KILNCPULOCALIZEROWSCRATCH
 #define GEN_PASS_DEF_KILNCPUFUSELOOPSINROWS
 #define GEN_PASS_DEF_KILNCPUHOISTROWBUFFERS
+#define GEN_PASS_DEF_KILNCPUBLOCKWIDESUMS
 #define GEN_PASS_DEF_KILNCPUROWBUFFERSINTOOUTPUTS
 #define GEN_PASS_DEF_KILNCPUIEEEMINMAX
 #define GEN_PASS_DEF_KILNCPUSTRIDEDCOPIES
@@ -254,6 +256,14 @@ struct RowBuffersIntoOutputs : impl::KilnCpuRowBuffersIntoOutputsBase<RowBuffers
     if (auto recorded = getOperation()->getAttrOfType<mlir::DenseI64ArrayAttr>(kSharedArgsAttr))
       shared.insert(recorded.asArrayRef().begin(), recorded.asArrayRef().end());
     rowBuffersIntoOutputs(getOperation(), shared);
+  }
+};
+
+struct BlockWideSums : impl::KilnCpuBlockWideSumsBase<BlockWideSums> {
+  using Base::Base;
+  void runOnOperation() override {
+    if (!getOperation().isExternal())
+      blockWideSums(getOperation(), block);
   }
 };
 

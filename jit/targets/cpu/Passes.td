@@ -460,6 +460,44 @@ def KilnCpuRowBuffersIntoOutputs
   ];
 }
 
+def KilnCpuBlockWideSums
+    : Pass<"kiln-cpu-block-wide-sums", "::mlir::func::FuncOp"> {
+  let summary = "f32 terms of f64 sums added in f32 blocks, widened once per block";
+  let description = [{
+    An innermost `scf.for` (constant bounds, step 1, at least two blocks)
+    that carries an f64 sum of widened f32 terms (`arith.addf` with
+    `reassoc` of the accumulator and an `arith.extf` from f32, yielded back)
+    becomes a loop over blocks of `block` iterations whose inner loop sums
+    the terms in f32 from zero; the outer loop adds each block's widened sum
+    to the f64 accumulator. Other carried values pass through the inner
+    loop; iterations past the last whole block run in a copy of the loop.
+    See `blockWideSums` (BlockedWideSums.h).
+
+    Example:
+
+    ```mlir
+    %s = scf.for %j = %c0 to %c256 step %c1 iter_args(%a = %zero) -> (f64) {
+      %w = arith.extf %v : f32 to f64
+      %n = arith.addf %a, %w fastmath<reassoc> : f64
+      scf.yield %n : f64
+    }
+    // becomes
+    %s = scf.for %b = %c0 to %c256 step %c64 iter_args(%a = %zero) -> (f64) {
+      %p = scf.for %k = %c0 to %c64 step %c1 iter_args(%q = %zero32) -> (f32) {
+        %n = arith.addf %q, %v fastmath<reassoc> : f32
+        scf.yield %n : f32
+      }
+      %w = arith.extf %p : f32 to f64
+      %n = arith.addf %a, %w fastmath<reassoc> : f64
+      scf.yield %n : f64
+    }
+    ```
+  }];
+  let options = [
+    Option<"block", "block", "int64_t", "64", "Iterations summed in f32 before widening">,
+  ];
+}
+
 def KilnCpuHoistRowBuffers
     : Pass<"kiln-cpu-hoist-row-buffers", "::mlir::func::FuncOp"> {
   let summary = "Row buffers of top-level parallel loops to the entry block";

@@ -453,9 +453,10 @@ TEST(Tiering, BatchNormStatisticsFuseAndRunOneLaunchPerReduction) {
       << "x - mean or its scaled form is written out";
   EXPECT_EQ(countInDumps(dir, "1-linalg", "tensor.expand_shape %arg0"), 0) << "the sums read x reshaped";
   // Mean, variance and y: one parallel loop each; the sums' inner loops run
-  // over a whole H x W plane (576 elements), not a row of W.
+  // over a whole H x W plane (576 elements), not a row of W, in f32 blocks of
+  // 64 (kiln-cpu-block-wide-sums).
   EXPECT_EQ(countInDumps(dir, "3-loops", "call @__kiln_parallel_"), 3);
-  EXPECT_EQ(countInDumps(dir, "3-loops", "to %c576 step %c1 iter_args"), 2);
+  EXPECT_EQ(countInDumps(dir, "3-loops", "to %c576 step %c64 iter_args"), 2);
 
   fs::remove_all(dir);
   fs::create_directories(dir);
