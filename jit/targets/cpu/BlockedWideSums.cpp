@@ -69,7 +69,8 @@ bool block(scf::ForOp loop, int64_t blockSize) {
   Type indexType = b.getIndexType();
   auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
   const int64_t blocksEnd = *lb + (*ub - *lb) / blockSize * blockSize;
-  Value f32Zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  // -0, the identity of addition: a block of -0 terms sums to -0, as in f64.
+  Value f32Zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(-0.0f));
   const auto reassoc = arith::FastMathFlagsAttr::get(b.getContext(), arith::FastMathFlags::reassoc);
   Value zero = index(0), one = index(1), blockLength = index(blockSize), end = index(blocksEnd);
   auto outer = scf::ForOp::create(

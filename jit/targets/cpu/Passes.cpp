@@ -73,6 +73,15 @@ mlir::FailureOr<mlir::func::FuncOp> findKernel(mlir::ModuleOp module, llvm::Stri
   return mlir::func::FuncOp();
 }
 
+/// The arguments of `fn` that may share a buffer: those a pass option lists
+/// and those `kiln-cpu-buffer-donation` recorded (kiln.shared_args).
+std::set<unsigned> sharedArgsOf(mlir::func::FuncOp fn, llvm::ArrayRef<unsigned> listed) {
+  std::set<unsigned> shared(listed.begin(), listed.end());
+  if (auto recorded = fn->getAttrOfType<mlir::DenseI64ArrayAttr>(kSharedArgsAttr))
+    shared.insert(recorded.asArrayRef().begin(), recorded.asArrayRef().end());
+  return shared;
+}
+
 struct FuseElementwise : impl::KilnCpuFuseElementwiseBase<FuseElementwise> {
   void runOnOperation() override {
     if (mlir::failed(fuseElementwiseOps(getOperation())))
@@ -163,10 +172,7 @@ struct FuseRowLoops : impl::KilnCpuFuseRowLoopsBase<FuseRowLoops> {
   void runOnOperation() override {
     if (getOperation().isExternal())
       return;
-    std::set<unsigned> shared(sharedArgs.begin(), sharedArgs.end());
-    if (auto recorded = getOperation()->getAttrOfType<mlir::DenseI64ArrayAttr>(kSharedArgsAttr))
-      shared.insert(recorded.asArrayRef().begin(), recorded.asArrayRef().end());
-    fuseRowLoops(getOperation(), shared);
+    fuseRowLoops(getOperation(), sharedArgsOf(getOperation(), sharedArgs));
   }
 };
 
@@ -252,10 +258,7 @@ struct RowBuffersIntoOutputs : impl::KilnCpuRowBuffersIntoOutputsBase<RowBuffers
   void runOnOperation() override {
     if (getOperation().isExternal())
       return;
-    std::set<unsigned> shared(sharedArgs.begin(), sharedArgs.end());
-    if (auto recorded = getOperation()->getAttrOfType<mlir::DenseI64ArrayAttr>(kSharedArgsAttr))
-      shared.insert(recorded.asArrayRef().begin(), recorded.asArrayRef().end());
-    rowBuffersIntoOutputs(getOperation(), shared);
+    rowBuffersIntoOutputs(getOperation(), sharedArgsOf(getOperation(), sharedArgs));
   }
 };
 

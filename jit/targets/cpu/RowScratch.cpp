@@ -244,8 +244,8 @@ bool bufferIntoOutput(func::FuncOp kernel, memref::AllocaOp buffer, const std::s
     length = n;
     views.insert(view.getResult());
   }
-  if (!element || length * std::max<int64_t>(element.getIntOrFloatBitWidth() / 8, 1) != bufferType.getNumElements() ||
-      element.getIntOrFloatBitWidth() % 8 != 0)
+  if (!element || element.getIntOrFloatBitWidth() % 8 != 0 ||
+      length * (element.getIntOrFloatBitWidth() / 8) != bufferType.getNumElements())
     return false;
   // Its loads and stores, all in one top-level row loop, at an element of the row.
   SmallVector<Operation *> bufferAccesses;

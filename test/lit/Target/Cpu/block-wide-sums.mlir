@@ -1,11 +1,12 @@
 // RUN: kiln-opt %s -kiln-cpu-block-wide-sums=block=4 -split-input-file | FileCheck %s
 
 // A row sum of exp terms in f64 with a max carried alongside: the loop runs
-// over blocks of 4; the inner loop adds the f32 terms from zero and passes
-// the max through; each block's sum is widened once. 10 iterations: two
-// blocks, then the last two in a copy of the original loop.
+// over blocks of 4; the inner loop adds the f32 terms from -0 (the identity
+// of addition) and passes the max through; each block's sum is widened
+// once. 10 iterations: two blocks, then the last two in a copy of the
+// original loop.
 // CHECK-LABEL: func.func @sum_and_max
-// CHECK-DAG: %[[Z32:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[Z32:.*]] = arith.constant -0.000000e+00 : f32
 // CHECK-DAG: %[[C8:.*]] = arith.constant 8 : index
 // CHECK-DAG: %[[C4:.*]] = arith.constant 4 : index
 // CHECK: %[[OUT:.*]]:2 = scf.for %[[B:[a-z0-9_]+]] = %{{.*}} to %[[C8]] step %[[C4]] iter_args(%[[A:[a-z0-9_]+]] = %{{.*}}, %[[M:[a-z0-9_]+]] = %{{.*}}) -> (f64, f32)
