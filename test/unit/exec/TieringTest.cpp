@@ -209,11 +209,19 @@ int countInDumps(const std::filesystem::path& dir, const std::string& stage, con
   return count;
 }
 
-/// A fresh dump directory of this process: the CPU and test-device runs of
-/// this suite run at the same time under ctest -j.
-std::filesystem::path dumpDirectory(const std::string& name) {
-  return std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
-}
+/// A dump directory of this process (the CPU and test-device runs of this
+/// suite run at the same time under ctest -j), removed with its dumps when
+/// the test ends.
+struct DumpDirectory : std::filesystem::path {
+  explicit DumpDirectory(const std::string& name)
+      : std::filesystem::path(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {}
+  DumpDirectory(const DumpDirectory&) = delete;
+  DumpDirectory& operator=(const DumpDirectory&) = delete;
+  ~DumpDirectory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(*this, ignored);
+  }
+};
 
 /// `run` interpreted, then compiled in this thread (sync, threshold 1) with
 /// its IR dumped to `dir`: the interpreted result, the compiled one and the
@@ -240,7 +248,7 @@ std::tuple<std::vector<float>, std::vector<float>, uint64_t> interpretedThenComp
 
 TEST(Tiering, CompiledKernelsNeverCallMalloc) {
   namespace fs = std::filesystem;
-  fs::path dir = dumpDirectory("kiln-dump-test");
+  DumpDirectory dir("kiln-dump-test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   setenv("KILN_DUMP_IR", dir.c_str(), 1);  // read by the compiler when it loads
@@ -262,7 +270,7 @@ TEST(Tiering, RecurrentMatmulsStayMatmulsAndAreNotRecomputed) {
   // for every output column, and the matmul would become generic loops
   // instead of a call of the runtime's GEMM).
   namespace fs = std::filesystem;
-  fs::path dir = dumpDirectory("kiln-dump-rnn-test");
+  DumpDirectory dir("kiln-dump-rnn-test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   Tensor w = rand({32, 32}, 21, DType::f32, -0.2, 0.2), u = rand({16, 32}, 22, DType::f32, -0.2, 0.2);
@@ -289,7 +297,7 @@ TEST(Tiering, BiasAndReluAfterAMatmulRunInTheGemmsTileStore) {
   // each, writing the result directly (no temporary C and no second loop),
   // and agree with the interpreter; a NaN in x stays NaN through the ReLU.
   namespace fs = std::filesystem;
-  fs::path dir = dumpDirectory("kiln-dump-epilogue-test");
+  DumpDirectory dir("kiln-dump-epilogue-test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::vector<float> xs(37 * 50);
@@ -336,7 +344,7 @@ TEST(Tiering, ALargeStepCompilesInPartsOnSeveralThreadsAndAgrees) {
   // compile in shares on this thread and a helper (ModulePartition.h) and
   // link into one kernel that agrees with the interpreter.
   namespace fs = std::filesystem;
-  fs::path dir = dumpDirectory("kiln-dump-parts-test");
+  DumpDirectory dir("kiln-dump-parts-test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::vector<Tensor> ws, bs;
@@ -366,7 +374,7 @@ TEST(Tiering, Bf16MatmulsCallTheRuntimeBf16Gemm) {
   // they are (no widening to f32) and agrees with the interpreter within one
   // bf16 ulp.
   namespace fs = std::filesystem;
-  fs::path dir = dumpDirectory("kiln-dump-bf16-matmul-test");
+  DumpDirectory dir("kiln-dump-bf16-matmul-test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   Tensor x = cast(rand({40, 72}, 31, DType::f32, -1, 1), DType::bf16);
@@ -397,7 +405,7 @@ TEST(Tiering, ConvolutionsCallTheRuntimeGemmOnTheUnpaddedInput) {
   // runtime's implicit GEMM that reads the input itself (no padded copy, no
   // generic convolution loops), and the results match the interpreter's.
   namespace fs = std::filesystem;
-  fs::path dir = dumpDirectory("kiln-dump-conv-test");
+  DumpDirectory dir("kiln-dump-conv-test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   Tensor x = rand({2, 8, 10, 9}, 41, DType::f32, -1, 1), w1 = rand({12, 4, 3, 3}, 42, DType::f32, -0.3, 0.3);
@@ -439,7 +447,7 @@ TEST(Tiering, BatchNormStatisticsFuseAndRunOneLaunchPerReduction) {
   // sum over N, H and W runs as one parallel loop over channels (not a launch
   // per image). The gradients agree with the interpreter's too.
   namespace fs = std::filesystem;
-  fs::path dir = dumpDirectory("kiln-dump-batch-norm-test");
+  DumpDirectory dir("kiln-dump-batch-norm-test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   Tensor x = rand({8, 16, 24, 24}, 51, DType::f32, -2, 2);
@@ -479,7 +487,7 @@ TEST(Tiering, RowWiseNestsRunAsOneLoopOverRows) {
   // softmax = max, exp, sum, divide: four nests over the same rows that run
   // as one parallel loop (each row stays in cache), with the same results.
   namespace fs = std::filesystem;
-  fs::path dir = dumpDirectory("kiln-dump-rows-test");
+  DumpDirectory dir("kiln-dump-rows-test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   Tensor x = rand({256, 512}, 31, DType::f32, -4, 4);
