@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -69,6 +70,18 @@ inline bool disjoint(const Extent &a, const Extent &b) {
   if (a.base != b.base)
     return true;
   return a.end <= b.begin || b.end <= a.begin;
+}
+
+/// Whether memrefs `a` and `b` of `kernel` may touch a common byte: their
+/// extents are not provably disjoint, or both are arguments listed in
+/// `sharedArgs` (donated pairs, which the runtime may pass one buffer for).
+inline bool mayOverlap(mlir::Value a, mlir::Value b, mlir::Operation *kernel, const std::set<unsigned> &sharedArgs) {
+  const Extent ea = extentOf(a), eb = extentOf(b);
+  auto shared = [&](mlir::Value base) {
+    auto arg = llvm::dyn_cast<mlir::BlockArgument>(base);
+    return arg && arg.getOwner()->getParentOp() == kernel && sharedArgs.count(arg.getArgNumber());
+  };
+  return (shared(ea.base) && shared(eb.base)) || !disjoint(ea, eb);
 }
 
 /// How a view splits its bytes into rows: (base argument, first byte, bytes,

@@ -46,14 +46,6 @@ class RowFuser {
  public:
   RowFuser(func::FuncOp kernel, const std::set<unsigned> &sharedArgs) : kernel_(kernel), shared_(sharedArgs) {}
 
-  /// Two accesses that may overlap; donated argument pairs share a buffer.
-  bool mayOverlap(Value a, Value b) {
-    Extent ea = extentOf(a), eb = extentOf(b);
-    if (isSharedArg(ea.base) && isSharedArg(eb.base))
-      return true;
-    return !disjoint(ea, eb);
-  }
-
   bool fusible(scf::ParallelOp first, scf::ParallelOp second) {
     SmallVector<Access> a, b;
     if (!collectAccesses(first, a) || !collectAccesses(second, b))
@@ -61,7 +53,7 @@ class RowFuser {
     Value ivA = first.getInductionVars()[0], ivB = second.getInductionVars()[0];
     for (const Access &x : a)
       for (const Access &y : b) {
-        if ((!x.write && !y.write) || !mayOverlap(x.memref, y.memref))
+        if ((!x.write && !y.write) || !mayOverlap(x.memref, y.memref, kernel_, shared_))
           continue;
         auto lx = rowLayout(x.memref), ly = rowLayout(y.memref);
         if (!lx || !ly || *lx != *ly || std::get<3>(*lx) != tripCount(first) || !touchesOnlyItsRow(x, ivA) ||
@@ -80,11 +72,6 @@ class RowFuser {
   }
 
  private:
-  bool isSharedArg(Value base) {
-    auto arg = dyn_cast<BlockArgument>(base);
-    return arg && arg.getOwner()->getParentOp() == kernel_.getOperation() && shared_.count(arg.getArgNumber());
-  }
-
   func::FuncOp kernel_;
   const std::set<unsigned> &shared_;
 };

@@ -49,6 +49,14 @@ std::pair<Value, ValueRange> accessOf(Operation *op) {
 
 bool isView(Operation *op) { return isa<ViewLikeOpInterface>(op) && op->getNumResults() == 1; }
 
+/// The scf.parallel at the top level of `kernel` that holds `op`; null when none does.
+scf::ParallelOp topLevelLoopOf(Operation *op, func::FuncOp kernel) {
+  auto loop = op->getParentOfType<scf::ParallelOp>();
+  while (loop && loop->getParentOp() != kernel.getOperation())
+    loop = loop->getParentOfType<scf::ParallelOp>();
+  return loop;
+}
+
 /// Erases the view ops of `kernel` nobody uses any more.
 void eraseDeadViews(func::FuncOp kernel) {
   bool changed = true;
@@ -97,9 +105,7 @@ int localizeRowScratch(func::FuncOp kernel, unsigned scratchArg, int64_t maxByte
   std::set<std::pair<int64_t, int64_t>> rejected;
   for (const ScratchUse &u : uses) {
     auto [memref, indices] = accessOf(u.op);
-    auto loop = u.op->getParentOfType<scf::ParallelOp>();
-    while (loop && loop->getParentOp() != kernel.getOperation())
-      loop = loop->getParentOfType<scf::ParallelOp>();
+    scf::ParallelOp loop = topLevelLoopOf(u.op, kernel);
     std::optional<RowLayout> layout = memref ? rowLayout(memref) : std::nullopt;
     std::optional<int64_t> rows = loop ? rowCount(loop) : std::nullopt;
     const std::pair<int64_t, int64_t> key{u.extent.begin, u.extent.end};
@@ -255,9 +261,7 @@ bool bufferIntoOutput(func::FuncOp kernel, memref::AllocaOp buffer, const std::s
       auto [memref, indices] = accessOf(user);
       if (memref != view || !leadingZeros(indices))
         return false;
-      auto top = user->getParentOfType<scf::ParallelOp>();
-      while (top && top->getParentOp() != kernel.getOperation())
-        top = top->getParentOfType<scf::ParallelOp>();
+      scf::ParallelOp top = topLevelLoopOf(user, kernel);
       if (!top || !rowCount(top) || (loop && top != loop))
         return false;
       loop = top;
@@ -327,18 +331,9 @@ bool bufferIntoOutput(func::FuncOp kernel, memref::AllocaOp buffer, const std::s
   // Defined before the row loop, so that every access can use it.
   if (!output || !output.getMemRef().getParentRegion()->isProperAncestor(&loop.getRegion()))
     return false;
-  auto isSharedArg = [&](Value base) {
-    auto arg = dyn_cast<BlockArgument>(base);
-    return arg && arg.getOwner()->getParentOp() == kernel.getOperation() && sharedArgs.count(arg.getArgNumber());
-  };
-  const Extent out = extentOf(output.getMemRef());
-  for (auto [op, memref] : others) {
-    if (op == output.getOperation())
-      continue;
-    const Extent e = extentOf(memref);
-    if ((isSharedArg(out.base) && isSharedArg(e.base)) || !disjoint(out, e))
+  for (auto [op, memref] : others)
+    if (op != output.getOperation() && mayOverlap(output.getMemRef(), memref, kernel, sharedArgs))
       return false;
-  }
   // Each access of the buffer becomes one of row `row` of the output.
   Value target = output.getMemRef();
   const int64_t rank = cast<MemRefType>(target.getType()).getRank();
