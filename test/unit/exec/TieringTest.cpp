@@ -209,12 +209,15 @@ int countInDumps(const std::filesystem::path& dir, const std::string& stage, con
   return count;
 }
 
-/// A dump directory of this process (the CPU and test-device runs of this
-/// suite run at the same time under ctest -j), removed with its dumps when
-/// the test ends.
+/// A fresh, empty dump directory of this process (the CPU and test-device
+/// runs of this suite run at the same time under ctest -j), removed with its
+/// dumps when the test ends.
 struct DumpDirectory : std::filesystem::path {
   explicit DumpDirectory(const std::string& name)
-      : std::filesystem::path(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {}
+      : std::filesystem::path(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(*this);
+    std::filesystem::create_directories(*this);
+  }
   DumpDirectory(const DumpDirectory&) = delete;
   DumpDirectory& operator=(const DumpDirectory&) = delete;
   ~DumpDirectory() {
@@ -247,10 +250,7 @@ std::tuple<std::vector<float>, std::vector<float>, uint64_t> interpretedThenComp
 }
 
 TEST(Tiering, CompiledKernelsNeverCallMalloc) {
-  namespace fs = std::filesystem;
   DumpDirectory dir("kiln-dump-test");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
   setenv("KILN_DUMP_IR", dir.c_str(), 1);  // read by the compiler when it loads
   // Large enough that its loops are parallelised (small ones stay serial).
   Tensor x = rand({512, 256}, 11), w = rand({256, 128}, 12), b = rand({128}, 13);
@@ -269,10 +269,7 @@ TEST(Tiering, RecurrentMatmulsStayMatmulsAndAreNotRecomputed) {
   // the tanh of one step into the next step's matmul (it would be recomputed
   // for every output column, and the matmul would become generic loops
   // instead of a call of the runtime's GEMM).
-  namespace fs = std::filesystem;
   DumpDirectory dir("kiln-dump-rnn-test");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
   Tensor w = rand({32, 32}, 21, DType::f32, -0.2, 0.2), u = rand({16, 32}, 22, DType::f32, -0.2, 0.2);
   Tensor b = rand({32}, 23), h0 = rand({8, 32}, 24, DType::f32, -1, 1), xs = rand({3, 8, 16}, 25, DType::f32, -1, 1);
   kiln::sync();
@@ -296,10 +293,7 @@ TEST(Tiering, BiasAndReluAfterAMatmulRunInTheGemmsTileStore) {
   // relu(x @ w + b) and x @ w + b compile to one call of the epilogue GEMM
   // each, writing the result directly (no temporary C and no second loop),
   // and agree with the interpreter; a NaN in x stays NaN through the ReLU.
-  namespace fs = std::filesystem;
   DumpDirectory dir("kiln-dump-epilogue-test");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
   std::vector<float> xs(37 * 50);
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919) % 200) / 100.f - 1.f;
   xs[3 * 50 + 4] = std::numeric_limits<float>::quiet_NaN();
@@ -343,10 +337,7 @@ TEST(Tiering, ALargeStepCompilesInPartsOnSeveralThreadsAndAgrees) {
   // is thousands of operations. It is cut into parts (SerialParts.h), which
   // compile in shares on this thread and a helper (ModulePartition.h) and
   // link into one kernel that agrees with the interpreter.
-  namespace fs = std::filesystem;
   DumpDirectory dir("kiln-dump-parts-test");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
   std::vector<Tensor> ws, bs;
   for (int i = 0; i < 60; ++i) {
     ws.push_back(rand({16, 16}, 100 + i, DType::f32, -0.4, 0.4));
@@ -365,7 +356,6 @@ TEST(Tiering, ALargeStepCompilesInPartsOnSeveralThreadsAndAgrees) {
   EXPECT_GE(countInDumps(dir, "4-llvm-dialect", "_part1("), 1) << "the kernel was not cut into parts";
   if (std::thread::hardware_concurrency() > 1)
     EXPECT_EQ(countInDumps(dir, "optimized.ll", "; share 1 of"), 1) << "the parts did not compile in shares";
-  fs::remove_all(dir);
 }
 
 TEST(Tiering, Bf16MatmulsCallTheRuntimeBf16Gemm) {
@@ -373,10 +363,7 @@ TEST(Tiering, Bf16MatmulsCallTheRuntimeBf16Gemm) {
   // compiled kernel hands the bf16 operands to the runtime's bf16 GEMM as
   // they are (no widening to f32) and agrees with the interpreter within one
   // bf16 ulp.
-  namespace fs = std::filesystem;
   DumpDirectory dir("kiln-dump-bf16-matmul-test");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
   Tensor x = cast(rand({40, 72}, 31, DType::f32, -1, 1), DType::bf16);
   Tensor w = cast(rand({72, 56}, 32, DType::f32, -1, 1), DType::bf16);
   Tensor v = cast(rand({48, 56}, 33, DType::f32, -1, 1), DType::bf16);
@@ -404,10 +391,7 @@ TEST(Tiering, ConvolutionsCallTheRuntimeGemmOnTheUnpaddedInput) {
   // conv2d + bias + ReLU, twice: each f32 convolution becomes a call of the
   // runtime's implicit GEMM that reads the input itself (no padded copy, no
   // generic convolution loops), and the results match the interpreter's.
-  namespace fs = std::filesystem;
   DumpDirectory dir("kiln-dump-conv-test");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
   Tensor x = rand({2, 8, 10, 9}, 41, DType::f32, -1, 1), w1 = rand({12, 4, 3, 3}, 42, DType::f32, -0.3, 0.3);
   Tensor b1 = rand({12}, 43), w2 = rand({6, 12, 3, 2}, 44, DType::f32, -0.3, 0.3);
   kiln::sync();
@@ -448,8 +432,6 @@ TEST(Tiering, BatchNormStatisticsFuseAndRunOneLaunchPerReduction) {
   // per image). The gradients agree with the interpreter's too.
   namespace fs = std::filesystem;
   DumpDirectory dir("kiln-dump-batch-norm-test");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
   Tensor x = rand({8, 16, 24, 24}, 51, DType::f32, -2, 2);
   Tensor g = rand({16}, 52, DType::f32, 0.5, 1.5), b = rand({16}, 53, DType::f32, -0.5, 0.5);
   kiln::sync();
@@ -486,10 +468,7 @@ TEST(Tiering, BatchNormStatisticsFuseAndRunOneLaunchPerReduction) {
 TEST(Tiering, RowWiseNestsRunAsOneLoopOverRows) {
   // softmax = max, exp, sum, divide: four nests over the same rows that run
   // as one parallel loop (each row stays in cache), with the same results.
-  namespace fs = std::filesystem;
   DumpDirectory dir("kiln-dump-rows-test");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
   Tensor x = rand({256, 512}, 31, DType::f32, -4, 4);
   kiln::sync();
   std::vector<float> reference;
