@@ -4,6 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 
@@ -11,14 +13,30 @@
 #include "jit/targets/cpu/CpuCompiler.h"
 #include "jit/targets/nvptx/NvptxPipeline.h"
 #include "jit/targets/spirv/SpirvPipeline.h"
+#include "llvm/Support/ErrorHandling.h"
 
 namespace kiln::jit {
 
 namespace {
 
+/// An internal error of LLVM (a broken invariant, a pass that did not
+/// converge) ends the process, as LLVM requires; but LLVM's own ending is
+/// exit(1), which runs the program's exit handlers while its other threads
+/// run on, and a test process hung that way instead of failing. Abort at
+/// once instead, saying how to run without the compiler.
+void onLlvmFatalError(void *, const char *reason, bool) {
+  std::fprintf(stderr,
+               "kiln: the kernel compiler hit an internal LLVM error: %s\n"
+               "kiln: set KILN_JIT=off to run without compiling (and please report the trace: KILN_DUMP_IR=dir "
+               "writes its IR)\n",
+               reason);
+  std::abort();
+}
+
 class Compiler final : public exec::TraceCompiler {
 public:
   Compiler() {
+    llvm::install_fatal_error_handler(onLlvmFatalError);
     pipelines_[exec::CompileTarget::Kind::HostCpu] = cpu::createCpuPipeline();
     pipelines_[exec::CompileTarget::Kind::Nvptx] = nvptx::createNvptxPipeline();
     pipelines_[exec::CompileTarget::Kind::Spirv] = spirv::createSpirvPipeline();

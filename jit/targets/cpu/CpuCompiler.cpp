@@ -36,7 +36,6 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/OptBisect.h"
-#include "llvm/IR/PassInstrumentation.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -448,29 +447,15 @@ class CpuCompiler final : public TargetPipeline {
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
-    // No loop unrolling (vectorisation and interleaving stay): the serial
-    // loops of a large trace live in one function, which unrolling blew up
-    // to ~75K lines of IR, and O3 over O2 bought nothing measurable
-    // (issue 20: the 800-op training step compiled in 1.3 s instead of 5.5 s,
-    // its step as fast).
-    llvm::PipelineTuningOptions pto;
-    pto.LoopUnrolling = kLoopUnrolling;
-    // No IndVarSimplify: the loops come from MLIR with i64 induction
-    // variables and simple exits, so it found little to do, but its SCEV
-    // queries walk every dominating condition, and the serial loops of a
-    // large trace share one function: on the 800-op training step's module
-    // it took 0.44 of 0.98 s of optimisation. Without it: 0.52 s, codegen
-    // 0.36 -> 0.27 s, the same code (size, vector and FMA instructions).
-    llvm::PassInstrumentationCallbacks pic;
-    pic.registerShouldRunOptionalPassCallback(
-        [](llvm::StringRef pass, llvm::Any) { return pass != "IndVarSimplifyPass"; });
-    llvm::PassBuilder pb(&targetMachine, pto, std::nullopt, &pic);
+    llvm::PassBuilder pb(&targetMachine);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+    llvm::ModulePassManager mpm;
+    if (llvm::Error err = pb.parsePassPipeline(mpm, kKernelPassPipeline))
+      llvm::report_fatal_error(std::move(err));
     mpm.run(module, mam);
   }
 

@@ -11,6 +11,7 @@
 #include <thread>
 #include <tuple>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include "kiln/kiln.h"
@@ -488,6 +489,30 @@ TEST(Tiering, RowWiseNestsRunAsOneLoopOverRows) {
   // The exp row is written into the result row and scaled there
   // (kiln-cpu-row-buffers-into-outputs), not into a row buffer of 512 floats.
   EXPECT_EQ(countInDumps(dir, "3-loops", "memref<2048xi8>"), 0) << "the exp row still goes through a row buffer";
+}
+
+// An internal LLVM error (here raised by hand, as a pass that does not
+// converge raises it) ends the process at once with Kiln's message: LLVM's
+// own exit(1) ran the exit handlers while the program's threads ran on, and
+// a test process hung in them instead of failing.
+TEST(TieringDeathTest, InternalLlvmErrorAbortsWithKilnsMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Data d;
+        JitScope sync(JitMode::Sync, 2);
+        for (int i = 0; i < 3; ++i) stepOnce(d.x, d.w, d.b, 0.5f);
+        if (stats().compiles != 1) std::_Exit(3);  // the compiler library (and LLVM) must be loaded
+        void* llvm = dlopen("libLLVM.so.22.1", RTLD_NOW | RTLD_NOLOAD);
+        if (!llvm) std::_Exit(4);
+        using Report = void (*)(const char*);
+        auto report = reinterpret_cast<Report>(dlsym(llvm, "_ZN4llvm21reportFatalUsageErrorEPKc"));
+        if (!report) std::_Exit(5);
+        report("Instruction Combining did not reach a fixpoint");
+        std::_Exit(6);  // not reached: LLVM's error does not return
+      },
+      "kiln: the kernel compiler hit an internal LLVM error: Instruction Combining did not reach a fixpoint\n"
+      "kiln: set KILN_JIT=off");
 }
 
 }  // namespace
