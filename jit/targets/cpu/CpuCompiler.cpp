@@ -24,6 +24,7 @@
 #include "jit/targets/cpu/ModulePartition.h"
 #include "jit/targets/cpu/Passes.h"
 #include "jit/targets/cpu/SharedObjectLinker.h"
+#include "jit/targets/cpu/StreamingStores.h"
 #include "runtime/cache/HostFingerprint.h"
 #include "runtime/exec/CompileQueue.h"
 #include "runtime/support/Settings.h"
@@ -246,7 +247,12 @@ class CpuCompiler final : public TargetPipeline {
     if (!runPassPipeline(*module, toLoops.c_str()))
       return fail("loops");
     scratchBytes = kernel->getAttrOfType<mlir::IntegerAttr>(kScratchBytesAttr).getInt();
-    const std::string rows = std::string(kCpuFuseLoopsInRows) + ",kiln-cpu-outline-parallel-loops{kernel=" +
+    // Streaming stores where the rows have taken their final form (a row
+    // buffer turned into an output row is read back).
+    const std::string rows = std::string(kCpuFuseLoopsInRows) + ",func.func(kiln-cpu-streaming-stores{num-inputs=" +
+                             std::to_string(graph.inputs.size()) + " num-outputs=" +
+                             std::to_string(graph.outputs.size()) + " min-bytes=" +
+                             std::to_string(kStreamingOutputBytes) + "}),kiln-cpu-outline-parallel-loops{kernel=" +
                              kernelName + "},kiln-cpu-outline-serial-parts{kernel=" + kernelName +
                              " part-ops=" + std::to_string(kSerialPartOps) + "}," + kCpuIeeeMinMax + "," +
                              kCpuMarkParallelLoops +
@@ -448,6 +454,7 @@ class CpuCompiler final : public TargetPipeline {
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
     llvm::PassBuilder pb(&targetMachine);
+    registerStreamingStorePasses(pb);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);

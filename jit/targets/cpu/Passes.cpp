@@ -13,6 +13,7 @@
 #include "jit/targets/cpu/ScalarPromotion.h"
 #include "jit/targets/cpu/SerialParts.h"
 #include "jit/targets/cpu/SplitReduction.h"
+#include "jit/targets/cpu/StreamingStores.h"
 #include "jit/targets/cpu/TransposeFolding.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -51,6 +52,7 @@ namespace kiln::jit::cpu {
 #define GEN_PASS_DEF_KILNCPUFOLDMATMULTRANSPOSES
 #define GEN_PASS_DEF_KILNCPUMARKPARALLELLOOPS
 #define GEN_PASS_DEF_KILNCPUTAGPARALLELACCESSES
+#define GEN_PASS_DEF_KILNCPUSTREAMINGSTORES
 #include "jit/targets/cpu/Passes.h.inc"
 
 namespace {
@@ -268,6 +270,11 @@ struct BlockWideSums : impl::KilnCpuBlockWideSumsBase<BlockWideSums> {
     if (!getOperation().isExternal())
       blockWideSums(getOperation(), block);
   }
+};
+
+struct StreamingStores : impl::KilnCpuStreamingStoresBase<StreamingStores> {
+  using Base::Base;
+  void runOnOperation() override { markStreamingStores(getOperation(), numInputs, numOutputs, minBytes); }
 };
 
 struct HoistRowBuffers : impl::KilnCpuHoistRowBuffersBase<HoistRowBuffers> {

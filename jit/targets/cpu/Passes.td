@@ -635,4 +635,29 @@ def KilnCpuTagParallelAccesses : Pass<"kiln-cpu-tag-parallel-accesses"> {
   }];
 }
 
+def KilnCpuStreamingStores
+    : Pass<"kiln-cpu-streaming-stores", "::mlir::func::FuncOp"> {
+  let summary = "Mark the stores into large outputs the kernel never reads non-temporal";
+  let description = [{
+    On the kernel's loops (`num-inputs` input memrefs, then `num-outputs`
+    out-params): an out-param of static shape and at least `min-bytes`
+    bytes whose every use, through view-like ops, is the memref of a
+    `memref.store` gets all those stores marked `nontemporal`: they write
+    its lines without reading them first. See `markStreamingStores` (StreamingStores.h).
+
+    Example:
+
+    ```mlir
+    func.func @k(%x: memref<16777216xf32>, %out: memref<16777216xf32>)
+    // memref.store %v, %out[%i] becomes
+    memref.store %v, %out[%i] {nontemporal = true} : memref<16777216xf32>
+    ```
+  }];
+  let options = [
+    Option<"numInputs", "num-inputs", "unsigned", "0", "Input memrefs (the leading arguments)">,
+    Option<"numOutputs", "num-outputs", "unsigned", "0", "Out-params (the arguments after the inputs)">,
+    Option<"minBytes", "min-bytes", "int64_t", "33554432", "Smallest output written with streaming stores">,
+  ];
+}
+
 #endif // KILN_JIT_TARGETS_CPU_PASSES_TD

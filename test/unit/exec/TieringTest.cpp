@@ -493,6 +493,50 @@ TEST(Tiering, RowWiseNestsRunAsOneLoopOverRows) {
   EXPECT_EQ(countInDumps(dir, "3-loops", "memref<2048xi8>"), 0) << "the exp row still goes through a row buffer";
 }
 
+TEST(Tiering, LargeOutputsOfLightLoopsAreWrittenWithStreamingStores) {
+  // a * b + c over 2^23 floats: its 32 MiB result is only written, by a
+  // loop of a few operations, so the vectorised loop's stores are
+  // non-temporal (they skip reading each line before writing it); the
+  // runtime fences them before other threads read the result. A result
+  // below the size keeps plain stores.
+  DumpDirectory dir("kiln-dump-streaming-test");
+  const int64_t n = int64_t{1} << 23;
+  Tensor a = rand({n}, 41, DType::f32, -1, 1), b = rand({n}, 42, DType::f32, -1, 1), c = rand({n}, 43, DType::f32, -1, 1);
+  Tensor small = rand({4096}, 44, DType::f32, -1, 1);
+  kiln::sync();
+  auto run = [&] {
+    Tensor big = a * b + c;
+    Tensor little = small * small + small;
+    return std::pair{big.to_vector<float>(), little.to_vector<float>()};
+  };
+  std::pair<std::vector<float>, std::vector<float>> reference;
+  {
+    JitScope off(JitMode::Off);
+    reference = run();
+  }
+  setenv("KILN_DUMP_IR", dir.c_str(), 1);
+  std::pair<std::vector<float>, std::vector<float>> compiled;
+  {
+    JitScope sync(JitMode::Sync, 1);
+    reset_stats();
+    compiled = run();
+    EXPECT_GE(stats().compiled_runs, 1u);
+  }
+  unsetenv("KILN_DUMP_IR");
+  expectClose(compiled.first, reference.first, 1e-6f);
+  expectClose(compiled.second, reference.second, 1e-6f);
+  int vectorStreamingStores = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().string().find("5-optimized.ll") == std::string::npos) continue;
+    std::ifstream in(e.path());
+    for (std::string line; std::getline(in, line);)
+      vectorStreamingStores += line.find("store <") != std::string::npos && line.find("!nontemporal") != std::string::npos;
+  }
+  EXPECT_GE(vectorStreamingStores, 1) << "the 32 MiB result's vector stores are plain";
+  EXPECT_EQ(countInDumps(dir, "3-loops", "{nontemporal = true} : memref<4096xf32>"), 0) << "a 16 KiB result streams";
+  EXPECT_EQ(countInDumps(dir, "3-loops", "{nontemporal = true} : memref<8388608xf32>"), 1);
+}
+
 // An internal LLVM error (here raised by hand, as a pass that does not
 // converge raises it) ends the process at once with Kiln's message: LLVM's
 // own exit(1) ran the exit handlers while the program's threads ran on, and

@@ -1,0 +1,64 @@
+//===- StreamingStores.h - Large outputs written past the caches -*- C++ -*-===//
+//
+// An elementwise kernel over arrays larger than the caches is bound by memory
+// traffic, and a plain store of a line the core does not hold first reads
+// that line (write-allocate): chain8's 64 MB output cost 64 MB of reads on
+// top of its 64 MB in and 64 MB out. Non-temporal stores write whole lines
+// without reading them (a 2-thread copy of 2^24 floats: 5.2 -> 3.7 ms on
+// the AVX2 EPYC). They pay off only for data no one reads soon, so they are
+// used for the stores into a large output the kernel never reads back.
+//
+// The kernel marks them `nontemporal` here; LLVM's loop vectoriser refuses
+// non-temporal scalar stores it cannot prove aligned, so the LLVM pipeline
+// hides the mark during vectorisation and puts it back on the vector stores
+// (CpuCompiler's optimize()); the runtime fences the stores (sfence) at the
+// end of each parallel chunk and of each kernel, as weakly ordered stores
+// need before another thread reads them (KernelRuntime.cpp,
+// SharedObjectLoader.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_JIT_TARGETS_CPU_STREAMINGSTORES_H
+#define KILN_JIT_TARGETS_CPU_STREAMINGSTORES_H
+
+#include <cstdint>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace llvm {
+class PassBuilder;
+} // namespace llvm
+
+namespace kiln::jit::cpu {
+
+/// Outputs of at least this many bytes are written with streaming stores
+/// (twice this machine kind's 32 MiB L3 would not hold the output and its input).
+inline constexpr int64_t kStreamingOutputBytes = int64_t{32} << 20;
+
+/// Operations in a store's loop body above which the loop counts as
+/// compute-bound and keeps plain stores.
+inline constexpr int64_t kStreamingMaxLoopOps = 24;
+
+/// In the bufferized kernel `fn` (`numInputs` input memrefs, then
+/// `numOutputs` out-params), marks `nontemporal` every memref.store into
+/// an out-param of static shape and at least `minBytes` bytes whose every
+/// use, through view-like ops, is the memref of a memref.store (no load,
+/// call, copy or linalg op reads or writes it otherwise), except stores
+/// in a loop body of more than kStreamingMaxLoopOps operations. An out-param that
+/// may share its buffer with an input (buffer donation) qualifies too: the
+/// input's element is read before the store that replaces it, in the same
+/// iteration. Returns the number of stores marked.
+int markStreamingStores(mlir::func::FuncOp fn, unsigned numInputs, unsigned numOutputs, int64_t minBytes);
+
+/// Makes the LLVM function passes `kiln-hide-nontemporal` and
+/// `kiln-restore-nontemporal` known to `pb`'s pipeline parser. The first
+/// takes the `!nontemporal` off scalar stores (the loop vectoriser would
+/// not vectorise their loop) and puts a scope of Kiln's own into their
+/// `!alias.scope` instead, which the vectoriser carries over to the vector
+/// stores (no `!noalias` names it: it changes no alias query); the second
+/// turns that scope back into `!nontemporal`.
+void registerStreamingStorePasses(llvm::PassBuilder &pb);
+
+} // namespace kiln::jit::cpu
+
+#endif // KILN_JIT_TARGETS_CPU_STREAMINGSTORES_H
