@@ -20,7 +20,6 @@
 #include <string>
 
 #include "runtime/exec/Executable.h"
-#include "runtime/exec/StreamingStoreFence.h"
 #include "runtime/cache/HostFingerprint.h"
 
 namespace kiln::exec {
@@ -46,10 +45,7 @@ class SharedObjectKernel final : public Executable {
     dlclose(handle_);
     if (fd_ >= 0) ::close(fd_);
   }
-  void launch(void** args) const override {
-    entry_(args);
-    exec::fenceStreamingStores();  // the calling thread's own streaming stores
-  }
+  void launch(void** args) const override { entry_(args); }
   std::size_t scratchBytes() const override { return scratch_; }
   int kernelCount() const override { return kernels_; }
 

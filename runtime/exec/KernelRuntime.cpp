@@ -8,7 +8,6 @@
 #include <tbb/parallel_for.h>
 
 #include "runtime/core/Half.h"
-#include "runtime/exec/StreamingStoreFence.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/interp/gemm/Bf16Gemm.h"
 #include "runtime/interp/gemm/Sgemm.h"
@@ -36,10 +35,8 @@ KILN_RT_EXPORT void kiln_rt_parallel_for(void (*body)(void*, int64_t, int64_t), 
     body(ctx, 0, n);
     return;
   }
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain), [&](const tbb::blocked_range<int64_t>& r) {
-    body(ctx, r.begin(), r.end());
-    kiln::exec::fenceStreamingStores();
-  });
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
+                    [&](const tbb::blocked_range<int64_t>& r) { body(ctx, r.begin(), r.end()); });
 }
 
 namespace {

@@ -251,8 +251,7 @@ class CpuCompiler final : public TargetPipeline {
     // buffer turned into an output row is read back).
     const std::string rows = std::string(kCpuFuseLoopsInRows) + ",func.func(kiln-cpu-streaming-stores{num-inputs=" +
                              std::to_string(graph.inputs.size()) + " num-outputs=" +
-                             std::to_string(graph.outputs.size()) + " min-bytes=" +
-                             std::to_string(kStreamingOutputBytes) + "}),kiln-cpu-outline-parallel-loops{kernel=" +
+                             std::to_string(graph.outputs.size()) + "}),kiln-cpu-outline-parallel-loops{kernel=" +
                              kernelName + "},kiln-cpu-outline-serial-parts{kernel=" + kernelName +
                              " part-ops=" + std::to_string(kSerialPartOps) + "}," + kCpuIeeeMinMax + "," +
                              kCpuMarkParallelLoops +

@@ -642,8 +642,10 @@ def KilnCpuStreamingStores
     On the kernel's loops (`num-inputs` input memrefs, then `num-outputs`
     out-params): an out-param of static shape and at least `min-bytes`
     bytes whose every use, through view-like ops, is the memref of a
-    `memref.store` gets all those stores marked `nontemporal`: they write
-    its lines without reading them first. See `markStreamingStores` (StreamingStores.h).
+    `memref.store` gets those stores marked `nontemporal` (they write its
+    lines without reading them first), except the stores in loop bodies of
+    more than 24 operations, which are bound by their arithmetic. See
+    `markStreamingStores` (StreamingStores.h).
 
     Example:
 
@@ -656,7 +658,8 @@ def KilnCpuStreamingStores
   let options = [
     Option<"numInputs", "num-inputs", "unsigned", "0", "Input memrefs (the leading arguments)">,
     Option<"numOutputs", "num-outputs", "unsigned", "0", "Out-params (the arguments after the inputs)">,
-    Option<"minBytes", "min-bytes", "int64_t", "33554432", "Smallest output written with streaming stores">,
+    Option<"minBytes", "min-bytes", "int64_t", "::kiln::jit::cpu::kStreamingOutputBytes",
+           "Smallest output written with streaming stores">,
   ];
 }
 

@@ -4,6 +4,8 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/Instructions.h"
+#include "llvm/IR/IntrinsicsX86.h"
+#include "llvm/IR/Module.h"
 #include "llvm/IR/MDBuilder.h"
 #include "llvm/IR/PassManager.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -96,7 +98,29 @@ struct RestoreNontemporal : llvm::PassInfoMixin<RestoreNontemporal> {
         store->setMetadata(llvm::LLVMContext::MD_nontemporal, nontemporal);
         changed = true;
       }
-    return changed ? llvm::PreservedAnalyses::none() : llvm::PreservedAnalyses::all();
+    if (!changed)
+      return llvm::PreservedAnalyses::all();
+    fenceBeforeReturns(f);
+    return llvm::PreservedAnalyses::none();
+  }
+
+  /// Streaming stores are weakly ordered: the function fences them before it
+  /// returns, so what it wrote is visible to whichever thread reads it next
+  /// (a parallel body returns to the runtime's loop at the end of each
+  /// chunk, a kernel to its caller). Only the functions that have them pay.
+  static void fenceBeforeReturns(llvm::Function &f) {
+    llvm::Module &module = *f.getParent();
+    for (llvm::BasicBlock &block : f) {
+      auto *ret = llvm::dyn_cast<llvm::ReturnInst>(block.getTerminator());
+      if (!ret)
+        continue;
+      if (module.getTargetTriple().isX86())
+        llvm::CallInst::Create(llvm::Intrinsic::getOrInsertDeclaration(&module, llvm::Intrinsic::x86_sse_sfence), {},
+                               "", ret->getIterator());
+      else
+        new llvm::FenceInst(f.getContext(), llvm::AtomicOrdering::SequentiallyConsistent, llvm::SyncScope::System,
+                            ret->getIterator());
+    }
   }
 };
 

@@ -11,10 +11,9 @@
 // The kernel marks them `nontemporal` here; LLVM's loop vectoriser refuses
 // non-temporal scalar stores it cannot prove aligned, so the LLVM pipeline
 // hides the mark during vectorisation and puts it back on the vector stores
-// (CpuCompiler's optimize()); the runtime fences the stores (sfence) at the
-// end of each parallel chunk and of each kernel, as weakly ordered stores
-// need before another thread reads them (KernelRuntime.cpp,
-// SharedObjectLoader.cpp).
+// (CpuCompiler's optimize()), and fences them (sfence) before each return of
+// a function that has them, as weakly ordered stores need before another
+// thread reads them: a parallel body returns at the end of each chunk.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,8 +30,9 @@ class PassBuilder;
 
 namespace kiln::jit::cpu {
 
-/// Outputs of at least this many bytes are written with streaming stores
-/// (twice this machine kind's 32 MiB L3 would not hold the output and its input).
+/// Outputs of at least this many bytes are written with streaming stores:
+/// this machine kind's whole L3 (32 MiB), so an output that size and its
+/// inputs cannot stay in cache for whoever reads them next.
 inline constexpr int64_t kStreamingOutputBytes = int64_t{32} << 20;
 
 /// Operations in a store's loop body above which the loop counts as
@@ -56,7 +56,8 @@ int markStreamingStores(mlir::func::FuncOp fn, unsigned numInputs, unsigned numO
 /// not vectorise their loop) and puts a scope of Kiln's own into their
 /// `!alias.scope` instead, which the vectoriser carries over to the vector
 /// stores (no `!noalias` names it: it changes no alias query); the second
-/// turns that scope back into `!nontemporal`.
+/// turns that scope back into `!nontemporal` and fences the function's
+/// streaming stores before each of its returns.
 void registerStreamingStorePasses(llvm::PassBuilder &pb);
 
 } // namespace kiln::jit::cpu
