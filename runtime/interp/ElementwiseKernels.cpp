@@ -168,7 +168,14 @@ struct UnaryFloat {
       case OpKind::Sqrt: return std::sqrt(x);
       case OpKind::Rsqrt: return T(1) / std::sqrt(x);
       case OpKind::Tanh: return std::tanh(x);
-      case OpKind::Sigmoid: return T(1) / (T(1) + std::exp(-x));
+      case OpKind::Sigmoid: {
+        // exp(-|x|) never overflows: below -88.7, 1 / (1 + exp(-x)) gave 0
+        // where the result is a denormal e / (1 + e). Compiled code computes
+        // the same way (kiln-to-linalg's ScalarBuilder).
+        const T e = std::exp(-std::fabs(x));
+        const T s = T(1) / (T(1) + e);
+        return x < T(0) ? e * s : s;
+      }
       case OpKind::Sin: return std::sin(x);
       case OpKind::Cos: return std::cos(x);
       case OpKind::Atan: return std::atan(x);

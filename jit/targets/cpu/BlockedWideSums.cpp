@@ -2,6 +2,8 @@
 
 #include "jit/targets/cpu/BlockedWideSums.h"
 
+#include <algorithm>
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
@@ -44,10 +46,21 @@ std::optional<WideSum> wideSumAt(scf::ForOp loop, unsigned position) {
   return WideSum{position, add, widen};
 }
 
-bool block(scf::ForOp loop, int64_t blockSize) {
+/// The block size for `n` iterations (BlockedWideSums.h), 0 for none.
+int64_t blockSizeFor(int64_t n, int64_t maxBlock, int64_t minBlock) {
+  for (int64_t size = maxBlock; size >= minBlock; size /= 2)
+    if (n >= 2 * size && (n % size < minBlock || size == minBlock))
+      return size;
+  return 0;
+}
+
+bool block(scf::ForOp loop, int64_t maxBlock, int64_t minBlock) {
   std::optional<int64_t> lb = getConstantIntValue(loop.getLowerBound()),
                          ub = getConstantIntValue(loop.getUpperBound()), step = getConstantIntValue(loop.getStep());
-  if (!lb || !ub || !step || *step != 1 || *ub - *lb < 2 * blockSize || !innermost(loop))
+  if (!lb || !ub || !step || *step != 1 || !innermost(loop))
+    return false;
+  const int64_t blockSize = blockSizeFor(*ub - *lb, maxBlock, minBlock);
+  if (blockSize == 0)
     return false;
   SmallVector<WideSum> sums;
   for (unsigned i = 0; i < loop.getNumRegionIterArgs(); ++i)
@@ -123,14 +136,15 @@ bool block(scf::ForOp loop, int64_t blockSize) {
 
 } // namespace
 
-int blockWideSums(func::FuncOp fn, int64_t blockSize) {
-  if (blockSize < 2)
+int blockWideSums(func::FuncOp fn, int64_t maxBlock, int64_t minBlock) {
+  minBlock = std::min(minBlock, maxBlock);
+  if (minBlock < 2)
     return 0;
   SmallVector<scf::ForOp> loops;
   fn.walk([&](scf::ForOp loop) { loops.push_back(loop); });
   int blocked = 0;
   for (scf::ForOp loop : loops)
-    if (block(loop, blockSize))
+    if (block(loop, maxBlock, minBlock))
       ++blocked;
   return blocked;
 }

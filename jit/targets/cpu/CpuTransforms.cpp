@@ -1,6 +1,7 @@
 //===- CpuTransforms.cpp - Kiln's own steps of the CPU pipeline -*- C++ -*-===//
 
 #include "jit/targets/cpu/CpuTransforms.h"
+#include "dialects/kiln/IR/KilnAttributes.h"
 #include "jit/targets/cpu/KernelArguments.h"
 #include "jit/targets/cpu/MemoryExtent.h"
 #include "jit/targets/cpu/Passes.h"
@@ -645,6 +646,16 @@ struct TanhDivisions : RewriterBase::Listener {
 /// [-104, 88.8] first, beyond which exp is 0 or infinity (and r and both
 /// factors stay finite); NaN passes the clamps (their unordered predicates
 /// keep it) and p carries it through the products.
+///
+/// An exp marked kNonPositiveOperandAttr (x <= 0 or NaN: softmax's
+/// x - max, sigmoid's -|x|) needs no upper clamp, and without `scalef`
+/// takes k and its scale from one rounding: x / ln 2 + (1.5 * 2^23 + 151)
+/// lands in [2^23, 2^24), where floats are the integers, so the fma rounds
+/// to k + 151 + 1.5 * 2^23 (to nearest even, once), subtracting the constant
+/// gives k exactly, and the sum's bits shifted left by 23 are the float
+/// 2^(k + 24), normal for k in [-150, 0]. p * 2^(k + 24) is exact and the
+/// product with 2^-24 rounds once: the same results, seven instructions
+/// fewer than the two factors, with NaN carried by p as before.
 struct ExpScaledExactly : OpRewritePattern<math::ExpOp> {
   ExpScaledExactly(MLIRContext *context, bool scalef)
       : OpRewritePattern(context, /*benefit=*/2), scalef(scalef) {}
@@ -653,6 +664,7 @@ struct ExpScaledExactly : OpRewritePattern<math::ExpOp> {
     Value x = op.getOperand();
     if (!x.getType().isF32())
       return failure();
+    const bool nonPositive = op->hasAttr(mlir::kiln::kNonPositiveOperandAttr);
     Location loc = op.getLoc();
     auto constant = [&](float v) -> Value {
       return arith::ConstantOp::create(rewriter, loc, rewriter.getF32FloatAttr(v));
@@ -661,10 +673,21 @@ struct ExpScaledExactly : OpRewritePattern<math::ExpOp> {
     Value lowest = constant(-104.0f), highest = constant(88.8f);
     Value aboveLowest = arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::UGE, x, lowest);
     x = arith::SelectOp::create(rewriter, loc, aboveLowest, x, lowest);
-    Value belowHighest = arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::ULE, x, highest);
-    x = arith::SelectOp::create(rewriter, loc, belowHighest, x, highest);
-    Value k = math::RoundEvenOp::create(rewriter, loc,
-                                        arith::MulFOp::create(rewriter, loc, x, constant(1.44269504088896341f)));
+    if (!nonPositive) {
+      Value belowHighest = arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::ULE, x, highest);
+      x = arith::SelectOp::create(rewriter, loc, belowHighest, x, highest);
+    }
+    const float log2e = 1.44269504088896341f;
+    // 1.5 * 2^23 + 151 (exact in f32): see above.
+    const float kRoundingBias = 12583063.0f;
+    const bool biasedRounding = nonPositive && !scalef;
+    Value biased, k;
+    if (biasedRounding) {
+      biased = fma(x, constant(log2e), constant(kRoundingBias));
+      k = arith::SubFOp::create(rewriter, loc, biased, constant(kRoundingBias));
+    } else {
+      k = math::RoundEvenOp::create(rewriter, loc, arith::MulFOp::create(rewriter, loc, x, constant(log2e)));
+    }
     // r = x - k ln 2, with ln 2 = 0.693359375 - 2.12194440e-4 in two parts.
     Value r = fma(k, constant(-0.693359375f), x);
     r = fma(k, constant(2.12194440e-4f), r);
@@ -674,15 +697,23 @@ struct ExpScaledExactly : OpRewritePattern<math::ExpOp> {
     p = fma(p, arith::MulFOp::create(rewriter, loc, r, r), r);
     p = arith::AddFOp::create(rewriter, loc, p, constant(1.0f));
     Type i32 = rewriter.getI32Type();
+    auto intConstant = [&](int32_t v) -> Value {
+      return arith::ConstantOp::create(rewriter, loc, rewriter.getI32IntegerAttr(v));
+    };
+    if (biasedRounding) {
+      Value bits = arith::BitcastOp::create(rewriter, loc, i32, biased);
+      Value scale = arith::BitcastOp::create(rewriter, loc, x.getType(),
+                                             arith::ShLIOp::create(rewriter, loc, bits, intConstant(23)));
+      Value scaled = arith::MulFOp::create(rewriter, loc, p, scale);  // p * 2^(k + 24), exact
+      rewriter.replaceOpWithNewOp<arith::MulFOp>(op, scaled, constant(0x1p-24f));
+      return success();
+    }
     Value exponent = arith::FPToSIOp::create(rewriter, loc, i32, k);
     if (scalef) {
       rewriter.replaceOpWithNewOp<LLVM::LoadExpOp>(op, x.getType(), p, exponent);
       return success();
     }
     // k in [-150, 128]: both halves in [-75, 64], so 2^half is normal.
-    auto intConstant = [&](int32_t v) -> Value {
-      return arith::ConstantOp::create(rewriter, loc, rewriter.getI32IntegerAttr(v));
-    };
     auto powerOfTwo = [&](Value e) -> Value {
       Value bits = arith::ShLIOp::create(rewriter, loc, arith::AddIOp::create(rewriter, loc, e, intConstant(127)),
                                          intConstant(23));

@@ -268,7 +268,7 @@ struct BlockWideSums : impl::KilnCpuBlockWideSumsBase<BlockWideSums> {
   using Base::Base;
   void runOnOperation() override {
     if (!getOperation().isExternal())
-      blockWideSums(getOperation(), block);
+      blockWideSums(getOperation(), block, minBlock);
   }
 };
 

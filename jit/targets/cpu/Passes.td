@@ -467,7 +467,10 @@ def KilnCpuBlockWideSums
     An innermost `scf.for` (constant bounds, step 1, at least two blocks)
     that carries an f64 sum of widened f32 terms (`arith.addf` with
     `reassoc` of the accumulator and an `arith.extf` from f32, yielded back)
-    becomes a loop over blocks of `block` iterations whose inner loop sums
+    becomes a loop over blocks (`block` iterations, or half of that, and
+    so on down to `min-block`: the largest that the loop holds twice and
+    that leaves fewer than `min-block` iterations after its last whole
+    block) whose inner loop sums
     the terms in f32 from zero; the outer loop adds each block's widened sum
     to the f64 accumulator. Other carried values pass through the inner
     loop; iterations past the last whole block run in a copy of the loop.
@@ -494,7 +497,10 @@ def KilnCpuBlockWideSums
     ```
   }];
   let options = [
-    Option<"block", "block", "int64_t", "64", "Iterations summed in f32 before widening">,
+    Option<"block", "block", "int64_t", "256", "Most iterations summed in f32 before widening">,
+    Option<"minBlock", "min-block", "int64_t", "64",
+           "Fewest: a loop takes the largest of block, block / 2, ... down to min-block that it holds twice "
+           "with fewer than min-block iterations left after the last whole block">,
   ];
 }
 

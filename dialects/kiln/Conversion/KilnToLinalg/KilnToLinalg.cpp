@@ -469,7 +469,8 @@ public:
           ScalarBuilder s(b, loc);
           Value element;
           if (category == ::kiln::core::OpCategory::Unary)
-            element = s.unary(kind, elementType, args[0]);
+            element = s.unary(kind, elementType, args[0],
+                              op->hasAttr(kNonPositiveOperandAttr));
           else if (category == ::kiln::core::OpCategory::Binary)
             element = s.binary(kind, elementType, args[0], args[1]);
           else
@@ -1341,6 +1342,20 @@ void mlir::kiln::configureKilnToLinalgTarget(
       [&typeConverter](Operation *op) { return typeConverter.isLegal(op); });
 }
 
+/// Marks the kiln.exp ops whose operand is x - max(x) with the max kept over
+/// the axes it reduced (softmax, log_softmax, cross-entropy): every element is
+/// at most the max of its group, so the operand is <= 0 or NaN.
+static void markNonPositiveExps(Operation *root) {
+  root->walk([](ExpOp exp) {
+    auto sub = exp.getInput().getDefiningOp<SubOp>();
+    if (!sub || sub.getLhs().getType() != sub.getType())
+      return;
+    auto max = sub.getRhs().getDefiningOp<ReduceMaxOp>();
+    if (max && max.getKeepdim() && max.getInput() == sub.getLhs())
+      exp->setAttr(kNonPositiveOperandAttr, UnitAttr::get(exp.getContext()));
+  });
+}
+
 namespace mlir::kiln {
 namespace {
 
@@ -1348,6 +1363,7 @@ struct KilnConvertToLinalgPass
     : impl::KilnConvertToLinalgBase<KilnConvertToLinalgPass> {
   void runOnOperation() override {
     MLIRContext *context = &getContext();
+    markNonPositiveExps(getOperation());
     KilnTypeConverter typeConverter;
     ConversionTarget target(*context);
     configureKilnToLinalgTarget(target, typeConverter);

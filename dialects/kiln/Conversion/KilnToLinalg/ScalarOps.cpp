@@ -1,6 +1,7 @@
 //===- ScalarOps.cpp - Scalar semantics of kiln ops -----------------------===//
 
 #include "dialects/kiln/Conversion/KilnToLinalg/ScalarOps.h"
+#include "dialects/kiln/IR/KilnDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -104,7 +105,13 @@ Value ScalarBuilder::maxOrMin(bool isMax, Type type, Value a, Value b) {
                : Value(arith::MinSIOp::create(builder, loc, a, b));
 }
 
-Value ScalarBuilder::unary(OpKind kind, Type type, Value x) {
+Value ScalarBuilder::unary(OpKind kind, Type type, Value x,
+                           bool nonPositiveOperand) {
+  auto nonPositiveExp = [&](Value operand) -> Value {
+    auto exp = math::ExpOp::create(builder, loc, operand);
+    exp->setAttr(kNonPositiveOperandAttr, builder.getUnitAttr());
+    return exp;
+  };
   if (isa<FloatType>(type)) {
     Value v = toCompute(x);
     Type t = v.getType();
@@ -117,7 +124,8 @@ Value ScalarBuilder::unary(OpKind kind, Type type, Value x) {
       r = math::AbsFOp::create(builder, loc, v);
       break;
     case OpKind::Exp:
-      r = math::ExpOp::create(builder, loc, v);
+      r = nonPositiveOperand ? nonPositiveExp(v)
+                             : Value(math::ExpOp::create(builder, loc, v));
       break;
     case OpKind::Expm1:
       r = math::ExpM1Op::create(builder, loc, v);
@@ -146,11 +154,20 @@ Value ScalarBuilder::unary(OpKind kind, Type type, Value x) {
       r = math::TanhOp::create(builder, loc, v);
       break;
     case OpKind::Sigmoid: {
-      Value negated = arith::NegFOp::create(builder, loc, v);
-      Value e = math::ExpOp::create(builder, loc, negated);
+      // With e = exp(-|x|) in [0, 1]: 1 / (1 + e) for x >= 0 and
+      // e / (1 + e) below, so exp never overflows (the interpreter's
+      // 1 / (1 + exp(-x)) came out 0 below -88.7 where the result is
+      // denormal) and its operand is never positive. NaN stays NaN.
+      Value negAbs = arith::NegFOp::create(
+          builder, loc, math::AbsFOp::create(builder, loc, v));
+      Value e = nonPositiveExp(negAbs);
       Value one = floatConstant(t, 1.0);
       Value denominator = arith::AddFOp::create(builder, loc, one, e);
-      r = arith::DivFOp::create(builder, loc, one, denominator);
+      Value s = arith::DivFOp::create(builder, loc, one, denominator);
+      Value negative = arith::CmpFOp::create(
+          builder, loc, arith::CmpFPredicate::OLT, v, floatConstant(t, 0.0));
+      r = arith::SelectOp::create(builder, loc, negative,
+                                  arith::MulFOp::create(builder, loc, e, s), s);
       break;
     }
     case OpKind::Relu: {

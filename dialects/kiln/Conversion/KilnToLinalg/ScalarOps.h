@@ -31,8 +31,10 @@ public:
   Value fromCompute(Value value, Type type);
 
   /// Unary op `kind` on `x`, whose kiln element type is `type`. Null for an
-  /// op/type pair the verifier rejects.
-  Value unary(::kiln::core::OpKind kind, Type type, Value x);
+  /// op/type pair the verifier rejects. `nonPositiveOperand`: x is <= 0 or
+  /// NaN, which an exp records (kNonPositiveOperandAttr).
+  Value unary(::kiln::core::OpKind kind, Type type, Value x,
+              bool nonPositiveOperand = false);
   /// Binary op `kind` (Binary category); operands and result have kiln
   /// element type `type`.
   Value binary(::kiln::core::OpKind kind, Type type, Value a, Value b);

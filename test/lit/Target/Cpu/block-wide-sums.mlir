@@ -1,4 +1,5 @@
 // RUN: kiln-opt %s -kiln-cpu-block-wide-sums=block=4 -split-input-file | FileCheck %s
+// RUN: kiln-opt %s "-kiln-cpu-block-wide-sums=block=16 min-block=4" -split-input-file | FileCheck %s --check-prefix=SIZES
 
 // A row sum of exp terms in f64 with a max carried alongside: the loop runs
 // over blocks of 4; the inner loop adds the f32 terms from -0 (the identity
@@ -103,4 +104,50 @@ func.func @observed_sum(%x: memref<16xf32>, %y: memref<16xf64>) -> f64 {
     scf.yield %s : f64
   }
   return %r : f64
+}
+
+// -----
+
+// Block sizes between min-block 4 and block 16: the largest the loop holds
+// twice with fewer than 4 iterations after its last whole block. 64: 16.
+// 40: not 16 (8 left over) but 8. 10: neither 16 nor 8 (not twice), 4
+// (the smallest takes any rest), the last 2 in a copy of the loop.
+// CHECK-LABEL: func.func @sizes
+// SIZES-LABEL: func.func @sizes
+// SIZES: scf.for %{{.*}} = %{{.*}} to %c64{{.*}} step %c16 iter_args
+// SIZES: scf.for %{{.*}} = %{{.*}} to %c16 step %c1
+// SIZES: scf.for %{{.*}} = %{{.*}} to %c40{{.*}} step %c8 iter_args
+// SIZES: scf.for %{{.*}} = %{{.*}} to %c8 step %c1
+// SIZES: scf.for %{{.*}} = %{{.*}} to %c8{{.*}} step %c4 iter_args
+// SIZES: scf.for %{{.*}} = %{{.*}} to %c4 step %c1
+// SIZES: scf.for %{{.*}} = %c8{{.*}} to %c10 step %c1
+func.func @sizes(%x: memref<64xf32>) -> (f64, f64, f64) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f64
+  %r:3 = scf.for %n = %c0 to %c1 step %c1 iter_args(%u = %zero, %v = %zero, %w = %zero) -> (f64, f64, f64) {
+    %c64 = arith.constant 64 : index
+    %c40 = arith.constant 40 : index
+    %c10 = arith.constant 10 : index
+    %a = scf.for %j = %c0 to %c64 step %c1 iter_args(%acc = %zero) -> (f64) {
+      %e = memref.load %x[%j] : memref<64xf32>
+      %ew = arith.extf %e : f32 to f64
+      %s = arith.addf %acc, %ew fastmath<reassoc> : f64
+      scf.yield %s : f64
+    }
+    %b = scf.for %j = %c0 to %c40 step %c1 iter_args(%acc = %zero) -> (f64) {
+      %e = memref.load %x[%j] : memref<64xf32>
+      %ew = arith.extf %e : f32 to f64
+      %s = arith.addf %acc, %ew fastmath<reassoc> : f64
+      scf.yield %s : f64
+    }
+    %c = scf.for %j = %c0 to %c10 step %c1 iter_args(%acc = %zero) -> (f64) {
+      %e = memref.load %x[%j] : memref<64xf32>
+      %ew = arith.extf %e : f32 to f64
+      %s = arith.addf %acc, %ew fastmath<reassoc> : f64
+      scf.yield %s : f64
+    }
+    scf.yield %a, %b, %c : f64, f64, f64
+  }
+  return %r#0, %r#1, %r#2 : f64, f64, f64
 }
