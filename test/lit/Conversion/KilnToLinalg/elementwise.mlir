@@ -89,10 +89,16 @@ func.func @sin_f32(%x: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK: %[[SQ:.*]] = math.sqrt
 // CHECK: arith.divf %{{.*}}, %[[SQ]]
 // CHECK: math.tanh
-// CHECK: %[[N:.*]] = arith.negf
-// CHECK-NEXT: %[[EX:.*]] = math.exp %[[N]]
+// Sigmoid: e = exp(-|x|), marked as an exp of a non-positive operand;
+// 1 / (1 + e) for x >= 0, e / (1 + e) below.
+// CHECK: %[[AB:.*]] = math.absf %[[SX:[a-z0-9_]+]]
+// CHECK-NEXT: %[[N:.*]] = arith.negf %[[AB]]
+// CHECK-NEXT: %[[EX:.*]] = math.exp %[[N]] {kiln.nonpositive_operand} : f32
 // CHECK: %[[D:.*]] = arith.addf %{{.*}}, %[[EX]]
-// CHECK: arith.divf %{{.*}}, %[[D]]
+// CHECK: %[[Q:.*]] = arith.divf %{{.*}}, %[[D]]
+// CHECK: %[[NEG:.*]] = arith.cmpf olt, %[[SX]], %{{.*}}
+// CHECK: %[[EQ:.*]] = arith.mulf %[[EX]], %[[Q]]
+// CHECK: arith.select %[[NEG]], %[[EQ]], %[[Q]]
 // CHECK: math.sin
 // CHECK: math.cos
 // CHECK: math.atan %{{.*}} : f32
@@ -342,4 +348,30 @@ func.func @fmod_int(%a: tensor<4xi32>, %b: tensor<4xi32>) -> tensor<4xi32> {
 func.func @remainder_u8(%a: tensor<4xui8>, %b: tensor<4xui8>) -> tensor<4xui8> {
   %0 = kiln.remainder %a, %b : tensor<4xui8>, tensor<4xui8> -> tensor<4xui8>
   return %0 : tensor<4xui8>
+}
+
+// -----
+
+// An exp of x - max(x), the max kept over the axes it reduced (softmax):
+// the operand is <= 0 or NaN, which the math.exp records. Not so when the
+// max is of another tensor, or was not kept (a broadcast along other axes),
+// or for an exp of any other difference.
+// CHECK-LABEL: func.func @exp_of_x_minus_its_max
+// CHECK: math.exp %{{.*}} {kiln.nonpositive_operand} : f32
+// CHECK: math.exp %{{.*}} : f32
+// CHECK-NOT: nonpositive
+// CHECK: return
+func.func @exp_of_x_minus_its_max(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %m = kiln.reduce_max %x axes [1] keepdim true : tensor<4x8xf32> -> tensor<4x1xf32>
+  %d = kiln.sub %x, %m : tensor<4x8xf32>, tensor<4x1xf32> -> tensor<4x8xf32>
+  %e = kiln.exp %d : tensor<4x8xf32>
+  %my = kiln.reduce_max %y axes [1] keepdim true : tensor<4x8xf32> -> tensor<4x1xf32>
+  %dy = kiln.sub %x, %my : tensor<4x8xf32>, tensor<4x1xf32> -> tensor<4x8xf32>
+  %ey = kiln.exp %dy : tensor<4x8xf32>
+  %m0 = kiln.reduce_max %x axes [0] keepdim false : tensor<4x8xf32> -> tensor<8xf32>
+  %d0 = kiln.sub %x, %m0 : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %e0 = kiln.exp %d0 : tensor<4x8xf32>
+  %dd = kiln.sub %x, %y : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %ed = kiln.exp %dd : tensor<4x8xf32>
+  return %e, %ey, %e0, %ed : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }

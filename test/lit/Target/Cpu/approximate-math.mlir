@@ -66,3 +66,31 @@ func.func @divisions(%x: f32, %y: f32) -> (f32, f32, f32) {
   %e = math.erf %x : f32
   return %q, %t, %e : f32, f32, f32
 }
+
+// -----
+
+// An exp marked kiln.nonpositive_operand (x <= 0 or NaN) has no upper clamp;
+// without scalef, k comes from one fma with 1.5 * 2^23 + 151 (12583063), whose
+// bits shifted left by 23 are 2^(k + 24): p times that, times 2^-24. With
+// scalef it keeps ldexp, without the upper clamp.
+// CHECK-LABEL: func.func @nonpositive
+// CHECK-NOT: 8.880000e+01
+// CHECK: %[[B:.*]] = math.fma %{{.*}}, %{{.*}}, %[[BIAS:.*]] : f32
+// CHECK: %[[K:.*]] = arith.subf %[[B]], %[[BIAS]] : f32
+// CHECK-NOT: math.roundeven
+// CHECK: %[[BITS:.*]] = arith.bitcast %[[B]] : f32 to i32
+// CHECK: %[[SH:.*]] = arith.shli %[[BITS]], %{{.*}} : i32
+// CHECK: %[[SCALE:.*]] = arith.bitcast %[[SH]] : i32 to f32
+// CHECK: %[[PS:.*]] = arith.mulf %{{.*}}, %[[SCALE]] : f32
+// CHECK: %[[R:.*]] = arith.mulf %[[PS]], %{{.*}} : f32
+// CHECK-NOT: arith.fptosi
+// CHECK: return %[[R]]
+// SCALEF-LABEL: func.func @nonpositive
+// SCALEF-NOT: 8.880000e+01
+// SCALEF: math.roundeven
+// SCALEF: llvm.intr.ldexp
+// SCALEF: return
+func.func @nonpositive(%x: f32) -> f32 {
+  %e = math.exp %x {kiln.nonpositive_operand} : f32
+  return %e : f32
+}
