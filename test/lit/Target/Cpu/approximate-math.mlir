@@ -71,18 +71,21 @@ func.func @divisions(%x: f32, %y: f32) -> (f32, f32, f32) {
 
 // An exp marked kiln.nonpositive_operand (x <= 0 or NaN) has no upper clamp;
 // without scalef, k comes from one fma with 1.5 * 2^23 + 151 (12583063), whose
-// bits shifted left by 23 are 2^(k + 24): p times that, times 2^-24. With
-// scalef it keeps ldexp, without the upper clamp.
+// bits shifted left by 23 are 2^(k + 24); the polynomial's coefficients are
+// scaled by 2^-24 (the last two are 1 * 2^-24 = 5.96046448E-8), so one product
+// gives the result. With scalef it keeps ldexp, without the upper clamp.
 // CHECK-LABEL: func.func @nonpositive
 // CHECK-NOT: 8.880000e+01
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 5.96046448E-8 : f32
 // CHECK: %[[B:.*]] = math.fma %{{.*}}, %{{.*}}, %[[BIAS:.*]] : f32
 // CHECK: %[[K:.*]] = arith.subf %[[B]], %[[BIAS]] : f32
 // CHECK-NOT: math.roundeven
+// CHECK: %[[P5:.*]] = math.fma %{{.*}}, %{{.*}}, %[[ONE]] : f32
+// CHECK-NEXT: %[[P6:.*]] = math.fma %[[P5]], %{{.*}}, %[[ONE]] : f32
 // CHECK: %[[BITS:.*]] = arith.bitcast %[[B]] : f32 to i32
 // CHECK: %[[SH:.*]] = arith.shli %[[BITS]], %{{.*}} : i32
 // CHECK: %[[SCALE:.*]] = arith.bitcast %[[SH]] : i32 to f32
-// CHECK: %[[PS:.*]] = arith.mulf %{{.*}}, %[[SCALE]] : f32
-// CHECK: %[[R:.*]] = arith.mulf %[[PS]], %{{.*}} : f32
+// CHECK: %[[R:.*]] = arith.mulf %[[P6]], %[[SCALE]] : f32
 // CHECK-NOT: arith.fptosi
 // CHECK: return %[[R]]
 // SCALEF-LABEL: func.func @nonpositive
