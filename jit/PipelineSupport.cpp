@@ -2,6 +2,9 @@
 
 #include "jit/PipelineSupport.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
@@ -15,6 +18,14 @@ bool runPassPipeline(mlir::ModuleOp module, const char *pipeline) {
   // The IR is verified once per pipeline, not after each of its passes: a
   // JIT pipeline runs ~20 passes over modules of 10^5 lines.
   pm.enableVerifier(false);
+  // KILN_MLIR_TIMING=1: each pipeline's pass timings on stderr, to see
+  // where a kernel's lowering spends its time.
+  static const bool timing = [] {
+    const char *v = std::getenv("KILN_MLIR_TIMING");
+    return v && *v && std::string_view(v) != "0";
+  }();
+  if (timing)
+    pm.enableTiming();
   if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
     return false;
   return mlir::succeeded(pm.run(module)) && mlir::succeeded(mlir::verify(module));
