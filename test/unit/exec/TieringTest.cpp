@@ -501,6 +501,52 @@ TEST(Tiering, RowWiseNestsRunAsOneLoopOverRows) {
   EXPECT_EQ(countInDumps(dir, "3-loops", "memref<2048xi8>"), 0) << "the exp row still goes through a row buffer";
 }
 
+/// |c - r| in units of r's last place (f32; denormals in units of 2^-149).
+double ulpsApart(float c, float r) {
+  if (std::isnan(r) || std::isnan(c)) return std::isnan(r) && std::isnan(c) ? 0 : INFINITY;
+  const float a = std::fabs(r);
+  const double ulp = a < std::numeric_limits<float>::min()
+                         ? std::ldexp(1.0, -149)
+                         : std::nextafter(a, INFINITY) - static_cast<double>(a);
+  return std::fabs(static_cast<double>(c) - r) / ulp;
+}
+
+TEST(Tiering, CompiledExpStaysWithinAnUlpOfLibm) {
+  // 2^16 points over exp's finite range, as exp(x) (the general expansion)
+  // and as exp(x - max(x)) over rows and sigmoid (the kiln.nonpositive_operand
+  // one, softmax's and sigmoid's): the compiled polynomial is within 0.88 ulp
+  // of exp, the interpreter's expf within 0.5, so the two are at most one
+  // float apart; sigmoid adds a division and a product. Tolerances elsewhere
+  // are 1e-5 relative, far looser.
+  DumpDirectory dir("kiln-dump-exp-ulps-test");
+  std::vector<float> xs(1 << 16);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(-104.0 + 192.7 * i / (xs.size() - 1));
+  Tensor x = from_vector(xs, {256, 256});
+  kiln::sync();
+  auto run = [&] {
+    const Tensor results[] = {exp(x), exp(sub(x, max(x, {1}, true))), sigmoid(x)};  // one trace
+    std::vector<float> all;
+    for (const Tensor& t : results) {
+      std::vector<float> v = t.to_vector<float>();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  };
+  auto [reference, compiled, runs] = interpretedThenCompiled(run, dir);
+  EXPECT_EQ(runs, 1u);
+  ASSERT_EQ(compiled.size(), reference.size());
+  double worst[3] = {0, 0, 0};
+  for (size_t i = 0; i < compiled.size(); ++i)
+    worst[i / xs.size()] = std::max(worst[i / xs.size()], ulpsApart(compiled[i], reference[i]));
+  // Measured: 1, 1 and 2 (neighbouring floats at worst).
+  EXPECT_LE(worst[0], 1.0) << "exp";
+  EXPECT_LE(worst[1], 1.0) << "exp(x - max(x))";
+  EXPECT_LE(worst[2], 2.0) << "sigmoid";
+  EXPECT_EQ(countInDumps(dir, "1-linalg", "{kiln.nonpositive_operand}"), 2) << "exp(x - max) and sigmoid's exp(-|x|)";
+  // The marked expansion's rounding constant, 1.5 * 2^23 + 151.
+  EXPECT_GE(countInDumps(dir, "3-loops", "0x4B400097"), 1);
+}
+
 TEST(Tiering, LargeOutputsOfLightLoopsAreWrittenWithStreamingStores) {
   // a * b + c over 2^23 floats: its 32 MiB result is only written, by a
   // loop of a few operations, so the vectorised loop's stores are
