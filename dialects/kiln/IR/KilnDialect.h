@@ -7,7 +7,6 @@
 #ifndef KILN_IR_KILNDIALECT_H
 #define KILN_IR_KILNDIALECT_H
 
-#include "dialects/kiln/IR/KilnAttributes.h"
 #include "kiln/shape.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Dialect.h"

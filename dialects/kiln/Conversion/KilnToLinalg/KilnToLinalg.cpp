@@ -9,6 +9,7 @@
 
 #include "dialects/kiln/Conversion/KilnToLinalg/ScalarOps.h"
 #include "dialects/kiln/Conversion/Passes.h"
+#include "dialects/kiln/IR/KilnAttributes.h"
 #include "dialects/kiln/IR/KilnOps.h"
 #include "dialects/kiln/IR/KilnTypes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"

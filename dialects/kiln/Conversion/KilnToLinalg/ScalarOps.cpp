@@ -1,7 +1,7 @@
 //===- ScalarOps.cpp - Scalar semantics of kiln ops -----------------------===//
 
 #include "dialects/kiln/Conversion/KilnToLinalg/ScalarOps.h"
-#include "dialects/kiln/IR/KilnDialect.h"
+#include "dialects/kiln/IR/KilnAttributes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
