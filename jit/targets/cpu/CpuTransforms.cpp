@@ -671,10 +671,11 @@ struct ExpScaledExactly : OpRewritePattern<math::ExpOp> {
       return arith::ConstantOp::create(rewriter, loc, rewriter.getF32FloatAttr(v));
     };
     auto fma = [&](Value a, Value b, Value c) -> Value { return math::FmaOp::create(rewriter, loc, a, b, c); };
-    Value lowest = constant(-104.0f), highest = constant(88.8f);
+    Value lowest = constant(-104.0f);
     Value aboveLowest = arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::UGE, x, lowest);
     x = arith::SelectOp::create(rewriter, loc, aboveLowest, x, lowest);
     if (!nonPositive) {
+      Value highest = constant(88.8f);
       Value belowHighest = arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::ULE, x, highest);
       x = arith::SelectOp::create(rewriter, loc, belowHighest, x, highest);
     }

@@ -1,3 +1,5 @@
+//===- StreamingStores.cpp - Large outputs written past the caches -------===//
+
 #include "jit/targets/cpu/StreamingStores.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -60,6 +62,7 @@ llvm::MDNode *streamingScope(llvm::LLVMContext &context) {
 struct HideNontemporal : llvm::PassInfoMixin<HideNontemporal> {
   llvm::PreservedAnalyses run(llvm::Function &f, llvm::FunctionAnalysisManager &) {
     llvm::LLVMContext &context = f.getContext();
+    llvm::MDNode *scopeList = nullptr;  // built at the first marked store
     bool changed = false;
     for (llvm::BasicBlock &block : f)
       for (llvm::Instruction &inst : block) {
@@ -67,10 +70,11 @@ struct HideNontemporal : llvm::PassInfoMixin<HideNontemporal> {
         if (!store || !store->getMetadata(llvm::LLVMContext::MD_nontemporal) ||
             store->getValueOperand()->getType()->isVectorTy())
           continue;
+        if (!scopeList)
+          scopeList = llvm::MDNode::get(context, {streamingScope(context)});
         store->setMetadata(llvm::LLVMContext::MD_nontemporal, nullptr);
         store->setMetadata(llvm::LLVMContext::MD_alias_scope,
-                           llvm::MDNode::concatenate(store->getMetadata(llvm::LLVMContext::MD_alias_scope),
-                                                     llvm::MDNode::get(context, {streamingScope(context)})));
+                           llvm::MDNode::concatenate(store->getMetadata(llvm::LLVMContext::MD_alias_scope), scopeList));
         changed = true;
       }
     return changed ? llvm::PreservedAnalyses::none() : llvm::PreservedAnalyses::all();
