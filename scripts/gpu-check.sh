@@ -10,7 +10,8 @@
 #       It also packs a kernel cache with the digits demo's compiled step for
 #       sm_90 (tier 1: PTX from Kiln's NVPTX pipeline, compiled here by
 #       running the demo on the fake driver, which launches compiled kernels
-#       without computing them).
+#       without computing them), and one with the compiled kernels of the
+#       GPU timings (kiln_gpu_bench --fill).
 #   OUT_DIR/run.sh [--fake]
 #       On the GPU machine (a CUDA driver, nothing of ours installed): runs
 #       the backend conformance suite and the CUDA suite on cuda:0, then with
@@ -22,9 +23,6 @@
 #       the same on the packed fake driver (how the package is tested on a
 #       machine without a GPU; there the replayed kernels compute nothing, so
 #       only their loading and launching is checked).
-#
-# What it does not do yet (issue 14): the timings against PyTorch (chain8,
-# softmax, layer_norm, GEMM, MLP step) that would go to bench/RESULTS-gpu.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,7 +35,7 @@ OUT=${3:-$BUILD/gpu-check}
 LIMIT=$((64 * 1024 * 1024))
 
 bins=("$BUILD/test/unit/kiln_backend_tests" "$BUILD/test/unit/kiln_cuda_tests" "$BUILD/test/unit/kiln_fuzz_tests"
-      "$BUILD/test/unit/autograd/kiln_autograd_tests" "$BUILD/samples/train_digits")
+      "$BUILD/test/unit/autograd/kiln_autograd_tests" "$BUILD/samples/train_digits" "$BUILD/bench/kiln_gpu_bench")
 for f in "${bins[@]}" "$BUILD/test/cuda_driver/libkiln_fake_cuda.so" samples/data/digits.csv.gz; do
   [ -f "$f" ] || { echo "gpu-check: $f is missing; build first (scripts/build.sh)" >&2; exit 1; }
 done
@@ -46,7 +44,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib"
 cp "${bins[@]}" "$OUT/bin/"
 cp "$BUILD/test/cuda_driver/libkiln_fake_cuda.so" "$OUT/lib/"
-cp samples/data/digits.csv.gz "$OUT/"
+cp samples/data/digits.csv.gz bench/gpu_peers.py bench/gpu_report.py "$OUT/"
 # Every shared library the binaries load, but the C library's own (those the
 # GPU machine has in a compatible version).
 libs=$(for f in "$OUT"/bin/* "$OUT/lib/libkiln_fake_cuda.so"; do ldd "$f"; done |
@@ -74,6 +72,15 @@ if ! KILN_CUDA_LIBRARY="$BUILD/test/cuda_driver/libkiln_fake_cuda.so" KILN_FAKE_
   echo "gpu-check: compiling the demo's kernels for sm_90 failed ($OUT/cache-fill.log)" >&2; exit 1
 fi
 
+# The timings' compiled kernels (its GEMM rows stay tier 0: the fake would
+# compute them on the host, slowly).
+mkdir -m 700 "$OUT/bench-cache"
+if ! KILN_CUDA_LIBRARY="$BUILD/test/cuda_driver/libkiln_fake_cuda.so" KILN_FAKE_CUDA_COMPILED=launch \
+     KILN_CACHE=on KILN_CACHE_DIR="$OUT/bench-cache" "$BUILD/bench/kiln_gpu_bench" --jit=sync --fill \
+     > "$OUT/bench-cache-fill.log" 2>&1; then
+  echo "gpu-check: compiling the timings' kernels for sm_90 failed ($OUT/bench-cache-fill.log)" >&2; exit 1
+fi
+
 cat > "$OUT/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs Kiln's CUDA checks on this machine's GPU (or, with --fake, on the
@@ -94,7 +101,7 @@ mkdir -p "$here/results"
 status=0
 run() {  # run NAME PROGRAM ARGS...: a gtest suite, its XML kept
   local name=$1; shift
-  if timeout 300 "$@" --gtest_output="xml:$here/results/$name.xml" > "$here/results/$name.log" 2>&1; then
+  if timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$@" --gtest_output="xml:$here/results/$name.xml" > "$here/results/$name.log" 2>&1; then
     echo "PASS $name"
   else
     echo "FAIL $name (results/$name.log)"; status=1
@@ -108,7 +115,7 @@ run() {  # run NAME PROGRAM ARGS...: a gtest suite, its XML kept
   # cuda:0 as the default device: the reference runs pin the CPU themselves.
   KILN_DEFAULT_DEVICE=cuda:0 run differential_fuzz "$here/bin/kiln_fuzz_tests"
   KILN_DEFAULT_DEVICE=cuda:0 run gradcheck "$here/bin/kiln_autograd_tests"
-  if KILN_DEFAULT_DEVICE=cuda:0 timeout 300 "$here/bin/train_digits" --epochs 3 --min-compiled-steps 0 \
+  if KILN_DEFAULT_DEVICE=cuda:0 timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/train_digits" --epochs 3 --min-compiled-steps 0 \
        --data "$here/digits.csv.gz" > "$here/results/digits.log" 2>&1; then
     echo "PASS digits demo on cuda:0: $(grep -m1 'test accuracy' "$here/results/digits.log")"
   else
@@ -120,13 +127,43 @@ run() {  # run NAME PROGRAM ARGS...: a gtest suite, its XML kept
   cp "$here"/cache/*.kiln "$cache"/
   if [ "$fake" = 1 ]; then replay_args=(--min-accuracy -1); export KILN_FAKE_CUDA_COMPILED=launch; else replay_args=(); fi
   if KILN_DEFAULT_DEVICE=cuda:0 KILN_JIT=replay KILN_REPLAY_STRICT=1 KILN_CACHE=on KILN_CACHE_DIR="$cache" \
-       timeout 300 "$here/bin/train_digits" --epochs 3 --min-compiled-steps 100 "${replay_args[@]}" \
+       timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/train_digits" --epochs 3 --min-compiled-steps 100 "${replay_args[@]}" \
        --data "$here/digits.csv.gz" > "$here/results/digits-replay.log" 2>&1; then
     echo "PASS digits demo replaying compiled PTX on cuda:0: $(grep -m1 'training steps' "$here/results/digits-replay.log"), $(grep -m1 'test accuracy' "$here/results/digits-replay.log")"
   else
     echo "FAIL digits demo replaying compiled PTX on cuda:0 (results/digits-replay.log)"; status=1
   fi
   rm -rf "$cache"
+  # Timings (JSON in results/; bench/gpu_report.py writes the table). On the
+  # fake only the plumbing is run: one short row.
+  if [ "$fake" = 1 ]; then timing=(--only=fma --reps=1 --min-time=0); else timing=(); fi
+  if timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/kiln_gpu_bench" --jit=off --out="$here/results/kiln-tier0.json" \
+       "${timing[@]}" > "$here/results/kiln-tier0.log" 2>&1; then
+    echo "PASS timings of Kiln's tier 0 on cuda:0 (results/kiln-tier0.json)"
+  else
+    echo "FAIL timings of Kiln's tier 0 on cuda:0 (results/kiln-tier0.log)"; status=1
+  fi
+  cache=$(mktemp -d)
+  cp "$here"/bench-cache/*.kiln "$cache"/
+  if KILN_CACHE=on KILN_CACHE_DIR="$cache" timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/kiln_gpu_bench" \
+       --jit=replay --out="$here/results/kiln-replay.json" "${timing[@]}" > "$here/results/kiln-replay.log" 2>&1; then
+    echo "PASS timings of Kiln replaying compiled kernels on cuda:0 (results/kiln-replay.json)"
+  else
+    echo "FAIL timings of Kiln replaying compiled kernels on cuda:0 (results/kiln-replay.log)"; status=1
+  fi
+  rm -rf "$cache"
+  if [ "$fake" = 0 ]; then
+    if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+      if timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" python3 "$here/gpu_peers.py" --out "$here/results/torch.json" \
+           > "$here/results/torch.log" 2>&1; then
+        echo "PASS timings of PyTorch eager on cuda:0 (results/torch.json)"
+      else
+        echo "FAIL timings of PyTorch eager on cuda:0 (results/torch.log)"; status=1
+      fi
+    else
+      echo "SKIP timings of PyTorch eager: this machine's python3 has no torch with CUDA"
+    fi
+  fi
 } | tee "$here/results/summary.txt"
 grep -q '^FAIL' "$here/results/summary.txt" && status=1
 exit $status

@@ -74,6 +74,16 @@ class NodeRunner {
   /// A fresh dense buffer on the trace's device.
   View alloc(DType t, const Shape& shape) { return allocDense(allocator_, t, shape); }
 
+  /// The shape matmul operand `x` is broadcast to for output `out`: out's
+  /// batch dims, then [M, K] for the left operand or [K, N] for the right.
+  static Shape matmulOperandShape(const Shape& out, const Arg& x, bool left) {
+    const int r = out.rank();
+    Shape s = out;
+    if (left) s[r - 1] = x.shape[x.shape.rank() - 1];
+    else s[r - 2] = x.shape[x.shape.rank() - 2];
+    return s;
+  }
+
   /// The input as f32 when it is half precision (kept alive in temps_).
   Arg widened(uint32_t id) {
     Arg a = input(id);
@@ -86,6 +96,15 @@ class NodeRunner {
 
   View compute(const Node& n, std::span<const uint32_t> ins) {
     const bool halfOut = isHalf(n.dtype);
+    if (halfOut && core::opCategory(n.op) == OpCategory::Matmul && trace_.nodes[ins[0]].dtype == n.dtype &&
+        trace_.nodes[ins[1]].dtype == n.dtype) {
+      // Half operands the library multiplies as they are (ops_.matmulHalf).
+      View out = alloc(n.dtype, n.shape);
+      Arg a = input(ins[0]), b = input(ins[1]);
+      if (ops_.matmulHalf(broadcastArg(a, matmulOperandShape(n.shape, a, true)),
+                          broadcastArg(b, matmulOperandShape(n.shape, b, false)), n.shape, out.bytes(n.dtype)))
+        return out;
+    }
     const DType workType = halfOut ? DType::f32 : n.dtype;
     View out = alloc(workType, n.shape);
     char* o = out.bytes(workType);
@@ -117,11 +136,8 @@ class NodeRunner {
         const bool bf16 = trace_.nodes[ins[0]].dtype == DType::bf16 && trace_.nodes[ins[1]].dtype == DType::bf16 &&
                           ops_.matmulTakesBf16();
         Arg a = bf16 ? input(ins[0]) : widened(ins[0]), b = bf16 ? input(ins[1]) : widened(ins[1]);
-        const int r = n.shape.rank();
-        Shape as = n.shape, bs = n.shape;
-        as[r - 1] = a.shape[a.shape.rank() - 1];
-        bs[r - 2] = b.shape[b.shape.rank() - 2];
-        ops_.matmul(broadcastArg(a, as), broadcastArg(b, bs), n.shape, o);
+        ops_.matmul(broadcastArg(a, matmulOperandShape(n.shape, a, true)),
+                    broadcastArg(b, matmulOperandShape(n.shape, b, false)), n.shape, o);
         break;
       }
       case OpCategory::Conv:

@@ -50,6 +50,11 @@ class OpLibrary {
   /// Does matmul() take two bf16 operands as they are (an f32 result)?
   /// Otherwise the interpreter widens them to f32 first.
   virtual bool matmulTakesBf16() const { return false; }
+  /// Enqueues out = a·b for two operands of one half type (f16, bf16) and
+  /// writes that type, accumulating in f32 (a GPU's tensor-core GEMM).
+  /// Returns false, enqueuing nothing, where the library has no such kernel
+  /// for these operands: the interpreter then widens them to f32.
+  virtual bool matmulHalf(const Arg& a, const Arg& b, const Shape& outShape, char* out) { return false; }
   virtual void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) = 0;
   /// Indices are range-checked before these are called (the interpreter
   /// reads them on the host first when the device is not host-accessible).

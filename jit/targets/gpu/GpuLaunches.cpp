@@ -11,6 +11,7 @@
 #include "jit/targets/cpu/ElementwiseFusion.h"
 #include "jit/targets/cpu/HostTarget.h"
 #include "runtime/support/Settings.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -20,6 +21,7 @@
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/raw_ostream.h"
@@ -208,6 +210,19 @@ void tileParallelLoops(mlir::func::FuncOp kernel) {
     mlir::scf::tileParallelLoop(p, tileSizesFor(p.getNumLoops()), /*noMinMaxBounds=*/false);
 }
 
+/// Folds the tiled loops' steps and bounds to constants (and affine.min
+/// bounds to a form with a constant result), as the conversion to launches
+/// wants them, without the rest of canonicalization: that would merge each
+/// loop of points with its loop of tiles (their bounds are independent) into
+/// one loop, which maps onto blocks of one thread.
+void foldTiledLoopBounds(mlir::func::FuncOp kernel) {
+  mlir::MLIRContext *context = kernel.getContext();
+  mlir::RewritePatternSet patterns(context);
+  mlir::affine::AffineMinOp::getCanonicalizationPatterns(patterns, context);
+  mlir::affine::AffineApplyOp::getCanonicalizationPatterns(patterns, context);
+  (void)mlir::applyPatternsGreedily(kernel, std::move(patterns));  // the driver folds constants too
+}
+
 /// Moves every kernel into the first gpu.module (one PTX module for the whole
 /// trace), each named after the module outlining made for it (those names
 /// are unique), and points the launches at it.
@@ -382,8 +397,12 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
   hoistParallelLoops(kernel);
   serializeNestedParallelLoops(kernel);
   tileParallelLoops(kernel);
-  // Canonicalized first: the conversion wants constant steps and bounds.
-  if (!runPassPipeline(*module, "canonicalize,func.func(gpu-map-parallel-loops,convert-parallel-loops-to-gpu)"))
+  // Tiles onto blocks, points onto threads, the innermost (contiguous)
+  // dimension onto x for coalesced access.
+  if (!runPassPipeline(*module, "func.func(gpu-map-parallel-loops{mapping-policy=innermost-first})"))
+    return fail("gpu mapping");
+  foldTiledLoopBounds(kernel);
+  if (!runPassPipeline(*module, "func.func(convert-parallel-loops-to-gpu)"))
     return fail("gpu mapping");
   launchSerialWork(kernel);
   if (!runPassPipeline(*module, "lower-affine,canonicalize,cse"))

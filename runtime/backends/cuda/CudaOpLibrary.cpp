@@ -5,6 +5,7 @@
 
 #include "kiln/error.h"
 #include "runtime/backends/cuda/CudaStream.h"
+#include "runtime/backends/cuda/CublasLtMatmul.h"
 #include "runtime/backends/cuda/KernelImages.h"
 #include "runtime/interp/Kernels.h"
 
@@ -39,11 +40,23 @@ int pickImageSm(int deviceSm) {
 }  // namespace
 
 CudaOpLibrary::CudaOpLibrary(CudaDeviceHandle& device, CudaStream& stream, int smVersion)
-    : Tier0OpLibrary(device.device), handle_(device), stream_(stream), imageSm_(pickImageSm(smVersion)) {}
+    : Tier0OpLibrary(device.device), handle_(device), stream_(stream), imageSm_(pickImageSm(smVersion)) {
+  blas_ = std::make_unique<CublasLtMatmul>(device, stream);
+}
 
 CudaOpLibrary::~CudaOpLibrary() {
   handle_.api->ctxSetCurrent(handle_.context);
   for (CUmodule m : modules_) handle_.api->moduleUnload(m);
+}
+
+void CudaOpLibrary::matmul(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out) {
+  // Half operands arrive here widened to f32 (matmulHalf takes them as they are).
+  if ((a.dtype == DType::f32 || a.dtype == DType::f64) && blas_->run(a, b, outShape, out)) return;
+  Tier0OpLibrary::matmul(a, b, outShape, out);
+}
+
+bool CudaOpLibrary::matmulHalf(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out) {
+  return (a.dtype == DType::f16 || a.dtype == DType::bf16) && blas_->run(a, b, outShape, out);
 }
 
 CUfunction CudaOpLibrary::function(const std::string& entry) {

@@ -2,11 +2,13 @@
 // Tier0OpLibrary picks each kernel and packs its parameters; this class
 // loads the embedded PTX module of a kernel (KernelImages.h) into the
 // device's context on its first launch and launches it on the device's
-// default stream.
+// default stream. Matmuls go to cuBLASLt where it takes them
+// (CublasLtMatmul.h), else to the tier-0 kernel.
 #pragma once
 
 #include <cuda.h>
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -18,6 +20,7 @@ namespace kiln::hal::cuda {
 
 struct CudaDeviceHandle;
 class CudaStream;
+class CublasLtMatmul;
 
 class CudaOpLibrary final : public Tier0OpLibrary {
  public:
@@ -26,6 +29,9 @@ class CudaOpLibrary final : public Tier0OpLibrary {
 
   /// The SM version whose embedded PTX this device loads (0: none fits).
   int imageSmVersion() const { return imageSm_; }
+
+  void matmul(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out) override;
+  bool matmulHalf(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out) override;
 
  protected:
   void dispatch(const std::string& entry, const std::vector<uint64_t>& params, int64_t workItems) override;
@@ -40,6 +46,7 @@ class CudaOpLibrary final : public Tier0OpLibrary {
   std::mutex mutex_;
   std::unordered_map<std::string, CUfunction> functions_;
   std::vector<CUmodule> modules_;
+  std::unique_ptr<CublasLtMatmul> blas_;
 };
 
 }  // namespace kiln::hal::cuda

@@ -1,0 +1,190 @@
+// kiln_gpu_bench: Kiln on cuda:0, the GPU check's timings (scripts/gpu-check.sh).
+//
+// The workloads of bench/gpu_peers.py (PyTorch eager on the same GPU), same
+// shapes and data ranges. Each figure is the median over repetitions of the
+// mean wall time per call over a batch of calls: each call records its ops
+// and flushes them (kiln::step, no wait), and the batch ends with one
+// kiln::sync, as PyTorch's batch ends with one synchronize. Writes one JSON
+// object: {"system", "jit", "rows": {name: {"median_s", "samples_s",
+// "compiled_share"}}}.
+//
+//   kiln_gpu_bench --jit=off|replay|sync --out=FILE [--reps=N] [--min-time=S]
+//                  [--only=a,b] [--fill]
+//
+// --jit=off times tier 0 (one tier-0 kernel or cuBLASLt call per op);
+// --jit=replay times the compiled kernels of KILN_CACHE_DIR (tier 1, no
+// compiler); --fill runs each workload a few times with --jit=sync to put its
+// compiled kernels into the cache (how scripts/gpu-check.sh packs them).
+// Links only libkiln: the GPU machine has no LLVM or MLIR.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+
+using namespace kiln;
+
+namespace {
+
+constexpr int64_t kBig = int64_t{1} << 24;
+constexpr int64_t kRows = 4096, kCols = 1024;
+
+Tensor uniform(const Shape& shape, uint64_t seed, double lo, double hi, DType t = DType::f32) {
+  Tensor x = rand(shape, seed, DType::f32, lo, hi);
+  if (t != DType::f32) x = cast(x, t);
+  kiln::sync();
+  return x;
+}
+
+/// MLP 784-512-512-10, batch 256, Adam: bench/bench_suite.cpp's training step.
+struct Mlp {
+  Tensor w1 = randn({784, 512}, 11, DType::f32, 0, std::sqrt(2.0 / 784)), b1 = zeros({512});
+  Tensor w2 = randn({512, 512}, 12, DType::f32, 0, std::sqrt(2.0 / 512)), b2 = zeros({512});
+  Tensor w3 = randn({512, 10}, 13, DType::f32, 0, std::sqrt(2.0 / 512)), b3 = zeros({10});
+  Tensor x = randn({256, 784}, 14);
+  Tensor y = cast(floor(rand({256}, 15) * 10.0), DType::i64);
+  std::unique_ptr<optim::Adam> opt;
+  Tensor loss;
+  Mlp() {
+    kiln::sync();
+    opt = std::make_unique<optim::Adam>(std::vector<Tensor*>{&w1, &b1, &w2, &b2, &w3, &b3},
+                                        optim::AdamOptions{.lr = 1e-3});
+  }
+  void step() {
+    Tensor h = relu(matmul(x, w1) + b1);
+    h = relu(matmul(h, w2) + b2);
+    loss = cross_entropy(matmul(h, w3) + b3, y);
+    loss.backward();
+    opt->step();
+  }
+};
+
+struct Workload {
+  std::string name;
+  std::function<void()> call;  // records one call's ops (no flush)
+  bool gemm = false;           // --fill skips it: the fake driver computes tier 0 on the host
+};
+
+std::vector<Workload> workloads() {
+  auto x = std::make_shared<Tensor>(uniform({kBig}, 1, -2, 2));
+  auto a = std::make_shared<Tensor>(uniform({kBig}, 2, -1, 1)), b = std::make_shared<Tensor>(uniform({kBig}, 3, -1, 1)),
+       c = std::make_shared<Tensor>(uniform({kBig}, 4, -1, 1));
+  auto rows = std::make_shared<Tensor>(uniform({kRows, kCols}, 5, -2, 2));
+  auto a1024 = std::make_shared<Tensor>(uniform({1024, 1024}, 6, -1, 1)),
+       b1024 = std::make_shared<Tensor>(uniform({1024, 1024}, 7, -1, 1)),
+       bias = std::make_shared<Tensor>(uniform({1024}, 8, -1, 1));
+  auto a4096 = std::make_shared<Tensor>(uniform({4096, 1024}, 9, -1, 1)),
+       b4096 = std::make_shared<Tensor>(uniform({1024, 4096}, 10, -1, 1));
+  auto h1024a = std::make_shared<Tensor>(cast(*a1024, DType::bf16)),
+       h1024b = std::make_shared<Tensor>(cast(*b1024, DType::bf16)),
+       h4096a = std::make_shared<Tensor>(cast(*a4096, DType::bf16)),
+       h4096b = std::make_shared<Tensor>(cast(*b4096, DType::bf16));
+  auto mlp = std::make_shared<Mlp>();
+  auto out = std::make_shared<Tensor>();
+  kiln::sync();
+  return {
+      {"fma", [=] { *out = *a * *b + *c; }},
+      {"chain8", [=] { *out = tanh((*x * 1.5f + 0.5f) * sigmoid(*x)) + *x * *x; }},
+      {"softmax", [=] { *out = softmax(*rows, -1); }},
+      {"layernorm", [=] { *out = layer_norm(*rows); }},
+      {"sgemm_1024", [=] { *out = matmul(*a1024, *b1024); }, true},
+      {"sgemm_4096x4096x1024", [=] { *out = matmul(*a4096, *b4096); }, true},
+      {"gemm_bf16_1024", [=] { *out = matmul(*h1024a, *h1024b); }, true},
+      {"gemm_bf16_4096x4096x1024", [=] { *out = matmul(*h4096a, *h4096b); }, true},
+      {"mm_bias_relu", [=] { *out = relu(matmul(*a1024, *b1024) + *bias); }, true},
+      {"mlp_train_step", [=] { mlp->step(); }},
+  };
+}
+
+std::string arg(int argc, char** argv, const std::string& key, const std::string& fallback) {
+  const std::string prefix = "--" + key + "=";
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]).rfind(prefix, 0) == 0) return argv[i] + prefix.size();
+  return fallback;
+}
+
+bool flag(int argc, char** argv, const std::string& key) {
+  for (int i = 1; i < argc; ++i)
+    if (argv[i] == "--" + key) return true;
+  return false;
+}
+
+double seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const std::string jit = arg(argc, argv, "jit", "off"), outPath = arg(argc, argv, "out", "");
+  const int reps = std::stoi(arg(argc, argv, "reps", "5"));
+  const double minTime = std::stod(arg(argc, argv, "min-time", "0.2"));
+  const std::string only = "," + arg(argc, argv, "only", "") + ",";
+  const bool fill = flag(argc, argv, "fill");
+  Settings s = settings();
+  s.jit = jit == "replay" ? JitMode::Replay : jit == "sync" ? JitMode::Sync : JitMode::Off;
+  s.jit_threshold = 1;
+  set_settings(s);
+  set_default_device(Device::cuda(0));
+
+  std::ostringstream rowsJson;
+  bool first = true;
+  for (const Workload& w : workloads()) {
+    if (only != ",," && only.find("," + w.name + ",") == std::string::npos) continue;
+    if (fill && w.gemm) continue;
+    auto once = [&] {
+      w.call();
+      kiln::step();
+    };
+    for (int i = 0; i < (fill ? 3 : 5); ++i) once();
+    kiln::sync();
+    if (fill) {
+      std::printf("kiln %s: filled (%llu compiles)\n", w.name.c_str(), static_cast<unsigned long long>(stats().compiles));
+      continue;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    once();
+    kiln::sync();
+    const int iters = std::clamp(static_cast<int>(minTime / std::max(seconds(t0), 1e-7)), 1, 10000);
+    const Stats before = stats();
+    std::vector<double> samples;
+    for (int r = 0; r < reps; ++r) {
+      t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) once();
+      kiln::sync();
+      samples.push_back(seconds(t0) / iters);
+    }
+    const Stats after = stats();
+    const double ran = static_cast<double>((after.compiled_ops - before.compiled_ops) +
+                                           (after.interpreted_ops - before.interpreted_ops));
+    const double compiledShare = ran > 0 ? static_cast<double>(after.compiled_ops - before.compiled_ops) / ran : 0;
+    std::vector<double> sorted = samples;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    std::printf("kiln(%s) %s: %.1f us (compiled share %.2f)\n", jit.c_str(), w.name.c_str(), median * 1e6,
+                compiledShare);
+    std::fflush(stdout);
+    rowsJson << (first ? "" : ",\n") << "  \"" << w.name << "\": {\"median_s\": " << median
+             << ", \"compiled_share\": " << compiledShare << ", \"samples_s\": [";
+    for (size_t i = 0; i < samples.size(); ++i) rowsJson << (i ? ", " : "") << samples[i];
+    rowsJson << "]}";
+    first = false;
+  }
+  if (!outPath.empty()) {
+    std::ofstream f(outPath);
+    f << "{\"system\": \"kiln\", \"jit\": \"" << jit << "\", \"rows\": {\n" << rowsJson.str() << "\n}}\n";
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "kiln_gpu_bench: %s\n", e.what());
+  return 1;
+}

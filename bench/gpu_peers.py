@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""PyTorch eager on the GPU, for the GPU check (scripts/gpu-check.sh).
+
+Times the GPU workloads of bench/gpu_bench.cpp with the same shapes and
+data ranges: each figure is the median over repetitions of the mean time per
+call, in wall time over a batch of calls that ends with one synchronize (as
+kiln_gpu_bench times Kiln: launches overlap the GPU's work as in a real
+program). Also measures the device's copy bandwidth (x.copy_ of a 256 MiB
+tensor), the yardstick of the elementwise goal (issue 14: tier-0 elementwise
+kernels at >= 0.7 of it).
+
+Writes one JSON object: {"system", "version", "device", "rows": {name:
+{"median_s", "samples_s"}}}. Runs on the GPU machine with only PyTorch.
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+BIG = 1 << 24
+ROWS, COLS = 4096, 1024
+
+
+def time_cuda(torch, fn, reps, min_time):
+    # Wall time over a batch of calls with one synchronize at its end, as
+    # kiln_gpu_bench times Kiln.
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    one = max(time.perf_counter() - t0, 1e-7)
+    iters = max(1, min(10000, int(min_time / one)))
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) / iters)
+    return samples
+
+
+def workloads(torch):
+    dev = torch.device("cuda:0")
+    g = torch.Generator(device=dev).manual_seed(0)
+
+    def uniform(shape, lo, hi, dtype=torch.float32):
+        return (torch.rand(shape, generator=g, device=dev) * (hi - lo) + lo).to(dtype)
+
+    x = uniform((BIG,), -2, 2)
+    a, b, c = uniform((BIG,), -1, 1), uniform((BIG,), -1, 1), uniform((BIG,), -1, 1)
+    rows = uniform((ROWS, COLS), -2, 2)
+    a1024, b1024, bias = uniform((1024, 1024), -1, 1), uniform((1024, 1024), -1, 1), uniform((1024,), -1, 1)
+    a4096, b4096 = uniform((4096, 1024), -1, 1), uniform((1024, 4096), -1, 1)
+    big_src = uniform((1 << 26,), -1, 1)
+    big_dst = torch.empty_like(big_src)
+
+    model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+                                torch.nn.ReLU(), torch.nn.Linear(512, 10)).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    mx = torch.randn((256, 784), generator=g, device=dev)
+    my = torch.randint(0, 10, (256,), generator=g, device=dev)
+
+    def mlp():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(mx), my)
+        loss.backward()
+        opt.step()
+        return loss
+
+    h = {k: v.to(torch.bfloat16) for k, v in (("a1024", a1024), ("b1024", b1024), ("a4096", a4096), ("b4096", b4096))}
+    nograd = {
+        "copy_256MiB": lambda: big_dst.copy_(big_src),
+        "fma": lambda: a * b + c,
+        "chain8": lambda: torch.tanh((x * 1.5 + 0.5) * torch.sigmoid(x)) + x * x,
+        "softmax": lambda: torch.softmax(rows, dim=1),
+        "layernorm": lambda: torch.nn.functional.layer_norm(rows, (COLS,)),
+        "sgemm_1024": lambda: a1024 @ b1024,
+        "sgemm_4096x4096x1024": lambda: a4096 @ b4096,
+        "gemm_bf16_1024": lambda: h["a1024"] @ h["b1024"],
+        "gemm_bf16_4096x4096x1024": lambda: h["a4096"] @ h["b4096"],
+        "mm_bias_relu": lambda: torch.relu(a1024 @ b1024 + bias),
+    }
+
+    def no_grad(f):
+        def run():
+            with torch.no_grad():
+                return f()
+        return run
+
+    out = {k: no_grad(f) for k, f in nograd.items()}
+    out["mlp_train_step"] = mlp
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--min-time", type=float, default=0.2)
+    args = ap.parse_args()
+    import torch
+    if not torch.cuda.is_available():
+        print("gpu_peers: PyTorch sees no CUDA device", file=sys.stderr)
+        return 1
+    # Full-precision float32 matmuls, as Kiln's SGEMM (no TF32).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    rows = {}
+    for name, fn in workloads(torch).items():
+        samples = time_cuda(torch, fn, args.reps, args.min_time)
+        rows[name] = {"median_s": statistics.median(samples), "samples_s": samples}
+        print(f"torch {name}: {rows[name]['median_s'] * 1e6:.1f} us", flush=True)
+    result = {"system": "torch-eager", "version": torch.__version__, "cuda": torch.version.cuda,
+              "device": torch.cuda.get_device_name(0), "rows": rows}
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

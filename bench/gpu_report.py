@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Turns the GPU check's timings (results/*.json of scripts/gpu-check.sh's
+run.sh) into the Markdown tables of bench/RESULTS-gpu.md.
+
+    python3 bench/gpu_report.py RESULTS_DIR > table.md
+
+Ratios are Kiln's time over PyTorch eager's (below 1: Kiln is faster). The
+elementwise goal of issue 14 is read off the fma row: Kiln's tier 0 runs
+a * b + c as two kernels (multiply, then add), each reading two 64 MiB
+arrays and writing one, so its effective bandwidth is 6 x 64 MiB over its
+time, against the device's copy bandwidth (PyTorch's copy_ of 256 MiB: read
+and write).
+"""
+import json
+import os
+import sys
+
+MIB = 1 << 20
+FLOPS = {
+    "sgemm_1024": 2 * 1024 ** 3,
+    "sgemm_4096x4096x1024": 2 * 4096 * 4096 * 1024,
+    "gemm_bf16_1024": 2 * 1024 ** 3,
+    "gemm_bf16_4096x4096x1024": 2 * 4096 * 4096 * 1024,
+    "mm_bias_relu": 2 * 1024 ** 3,
+}
+ORDER = ["fma", "chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "gemm_bf16_1024",
+         "gemm_bf16_4096x4096x1024", "mm_bias_relu", "mlp_train_step"]
+
+
+def load(d, name):
+    p = os.path.join(d, name)
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        return json.load(f)
+
+
+def us(t):
+    return f"{t * 1e6:.1f}" if t is not None else "-"
+
+
+def main():
+    d = sys.argv[1] if len(sys.argv) > 1 else "results"
+    torch, tier0, replay = load(d, "torch.json"), load(d, "kiln-tier0.json"), load(d, "kiln-replay.json")
+    row = lambda r, k: (r or {}).get("rows", {}).get(k, {})  # noqa: E731
+    out = []
+    if torch:
+        out.append(f"Device: {torch['device']}; PyTorch {torch['version']} (CUDA {torch['cuda']}), eager, "
+                   "TF32 off.\n")
+    out.append("| workload | PyTorch eager (us) | Kiln tier 0 (us) | tier 0 / PyTorch | Kiln compiled, replayed (us) "
+               "| compiled / PyTorch | compiled share |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|")
+    for k in ORDER:
+        t, a, c = row(torch, k).get("median_s"), row(tier0, k).get("median_s"), row(replay, k).get("median_s")
+        share = row(replay, k).get("compiled_share")
+        ratio = lambda x: f"{x / t:.2f}x" if x and t else "-"  # noqa: E731
+        out.append(f"| {k} | {us(t)} | {us(a)} | {ratio(a)} | {us(c)} | {ratio(c)} | "
+                   f"{'-' if share is None else f'{share:.2f}'} |")
+    copy = row(torch, "copy_256MiB").get("median_s")
+    out.append("")
+    if copy:
+        bw = 2 * 256 * MIB / copy
+        out.append(f"Copy bandwidth (PyTorch copy_ of 256 MiB, read + write): {bw / 1e9:.0f} GB/s.")
+        fma0 = row(tier0, "fma").get("median_s")
+        if fma0:
+            eff = 6 * 64 * MIB / fma0
+            out.append(f"Kiln tier-0 elementwise (fma as two kernels, 6 x 64 MiB moved): {eff / 1e9:.0f} GB/s = "
+                       f"{eff / bw:.2f} of copy (goal >= 0.7).")
+        fmac = row(replay, "fma").get("median_s")
+        if fmac and row(replay, "fma").get("compiled_share", 0) > 0.99:
+            eff = 4 * 64 * MIB / fmac
+            out.append(f"Kiln compiled fma (one fused kernel, 4 x 64 MiB moved): {eff / 1e9:.0f} GB/s = "
+                       f"{eff / bw:.2f} of copy.")
+    for k, f in FLOPS.items():
+        t, a = row(torch, k).get("median_s"), row(tier0, k).get("median_s")
+        if t and a:
+            out.append(f"{k}: PyTorch {f / t / 1e12:.1f} TFLOP/s, Kiln tier 0 {f / a / 1e12:.1f} TFLOP/s "
+                       f"({a / t:.2f}x PyTorch's time; goal for GEMM: within 5%).")
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
