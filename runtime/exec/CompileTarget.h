@@ -54,6 +54,10 @@ struct CompileTarget {
     t.device = std::move(device);
     return t;
   }
+  /// Does the device's op library run matmuls (and conv2d) better than a
+  /// kernel compiled for this target? NVPTX: yes, cuBLASLt; so they run
+  /// between compiled regions (Regions.h), not inside them.
+  bool runsMatmulsInLibrary() const { return kind == Kind::Nvptx; }
   /// What compile() produces for this target.
   BinaryFormat format() const;
   /// "host-cpu", "nvptx sm_90 ptx80", "spirv".

@@ -13,6 +13,7 @@
 #include "runtime/cache/KernelCache.h"
 #include "runtime/support/Log.h"
 #include "runtime/exec/RegionExecutor.h"
+#include "runtime/exec/Regions.h"
 #include "runtime/exec/WarmStart.h"
 #include "runtime/support/StatsCounters.h"
 #include "runtime/backends/Hal.h"
@@ -128,11 +129,12 @@ bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& need
   int64_t nextInput = 0;
   for (size_t i = 0; i < trace.nodes.size(); ++i)
     if (needed[i] && trace.nodes[i].op == OpKind::Param) inputPos[i] = nextInput++;
+  const RegionBoundaries boundaries(trace.device);
   for (size_t i = 0; i < trace.nodes.size(); ++i) {
     const OpKind op = trace.nodes[i].op;
-    if (needed[i] && op != OpKind::Param && !core::opIsLowered(op)) {
-      // Collectives call the communicator between kernels: the trace runs
-      // as compiled regions around them (Regions.h).
+    if (needed[i] && boundaries.contains(op)) {
+      // Collectives call the communicator between kernels, a CUDA matmul
+      // cuBLASLt: the trace runs as compiled regions around them (Regions.h).
       *reason = "the trace has " + std::string(core::opName(op)) + ", which runs between compiled regions";
       return false;
     }

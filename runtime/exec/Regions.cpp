@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/backends/Hal.h"
 #include "runtime/cache/TraceKeyCodec.h"
 
 namespace kiln::exec {
@@ -15,9 +16,6 @@ bool isView(OpKind op) {
 }
 
 bool isLeaf(OpKind op) { return core::opCategory(op) == core::OpCategory::Leaf; }
-
-/// Ops the compiler does not lower (collectives): they run between regions.
-bool isBoundary(OpKind op) { return op != OpKind::Param && !core::opIsLowered(op); }
 
 /// Marks a region trace's outputs: encodeTraceKey and extractGraph only ask
 /// whether a node has a holder, never read it.
@@ -77,9 +75,15 @@ std::vector<uint32_t> neededNodes(const std::vector<uint8_t>& needed) {
   return ids;
 }
 
+RegionBoundaries::RegionBoundaries(Device device) {
+  const std::optional<CompileTarget> target = hal::deviceContext(device).compileTarget();
+  libraryMatmuls_ = target && target->runsMatmulsInLibrary();
+}
+
 RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_t>& ids,
                             std::span<const uint32_t> scalarArgs) {
   const uint32_t count = static_cast<uint32_t>(ids.size());
+  const RegionBoundaries boundaries(trace.device);
   RegionPlan plan;
   // Plan id of each trace node (only needed nodes are ever read).
   std::vector<uint32_t> planId(trace.nodes.size(), 0);
@@ -112,7 +116,7 @@ RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_
     if (n.op == OpKind::Param) continue;
     const int32_t open = static_cast<int32_t>(plan.regions.size()) - 1;
     auto ins = trace.inputsOf(n);
-    if (isBoundary(n.op)) {
+    if (boundaries.contains(n.op)) {
       // Closes the open region and runs alone, interpreted, after it and
       // the loose nodes before it (it may read either); what follows opens
       // a new region.

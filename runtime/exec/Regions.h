@@ -6,10 +6,12 @@
 //
 // The rule, in recording order over the needed nodes:
 //  - Param nodes belong to no region (they are the trace's inputs).
-//  - A node the compiler does not lower (a Collective row of the op table:
-//    core::opIsLowered is false) closes the open region and runs alone,
-//    interpreted, between the region before it and the one after it: a
-//    trace with collectives runs as compiled regions around them.
+//  - A boundary node (RegionBoundaries below: a collective, which the
+//    compiler does not lower; on a device whose op library hands matmuls to
+//    a vendor BLAS, a matmul or conv2d) closes the open region and runs
+//    alone, interpreted, between the region before it and the one after it:
+//    a trace with collectives runs as compiled regions around them, and a
+//    CUDA trace as fused kernels around cuBLASLt calls.
 //  - A slice of a value from outside the open region, and any view (slice,
 //    reshape, permute, broadcast_to) of such a loose node, is a *loose* node:
 //    the interpreter runs it (a view costs nothing) before the region. So
@@ -32,6 +34,8 @@
 #include <memory>
 #include <vector>
 
+#include "kiln/device.h"
+#include "runtime/core/OpKind.h"
 #include "runtime/trace/Trace.h"
 #include "runtime/trace/TraceKey.h"
 
@@ -79,6 +83,24 @@ struct RegionPlan {
   /// occurs more than once carry, 0..1.
   std::vector<uint32_t> keyOccurrences;
   double recurringWorkShare = 0;
+};
+
+/// The ops that run alone, interpreted, between compiled regions on one
+/// device (and so keep a trace that has them from compiling whole):
+/// collectives everywhere (the compiler does not lower them); matmul and
+/// conv2d where the device's compile target says its op library runs them
+/// best (CompileTarget::runsMatmulsInLibrary: cuBLASLt on CUDA, which a
+/// generated kernel does not match).
+class RegionBoundaries {
+ public:
+  explicit RegionBoundaries(Device device);
+  bool contains(core::OpKind op) const {
+    return op != core::OpKind::Param &&
+           (!core::opIsLowered(op) || (libraryMatmuls_ && (op == core::OpKind::Matmul || op == core::OpKind::Conv2d)));
+  }
+
+ private:
+  bool libraryMatmuls_ = false;
 };
 
 /// Needed node ids of `trace` in recording order (plan id -> trace node id).
