@@ -478,9 +478,10 @@ struct Tier0Launch {
       }
       return;
     }
-    if (spec.family == Family::Reduce) {
+    if (spec.family == Family::Reduce || spec.family == Family::WarpReduce) {
       // Each output element: the reference reduction of its m elements
-      // (a rank-kRank view reduced over every axis).
+      // (a rank-kRank view reduced over every axis); a warp per output
+      // computes the same, in another order.
       constexpr int R = kiln::hal::tier0::kRank;
       const std::size_t size = kiln::dtype_size(spec.in);
       std::vector<int64_t> red(R);

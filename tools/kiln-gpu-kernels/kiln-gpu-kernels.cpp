@@ -168,6 +168,64 @@ std::string reduceText(const KernelSpec &s) {
   return t;
 }
 
+/// A reduction with one warp per output element (Tier0Kernels.h,
+/// WarpReduce): warps grid-stride over nOut; lane l folds elements l, l+32,
+/// ... (m >= 32: each lane has one), a butterfly of xor-shuffles folds the
+/// lanes, and lane 0 stores. Every lane of a warp runs the same iterations,
+/// so the shuffles always have the whole warp.
+std::string warpReduceText(const KernelSpec &s) {
+  const std::string name = s.entryName(), ty = storageType(s, s.in);
+  std::string t = "gpu.module @" + name + " {\n";
+  t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %n: i64";
+  for (const char *p : {"e", "s"})
+    for (int d = 0; d < tier0::kRank; ++d)
+      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
+  t += ", %m: i64";
+  for (const char *p : {"f", "g"})
+    for (int d = 0; d < tier0::kRank; ++d)
+      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
+  t += ") kernel {\n";
+  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
+  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
+  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
+  t += "  %bb = arith.muli %b, %bd : i64\n  %gtid = arith.addi %bb, %t : i64\n";
+  t += "  %lanes = arith.constant 32 : i64\n  %zero = arith.constant 0 : i64\n";
+  t += "  %lane = arith.remui %gtid, %lanes : i64\n  %warp = arith.divui %gtid, %lanes : i64\n";
+  t += "  %threads = arith.muli %gd, %bd : i64\n  %warps = arith.divui %threads, %lanes : i64\n";
+  t += "  %width = arith.constant 32 : i32\n";
+  t += "  %isFirst = arith.cmpi eq, %lane, %zero : i64\n";
+  t += "  %second = arith.addi %lane, %lanes : i64\n";
+  t += "  scf.for %i = %warp to %n step %warps : i64 {\n";
+  std::string base, first, inner;
+  t += offsetText("%i", "e", "s", "o", base);
+  t += offsetText("%lane", "f", "g", "l", first);
+  t += "    %o0 = arith.addi " + base + ", " + first + " : i64\n";
+  t += "    %p0 = llvm.getelementptr %in0[%o0] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    %v0 = llvm.load %p0 : !llvm.ptr -> " + ty + "\n";
+  t += "    %acc = scf.for %j = %second to %m step %lanes iter_args(%x = %v0) -> (" + ty + ") : i64 {\n";
+  t += offsetText("%j", "f", "g", "r", inner);
+  t += "      %off = arith.addi " + base + ", " + inner + " : i64\n";
+  t += "      %pj = llvm.getelementptr %in0[%off] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %vj = llvm.load %pj : !llvm.ptr -> " + ty + "\n";
+  t += "      %y = \"t0.body\"(%x, %vj) : (" + ty + ", " + ty + ") -> " + ty + "\n";
+  t += "      scf.yield %y : " + ty + "\n";
+  t += "    }\n";
+  std::string acc = "%acc";
+  for (int offset : {16, 8, 4, 2, 1}) {
+    const std::string o = std::to_string(offset);
+    t += "    %dist" + o + " = arith.constant " + o + " : i32\n";
+    t += "    %shfl" + o + ", %ok" + o + " = gpu.shuffle xor " + acc + ", %dist" + o + ", %width : " + ty + "\n";
+    t += "    %fold" + o + " = \"t0.body\"(" + acc + ", %shfl" + o + ") : (" + ty + ", " + ty + ") -> " + ty + "\n";
+    acc = "%fold" + o;
+  }
+  t += "    scf.if %isFirst {\n";
+  t += "      %po = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      llvm.store " + acc + ", %po : " + ty + ", !llvm.ptr\n";
+  t += "    }\n";
+  t += "  }\n  gpu.return\n}\n}\n";
+  return t;
+}
+
 /// index_select and gather: a copy whose offset along one axis of x comes
 /// from the index tensor (no placeholder: it computes nothing).
 std::string takeText(const KernelSpec &s) {
@@ -289,6 +347,8 @@ std::string kernelText(const KernelSpec &s) {
   t += ", %n: i64";
   if (s.family == Family::Reduce)
     return reduceText(s);
+  if (s.family == Family::WarpReduce)
+    return warpReduceText(s);
   if (s.family == Family::Take)
     return takeText(s);
   if (s.family == Family::ArgReduce)
@@ -446,7 +506,8 @@ bool replacePlaceholders(mlir::ModuleOp module, const std::map<std::string, Kern
       r = sb.cast(v, f64, kilnType(s.out));
       break;
     }
-    case Family::Reduce: {
+    case Family::Reduce:
+    case Family::WarpReduce: {
       mlir::Type k = kilnType(s.in);
       switch (s.op) {
       case kiln::core::OpKind::ReduceSum: r = sb.binary(kiln::core::OpKind::Add, k, args[0], args[1]); break;
@@ -773,6 +834,8 @@ int main(int argc, char **argv) {
   for (const KernelSpec &s : tier0::allKernels()) {
     if (!only.empty() && s.entryName() != only)
       continue;
+    if (spirv && s.family == Family::WarpReduce)
+      continue;  // CUDA only (Tier0Kernels.h)
     specs[s.entryName()] = s;
     text += kernelText(s);
   }

@@ -36,6 +36,7 @@ class CudaOpLibrary final : public Tier0OpLibrary {
  protected:
   void dispatch(const std::string& entry, const std::vector<uint64_t>& params, int64_t workItems) override;
   const char* backendName() const override { return "CUDA"; }
+  bool hasWarpReductions() const override { return true; }
 
  private:
   CUfunction function(const std::string& entry);

@@ -24,6 +24,7 @@ const char* familyName(Family f) {
     case Family::Take: return "take";
     case Family::ArgReduce: return "argreduce";
     case Family::Contract: return "contract";
+    case Family::WarpReduce: return "warpreduce";
   }
   return "?";
 }
@@ -33,7 +34,7 @@ std::vector<KernelSpec> build() {
   auto both = [&](KernelSpec s) {
     s.layout = Layout::Rank1;
     if (s.family != Family::Reduce && s.family != Family::Take && s.family != Family::ArgReduce &&
-        s.family != Family::Contract)
+        s.family != Family::Contract && s.family != Family::WarpReduce)
       out.push_back(s);
     if (s.isLeaf()) return;  // leaves are dense; reductions and takes always strided
     s.layout = Layout::RankN;
@@ -106,6 +107,10 @@ std::vector<KernelSpec> build() {
       s.family = Family::Reduce;
       s.op = op;
       both(s);
+      if (t == DType::f32 || t == DType::i32) {
+        s.family = Family::WarpReduce;
+        both(s);
+      }
     }
   }
   for (std::size_t bytes : {1, 2, 4, 8}) {
@@ -140,6 +145,7 @@ std::string KernelSpec::entryName() const {
     case Family::Compare:
     case Family::Random:
     case Family::Reduce:
+    case Family::WarpReduce:
     case Family::Contract:
     case Family::ArgReduce: name += std::string(core::opName(op)) + "_" + std::string(dtype_name(in)); break;
     case Family::Arange: name += std::string(dtype_name(out)); break;
@@ -171,7 +177,8 @@ int KernelSpec::paramCount() const {
     case Family::Fill: return 3;
     case Family::Arange: return 4;
     case Family::Random: return 3;
-    case Family::Reduce: return 4 + 4 * kRank;
+    case Family::Reduce:
+    case Family::WarpReduce: return 4 + 4 * kRank;
     case Family::Take: return 5 + 3 * kRank;
     case Family::ArgReduce: return 7 + 2 * kRank;
     case Family::Contract: return 7 + 3 * kRank;

@@ -27,7 +27,14 @@
 //   b, n, kRank output extents, kRank a strides and kRank b strides per
 //   output axis, K, and a's and b's strides along K:
 //   out[c] = sum_k a[sum c*as + k*ak] * b[sum c*bs + k*bk] (a dot product per
-//   output element: tier 0's matmul until cuBLASLt).
+//   output element: tier 0's matmul where cuBLASLt is not there).
+//   WarpReduce (CUDA only: SPIR-V has no fixed subgroup width; RankN only;
+//   f32 and i32, the shuffles' width) takes Reduce's parameters and is the
+//   same reduction with one warp of 32 lanes per output element (warps
+//   grid-stride over nOut): lane l folds elements l, l+32, ... in order,
+//   then a butterfly of xor-shuffles folds the lanes, and lane 0 stores. For
+//   reductions whose innermost reduced axis is contiguous, with m >= 32
+//   (every lane has an element): the lanes' loads coalesce.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +49,9 @@ namespace kiln::hal::tier0 {
 
 inline constexpr int kRank = Shape::kMaxRank;
 
-enum class Family : uint8_t { Unary, Binary, Compare, Where, Cast, Copy, Fill, Arange, Random, Reduce, Take, ArgReduce, Contract };
+enum class Family : uint8_t {
+  Unary, Binary, Compare, Where, Cast, Copy, Fill, Arange, Random, Reduce, Take, ArgReduce, Contract, WarpReduce
+};
 /// Rank1: the index space is one strided axis; RankN: up to kRank axes.
 enum class Layout : uint8_t { Rank1, RankN };
 
@@ -74,7 +83,8 @@ DType dtypeOfSize(std::size_t bytes);
 /// element size; Arange every dtype; Random every float dtype; Reduce (sum,
 /// prod, max, min) the dtypes the op table accepts, without f16/bf16; Take
 /// every element size; ArgReduce every dtype but f16/bf16; Contract the
-/// numeric dtypes but f16/bf16.
+/// numeric dtypes but f16/bf16; WarpReduce sum, prod, max and min for f32
+/// and i32.
 const std::vector<KernelSpec>& allKernels();
 
 }  // namespace kiln::hal::tier0

@@ -199,7 +199,11 @@ void Tier0OpLibrary::reduce(core::OpKind op, const interp::Arg& in, core::AxisMa
                 " has no elements along the reduced axes");
   }
   KernelSpec s;
-  s.family = Family::Reduce;
+  // A warp per output where the lanes' loads coalesce (the innermost reduced
+  // axis contiguous) and every lane has an element; else a thread per output.
+  const bool warp = hasWarpReductions() && (in.dtype == DType::f32 || in.dtype == DType::i32) && reduced > 0 &&
+                    redStride[reduced - 1] == 1 && m >= 32;
+  s.family = warp ? Family::WarpReduce : Family::Reduce;
   s.op = op;
   s.in = s.out = in.dtype;
   s.layout = Layout::RankN;
@@ -217,7 +221,7 @@ void Tier0OpLibrary::reduce(core::OpKind op, const interp::Arg& in, core::AxisMa
   values.push_back(static_cast<uint64_t>(m));
   padded(redExtent, reduced, 1);
   padded(redStride, reduced, 0);
-  dispatch(entry, values, nOut);
+  dispatch(entry, values, warp ? nOut * 32 : nOut);
 }
 
 void Tier0OpLibrary::launchTake(const interp::Arg& x, const interp::Arg& index, const Shape& outShape,

@@ -51,6 +51,9 @@ class Tier0OpLibrary : public interp::OpLibrary {
   virtual void dispatch(const std::string& entry, const std::vector<uint64_t>& params, int64_t workItems) = 0;
   /// "CUDA", "Level Zero": for messages.
   virtual const char* backendName() const = 0;
+  /// Does the backend have the WarpReduce kernels (Tier0Kernels.h: 32-lane
+  /// warps, so CUDA)?
+  virtual bool hasWarpReductions() const { return false; }
 
   Device device_;
 

@@ -296,6 +296,34 @@ TEST_F(CudaTest, ReductionsIndexingArangeAndRandomMatchTheCpu) {
   if (onFakeDriver()) EXPECT_EQ(rejectedLaunches(), 0u);
 }
 
+/// Reductions whose innermost reduced axis is contiguous and holds a warp's
+/// worth (on a GPU: a warp per output, lanes folding in another order than
+/// the CPU, then shuffles) against the CPU.
+TEST_F(CudaTest, WarpWideRowReductionsMatchTheCpu) {
+  const Tensor x = rand({37, 5, 300}, 3, DType::f32, -2, 2), xg = x.to(kCuda);
+  auto near = [](const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+    EXPECT_EQ(got.shape(), want.shape()) << what;
+    std::vector<double> g = got.to(Device::cpu()).to_vector<double>(), w = want.to_vector<double>();
+    ASSERT_EQ(g.size(), w.size()) << what;
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], tol * (1 + std::abs(w[i]))) << what << " " << i;
+  };
+  near(sum(xg, {2}), sum(x, {2}), 1e-5, "sum of rows");
+  near(max(xg, {2}), max(x, {2}), 0, "max of rows");
+  near(min(xg, {1, 2}), min(x, {1, 2}), 0, "min over two axes, the inner contiguous");
+  near(prod(slice(xg, 2, 0, 40) * 0.5 + 1.0, {2}), prod(slice(x, 2, 0, 40) * 0.5 + 1.0, {2}), 1e-5, "prod");
+  near(sum(xg), sum(x), 1e-5, "sum of everything (one output)");
+  near(softmax(xg, -1), softmax(x, -1), 1e-6, "softmax");
+  near(layer_norm(xg), layer_norm(x), 1e-4, "layer_norm");
+  const Tensor xi = cast(x * 100.0, DType::i32);
+  near(sum(xi.to(kCuda), {2}), sum(xi, {2}), 0, "i32 sum (exact in any order)");
+  near(max(xi.to(kCuda), {0, 2}), max(xi, {0, 2}), 0, "i32 max, the outer axis strided");
+  Tensor nan = from_vector(std::vector<float>(64, 1.0f), {2, 32});
+  nan = where(arange(int64_t{64}).reshape({2, 32}) == 37, full({2, 32}, NAN), nan);
+  const std::vector<float> m = max(nan.to(kCuda), {1}).to(Device::cpu()).to_vector<float>();
+  EXPECT_EQ(m[0], 1.0f);
+  EXPECT_TRUE(std::isnan(m[1])) << "a NaN in a lane is the maximum";
+}
+
 /// Matmuls in every layout cuBLASLt takes (and some it does not): on a GPU
 /// they run through cuBLASLt, on the fake driver through the tier-0 kernel;
 /// both must match the CPU.
