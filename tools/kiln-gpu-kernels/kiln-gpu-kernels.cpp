@@ -99,20 +99,29 @@ DType inputType(const KernelSpec &s, int i) {
 
 /// `prefix`'s coordinates of linear index `linear` over extents %<e>0..7,
 /// dotted with strides %<st>0..7: the text computing it, result in `result`.
+/// An axis of extent 1 (the padding of every lower-rank launch) skips its
+/// 64-bit division, a long instruction sequence on a GPU, behind a branch
+/// every thread takes the same way.
 std::string offsetText(const std::string &linear, const std::string &e, const std::string &st,
                        const std::string &tag, std::string &result) {
   std::string t, rest = linear;
   std::vector<std::string> coord(tier0::kRank);
+  t += "      %" + tag + "zero = arith.constant 0 : i64\n      %" + tag + "unit = arith.constant 1 : i64\n";
   for (int d = tier0::kRank - 1; d >= 0; --d) {
     const std::string ds = std::to_string(d);
     if (d == 0) {
       coord[d] = rest;
       break;
     }
-    t += "      %" + tag + "c" + ds + " = arith.remui " + rest + ", %" + e + ds + " : i64\n";
-    t += "      %" + tag + "q" + ds + " = arith.divui " + rest + ", %" + e + ds + " : i64\n";
-    coord[d] = "%" + tag + "c" + ds;
-    rest = "%" + tag + "q" + ds;
+    const std::string c = "%" + tag + "c" + ds, q = "%" + tag + "q" + ds, ext = "%" + e + ds;
+    t += "      %" + tag + "one" + ds + " = arith.cmpi eq, " + ext + ", %" + tag + "unit : i64\n";
+    t += "      " + c + ", " + q + " = scf.if %" + tag + "one" + ds + " -> (i64, i64) {\n";
+    t += "        scf.yield %" + tag + "zero, " + rest + " : i64, i64\n      } else {\n";
+    t += "        %" + tag + "r" + ds + " = arith.remui " + rest + ", " + ext + " : i64\n";
+    t += "        %" + tag + "d" + ds + " = arith.divui " + rest + ", " + ext + " : i64\n";
+    t += "        scf.yield %" + tag + "r" + ds + ", %" + tag + "d" + ds + " : i64, i64\n      }\n";
+    coord[d] = c;
+    rest = q;
   }
   std::string acc;
   for (int d = 0; d < tier0::kRank; ++d) {
@@ -169,12 +178,15 @@ std::string reduceText(const KernelSpec &s) {
 }
 
 /// A reduction with one warp per output element (Tier0Kernels.h,
-/// WarpReduce): warps grid-stride over nOut; lane l folds elements l, l+32,
-/// ... (m >= 32: each lane has one), a butterfly of xor-shuffles folds the
-/// lanes, and lane 0 stores. Every lane of a warp runs the same iterations,
-/// so the shuffles always have the whole warp.
+/// WarpReduce): warps grid-stride over nOut. The innermost reduced axis
+/// (extent %f7 >= 32, stride 1) is walked directly: lane l folds its
+/// elements l, l+32, ... of each row of it in order, rows in order (their
+/// offsets computed once per row, not per element); a butterfly of
+/// xor-shuffles folds the lanes, and lane 0 stores. Every lane of a warp
+/// runs the same iterations, so the shuffles always have the whole warp.
 std::string warpReduceText(const KernelSpec &s) {
   const std::string name = s.entryName(), ty = storageType(s, s.in);
+  const std::string last = std::to_string(tier0::kRank - 1);
   std::string t = "gpu.module @" + name + " {\n";
   t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %n: i64";
   for (const char *p : {"e", "s"})
@@ -189,26 +201,39 @@ std::string warpReduceText(const KernelSpec &s) {
   t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
   t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
   t += "  %bb = arith.muli %b, %bd : i64\n  %gtid = arith.addi %bb, %t : i64\n";
-  t += "  %lanes = arith.constant 32 : i64\n  %zero = arith.constant 0 : i64\n";
+  t += "  %lanes = arith.constant 32 : i64\n  %zero = arith.constant 0 : i64\n  %one = arith.constant 1 : i64\n";
   t += "  %lane = arith.remui %gtid, %lanes : i64\n  %warp = arith.divui %gtid, %lanes : i64\n";
   t += "  %threads = arith.muli %gd, %bd : i64\n  %warps = arith.divui %threads, %lanes : i64\n";
   t += "  %width = arith.constant 32 : i32\n";
   t += "  %isFirst = arith.cmpi eq, %lane, %zero : i64\n";
   t += "  %second = arith.addi %lane, %lanes : i64\n";
+  t += "  %rows = arith.divui %m, %f" + last + " : i64\n";
   t += "  scf.for %i = %warp to %n step %warps : i64 {\n";
-  std::string base, first, inner;
+  std::string base, rowOff;
   t += offsetText("%i", "e", "s", "o", base);
-  t += offsetText("%lane", "f", "g", "l", first);
-  t += "    %o0 = arith.addi " + base + ", " + first + " : i64\n";
+  t += "    %o0 = arith.addi " + base + ", %lane : i64\n";
   t += "    %p0 = llvm.getelementptr %in0[%o0] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
   t += "    %v0 = llvm.load %p0 : !llvm.ptr -> " + ty + "\n";
-  t += "    %acc = scf.for %j = %second to %m step %lanes iter_args(%x = %v0) -> (" + ty + ") : i64 {\n";
-  t += offsetText("%j", "f", "g", "r", inner);
-  t += "      %off = arith.addi " + base + ", " + inner + " : i64\n";
-  t += "      %pj = llvm.getelementptr %in0[%off] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
-  t += "      %vj = llvm.load %pj : !llvm.ptr -> " + ty + "\n";
-  t += "      %y = \"t0.body\"(%x, %vj) : (" + ty + ", " + ty + ") -> " + ty + "\n";
-  t += "      scf.yield %y : " + ty + "\n";
+  // Row 0 after the lane's first element, then the other rows.
+  t += "    %acc0 = scf.for %k = %second to %f" + last + " step %lanes iter_args(%x = %v0) -> (" + ty + ") : i64 {\n";
+  t += "      %ok0 = arith.addi " + base + ", %k : i64\n";
+  t += "      %pk0 = llvm.getelementptr %in0[%ok0] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %vk0 = llvm.load %pk0 : !llvm.ptr -> " + ty + "\n";
+  t += "      %y0 = \"t0.body\"(%x, %vk0) : (" + ty + ", " + ty + ") -> " + ty + "\n";
+  t += "      scf.yield %y0 : " + ty + "\n";
+  t += "    }\n";
+  t += "    %acc = scf.for %r = %one to %rows step %one iter_args(%z = %acc0) -> (" + ty + ") : i64 {\n";
+  t += "      %rl = arith.muli %r, %f" + last + " : i64\n";
+  t += offsetText("%rl", "f", "g", "w", rowOff);
+  t += "      %rb = arith.addi " + base + ", " + rowOff + " : i64\n";
+  t += "      %row = scf.for %k = %lane to %f" + last + " step %lanes iter_args(%x = %z) -> (" + ty + ") : i64 {\n";
+  t += "        %ok = arith.addi %rb, %k : i64\n";
+  t += "        %pk = llvm.getelementptr %in0[%ok] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "        %vk = llvm.load %pk : !llvm.ptr -> " + ty + "\n";
+  t += "        %y = \"t0.body\"(%x, %vk) : (" + ty + ", " + ty + ") -> " + ty + "\n";
+  t += "        scf.yield %y : " + ty + "\n";
+  t += "      }\n";
+  t += "      scf.yield %row : " + ty + "\n";
   t += "    }\n";
   std::string acc = "%acc";
   for (int offset : {16, 8, 4, 2, 1}) {

@@ -31,10 +31,10 @@
 //   WarpReduce (CUDA only: SPIR-V has no fixed subgroup width; RankN only;
 //   f32 and i32, the shuffles' width) takes Reduce's parameters and is the
 //   same reduction with one warp of 32 lanes per output element (warps
-//   grid-stride over nOut): lane l folds elements l, l+32, ... in order,
-//   then a butterfly of xor-shuffles folds the lanes, and lane 0 stores. For
-//   reductions whose innermost reduced axis is contiguous, with m >= 32
-//   (every lane has an element): the lanes' loads coalesce.
+//   grid-stride over nOut): along the innermost reduced axis, which must be
+//   contiguous and at least 32 long, lane l folds elements l, l+32, ... of
+//   each row in order (so the lanes' loads coalesce), then a butterfly of
+//   xor-shuffles folds the lanes, and lane 0 stores.
 #pragma once
 
 #include <cstdint>

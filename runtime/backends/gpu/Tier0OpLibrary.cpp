@@ -200,9 +200,10 @@ void Tier0OpLibrary::reduce(core::OpKind op, const interp::Arg& in, core::AxisMa
   }
   KernelSpec s;
   // A warp per output where the lanes' loads coalesce (the innermost reduced
-  // axis contiguous) and every lane has an element; else a thread per output.
+  // axis contiguous) and every lane has an element of each of its rows; else
+  // a thread per output.
   const bool warp = hasWarpReductions() && (in.dtype == DType::f32 || in.dtype == DType::i32) && reduced > 0 &&
-                    redStride[reduced - 1] == 1 && m >= 32;
+                    redStride[reduced - 1] == 1 && redExtent[reduced - 1] >= 32;
   s.family = warp ? Family::WarpReduce : Family::Reduce;
   s.op = op;
   s.in = s.out = in.dtype;

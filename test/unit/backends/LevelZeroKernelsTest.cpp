@@ -5,6 +5,8 @@
 // OpenCL CPU runtime: kiln_level_zero_tests.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <cstdint>
@@ -63,9 +65,16 @@ TEST(LevelZeroKernels, EveryKernelOfTheListIsEmbeddedAsOneKernelEntryPoint) {
     EXPECT_EQ(entryPoints, 1) << k.entry;
   }
   ASSERT_FALSE(tier0::allKernels().empty());
-  for (const tier0::KernelSpec& s : tier0::allKernels())
+  size_t spirvKernels = 0;
+  for (const tier0::KernelSpec& s : tier0::allKernels()) {
+    if (s.family == tier0::Family::WarpReduce) {  // CUDA only (32-lane warps)
+      EXPECT_FALSE(embedded.count(s.entryName())) << s.entryName();
+      continue;
+    }
+    ++spirvKernels;
     EXPECT_TRUE(embedded.count(s.entryName())) << s.entryName() << " has no SPIR-V";
-  EXPECT_EQ(embedded.size(), tier0::allKernels().size());
+  }
+  EXPECT_EQ(embedded.size(), spirvKernels);
 }
 
 TEST(LevelZeroKernels, EveryModulePassesSpirvVal) {
@@ -95,7 +104,9 @@ TEST(LevelZeroKernels, EveryModulePassesSpirvVal) {
     std::remove(path.c_str());
     ++checked;
   }
-  EXPECT_EQ(checked, static_cast<int>(tier0::allKernels().size()));
+  EXPECT_EQ(checked, std::count_if(tier0::allKernels().begin(), tier0::allKernels().end(), [](const auto& s) {
+              return s.family != tier0::Family::WarpReduce;  // CUDA only
+            }));
   std::system(("rmdir " + dir).c_str());
 }
 
