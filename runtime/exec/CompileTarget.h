@@ -58,6 +58,9 @@ struct CompileTarget {
   /// kernel compiled for this target? NVPTX: yes, cuBLASLt; so they run
   /// between compiled regions (Regions.h), not inside them.
   bool runsMatmulsInLibrary() const { return kind == Kind::Nvptx; }
+  /// And reductions along a contiguous innermost axis? NVPTX: yes, with a
+  /// warp per output (the pipeline's loop nests give a thread per output).
+  bool runsRowReductionsInLibrary() const { return kind == Kind::Nvptx; }
   /// What compile() produces for this target.
   BinaryFormat format() const;
   /// "host-cpu", "nvptx sm_90 ptx80", "spirv".

@@ -78,6 +78,24 @@ std::vector<uint32_t> neededNodes(const std::vector<uint8_t>& needed) {
 RegionBoundaries::RegionBoundaries(Device device) {
   const std::optional<CompileTarget> target = hal::deviceContext(device).compileTarget();
   libraryMatmuls_ = target && target->runsMatmulsInLibrary();
+  libraryRowReductions_ = target && target->runsRowReductionsInLibrary();
+}
+
+bool RegionBoundaries::contains(const trace::Trace& trace, const trace::Node& n) const {
+  if (n.op == OpKind::Param) return false;
+  if (!core::opIsLowered(n.op)) return true;
+  if (libraryMatmuls_ && (n.op == OpKind::Matmul || n.op == OpKind::Conv2d)) return true;
+  if (libraryRowReductions_ && core::opCategory(n.op) == core::OpCategory::Reduce) {
+    // The library's warp kernels: f32 and i32 (half types reduce in f32).
+    const trace::Node& in = trace.nodes[trace.inputsOf(n)[0]];
+    const int last = in.shape.rank() - 1;
+    const bool warpType = in.dtype == DType::f32 || in.dtype == DType::i32 || in.dtype == DType::f16 ||
+                          in.dtype == DType::bf16;
+    if (!warpType || last < 0 || in.shape[last] < 32) return false;
+    for (int64_t a : trace.attrsOf(n))
+      if (a == last) return true;
+  }
+  return false;
 }
 
 RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_t>& ids,
@@ -116,7 +134,7 @@ RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_
     if (n.op == OpKind::Param) continue;
     const int32_t open = static_cast<int32_t>(plan.regions.size()) - 1;
     auto ins = trace.inputsOf(n);
-    if (boundaries.contains(n.op)) {
+    if (boundaries.contains(trace, n)) {
       // Closes the open region and runs alone, interpreted, after it and
       // the loose nodes before it (it may read either); what follows opens
       // a new region.

@@ -7,8 +7,8 @@
 // The rule, in recording order over the needed nodes:
 //  - Param nodes belong to no region (they are the trace's inputs).
 //  - A boundary node (RegionBoundaries below: a collective, which the
-//    compiler does not lower; on a device whose op library hands matmuls to
-//    a vendor BLAS, a matmul or conv2d) closes the open region and runs
+//    compiler does not lower; on a device whose op library runs them
+//    better, a matmul, conv2d or row reduction) closes the open region and runs
 //    alone, interpreted, between the region before it and the one after it:
 //    a trace with collectives runs as compiled regions around them, and a
 //    CUDA trace as fused kernels around cuBLASLt calls.
@@ -85,22 +85,22 @@ struct RegionPlan {
   double recurringWorkShare = 0;
 };
 
-/// The ops that run alone, interpreted, between compiled regions on one
+/// The nodes that run alone, interpreted, between compiled regions on one
 /// device (and so keep a trace that has them from compiling whole):
-/// collectives everywhere (the compiler does not lower them); matmul and
-/// conv2d where the device's compile target says its op library runs them
-/// best (CompileTarget::runsMatmulsInLibrary: cuBLASLt on CUDA, which a
-/// generated kernel does not match).
+/// collectives everywhere (the compiler does not lower them); where the
+/// device's compile target says its op library runs them better than a
+/// kernel compiled for it (CompileTarget.h: CUDA), matmul and conv2d
+/// (cuBLASLt) and reductions along a contiguous innermost axis of 32 or more
+/// (a warp per output; the GPU pipeline's loop nests give a thread per
+/// output, whose loads do not coalesce).
 class RegionBoundaries {
  public:
   explicit RegionBoundaries(Device device);
-  bool contains(core::OpKind op) const {
-    return op != core::OpKind::Param &&
-           (!core::opIsLowered(op) || (libraryMatmuls_ && (op == core::OpKind::Matmul || op == core::OpKind::Conv2d)));
-  }
+  bool contains(const trace::Trace& trace, const trace::Node& n) const;
 
  private:
   bool libraryMatmuls_ = false;
+  bool libraryRowReductions_ = false;
 };
 
 /// Needed node ids of `trace` in recording order (plan id -> trace node id).
