@@ -36,14 +36,15 @@ LIMIT=$((64 * 1024 * 1024))
 
 bins=("$BUILD/test/unit/kiln_backend_tests" "$BUILD/test/unit/kiln_cuda_tests" "$BUILD/test/unit/kiln_fuzz_tests"
       "$BUILD/test/unit/autograd/kiln_autograd_tests" "$BUILD/samples/train_digits" "$BUILD/bench/kiln_gpu_bench")
-for f in "${bins[@]}" "$BUILD/test/cuda_driver/libkiln_fake_cuda.so" samples/data/digits.csv.gz; do
+fakes=("$BUILD/test/cuda_driver/libkiln_fake_cuda.so" "$BUILD/test/cuda_driver/libkiln_fake_cublaslt.so")
+for f in "${bins[@]}" "${fakes[@]}" samples/data/digits.csv.gz; do
   [ -f "$f" ] || { echo "gpu-check: $f is missing; build first (scripts/build.sh)" >&2; exit 1; }
 done
 
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib"
 cp "${bins[@]}" "$OUT/bin/"
-cp "$BUILD/test/cuda_driver/libkiln_fake_cuda.so" "$OUT/lib/"
+cp "${fakes[@]}" "$OUT/lib/"
 cp samples/data/digits.csv.gz bench/gpu_peers.py bench/gpu_report.py "$OUT/"
 # Every shared library the binaries load, but the C library's own (those the
 # GPU machine has in a compatible version).
@@ -92,7 +93,7 @@ export KILN_CACHE=off
 fake=0
 if [ "${1:-}" = --fake ]; then
   fake=1
-  export KILN_CUDA_LIBRARY="$here/lib/libkiln_fake_cuda.so"
+  export KILN_CUDA_LIBRARY="$here/lib/libkiln_fake_cuda.so" KILN_CUBLASLT_LIBRARY="$here/lib/libkiln_fake_cublaslt.so"
   filter='-CudaNoDriver.*:CudaTest.KernelFault*:CudaTest.LostDevice*'
 else
   filter='-CudaNoDriver.*'

@@ -1180,4 +1180,13 @@ size_t kiln_fake_cuda_compiled_launches() { return global().compiledLaunches.loa
 
 size_t kiln_fake_cuda_ptxas_checked() { return global().ptxasChecked.load(); }
 
+int kiln_fake_cuda_enqueue_device_work(void* stream, void (*fn)(void*), void* data) {
+  if (CUresult r = enter("kiln_fake_cuda_enqueue_device_work"); r != CUDA_SUCCESS) return r;
+  Stream* s = streamOf(static_cast<CUstream>(stream));
+  if (!s || !fn) return CUDA_ERROR_INVALID_HANDLE;
+  Device* d = s->device;
+  s->enqueue([d, fn, data] { return onDevice(d, [&] { fn(data); }); });
+  return CUDA_SUCCESS;
+}
+
 }  // extern "C"

@@ -32,4 +32,8 @@ size_t kiln_fake_cuda_rejected_launches();
 size_t kiln_fake_cuda_compiled_launches();
 /// Compiled modules ptxas accepted (KILN_FAKE_CUDA_PTXAS).
 size_t kiln_fake_cuda_ptxas_checked();
+/// Enqueues fn(data) on `stream` to run in its order with device memory
+/// open, as a kernel does: how the fake cuBLASLt (FakeCublasLt.cpp) computes.
+/// `stream` is a CUstream; returns a CUresult.
+int kiln_fake_cuda_enqueue_device_work(void* stream, void (*fn)(void*), void* data);
 }

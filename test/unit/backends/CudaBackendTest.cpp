@@ -56,6 +56,18 @@ size_t calls(const char* name) { return fakeHook<size_t(const char*)>("kiln_fake
 size_t rejectedLaunches() { return fakeHook<size_t()>("kiln_fake_cuda_rejected_launches")(); }
 size_t compiledLaunches() { return fakeHook<size_t()>("kiln_fake_cuda_compiled_launches")(); }
 
+/// The fake cuBLASLt (test/cuda_driver/FakeCublasLt.cpp), when Kiln loaded it.
+void* fakeCublasLtHook() {
+  const char* path = std::getenv("KILN_CUBLASLT_LIBRARY");
+  void* handle = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  return handle ? dlsym(handle, "kiln_fake_cublaslt_matmuls") : nullptr;
+}
+bool fakeCublasLtLoaded() { return fakeCublasLtHook() != nullptr; }
+size_t fakeCublasLtMatmuls() {
+  void* hook = fakeCublasLtHook();
+  return hook ? reinterpret_cast<size_t (*)()>(hook)() : 0;
+}
+
 /// Holds the device's default stream until open(): work enqueued meanwhile
 /// has demonstrably not run.
 class StreamGate {
@@ -359,6 +371,7 @@ TEST_F(CudaTest, MatmulLayoutsBatchesAndTypesMatchTheCpu) {
       {"K = 0", [](const Tensor& x, const Tensor& y) { return matmul(slice(x, 3, 0, 0), slice(y, 2, 0, 0)); }},
       {"stepped rows", [](const Tensor& x, const Tensor& y) { return matmul(slice(x, 2, 0, 37, 3), y); }},
   };
+  const size_t blasBefore = fakeCublasLtMatmuls();
   for (const Case& c : cases) near(c.f(ag, bg), c.f(a, b), 1e-5, c.name);
   // Half types accumulate in f32 on both sides; f64 is exact to its own precision.
   for (DType t : {DType::f64, DType::bf16, DType::f16}) {
@@ -367,6 +380,14 @@ TEST_F(CudaTest, MatmulLayoutsBatchesAndTypesMatchTheCpu) {
     near(matmul(at.to(kCuda), bt.to(kCuda)), matmul(at, bt), tol, std::string(dtype_name(t)) + " rank-4 batch");
     near(matmul(transpose(bt.to(kCuda)), transpose(at.to(kCuda))), matmul(transpose(bt), transpose(at)), tol,
          std::string(dtype_name(t)) + " transposed views");
+  }
+  // With the fake cuBLASLt loaded (ctest's kiln_cuda_tests), the BLAS
+  // layouts went through it: 2 calls per case but K = 0, "permuted batch"
+  // one per outer index, 2 per dtype; KILN_CUBLASLT=0 runs them all on tier 0.
+  const char* off = std::getenv("KILN_CUBLASLT");
+  if (fakeCublasLtLoaded()) {
+    if (off && std::string(off) == "0") EXPECT_EQ(fakeCublasLtMatmuls(), blasBefore);
+    else EXPECT_GE(fakeCublasLtMatmuls() - blasBefore, cases.size() + 4);
   }
 }
 
