@@ -1,6 +1,7 @@
 #include "runtime/backends/cuda/CudaOpLibrary.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "kiln/error.h"
@@ -14,9 +15,18 @@ namespace kiln::hal::cuda {
 namespace {
 
 constexpr unsigned kBlockSize = 256;
-/// Kernels loop over the index space with a grid stride; more blocks than
-/// this add nothing.
-constexpr int64_t kMaxBlocks = int64_t{1} << 20;
+/// Kernels loop over the index space with a grid stride, so a launch needs
+/// no more blocks than keep every SM busy: this many per SM (resident
+/// blocks of 256 threads are at most 8 on sm_80/sm_90; more queue up as
+/// further waves). KILN_CUDA_BLOCKS_PER_SM overrides it (0: one block per
+/// 256 work items, however many).
+int64_t blocksPerSm() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("KILN_CUDA_BLOCKS_PER_SM");
+    return e && *e ? std::max<int64_t>(0, std::atoll(e)) : int64_t{32};
+  }();
+  return v;
+}
 
 const KernelImage* findImage(const std::string& entry, int sm) {
   auto images = embeddedKernelImages();
@@ -41,6 +51,11 @@ int pickImageSm(int deviceSm) {
 
 CudaOpLibrary::CudaOpLibrary(CudaDeviceHandle& device, CudaStream& stream, int smVersion)
     : Tier0OpLibrary(device.device), handle_(device), stream_(stream), imageSm_(pickImageSm(smVersion)) {
+  int sms = 0;
+  if (device.api->deviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device.cuDevice) ==
+          CUDA_SUCCESS &&
+      sms > 0 && blocksPerSm() > 0)
+    maxBlocks_ = sms * blocksPerSm();
   blas_ = std::make_unique<CublasLtMatmul>(device, stream);
 }
 
@@ -88,7 +103,7 @@ void CudaOpLibrary::dispatch(const std::string& entry, const std::vector<uint64_
   std::vector<uint64_t> copy = values;  // cuLaunchKernel takes pointers to each parameter
   std::vector<void*> params(copy.size());
   for (size_t i = 0; i < copy.size(); ++i) params[i] = &copy[i];
-  const auto blocks = static_cast<unsigned>(std::min(kMaxBlocks, (workItems + kBlockSize - 1) / kBlockSize));
+  const auto blocks = static_cast<unsigned>(std::min(maxBlocks_, (workItems + kBlockSize - 1) / kBlockSize));
   handle_.makeCurrent();
   handle_.check(handle_.api->launchKernel(f, blocks, 1, 1, kBlockSize, 1, 1, 0, stream_.handle(), params.data(),
                                           nullptr),

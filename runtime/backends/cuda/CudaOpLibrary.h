@@ -44,6 +44,9 @@ class CudaOpLibrary final : public Tier0OpLibrary {
   CudaDeviceHandle& handle_;
   CudaStream& stream_;
   int imageSm_ = 0;
+  /// Blocks per launch at most (CudaOpLibrary.cpp: blocksPerSm()); the
+  /// grid's x limit where the SM count is unknown.
+  int64_t maxBlocks_ = int64_t{1} << 20;
   std::mutex mutex_;
   std::unordered_map<std::string, CUfunction> functions_;
   std::vector<CUmodule> modules_;
