@@ -37,6 +37,7 @@ namespace {
 
 constexpr int64_t kBig = int64_t{1} << 24;
 constexpr int64_t kRows = 4096, kCols = 1024;
+constexpr int64_t kBigRows = 32768, kBigCols = 4096;  // issue 15's second softmax/layer_norm shape
 
 Tensor uniform(const Shape& shape, uint64_t seed, double lo, double hi, DType t = DType::f32) {
   Tensor x = rand(shape, seed, DType::f32, lo, hi);
@@ -71,7 +72,7 @@ struct Mlp {
 struct Workload {
   std::string name;
   std::function<void()> call;  // records one call's ops (no flush)
-  bool bigGemm = false;        // --fill skips it: the fake driver would compute it on the host, slowly
+  bool skipFill = false;       // --fill skips it: the fake driver would compute it on the host, slowly
 };
 
 std::vector<Workload> workloads() {
@@ -79,6 +80,7 @@ std::vector<Workload> workloads() {
   auto a = std::make_shared<Tensor>(uniform({kBig}, 2, -1, 1)), b = std::make_shared<Tensor>(uniform({kBig}, 3, -1, 1)),
        c = std::make_shared<Tensor>(uniform({kBig}, 4, -1, 1));
   auto rows = std::make_shared<Tensor>(uniform({kRows, kCols}, 5, -2, 2));
+  auto bigRows = std::make_shared<Tensor>(uniform({kBigRows, kBigCols}, 16, -2, 2));
   auto a1024 = std::make_shared<Tensor>(uniform({1024, 1024}, 6, -1, 1)),
        b1024 = std::make_shared<Tensor>(uniform({1024, 1024}, 7, -1, 1)),
        bias = std::make_shared<Tensor>(uniform({1024}, 8, -1, 1));
@@ -96,6 +98,8 @@ std::vector<Workload> workloads() {
       {"chain8", [=] { *out = tanh((*x * 1.5f + 0.5f) * sigmoid(*x)) + *x * *x; }},
       {"softmax", [=] { *out = softmax(*rows, -1); }},
       {"layernorm", [=] { *out = layer_norm(*rows); }},
+      {"softmax_32768x4096", [=] { *out = softmax(*bigRows, -1); }},
+      {"layernorm_32768x4096", [=] { *out = layer_norm(*bigRows); }},
       {"sgemm_1024", [=] { *out = matmul(*a1024, *b1024); }, true},
       {"sgemm_4096x4096x1024", [=] { *out = matmul(*a4096, *b4096); }, true},
       {"gemm_bf16_1024", [=] { *out = matmul(*h1024a, *h1024b); }, true},
@@ -140,7 +144,7 @@ int main(int argc, char** argv) try {
   bool first = true;
   for (const Workload& w : workloads()) {
     if (only != ",," && only.find("," + w.name + ",") == std::string::npos) continue;
-    if (fill && w.bigGemm) continue;
+    if (fill && w.skipFill) continue;
     auto once = [&] {
       w.call();
       kiln::step();

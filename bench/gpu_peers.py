@@ -9,6 +9,10 @@ program). Also measures the device's copy bandwidth (x.copy_ of a 256 MiB
 tensor), the yardstick of the elementwise goal (issue 14: tier-0 elementwise
 kernels at >= 0.7 of it).
 
+With --compiled, the fused workloads go through torch.compile (Inductor's
+Triton kernels: issue 15's bar); a workload that fails to compile is
+reported and left out.
+
 Writes one JSON object: {"system", "version", "device", "rows": {name:
 {"median_s", "samples_s"}}}. Runs on the GPU machine with only PyTorch.
 """
@@ -20,6 +24,7 @@ import time
 
 BIG = 1 << 24
 ROWS, COLS = 4096, 1024
+BIG_ROWS, BIG_COLS = 32768, 4096
 
 
 def time_cuda(torch, fn, reps, min_time):
@@ -43,7 +48,7 @@ def time_cuda(torch, fn, reps, min_time):
     return samples
 
 
-def workloads(torch):
+def workloads(torch, compiled=False):
     dev = torch.device("cuda:0")
     g = torch.Generator(device=dev).manual_seed(0)
 
@@ -53,6 +58,7 @@ def workloads(torch):
     x = uniform((BIG,), -2, 2)
     a, b, c = uniform((BIG,), -1, 1), uniform((BIG,), -1, 1), uniform((BIG,), -1, 1)
     rows = uniform((ROWS, COLS), -2, 2)
+    big_rows = uniform((BIG_ROWS, BIG_COLS), -2, 2)
     a1024, b1024, bias = uniform((1024, 1024), -1, 1), uniform((1024, 1024), -1, 1), uniform((1024,), -1, 1)
     a4096, b4096 = uniform((4096, 1024), -1, 1), uniform((1024, 4096), -1, 1)
     big_src = uniform((1 << 26,), -1, 1)
@@ -78,6 +84,8 @@ def workloads(torch):
         "chain8": lambda: torch.tanh((x * 1.5 + 0.5) * torch.sigmoid(x)) + x * x,
         "softmax": lambda: torch.softmax(rows, dim=1),
         "layernorm": lambda: torch.nn.functional.layer_norm(rows, (COLS,)),
+        "softmax_32768x4096": lambda: torch.softmax(big_rows, dim=1),
+        "layernorm_32768x4096": lambda: torch.nn.functional.layer_norm(big_rows, (BIG_COLS,)),
         "sgemm_1024": lambda: a1024 @ b1024,
         "sgemm_4096x4096x1024": lambda: a4096 @ b4096,
         "gemm_bf16_1024": lambda: h["a1024"] @ h["b1024"],
@@ -91,8 +99,28 @@ def workloads(torch):
                 return f()
         return run
 
+    if compiled:
+        # torch.compile (Inductor, Triton kernels) of the fused workloads,
+        # the bar of issue 15; the GEMMs and the copy stay eager calls.
+        chain = torch.compile(lambda v: torch.tanh((v * 1.5 + 0.5) * torch.sigmoid(v)) + v * v)
+        fma = torch.compile(lambda p, q, r: p * q + r)
+        sm = torch.compile(lambda v: torch.softmax(v, dim=1))
+        ln = torch.compile(lambda v: torch.nn.functional.layer_norm(v, (v.shape[1],)))
+        mbr = torch.compile(lambda p, q, r: torch.relu(p @ q + r))
+        nograd.update({
+            "fma": lambda: fma(a, b, c),
+            "chain8": lambda: chain(x),
+            "softmax": lambda: sm(rows),
+            "layernorm": lambda: ln(rows),
+            "softmax_32768x4096": lambda: sm(big_rows),
+            "layernorm_32768x4096": lambda: ln(big_rows),
+            "mm_bias_relu": lambda: mbr(a1024, b1024, bias),
+        })
+        for k in ("copy_256MiB", "sgemm_1024", "sgemm_4096x4096x1024", "gemm_bf16_1024", "gemm_bf16_4096x4096x1024"):
+            nograd.pop(k)
     out = {k: no_grad(f) for k, f in nograd.items()}
-    out["mlp_train_step"] = mlp
+    if not compiled:
+        out["mlp_train_step"] = mlp
     return out
 
 
@@ -101,6 +129,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--min-time", type=float, default=0.2)
+    ap.add_argument("--compiled", action="store_true", help="torch.compile the fused workloads (issue 15's bar)")
     args = ap.parse_args()
     import torch
     if not torch.cuda.is_available():
@@ -110,11 +139,15 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     rows = {}
-    for name, fn in workloads(torch).items():
-        samples = time_cuda(torch, fn, args.reps, args.min_time)
+    for name, fn in workloads(torch, args.compiled).items():
+        try:
+            samples = time_cuda(torch, fn, args.reps, args.min_time)
+        except Exception as e:  # noqa: BLE001 (torch.compile needs a working Triton toolchain)
+            print(f"torch {name}: failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            continue
         rows[name] = {"median_s": statistics.median(samples), "samples_s": samples}
-        print(f"torch {name}: {rows[name]['median_s'] * 1e6:.1f} us", flush=True)
-    result = {"system": "torch-eager", "version": torch.__version__, "cuda": torch.version.cuda,
+        print(f"torch{' compiled' if args.compiled else ''} {name}: {rows[name]['median_s'] * 1e6:.1f} us", flush=True)
+    result = {"system": "torch-compile" if args.compiled else "torch-eager", "version": torch.__version__, "cuda": torch.version.cuda,
               "device": torch.cuda.get_device_name(0), "rows": rows}
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)

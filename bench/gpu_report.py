@@ -23,7 +23,7 @@ FLOPS = {
     "gemm_bf16_4096x4096x1024": 2 * 4096 * 4096 * 1024,
     "mm_bias_relu": 2 * 1024 ** 3,
 }
-ORDER = ["fma", "chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "gemm_bf16_1024",
+ORDER = ["fma", "chain8", "softmax", "layernorm", "softmax_32768x4096", "layernorm_32768x4096", "sgemm_1024", "sgemm_4096x4096x1024", "gemm_bf16_1024",
          "gemm_bf16_4096x4096x1024", "mm_bias_relu", "mlp_train_step"]
 
 
@@ -42,20 +42,22 @@ def us(t):
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "results"
     torch, tier0, replay = load(d, "torch.json"), load(d, "kiln-tier0.json"), load(d, "kiln-replay.json")
+    inductor = load(d, "torch-compile.json")
     row = lambda r, k: (r or {}).get("rows", {}).get(k, {})  # noqa: E731
     out = []
     if torch:
         out.append(f"Device: {torch['device']}; PyTorch {torch['version']} (CUDA {torch['cuda']}), eager, "
                    "TF32 off.\n")
     out.append("| workload | PyTorch eager (us) | Kiln tier 0 (us) | tier 0 / PyTorch | Kiln compiled, replayed (us) "
-               "| compiled / PyTorch | compiled share |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|")
+               "| compiled / PyTorch | compiled share | torch.compile (us) | compiled / torch.compile |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for k in ORDER:
         t, a, c = row(torch, k).get("median_s"), row(tier0, k).get("median_s"), row(replay, k).get("median_s")
+        i = row(inductor, k).get("median_s")
         share = row(replay, k).get("compiled_share")
-        ratio = lambda x: f"{x / t:.2f}x" if x and t else "-"  # noqa: E731
+        ratio = lambda x, y=t: f"{x / y:.2f}x" if x and y else "-"  # noqa: E731
         out.append(f"| {k} | {us(t)} | {us(a)} | {ratio(a)} | {us(c)} | {ratio(c)} | "
-                   f"{'-' if share is None else f'{share:.2f}'} |")
+                   f"{'-' if share is None else f'{share:.2f}'} | {us(i)} | {ratio(c, i)} |")
     copy = row(torch, "copy_256MiB").get("median_s")
     out.append("")
     if copy:
