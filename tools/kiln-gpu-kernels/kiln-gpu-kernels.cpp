@@ -100,13 +100,15 @@ DType inputType(const KernelSpec &s, int i) {
 /// `prefix`'s coordinates of linear index `linear` over extents %<e>0..7,
 /// dotted with strides %<st>0..7: the text computing it, result in `result`.
 /// An axis of extent 1 (the padding of every lower-rank launch) skips its
-/// 64-bit division, a long instruction sequence on a GPU, behind a branch
-/// every thread takes the same way.
+/// division behind a branch every thread takes the same way; the others
+/// divide in 32 bits where index and extent fit (a GPU's 64-bit division
+/// is a long instruction sequence, its 32-bit one a few).
 std::string offsetText(const std::string &linear, const std::string &e, const std::string &st,
                        const std::string &tag, std::string &result) {
   std::string t, rest = linear;
   std::vector<std::string> coord(tier0::kRank);
   t += "      %" + tag + "zero = arith.constant 0 : i64\n      %" + tag + "unit = arith.constant 1 : i64\n";
+  t += "      %" + tag + "bits = arith.constant 32 : i64\n";
   for (int d = tier0::kRank - 1; d >= 0; --d) {
     const std::string ds = std::to_string(d);
     if (d == 0) {
@@ -117,9 +119,22 @@ std::string offsetText(const std::string &linear, const std::string &e, const st
     t += "      %" + tag + "one" + ds + " = arith.cmpi eq, " + ext + ", %" + tag + "unit : i64\n";
     t += "      " + c + ", " + q + " = scf.if %" + tag + "one" + ds + " -> (i64, i64) {\n";
     t += "        scf.yield %" + tag + "zero, " + rest + " : i64, i64\n      } else {\n";
-    t += "        %" + tag + "r" + ds + " = arith.remui " + rest + ", " + ext + " : i64\n";
-    t += "        %" + tag + "d" + ds + " = arith.divui " + rest + ", " + ext + " : i64\n";
-    t += "        scf.yield %" + tag + "r" + ds + ", %" + tag + "d" + ds + " : i64, i64\n      }\n";
+    const std::string p = "%" + tag + ds;  // this axis' names
+    t += "        " + p + "hi = arith.ori " + rest + ", " + ext + " : i64\n";
+    t += "        " + p + "top = arith.shrui " + p + "hi, %" + tag + "bits : i64\n";
+    t += "        " + p + "fits = arith.cmpi eq, " + p + "top, %" + tag + "zero : i64\n";
+    t += "        " + p + "r, " + p + "d = scf.if " + p + "fits -> (i64, i64) {\n";
+    t += "          " + p + "x = arith.trunci " + rest + " : i64 to i32\n";
+    t += "          " + p + "e = arith.trunci " + ext + " : i64 to i32\n";
+    t += "          " + p + "r32 = arith.remui " + p + "x, " + p + "e : i32\n";
+    t += "          " + p + "d32 = arith.divui " + p + "x, " + p + "e : i32\n";
+    t += "          " + p + "rw = arith.extui " + p + "r32 : i32 to i64\n";
+    t += "          " + p + "dw = arith.extui " + p + "d32 : i32 to i64\n";
+    t += "          scf.yield " + p + "rw, " + p + "dw : i64, i64\n        } else {\n";
+    t += "          " + p + "r64 = arith.remui " + rest + ", " + ext + " : i64\n";
+    t += "          " + p + "d64 = arith.divui " + rest + ", " + ext + " : i64\n";
+    t += "          scf.yield " + p + "r64, " + p + "d64 : i64, i64\n        }\n";
+    t += "        scf.yield " + p + "r, " + p + "d : i64, i64\n      }\n";
     coord[d] = c;
     rest = q;
   }
