@@ -153,11 +153,10 @@ std::string offsetText(const std::string &linear, const std::string &e, const st
   return t;
 }
 
-/// A reduction: each output element (grid-stride over nOut) folds its m
-/// input elements in order, starting from the first; the fold is a
-/// "t0.body"(accumulator, element) placeholder.
-std::string reduceText(const KernelSpec &s) {
-  const std::string name = s.entryName(), ty = storageType(s, s.in);
+/// The start of a Reduce or WarpReduce kernel (Tier0Kernels.h: their
+/// parameters): the module, the function, and the thread's global index
+/// %gtid, with %bd and %gd the block and grid sizes.
+std::string reduceKernelStart(const std::string &name) {
   std::string t = "gpu.module @" + name + " {\n";
   t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %n: i64";
   for (const char *p : {"e", "s"})
@@ -171,9 +170,18 @@ std::string reduceText(const KernelSpec &s) {
   t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
   t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
   t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
-  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += "  %bb = arith.muli %b, %bd : i64\n  %gtid = arith.addi %bb, %t : i64\n";
+  return t;
+}
+
+/// A reduction: each output element (grid-stride over nOut) folds its m
+/// input elements in order, starting from the first; the fold is a
+/// "t0.body"(accumulator, element) placeholder.
+std::string reduceText(const KernelSpec &s) {
+  const std::string name = s.entryName(), ty = storageType(s, s.in);
+  std::string t = reduceKernelStart(name);
   t += "  %step = arith.muli %gd, %bd : i64\n  %one = arith.constant 1 : i64\n";
-  t += "  scf.for %i = %first to %n step %step : i64 {\n";
+  t += "  scf.for %i = %gtid to %n step %step : i64 {\n";
   std::string base, inner;
   t += offsetText("%i", "e", "s", "o", base);
   t += "    %p0 = llvm.getelementptr %in0[" + base + "] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
@@ -202,20 +210,7 @@ std::string reduceText(const KernelSpec &s) {
 std::string warpReduceText(const KernelSpec &s) {
   const std::string name = s.entryName(), ty = storageType(s, s.in);
   const std::string last = std::to_string(tier0::kRank - 1);
-  std::string t = "gpu.module @" + name + " {\n";
-  t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %n: i64";
-  for (const char *p : {"e", "s"})
-    for (int d = 0; d < tier0::kRank; ++d)
-      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
-  t += ", %m: i64";
-  for (const char *p : {"f", "g"})
-    for (int d = 0; d < tier0::kRank; ++d)
-      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
-  t += ") kernel {\n";
-  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
-  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
-  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
-  t += "  %bb = arith.muli %b, %bd : i64\n  %gtid = arith.addi %bb, %t : i64\n";
+  std::string t = reduceKernelStart(name);
   t += "  %lanes = arith.constant 32 : i64\n  %zero = arith.constant 0 : i64\n  %one = arith.constant 1 : i64\n";
   t += "  %lane = arith.remui %gtid, %lanes : i64\n  %warp = arith.divui %gtid, %lanes : i64\n";
   t += "  %threads = arith.muli %gd, %bd : i64\n  %warps = arith.divui %threads, %lanes : i64\n";
