@@ -133,8 +133,9 @@ bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& need
   for (size_t i = 0; i < trace.nodes.size(); ++i) {
     const OpKind op = trace.nodes[i].op;
     if (needed[i] && boundaries.contains(trace, trace.nodes[i])) {
-      // Collectives call the communicator between kernels, a CUDA matmul
-      // cuBLASLt: the trace runs as compiled regions around them (Regions.h).
+      // Collectives call the communicator between kernels, CUDA matmuls and
+      // row reductions the device's library: the trace runs as compiled
+      // regions around them (Regions.h).
       *reason = "the trace has " + std::string(core::opName(op)) + ", which runs between compiled regions";
       return false;
     }
