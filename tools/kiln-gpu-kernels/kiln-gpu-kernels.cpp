@@ -97,16 +97,17 @@ DType inputType(const KernelSpec &s, int i) {
   return s.family == Family::Where && i == 0 ? DType::boolean : s.in;
 }
 
-/// `prefix`'s coordinates of linear index `linear` over extents %<e>0..7,
-/// dotted with strides %<st>0..7: the text computing it, result in `result`.
-/// An axis of extent 1 (the padding of every lower-rank launch) skips its
-/// division behind a branch every thread takes the same way; the others
-/// divide in 32 bits where index and extent fit (a GPU's 64-bit division
-/// is a long instruction sequence, its 32-bit one a few).
-std::string offsetText(const std::string &linear, const std::string &e, const std::string &st,
-                       const std::string &tag, std::string &result) {
+/// The coordinates of linear index `linear` over extents %<e>0..7, from the
+/// innermost axis out (the outermost takes the rest): the text computing
+/// them, their names in `coord`. An axis of extent 1 (the padding of every
+/// lower-rank launch) skips its division behind a branch every thread takes
+/// the same way; the others divide in 32 bits where index and extent fit (a
+/// GPU's 64-bit division is a long instruction sequence, its 32-bit one a
+/// few).
+std::string coordinatesText(const std::string &linear, const std::string &e, const std::string &tag,
+                            std::vector<std::string> &coord) {
   std::string t, rest = linear;
-  std::vector<std::string> coord(tier0::kRank);
+  coord.assign(tier0::kRank, "");
   t += "      %" + tag + "zero = arith.constant 0 : i64\n      %" + tag + "unit = arith.constant 1 : i64\n";
   t += "      %" + tag + "bits = arith.constant 32 : i64\n";
   for (int d = tier0::kRank - 1; d >= 0; --d) {
@@ -138,6 +139,16 @@ std::string offsetText(const std::string &linear, const std::string &e, const st
     coord[d] = c;
     rest = q;
   }
+  return t;
+}
+
+/// `prefix`'s coordinates of linear index `linear` over extents %<e>0..7
+/// (coordinatesText), dotted with strides %<st>0..7: the text computing it,
+/// result in `result`.
+std::string offsetText(const std::string &linear, const std::string &e, const std::string &st,
+                       const std::string &tag, std::string &result) {
+  std::vector<std::string> coord;
+  std::string t = coordinatesText(linear, e, tag, coord);
   std::string acc;
   for (int d = 0; d < tier0::kRank; ++d) {
     const std::string ds = std::to_string(d), term = "%" + tag + "m" + ds;
@@ -427,20 +438,9 @@ std::string kernelText(const KernelSpec &s) {
         offsets[o] = off;
       }
     } else {
-      // Coordinates from the innermost axis out; the outermost takes the rest.
-      std::string rest = "%i";
-      std::vector<std::string> coord(tier0::kRank);
-      for (int d = tier0::kRank - 1; d >= 0; --d) {
-        const std::string ds = std::to_string(d);
-        if (d == 0) {
-          coord[d] = rest;
-          break;
-        }
-        t += "    %c" + ds + " = arith.remui " + rest + ", %e" + ds + " : i64\n";
-        t += "    %q" + ds + " = arith.divui " + rest + ", %e" + ds + " : i64\n";
-        coord[d] = "%c" + ds;
-        rest = "%q" + ds;
-      }
+      // One set of coordinates, dotted with each operand's strides.
+      std::vector<std::string> coord;
+      t += coordinatesText("%i", "e", "x", coord);
       for (int o = first; o <= inputs; ++o) {
         std::string acc;
         for (int d = 0; d < tier0::kRank; ++d) {
