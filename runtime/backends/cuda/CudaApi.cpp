@@ -5,18 +5,14 @@
 #include <mutex>
 
 #include "kiln/error.h"
+#include "runtime/support/DynamicSymbols.h"
 #include "kiln/runtime.h"
 
 namespace kiln::hal::cuda {
 
 namespace {
 
-/// Resolves `symbol` into `slot`; records the first missing one.
-template <class F>
-void resolve(void* handle, F& slot, const char* symbol, std::string& missing) {
-  slot = reinterpret_cast<F>(dlsym(handle, symbol));
-  if (!slot && missing.empty()) missing = symbol;
-}
+using support::resolveSymbol;
 
 struct Loaded {
   CudaApi api;
@@ -39,44 +35,44 @@ Loaded load() {
   CudaApi& a = l.api;
   a.path = path;
   std::string missing;
-  resolve(handle, a.init, "cuInit", missing);
-  resolve(handle, a.driverGetVersion, "cuDriverGetVersion", missing);
-  resolve(handle, a.getErrorName, "cuGetErrorName", missing);
-  resolve(handle, a.getErrorString, "cuGetErrorString", missing);
-  resolve(handle, a.deviceGetCount, "cuDeviceGetCount", missing);
-  resolve(handle, a.deviceGet, "cuDeviceGet", missing);
-  resolve(handle, a.deviceGetName, "cuDeviceGetName", missing);
-  resolve(handle, a.deviceGetAttribute, "cuDeviceGetAttribute", missing);
-  resolve(handle, a.deviceTotalMem, "cuDeviceTotalMem_v2", missing);
-  resolve(handle, a.devicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", missing);
-  resolve(handle, a.devicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", missing);
-  resolve(handle, a.ctxSetCurrent, "cuCtxSetCurrent", missing);
-  resolve(handle, a.ctxSynchronize, "cuCtxSynchronize", missing);
-  resolve(handle, a.streamCreate, "cuStreamCreate", missing);
-  resolve(handle, a.streamDestroy, "cuStreamDestroy_v2", missing);
-  resolve(handle, a.streamSynchronize, "cuStreamSynchronize", missing);
-  resolve(handle, a.streamWaitEvent, "cuStreamWaitEvent", missing);
-  resolve(handle, a.launchHostFunc, "cuLaunchHostFunc", missing);
-  resolve(handle, a.eventCreate, "cuEventCreate", missing);
-  resolve(handle, a.eventDestroy, "cuEventDestroy_v2", missing);
-  resolve(handle, a.eventRecord, "cuEventRecord", missing);
-  resolve(handle, a.eventQuery, "cuEventQuery", missing);
-  resolve(handle, a.eventSynchronize, "cuEventSynchronize", missing);
-  resolve(handle, a.memAlloc, "cuMemAlloc_v2", missing);
-  resolve(handle, a.memFree, "cuMemFree_v2", missing);
-  resolve(handle, a.memGetInfo, "cuMemGetInfo_v2", missing);
-  resolve(handle, a.memHostAlloc, "cuMemHostAlloc", missing);
-  resolve(handle, a.memFreeHost, "cuMemFreeHost", missing);
-  resolve(handle, a.memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", missing);
-  resolve(handle, a.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", missing);
-  resolve(handle, a.memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", missing);
-  resolve(handle, a.memsetD8Async, "cuMemsetD8Async", missing);
-  resolve(handle, a.memsetD32Async, "cuMemsetD32Async", missing);
-  resolve(handle, a.pointerGetAttribute, "cuPointerGetAttribute", missing);
-  resolve(handle, a.moduleLoadData, "cuModuleLoadData", missing);
-  resolve(handle, a.moduleUnload, "cuModuleUnload", missing);
-  resolve(handle, a.moduleGetFunction, "cuModuleGetFunction", missing);
-  resolve(handle, a.launchKernel, "cuLaunchKernel", missing);
+  resolveSymbol(handle, a.init, "cuInit", missing);
+  resolveSymbol(handle, a.driverGetVersion, "cuDriverGetVersion", missing);
+  resolveSymbol(handle, a.getErrorName, "cuGetErrorName", missing);
+  resolveSymbol(handle, a.getErrorString, "cuGetErrorString", missing);
+  resolveSymbol(handle, a.deviceGetCount, "cuDeviceGetCount", missing);
+  resolveSymbol(handle, a.deviceGet, "cuDeviceGet", missing);
+  resolveSymbol(handle, a.deviceGetName, "cuDeviceGetName", missing);
+  resolveSymbol(handle, a.deviceGetAttribute, "cuDeviceGetAttribute", missing);
+  resolveSymbol(handle, a.deviceTotalMem, "cuDeviceTotalMem_v2", missing);
+  resolveSymbol(handle, a.devicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", missing);
+  resolveSymbol(handle, a.devicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", missing);
+  resolveSymbol(handle, a.ctxSetCurrent, "cuCtxSetCurrent", missing);
+  resolveSymbol(handle, a.ctxSynchronize, "cuCtxSynchronize", missing);
+  resolveSymbol(handle, a.streamCreate, "cuStreamCreate", missing);
+  resolveSymbol(handle, a.streamDestroy, "cuStreamDestroy_v2", missing);
+  resolveSymbol(handle, a.streamSynchronize, "cuStreamSynchronize", missing);
+  resolveSymbol(handle, a.streamWaitEvent, "cuStreamWaitEvent", missing);
+  resolveSymbol(handle, a.launchHostFunc, "cuLaunchHostFunc", missing);
+  resolveSymbol(handle, a.eventCreate, "cuEventCreate", missing);
+  resolveSymbol(handle, a.eventDestroy, "cuEventDestroy_v2", missing);
+  resolveSymbol(handle, a.eventRecord, "cuEventRecord", missing);
+  resolveSymbol(handle, a.eventQuery, "cuEventQuery", missing);
+  resolveSymbol(handle, a.eventSynchronize, "cuEventSynchronize", missing);
+  resolveSymbol(handle, a.memAlloc, "cuMemAlloc_v2", missing);
+  resolveSymbol(handle, a.memFree, "cuMemFree_v2", missing);
+  resolveSymbol(handle, a.memGetInfo, "cuMemGetInfo_v2", missing);
+  resolveSymbol(handle, a.memHostAlloc, "cuMemHostAlloc", missing);
+  resolveSymbol(handle, a.memFreeHost, "cuMemFreeHost", missing);
+  resolveSymbol(handle, a.memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", missing);
+  resolveSymbol(handle, a.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", missing);
+  resolveSymbol(handle, a.memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", missing);
+  resolveSymbol(handle, a.memsetD8Async, "cuMemsetD8Async", missing);
+  resolveSymbol(handle, a.memsetD32Async, "cuMemsetD32Async", missing);
+  resolveSymbol(handle, a.pointerGetAttribute, "cuPointerGetAttribute", missing);
+  resolveSymbol(handle, a.moduleLoadData, "cuModuleLoadData", missing);
+  resolveSymbol(handle, a.moduleUnload, "cuModuleUnload", missing);
+  resolveSymbol(handle, a.moduleGetFunction, "cuModuleGetFunction", missing);
+  resolveSymbol(handle, a.launchKernel, "cuLaunchKernel", missing);
   if (!missing.empty()) {
     l.why = path + " has no " + missing + ": the CUDA driver is too old for Kiln (or KILN_CUDA_LIBRARY names "
             "another library)";

@@ -5,16 +5,13 @@
 #include <cstdio>
 
 #include "kiln/runtime.h"
+#include "runtime/support/DynamicSymbols.h"
 
 namespace kiln::hal::level_zero {
 
 namespace {
 
-template <class F>
-void resolve(void* handle, F& slot, const char* symbol, std::string& missing) {
-  slot = reinterpret_cast<F>(dlsym(handle, symbol));
-  if (!slot && missing.empty()) missing = symbol;
-}
+using support::resolveSymbol;
 
 struct Loaded {
   ZeApi api;
@@ -37,41 +34,41 @@ Loaded load() {
   ZeApi& a = l.api;
   a.path = path;
   std::string missing;
-  resolve(handle, a.init, "zeInit", missing);
-  resolve(handle, a.driverGet, "zeDriverGet", missing);
-  resolve(handle, a.driverGetProperties, "zeDriverGetProperties", missing);
-  resolve(handle, a.deviceGet, "zeDeviceGet", missing);
-  resolve(handle, a.deviceGetProperties, "zeDeviceGetProperties", missing);
-  resolve(handle, a.deviceGetMemoryProperties, "zeDeviceGetMemoryProperties", missing);
-  resolve(handle, a.deviceGetModuleProperties, "zeDeviceGetModuleProperties", missing);
-  resolve(handle, a.contextCreate, "zeContextCreate", missing);
-  resolve(handle, a.contextDestroy, "zeContextDestroy", missing);
-  resolve(handle, a.commandListCreateImmediate, "zeCommandListCreateImmediate", missing);
-  resolve(handle, a.commandListDestroy, "zeCommandListDestroy", missing);
-  resolve(handle, a.commandListAppendMemoryCopy, "zeCommandListAppendMemoryCopy", missing);
-  resolve(handle, a.commandListAppendMemoryFill, "zeCommandListAppendMemoryFill", missing);
-  resolve(handle, a.commandListAppendLaunchKernel, "zeCommandListAppendLaunchKernel", missing);
-  resolve(handle, a.commandListAppendSignalEvent, "zeCommandListAppendSignalEvent", missing);
-  resolve(handle, a.commandListAppendWaitOnEvents, "zeCommandListAppendWaitOnEvents", missing);
-  resolve(handle, a.eventPoolCreate, "zeEventPoolCreate", missing);
-  resolve(handle, a.eventPoolDestroy, "zeEventPoolDestroy", missing);
-  resolve(handle, a.eventCreate, "zeEventCreate", missing);
-  resolve(handle, a.eventDestroy, "zeEventDestroy", missing);
-  resolve(handle, a.eventHostSignal, "zeEventHostSignal", missing);
-  resolve(handle, a.eventHostSynchronize, "zeEventHostSynchronize", missing);
-  resolve(handle, a.eventQueryStatus, "zeEventQueryStatus", missing);
-  resolve(handle, a.eventHostReset, "zeEventHostReset", missing);
-  resolve(handle, a.memAllocDevice, "zeMemAllocDevice", missing);
-  resolve(handle, a.memFree, "zeMemFree", missing);
-  resolve(handle, a.memGetAllocProperties, "zeMemGetAllocProperties", missing);
-  resolve(handle, a.moduleCreate, "zeModuleCreate", missing);
-  resolve(handle, a.moduleDestroy, "zeModuleDestroy", missing);
-  resolve(handle, a.moduleBuildLogGetString, "zeModuleBuildLogGetString", missing);
-  resolve(handle, a.moduleBuildLogDestroy, "zeModuleBuildLogDestroy", missing);
-  resolve(handle, a.kernelCreate, "zeKernelCreate", missing);
-  resolve(handle, a.kernelDestroy, "zeKernelDestroy", missing);
-  resolve(handle, a.kernelSetGroupSize, "zeKernelSetGroupSize", missing);
-  resolve(handle, a.kernelSetArgumentValue, "zeKernelSetArgumentValue", missing);
+  resolveSymbol(handle, a.init, "zeInit", missing);
+  resolveSymbol(handle, a.driverGet, "zeDriverGet", missing);
+  resolveSymbol(handle, a.driverGetProperties, "zeDriverGetProperties", missing);
+  resolveSymbol(handle, a.deviceGet, "zeDeviceGet", missing);
+  resolveSymbol(handle, a.deviceGetProperties, "zeDeviceGetProperties", missing);
+  resolveSymbol(handle, a.deviceGetMemoryProperties, "zeDeviceGetMemoryProperties", missing);
+  resolveSymbol(handle, a.deviceGetModuleProperties, "zeDeviceGetModuleProperties", missing);
+  resolveSymbol(handle, a.contextCreate, "zeContextCreate", missing);
+  resolveSymbol(handle, a.contextDestroy, "zeContextDestroy", missing);
+  resolveSymbol(handle, a.commandListCreateImmediate, "zeCommandListCreateImmediate", missing);
+  resolveSymbol(handle, a.commandListDestroy, "zeCommandListDestroy", missing);
+  resolveSymbol(handle, a.commandListAppendMemoryCopy, "zeCommandListAppendMemoryCopy", missing);
+  resolveSymbol(handle, a.commandListAppendMemoryFill, "zeCommandListAppendMemoryFill", missing);
+  resolveSymbol(handle, a.commandListAppendLaunchKernel, "zeCommandListAppendLaunchKernel", missing);
+  resolveSymbol(handle, a.commandListAppendSignalEvent, "zeCommandListAppendSignalEvent", missing);
+  resolveSymbol(handle, a.commandListAppendWaitOnEvents, "zeCommandListAppendWaitOnEvents", missing);
+  resolveSymbol(handle, a.eventPoolCreate, "zeEventPoolCreate", missing);
+  resolveSymbol(handle, a.eventPoolDestroy, "zeEventPoolDestroy", missing);
+  resolveSymbol(handle, a.eventCreate, "zeEventCreate", missing);
+  resolveSymbol(handle, a.eventDestroy, "zeEventDestroy", missing);
+  resolveSymbol(handle, a.eventHostSignal, "zeEventHostSignal", missing);
+  resolveSymbol(handle, a.eventHostSynchronize, "zeEventHostSynchronize", missing);
+  resolveSymbol(handle, a.eventQueryStatus, "zeEventQueryStatus", missing);
+  resolveSymbol(handle, a.eventHostReset, "zeEventHostReset", missing);
+  resolveSymbol(handle, a.memAllocDevice, "zeMemAllocDevice", missing);
+  resolveSymbol(handle, a.memFree, "zeMemFree", missing);
+  resolveSymbol(handle, a.memGetAllocProperties, "zeMemGetAllocProperties", missing);
+  resolveSymbol(handle, a.moduleCreate, "zeModuleCreate", missing);
+  resolveSymbol(handle, a.moduleDestroy, "zeModuleDestroy", missing);
+  resolveSymbol(handle, a.moduleBuildLogGetString, "zeModuleBuildLogGetString", missing);
+  resolveSymbol(handle, a.moduleBuildLogDestroy, "zeModuleBuildLogDestroy", missing);
+  resolveSymbol(handle, a.kernelCreate, "zeKernelCreate", missing);
+  resolveSymbol(handle, a.kernelDestroy, "zeKernelDestroy", missing);
+  resolveSymbol(handle, a.kernelSetGroupSize, "zeKernelSetGroupSize", missing);
+  resolveSymbol(handle, a.kernelSetArgumentValue, "zeKernelSetArgumentValue", missing);
   if (!missing.empty()) {
     l.why = path + " has no " + missing + ": the Level Zero loader is too old for Kiln (or "
             "KILN_LEVEL_ZERO_LIBRARY names another library)";
