@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "runtime/support/DynamicSymbols.h"
 #include "runtime/backends/cuda/CudaStream.h"
 
 namespace kiln::hal::cuda {
@@ -33,11 +35,7 @@ struct LtApi {
   std::string path;
 };
 
-template <class F>
-void resolve(void* handle, F& slot, const char* symbol, std::string& missing) {
-  slot = reinterpret_cast<F>(dlsym(handle, symbol));
-  if (!slot && missing.empty()) missing = symbol;
-}
+using support::resolveSymbol;
 
 /// The table, opened once per process; null with the reason in *why.
 const LtApi* loadLtApi(const std::string& driverPath, std::string* why) {
@@ -76,16 +74,16 @@ const LtApi* loadLtApi(const std::string& driverPath, std::string* why) {
       return;
     }
     std::string missing;
-    resolve(handle, api.create, "cublasLtCreate", missing);
-    resolve(handle, api.descCreate, "cublasLtMatmulDescCreate", missing);
-    resolve(handle, api.descSet, "cublasLtMatmulDescSetAttribute", missing);
-    resolve(handle, api.layoutCreate, "cublasLtMatrixLayoutCreate", missing);
-    resolve(handle, api.layoutSet, "cublasLtMatrixLayoutSetAttribute", missing);
-    resolve(handle, api.prefCreate, "cublasLtMatmulPreferenceCreate", missing);
-    resolve(handle, api.prefDestroy, "cublasLtMatmulPreferenceDestroy", missing);
-    resolve(handle, api.prefSet, "cublasLtMatmulPreferenceSetAttribute", missing);
-    resolve(handle, api.heuristic, "cublasLtMatmulAlgoGetHeuristic", missing);
-    resolve(handle, api.matmul, "cublasLtMatmul", missing);
+    resolveSymbol(handle, api.create, "cublasLtCreate", missing);
+    resolveSymbol(handle, api.descCreate, "cublasLtMatmulDescCreate", missing);
+    resolveSymbol(handle, api.descSet, "cublasLtMatmulDescSetAttribute", missing);
+    resolveSymbol(handle, api.layoutCreate, "cublasLtMatrixLayoutCreate", missing);
+    resolveSymbol(handle, api.layoutSet, "cublasLtMatrixLayoutSetAttribute", missing);
+    resolveSymbol(handle, api.prefCreate, "cublasLtMatmulPreferenceCreate", missing);
+    resolveSymbol(handle, api.prefDestroy, "cublasLtMatmulPreferenceDestroy", missing);
+    resolveSymbol(handle, api.prefSet, "cublasLtMatmulPreferenceSetAttribute", missing);
+    resolveSymbol(handle, api.heuristic, "cublasLtMatmulAlgoGetHeuristic", missing);
+    resolveSymbol(handle, api.matmul, "cublasLtMatmul", missing);
     if (!missing.empty()) {
       reason = api.path + " lacks " + missing;
       return;
@@ -125,6 +123,21 @@ struct BatchAxis {
   int64_t size, a, b, out;
 };
 
+/// What a plan depends on: dtype, m, n, k, each operand's leading
+/// dimension and transpose, the strided batch (count and steps) and the
+/// three alignments.
+using PlanKey = std::array<int64_t, 15>;
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& key) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
+    for (int64_t v : key) {
+      h ^= static_cast<uint64_t>(v);
+      h *= 1099511628211ull;
+    }
+    return static_cast<size_t>(h);
+  }
+};
+
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's recommendation for Hopper
 
 }  // namespace
@@ -147,7 +160,7 @@ struct CublasLtMatmul::State {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  std::unordered_map<std::string, Plan> plans;
+  std::unordered_map<PlanKey, Plan, PlanKeyHash> plans;
 
   State(CudaDeviceHandle& d, CudaStream& s) : device(d), stream(s) {}
 
@@ -166,9 +179,12 @@ struct CublasLtMatmul::State {
     return true;
   }
 
-  void check(cublasStatus_t s, const char* what, const std::string& shapes) const {
+  /// Throws naming the device, the operands (`shapes()`, built only then)
+  /// and the call, unless `s` is success.
+  template <class Shapes>
+  void check(cublasStatus_t s, const char* what, const Shapes& shapes) const {
     if (s != CUBLAS_STATUS_SUCCESS)
-      throw Error(device.device.str() + ": matmul " + shapes + ": " + what + " failed (cuBLAS status " +
+      throw Error(device.device.str() + ": matmul " + shapes() + ": " + what + " failed (cuBLAS status " +
                   std::to_string(static_cast<int>(s)) + ", from " + api->path + ")");
   }
 };
@@ -249,54 +265,51 @@ bool CublasLtMatmul::run(const interp::Arg& a, const interp::Arg& b, const Shape
   State& s = *state_;
   if (!s.ready()) return false;
   const size_t elem = dtype_size(a.dtype);
-  // Pointer alignment over every call of the loop, for the heuristic.
-  std::vector<uint64_t> aOffsets = {reinterpret_cast<uintptr_t>(a.data), inner.a * elem},
-                        bOffsets = {reinterpret_cast<uintptr_t>(b.data), inner.b * elem},
-                        dOffsets = {reinterpret_cast<uintptr_t>(out), inner.out * elem};
+  // Pointer alignment over every call of the loop, for the heuristic: the
+  // largest power of two (at most 256) dividing each base and batch step.
+  uint64_t aBits = 256 | reinterpret_cast<uintptr_t>(a.data) | inner.a * elem,
+           bBits = 256 | reinterpret_cast<uintptr_t>(b.data) | inner.b * elem,
+           dBits = 256 | reinterpret_cast<uintptr_t>(out) | inner.out * elem;
   for (const BatchAxis& ax : axes) {
-    aOffsets.push_back(ax.a * elem);
-    bOffsets.push_back(ax.b * elem);
-    dOffsets.push_back(ax.out * elem);
+    aBits |= ax.a * elem;
+    bBits |= ax.b * elem;
+    dBits |= ax.out * elem;
   }
-  auto alignOf = [](const std::vector<uint64_t>& v) {
-    uint64_t bits = 256;
-    for (uint64_t x : v) bits |= x;
-    return static_cast<uint32_t>(bits & (~bits + 1));
-  };
-  const uint32_t alignA = alignOf(aOffsets), alignB = alignOf(bOffsets), alignD = alignOf(dOffsets);
+  auto lowestBit = [](uint64_t bits) { return static_cast<uint32_t>(bits & (~bits + 1)); };
+  const uint32_t alignA = lowestBit(aBits), alignB = lowestBit(bBits), alignD = lowestBit(dBits);
 
-  std::ostringstream shapes;
-  shapes << "[" << m << "x" << k << "] x [" << k << "x" << n << "] " << dtype_name(a.dtype);
-  std::ostringstream keyText;
-  keyText << static_cast<int>(a.dtype) << ' ' << m << ' ' << n << ' ' << k << ' ' << first->ld << ' '
-          << first->transpose << ' ' << second->ld << ' ' << second->transpose << ' ' << inner.size << ' '
-          << inner.a << ' ' << inner.b << ' ' << inner.out << ' ' << alignA << ' ' << alignB << ' ' << alignD;
-  const std::string key = keyText.str();
+  auto shapes = [&] {  // for messages only
+    std::ostringstream text;
+    text << "[" << m << "x" << k << "] x [" << k << "x" << n << "] " << dtype_name(a.dtype);
+    return text.str();
+  };
+  const PlanKey key = {static_cast<int64_t>(a.dtype), m, n, k, first->ld, first->transpose, second->ld,
+                       second->transpose, inner.size, inner.a, inner.b, inner.out, alignA, alignB, alignD};
   auto it = s.plans.find(key);
   if (it == s.plans.end()) {
     State::Plan p;
     const LtApi& api = *s.api;
-    s.check(api.descCreate(&p.desc, compute, scale), "cublasLtMatmulDescCreate", shapes.str());
+    s.check(api.descCreate(&p.desc, compute, scale), "cublasLtMatmulDescCreate", shapes);
     const cublasOperation_t opA = first->transpose ? CUBLAS_OP_T : CUBLAS_OP_N,
                             opB = second->transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
-    s.check(api.descSet(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA), "set TRANSA", shapes.str());
-    s.check(api.descSet(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB), "set TRANSB", shapes.str());
+    s.check(api.descSet(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA), "set TRANSA", shapes);
+    s.check(api.descSet(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB), "set TRANSB", shapes);
     auto layout = [&](cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t ld, int64_t batchStride) {
       s.check(api.layoutCreate(l, data, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
-              "cublasLtMatrixLayoutCreate", shapes.str());
+              "cublasLtMatrixLayoutCreate", shapes);
       if (inner.size > 1) {
         const int32_t count = static_cast<int32_t>(inner.size);
         s.check(api.layoutSet(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count), "set BATCH_COUNT",
-                shapes.str());
+                shapes);
         s.check(api.layoutSet(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batchStride, sizeof batchStride),
-                "set STRIDED_BATCH_OFFSET", shapes.str());
+                "set STRIDED_BATCH_OFFSET", shapes);
       }
     };
     layout(&p.a, first->rows, first->cols, first->ld, inner.b);
     layout(&p.b, second->rows, second->cols, second->ld, inner.a);
     layout(&p.d, n, m, n, inner.out);
     cublasLtMatmulPreference_t pref = nullptr;
-    s.check(api.prefCreate(&pref), "cublasLtMatmulPreferenceCreate", shapes.str());
+    s.check(api.prefCreate(&pref), "cublasLtMatmulPreferenceCreate", shapes);
     const uint64_t workspace = kWorkspaceBytes;
     api.prefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
     // cuBLAS's A is Kiln's b and its B Kiln's a.
@@ -335,7 +348,7 @@ bool CublasLtMatmul::run(const interp::Arg& a, const interp::Arg& b, const Shape
                           a.data + offA * static_cast<int64_t>(elem), p.b, beta, d, p.d, d, p.d, &p.algo,
                           reinterpret_cast<void*>(s.workspace), kWorkspaceBytes,
                           reinterpret_cast<cudaStream_t>(s.stream.handle())),
-            "cublasLtMatmul", shapes.str());
+            "cublasLtMatmul", shapes);
     ++s.device.launches;
     size_t i = axes.size();
     while (i > 0 && ++index[i - 1] == axes[i - 1].size) index[--i] = 0;
