@@ -164,6 +164,17 @@ std::string offsetText(const std::string &linear, const std::string &e, const st
   return t;
 }
 
+/// Loads the element of %in0 at `offset` and folds it into `acc` with the
+/// "t0.body" placeholder: the text, result `%<tag>y`.
+std::string loadAndFoldText(const std::string &indent, const std::string &offset, const std::string &acc,
+                            const std::string &ty, const std::string &tag) {
+  const std::string p = "%" + tag + "p", v = "%" + tag + "v";
+  std::string t = indent + p + " = llvm.getelementptr %in0[" + offset + "] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += indent + v + " = llvm.load " + p + " : !llvm.ptr -> " + ty + "\n";
+  t += indent + "%" + tag + "y = \"t0.body\"(" + acc + ", " + v + ") : (" + ty + ", " + ty + ") -> " + ty + "\n";
+  return t;
+}
+
 /// The start of a Reduce or WarpReduce kernel (Tier0Kernels.h: their
 /// parameters): the module, the function, and the thread's global index
 /// %gtid, with %bd and %gd the block and grid sizes.
@@ -200,10 +211,8 @@ std::string reduceText(const KernelSpec &s) {
   t += "    %acc = scf.for %j = %one to %m step %one iter_args(%x = %v0) -> (" + ty + ") : i64 {\n";
   t += offsetText("%j", "f", "g", "r", inner);
   t += "      %off = arith.addi " + base + ", " + inner + " : i64\n";
-  t += "      %pj = llvm.getelementptr %in0[%off] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
-  t += "      %vj = llvm.load %pj : !llvm.ptr -> " + ty + "\n";
-  t += "      %y = \"t0.body\"(%x, %vj) : (" + ty + ", " + ty + ") -> " + ty + "\n";
-  t += "      scf.yield %y : " + ty + "\n";
+  t += loadAndFoldText("      ", "%off", "%x", ty, "j");
+  t += "      scf.yield %jy : " + ty + "\n";
   t += "    }\n";
   t += "    %po = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
   t += "    llvm.store %acc, %po : " + ty + ", !llvm.ptr\n";
@@ -238,10 +247,8 @@ std::string warpReduceText(const KernelSpec &s) {
   // Row 0 after the lane's first element, then the other rows.
   t += "    %acc0 = scf.for %k = %second to %f" + last + " step %lanes iter_args(%x = %v0) -> (" + ty + ") : i64 {\n";
   t += "      %ok0 = arith.addi " + base + ", %k : i64\n";
-  t += "      %pk0 = llvm.getelementptr %in0[%ok0] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
-  t += "      %vk0 = llvm.load %pk0 : !llvm.ptr -> " + ty + "\n";
-  t += "      %y0 = \"t0.body\"(%x, %vk0) : (" + ty + ", " + ty + ") -> " + ty + "\n";
-  t += "      scf.yield %y0 : " + ty + "\n";
+  t += loadAndFoldText("      ", "%ok0", "%x", ty, "f");
+  t += "      scf.yield %fy : " + ty + "\n";
   t += "    }\n";
   t += "    %acc = scf.for %r = %one to %rows step %one iter_args(%z = %acc0) -> (" + ty + ") : i64 {\n";
   t += "      %rl = arith.muli %r, %f" + last + " : i64\n";
@@ -249,10 +256,8 @@ std::string warpReduceText(const KernelSpec &s) {
   t += "      %rb = arith.addi " + base + ", " + rowOff + " : i64\n";
   t += "      %row = scf.for %k = %lane to %f" + last + " step %lanes iter_args(%x = %z) -> (" + ty + ") : i64 {\n";
   t += "        %ok = arith.addi %rb, %k : i64\n";
-  t += "        %pk = llvm.getelementptr %in0[%ok] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
-  t += "        %vk = llvm.load %pk : !llvm.ptr -> " + ty + "\n";
-  t += "        %y = \"t0.body\"(%x, %vk) : (" + ty + ", " + ty + ") -> " + ty + "\n";
-  t += "        scf.yield %y : " + ty + "\n";
+  t += loadAndFoldText("        ", "%ok", "%x", ty, "k");
+  t += "        scf.yield %ky : " + ty + "\n";
   t += "      }\n";
   t += "      scf.yield %row : " + ty + "\n";
   t += "    }\n";
