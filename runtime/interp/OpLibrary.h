@@ -55,6 +55,9 @@ class OpLibrary {
   /// Returns false, enqueuing nothing, where the library has no such kernel
   /// for these operands: the interpreter then widens them to f32.
   virtual bool matmulHalf(const Arg& a, const Arg& b, const Shape& outShape, char* out) { return false; }
+  /// Has matmulHalf() a kernel at all? (If not, the interpreter does not
+  /// allocate a half output to offer it.)
+  virtual bool hasMatmulHalf() const { return false; }
   virtual void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) = 0;
   /// Indices are range-checked before these are called (the interpreter
   /// reads them on the host first when the device is not host-accessible).
