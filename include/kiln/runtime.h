@@ -31,6 +31,9 @@ struct Stats {
   uint64_t flushes_cross_thread = 0; ///< flushes caused by another thread
   uint64_t compiles = 0;           ///< traces compiled successfully
   uint64_t compile_failures = 0;   ///< traces the compiler rejected (run interpreted)
+  /// Background trace compiles given a core of their own because they pay
+  /// back soon (TieringPolicy: CompilePriority::Urgent), at once or later.
+  uint64_t urgent_compiles = 0;
   double compile_ms = 0;           ///< total compile time
   double compile_import_ms = 0, compile_lower_ms = 0, compile_llvm_ms = 0, compile_jit_ms = 0;
   uint64_t compiled_runs = 0;      ///< traces run as compiled code

@@ -1,5 +1,6 @@
 #include "runtime/exec/CompileQueue.h"
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 
@@ -71,6 +72,7 @@ void CompileQueue::shutdown() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
     jobs_.clear();
+    releasePartition();  // a running job finishes at the user's parallelism
   }
   cv_.notify_all();
   governorWake_.notify_all();
@@ -78,6 +80,51 @@ void CompileQueue::shutdown() {
     if (t.joinable()) t.join();
   if (governor_.joinable()) governor_.join();
   idle_.notify_all();
+}
+
+namespace {
+std::atomic<int> gPartitions{0};
+}  // namespace
+
+bool compilePartitionActive() { return gPartitions.load(std::memory_order_relaxed) > 0; }
+
+bool CompileQueue::urgentNow() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return urgent_;
+}
+
+void CompileQueue::updateUrgency() {
+  const bool urgent = minSharePercent_ > 0 && running_ > 0 && (urgentRunning_ > 0 || escalated_);
+  if (urgent == urgent_) return;
+  urgent_ = urgent;
+  if (urgent) {
+    if (canRaise_ && !raised_) setRaised(true);
+    // One core per compile thread, taken from the user's threads (at least
+    // one stays theirs).
+    const auto active = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+    const auto compileThreads = workers_.size();
+    if (active > 1) {
+      const size_t left = active > compileThreads ? active - compileThreads : 1;
+      partition_ = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, left);
+      gPartitions.fetch_add(1, std::memory_order_relaxed);
+    }
+  } else {
+    releasePartition();
+    if (raised_) setRaised(false);  // the governor raises them again if their share falls short
+  }
+}
+
+void CompileQueue::releasePartition() {
+  if (!partition_) return;
+  partition_.reset();
+  gPartitions.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void CompileQueue::makeUrgent() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (running_ == 0 && jobs_.empty()) return;
+  escalated_ = true;
+  updateUrgency();
 }
 
 uint64_t CompileQueue::raises() const {
@@ -135,6 +182,7 @@ void CompileQueue::govern() {
     Clock::time_point lastWall = Clock::now();
     while (!stopping_ && running_ > 0) {
       if (governorWake_.wait_for(lock, kPeriod, [&] { return stopping_; })) break;
+      if (urgent_) continue;  // raised for the whole job
       const int64_t cpu = cpuNanos();
       const Clock::time_point wall = Clock::now();
       const auto wallNanos = std::chrono::duration_cast<std::chrono::nanoseconds>(wall - lastWall).count();
@@ -150,15 +198,15 @@ void CompileQueue::govern() {
       else if (raised_ && share > 2 * target)
         setRaised(false);
     }
-    if (raised_) setRaised(false);
+    if (raised_ && !urgent_) setRaised(false);
   }
 }
 
-void CompileQueue::push(std::function<void()> job) {
+void CompileQueue::push(std::function<void()> job, bool urgent) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return;
-    jobs_.push_back(std::move(job));
+    jobs_.push_back({std::move(job), urgent});
   }
   cv_.notify_one();
 }
@@ -177,7 +225,7 @@ bool onCompileQueueThread() { return tOnCompileQueue; }
 void CompileQueue::serve() {
   tOnCompileQueue = true;
   for (;;) {
-    std::function<void()> job;
+    Job job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
@@ -185,12 +233,17 @@ void CompileQueue::serve() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
       ++running_;
+      urgentRunning_ += job.urgent;
+      updateUrgency();
     }
     governorWake_.notify_one();
-    job();
+    job.run();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       --running_;
+      urgentRunning_ -= job.urgent;
+      if (running_ == 0 && jobs_.empty()) escalated_ = false;
+      updateUrgency();
     }
     idle_.notify_all();
   }

@@ -7,17 +7,26 @@
 // threads a bounded share of one core while jobs run, by raising them to
 // normal priority for short spells whenever their measured CPU share falls
 // below it.
+//
+// Urgent jobs (a compile that pays back soon, TieringPolicy.h) get a core
+// of their own instead: while one runs, the compile threads run at normal
+// priority and the process's TBB parallelism is lowered by their number,
+// so the interpreter's parallel ops no longer share a core with the
+// compiler (a preempted TBB thread stalls the whole op). KILN_COMPILE_SHARE=0
+// (no governor) also means that no compile ever takes a core.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include <sys/types.h>
+#include <tbb/global_control.h>
 #include <time.h>
 
 namespace kiln::exec {
@@ -31,6 +40,9 @@ bool currentThreadIsIdlePriority();
 /// True on a CompileQueue's threads: background compiles, which run at the
 /// lowest priority and must not start threads of normal priority.
 bool onCompileQueueThread();
+/// True while an urgent compile holds cores back from the user's threads:
+/// timings taken now do not describe the machine (the tuner waits).
+bool compilePartitionActive();
 
 class CompileQueue {
  public:
@@ -42,7 +54,9 @@ class CompileQueue {
   CompileQueue(const CompileQueue&) = delete;
   CompileQueue& operator=(const CompileQueue&) = delete;
 
-  void push(std::function<void()> job);
+  void push(std::function<void()> job, bool urgent = false);
+  /// The jobs queued or running now become urgent (until the queue is idle).
+  void makeUrgent();
   /// Blocks until every job pushed so far has finished (tests, shutdown).
   void drain();
   /// Drops queued jobs, lets running ones finish, joins the threads; later
@@ -53,22 +67,37 @@ class CompileQueue {
   uint64_t raises() const;
   /// False once raising a thread's priority was refused (no privilege).
   bool canRaise() const;
+  /// Whether an urgent job is running (tests).
+  bool urgentNow() const;
 
  private:
   struct Worker {
     pid_t tid;
     clockid_t clock;
   };
+  struct Job {
+    std::function<void()> run;
+    bool urgent = false;
+  };
   void serve();
   void govern();
+  /// Enters or leaves urgent mode after urgentRunning_, escalated_ or
+  /// running_ changed; called with mutex_ held.
+  void updateUrgency();
+  void releasePartition();
   /// Normal priority (raised) or the lowest, for every compile thread;
   /// called with mutex_ held.
   void setRaised(bool raised);
 
   mutable std::mutex mutex_;
   std::condition_variable cv_, idle_, governorWake_;
-  std::deque<std::function<void()>> jobs_;
+  std::deque<Job> jobs_;
   int running_ = 0;
+  int urgentRunning_ = 0;   ///< running jobs pushed urgent
+  bool escalated_ = false;  ///< makeUrgent(): everything until the queue is idle
+  bool urgent_ = false;     ///< urgent mode: raised threads and the partition
+  /// While urgent: the TBB parallelism left to the user's threads.
+  std::unique_ptr<tbb::global_control> partition_;
   bool stopping_ = false;
   const int minSharePercent_;
   int baseNice_ = 0;

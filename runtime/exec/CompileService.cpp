@@ -16,13 +16,17 @@ CompileQueue& CompileService::queue(Lane lane) {
   return *queues_[i].load();
 }
 
-void CompileService::submit(Lane lane, bool now, std::function<void()> job) {
+void CompileService::submit(Lane lane, bool now, std::function<void()> job, bool urgent) {
   if (now) {
     job();
     return;
   }
   prepareBackgroundCompile();
-  queue(lane).push(std::move(job));
+  queue(lane).push(std::move(job), urgent);
+}
+
+void CompileService::makeUrgent(Lane lane) {
+  if (CompileQueue* q = queues_[static_cast<int>(lane)].load()) q->makeUrgent();
 }
 
 BuiltKernel CompileService::kernelFor(const trace::TraceKey& key, const trace::TraceGraph& graph,

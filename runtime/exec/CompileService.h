@@ -33,8 +33,11 @@ class CompileService {
   enum class Lane { Traces, Regions };
 
   /// Runs `job` now in the calling thread (KILN_JIT=sync, tests) or on
-  /// `lane`'s compile threads (bounded share of the machine: CompileQueue).
-  void submit(Lane lane, bool now, std::function<void()> job);
+  /// `lane`'s compile threads (bounded share of the machine: CompileQueue;
+  /// `urgent`: a core of its own, TieringPolicy's CompilePriority).
+  void submit(Lane lane, bool now, std::function<void()> job, bool urgent = false);
+  /// What `lane` has queued or running becomes urgent.
+  void makeUrgent(Lane lane);
   /// The kernel of `key`: from the disk cache, else compiled from `graph`
   /// under `name` and installed. With `dynamicSizes` >= 0 a compiled kernel
   /// must take that many dynamic sizes (a dynamic-shape kernel).

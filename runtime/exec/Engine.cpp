@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 #include <thread>
+#include <time.h>
 #include <unordered_set>
 
 #include "kiln/error.h"
@@ -279,7 +280,10 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
   if (int delay = compileDelayMs_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   char name[32];
   std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(key.hash));
+  timespec cpu0{}, cpu1{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
   BuiltKernel built = compiles_.kernelFor(key, *graph, name);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
   const std::shared_ptr<Executable>& exe = built.executable;
   const bool fromCache = built.fromCache;
   const CompileResult& result = built.result;
@@ -293,6 +297,12 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
     profile->executable = exe;
     profile->tier = Tier::Compiled;
     if (fromCache) return;
+    // The compile thread's CPU time, not its wall time (which depends on
+    // its priority); a sync compile cuts the module into shares that
+    // compile on other threads, so only background compiles teach it.
+    if (onCompileQueueThread())
+      compileCost_.noteCompile(profile->ops, 1e3 * static_cast<double>(cpu1.tv_sec - cpu0.tv_sec) +
+                                                 1e-6 * static_cast<double>(cpu1.tv_nsec - cpu0.tv_nsec));
     c.compiles.fetch_add(1);
     c.compileUs.fetch_add(toUs(result.timings.totalMs()));
     c.importUs.fetch_add(toUs(result.timings.importMs));
@@ -310,6 +320,29 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
     log().log(compilesStopped() ? spdlog::level::debug : spdlog::level::warn,
               "trace {} ({} ops) stays interpreted: compilation failed: {}", name, profile->ops, result.error);
   }
+}
+
+CompilePriority Engine::compilePriorityLocked(const TraceProfile& profile) const {
+  TraceCompileFacts facts;
+  facts.runs = profile.runs;
+  facts.interpretedMs = profile.interpretedSamples >= 2 ? profile.interpretedMs : 0;
+  facts.estimatedCompileMs = compileCost_.estimateMs(profile.ops);
+  return decideCompilePriority(facts);
+}
+
+void Engine::noteInterpretedRun(TraceProfile* profile, uint64_t key, double ms) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  profile->interpretedMs =
+      profile->interpretedSamples++ == 0 ? ms : std::min(ms, 0.5 * (profile->interpretedMs + ms));
+  if (profile->tier != Tier::Compiling || profile->urgentCompile || settings().jit != JitMode::Async ||
+      compilePriorityLocked(*profile) != CompilePriority::Urgent)
+    return;
+  profile->urgentCompile = true;
+  counters().urgentCompiles.fetch_add(1, std::memory_order_relaxed);
+  compiles_.makeUrgent(CompileService::Lane::Traces);
+  log().info("trace {:016x}: its background compile becomes urgent (a core of its own) after {} runs: interpreted "
+             "{:.2f} ms a run, compile estimated at {:.0f} ms",
+             key, profile->runs, profile->interpretedMs, compileCost_.estimateMs(profile->ops));
 }
 
 bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t>& needed,
@@ -553,8 +586,19 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       // In the background, the compile thread loads the compiler library
       // on its first job, so this step does not wait for it.
       const bool now = settings().jit == JitMode::Sync;
+      bool urgent = false;
+      if (!now) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        urgent = compilePriorityLocked(*profile) == CompilePriority::Urgent;
+        profile->urgentCompile = urgent;
+        if (urgent) c.urgentCompiles.fetch_add(1, std::memory_order_relaxed);
+        log().info("trace {:016x} ({} ops): compiling in the background, {} (interpreted {:.2f} ms a run over "
+                   "{} run(s), compile estimated at {:.0f} ms)",
+                   tLastKey.hash, profile->ops, urgent ? "urgent (a core of its own)" : "at the lowest priority",
+                   profile->interpretedMs, profile->interpretedSamples, compileCost_.estimateMs(profile->ops));
+      }
       compiles_.submit(CompileService::Lane::Traces, now,
-                       [this, profileRef, graph, key = tLastKey] { compileJob(profileRef, graph, key); });
+                       [this, profileRef, graph, key = tLastKey] { compileJob(profileRef, graph, key); }, urgent);
       if (now) {
         std::lock_guard<std::mutex> lock(mutex_);
         exe = profile->executable;
@@ -572,8 +616,9 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   interpreter_.run(trace, tNeeded, tLastUse, out);
   c.interpretedRuns.fetch_add(1, std::memory_order_relaxed);
   c.interpretedOps.fetch_add(neededOps, std::memory_order_relaxed);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (neededOps > 0 && jitEnabled()) noteInterpretedRun(profile, tLastKey.hash, ms);
   if (log().should_log(spdlog::level::debug)) {
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     log().debug("trace {:016x}: {} nodes ({} needed), run #{}, interpreted in {:.3f} ms", tLastKey.hash,
                 trace.nodes.size(), needed, profile->runs, ms);
   }

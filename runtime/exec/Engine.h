@@ -17,6 +17,7 @@
 #include "runtime/exec/Executable.h"
 #include "runtime/cache/KernelCache.h"
 #include "runtime/exec/ScalarArgs.h"
+#include "runtime/exec/TieringPolicy.h"
 #include "runtime/interp/Interpreter.h"
 #include "runtime/trace/Trace.h"
 #include "runtime/trace/TraceKey.h"
@@ -53,6 +54,14 @@ struct TraceProfile {
   /// when its constants are all in the key.
   std::shared_ptr<const ArgSlots> scalarArgs;
   std::string failure;  ///< why the key stays interpreted
+  /// Its interpreted run time (whole runs through the interpreter): a
+  /// moving average that falls at once and rises slowly, and the runs it
+  /// has seen. A first run (page faults, warming caches) alone does not
+  /// tell it: the cost model reads it from the second on.
+  double interpretedMs = 0;
+  uint32_t interpretedSamples = 0;
+  /// Its background compile runs urgent (TieringPolicy's CompilePriority).
+  bool urgentCompile = false;
   bool cacheChecked = false;  ///< the kernel cache was asked on an early run
   bool replayMiss = false;    ///< KILN_JIT=replay found no cached kernel for it
   /// The key is a hot-region key (Regions.h), not a whole trace's.
@@ -135,6 +144,13 @@ class Engine final : public trace::TraceRunner {
   /// The job holds its profile: it may be dropped from the table meanwhile.
   void compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<const trace::TraceGraph> graph,
                   trace::TraceKey key);
+  /// How much of the machine a background compile of `profile` gets now
+  /// (TieringPolicy's CompilePriority); under mutex_.
+  CompilePriority compilePriorityLocked(const TraceProfile& profile) const;
+  /// After an interpreted run of `profile` that took `ms`: its moving
+  /// average, and a background compile under way becomes urgent once the
+  /// trace has run about as often as its payback needs.
+  void noteInterpretedRun(TraceProfile* profile, uint64_t key, double ms);
   /// The trace's key (ScalarArgs.cpp): its float constants that varied
   /// across runs of its structure are arguments, unless the trace's exact
   /// key already has a kernel. Returns the argument slots (null: none) and
@@ -183,6 +199,8 @@ class Engine final : public trace::TraceRunner {
   /// Whole traces, dynamic-shape kernels and hot regions reach the
   /// compiler through it.
   CompileService compiles_;
+  /// Compile time from a trace's size, learnt from background compiles.
+  CompileCostModel compileCost_;
   std::atomic<int> compileDelayMs_{0};
   std::atomic<bool> traceCompiles_{true};
 };

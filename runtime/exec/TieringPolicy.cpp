@@ -1,5 +1,8 @@
 #include "runtime/exec/TieringPolicy.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace kiln::exec {
 
 RegionVerdict decideRegion(const RegionFacts& f) {
@@ -15,6 +18,23 @@ RegionVerdict decideRegion(const RegionFacts& f) {
   const bool loopBody = f.occurrencesInTrace > 1 && f.recurringWorkShare >= kLoopBodyWorkShare;
   if (loopBody || f.distinctTraces >= kDistinctTracesForRegions) return RegionVerdict::Compile;
   return RegionVerdict::WaitForRecurrence;
+}
+
+double paybackRuns(const TraceCompileFacts& f) {
+  const double saved = f.interpretedMs * kExpectedSavedFraction;
+  return saved > 0 ? f.estimatedCompileMs / saved : std::numeric_limits<double>::infinity();
+}
+
+CompilePriority decideCompilePriority(const TraceCompileFacts& f) {
+  const double runs = paybackRuns(f);
+  return runs <= std::max(kUrgentPaybackRuns, static_cast<double>(f.runs)) ? CompilePriority::Urgent
+                                                                          : CompilePriority::Background;
+}
+
+void CompileCostModel::noteCompile(uint32_t ops, double cpuMs) {
+  if (ops == 0 || !(cpuMs > 0)) return;
+  const double perOp = std::max(0.0, cpuMs - kFixedMs) / ops;
+  msPerOp_ = 0.5 * msPerOp_ + 0.5 * perOp;
 }
 
 std::string_view verdictName(RegionVerdict verdict) {

@@ -67,6 +67,61 @@ inline constexpr uint32_t kDistinctTracesForRegions = 3;
 RegionVerdict decideRegion(const RegionFacts& facts);
 std::string_view verdictName(RegionVerdict verdict);
 
+// Background compiles of hot traces: how much of the machine they get.
+// A compile that pays back soon is worth a core of its own now: the
+// interpreter's steps run slower while it compiles, but for a much shorter
+// time than at the lowest priority (on 2 cores a 900 ms compile took 3 s at
+// the lowest priority and still slowed every parallel op of the
+// interpreter, whose critical path waits for its preempted thread). One
+// whose payback lies beyond the runs seen so far keeps the lowest priority
+// until the trace has run about as often as its payback needs: a trace seen
+// n times is expected to be seen about n more times.
+
+/// What the engine knows about a hot trace whose compile is queued or running.
+struct TraceCompileFacts {
+  uint64_t runs = 0;              ///< of the trace so far
+  double interpretedMs = 0;       ///< its interpreted run (moving average); 0: not measured
+  double estimatedCompileMs = 0;  ///< CompileCostModel::estimateMs of its size
+};
+
+enum class CompilePriority : uint8_t {
+  Background,  ///< lowest CPU priority, a bounded share of one core (CompileQueue)
+  Urgent,      ///< a core of its own: normal priority, the user's threads leave it one core
+};
+
+/// Share of an interpreted run a whole-trace kernel is expected to save
+/// (bench/RESULTS.md, 2-core Zen 3: the transformer step 0.6, the MLP step
+/// 0.25, chain8 0.95).
+inline constexpr double kExpectedSavedFraction = 0.5;
+/// A compile that pays back within this many runs of its trace is urgent
+/// from the start (a training step of 20 ms and a 1 s compile: 100 runs).
+inline constexpr double kUrgentPaybackRuns = 100;
+
+/// Runs of the trace the compile needs to pay for itself (infinite when the
+/// interpreted time is not measured).
+double paybackRuns(const TraceCompileFacts& facts);
+CompilePriority decideCompilePriority(const TraceCompileFacts& facts);
+
+/// Compile time of a trace from its size, learnt from this process's
+/// background compiles (their compile thread's CPU time).
+class CompileCostModel {
+ public:
+  /// Fixed cost per compile (pipeline set-up, linking, loading) and the
+  /// prior per-op cost: a 2-core Zen 3 compiled a 889-op training step in
+  /// about 900 ms of one thread, a 10-op trace in 30 ms.
+  static constexpr double kFixedMs = 20;
+  static constexpr double kPriorMsPerOp = 1.0;
+
+  double estimateMs(uint32_t ops) const { return kFixedMs + msPerOp_ * ops; }
+  /// A compile of `ops` ops took `cpuMs` of its thread: the per-op cost
+  /// moves halfway towards it.
+  void noteCompile(uint32_t ops, double cpuMs);
+  double msPerOp() const { return msPerOp_; }
+
+ private:
+  double msPerOp_ = kPriorMsPerOp;
+};
+
 /// Estimated interpretation work of one node, in element operations: the
 /// elements written (read, for reductions); a matmul's multiply-adds count
 /// 1/8 each (they run vectorised and cache-blocked); views and parameters

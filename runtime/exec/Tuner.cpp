@@ -4,6 +4,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/cache/CacheEntry.h"
+#include "runtime/exec/CompileQueue.h"
 #include "runtime/cache/HostFingerprint.h"
 #include "runtime/cache/KernelCache.h"
 #include "runtime/support/Log.h"
@@ -128,6 +129,10 @@ size_t Tuner::choose(const std::string& site, const std::vector<std::string>& ca
     if (fresh.session.phase() == TuningSession::Phase::Decided) counters().tuneSitesSettled++;
     it = sites_.emplace(site, std::move(fresh)).first;
   }
+  // An urgent compile holds a core back: trials now would time the
+  // blockings on fewer threads than the site is keyed by.
+  if (compilePartitionActive() && it->second.session.phase() != TuningSession::Phase::Decided)
+    return it->second.session.winner();
   const TuningSession::Phase before = it->second.session.phase();
   const size_t chosen = it->second.session.next(measure);
   if (before == TuningSession::Phase::Warming && it->second.session.phase() == TuningSession::Phase::Trying)

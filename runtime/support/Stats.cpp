@@ -32,6 +32,7 @@ Stats stats() {
   s.flushes_cross_thread = c.flushesCrossThread.load();
   s.compiles = c.compiles.load();
   s.compile_failures = c.compileFailures.load();
+  s.urgent_compiles = c.urgentCompiles.load();
   s.compiled_runs = c.compiledRuns.load();
   s.kernel_launches = c.kernelLaunches.load();
   s.donated_buffers = c.donatedBuffers.load();
@@ -86,7 +87,7 @@ Stats stats() {
 void reset_stats() {
   exec::Counters& c = exec::counters();
   for (auto* a : {&c.tracesRecorded, &c.opsRecorded, &c.opsEliminated, &c.interpretedRuns, &c.interpretedOps,
-                  &c.distinctTraceKeys, &c.flushesSizeLimit, &c.flushesCrossThread, &c.compiles, &c.compileFailures,
+                  &c.distinctTraceKeys, &c.flushesSizeLimit, &c.flushesCrossThread, &c.compiles, &c.compileFailures, &c.urgentCompiles,
                   &c.compiledRuns, &c.kernelLaunches, &c.donatedBuffers, &c.compileUs, &c.importUs, &c.lowerUs, &c.llvmUs, &c.jitUs, &c.cacheMemoryHits, &c.cacheDiskHits,
                   &c.cacheMisses, &c.cacheRejected, &c.cacheStores, &c.cacheLoadUs, &c.replayMisses,
                   &c.compiledOps, &c.mixedRuns, &c.regionLaunches, &c.regionCompiles, &c.regionCompileFailures,
@@ -116,6 +117,7 @@ std::string Stats::str() const {
     << "flushes_cross_thread " << flushes_cross_thread << "\n"
     << "compiles " << compiles << "\n"
     << "compile_failures " << compile_failures << "\n"
+    << "urgent_compiles " << urgent_compiles << "\n"
     << "compile_ms " << compile_ms << " (import " << compile_import_ms << ", lower " << compile_lower_ms
     << ", llvm " << compile_llvm_ms << ", jit " << compile_jit_ms << ")\n"
     << "compiled_runs " << compiled_runs << "\n"

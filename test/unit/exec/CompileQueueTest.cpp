@@ -90,6 +90,84 @@ TEST(CompileQueue, GovernorGivesCompilesTheirShareOfABusyMachine) {
   EXPECT_LE(share, 0.90) << "the compile took a whole core from the busy threads";
 }
 
+// An urgent job gets a core of its own: its thread runs at normal priority
+// and the process's TBB parallelism leaves it one core (at least one stays
+// the user's); both end with the job. A background job keeps the lowest
+// priority and the user's parallelism.
+TEST(CompileQueue, UrgentJobsTakeACoreForAsLongAsTheyRun) {
+  const auto parallelism = [] {
+    return tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+  };
+  const size_t before = parallelism();
+  CompileQueue queue(1, 25);
+  std::atomic<size_t> inJob{0};
+  std::atomic<bool> idleInJob{true}, partitioned{false}, urgentInJob{false};
+  queue.push(
+      [&] {
+        inJob = parallelism();
+        idleInJob = currentThreadIsIdlePriority();
+        partitioned = compilePartitionActive();
+      },
+      /*urgent=*/true);
+  queue.drain();
+  EXPECT_FALSE(queue.urgentNow());
+  EXPECT_EQ(parallelism(), before) << "the user's parallelism comes back after the job";
+  EXPECT_FALSE(compilePartitionActive());
+  EXPECT_EQ(inJob.load(), before > 1 ? before - 1 : before);
+  EXPECT_EQ(partitioned.load(), before > 1);
+  if (queue.canRaise()) EXPECT_FALSE(idleInJob.load()) << "an urgent job runs at normal priority";
+
+  queue.push([&] {
+    inJob = parallelism();
+    idleInJob = currentThreadIsIdlePriority();
+  });
+  queue.drain();
+  EXPECT_EQ(inJob.load(), before);
+#ifdef __linux__
+  EXPECT_TRUE(idleInJob.load());
+#endif
+
+  // A background job that turns urgent while it runs (makeUrgent).
+  std::atomic<bool> started{false}, release{false};
+  queue.push([&] {
+    started = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    urgentInJob = queue.urgentNow();
+    inJob = parallelism();
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_FALSE(queue.urgentNow());
+  queue.makeUrgent();
+  EXPECT_TRUE(queue.urgentNow());
+  release = true;
+  queue.drain();
+  EXPECT_TRUE(urgentInJob.load());
+  EXPECT_EQ(inJob.load(), before > 1 ? before - 1 : before);
+  EXPECT_FALSE(queue.urgentNow()) << "urgency ends when the queue is idle";
+  EXPECT_EQ(parallelism(), before);
+  queue.makeUrgent();  // an idle queue: nothing to hurry
+  EXPECT_FALSE(queue.urgentNow());
+}
+
+// KILN_COMPILE_SHARE=0: a compile never takes a core, urgent or not.
+TEST(CompileQueue, WithoutAShareUrgentJobsStayAtTheLowestPriority) {
+  const size_t before = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+  CompileQueue queue(1, 0);
+  std::atomic<size_t> inJob{0};
+  std::atomic<bool> idleInJob{false};
+  queue.push(
+      [&] {
+        inJob = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+        idleInJob = currentThreadIsIdlePriority();
+      },
+      /*urgent=*/true);
+  queue.drain();
+  EXPECT_EQ(inJob.load(), before);
+#ifdef __linux__
+  EXPECT_TRUE(idleInJob.load());
+#endif
+}
+
 TEST(CompileQueue, WithoutAShareThereIsNoGovernor) {
   CompileQueue queue(1, 0);
   queue.push([] {});

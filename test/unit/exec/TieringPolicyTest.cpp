@@ -73,6 +73,44 @@ trace::Node node(core::OpKind op, const Shape& shape, std::initializer_list<uint
   return n;
 }
 
+// A training step of 24 ms and a 900 ms compile pay back in 75 runs: urgent
+// at once. A 50 us trace with a 50 ms compile needs 2000 runs: background
+// until the trace has run that often (expected to run as often again).
+TEST(TieringPolicy, CompilesThatPayBackSoonAreUrgentAndOthersWaitForTheirRuns) {
+  TraceCompileFacts step{2, 24.0, 900.0};
+  EXPECT_DOUBLE_EQ(paybackRuns(step), 900.0 / (24.0 * kExpectedSavedFraction));
+  EXPECT_EQ(decideCompilePriority(step), CompilePriority::Urgent);
+  TraceCompileFacts tiny{2, 0.05, 50.0};
+  EXPECT_DOUBLE_EQ(paybackRuns(tiny), 2000.0);
+  EXPECT_EQ(decideCompilePriority(tiny), CompilePriority::Background);
+  tiny.runs = 1999;
+  EXPECT_EQ(decideCompilePriority(tiny), CompilePriority::Background);
+  tiny.runs = 2000;
+  EXPECT_EQ(decideCompilePriority(tiny), CompilePriority::Urgent);
+  TraceCompileFacts unmeasured{5000, 0.0, 50.0};
+  EXPECT_EQ(decideCompilePriority(unmeasured), CompilePriority::Background) << "no interpreted time: no payback known";
+  // Right at the bound: 100 runs to pay back.
+  TraceCompileFacts bound{2, 2.0, kUrgentPaybackRuns * 2.0 * kExpectedSavedFraction};
+  EXPECT_EQ(decideCompilePriority(bound), CompilePriority::Urgent);
+  bound.estimatedCompileMs *= 1.01;
+  EXPECT_EQ(decideCompilePriority(bound), CompilePriority::Background);
+}
+
+TEST(TieringPolicy, CompileCostModelLearnsThePerOpCostFromCompiles) {
+  CompileCostModel model;
+  EXPECT_DOUBLE_EQ(model.estimateMs(100), CompileCostModel::kFixedMs + 100 * CompileCostModel::kPriorMsPerOp);
+  model.noteCompile(100, CompileCostModel::kFixedMs + 100 * 3.0);  // this machine: 3 ms an op
+  EXPECT_DOUBLE_EQ(model.msPerOp(), 0.5 * CompileCostModel::kPriorMsPerOp + 0.5 * 3.0);
+  for (int i = 0; i < 30; ++i) model.noteCompile(100, CompileCostModel::kFixedMs + 100 * 3.0);
+  EXPECT_NEAR(model.msPerOp(), 3.0, 1e-6);
+  EXPECT_NEAR(model.estimateMs(1000), CompileCostModel::kFixedMs + 3000.0, 1e-3);
+  model.noteCompile(0, 50);   // nothing to learn from
+  model.noteCompile(10, -1);  // nor from a clock that failed
+  EXPECT_NEAR(model.msPerOp(), 3.0, 1e-6);
+  model.noteCompile(10, 5);  // faster than the fixed cost: 0 an op, not negative
+  EXPECT_GE(model.msPerOp(), 0.0);
+}
+
 TEST(TieringPolicy, WorkEstimateWeighsElementsAndMatmulsAndIgnoresViews) {
   trace::Trace t;
   node(core::OpKind::Param, Shape{64, 32}, {}, t);                // 0

@@ -18,7 +18,10 @@
 #include "kiln/kiln.h"
 #include "test/unit/exec/JitScope.h"
 #include "test/unit/exec/TrainingStep.h"
+#include "runtime/exec/CompileQueue.h"
 #include "runtime/exec/Engine.h"
+
+#include <tbb/global_control.h>
 
 namespace kiln {
 namespace {
@@ -91,6 +94,54 @@ TEST(Tiering, AsyncCompilesInTheBackgroundWhileTheLoopRuns) {
   EXPECT_EQ(s.compiled_runs, 1u);
   for (int i = 0; i < 3; ++i) expectClose(stepOnce(d.x, d.w, d.b, 0.75f), reference);
   EXPECT_EQ(stats().compiled_runs, 4u);
+}
+
+// The cost model (TieringPolicy.h): a step of milliseconds whose compile
+// pays back within a few dozen runs compiles urgently, on a core of its own
+// (the user's TBB parallelism lowered while it runs); a tiny step whose
+// compile needs thousands of runs to pay back compiles at the lowest
+// priority.
+TEST(Tiering, CompilesThatPayBackSoonGetACoreOfTheirOwn) {
+  // An asynchronous device's interpreted run returns once its work is
+  // queued: its time says nothing of the step's, nor does a CPU core.
+  if (default_device().kind != Device::CPU) GTEST_SKIP() << "the cost model times CPU steps";
+  JitScope async(JitMode::Async, 2);
+  const size_t parallelism = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+  Tensor c = rand({13, 11}, 6, DType::f32, -1, 1);
+  auto tinyStep = [&] { return (tanh(c * 0.25f + 3.0f) * c).to_vector<float>(); };
+  exec::Engine::instance().setCompileDelayForTesting(300);
+  reset_stats();
+  tinyStep();  // the input's creation runs with it
+  tinyStep();
+  tinyStep();  // hot: its compile starts
+  EXPECT_EQ(stats().urgent_compiles, 0u) << "a tiny step's compile pays back only after thousands of runs";
+  EXPECT_FALSE(exec::compilePartitionActive());
+  exec::Engine::instance().drainCompiles();
+
+  Tensor a = rand({512, 512}, 4, DType::f32, -1, 1), b = rand({512, 512}, 5, DType::f32, -1, 1);
+  auto slowStep = [&] { return relu(matmul(a, b) * 0.5f + 1.0f).to_vector<float>(); };
+  slowStep();  // the inputs' creation runs with it
+  slowStep();
+  slowStep();  // hot: 2-4 ms interpreted, a compile of about 45 ms
+  Stats s = stats();
+  EXPECT_EQ(s.urgent_compiles, 1u) << s.str();
+  if (parallelism > 1) {
+    // Once the compile thread has taken the job (it holds it 300 ms).
+    const auto start = std::chrono::steady_clock::now();
+    while (!exec::compilePartitionActive() && std::chrono::steady_clock::now() - start < std::chrono::seconds(5))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(exec::compilePartitionActive());
+    EXPECT_EQ(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism), parallelism - 1);
+  }
+  std::vector<float> interpreted = slowStep();  // runs on the cores left
+  exec::Engine::instance().setCompileDelayForTesting(0);
+  exec::Engine::instance().drainCompiles();
+  EXPECT_FALSE(exec::compilePartitionActive());
+  EXPECT_EQ(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism), parallelism);
+  expectClose(slowStep(), interpreted, 1e-4f);
+  s = stats();
+  EXPECT_EQ(s.compiles, 2u) << s.str();
+  EXPECT_GE(s.compiled_runs, 1u) << s.str();
 }
 
 TEST(Tiering, ThreadsRecordAndRunWhileTheCompilerWorks) {
