@@ -1,5 +1,6 @@
 #include "runtime/exec/CompileQueue.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -206,7 +207,11 @@ void CompileQueue::push(std::function<void()> job, bool urgent) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return;
-    jobs_.push_back({std::move(job), urgent});
+    // An urgent job goes ahead of the queued background ones: it pays back
+    // sooner (TieringPolicy.h).
+    auto at = jobs_.end();
+    if (urgent) at = std::find_if(jobs_.begin(), jobs_.end(), [](const Job& j) { return !j.urgent; });
+    jobs_.insert(at, {std::move(job), urgent});
   }
   cv_.notify_one();
 }

@@ -54,6 +54,7 @@ class CompileQueue {
   CompileQueue(const CompileQueue&) = delete;
   CompileQueue& operator=(const CompileQueue&) = delete;
 
+  /// Queues `job`; an urgent one goes ahead of queued background jobs.
   void push(std::function<void()> job, bool urgent = false);
   /// The jobs queued or running now become urgent (until the queue is idle).
   void makeUrgent();

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -147,6 +148,29 @@ TEST(CompileQueue, UrgentJobsTakeACoreForAsLongAsTheyRun) {
   EXPECT_EQ(parallelism(), before);
   queue.makeUrgent();  // an idle queue: nothing to hurry
   EXPECT_FALSE(queue.urgentNow());
+}
+
+TEST(CompileQueue, UrgentJobsGoAheadOfQueuedBackgroundOnes) {
+  CompileQueue queue(1, 25);
+  std::atomic<bool> started{false}, release{false};
+  std::mutex orderMutex;
+  std::vector<int> order;
+  auto note = [&](int id) {
+    std::lock_guard<std::mutex> lock(orderMutex);
+    order.push_back(id);
+  };
+  queue.push([&] {  // holds the thread while the others queue up
+    started = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  queue.push([&] { note(1); });
+  queue.push([&] { note(2); }, /*urgent=*/true);
+  queue.push([&] { note(3); });
+  queue.push([&] { note(4); }, /*urgent=*/true);
+  release = true;
+  queue.drain();
+  EXPECT_EQ(order, (std::vector<int>{2, 4, 1, 3}));
 }
 
 // KILN_COMPILE_SHARE=0: a compile never takes a core, urgent or not.
