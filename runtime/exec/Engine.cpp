@@ -323,6 +323,7 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
 }
 
 CompilePriority Engine::compilePriorityLocked(const TraceProfile& profile) const {
+  if (settings().compile_share == 0) return CompilePriority::Background;  // no compile ever takes a core
   TraceCompileFacts facts;
   facts.runs = profile.runs;
   facts.interpretedMs = profile.interpretedSamples >= 2 ? profile.interpretedMs : 0;
