@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -91,59 +92,77 @@ TEST(CompileQueue, GovernorGivesCompilesTheirShareOfABusyMachine) {
   EXPECT_LE(share, 0.90) << "the compile took a whole core from the busy threads";
 }
 
+size_t parallelism() { return tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism); }
+
+/// What a job saw of its thread and of the process.
+struct JobSight {
+  size_t parallelism = 0;
+  bool idlePriority = false;
+  bool partitioned = false;
+};
+
+JobSight runOneJob(CompileQueue& queue, bool urgent) {
+  JobSight sight;
+  queue.push(
+      [&] {
+        sight.parallelism = parallelism();
+        sight.idlePriority = currentThreadIsIdlePriority();
+        sight.partitioned = compilePartitionActive();
+      },
+      urgent);
+  queue.drain();
+  return sight;
+}
+
+/// Pushes a job that holds the queue's thread until `release` is set, and
+/// waits until it runs.
+void holdTheThread(CompileQueue& queue, std::atomic<bool>& release, std::function<void()> then = {}) {
+  std::atomic<bool> started{false};
+  queue.push([&started, &release, then] {
+    started = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (then) then();
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 // An urgent job gets a core of its own: its thread runs at normal priority
 // and the process's TBB parallelism leaves it one core (at least one stays
 // the user's); both end with the job. A background job keeps the lowest
 // priority and the user's parallelism.
 TEST(CompileQueue, UrgentJobsTakeACoreForAsLongAsTheyRun) {
-  const auto parallelism = [] {
-    return tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
-  };
   const size_t before = parallelism();
+  const size_t during = before > 1 ? before - 1 : before;
   CompileQueue queue(1, 25);
-  std::atomic<size_t> inJob{0};
-  std::atomic<bool> idleInJob{true}, partitioned{false}, urgentInJob{false};
-  queue.push(
-      [&] {
-        inJob = parallelism();
-        idleInJob = currentThreadIsIdlePriority();
-        partitioned = compilePartitionActive();
-      },
-      /*urgent=*/true);
-  queue.drain();
+  JobSight urgent = runOneJob(queue, /*urgent=*/true);
   EXPECT_FALSE(queue.urgentNow());
   EXPECT_EQ(parallelism(), before) << "the user's parallelism comes back after the job";
   EXPECT_FALSE(compilePartitionActive());
-  EXPECT_EQ(inJob.load(), before > 1 ? before - 1 : before);
-  EXPECT_EQ(partitioned.load(), before > 1);
-  if (queue.canRaise()) EXPECT_FALSE(idleInJob.load()) << "an urgent job runs at normal priority";
+  EXPECT_EQ(urgent.parallelism, during);
+  EXPECT_EQ(urgent.partitioned, before > 1);
+  if (queue.canRaise()) EXPECT_FALSE(urgent.idlePriority) << "an urgent job runs at normal priority";
 
-  queue.push([&] {
-    inJob = parallelism();
-    idleInJob = currentThreadIsIdlePriority();
-  });
-  queue.drain();
-  EXPECT_EQ(inJob.load(), before);
+  JobSight background = runOneJob(queue, /*urgent=*/false);
+  EXPECT_EQ(background.parallelism, before);
+  EXPECT_FALSE(background.partitioned);
 #ifdef __linux__
-  EXPECT_TRUE(idleInJob.load());
+  EXPECT_TRUE(background.idlePriority);
 #endif
 
   // A background job that turns urgent while it runs (makeUrgent).
-  std::atomic<bool> started{false}, release{false};
-  queue.push([&] {
-    started = true;
-    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::atomic<bool> release{false}, urgentInJob{false};
+  std::atomic<size_t> inJob{0};
+  holdTheThread(queue, release, [&] {
     urgentInJob = queue.urgentNow();
     inJob = parallelism();
   });
-  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_FALSE(queue.urgentNow());
   queue.makeUrgent();
   EXPECT_TRUE(queue.urgentNow());
   release = true;
   queue.drain();
   EXPECT_TRUE(urgentInJob.load());
-  EXPECT_EQ(inJob.load(), before > 1 ? before - 1 : before);
+  EXPECT_EQ(inJob.load(), during);
   EXPECT_FALSE(queue.urgentNow()) << "urgency ends when the queue is idle";
   EXPECT_EQ(parallelism(), before);
   queue.makeUrgent();  // an idle queue: nothing to hurry
@@ -152,18 +171,14 @@ TEST(CompileQueue, UrgentJobsTakeACoreForAsLongAsTheyRun) {
 
 TEST(CompileQueue, UrgentJobsGoAheadOfQueuedBackgroundOnes) {
   CompileQueue queue(1, 25);
-  std::atomic<bool> started{false}, release{false};
+  std::atomic<bool> release{false};
   std::mutex orderMutex;
   std::vector<int> order;
   auto note = [&](int id) {
     std::lock_guard<std::mutex> lock(orderMutex);
     order.push_back(id);
   };
-  queue.push([&] {  // holds the thread while the others queue up
-    started = true;
-    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  });
-  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  holdTheThread(queue, release);  // while the others queue up
   queue.push([&] { note(1); });
   queue.push([&] { note(2); }, /*urgent=*/true);
   queue.push([&] { note(3); });
@@ -175,20 +190,12 @@ TEST(CompileQueue, UrgentJobsGoAheadOfQueuedBackgroundOnes) {
 
 // KILN_COMPILE_SHARE=0: a compile never takes a core, urgent or not.
 TEST(CompileQueue, WithoutAShareUrgentJobsStayAtTheLowestPriority) {
-  const size_t before = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
   CompileQueue queue(1, 0);
-  std::atomic<size_t> inJob{0};
-  std::atomic<bool> idleInJob{false};
-  queue.push(
-      [&] {
-        inJob = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
-        idleInJob = currentThreadIsIdlePriority();
-      },
-      /*urgent=*/true);
-  queue.drain();
-  EXPECT_EQ(inJob.load(), before);
+  JobSight sight = runOneJob(queue, /*urgent=*/true);
+  EXPECT_EQ(sight.parallelism, parallelism());
+  EXPECT_FALSE(sight.partitioned);
 #ifdef __linux__
-  EXPECT_TRUE(idleInJob.load());
+  EXPECT_TRUE(sight.idlePriority);
 #endif
 }
 
