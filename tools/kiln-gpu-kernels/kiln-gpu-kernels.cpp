@@ -175,6 +175,17 @@ std::string loadAndFoldText(const std::string &indent, const std::string &offset
   return t;
 }
 
+/// A kernel's opening lines: its thread's global index along x as i64,
+/// named `id`, with %t, %b, %bd (block size) and %gd (grid size) for the
+/// grid-stride step.
+std::string globalThreadText(const std::string &id) {
+  std::string t = "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
+  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
+  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
+  t += "  %bb = arith.muli %b, %bd : i64\n  " + id + " = arith.addi %bb, %t : i64\n";
+  return t;
+}
+
 /// The start of a Reduce or WarpReduce kernel (Tier0Kernels.h: their
 /// parameters): the module, the function, and the thread's global index
 /// %gtid, with %bd and %gd the block and grid sizes.
@@ -189,10 +200,7 @@ std::string reduceKernelStart(const std::string &name) {
     for (int d = 0; d < tier0::kRank; ++d)
       t += ", %" + std::string(p) + std::to_string(d) + ": i64";
   t += ") kernel {\n";
-  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
-  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
-  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
-  t += "  %bb = arith.muli %b, %bd : i64\n  %gtid = arith.addi %bb, %t : i64\n";
+  t += globalThreadText("%gtid");
   return t;
 }
 
@@ -287,10 +295,7 @@ std::string takeText(const KernelSpec &s) {
     for (int d = 0; d < tier0::kRank; ++d)
       t += ", %" + std::string(p) + std::to_string(d) + ": i64";
   t += ", %ax: i64) kernel {\n";
-  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
-  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
-  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
-  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += globalThreadText("%first");
   t += "  %step = arith.muli %gd, %bd : i64\n";
   t += "  scf.for %i = %first to %n step %step : i64 {\n";
   std::string xoff, ioff;
@@ -318,10 +323,7 @@ std::string argReduceText(const KernelSpec &s) {
     for (int d = 0; d < tier0::kRank; ++d)
       t += ", %" + std::string(p) + std::to_string(d) + ": i64";
   t += ", %len: i64, %as: i64, %start: i64, %dir: i64) kernel {\n";
-  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
-  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
-  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
-  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += globalThreadText("%first");
   t += "  %step = arith.muli %gd, %bd : i64\n  %one = arith.constant 1 : i64\n";
   t += "  scf.for %i = %first to %n step %step : i64 {\n";
   std::string base;
@@ -357,10 +359,7 @@ std::string contractText(const KernelSpec &s) {
     for (int d = 0; d < tier0::kRank; ++d)
       t += ", %" + std::string(p) + std::to_string(d) + ": i64";
   t += ", %kn: i64, %ak: i64, %bk: i64) kernel {\n";
-  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
-  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
-  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
-  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += globalThreadText("%first");
   t += "  %step = arith.muli %gd, %bd : i64\n  %zero = arith.constant 0 : i64\n  %one = arith.constant 1 : i64\n";
   t += std::string("  %init = arith.constant ") + (isFloat ? "0.0" : "0") + " : " + ty + "\n";
   t += "  scf.for %i = %first to %n step %step : i64 {\n";
@@ -427,10 +426,7 @@ std::string kernelText(const KernelSpec &s) {
     }
   }
   t += ") kernel {\n";
-  t += "  %tid = gpu.thread_id x\n  %bid = gpu.block_id x\n  %bdim = gpu.block_dim x\n  %gdim = gpu.grid_dim x\n";
-  t += "  %t = arith.index_cast %tid : index to i64\n  %b = arith.index_cast %bid : index to i64\n";
-  t += "  %bd = arith.index_cast %bdim : index to i64\n  %gd = arith.index_cast %gdim : index to i64\n";
-  t += "  %bb = arith.muli %b, %bd : i64\n  %first = arith.addi %bb, %t : i64\n";
+  t += globalThreadText("%first");
   t += "  %step = arith.muli %gd, %bd : i64\n";
   t += "  scf.for %i = %first to %n step %step : i64 {\n";
   std::vector<std::string> offsets(static_cast<size_t>(inputs) + 1, "%i");
