@@ -111,12 +111,12 @@ func.func @exp_and_sum(%x: memref<8xf32>, %e: memref<8xf32>) -> f64 {
 // update below with an overlap check and a scalar copy of the body, which
 // an in-place update always took). A long dependence chain per element
 // (32 float operations or more, as exp, sigmoid and tanh expand) also asks
-// LLVM to interleave two vector iterations; a long loop that carries a sum
-// keeps LLVM's choice.
+// LLVM to interleave four vector iterations (two above 64 operations: see
+// @longer_chain); a long loop that carries a sum keeps LLVM's choice.
 // CHECK: #[[G:.*]] = #llvm.access_group<id = distinct[0]<>>
 // CHECK: #[[G1:.*]] = #llvm.access_group<id = distinct[1]<>>
-// CHECK: #[[I2:.*]] = #llvm.loop_interleave<count = 2 : i32>
-// CHECK: #[[L:.*]] = #llvm.loop_annotation<interleave = #[[I2]], parallelAccesses = #[[G]]>
+// CHECK: #[[I4:.*]] = #llvm.loop_interleave<count = 4 : i32>
+// CHECK: #[[L:.*]] = #llvm.loop_annotation<interleave = #[[I4]], parallelAccesses = #[[G]]>
 // CHECK: #[[L1:.*]] = #llvm.loop_annotation<parallelAccesses = #[[G1]]>
 // CHECK-LABEL: func.func @latency_bound
 // CHECK: scf.for %[[I:.*]] = %c0 to %c2 step %c1
@@ -238,4 +238,96 @@ func.func @latency_bound(%x: memref<2x4xf32>, %y: memref<2x4xf32>, %z: memref<8x
     scf.yield %n : f32
   }
   return %sum : f32
+}
+
+// -----
+
+// A longer chain per element (70 float operations) interleaves two vector
+// iterations: four copies of it would spill.
+// CHECK: #[[I2:.*]] = #llvm.loop_interleave<count = 2 : i32>
+// CHECK: #[[L2:.*]] = #llvm.loop_annotation<interleave = #[[I2]], parallelAccesses = #{{.*}}>
+// CHECK-LABEL: func.func @longer_chain
+// CHECK: scf.for
+// CHECK: } {llvm.loop_annotation = #[[L2]]}
+func.func @longer_chain(%x: memref<8xf32>, %y: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %k = arith.constant 1.5 : f32
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %v = memref.load %x[%i] : memref<8xf32>
+    %t0 = arith.mulf %v, %k : f32
+    %t1 = arith.addf %t0, %k : f32
+    %t2 = arith.mulf %t1, %k : f32
+    %t3 = arith.addf %t2, %k : f32
+    %t4 = arith.mulf %t3, %k : f32
+    %t5 = arith.addf %t4, %k : f32
+    %t6 = arith.mulf %t5, %k : f32
+    %t7 = arith.addf %t6, %k : f32
+    %t8 = arith.mulf %t7, %k : f32
+    %t9 = arith.addf %t8, %k : f32
+    %t10 = arith.mulf %t9, %k : f32
+    %t11 = arith.addf %t10, %k : f32
+    %t12 = arith.mulf %t11, %k : f32
+    %t13 = arith.addf %t12, %k : f32
+    %t14 = arith.mulf %t13, %k : f32
+    %t15 = arith.addf %t14, %k : f32
+    %t16 = arith.mulf %t15, %k : f32
+    %t17 = arith.addf %t16, %k : f32
+    %t18 = arith.mulf %t17, %k : f32
+    %t19 = arith.addf %t18, %k : f32
+    %t20 = arith.mulf %t19, %k : f32
+    %t21 = arith.addf %t20, %k : f32
+    %t22 = arith.mulf %t21, %k : f32
+    %t23 = arith.addf %t22, %k : f32
+    %t24 = arith.mulf %t23, %k : f32
+    %t25 = arith.addf %t24, %k : f32
+    %t26 = arith.mulf %t25, %k : f32
+    %t27 = arith.addf %t26, %k : f32
+    %t28 = arith.mulf %t27, %k : f32
+    %t29 = arith.addf %t28, %k : f32
+    %t30 = arith.mulf %t29, %k : f32
+    %t31 = arith.addf %t30, %k : f32
+    %t32 = arith.mulf %t31, %k : f32
+    %t33 = arith.addf %t32, %k : f32
+    %t34 = arith.mulf %t33, %k : f32
+    %t35 = arith.addf %t34, %k : f32
+    %t36 = arith.mulf %t35, %k : f32
+    %t37 = arith.addf %t36, %k : f32
+    %t38 = arith.mulf %t37, %k : f32
+    %t39 = arith.addf %t38, %k : f32
+    %t40 = arith.mulf %t39, %k : f32
+    %t41 = arith.addf %t40, %k : f32
+    %t42 = arith.mulf %t41, %k : f32
+    %t43 = arith.addf %t42, %k : f32
+    %t44 = arith.mulf %t43, %k : f32
+    %t45 = arith.addf %t44, %k : f32
+    %t46 = arith.mulf %t45, %k : f32
+    %t47 = arith.addf %t46, %k : f32
+    %t48 = arith.mulf %t47, %k : f32
+    %t49 = arith.addf %t48, %k : f32
+    %t50 = arith.mulf %t49, %k : f32
+    %t51 = arith.addf %t50, %k : f32
+    %t52 = arith.mulf %t51, %k : f32
+    %t53 = arith.addf %t52, %k : f32
+    %t54 = arith.mulf %t53, %k : f32
+    %t55 = arith.addf %t54, %k : f32
+    %t56 = arith.mulf %t55, %k : f32
+    %t57 = arith.addf %t56, %k : f32
+    %t58 = arith.mulf %t57, %k : f32
+    %t59 = arith.addf %t58, %k : f32
+    %t60 = arith.mulf %t59, %k : f32
+    %t61 = arith.addf %t60, %k : f32
+    %t62 = arith.mulf %t61, %k : f32
+    %t63 = arith.addf %t62, %k : f32
+    %t64 = arith.mulf %t63, %k : f32
+    %t65 = arith.addf %t64, %k : f32
+    %t66 = arith.mulf %t65, %k : f32
+    %t67 = arith.addf %t66, %k : f32
+    %t68 = arith.mulf %t67, %k : f32
+    %t69 = arith.addf %t68, %k : f32
+    memref.store %t69, %y[%i] : memref<8xf32>
+    scf.reduce
+  }
+  return
 }
