@@ -18,6 +18,7 @@
 #include "runtime/exec/WarmStart.h"
 #include "runtime/support/StatsCounters.h"
 #include "runtime/backends/Hal.h"
+#include "runtime/backends/cpu/CachingHostAllocator.h"
 #include "runtime/exec/LaunchTarget.h"
 #include "runtime/support/LeastRecentlyUsed.h"
 #include "runtime/interp/Kernels.h"
@@ -287,6 +288,12 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
   const std::shared_ptr<Executable>& exe = built.executable;
   const bool fromCache = built.fromCache;
   const CompileResult& result = built.result;
+  // The first compiled run's scratch is faulted in here, on the compile
+  // thread, rather than in the user's step: 24 MB for the transformer
+  // bench's step, which made its first compiled run 20 ms instead of 9.
+  if (exe && exe->dynamicSizes == 0 && exe->scratchBytes() > 0 && graph->device.kind == Device::CPU)
+    if (auto* host = dynamic_cast<hal::CachingHostAllocator*>(&hal::deviceContext(Device::cpu()).allocator()))
+      host->prefaultOne(exe->scratchBytes());
   Counters& c = counters();
   std::lock_guard<std::mutex> lock(mutex_);
   if (profile->region) {  // a hot region (RegionExecutor.cpp): counted apart

@@ -157,33 +157,51 @@ std::vector<BlockDemand> CachingHostAllocator::stopDemandRecord() {
 }
 
 std::size_t CachingHostAllocator::prefault(std::span<const BlockDemand> demand, std::size_t maxBytes) {
-  static const std::size_t kPage = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   std::size_t faulted = 0;
   for (const BlockDemand& d : demand) {
     // Only sizes this allocator would hand out (a record is data from disk).
     if (d.bucket == 0 || bucketSize(d.bucket) != d.bucket) continue;
     for (;;) {
-      void* p = nullptr;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         // Blocks held already, in use or cached, count towards the demand.
         if (auto it = blocksHeld_.find(d.bucket); it != blocksHeld_.end() && it->second >= d.count) break;
-        if (faulted + d.bucket > maxBytes || cachedBytes_ + d.bucket > maxCachedBytes_) return faulted;
-        p = systemAllocate(d.bucket);
-        if (!p) return faulted;
-        ++stats_.system_allocs;
-        stats_.bytes_reserved += d.bucket;
+        if (faulted + d.bucket > maxBytes) return faulted;
       }
-      // The system backs a page when it is first written: here, not in the
-      // step. Written before it is cached, while no other thread can have it.
-      for (std::size_t off = 0; off < d.bucket; off += kPage) static_cast<volatile char*>(p)[off] = 0;
-      std::lock_guard<std::mutex> lock(mutex_);
-      free_[d.bucket].push_back({p, Clock::now()});
-      cachedBytes_ += d.bucket;
+      if (!cacheFaultedInBlock(d.bucket)) return faulted;
       faulted += d.bucket;
     }
   }
   return faulted;
+}
+
+std::size_t CachingHostAllocator::prefaultOne(std::size_t bytes) {
+  const std::size_t bucket = bucketSize(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = free_.find(bucket); it != free_.end() && !it->second.empty()) return 0;
+  }
+  return cacheFaultedInBlock(bucket) ? bucket : 0;
+}
+
+bool CachingHostAllocator::cacheFaultedInBlock(std::size_t bucket) {
+  static const std::size_t kPage = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cachedBytes_ + bucket > maxCachedBytes_) return false;
+    p = systemAllocate(bucket);
+    if (!p) return false;
+    ++stats_.system_allocs;
+    stats_.bytes_reserved += bucket;
+  }
+  // The system backs a page when it is first written: here, not in the
+  // step. Written before it is cached, while no other thread can have it.
+  for (std::size_t off = 0; off < bucket; off += kPage) static_cast<volatile char*>(p)[off] = 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_[bucket].push_back({p, Clock::now()});
+  cachedBytes_ += bucket;
+  return true;
 }
 
 AllocatorStats CachingHostAllocator::stats() const {

@@ -79,6 +79,12 @@ class CachingHostAllocator final : public Allocator {
   /// own limit. Pages are touched outside the lock: other threads allocate
   /// meanwhile. Returns the bytes faulted in.
   std::size_t prefault(std::span<const BlockDemand> demand, std::size_t maxBytes);
+  /// Makes the next allocation of `bytes` a cached block whose pages the
+  /// system already backs: unless one of its bucket is cached, one is
+  /// faulted in (as prefault does) and cached. A kernel that has just been
+  /// compiled gets its scratch this way on the compile thread, not in its
+  /// first step. Returns the bytes faulted in.
+  std::size_t prefaultOne(std::size_t bytes);
 
  private:
   struct CachedBlock {
@@ -90,6 +96,9 @@ class CachingHostAllocator final : public Allocator {
   /// the block was allocated with (its bucket size) to find its source.
   void* systemAllocate(std::size_t size);
   void systemFree(void* ptr, std::size_t size);
+  /// One fresh block of `bucket` bytes, each page written, into the cache
+  /// (within its limit); false when there is no room or memory.
+  bool cacheFaultedInBlock(std::size_t bucket);
   void emptyCacheLocked();
   std::size_t releaseIdleLocked(Clock::time_point now);
 

@@ -137,5 +137,24 @@ TEST(CachingHostAllocator, PrefaultFillsTheCacheUpToTheDemand) {
   EXPECT_EQ(small.stats().bytes_reserved, 2u << 20);
 }
 
+TEST(CachingHostAllocator, PrefaultOneCachesABlockUnlessOneIsCached) {
+  CachingHostAllocator a(1ul << 30);
+  const std::size_t bytes = (23u << 20) + 12345;  // a compiled kernel's scratch
+  const std::size_t bucket = CachingHostAllocator::bucketSize(bytes);
+  void* inUse = a.allocate(bytes);  // in use: the next allocation still needs a block
+  EXPECT_EQ(a.prefaultOne(bytes), bucket);
+  EXPECT_EQ(a.prefaultOne(bytes), 0u) << "one is cached already";
+  const AllocatorStats faulted = a.stats();
+  void* scratch = a.allocate(bytes);
+  EXPECT_EQ(a.stats().system_allocs, faulted.system_allocs) << "the allocation takes the faulted-in block";
+  EXPECT_EQ(a.stats().cache_hits, faulted.cache_hits + 1);
+  a.deallocate(scratch, bytes);
+  a.deallocate(inUse, bytes);
+  // Not beyond the cache's own limit.
+  CachingHostAllocator tiny(1u << 20);
+  EXPECT_EQ(tiny.prefaultOne(bytes), 0u);
+  EXPECT_EQ(tiny.stats().bytes_reserved, 0u);
+}
+
 }  // namespace
 }  // namespace kiln::hal
