@@ -63,8 +63,7 @@ inline constexpr const char *kCpuMarkParallelLoops = "kiln-cpu-mark-parallel-loo
 inline constexpr const char *kResolveDynamicReshapes = "resolve-ranked-shaped-type-result-dims,fold-memref-alias-ops";
 inline constexpr const char *kToLLVM =
     "expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-math-to-llvm,"
-    "convert-math-to-libm,arith-expand,convert-arith-to-llvm,convert-index-to-llvm,finalize-memref-to-llvm,"
-    "convert-func-to-llvm{use-bare-ptr-memref-call-conv},convert-cf-to-llvm,reconcile-unrealized-casts,"
+    "convert-math-to-libm,arith-expand,kiln-cpu-convert-to-llvm,reconcile-unrealized-casts,"
     "kiln-cpu-tag-parallel-accesses";
 
 /// Nested operations per part of a large kernel's serial code

@@ -15,7 +15,15 @@
 #include "jit/targets/cpu/SplitReduction.h"
 #include "jit/targets/cpu/StreamingStores.h"
 #include "jit/targets/cpu/TransposeFolding.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
+#include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -28,6 +36,7 @@
 namespace kiln::jit::cpu {
 
 #define GEN_PASS_DEF_KILNCPUFUSEELEMENTWISE
+#define GEN_PASS_DEF_KILNCPUCONVERTTOLLVM
 #define GEN_PASS_DEF_KILNCPUSPLITFULLREDUCTIONS
 #define GEN_PASS_DEF_KILNCPUDISTINCTRESULTS
 #define GEN_PASS_DEF_KILNCPUBUFFERDONATION
@@ -319,6 +328,24 @@ struct FoldMatmulTransposes : impl::KilnCpuFoldMatmulTransposesBase<FoldMatmulTr
 struct MarkParallelLoops : impl::KilnCpuMarkParallelLoopsBase<MarkParallelLoops> {
   using Base::Base;
   void runOnOperation() override { markParallelLoops(getOperation(), f32Lanes); }
+};
+
+struct ConvertToLLVM : impl::KilnCpuConvertToLLVMBase<ConvertToLLVM> {
+  void runOnOperation() override {
+    mlir::MLIRContext *context = &getContext();
+    mlir::LowerToLLVMOptions options(context);
+    options.useBarePtrCallConv = true;
+    mlir::LLVMTypeConverter converter(context, options);
+    mlir::RewritePatternSet patterns(context);
+    mlir::arith::populateArithToLLVMConversionPatterns(converter, patterns);
+    mlir::index::populateIndexToLLVMConversionPatterns(converter, patterns);
+    mlir::populateFinalizeMemRefToLLVMConversionPatterns(converter, patterns);
+    mlir::populateFuncToLLVMConversionPatterns(converter, patterns);
+    mlir::cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
+    mlir::LLVMConversionTarget target(*context);
+    if (mlir::failed(mlir::applyPartialConversion(getOperation(), target, std::move(patterns))))
+      signalPassFailure();
+  }
 };
 
 struct TagParallelAccesses : impl::KilnCpuTagParallelAccessesBase<TagParallelAccesses> {
