@@ -64,7 +64,7 @@ inline constexpr const char *kResolveDynamicReshapes = "resolve-ranked-shaped-ty
 inline constexpr const char *kToLLVM =
     "expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-math-to-llvm,"
     "convert-math-to-libm,arith-expand,kiln-cpu-convert-to-llvm,reconcile-unrealized-casts,"
-    "kiln-cpu-tag-parallel-accesses";
+    "kiln-cpu-fold-descriptors,kiln-cpu-tag-parallel-accesses";
 
 /// Nested operations per part of a large kernel's serial code
 /// (kiln-cpu-outline-serial-parts, SerialParts.h).

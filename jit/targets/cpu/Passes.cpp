@@ -37,6 +37,7 @@ namespace kiln::jit::cpu {
 
 #define GEN_PASS_DEF_KILNCPUFUSEELEMENTWISE
 #define GEN_PASS_DEF_KILNCPUCONVERTTOLLVM
+#define GEN_PASS_DEF_KILNCPUFOLDDESCRIPTORS
 #define GEN_PASS_DEF_KILNCPUSPLITFULLREDUCTIONS
 #define GEN_PASS_DEF_KILNCPUDISTINCTRESULTS
 #define GEN_PASS_DEF_KILNCPUBUFFERDONATION
@@ -345,6 +346,33 @@ struct ConvertToLLVM : impl::KilnCpuConvertToLLVMBase<ConvertToLLVM> {
     mlir::LLVMConversionTarget target(*context);
     if (mlir::failed(mlir::applyPartialConversion(getOperation(), target, std::move(patterns))))
       signalPassFailure();
+  }
+};
+
+struct FoldDescriptors : impl::KilnCpuFoldDescriptorsBase<FoldDescriptors> {
+  void runOnOperation() override {
+    // Reads of a descriptor: ExtractValueOp's folder follows the chain of
+    // insertions to the value inserted at its position.
+    getOperation()->walk([](mlir::LLVM::ExtractValueOp extract) {
+      llvm::SmallVector<mlir::OpFoldResult, 1> folded;
+      if (mlir::failed(extract->fold(folded)) || folded.size() != 1)
+        return;
+      if (auto value = llvm::dyn_cast_if_present<mlir::Value>(folded.front()); value && value != extract.getResult())
+        extract.getResult().replaceAllUsesWith(value);
+    });
+    // Then the operations with results that nothing uses, users before what
+    // they use (a function's blocks are in dominance order); another sweep
+    // finds what that left unused elsewhere.
+    for (bool erased = true; erased;) {
+      erased = false;
+      llvm::SmallVector<mlir::Operation *> ops;
+      getOperation()->walk([&](mlir::Operation *op) { ops.push_back(op); });
+      for (mlir::Operation *op : llvm::reverse(ops))
+        if (op->getNumResults() > 0 && mlir::isOpTriviallyDead(op)) {
+          op->erase();
+          erased = true;
+        }
+    }
   }
 };
 

@@ -645,6 +645,21 @@ def KilnCpuConvertToLLVM : Pass<"kiln-cpu-convert-to-llvm", "::mlir::ModuleOp"> 
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def KilnCpuFoldDescriptors : Pass<"kiln-cpu-fold-descriptors", "::mlir::ModuleOp"> {
+  let summary = "Fold memref descriptor reads and drop the unused descriptors";
+  let description = [{
+    On the LLVM dialect, after the lowering: each `llvm.extractvalue` of a
+    chain of `llvm.insertvalue`s (a memref descriptor the lowering built)
+    becomes the value inserted at its position, and the pure operations
+    left without users (the descriptors of the many arguments a kernel part
+    never reads, their constants) go. One walk each, where canonicalize
+    would try every pattern on every operation. The lowered 889-op
+    transformer step shrinks from 20,300 to 8,200 lines, and its LLVM stage
+    (translation and optimisation) took 289 instead of 350 ms (medians of
+    seven alternating single-core compiles; the pass itself takes 7 ms).
+  }];
+}
+
 def KilnCpuTagParallelAccesses : Pass<"kiln-cpu-tag-parallel-accesses"> {
   let summary = "Put a parallel loop's access group on its memory accesses";
   let description = [{
