@@ -33,7 +33,8 @@ namespace kiln::jit::cpu {
 /// width; LLVM would size the vectors by the f64 sum, halving the f32 work's
 /// width: softmax and layer_norm rows). An innermost loop without
 /// loop-carried values whose body is one long chain of float operations
-/// also asks LLVM to interleave two vector iterations (an scf.parallel of
+/// also asks LLVM to interleave four vector iterations, or two for a body of
+/// more than 64 of them (an scf.parallel of
 /// that kind is first rewritten as the scf.for nest scf-to-cf would make).
 /// Returns the number of loops marked parallel.
 int markParallelLoops(mlir::Operation *root, unsigned f32Lanes = 0);
