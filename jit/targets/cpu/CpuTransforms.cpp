@@ -734,18 +734,35 @@ struct ExpScaledExactly : OpRewritePattern<math::ExpOp> {
   }
 };
 
+/// The module's math operations: the only ones the approximations rewrite.
+/// The rewrites start from them (and what they create) rather than from
+/// every operation of the module, which the greedy driver would also try to
+/// fold: most of a large trace's kernel is loads, stores and arithmetic.
+static SmallVector<Operation *> mathOps(ModuleOp module) {
+  SmallVector<Operation *> ops;
+  module.walk([&](Operation *op) {
+    if (isa_and_nonnull<math::MathDialect>(op->getDialect()))
+      ops.push_back(op);
+  });
+  return ops;
+}
+
 LogicalResult approximateMath(ModuleOp module, bool scalef) {
   RewritePatternSet tanhPatterns(module.getContext());
   populatePolynomialApproximateTanhPattern(tanhPatterns);
   TanhDivisions divisions;
-  if (failed(applyPatternsGreedily(module, std::move(tanhPatterns), GreedyRewriteConfig().setListener(&divisions))))
+  GreedyRewriteConfig tanhConfig;
+  tanhConfig.setListener(&divisions).setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
+  if (failed(applyOpPatternsGreedily(mathOps(module), std::move(tanhPatterns), tanhConfig)))
     return failure();
   RewritePatternSet patterns(module.getContext());
   // Ahead of upstream's exp (benefit 1), also where its other expansions
   // (expm1, erf, ...) create an exp.
   patterns.add<ExpScaledExactly>(module.getContext(), scalef);
   populateMathPolynomialApproximationPatterns(patterns);
-  return applyPatternsGreedily(module, std::move(patterns));
+  GreedyRewriteConfig config;
+  config.setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
+  return applyOpPatternsGreedily(mathOps(module), std::move(patterns), config);
 }
 
 void lowerIeeeMinMax(Operation *root) {
