@@ -292,7 +292,7 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
   // thread, rather than in the user's step: 24 MB for the transformer
   // bench's step, which made its first compiled run 20 ms instead of 9.
   if (exe && exe->dynamicSizes == 0 && exe->scratchBytes() > 0 && graph->device.kind == Device::CPU)
-    if (auto* host = dynamic_cast<hal::CachingHostAllocator*>(&hal::deviceContext(Device::cpu()).allocator()))
+    if (auto* host = dynamic_cast<hal::CachingHostAllocator*>(&hal::hostAllocator()))
       host->prefaultOne(exe->scratchBytes());
   Counters& c = counters();
   std::lock_guard<std::mutex> lock(mutex_);

@@ -110,7 +110,7 @@ void WarmStart::beginOnce() {
   if (s.cache == "off" || s.warm_start == "off") return;
   // The allocator exists before the exit handler is registered, so the
   // handler (which joins the threads that use it) runs before it goes.
-  auto* allocator = dynamic_cast<hal::CachingHostAllocator*>(&hal::deviceContext(Device::cpu()).allocator());
+  auto* allocator = dynamic_cast<hal::CachingHostAllocator*>(&hal::hostAllocator());
   if (!allocator) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (exiting_) return;
