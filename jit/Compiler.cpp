@@ -43,14 +43,25 @@ public:
   }
 
   exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name,
-                              const exec::CompileTarget &target) override {
+                              const exec::CompileTarget &target, exec::CodegenEffort effort) override {
     auto it = pipelines_.find(target.kind);
     if (it == pipelines_.end()) {
       exec::CompileResult result;
       result.error = "no compiler pipeline is registered for " + target.str();
       return result;
     }
-    return it->second->compile(graph, name, target);
+    return it->second->compile(graph, name, target, effort);
+  }
+
+  exec::CompileResult codegenFull(const exec::CompileResult &quick, const std::string &name,
+                                  const exec::CompileTarget &target) override {
+    auto it = pipelines_.find(target.kind);
+    if (it == pipelines_.end()) {
+      exec::CompileResult result;
+      result.error = "no compiler pipeline is registered for " + target.str();
+      return result;
+    }
+    return it->second->codegenFull(quick, name, target);
   }
 
 private:

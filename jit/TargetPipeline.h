@@ -20,9 +20,22 @@ namespace kiln::jit {
 class TargetPipeline {
 public:
   virtual ~TargetPipeline() = default;
-  /// Compiles `graph` for `target` (of this pipeline's kind).
+  /// Compiles `graph` for `target` (of this pipeline's kind), with machine
+  /// code of `effort` where the pipeline has more than one (the result says
+  /// which it used).
   virtual exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name,
-                                      const exec::CompileTarget &target) = 0;
+                                      const exec::CompileTarget &target, exec::CodegenEffort effort) = 0;
+  /// The Full kernel of a Quick `quick` result of this pipeline, from its
+  /// optimizedModules (machine code only). A pipeline with one code
+  /// generator never returns Quick results, and says so.
+  virtual exec::CompileResult codegenFull(const exec::CompileResult &quick, const std::string &name,
+                                          const exec::CompileTarget &target) {
+    (void)quick;
+    (void)name;
+    exec::CompileResult result;
+    result.error = "the " + target.str() + " pipeline has one code generator";
+    return result;
+  }
 };
 
 } // namespace kiln::jit

@@ -34,6 +34,12 @@ struct Stats {
   /// Background trace compiles given a core of their own because they pay
   /// back soon (TieringPolicy: CompilePriority::Urgent), at once or later.
   uint64_t urgent_compiles = 0;
+  /// Of `compiles`, those whose first kernel had LLVM's quick code generator
+  /// (large traces compiled in the background, so they tier up sooner);
+  /// each is compiled again with full codegen once it runs, which replaces
+  /// it and counts in full_recompiles (and compile_ms), not in compiles.
+  uint64_t quick_compiles = 0;
+  uint64_t full_recompiles = 0;
   double compile_ms = 0;           ///< total compile time
   double compile_import_ms = 0, compile_lower_ms = 0, compile_llvm_ms = 0, compile_jit_ms = 0;
   uint64_t compiled_runs = 0;      ///< traces run as compiled code

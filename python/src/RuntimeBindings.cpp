@@ -119,6 +119,7 @@ void bindRuntime(nb::module_& m) {
   KILN_STAT(interpreted_ops) KILN_STAT(distinct_trace_keys) KILN_STAT(bytes_allocated)
   KILN_STAT(allocator_cache_hits) KILN_STAT(allocator_bytes_reserved) KILN_STAT(allocator_bytes_peak)
   KILN_STAT(flushes_size_limit) KILN_STAT(flushes_cross_thread) KILN_STAT(compiles) KILN_STAT(compile_failures) KILN_STAT(urgent_compiles)
+  KILN_STAT(quick_compiles) KILN_STAT(full_recompiles)
   KILN_STAT(compile_ms) KILN_STAT(compile_import_ms) KILN_STAT(compile_lower_ms) KILN_STAT(compile_llvm_ms)
   KILN_STAT(compile_jit_ms) KILN_STAT(compiled_runs) KILN_STAT(kernel_launches) KILN_STAT(donated_buffers)
   KILN_STAT(cache_memory_hits) KILN_STAT(cache_disk_hits) KILN_STAT(cache_misses) KILN_STAT(cache_rejected)

@@ -204,6 +204,8 @@ std::string encode(const Entry& e) {
     m << "\ndynamic_sizes=" << e.meta.dynamicSizes << "\ndynamic_scratch=";
     for (size_t i = 0; i < e.meta.dynamicScratch.size(); ++i) m << (i ? " " : "") << e.meta.dynamicScratch[i];
   }
+  // Full entries keep the layout older readers know: no codegen line.
+  if (e.meta.codegen != CodegenEffort::Full) m << "\ncodegen=" << codegenEffortName(e.meta.codegen);
   m << "\ncompile_ms=" << e.meta.compileMs
     << "\ncreated=" << e.meta.createdUnix << "\n";
   // Fingerprint lines last, prefixed.
@@ -301,6 +303,9 @@ bool decode(std::string_view bytes, Entry* out, std::string* error, bool headerO
         if (count < 0 || i + 2 + static_cast<size_t>(count) > m.dynamicScratch.size()) return bad("malformed dynamic_scratch");
         i += 2 + static_cast<size_t>(count);
       }
+    } else if (name == "codegen") {
+      if (value == "quick") m.codegen = CodegenEffort::Quick;
+      else if (value != "full") return bad("unknown codegen '" + value + "'");
     } else if (name == "compile_ms") {
       m.compileMs = std::atof(value.c_str());
     } else if (name == "created") {

@@ -60,6 +60,9 @@ struct EntryMeta {
   /// Dynamic-shape kernels: see Executable::dynamicSizes / dynamicScratch.
   int dynamicSizes = 0;
   std::vector<int64_t> dynamicScratch;
+  /// Quick: a first-tier kernel that its process (or a later one) replaces
+  /// with a Full one once its trace stays hot. Older entries are Full.
+  CodegenEffort codegen = CodegenEffort::Full;
   double compileMs = 0;
   int64_t createdUnix = 0;
   uint64_t objectBytes = 0;     ///< filled by decode()

@@ -244,6 +244,7 @@ std::shared_ptr<Executable> KernelCache::loadFromDisk(DirState& dir, const trace
   exe->donations = entry.meta.donations;
   exe->dynamicSizes = entry.meta.dynamicSizes;
   exe->dynamicScratch = entry.meta.dynamicScratch;
+  exe->codegen = entry.meta.codegen;
   if (dir.writable) {
     const struct timespec now[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
     ::utimensat(AT_FDCWD, path.c_str(), now, 0);  // last use, for LRU eviction
@@ -278,6 +279,7 @@ std::shared_ptr<Executable> KernelCache::install(const trace::TraceKey& key, con
   exe->donations = compiled.donations;
   exe->dynamicSizes = compiled.dynamicSizes;
   exe->dynamicScratch = compiled.dynamicScratch;
+  exe->codegen = compiled.codegen;
   std::lock_guard<std::mutex> lock(mutex_);
   memory_[key] = {exe, ++useCounter_};
   if (compiled.fingerprint != loader->fingerprint()) {
@@ -309,6 +311,7 @@ void KernelCache::store(const trace::TraceKey& key, const trace::TraceGraph& gra
   e.meta.donations = compiled.donations;
   e.meta.dynamicSizes = compiled.dynamicSizes;
   e.meta.dynamicScratch = compiled.dynamicScratch;
+  e.meta.codegen = compiled.codegen;
   e.meta.compileMs = compiled.timings.totalMs();
   e.meta.createdUnix = static_cast<int64_t>(std::time(nullptr));
   e.object = compiled.object;

@@ -30,12 +30,16 @@ void CompileService::makeUrgent(Lane lane) {
 }
 
 BuiltKernel CompileService::kernelFor(const trace::TraceKey& key, const trace::TraceGraph& graph,
-                                      const std::string& name, int dynamicSizes) {
+                                      const std::string& name, int dynamicSizes, CodegenEffort effort,
+                                      const CompileResult* quick) {
   BuiltKernel built;
   built.executable = KernelCache::instance().find(key, KernelCache::Probe::Always);
+  if (built.executable && built.executable->codegen == CodegenEffort::Quick && effort == CodegenEffort::Full)
+    built.executable = nullptr;  // the Quick kernel this compile replaces
   built.fromCache = built.executable != nullptr;
   if (built.fromCache) return built;
-  built.result = compileTrace(graph, name);
+  const bool fromQuick = effort == CodegenEffort::Full && quick && !quick->optimizedModules.empty();
+  built.result = fromQuick ? codegenTraceFull(graph, *quick, name) : compileTrace(graph, name, effort);
   if (built.result.ok() && dynamicSizes >= 0 && built.result.dynamicSizes != dynamicSizes) {
     built.result.object.clear();
     built.result.error = "the compiler did not produce a dynamic-shape kernel";

@@ -39,10 +39,14 @@ class CompileService {
   /// What `lane` has queued or running becomes urgent.
   void makeUrgent(Lane lane);
   /// The kernel of `key`: from the disk cache, else compiled from `graph`
-  /// under `name` and installed. With `dynamicSizes` >= 0 a compiled kernel
-  /// must take that many dynamic sizes (a dynamic-shape kernel).
+  /// under `name` with `effort` and installed. With `dynamicSizes` >= 0 a
+  /// compiled kernel must take that many dynamic sizes (a dynamic-shape
+  /// kernel). A Full request is not served by a cached Quick kernel; given
+  /// `quick`, the Quick compile it replaces, it needs only machine code
+  /// (codegenTraceFull) when that kept its optimised modules.
   BuiltKernel kernelFor(const trace::TraceKey& key, const trace::TraceGraph& graph, const std::string& name,
-                        int dynamicSizes = -1);
+                        int dynamicSizes = -1, CodegenEffort effort = CodegenEffort::Full,
+                        const CompileResult* quick = nullptr);
   /// Waits for every submitted job (tests, KILN_JIT=sync's drain).
   void drain();
   /// Drops queued jobs and joins the threads (exit).

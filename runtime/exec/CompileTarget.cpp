@@ -14,6 +14,10 @@ const char* binaryFormatName(BinaryFormat format) {
   return "?";
 }
 
+const char* codegenEffortName(CodegenEffort effort) {
+  return effort == CodegenEffort::Quick ? "quick" : "full";
+}
+
 BinaryFormat CompileTarget::format() const {
   switch (kind) {
     case Kind::HostCpu: return BinaryFormat::SharedObject;

@@ -22,6 +22,18 @@ enum class BinaryFormat : uint8_t {
 };
 const char* binaryFormatName(BinaryFormat format);
 
+/// How hard the compiler works on machine code (issue 20's cheap first
+/// tier). The code it generates computes the same values either way.
+enum class CodegenEffort : uint8_t {
+  Full,   ///< the optimising code generator (the default)
+  /// Fast instruction selection and register allocation (the host CPU; GPU
+  /// pipelines compile one way): a large trace's first kernel, which a Full
+  /// one replaces once it stays hot (TieringPolicy.h, chooseCodegenEffort).
+  Quick,
+};
+/// "full" or "quick".
+const char* codegenEffortName(CodegenEffort effort);
+
 struct CompileTarget {
   enum class Kind : uint8_t {
     HostCpu,  ///< the CPU this process runs on (its triple and every feature it has)

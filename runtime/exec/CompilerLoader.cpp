@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -176,7 +177,12 @@ void prepareBackgroundCompile() {
   guardThisThread();
 }
 
-CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& name) {
+namespace {
+/// Runs `work` with the compiler and the target of `graph`'s device, as one
+/// compilation the exit handler waits for; an error result when either is
+/// missing or the process is exiting.
+CompileResult withCompiler(const trace::TraceGraph& graph,
+                           const std::function<CompileResult(TraceCompiler&, const CompileTarget&)>& work) {
   CompileResult result;
   ++gInFlight;
   // Counted before the check, so the exit handler either sees this
@@ -185,7 +191,7 @@ CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& na
   const std::optional<CompileTarget> target = hal::deviceContext(graph.device).compileTarget();
   if (!target) result.error = "device " + graph.device.str() + " has no compiler target";
   else if (compiler) {
-    result = compiler->compile(graph, name, *target);
+    result = work(*compiler, *target);
     // The first compile builds most of the compiler's lazily constructed
     // statics, whose destructors then run before the handler registered at
     // load: registered again after it, the handler also runs first when a
@@ -197,6 +203,19 @@ CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& na
   else result.error = gExiting.load() ? "the process is exiting" : "the compiler library is not available";
   --gInFlight;
   return result;
+}
+}  // namespace
+
+CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& name, CodegenEffort effort) {
+  return withCompiler(graph, [&](TraceCompiler& compiler, const CompileTarget& target) {
+    return compiler.compile(graph, name, target, effort);
+  });
+}
+
+CompileResult codegenTraceFull(const trace::TraceGraph& graph, const CompileResult& quick, const std::string& name) {
+  return withCompiler(graph, [&](TraceCompiler& compiler, const CompileTarget& target) {
+    return compiler.codegenFull(quick, name, target);
+  });
 }
 
 }  // namespace kiln::exec

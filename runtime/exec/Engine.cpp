@@ -193,7 +193,7 @@ void Engine::compileRegion(std::shared_ptr<TraceProfile> profile, std::shared_pt
                            trace::TraceKey key, bool now) {
   compiles_.submit(CompileService::Lane::Regions, now,
                    [this, held = std::move(profile), graph = std::move(graph), key = std::move(key)] {
-                     compileJob(held, graph, key);
+                     compileJob(held, graph, key, CodegenEffort::Full);
                    });
 }
 
@@ -277,13 +277,13 @@ std::shared_ptr<TraceProfile> Engine::profileLocked(const trace::TraceKey& key, 
 }
 
 void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<const trace::TraceGraph> graph,
-                        trace::TraceKey key) {
+                        trace::TraceKey key, CodegenEffort effort, std::shared_ptr<const CompileResult> quick) {
   if (int delay = compileDelayMs_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   char name[32];
   std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(key.hash));
   timespec cpu0{}, cpu1{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
-  BuiltKernel built = compiles_.kernelFor(key, *graph, name);
+  BuiltKernel built = compiles_.kernelFor(key, *graph, name, -1, effort, quick.get());
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
   const std::shared_ptr<Executable>& exe = built.executable;
   const bool fromCache = built.fromCache;
@@ -300,26 +300,50 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
     RegionExecutor::noteCompiled(profile.get(), exe, fromCache, result, name);
     return;
   }
+  const bool replacesQuick =
+      profile->executable && profile->executable->codegen == CodegenEffort::Quick && effort == CodegenEffort::Full;
+  if (!exe && replacesQuick) {
+    log().log(compilesStopped() ? spdlog::level::debug : spdlog::level::warn,
+              "trace {} ({} ops) keeps its quick-codegen kernel: the full compile failed: {}", name, profile->ops,
+              result.error);
+    return;
+  }
   if (exe) {
     profile->executable = exe;
     profile->tier = Tier::Compiled;
     if (fromCache) return;
     // The compile thread's CPU time, not its wall time (which depends on
     // its priority); a sync compile cuts the module into shares that
-    // compile on other threads, so only background compiles teach it.
-    if (onCompileQueueThread())
+    // compile on other threads, so only background compiles teach it. The
+    // model estimates Full compiles (chooseCodegenEffort).
+    if (onCompileQueueThread() && exe->codegen == CodegenEffort::Full)
       compileCost_.noteCompile(profile->ops, 1e3 * static_cast<double>(cpu1.tv_sec - cpu0.tv_sec) +
                                                  1e-6 * static_cast<double>(cpu1.tv_nsec - cpu0.tv_nsec));
-    c.compiles.fetch_add(1);
     c.compileUs.fetch_add(toUs(result.timings.totalMs()));
     c.importUs.fetch_add(toUs(result.timings.importMs));
     c.lowerUs.fetch_add(toUs(result.timings.lowerMs));
     c.llvmUs.fetch_add(toUs(result.timings.llvmMs));
     c.jitUs.fetch_add(toUs(result.timings.jitMs));
+    if (replacesQuick) {
+      c.fullRecompiles.fetch_add(1);
+      profile->quickCompile.reset();
+      log().info("trace {} ({} ops): its quick-codegen kernel is replaced by a full one, compiled in {:.1f} ms "
+                 "(codegen+link {:.1f})",
+                 name, profile->ops, result.timings.totalMs(), result.timings.jitMs);
+      return;
+    }
+    c.compiles.fetch_add(1);
     log().info("tier-up: trace {} ({} ops) compiled into {} fused kernel(s) in {:.1f} ms (import {:.1f}, lower "
-               "{:.1f}, llvm {:.1f}, codegen+link {:.1f}); {:.0f}% of executed ops ran compiled so far",
+               "{:.1f}, llvm {:.1f}, {} codegen+link {:.1f}); {:.0f}% of executed ops ran compiled so far",
                name, profile->ops, exe->kernelCount(), result.timings.totalMs(), result.timings.importMs,
-               result.timings.lowerMs, result.timings.llvmMs, result.timings.jitMs, compiledOpPercent());
+               result.timings.lowerMs, result.timings.llvmMs, codegenEffortName(exe->codegen), result.timings.jitMs,
+               compiledOpPercent());
+    if (exe->codegen == CodegenEffort::Quick) {
+      c.quickCompiles.fetch_add(1);
+      auto kept = std::make_shared<CompileResult>(std::move(built.result));
+      kept->object = {};  // loaded: only the optimised modules are needed again
+      profile->quickCompile = std::move(kept);
+    }
   } else {
     profile->tier = Tier::InterpretOnly;
     profile->failure = result.error;
@@ -327,6 +351,31 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
     log().log(compilesStopped() ? spdlog::level::debug : spdlog::level::warn,
               "trace {} ({} ops) stays interpreted: compilation failed: {}", name, profile->ops, result.error);
   }
+}
+
+void Engine::recompileFull(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                           const std::shared_ptr<TraceProfile>& profile, const trace::TraceKey& key,
+                           std::span<const uint32_t> scalarArgs, std::vector<int64_t>* paramOfInput,
+                           std::vector<uint32_t>* nodeOfOutput) {
+  // Not where nothing compiles (KILN_JIT=off or replay: the Quick kernel
+  // came from the disk cache and stays).
+  if (!jitEnabled() || !traceCompiles_) return;
+  std::shared_ptr<const CompileResult> quick;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (profile->fullRecompileSubmitted || profile->region) return;
+    profile->fullRecompileSubmitted = true;
+    quick = profile->quickCompile;
+  }
+  auto graph = std::make_shared<const trace::TraceGraph>(
+      trace::extractGraph(trace, needed, paramOfInput, nodeOfOutput, scalarArgs));
+  const bool now = settings().jit == JitMode::Sync;
+  log().info("trace {:016x} ({} ops): its kernel has quick codegen; compiling it with full codegen {}{}", key.hash,
+             profile->ops, now ? "now" : "in the background, at the lowest priority",
+             quick ? " (machine code only, from the quick compile's optimised modules)" : "");
+  compiles_.submit(CompileService::Lane::Traces, now, [this, profile, graph, key, quick] {
+    compileJob(profile, graph, key, CodegenEffort::Full, quick);
+  });
 }
 
 CompilePriority Engine::compilePriorityLocked(const TraceProfile& profile) const {
@@ -595,18 +644,22 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       // on its first job, so this step does not wait for it.
       const bool now = settings().jit == JitMode::Sync;
       bool urgent = false;
+      CodegenEffort effort = CodegenEffort::Full;
       if (!now) {
         std::lock_guard<std::mutex> lock(mutex_);
         urgent = compilePriorityLocked(*profile) == CompilePriority::Urgent;
         profile->urgentCompile = urgent;
         if (urgent) c.urgentCompiles.fetch_add(1, std::memory_order_relaxed);
-        log().info("trace {:016x} ({} ops): compiling in the background, {} (interpreted {:.2f} ms a run over "
-                   "{} run(s), compile estimated at {:.0f} ms)",
+        effort = chooseCodegenEffort(compileCost_.estimateMs(profile->ops), true, quickCodegenFromMs_.load());
+        log().info("trace {:016x} ({} ops): compiling in the background, {}, {} codegen (interpreted {:.2f} ms a "
+                   "run over {} run(s), compile estimated at {:.0f} ms)",
                    tLastKey.hash, profile->ops, urgent ? "urgent (a core of its own)" : "at the lowest priority",
-                   profile->interpretedMs, profile->interpretedSamples, compileCost_.estimateMs(profile->ops));
+                   codegenEffortName(effort), profile->interpretedMs, profile->interpretedSamples,
+                   compileCost_.estimateMs(profile->ops));
       }
-      compiles_.submit(CompileService::Lane::Traces, now,
-                       [this, profileRef, graph, key = tLastKey] { compileJob(profileRef, graph, key); }, urgent);
+      compiles_.submit(
+          CompileService::Lane::Traces, now,
+          [this, profileRef, graph, key = tLastKey, effort] { compileJob(profileRef, graph, key, effort); }, urgent);
       if (now) {
         std::lock_guard<std::mutex> lock(mutex_);
         exe = profile->executable;
@@ -616,6 +669,8 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   if (exe && launchCompiled(trace, tNeeded, *profile, exe, slots.argNodes, out)) {
     if (trace.device.kind == Device::CPU) WarmStart::instance().noteKernel(tLastKey.hash);
     c.compiledOps.fetch_add(neededOps, std::memory_order_relaxed);
+    if (exe->codegen == CodegenEffort::Quick)
+      recompileFull(trace, tNeeded, profileRef, tLastKey, slots.argNodes, &scratch.paramOfInput, &scratch.nodeOfOutput);
     return;
   }
   // No whole-trace kernel: hot regions (tier 1) may run parts of it compiled.

@@ -62,6 +62,13 @@ struct TraceProfile {
   uint32_t interpretedSamples = 0;
   /// Its background compile runs urgent (TieringPolicy's CompilePriority).
   bool urgentCompile = false;
+  /// Its kernel is a Quick one and the Full compile that replaces it was
+  /// submitted (Engine::recompileFull).
+  bool fullRecompileSubmitted = false;
+  /// The compile of its Quick kernel (its object file dropped), kept until
+  /// the Full compile, which takes its optimised modules; null when the
+  /// Quick kernel came from the disk cache.
+  std::shared_ptr<const CompileResult> quickCompile;
   bool cacheChecked = false;  ///< the kernel cache was asked on an early run
   bool replayMiss = false;    ///< KILN_JIT=replay found no cached kernel for it
   /// The key is a hot-region key (Regions.h), not a whole trace's.
@@ -101,6 +108,9 @@ class Engine final : public trace::TraceRunner {
   void shutdownCompiles();
   /// Test hook: every compilation first sleeps this long.
   void setCompileDelayForTesting(int milliseconds) { compileDelayMs_ = milliseconds; }
+  /// The estimated compile time from which a background first compile has
+  /// quick codegen (TieringPolicy's kQuickCodegenFromMs).
+  void setQuickCodegenFromMsForTesting(double ms) { quickCodegenFromMs_ = ms; }
   /// Test hook: forgets every profile (with KernelCache::clearMemory(), a
   /// process as if freshly started).
   void resetProfilesForTesting();
@@ -142,8 +152,18 @@ class Engine final : public trace::TraceRunner {
 
  private:
   /// The job holds its profile: it may be dropped from the table meanwhile.
+  /// `quick`: the Quick compile a Full one replaces (CompileService::kernelFor).
   void compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<const trace::TraceGraph> graph,
-                  trace::TraceKey key);
+                  trace::TraceKey key, CodegenEffort effort, std::shared_ptr<const CompileResult> quick = nullptr);
+  /// After a run of `profile`'s Quick kernel (TieringPolicy.h,
+  /// chooseCodegenEffort): submits, once, the Full compile that replaces it,
+  /// in the background at the lowest priority (KILN_JIT=sync: now).
+  /// `scalarArgs` as for launchCompiled; `paramOfInput` and `nodeOfOutput`
+  /// are scratch.
+  void recompileFull(const trace::Trace& trace, const std::vector<uint8_t>& needed,
+                     const std::shared_ptr<TraceProfile>& profile, const trace::TraceKey& key,
+                     std::span<const uint32_t> scalarArgs, std::vector<int64_t>* paramOfInput,
+                     std::vector<uint32_t>* nodeOfOutput);
   /// How much of the machine a background compile of `profile` gets now
   /// (TieringPolicy's CompilePriority); under mutex_.
   CompilePriority compilePriorityLocked(const TraceProfile& profile) const;
@@ -202,6 +222,7 @@ class Engine final : public trace::TraceRunner {
   /// Compile time from a trace's size, learnt from background compiles.
   CompileCostModel compileCost_;
   std::atomic<int> compileDelayMs_{0};
+  std::atomic<double> quickCodegenFromMs_{kQuickCodegenFromMs};
   std::atomic<bool> traceCompiles_{true};
 };
 

@@ -47,6 +47,10 @@ class Executable {
   /// Set by the kernel cache like donations.
   int dynamicSizes = 0;
   std::vector<int64_t> dynamicScratch;
+  /// Quick: a first-tier kernel that a Full one of the same key replaces
+  /// when its trace stays hot (Engine::recompileFull). Set by the kernel
+  /// cache like donations.
+  CodegenEffort codegen = CodegenEffort::Full;
   /// Scratch bytes for the given sizes: scratchBytes() plus, per term of
   /// dynamicScratch (bytes, count, size numbers...), bytes times the sizes,
   /// rounded up to 64.
@@ -82,6 +86,13 @@ struct CompileResult {
   /// The graph's extents < 0 are dynamic: size number -1 - extent.
   int dynamicSizes = 0;
   std::vector<int64_t> dynamicScratch;
+  /// The code generator's effort it was built with (a pipeline that has no
+  /// quick codegen reports Full whatever it was asked).
+  CodegenEffort codegen = CodegenEffort::Full;
+  /// Quick host compiles: the optimised LLVM modules (bitcode, one per
+  /// share), from which TraceCompiler::codegenFull makes the Full kernel
+  /// with machine code only. Empty otherwise.
+  std::vector<std::string> optimizedModules;
   std::string error;  ///< why it failed
   CompileTimings timings;
   bool ok() const { return !object.empty(); }
@@ -93,8 +104,12 @@ class TraceCompiler {
  public:
   virtual ~TraceCompiler() = default;
   /// `name` identifies the kernel (the TraceKey hash) for IR dumps and logs.
-  virtual CompileResult compile(const trace::TraceGraph& graph, const std::string& name,
-                                const CompileTarget& target) = 0;
+  virtual CompileResult compile(const trace::TraceGraph& graph, const std::string& name, const CompileTarget& target,
+                                CodegenEffort effort) = 0;
+  /// The Full kernel of a Quick result (CompileResult::optimizedModules) of
+  /// `target`: its machine code, the rest as `quick` describes it.
+  virtual CompileResult codegenFull(const CompileResult& quick, const std::string& name,
+                                    const CompileTarget& target) = 0;
 };
 
 /// A compiled binary as a loader maps it: the bytes and what launching them
@@ -147,7 +162,11 @@ void prepareBackgroundCompile();
 /// graph's device. Refused (an error result) once the process has begun to
 /// exit: the exit handler waits for the compilations in flight, then the
 /// compiler's statics may be destroyed.
-CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& name);
+CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& name,
+                           CodegenEffort effort = CodegenEffort::Full);
+/// The Full kernel of `graph` from its Quick compile `quick` (which kept its
+/// optimizedModules): machine code only, under the same rules.
+CompileResult codegenTraceFull(const trace::TraceGraph& graph, const CompileResult& quick, const std::string& name);
 /// True once loadCompiler() has loaded the compiler library in this process.
 bool compilerLoaded();
 /// True once the process has begun to exit: compilations are refused, and

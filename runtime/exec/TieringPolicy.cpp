@@ -31,6 +31,10 @@ CompilePriority decideCompilePriority(const TraceCompileFacts& f) {
                                                                           : CompilePriority::Background;
 }
 
+CodegenEffort chooseCodegenEffort(double estimatedCompileMs, bool background, double quickFromMs) {
+  return background && estimatedCompileMs >= quickFromMs ? CodegenEffort::Quick : CodegenEffort::Full;
+}
+
 void CompileCostModel::noteCompile(uint32_t ops, double cpuMs) {
   if (ops == 0 || !(cpuMs > 0)) return;
   const double perOp = std::max(0.0, cpuMs - kFixedMs) / ops;

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "runtime/exec/CompileTarget.h"
 #include "runtime/trace/Trace.h"
 
 namespace kiln::exec {
@@ -102,6 +103,26 @@ inline constexpr double kUrgentPaybackRuns = 100;
 double paybackRuns(const TraceCompileFacts& facts);
 CompilePriority decideCompilePriority(const TraceCompileFacts& facts);
 
+// Codegen effort of a hot trace's first kernel. LLVM's quick code generator
+// (CodegenEffort::Quick) makes a large trace's kernel arrive sooner: on the
+// transformer bench's 889-op step (2-core Zen 3) machine code took 65 ms
+// instead of 260-275 of a 650 ms compile, and the first 40 steps of the
+// default async mode took 0.79 s instead of 1.00 (interpreted: 0.91; medians
+// of 6 alternating runs). Its code may run slower (training steps, which
+// spend their time in GEMM calls, ran as fast; chain8's long bodies of math
+// 2.4x slower), so once it runs the engine compiles the trace again with
+// Full effort in the background, at the lowest priority, and swaps the
+// kernels (Engine::recompileFull). A small trace compiles fast either way:
+// its first kernel is Full, and its only one.
+/// Estimated compile time from which a trace's first kernel is Quick.
+inline constexpr double kQuickCodegenFromMs = 200;
+/// The effort of a hot trace's first compile, from its estimated compile
+/// time (CompileCostModel, which learns from Full compiles), for a compile
+/// in the background; one the user's thread waits for (KILN_JIT=sync) is
+/// Full, the only one it gets.
+CodegenEffort chooseCodegenEffort(double estimatedCompileMs, bool background,
+                                  double quickFromMs = kQuickCodegenFromMs);
+
 /// Compile time of a trace from its size, learnt from this process's
 /// background compiles (their compile thread's CPU time).
 class CompileCostModel {
@@ -113,8 +134,8 @@ class CompileCostModel {
   static constexpr double kPriorMsPerOp = 1.0;
 
   double estimateMs(uint32_t ops) const { return kFixedMs + msPerOp_ * ops; }
-  /// A compile of `ops` ops took `cpuMs` of its thread: the per-op cost
-  /// moves halfway towards it.
+  /// A Full compile of `ops` ops took `cpuMs` of its thread: the per-op
+  /// cost moves halfway towards it.
   void noteCompile(uint32_t ops, double cpuMs);
   double msPerOp() const { return msPerOp_; }
 

@@ -33,6 +33,8 @@ Stats stats() {
   s.compiles = c.compiles.load();
   s.compile_failures = c.compileFailures.load();
   s.urgent_compiles = c.urgentCompiles.load();
+  s.quick_compiles = c.quickCompiles.load();
+  s.full_recompiles = c.fullRecompiles.load();
   s.compiled_runs = c.compiledRuns.load();
   s.kernel_launches = c.kernelLaunches.load();
   s.donated_buffers = c.donatedBuffers.load();
@@ -88,6 +90,7 @@ void reset_stats() {
   exec::Counters& c = exec::counters();
   for (auto* a : {&c.tracesRecorded, &c.opsRecorded, &c.opsEliminated, &c.interpretedRuns, &c.interpretedOps,
                   &c.distinctTraceKeys, &c.flushesSizeLimit, &c.flushesCrossThread, &c.compiles, &c.compileFailures, &c.urgentCompiles,
+                  &c.quickCompiles, &c.fullRecompiles,
                   &c.compiledRuns, &c.kernelLaunches, &c.donatedBuffers, &c.compileUs, &c.importUs, &c.lowerUs, &c.llvmUs, &c.jitUs, &c.cacheMemoryHits, &c.cacheDiskHits,
                   &c.cacheMisses, &c.cacheRejected, &c.cacheStores, &c.cacheLoadUs, &c.replayMisses,
                   &c.compiledOps, &c.mixedRuns, &c.regionLaunches, &c.regionCompiles, &c.regionCompileFailures,
@@ -118,6 +121,8 @@ std::string Stats::str() const {
     << "compiles " << compiles << "\n"
     << "compile_failures " << compile_failures << "\n"
     << "urgent_compiles " << urgent_compiles << "\n"
+    << "quick_compiles " << quick_compiles << "\n"
+    << "full_recompiles " << full_recompiles << "\n"
     << "compile_ms " << compile_ms << " (import " << compile_import_ms << ", lower " << compile_lower_ms
     << ", llvm " << compile_llvm_ms << ", jit " << compile_jit_ms << ")\n"
     << "compiled_runs " << compiled_runs << "\n"

@@ -18,6 +18,7 @@ struct Counters {
   std::atomic<uint64_t> compiles{0};
   std::atomic<uint64_t> compileFailures{0};
   std::atomic<uint64_t> urgentCompiles{0};
+  std::atomic<uint64_t> quickCompiles{0}, fullRecompiles{0};
   std::atomic<uint64_t> compiledRuns{0};
   std::atomic<uint64_t> kernelLaunches{0};
   std::atomic<uint64_t> donatedBuffers{0};

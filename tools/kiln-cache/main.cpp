@@ -140,8 +140,8 @@ std::string check(const Item& it, std::string* bytes = nullptr) {
 
 int cmdList(const std::string& dir) {
   if (!requireDir(dir)) return 2;
-  std::printf("%-16s %-8s %-6s %10s %10s %-10s %s\n", "key", "target", "device", "bytes", "compile_ms", "last_use",
-              "ops / inputs");
+  std::printf("%-16s %-8s %-6s %10s %10s %-7s %-10s %s\n", "key", "target", "device", "bytes", "compile_ms", "codegen",
+              "last_use", "ops / inputs");
   for (const Item& it : entries(dir)) {
     std::string error;
     cache::Entry e;
@@ -149,10 +149,10 @@ int cmdList(const std::string& dir) {
       std::printf("%s  BAD: %s\n", it.name.c_str(), error.c_str());
       continue;
     }
-    std::printf("%016llx %-8s %-6s %10lld %10.1f %-10s %s / %s\n", static_cast<unsigned long long>(e.meta.keyHash),
+    std::printf("%016llx %-8s %-6s %10lld %10.1f %-7s %-10s %s / %s\n", static_cast<unsigned long long>(e.meta.keyHash),
                 cache::fingerprintDigest(e.meta.fingerprint).c_str(), e.meta.device.c_str(),
-                static_cast<long long>(it.st.st_size), e.meta.compileMs, age(it.st.st_mtime).c_str(),
-                e.meta.ops.c_str(), e.meta.inputs.c_str());
+                static_cast<long long>(it.st.st_size), e.meta.compileMs, kiln::exec::codegenEffortName(e.meta.codegen),
+                age(it.st.st_mtime).c_str(), e.meta.ops.c_str(), e.meta.inputs.c_str());
   }
   return 0;
 }

@@ -35,11 +35,14 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/OptBisect.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -152,15 +155,17 @@ class CpuCompiler final : public TargetPipeline {
   }
 
   exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name,
-                              const exec::CompileTarget &target) override {
+                              const exec::CompileTarget &target, exec::CodegenEffort effort) override {
     exec::CompileResult result;
+    result.codegen = effort;
+    const bool quick = effort == exec::CodegenEffort::Quick;
     if (target.kind != exec::CompileTarget::Kind::HostCpu) {
       result.error = "the CPU pipeline compiles for the host CPU, not for " + target.str();
       return result;
     }
     std::string error;
     std::unique_ptr<llvm::TargetMachine> targetMachine;
-    if (!createTargetMachine(targetMachine, error)) {
+    if (!createTargetMachine(targetMachine, error, quick)) {
       result.error = error;
       return result;
     }
@@ -293,13 +298,6 @@ class CpuCompiler final : public TargetPipeline {
     std::vector<mlir::OwningOpRef<mlir::ModuleOp>> shares;
     if (!parts.empty() && linkKernels_)
       shares = partitionModule(*module, shareThreads());
-    struct Unit {
-      std::unique_ptr<llvm::LLVMContext> context;
-      std::unique_ptr<llvm::Module> module;
-      std::unique_ptr<llvm::TargetMachine> targetMachine;
-      llvm::SmallVector<char, 0> object;
-      std::string error;
-    };
     std::vector<Unit> units(std::max<size_t>(1, shares.size()));
     for (size_t i = 0; i < units.size(); ++i) {
       Unit &unit = units[i];
@@ -310,7 +308,7 @@ class CpuCompiler final : public TargetPipeline {
         return fail("translate");
       if (i == 0)
         unit.targetMachine = std::move(targetMachine);
-      else if (!createTargetMachine(unit.targetMachine, error)) {
+      else if (!createTargetMachine(unit.targetMachine, error, quick)) {
         result.error = error;
         return result;
       }
@@ -326,39 +324,23 @@ class CpuCompiler final : public TargetPipeline {
         units[i].module->print(os, nullptr);
       }
     }
+    // A Quick kernel keeps its optimised modules: its Full kernel needs only
+    // their machine code (codegenFull). Written before codegen, which
+    // rewrites the IR it lowers.
+    if (quick) {
+      for (Unit &unit : units) {
+        std::string &bitcode = result.optimizedModules.emplace_back();
+        llvm::raw_string_ostream os(bitcode);
+        llvm::WriteBitcodeToFile(*unit.module, os);
+      }
+    }
     result.timings.llvmMs = msSince(t2);
 
     // Machine code, linked into a shared object: the runtime maps it with
     // dlopen now and stores it in the disk cache for later runs.
     auto t3 = Clock::now();
-    runOnThreads(units.size(), [&](size_t i) {
-      Unit &unit = units[i];
-      llvm::raw_svector_ostream os(unit.object);
-      llvm::legacy::PassManager codegen;
-      if (unit.targetMachine->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
-        unit.error = "the target cannot emit object files";
-        return;
-      }
-      codegen.run(*unit.module);
-    });
-    std::vector<llvm::StringRef> objects;
-    for (const Unit &unit : units) {
-      if (!unit.error.empty()) {
-        result.error = unit.error;
-        return result;
-      }
-      objects.emplace_back(unit.object.data(), unit.object.size());
-    }
-    if (linkKernels_) {
-      auto shared = linkSharedObject(objects);
-      if (!shared) {
-        result.error = llvm::toString(shared.takeError());
-        return result;
-      }
-      result.object = std::move(*shared);
-    } else {
-      result.object.assign(units[0].object.begin(), units[0].object.end());
-    }
+    if (!emitSharedObject(units, result))
+      return result;
     result.timings.jitMs = msSince(t3);
     result.entry = entryName;
     result.format = exec::BinaryFormat::SharedObject;
@@ -380,7 +362,95 @@ class CpuCompiler final : public TargetPipeline {
     return result;
   }
 
+  exec::CompileResult codegenFull(const exec::CompileResult &quick, const std::string &name,
+                                  const exec::CompileTarget &target) override {
+    exec::CompileResult result;
+    if (target.kind != exec::CompileTarget::Kind::HostCpu || quick.optimizedModules.empty()) {
+      result.error = "codegenFull needs a quick host compile's optimised modules (" + target.str() + ")";
+      return result;
+    }
+    auto t0 = Clock::now();
+    std::vector<Unit> units(quick.optimizedModules.size());
+    for (size_t i = 0; i < units.size(); ++i) {
+      Unit &unit = units[i];
+      unit.context = std::make_unique<llvm::LLVMContext>();
+      unit.context->setOptPassGate(skipLoopStrengthReduction());
+      llvm::MemoryBufferRef buffer(quick.optimizedModules[i], name);
+      auto module = llvm::parseBitcodeFile(buffer, *unit.context);
+      if (!module) {
+        result.error = "the quick compile's module " + std::to_string(i) +
+                       " does not parse: " + llvm::toString(module.takeError());
+        return result;
+      }
+      unit.module = std::move(*module);
+      if (!createTargetMachine(unit.targetMachine, result.error, false))
+        return result;
+    }
+    result.timings.llvmMs = msSince(t0);
+    auto t1 = Clock::now();
+    if (!emitSharedObject(units, result))
+      return result;
+    result.timings.jitMs = msSince(t1);
+    // The rest describes the same kernel.
+    result.format = quick.format;
+    result.entry = quick.entry;
+    result.fingerprint = quick.fingerprint;
+    result.dispatches = quick.dispatches;
+    result.scratchBytes = quick.scratchBytes;
+    result.kernelCount = quick.kernelCount;
+    result.donations = quick.donations;
+    result.dynamicSizes = quick.dynamicSizes;
+    result.dynamicScratch = quick.dynamicScratch;
+    return result;
+  }
+
  private:
+  /// One LLVM module on its way to machine code: a kernel's whole module or
+  /// one share of it (ModulePartition.h), with a context and target machine
+  /// of its own, so that shares compile on threads of their own.
+  struct Unit {
+    std::unique_ptr<llvm::LLVMContext> context;
+    std::unique_ptr<llvm::Module> module;
+    std::unique_ptr<llvm::TargetMachine> targetMachine;
+    llvm::SmallVector<char, 0> object;
+    std::string error;
+  };
+
+  /// Machine code for the units (on threads of their own), linked into one
+  /// shared object in result.object (during warmUp: the first unit's object
+  /// file). False with result.error on failure.
+  bool emitSharedObject(std::vector<Unit> &units, exec::CompileResult &result) {
+    runOnThreads(units.size(), [&](size_t i) {
+      Unit &unit = units[i];
+      llvm::raw_svector_ostream os(unit.object);
+      llvm::legacy::PassManager codegen;
+      if (unit.targetMachine->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
+        unit.error = "the target cannot emit object files";
+        return;
+      }
+      codegen.run(*unit.module);
+    });
+    std::vector<llvm::StringRef> objects;
+    for (const Unit &unit : units) {
+      if (!unit.error.empty()) {
+        result.error = unit.error;
+        return false;
+      }
+      objects.emplace_back(unit.object.data(), unit.object.size());
+    }
+    if (!linkKernels_) {
+      result.object.assign(units[0].object.begin(), units[0].object.end());
+      return true;
+    }
+    auto shared = linkSharedObject(objects);
+    if (!shared) {
+      result.error = llvm::toString(shared.takeError());
+      return false;
+    }
+    result.object = std::move(*shared);
+    return true;
+  }
+
   /// Compiles a tiny trace once, so that the lazily created static objects
   /// of MLIR and LLVM exist before libkiln registers its exit handler (which
   /// waits for in-flight compilations and must run before their destructors).
@@ -410,17 +480,22 @@ class CpuCompiler final : public TargetPipeline {
     g.outputs.push_back(2);
     // Codegen only: linking (a cc process) creates no static of ours and
     // would lengthen the load, which runs in the user's thread.
+    // Both code generators, and a Quick kernel's way to its Full one: each
+    // creates statics of its own.
     linkKernels_ = false;
-    exec::CompileResult warm = compile(g, "warmup", exec::CompileTarget::hostCpu());
-    linkKernels_ = true;
+    const exec::CompileTarget host = exec::CompileTarget::hostCpu();
+    exec::CompileResult warm = compile(g, "warmup", host, exec::CodegenEffort::Quick);
+    if (warm.ok())
+      warm = codegenFull(warm, "warmup", host);
     if (!warm.ok())
       std::fprintf(stderr, "kiln: the compiler's warm-up compilation failed: %s\n", warm.error.c_str());
+    linkKernels_ = true;
   }
 
   /// A target machine for the host (one per compilation: they are not
   /// thread-safe, and cheap next to the pipeline).
-  bool createTargetMachine(std::unique_ptr<llvm::TargetMachine> &out, std::string &error) {
-    auto jtmb = hostTargetMachineBuilder();
+  bool createTargetMachine(std::unique_ptr<llvm::TargetMachine> &out, std::string &error, bool quick) {
+    auto jtmb = hostTargetMachineBuilder(quick);
     if (!jtmb) {
       error = llvm::toString(jtmb.takeError());
       return false;

@@ -109,14 +109,20 @@ inline const char *preferredVectorWidth(const std::string &features) {
   return hasAvx512(features) ? "512" : nullptr;
 }
 
-/// The host CPU with all its features, default codegen optimisation (O2:
-/// Aggressive cost compile time and gained nothing measurable), position
-/// independent (the kernel becomes a shared object), small code model.
-inline llvm::Expected<llvm::orc::JITTargetMachineBuilder> hostTargetMachineBuilder() {
+/// The host CPU with all its features, position independent (the kernel
+/// becomes a shared object), small code model. Codegen optimisation O2
+/// (Aggressive cost compile time and gained nothing measurable), or with
+/// `quick` O0: fast instruction selection and register allocation, on IR
+/// that LLVM's passes optimised as always. On the transformer bench's
+/// 889-op step (2-core Zen 3) machine code took 65 ms instead of 260-275,
+/// and the training steps, whose time is mostly in GEMM calls, ran as fast;
+/// but chain8's long bodies of math spill and ran 2.4x slower, softmax's
+/// 1.4x: a first tier only (TieringPolicy.h, chooseCodegenEffort).
+inline llvm::Expected<llvm::orc::JITTargetMachineBuilder> hostTargetMachineBuilder(bool quick = false) {
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb)
     return jtmb.takeError();
-  jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
+  jtmb->setCodeGenOptLevel(quick ? llvm::CodeGenOptLevel::None : llvm::CodeGenOptLevel::Default);
   jtmb->setRelocationModel(llvm::Reloc::PIC_);
   jtmb->setCodeModel(llvm::CodeModel::Small);
   return jtmb;

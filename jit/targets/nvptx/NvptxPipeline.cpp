@@ -57,8 +57,10 @@ public:
     mlir::gpu::registerGPUToNVVMPipeline();
   }
 
+  /// One code generator effort: the driver (or the SPIR-V consumer) makes
+  /// the machine code, so the result reports Full.
   exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name,
-                              const exec::CompileTarget &target) override {
+                              const exec::CompileTarget &target, exec::CodegenEffort) override {
     exec::CompileResult result;
     result.format = exec::BinaryFormat::Ptx;
     if (target.kind != exec::CompileTarget::Kind::Nvptx || target.smVersion <= 0 || target.ptxVersion <= 0) {

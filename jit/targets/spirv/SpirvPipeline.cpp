@@ -73,8 +73,10 @@ public:
     mlir::registerSCFPasses();
   }
 
+  /// One code generator effort: the driver (or the SPIR-V consumer) makes
+  /// the machine code, so the result reports Full.
   exec::CompileResult compile(const trace::TraceGraph &graph, const std::string &name,
-                              const exec::CompileTarget &target) override {
+                              const exec::CompileTarget &target, exec::CodegenEffort) override {
     exec::CompileResult result;
     result.format = exec::BinaryFormat::Spirv;
     if (target.kind != exec::CompileTarget::Kind::Spirv) {

@@ -96,6 +96,25 @@ TEST(KernelCache, EveryFlippedByteAndEveryTruncationIsDetected) {
   EXPECT_FALSE(cache::decode(good + "x", &x, &error));
 }
 
+// A Quick kernel's entry says so (its replacement is due); a Full one's
+// metadata is what readers before quick codegen knew.
+TEST(KernelCache, EntriesRecordTheirCodegenEffort) {
+  TempDir dir;
+  Data d;
+  cache::Entry e;
+  std::string error;
+  ASSERT_TRUE(cache::decode(slurp(fillCache(dir.str(), d)), &e, &error)) << error;
+  EXPECT_EQ(e.meta.codegen, exec::CodegenEffort::Full);
+  EXPECT_EQ(cache::encode(e).find("codegen="), std::string::npos);
+  e.meta.codegen = exec::CodegenEffort::Quick;
+  const std::string quick = cache::encode(e);
+  EXPECT_NE(quick.find("\ncodegen=quick\n"), std::string::npos);
+  cache::Entry back;
+  ASSERT_TRUE(cache::decode(quick, &back, &error)) << error;
+  EXPECT_EQ(back.meta.codegen, exec::CodegenEffort::Quick);
+  EXPECT_EQ(back.object, e.object);
+}
+
 TEST(KernelCache, CorruptedTruncatedAndSwappedEntriesAreRecompiled) {
   TempDir dir;
   Data d;

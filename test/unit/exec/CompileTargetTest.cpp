@@ -102,7 +102,7 @@ TEST(CompileTarget, HostPipelineReportsItsDispatch) {
   TraceCompiler* compiler = loadCompiler();
   ASSERT_NE(compiler, nullptr);
   const trace::TraceGraph g = smallGraph(core::OpKind::Sin);  // sin: a call to libm
-  CompileResult r = compiler->compile(g, "target_test", CompileTarget::hostCpu());
+  CompileResult r = compiler->compile(g, "target_test", CompileTarget::hostCpu(), exec::CodegenEffort::Full);
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(r.format, BinaryFormat::SharedObject);
   EXPECT_EQ(r.fingerprint, hostFingerprint());
@@ -133,17 +133,17 @@ TEST(CompileTarget, HostPipelineReportsItsDispatch) {
 TEST(CompileTarget, EachKindGoesToItsPipelineAndAnUnknownKindIsRefused) {
   TraceCompiler* compiler = loadCompiler();
   ASSERT_NE(compiler, nullptr);
-  CompileResult r = compiler->compile(smallGraph(), "spirv_test", CompileTarget::spirv({}));
+  CompileResult r = compiler->compile(smallGraph(), "spirv_test", CompileTarget::spirv({}), exec::CodegenEffort::Full);
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(r.format, BinaryFormat::Spirv);
   EXPECT_TRUE(r.entry.empty());
   EXPECT_FALSE(r.dispatches.empty());
-  r = compiler->compile(smallGraph(), "nvptx_test", CompileTarget::nvptx(90));
+  r = compiler->compile(smallGraph(), "nvptx_test", CompileTarget::nvptx(90), exec::CodegenEffort::Full);
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(r.format, BinaryFormat::Ptx);
   CompileTarget unknown;
   unknown.kind = static_cast<CompileTarget::Kind>(7);  // e.g. written by a newer Kiln
-  r = compiler->compile(smallGraph(), "unknown_test", unknown);
+  r = compiler->compile(smallGraph(), "unknown_test", unknown, exec::CodegenEffort::Full);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.error.find("no compiler pipeline is registered"), std::string::npos) << r.error;
 }
@@ -154,7 +154,7 @@ TEST(CompileTargetChild, CompilesOnce) {
   if (!std::getenv("KILN_TEST_LINK_CHILD")) GTEST_SKIP() << "run by LinkFilesOfKilledProcessesAreRemoved";
   TraceCompiler* compiler = loadCompiler();
   ASSERT_NE(compiler, nullptr);
-  ASSERT_TRUE(compiler->compile(smallGraph(), "link_child", CompileTarget::hostCpu()).ok());
+  ASSERT_TRUE(compiler->compile(smallGraph(), "link_child", CompileTarget::hostCpu(), exec::CodegenEffort::Full).ok());
 }
 
 TEST(CompileTarget, LinkFilesOfKilledProcessesAreRemoved) {

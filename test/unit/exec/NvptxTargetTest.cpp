@@ -48,7 +48,7 @@ TEST(NvptxTarget, EveryFamilyCompilesToPtxThatPtxasAccepts) {
     for (const Case& c : gpuTargetCases()) {
       SCOPED_TRACE(std::string(c.name) + " sm_" + std::to_string(sm));
       const trace::TraceGraph g = c.graph();
-      CompileResult r = compiler->compile(g, std::string(c.name) + "_sm" + std::to_string(sm), CompileTarget::nvptx(sm));
+      CompileResult r = compiler->compile(g, std::string(c.name) + "_sm" + std::to_string(sm), CompileTarget::nvptx(sm), exec::CodegenEffort::Full);
       ASSERT_TRUE(r.ok()) << r.error;
       EXPECT_EQ(r.format, BinaryFormat::Ptx);
       EXPECT_NE(r.object.find(".target sm_" + std::to_string(sm)), std::string::npos);
@@ -85,11 +85,11 @@ TEST(NvptxTarget, RefusesWhatItCannotCompile) {
   GraphBuilder b;
   uint32_t x = b.param(DType::f32, {-1 - 0, 8});  // extent -1: dynamic size number 0
   const trace::TraceGraph g = b.output(b.op(OpKind::Exp, DType::f32, {-1, 8}, {x}));
-  CompileResult r = compiler->compile(g, "dynamic", CompileTarget::nvptx(90));
+  CompileResult r = compiler->compile(g, "dynamic", CompileTarget::nvptx(90), exec::CodegenEffort::Full);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.error.find("dynamic-shape"), std::string::npos) << r.error;
   CompileTarget noSm = CompileTarget::nvptx(0);
-  r = compiler->compile(gpuTargetCases()[0].graph(), "no_sm", noSm);
+  r = compiler->compile(gpuTargetCases()[0].graph(), "no_sm", noSm, exec::CodegenEffort::Full);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.error.find("SM and PTX versions"), std::string::npos) << r.error;
 }

@@ -232,7 +232,7 @@ TEST_P(OpTable, NvptxPipelineCompilesIt) {
   step();
   exec::TraceCompiler* compiler = exec::loadCompiler();
   ASSERT_NE(compiler, nullptr);
-  exec::CompileResult r = compiler->compile(graph, "op_" + nameOf(kind()), exec::CompileTarget::nvptx(90));
+  exec::CompileResult r = compiler->compile(graph, "op_" + nameOf(kind()), exec::CompileTarget::nvptx(90), exec::CodegenEffort::Full);
   ASSERT_TRUE(r.ok()) << nameOf(kind()) << ": " << r.error;
   char path[] = "/tmp/kiln-op-ptx-XXXXXX";
   const int fd = mkstemp(path);

@@ -47,7 +47,7 @@ TEST(SpirvTarget, EveryFamilyCompilesToSpirvThatSpirvValAccepts) {
   for (const Case& c : gpuTargetCases()) {
     SCOPED_TRACE(c.name);
     const trace::TraceGraph g = c.graph();
-    CompileResult r = compiler->compile(g, std::string(c.name) + "_spirv", target);
+    CompileResult r = compiler->compile(g, std::string(c.name) + "_spirv", target, exec::CodegenEffort::Full);
     ASSERT_TRUE(r.ok()) << r.error;
     EXPECT_EQ(r.format, BinaryFormat::Spirv);
     EXPECT_EQ(r.fingerprint, target.fingerprint());
@@ -86,10 +86,10 @@ TEST(SpirvTarget, RefusesWhatItCannotCompile) {
   GraphBuilder b;
   uint32_t x = b.param(DType::f32, {-1, 8});  // extent -1: dynamic size number 0
   const trace::TraceGraph g = b.output(b.op(OpKind::Exp, DType::f32, {-1, 8}, {x}));
-  CompileResult r = compiler->compile(g, "dynamic", CompileTarget::spirv({}));
+  CompileResult r = compiler->compile(g, "dynamic", CompileTarget::spirv({}), exec::CodegenEffort::Full);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.error.find("dynamic-shape"), std::string::npos) << r.error;
-  r = compiler->compile(gpuTargetCases()[0].graph(), "bad_capability", CompileTarget::spirv({"NoSuchCapability"}));
+  r = compiler->compile(gpuTargetCases()[0].graph(), "bad_capability", CompileTarget::spirv({"NoSuchCapability"}), exec::CodegenEffort::Full);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.error.find("unknown capability 'NoSuchCapability'"), std::string::npos) << r.error;
 }

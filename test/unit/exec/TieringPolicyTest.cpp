@@ -111,6 +111,20 @@ TEST(TieringPolicy, CompileCostModelLearnsThePerOpCostFromCompiles) {
   EXPECT_GE(model.msPerOp(), 0.0);
 }
 
+TEST(TieringPolicy, LargeBackgroundCompilesGetQuickCodegenFirst) {
+  // The transformer bench's step: estimated at about 900 ms.
+  EXPECT_EQ(chooseCodegenEffort(900, true), CodegenEffort::Quick);
+  EXPECT_EQ(chooseCodegenEffort(kQuickCodegenFromMs, true), CodegenEffort::Quick);
+  // A small trace compiles fast either way: one Full kernel, no second compile.
+  EXPECT_EQ(chooseCodegenEffort(kQuickCodegenFromMs * 0.99, true), CodegenEffort::Full);
+  EXPECT_EQ(chooseCodegenEffort(30, true), CodegenEffort::Full);
+  // The user's thread waits for a sync compile: it gets the kernel it keeps.
+  EXPECT_EQ(chooseCodegenEffort(900, false), CodegenEffort::Full);
+  EXPECT_EQ(chooseCodegenEffort(30, true, 0), CodegenEffort::Quick);
+  EXPECT_STREQ(codegenEffortName(CodegenEffort::Quick), "quick");
+  EXPECT_STREQ(codegenEffortName(CodegenEffort::Full), "full");
+}
+
 TEST(TieringPolicy, WorkEstimateWeighsElementsAndMatmulsAndIgnoresViews) {
   trace::Trace t;
   node(core::OpKind::Param, Shape{64, 32}, {}, t);                // 0

@@ -18,6 +18,7 @@
 #include "kiln/kiln.h"
 #include "test/unit/exec/JitScope.h"
 #include "test/unit/exec/TrainingStep.h"
+#include "runtime/cache/CacheEntry.h"
 #include "runtime/exec/CompileQueue.h"
 #include "runtime/exec/Engine.h"
 
@@ -142,6 +143,102 @@ TEST(Tiering, CompilesThatPayBackSoonGetACoreOfTheirOwn) {
   s = stats();
   EXPECT_EQ(s.compiles, 2u) << s.str();
   EXPECT_GE(s.compiled_runs, 1u) << s.str();
+}
+
+// A large trace's first background kernel has LLVM's quick code generator,
+// so it arrives sooner; once it runs, the engine makes the Full kernel from
+// the quick compile's optimised modules and swaps it in. A Quick kernel that
+// a process left in the disk cache is replaced the same way (compiled from
+// the trace) by the next process that runs it, and the disk cache ends up
+// with the Full one.
+TEST(Tiering, QuickCodegenKernelsAreReplacedByFullOnes) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kiln-quick-codegen-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  Data d;
+  std::vector<float> reference;
+  {
+    JitScope off(JitMode::Off);
+    reference = stepOnce(d.x, d.w, d.b, 1.75f);
+  }
+  JitScope async(JitMode::Async, 2);
+  Settings s = settings();
+  s.cache = "on";
+  s.cache_dir = dir.string();
+  set_settings(s);
+  exec::Engine& engine = exec::Engine::instance();
+  engine.setQuickCodegenFromMsForTesting(0);  // this small step's too
+  auto newProcess = [&] {
+    engine.resetProfilesForTesting();
+    exec::KernelCache::instance().clearMemory();
+    reset_stats();
+  };
+  // The codegen of the one entry in the disk cache.
+  auto cachedCodegen = [&]() -> std::string {
+    std::vector<fs::path> entries;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".kiln") entries.push_back(e.path());
+    if (entries.size() != 1) return std::to_string(entries.size()) + " entries";
+    std::ifstream in(entries[0], std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    exec::cache::Entry entry;
+    std::string error;
+    if (!exec::cache::decode(bytes.str(), &entry, &error)) return error;
+    return exec::codegenEffortName(entry.meta.codegen);
+  };
+
+  // In one process: the Quick kernel runs, then the Full one replaces it.
+  newProcess();
+  stepOnce(d.x, d.w, d.b, 1.75f);
+  stepOnce(d.x, d.w, d.b, 1.75f);  // hot: its compile starts
+  engine.drainCompiles();
+  EXPECT_EQ(stats().quick_compiles, 1u) << stats().str();
+  EXPECT_EQ(cachedCodegen(), "quick");
+  engine.setTraceCompilesForTesting(false);  // holds its Full compile back
+  std::vector<float> viaQuick = stepOnce(d.x, d.w, d.b, 1.75f);
+  EXPECT_EQ(stats().full_recompiles, 0u);
+  engine.setTraceCompilesForTesting(true);
+  expectClose(stepOnce(d.x, d.w, d.b, 1.75f), reference);  // the Quick kernel again; its Full compile starts
+  engine.drainCompiles();
+  std::vector<float> viaFull = stepOnce(d.x, d.w, d.b, 1.75f);
+  Stats first = stats();
+  EXPECT_EQ(first.compiles, 1u) << first.str();
+  EXPECT_EQ(first.full_recompiles, 1u) << first.str();
+  EXPECT_EQ(first.compiled_runs, 3u) << first.str();
+  EXPECT_EQ(cachedCodegen(), "full");
+  expectClose(viaQuick, reference);
+  EXPECT_EQ(viaQuick, viaFull) << "the same optimised IR, whichever code generator";
+
+  // A process that ended before its Full compile leaves a Quick kernel.
+  fs::remove_all(dir);
+  newProcess();
+  stepOnce(d.x, d.w, d.b, 1.75f);
+  stepOnce(d.x, d.w, d.b, 1.75f);
+  engine.drainCompiles();
+  engine.setTraceCompilesForTesting(false);
+  stepOnce(d.x, d.w, d.b, 1.75f);
+  engine.setTraceCompilesForTesting(true);
+  EXPECT_EQ(cachedCodegen(), "quick");
+  // The next process loads it at its first run and compiles the Full one.
+  newProcess();
+  expectClose(stepOnce(d.x, d.w, d.b, 1.75f), reference);
+  engine.drainCompiles();
+  Stats second = stats();
+  EXPECT_EQ(second.cache_disk_hits, 1u) << second.str();
+  EXPECT_EQ(second.full_recompiles, 1u) << second.str();
+  EXPECT_EQ(second.compiles, 0u) << second.str();
+  EXPECT_EQ(cachedCodegen(), "full");
+  // And the one after runs the Full kernel and compiles nothing.
+  newProcess();
+  expectClose(stepOnce(d.x, d.w, d.b, 1.75f), reference);
+  engine.drainCompiles();
+  Stats third = stats();
+  EXPECT_EQ(third.compiled_runs, 1u) << third.str();
+  EXPECT_EQ(third.compiles + third.full_recompiles, 0u) << third.str();
+
+  engine.setQuickCodegenFromMsForTesting(exec::kQuickCodegenFromMs);
+  fs::remove_all(dir);
 }
 
 TEST(Tiering, ThreadsRecordAndRunWhileTheCompilerWorks) {
