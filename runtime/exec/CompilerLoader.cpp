@@ -109,6 +109,7 @@ TraceCompiler* loadCompiler() {
         gLoadDone.notify_all();
       }
     } loadFinished;
+    const auto start = std::chrono::steady_clock::now();
     std::string errors, path;
     auto factory = reinterpret_cast<TraceCompiler* (*)()>(
         openLibrary("KILN_JIT_LIBRARY", "libkiln_jit.so", kCompilerFactorySymbol, RTLD_NOW, &errors, &path));
@@ -123,7 +124,8 @@ TraceCompiler* loadCompiler() {
     // Registered after the compiler's static objects: at exit it runs
     // first, so no compilation outlives them.
     std::atexit(finishCompilesAtExit);
-    log().debug("loaded the compiler from {}", path);
+    log().info("loaded the compiler from {} in {:.0f} ms", path,
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   });
   return gExiting.load() ? nullptr : compiler;
 }

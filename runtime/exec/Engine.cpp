@@ -525,7 +525,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   TraceProfile* profile;
   std::shared_ptr<Executable> exe;
   bool startCompile = false, probe = false, replayMiss = false, replayDecide = false, startDynamic = false;
-  bool repeated = false;
+  bool repeated = false, preload = false;
   const bool useCache = neededOps > 0 && cacheEnabled();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -540,6 +540,9 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       // dynamic-shape kernel (DynamicShapes.h).
       if (neededOps > 0 && jitEnabled())
         startDynamic = dynamic_.noteNewShape(tLastKey.structureHash, trace, tNeeded, settings().max_shapes);
+      preload = neededOps >= kPreloadCompilerFromOps && settings().jit == JitMode::Async && traceCompiles_ &&
+                !compilerPreloadSubmitted_;
+      compilerPreloadSubmitted_ = compilerPreloadSubmitted_ || preload;
     }
     repeated = ++profile->runs > 1;
     exe = profile->executable;
@@ -554,6 +557,10 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
     }
   }
   if (repeated) WarmStart::instance().noteRepeat();  // the process's start is over
+  if (preload && !compilerLoaded()) {
+    log().info("trace {:016x} ({} ops) is large: loading the compiler in the background", tLastKey.hash, neededOps);
+    compiles_.submit(CompileService::Lane::Traces, false, [] { loadCompiler(); });
+  }
   const bool replay = settings().jit == JitMode::Replay;
   // Warm start: a kernel an earlier process cached runs from the first run.
   // Only keys the cache directory listed are opened, so cold keys cost no

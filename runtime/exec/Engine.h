@@ -222,6 +222,8 @@ class Engine final : public trace::TraceRunner {
   /// Compile time from a trace's size, learnt from background compiles.
   CompileCostModel compileCost_;
   std::atomic<int> compileDelayMs_{0};
+  /// A large trace ran: the compiler library was asked to load (under mutex_).
+  bool compilerPreloadSubmitted_ = false;
   std::atomic<double> quickCodegenFromMs_{kQuickCodegenFromMs};
   std::atomic<bool> traceCompiles_{true};
 };

@@ -123,6 +123,15 @@ inline constexpr double kQuickCodegenFromMs = 200;
 CodegenEffort chooseCodegenEffort(double estimatedCompileMs, bool background,
                                   double quickFromMs = kQuickCodegenFromMs);
 
+// The compiler library (MLIR and LLVM: 100-125 ms to load and warm up on a
+// 2-core Zen 3) loads on the compile thread, at the lowest priority, as soon
+// as a trace this large runs for the first time: likely a step of a loop,
+// whose first compile would otherwise wait for the load (the transformer
+// bench's first 40 async steps: 1.24 -> 1.18 of their interpreted time,
+// medians of 8 alternating runs). Programs of smaller traces load it at
+// their first compile.
+inline constexpr uint32_t kPreloadCompilerFromOps = 64;
+
 /// Compile time of a trace from its size, learnt from this process's
 /// background compiles (their compile thread's CPU time).
 class CompileCostModel {
