@@ -212,6 +212,14 @@ void CompileQueue::push(std::function<void()> job, bool urgent) {
     auto at = jobs_.end();
     if (urgent) at = std::find_if(jobs_.begin(), jobs_.end(), [](const Job& j) { return !j.urgent; });
     jobs_.insert(at, {std::move(job), urgent});
+    // Behind a job already running (the compiler's load, another trace's
+    // background compile) it waits for that one, which becomes urgent too:
+    // at the lowest priority it could hold the urgent one up for as long as
+    // the user's threads keep the cores busy.
+    if (urgent && running_ > 0) {
+      escalated_ = true;
+      updateUrgency();
+    }
   }
   cv_.notify_one();
 }

@@ -382,13 +382,16 @@ CompilePriority Engine::compilePriorityLocked(const TraceProfile& profile) const
   if (settings().compile_share == 0) return CompilePriority::Background;  // no compile ever takes a core
   TraceCompileFacts facts;
   facts.runs = profile.runs;
-  facts.interpretedMs = profile.interpretedSamples >= 2 ? profile.interpretedMs : 0;
+  const uint32_t warmSamples = profile.interpretedSamples - (profile.coldFirstSample ? 1 : 0);
+  facts.interpretedMs = warmSamples >= 1 ? profile.interpretedMs : 0;
   facts.estimatedCompileMs = compileCost_.estimateMs(profile.ops);
   return decideCompilePriority(facts);
 }
 
 void Engine::noteInterpretedRun(TraceProfile* profile, uint64_t key, double ms) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (profile->interpretedSamples == 0 && !interpretedBefore_) profile->coldFirstSample = true;
+  interpretedBefore_ = true;
   profile->interpretedMs =
       profile->interpretedSamples++ == 0 ? ms : std::min(ms, 0.5 * (profile->interpretedMs + ms));
   if (profile->tier != Tier::Compiling || profile->urgentCompile || settings().jit != JitMode::Async ||

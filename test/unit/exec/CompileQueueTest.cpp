@@ -188,6 +188,26 @@ TEST(CompileQueue, UrgentJobsGoAheadOfQueuedBackgroundOnes) {
   EXPECT_EQ(order, (std::vector<int>{2, 4, 1, 3}));
 }
 
+// An urgent job queued behind a running background job (the compiler's
+// load) waits for it: the running one is hurried for it.
+TEST(CompileQueue, AJobRunningAheadOfAnUrgentOneBecomesUrgent) {
+  const size_t before = parallelism();
+  CompileQueue queue(1, 25);
+  std::atomic<bool> release{false};
+  std::atomic<size_t> inJob{0};
+  holdTheThread(queue, release, [&] { inJob = parallelism(); });
+  EXPECT_FALSE(queue.urgentNow());
+  queue.push([] {});
+  EXPECT_FALSE(queue.urgentNow()) << "a background job behind it changes nothing";
+  queue.push([] {}, /*urgent=*/true);
+  EXPECT_TRUE(queue.urgentNow());
+  release = true;
+  queue.drain();
+  EXPECT_EQ(inJob.load(), before > 1 ? before - 1 : before);
+  EXPECT_FALSE(queue.urgentNow()) << "urgency ends when the queue is idle";
+  EXPECT_EQ(parallelism(), before);
+}
+
 // KILN_COMPILE_SHARE=0: a compile never takes a core, urgent or not.
 TEST(CompileQueue, WithoutAShareUrgentJobsStayAtTheLowestPriority) {
   CompileQueue queue(1, 0);
