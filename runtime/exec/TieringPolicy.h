@@ -107,8 +107,8 @@ CompilePriority decideCompilePriority(const TraceCompileFacts& facts);
 // (CodegenEffort::Quick) makes a large trace's kernel arrive sooner: on the
 // transformer bench's 889-op step (2-core Zen 3) machine code took 65 ms
 // instead of 260-275 of a 650 ms compile, and the first 40 steps of the
-// default async mode took 0.79 s instead of 1.00 (interpreted: 0.91; medians
-// of 6 alternating runs). Its code may run slower (training steps, which
+// default async mode took 1.17 of their interpreted time instead of 1.44
+// (medians of 6 alternating runs). Its code may run slower (training steps, which
 // spend their time in GEMM calls, ran as fast; chain8's long bodies of math
 // 2.4x slower), so once it runs the engine compiles the trace again with
 // Full effort in the background, at the lowest priority, and swaps the
