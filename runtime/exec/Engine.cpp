@@ -306,6 +306,7 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
     log().log(compilesStopped() ? spdlog::level::debug : spdlog::level::warn,
               "trace {} ({} ops) keeps its quick-codegen kernel: the full compile failed: {}", name, profile->ops,
               result.error);
+    profile->quickCompile.reset();  // tried once; its modules are megabytes
     return;
   }
   if (exe) {
