@@ -18,6 +18,7 @@
 #include "dialects/kiln/InitAll.h"
 #include "jit/Importer.h"
 #include "jit/PipelineSupport.h"
+#include "jit/targets/cpu/CodegenGate.h"
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/DynamicKernel.h"
 #include "jit/targets/cpu/HostTarget.h"
@@ -38,7 +39,6 @@
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/LegacyPassManager.h"
-#include "llvm/IR/OptBisect.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -82,13 +82,6 @@ std::string oversizedOutput(const trace::TraceGraph &graph) {
   return {};
 }
 
-/// Codegen without Loop Strength Reduction. It was a third of codegen's
-/// time on large traces (0.25 of 0.8 s on the 800-op training step: all the
-/// trace's serial loops share one function), and turning it off changed
-/// neither that step's time (1 thread, 5 alternating runs each: medians
-/// 16.4-20.3 ms with, 16.5-19.8 ms without) nor the tests' results: the loops
-/// index memrefs with x86's base+index*scale addressing either way. Set on
-/// each compilation's LLVMContext, so nothing else in the process changes.
 /// f32 lanes of the target's widest vectors: 16 with AVX-512, else 8.
 unsigned f32VectorLanes(const llvm::TargetMachine &targetMachine) {
   return hasAvx512(targetMachine.getTargetFeatureString()) ? 16 : 8;
@@ -126,17 +119,6 @@ void runOnThreads(size_t count, const std::function<void(size_t)> &work) {
     work(i);
   for (std::thread &t : threads)
     t.join();
-}
-
-llvm::OptPassGate &skipLoopStrengthReduction() {
-  struct Gate final : llvm::OptPassGate {
-    bool isEnabled() const override { return true; }
-    bool shouldRunPass(llvm::StringRef pass, llvm::StringRef) const override {
-      return pass != "Loop Strength Reduction";
-    }
-  };
-  static Gate gate;
-  return gate;
 }
 
 class CpuCompiler final : public TargetPipeline {
@@ -302,10 +284,11 @@ class CpuCompiler final : public TargetPipeline {
     for (size_t i = 0; i < units.size(); ++i) {
       Unit &unit = units[i];
       unit.context = std::make_unique<llvm::LLVMContext>();
-      unit.context->setOptPassGate(skipLoopStrengthReduction());
+      unit.context->setOptPassGate(unit.gate);
       unit.module = mlir::translateModuleToLLVMIR(shares.empty() ? *module : *shares[i], *unit.context, name);
       if (!unit.module)
         return fail("translate");
+      KernelPassGate::markLatencyBound(*unit.module);
       if (i == 0)
         unit.targetMachine = std::move(targetMachine);
       else if (!createTargetMachine(unit.targetMachine, error, quick)) {
@@ -374,7 +357,7 @@ class CpuCompiler final : public TargetPipeline {
     for (size_t i = 0; i < units.size(); ++i) {
       Unit &unit = units[i];
       unit.context = std::make_unique<llvm::LLVMContext>();
-      unit.context->setOptPassGate(skipLoopStrengthReduction());
+      unit.context->setOptPassGate(unit.gate);
       llvm::MemoryBufferRef buffer(quick.optimizedModules[i], name);
       auto module = llvm::parseBitcodeFile(buffer, *unit.context);
       if (!module) {
@@ -409,6 +392,7 @@ class CpuCompiler final : public TargetPipeline {
   /// one share of it (ModulePartition.h), with a context and target machine
   /// of its own, so that shares compile on threads of their own.
   struct Unit {
+    KernelPassGate gate; ///< outlives the context, which refers to it
     std::unique_ptr<llvm::LLVMContext> context;
     std::unique_ptr<llvm::Module> module;
     std::unique_ptr<llvm::TargetMachine> targetMachine;
@@ -422,6 +406,7 @@ class CpuCompiler final : public TargetPipeline {
   bool emitSharedObject(std::vector<Unit> &units, exec::CompileResult &result) {
     runOnThreads(units.size(), [&](size_t i) {
       Unit &unit = units[i];
+      unit.gate.noteModule(*unit.module);
       llvm::raw_svector_ostream os(unit.object);
       llvm::legacy::PassManager codegen;
       if (unit.targetMachine->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {

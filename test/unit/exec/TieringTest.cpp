@@ -7,6 +7,7 @@
 #include <limits>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -695,6 +696,48 @@ TEST(Tiering, CompiledExpStaysWithinAnUlpOfLibm) {
   EXPECT_EQ(countInDumps(dir, "1-linalg", "{kiln.nonpositive_operand}"), 2) << "exp(x - max) and sigmoid's exp(-|x|)";
   // The marked expansion's rounding constant, 1.5 * 2^23 + 151.
   EXPECT_GE(countInDumps(dir, "3-loops", "0x4B400097"), 1);
+}
+
+TEST(Tiering, LatencyBoundLoopsAreNotMachineScheduled) {
+  // chain8's body, a long chain of float operations per element (tanh and
+  // sigmoid expanded): ParallelLoops interleaves four vector iterations, and
+  // the function holding the loop (and its trampoline, into which LLVM
+  // inlines it) is marked for codegen without the machine scheduler
+  // (CodegenGate.h). A light loop's function is not marked.
+  Tensor x = rand({int64_t{1} << 20}, 45, DType::f32, -1, 1);
+  kiln::sync();
+  // The temporaries die before the flush: the kernel's one output is y.
+  auto chain = [&] {
+    Tensor y = tanh((x * 1.5f + 0.5f) * sigmoid(x)) + x * x;
+    return y.to_vector<float>();
+  };
+  auto light = [&] {
+    Tensor y = x * x + x;
+    return y.to_vector<float>();
+  };
+  auto markedIn = [&](const std::function<std::vector<float>()>& run, const char* name) {
+    std::vector<float> reference;
+    {
+      JitScope off(JitMode::Off);
+      reference = run();
+    }
+    DumpDirectory dir(name);
+    setenv("KILN_DUMP_IR", dir.c_str(), 1);
+    std::vector<float> compiled;
+    {
+      JitScope sync(JitMode::Sync, 1);
+      reset_stats();
+      compiled = run();
+      EXPECT_EQ(stats().compiled_runs, 1u) << name;
+    }
+    unsetenv("KILN_DUMP_IR");
+    expectClose(compiled, reference, 1e-5f);
+    EXPECT_EQ(countInDumps(dir, "4-llvm-dialect", "loop_interleave<count = 4"), std::string(name) == "kiln-dump-chain-test")
+        << name;
+    return countInDumps(dir, "5-optimized.ll", "\"kiln-unscheduled\"");
+  };
+  EXPECT_GE(markedIn(chain, "kiln-dump-chain-test"), 1);
+  EXPECT_EQ(markedIn(light, "kiln-dump-light-test"), 0);
 }
 
 TEST(Tiering, LargeOutputsOfLightLoopsAreWrittenWithStreamingStores) {
