@@ -220,6 +220,7 @@ void Engine::resetProfilesForTesting() {
   shapesPerStructure_.clear();
   dynamic_.clear();
   scalarArgs_.clear();
+  interpretedBefore_ = false;  // the next interpreted run is a new process's first
 }
 
 std::pair<size_t, size_t> Engine::profileCountsForTesting() {

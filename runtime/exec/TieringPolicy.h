@@ -108,12 +108,13 @@ CompilePriority decideCompilePriority(const TraceCompileFacts& facts);
 // transformer bench's 889-op step (2-core Zen 3) machine code took 65 ms
 // instead of 260-275 of a 650 ms compile, and the first 40 steps of the
 // default async mode took 1.17 of their interpreted time instead of 1.44
-// (medians of 6 alternating runs). Its code may run slower (training steps, which
-// spend their time in GEMM calls, ran as fast; chain8's long bodies of math
-// 2.4x slower), so once it runs the engine compiles the trace again with
-// Full effort in the background, at the lowest priority, and swaps the
-// kernels (Engine::recompileFull). A small trace compiles fast either way:
-// its first kernel is Full, and its only one.
+// (medians of 6 alternating runs). Its code may run slower (training steps,
+// which spend their time in GEMM calls, ran as fast; chain8's long bodies of
+// math 2.4x slower), so once it runs the engine compiles the trace again
+// with Full effort in the background, at the lowest priority, from the
+// Quick compile's optimised modules, and swaps the kernels
+// (Engine::recompileFull). A small trace compiles fast either way: its first
+// kernel is Full, and its only one.
 /// Estimated compile time from which a trace's first kernel is Quick.
 inline constexpr double kQuickCodegenFromMs = 200;
 /// The effort of a hot trace's first compile, from its estimated compile
