@@ -2,6 +2,9 @@
 
 #include "jit/targets/cpu/CodegenGate.h"
 
+#include "jit/targets/cpu/ParallelLoops.h"
+
+#include "llvm/Analysis/LoopInfo.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/Instructions.h"
 #include "llvm/IR/Metadata.h"
@@ -11,25 +14,30 @@ namespace kiln::jit::cpu {
 namespace {
 
 /// The interleave count a loop's `!llvm.loop` metadata asks for (0: none).
-uint64_t interleaveCount(const llvm::MDNode *loopID) {
-  for (unsigned i = 1; i < loopID->getNumOperands(); ++i) {
-    const auto *option = llvm::dyn_cast<llvm::MDNode>(loopID->getOperand(i));
-    if (!option || option->getNumOperands() != 2)
-      continue;
-    const auto *name = llvm::dyn_cast<llvm::MDString>(option->getOperand(0));
-    if (!name || name->getString() != "llvm.loop.interleave.count")
-      continue;
-    if (const auto *value = llvm::mdconst::dyn_extract<llvm::ConstantInt>(option->getOperand(1)))
-      return value->getZExtValue();
-  }
-  return 0;
+uint64_t interleaveCount(llvm::MDNode *loopID) {
+  const llvm::MDNode *option = llvm::findOptionMDForLoopID(loopID, "llvm.loop.interleave.count");
+  if (!option || option->getNumOperands() != 2)
+    return 0;
+  const auto *value = llvm::mdconst::dyn_extract<llvm::ConstantInt>(option->getOperand(1));
+  return value ? value->getZExtValue() : 0;
 }
 
 bool holdsLatencyBoundLoop(const llvm::Function &f) {
+  for (const llvm::BasicBlock &block : f) {
+    const llvm::Instruction *branch = block.getTerminator();
+    llvm::MDNode *loopID = branch ? branch->getMetadata(llvm::LLVMContext::MD_loop) : nullptr;
+    if (loopID && interleaveCount(loopID) >= static_cast<uint64_t>(kLatencyBoundCopies))
+      return true;
+  }
+  return false;
+}
+
+bool callsMarked(const llvm::Function &f) {
   for (const llvm::BasicBlock &block : f)
-    if (const llvm::MDNode *loopID = block.getTerminator() ? block.getTerminator()->getMetadata(llvm::LLVMContext::MD_loop) : nullptr)
-      if (interleaveCount(loopID) >= 4)
-        return true;
+    for (const llvm::Instruction &inst : block)
+      if (const auto *call = llvm::dyn_cast<llvm::CallBase>(&inst))
+        if (const llvm::Function *callee = call->getCalledFunction(); callee && callee->hasFnAttribute(kUnscheduledAttr))
+          return true;
   return false;
 }
 
@@ -45,19 +53,12 @@ int KernelPassGate::markLatencyBound(llvm::Module &module) {
   // Callers of marked functions, until none is new.
   for (bool grew = marked > 0; grew;) {
     grew = false;
-    for (llvm::Function &f : module) {
-      if (f.isDeclaration() || f.hasFnAttribute(kUnscheduledAttr))
-        continue;
-      for (const llvm::BasicBlock &block : f)
-        for (const llvm::Instruction &inst : block)
-          if (const auto *call = llvm::dyn_cast<llvm::CallBase>(&inst))
-            if (const llvm::Function *callee = call->getCalledFunction();
-                callee && callee->hasFnAttribute(kUnscheduledAttr) && !f.hasFnAttribute(kUnscheduledAttr)) {
-              f.addFnAttr(kUnscheduledAttr);
-              ++marked;
-              grew = true;
-            }
-    }
+    for (llvm::Function &f : module)
+      if (!f.isDeclaration() && !f.hasFnAttribute(kUnscheduledAttr) && callsMarked(f)) {
+        f.addFnAttr(kUnscheduledAttr);
+        ++marked;
+        grew = true;
+      }
   }
   return marked;
 }

@@ -374,17 +374,13 @@ class CpuCompiler final : public TargetPipeline {
     if (!emitSharedObject(units, result))
       return result;
     result.timings.jitMs = msSince(t1);
-    // The rest describes the same kernel.
-    result.format = quick.format;
-    result.entry = quick.entry;
-    result.fingerprint = quick.fingerprint;
-    result.dispatches = quick.dispatches;
-    result.scratchBytes = quick.scratchBytes;
-    result.kernelCount = quick.kernelCount;
-    result.donations = quick.donations;
-    result.dynamicSizes = quick.dynamicSizes;
-    result.dynamicScratch = quick.dynamicScratch;
-    return result;
+    // The kernel the quick compile describes, with Full machine code.
+    exec::CompileResult full = quick;
+    full.optimizedModules.clear();
+    full.codegen = exec::CodegenEffort::Full;
+    full.object = std::move(result.object);
+    full.timings = result.timings;
+    return full;
   }
 
  private:

@@ -127,7 +127,7 @@ int64_t latencyBoundInterleave(scf::ForOp loop) {
   const int64_t arithmetic = straightLineFloatOps(*loop.getBody());
   if (arithmetic < kLatencyBoundOps || arithmetic > kLatencyBoundMaxOps)
     return 0;
-  return arithmetic <= kFourCopiesMaxOps ? 4 : 2;
+  return arithmetic <= kFourCopiesMaxOps ? kLatencyBoundCopies : 2;
 }
 
 /// Rewrites an innermost scf.parallel without reductions (the element loop

@@ -39,6 +39,11 @@ namespace kiln::jit::cpu {
 /// Returns the number of loops marked parallel.
 int markParallelLoops(mlir::Operation *root, unsigned f32Lanes = 0);
 
+/// The interleave count markParallelLoops gives the shortest latency-bound
+/// bodies (the most copies it asks for); codegen treats the functions that
+/// hold such a loop apart (CodegenGate.h).
+inline constexpr int64_t kLatencyBoundCopies = 4;
+
 /// After the lowering to the LLVM dialect: moves each branch's
 /// `llvm.loop_annotation` (where scf-to-cf leaves a loop's annotation) into
 /// the branch's loop annotation and puts the annotation's parallel access

@@ -189,20 +189,28 @@ TEST(Tiering, QuickCodegenKernelsAreReplacedByFullOnes) {
     return exec::codegenEffortName(entry.meta.codegen);
   };
 
+  auto run = [&] { return stepOnce(d.x, d.w, d.b, 1.75f); };
+  // A new process whose step gets hot and compiles its Quick kernel, which
+  // then runs once with its Full compile held back. Returns that run.
+  auto runQuickKernel = [&] {
+    newProcess();
+    run();
+    run();  // hot: its compile starts
+    engine.drainCompiles();
+    engine.setTraceCompilesForTesting(false);  // holds its Full compile back
+    std::vector<float> viaQuick = run();
+    engine.setTraceCompilesForTesting(true);
+    return viaQuick;
+  };
+
   // In one process: the Quick kernel runs, then the Full one replaces it.
-  newProcess();
-  stepOnce(d.x, d.w, d.b, 1.75f);
-  stepOnce(d.x, d.w, d.b, 1.75f);  // hot: its compile starts
-  engine.drainCompiles();
+  std::vector<float> viaQuick = runQuickKernel();
   EXPECT_EQ(stats().quick_compiles, 1u) << stats().str();
-  EXPECT_EQ(cachedCodegen(), "quick");
-  engine.setTraceCompilesForTesting(false);  // holds its Full compile back
-  std::vector<float> viaQuick = stepOnce(d.x, d.w, d.b, 1.75f);
   EXPECT_EQ(stats().full_recompiles, 0u);
-  engine.setTraceCompilesForTesting(true);
-  expectClose(stepOnce(d.x, d.w, d.b, 1.75f), reference);  // the Quick kernel again; its Full compile starts
+  EXPECT_EQ(cachedCodegen(), "quick");
+  expectClose(run(), reference);  // the Quick kernel again; its Full compile starts
   engine.drainCompiles();
-  std::vector<float> viaFull = stepOnce(d.x, d.w, d.b, 1.75f);
+  std::vector<float> viaFull = run();
   Stats first = stats();
   EXPECT_EQ(first.compiles, 1u) << first.str();
   EXPECT_EQ(first.full_recompiles, 1u) << first.str();
@@ -213,17 +221,11 @@ TEST(Tiering, QuickCodegenKernelsAreReplacedByFullOnes) {
 
   // A process that ended before its Full compile leaves a Quick kernel.
   fs::remove_all(dir);
-  newProcess();
-  stepOnce(d.x, d.w, d.b, 1.75f);
-  stepOnce(d.x, d.w, d.b, 1.75f);
-  engine.drainCompiles();
-  engine.setTraceCompilesForTesting(false);
-  stepOnce(d.x, d.w, d.b, 1.75f);
-  engine.setTraceCompilesForTesting(true);
+  runQuickKernel();
   EXPECT_EQ(cachedCodegen(), "quick");
   // The next process loads it at its first run and compiles the Full one.
   newProcess();
-  expectClose(stepOnce(d.x, d.w, d.b, 1.75f), reference);
+  expectClose(run(), reference);
   engine.drainCompiles();
   Stats second = stats();
   EXPECT_EQ(second.cache_disk_hits, 1u) << second.str();
@@ -232,7 +234,7 @@ TEST(Tiering, QuickCodegenKernelsAreReplacedByFullOnes) {
   EXPECT_EQ(cachedCodegen(), "full");
   // And the one after runs the Full kernel and compiles nothing.
   newProcess();
-  expectClose(stepOnce(d.x, d.w, d.b, 1.75f), reference);
+  expectClose(run(), reference);
   engine.drainCompiles();
   Stats third = stats();
   EXPECT_EQ(third.compiled_runs, 1u) << third.str();
