@@ -585,7 +585,36 @@ def _drop_templates():
 class _Captured(typing.NamedTuple):
     template: "kiln.TraceTemplate"
     inputs: list    # placeholder positions the template reads, in order
-    outputs: list   # per graph output: ("kiln", j) | ("arg", i) | ("value", v)
+    # per graph output: ("kiln", j) | ("arg", i) | ("value", v) | ("view", (i, ops)) | ("copy", i)
+    outputs: list
+
+
+# ATen ops whose result is a view of their first argument's memory. A graph
+# output that is a chain of them over a graph input (AOTAutograd's forward
+# saves W.t() for the backward) is handed back as a PyTorch view of that
+# input instead of a buffer that Kiln's kernel would copy it into.
+_VIEW_OPS = {aten.t.default, aten.transpose.int, aten.permute.default, aten.view.default,
+             aten._unsafe_view.default, aten.expand.default, aten.unsqueeze.default, aten.squeeze.dim,
+             aten.squeeze.dims, aten.squeeze.default, aten.alias.default, aten.detach.default,
+             aten.slice.Tensor, aten.select.int}
+
+
+def _view_of_input(node, position):
+    """(placeholder position, [(op, args, kwargs), ...]) when `node` is a
+    chain of _VIEW_OPS over a graph input whose other arguments are constants;
+    None otherwise."""
+    ops = []
+    while node not in position:
+        if node.op != "call_function" or node.target not in _VIEW_OPS or not node.args:
+            return None
+        src, rest = node.args[0], node.args[1:]
+        has_node = []
+        torch.fx.node.map_arg((rest, node.kwargs), has_node.append)
+        if not isinstance(src, torch.fx.Node) or has_node:
+            return None
+        ops.append((node.target, rest, dict(node.kwargs)))
+        node = src
+    return position[node], ops[::-1]
 
 
 class KilnGraph:
@@ -668,6 +697,13 @@ class KilnGraph:
         for kind, j in captured.outputs:
             if kind == "kiln":
                 outputs.append(_capsule_to_torch(results[j].__dlpack__()))
+            elif kind == "copy":
+                outputs.append(passed[j].clone())
+            elif kind == "view":
+                t = passed[j[0]]
+                for op, rest, kw in j[1]:
+                    t = op(t, *rest, **kw)
+                outputs.append(t)
             else:
                 outputs.append(passed[j] if kind == "arg" else j)
         return tuple(outputs)
@@ -686,10 +722,15 @@ class KilnGraph:
                      for v in [kiln_values[node]] if isinstance(v, kiln.Tensor)]
         outputs, spec = [], []
         for node in self.output.args[0]:
+            view = _view_of_input(node, position) if isinstance(node, torch.fx.Node) else None
             if not isinstance(node, torch.fx.Node):
                 spec.append(("value", node))
             elif node in position:
                 spec.append(("arg", position[node]))
+            elif view is not None and isinstance(self.placeholders[view[0]].meta.get("val"), torch.Tensor):
+                spec.append(("view", view))
+            elif self._copies_an_input(node, kiln_values) is not None:
+                spec.append(("copy", self._copies_an_input(node, kiln_values)))
             elif node in kiln_values and isinstance(kiln_values[node], kiln.Tensor):
                 spec.append(("kiln", len(outputs)))
                 outputs.append(kiln_values[node])
@@ -769,7 +810,22 @@ class KilnGraph:
             self._capture(capture_key, kiln_values)
         # One trace per graph call: run it now (once), then hand the results over.
         kiln.step()
-        return tuple(torch.fx.node.map_arg(self.output.args[0], as_torch))
+        outputs = []
+        for node in self.output.args[0]:
+            value = torch.fx.node.map_arg(node, as_torch)
+            if self._copies_an_input(node, kiln_values) is not None:
+                value = value.clone()
+            outputs.append(value)
+        return tuple(outputs)
+
+    def _copies_an_input(self, node, kiln_values):
+        """The position of the graph input whose Kiln value the output `node`
+        is (a clone of that input: Kiln's clone is the value itself), whose
+        memory the caller must not get back; None otherwise."""
+        if not isinstance(node, torch.fx.Node) or node in self.placeholders or node not in kiln_values:
+            return None
+        value = kiln_values[node]
+        return next((i for i, p in enumerate(self.placeholders) if kiln_values.get(p) is value), None)
 
 
 def _limit_torch_threads(torch_threads):

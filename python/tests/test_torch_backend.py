@@ -250,6 +250,32 @@ def test_graph_calls_replay_the_captured_trace():
     assert graph.templates[()] is None  # walked from now on for these inputs
 
 
+def test_views_of_inputs_are_handed_back_as_views():
+    """A graph output that is a view of an input (AOTAutograd's forward saves
+    W.t() for the backward) comes back from a replay as a PyTorch view of
+    that input, not as a copy that Kiln's kernel writes; the captured trace
+    does not produce it."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x, w):
+        wt = w.t()
+        return x @ wt, wt, w.view(-1)[1:4], w.clone()
+
+    x, w = torch.randn(4, 3), torch.randn(5, 3)
+    graph = torch_backend.KilnGraph(make_fx(f, tracing_mode="fake")(x, w))
+    first = graph([x, w])  # walks and captures
+    assert first[3].data_ptr() != w.data_ptr() and torch.equal(first[3], w)
+    kinds = [kind for kind, _ in graph.templates[()].outputs]
+    assert kinds == ["kiln", "view", "view", "copy"]  # a clone of an input is new memory
+    for _ in range(2):
+        x2, w2 = torch.randn(4, 3), torch.randn(5, 3)
+        y, wt, part, copied = graph([x2, w2])
+        torch.testing.assert_close(y, x2 @ w2.t())
+        assert wt.data_ptr() == w2.data_ptr() and wt.stride() == (1, 3) and torch.equal(wt, w2.t())
+        assert part.data_ptr() == w2.data_ptr() + 4 and torch.equal(part, w2.view(-1)[1:4])
+        assert copied.data_ptr() != w2.data_ptr() and torch.equal(copied, w2)
+
+
 def test_custom_op_mlp_in_an_eager_model():
     """torch.ops.kiln.mlp: one fused Kiln op (forward and backward) inside eager
     PyTorch, with a fake kernel for tracing."""

@@ -55,19 +55,44 @@ func.func @f64(%x: f64) -> (f64, f64) {
 
 // -----
 
-// tanh's p/q (over clamped inputs) may divide by a reciprocal estimate
-// (arcp, ninf); the program's own division and erf's stay IEEE divisions.
+// tanh's and erf's p/q (over clamped inputs, q far from 0) may divide by a
+// reciprocal estimate (arcp, ninf); the program's own division stays an IEEE
+// division.
 // CHECK-LABEL: func.func @divisions
 // CHECK-SAME: (%[[X:.*]]: f32, %[[Y:.*]]: f32)
 // CHECK: arith.divf %[[X]], %[[Y]] : f32
 // CHECK: arith.divf {{.*}} fastmath<ninf,arcp> : f32
-// CHECK-NOT: fastmath<ninf,arcp>
+// CHECK: arith.divf {{.*}} fastmath<ninf,arcp> : f32
+// CHECK-NOT: arith.divf
 // CHECK: return
 func.func @divisions(%x: f32, %y: f32) -> (f32, f32, f32) {
   %q = arith.divf %x, %y : f32
   %t = math.tanh %x : f32
   %e = math.erf %x : f32
   return %q, %t, %e : f32, f32, f32
+}
+
+// -----
+
+// f32 erf is x * p(x^2) / q(x^2) over x clamped to [-4, 4] (unordered
+// predicates: NaN passes), one rational on the whole range: no select picks
+// coefficients per interval as upstream's expansion does.
+// CHECK-LABEL: func.func @erf
+// CHECK-SAME: (%[[X:.*]]: f32)
+// CHECK-DAG: %[[HI:.*]] = arith.constant 4.000000e+00 : f32
+// CHECK-DAG: %[[LO:.*]] = arith.constant -4.000000e+00 : f32
+// CHECK: %[[NOT_ABOVE:.*]] = arith.cmpf ule, %[[X]], %[[HI]] : f32
+// CHECK: %[[X1:.*]] = arith.select %[[NOT_ABOVE]], %[[X]], %[[HI]] : f32
+// CHECK: %[[NOT_BELOW:.*]] = arith.cmpf uge, %[[X1]], %[[LO]] : f32
+// CHECK: %[[X2:.*]] = arith.select %[[NOT_BELOW]], %[[X1]], %[[LO]] : f32
+// CHECK: %[[SQ:.*]] = arith.mulf %[[X2]], %[[X2]] : f32
+// CHECK-NOT: arith.select
+// CHECK: %[[XP:.*]] = arith.mulf %[[X2]], %{{.*}} : f32
+// CHECK: %[[R:.*]] = arith.divf %[[XP]], %{{.*}} fastmath<ninf,arcp> : f32
+// CHECK: return %[[R]]
+func.func @erf(%x: f32) -> f32 {
+  %e = math.erf %x : f32
+  return %e : f32
 }
 
 // -----
