@@ -31,5 +31,8 @@ void bindOps(nb::module_& m);
 void bindRuntime(nb::module_& m);
 /// __dlpack__ and __dlpack_device__ of kiln.Tensor, and kiln._from_capsule.
 void bindDLPack(nb::module_& m, nb::class_<Tensor>& cls);
+/// kiln._run_exchange: a TraceTemplate run on another framework's tensors
+/// through its DLPack C exchange API.
+void bindDLPackExchange(nb::module_& m);
 
 }  // namespace kiln::python

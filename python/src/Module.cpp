@@ -86,6 +86,7 @@ NB_MODULE(_kiln, m) {
       },
       error.ptr());
   bindRuntime(m);
+  bindDLPackExchange(m);
   bindTensor(m);
   bindOps(m);
 }

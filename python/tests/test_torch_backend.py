@@ -221,7 +221,18 @@ def test_dynamic_batch_sizes_stay_on_kiln(caplog):
     assert not [r for r in caplog.records if "eager" in r.getMessage()]
 
 
-def test_graph_calls_replay_the_captured_trace():
+@pytest.fixture(params=["exchange", "capsules"])
+def crossing(request, monkeypatch):
+    """Replays cross tensors through PyTorch's DLPack C exchange API when it
+    has one (kiln._run_exchange), else capsule by capsule: both paths run."""
+    if request.param == "exchange" and torch_backend._EXCHANGE_API is None:
+        pytest.skip("this PyTorch has no __dlpack_c_exchange_api__")
+    if request.param == "capsules":
+        monkeypatch.setattr(torch_backend, "_EXCHANGE_API", None)
+    return request.param
+
+
+def test_graph_calls_replay_the_captured_trace(crossing):
     """After its first call a graph runs its captured trace (no Python walk);
     an input of another shape walks the graph again, with the same results."""
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -250,7 +261,7 @@ def test_graph_calls_replay_the_captured_trace():
     assert graph.templates[()] is None  # walked from now on for these inputs
 
 
-def test_views_of_inputs_are_handed_back_as_views():
+def test_views_of_inputs_are_handed_back_as_views(crossing):
     """A graph output that is a view of an input (AOTAutograd's forward saves
     W.t() for the backward) comes back from a replay as a PyTorch view of
     that input, not as a copy that Kiln's kernel writes; the captured trace
@@ -268,9 +279,12 @@ def test_views_of_inputs_are_handed_back_as_views():
     kinds = [kind for kind, _ in graph.templates[()].outputs]
     assert kinds == ["kiln", "view", "view", "copy"]  # a clone of an input is new memory
     for _ in range(2):
-        x2, w2 = torch.randn(4, 3), torch.randn(5, 3)
+        x2, w2 = torch.randn(4, 3), torch.randn(5, 3, requires_grad=True)  # a parameter crosses too
         y, wt, part, copied = graph([x2, w2])
+        w2 = w2.detach()
         torch.testing.assert_close(y, x2 @ w2.t())
+        y.add_(1)  # the caller owns the outputs (AOTAutograd accumulates into them)
+        torch.testing.assert_close(y, x2 @ w2.t() + 1)
         assert wt.data_ptr() == w2.data_ptr() and wt.stride() == (1, 3) and torch.equal(wt, w2.t())
         assert part.data_ptr() == w2.data_ptr() + 4 and torch.equal(part, w2.view(-1)[1:4])
         assert copied.data_ptr() != w2.data_ptr() and torch.equal(copied, w2)
