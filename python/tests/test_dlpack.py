@@ -1,6 +1,6 @@
-"""DLPack both ways, without copies: NumPy (>= 2, versioned capsules) and
-PyTorch; strides, offsets, dtypes, read-only flags, and memory freed on one
-side while the other still holds it."""
+"""DLPack both ways, without copies: NumPy (>= 2, versioned capsules),
+PyTorch and JAX; strides, offsets, dtypes, read-only flags, and memory freed
+on one side while the other still holds it."""
 import ctypes
 import gc
 
@@ -132,6 +132,29 @@ def test_kiln_to_torch_zero_copy_and_kiln_freed_first():
         src = (torch.arange(6) % 2).to(dtype)
         back = torch.from_dlpack(kiln.from_dlpack(src))
         assert back.dtype == dtype and torch.equal(back, src)
+
+
+def test_jax_arrays_both_ways():
+    """JAX (its CPU arrays export plain "dltensor" capsules) into Kiln without
+    a copy, and Kiln's results into JAX, for f32, bf16 and i32."""
+    import jax
+    import jax.numpy as jnp
+
+    x = jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
+    k = kiln.from_dlpack(x)
+    assert k.shape == (3, 4) and k.tolist() == x.tolist()
+    assert address(k) == x.unsafe_buffer_pointer()
+    y = jax.dlpack.from_dlpack(k * 2.0 + 1.0)
+    assert isinstance(y, jax.Array) and y.tolist() == (x * 2.0 + 1.0).tolist()
+    for dtype, kiln_dtype in ((jnp.bfloat16, kiln.bfloat16), (jnp.int32, kiln.int32)):
+        src = (jnp.arange(6) % 3).astype(dtype)
+        kd = kiln.from_dlpack(src)
+        assert kd.dtype == kiln_dtype
+        back = jax.dlpack.from_dlpack(kd + kd)
+        assert back.dtype == dtype and back.tolist() == (src + src).tolist()
+    del x
+    gc.collect()
+    assert k.sum().item() == 66.0  # Kiln keeps JAX's buffer alive
 
 
 def test_kiln_tensor_read_by_ctypes_address_is_stable():
