@@ -91,6 +91,22 @@ struct Stats {
   /// One line per counter, "name value".
   std::string str() const;
 };
+/// Every Stats field as X(name), in declaration order: the one list that the
+/// C ABI's kiln_stats_json and the Python bindings enumerate, so that a new
+/// counter reaches both (runtime/support/Stats.cpp checks that it names them all).
+#define KILN_STATS_FIELDS(X) \
+  X(traces_recorded) X(ops_recorded) X(ops_eliminated) X(interpreted_runs) X(interpreted_ops) \
+  X(distinct_trace_keys) X(bytes_allocated) X(allocator_cache_hits) X(allocator_bytes_reserved) \
+  X(allocator_bytes_peak) X(flushes_size_limit) X(flushes_cross_thread) X(compiles) \
+  X(compile_failures) X(urgent_compiles) X(quick_compiles) X(full_recompiles) X(compile_ms) \
+  X(compile_import_ms) X(compile_lower_ms) X(compile_llvm_ms) X(compile_jit_ms) X(compiled_runs) \
+  X(kernel_launches) X(donated_buffers) X(cache_memory_hits) X(cache_disk_hits) X(cache_misses) \
+  X(cache_rejected) X(cache_stores) X(cache_load_ms) X(replay_misses) X(compiled_ops) X(mixed_runs) \
+  X(region_launches) X(region_compiles) X(region_compile_failures) X(region_compile_ms) \
+  X(distinct_region_keys) X(regions_deferred) X(trace_keys_evicted) X(tune_sites) \
+  X(tune_sites_settled) X(tune_trials) X(tune_records_used) X(warm_start_kernels) \
+  X(warm_start_bytes) X(device_bytes_active) X(device_kernel_launches) X(device_copy_bytes)
+
 Stats stats();
 void reset_stats();
 

@@ -115,19 +115,7 @@ void bindRuntime(nb::module_& m) {
 
   nb::class_<Stats> statsClass(m, "Stats", "Process-wide counters (kiln.stats()).");
 #define KILN_STAT(name) statsClass.def_ro(#name, &Stats::name);
-  KILN_STAT(traces_recorded) KILN_STAT(ops_recorded) KILN_STAT(ops_eliminated) KILN_STAT(interpreted_runs)
-  KILN_STAT(interpreted_ops) KILN_STAT(distinct_trace_keys) KILN_STAT(bytes_allocated)
-  KILN_STAT(allocator_cache_hits) KILN_STAT(allocator_bytes_reserved) KILN_STAT(allocator_bytes_peak)
-  KILN_STAT(flushes_size_limit) KILN_STAT(flushes_cross_thread) KILN_STAT(compiles) KILN_STAT(compile_failures) KILN_STAT(urgent_compiles)
-  KILN_STAT(quick_compiles) KILN_STAT(full_recompiles)
-  KILN_STAT(compile_ms) KILN_STAT(compile_import_ms) KILN_STAT(compile_lower_ms) KILN_STAT(compile_llvm_ms)
-  KILN_STAT(compile_jit_ms) KILN_STAT(compiled_runs) KILN_STAT(kernel_launches) KILN_STAT(donated_buffers)
-  KILN_STAT(cache_memory_hits) KILN_STAT(cache_disk_hits) KILN_STAT(cache_misses) KILN_STAT(cache_rejected)
-  KILN_STAT(cache_stores) KILN_STAT(cache_load_ms) KILN_STAT(replay_misses) KILN_STAT(compiled_ops)
-  KILN_STAT(mixed_runs) KILN_STAT(region_launches) KILN_STAT(region_compiles) KILN_STAT(region_compile_failures)
-  KILN_STAT(region_compile_ms) KILN_STAT(distinct_region_keys) KILN_STAT(regions_deferred)
-  KILN_STAT(tune_sites) KILN_STAT(tune_sites_settled) KILN_STAT(tune_trials) KILN_STAT(tune_records_used) KILN_STAT(warm_start_kernels) KILN_STAT(warm_start_bytes)
-  KILN_STAT(trace_keys_evicted)
+  KILN_STATS_FIELDS(KILN_STAT)
 #undef KILN_STAT
   statsClass.def("compiled_op_share", &Stats::compiled_op_share).def("__str__", &Stats::str).def("__repr__", &Stats::str);
   m.def("stats", [] {

@@ -42,17 +42,11 @@ std::string statsJson() {
   Stats s = stats();
   std::ostringstream o;
   o.precision(17);
-  o << "{\"traces_recorded\": " << s.traces_recorded << ", \"ops_recorded\": " << s.ops_recorded
-    << ", \"ops_eliminated\": " << s.ops_eliminated << ", \"interpreted_runs\": " << s.interpreted_runs
-    << ", \"interpreted_ops\": " << s.interpreted_ops << ", \"distinct_trace_keys\": " << s.distinct_trace_keys
-    << ", \"bytes_allocated\": " << s.bytes_allocated << ", \"allocator_cache_hits\": " << s.allocator_cache_hits
-    << ", \"allocator_bytes_reserved\": " << s.allocator_bytes_reserved
-    << ", \"allocator_bytes_peak\": " << s.allocator_bytes_peak << ", \"flushes_size_limit\": " << s.flushes_size_limit
-    << ", \"flushes_cross_thread\": " << s.flushes_cross_thread << ", \"compiles\": " << s.compiles
-    << ", \"compile_failures\": " << s.compile_failures << ", \"compiled_runs\": " << s.compiled_runs
-    << ", \"kernel_launches\": " << s.kernel_launches << ", \"donated_buffers\": " << s.donated_buffers
-    << ", \"compile_ms\": " << s.compile_ms
-    << ", \"live_tensor_handles\": " << tensorHandles().live()
+  o << "{";
+#define KILN_STAT_JSON(name) o << "\"" #name "\": " << s.name << ", ";
+  KILN_STATS_FIELDS(KILN_STAT_JSON)
+#undef KILN_STAT_JSON
+  o << "\"live_tensor_handles\": " << tensorHandles().live()
     << ", \"live_function_handles\": " << functionHandles().live() << "}";
   return o.str();
 }

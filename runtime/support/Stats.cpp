@@ -104,6 +104,12 @@ void reset_stats() {
   gAllocHitBase.store(now.allocator_cache_hits);
 }
 
+// KILN_STATS_FIELDS must name every field (each 8 bytes): a field missing
+// from it would be missing from kiln_stats_json and kiln.stats().
+#define KILN_STAT_SIZE(name) +sizeof(Stats::name)
+static_assert(sizeof(Stats) == 0 KILN_STATS_FIELDS(KILN_STAT_SIZE), "KILN_STATS_FIELDS (kiln/runtime.h) misses a Stats field");
+#undef KILN_STAT_SIZE
+
 std::string Stats::str() const {
   std::ostringstream o;
   o << "traces_recorded " << traces_recorded << "\n"
