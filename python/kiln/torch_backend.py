@@ -731,14 +731,15 @@ class KilnGraph:
         outputs, spec = [], []
         for node in self.output.args[0]:
             view = _view_of_input(node, position) if isinstance(node, torch.fx.Node) else None
+            copied = self._copies_an_input(node, kiln_values)
             if not isinstance(node, torch.fx.Node):
                 spec.append(("value", node))
             elif node in position:
                 spec.append(("arg", position[node]))
             elif view is not None and isinstance(self.placeholders[view[0]].meta.get("val"), torch.Tensor):
                 spec.append(("view", view))
-            elif self._copies_an_input(node, kiln_values) is not None:
-                spec.append(("copy", self._copies_an_input(node, kiln_values)))
+            elif copied is not None:
+                spec.append(("copy", copied))
             elif node in kiln_values and isinstance(kiln_values[node], kiln.Tensor):
                 spec.append(("kiln", len(outputs)))
                 outputs.append(kiln_values[node])
