@@ -360,14 +360,22 @@ void Engine::recompileFull(const trace::Trace& trace, const std::vector<uint8_t>
                            std::span<const uint32_t> scalarArgs, std::vector<int64_t>* paramOfInput,
                            std::vector<uint32_t>* nodeOfOutput) {
   // Not where nothing compiles (KILN_JIT=off or replay: the Quick kernel
-  // came from the disk cache and stays).
-  if (!jitEnabled() || !traceCompiles_) return;
+  // came from the disk cache and stays; replay says so, once a trace).
+  const bool compiles = jitEnabled() && traceCompiles_;
+  if (!compiles && settings().jit != JitMode::Replay) return;
   std::shared_ptr<const CompileResult> quick;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (profile->fullRecompileSubmitted || profile->region) return;
     profile->fullRecompileSubmitted = true;
     quick = profile->quickCompile;
+  }
+  if (!compiles) {
+    log().warn("trace {:016x} ({} ops): KILN_JIT=replay runs its cached kernel, which has quick codegen (the "
+               "process that compiled it ended before its full-codegen kernel replaced it) and runs slower; a run "
+               "with compiling on (KILN_JIT=async or sync) replaces it in the cache",
+               key.hash, profile->ops);
+    return;
   }
   auto graph = std::make_shared<const trace::TraceGraph>(
       trace::extractGraph(trace, needed, paramOfInput, nodeOfOutput, scalarArgs));

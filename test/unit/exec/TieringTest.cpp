@@ -22,7 +22,9 @@
 #include "runtime/cache/CacheEntry.h"
 #include "runtime/exec/CompileQueue.h"
 #include "runtime/exec/Engine.h"
+#include "runtime/support/Log.h"
 
+#include <spdlog/sinks/ostream_sink.h>
 #include <tbb/global_control.h>
 
 namespace kiln {
@@ -223,6 +225,30 @@ TEST(Tiering, QuickCodegenKernelsAreReplacedByFullOnes) {
   fs::remove_all(dir);
   runQuickKernel();
   EXPECT_EQ(cachedCodegen(), "quick");
+  // A replaying process runs it as it is, compiles nothing and says so once.
+  {
+    newProcess();
+    Settings replay = settings();
+    replay.jit = JitMode::Replay;
+    set_settings(replay);
+    std::ostringstream logged;
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(logged);
+    exec::log().sinks().push_back(sink);
+    expectClose(run(), reference);
+    expectClose(run(), reference);
+    engine.drainCompiles();
+    exec::log().sinks().pop_back();
+    Stats replayed = stats();
+    EXPECT_EQ(replayed.compiled_runs, 2u) << replayed.str();
+    EXPECT_EQ(replayed.compiles + replayed.full_recompiles, 0u) << replayed.str();
+    EXPECT_EQ(cachedCodegen(), "quick");
+    const std::string text = logged.str();
+    const size_t warned = text.find("has quick codegen");
+    EXPECT_NE(warned, std::string::npos) << text;
+    EXPECT_EQ(text.find("has quick codegen", warned + 1), std::string::npos) << "warned more than once:\n" << text;
+    replay.jit = JitMode::Async;
+    set_settings(replay);
+  }
   // The next process loads it at its first run and compiles the Full one.
   newProcess();
   expectClose(run(), reference);
