@@ -203,15 +203,16 @@ void CompileQueue::govern() {
   }
 }
 
-void CompileQueue::push(std::function<void()> job, bool urgent) {
+void CompileQueue::push(std::function<void()> job, JobRank rank) {
+  const bool urgent = rank == JobRank::Urgent;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return;
-    // An urgent job goes ahead of the queued background ones: it pays back
-    // sooner (TieringPolicy.h).
-    auto at = jobs_.end();
-    if (urgent) at = std::find_if(jobs_.begin(), jobs_.end(), [](const Job& j) { return !j.urgent; });
-    jobs_.insert(at, {std::move(job), urgent});
+    // Ahead of the queued jobs of lower ranks: an urgent job pays back
+    // sooner than a background one (TieringPolicy.h), which gives a trace
+    // its first kernel where an upgrade only makes one faster.
+    auto at = std::find_if(jobs_.begin(), jobs_.end(), [&](const Job& j) { return j.rank > rank; });
+    jobs_.insert(at, {std::move(job), rank});
     // Behind a job already running (the compiler's load, another trace's
     // background compile) it waits for that one, which becomes urgent too:
     // at the lowest priority it could hold the urgent one up for as long as
@@ -246,7 +247,7 @@ void CompileQueue::serve() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
       ++running_;
-      urgentRunning_ += job.urgent;
+      urgentRunning_ += job.urgent();
       updateUrgency();
     }
     governorWake_.notify_one();
@@ -254,7 +255,7 @@ void CompileQueue::serve() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       --running_;
-      urgentRunning_ -= job.urgent;
+      urgentRunning_ -= job.urgent();
       if (running_ == 0 && jobs_.empty()) escalated_ = false;
       updateUrgency();
     }

@@ -44,6 +44,13 @@ bool onCompileQueueThread();
 /// timings taken now do not describe the machine (the tuner waits).
 bool compilePartitionActive();
 
+/// Where a compile job queues: urgent ones (they pay back soonest,
+/// TieringPolicy's CompilePriority::Urgent) ahead of background ones, and
+/// upgrades (a faster kernel for a trace that already runs compiled: a Quick
+/// kernel's Full recompile) behind both, so that no trace waits for its
+/// first kernel behind another's second one.
+enum class JobRank { Urgent, Background, Upgrade };
+
 class CompileQueue {
  public:
   /// `threads` compile threads; while a job runs they get at least
@@ -54,8 +61,9 @@ class CompileQueue {
   CompileQueue(const CompileQueue&) = delete;
   CompileQueue& operator=(const CompileQueue&) = delete;
 
-  /// Queues `job`; an urgent one goes ahead of queued background jobs.
-  void push(std::function<void()> job, bool urgent = false);
+  /// Queues `job` behind the queued jobs of its rank and ahead of those of
+  /// lower ranks (JobRank).
+  void push(std::function<void()> job, JobRank rank = JobRank::Background);
   /// The jobs queued or running now become urgent (until the queue is idle).
   void makeUrgent();
   /// Blocks until every job pushed so far has finished (tests, shutdown).
@@ -78,7 +86,8 @@ class CompileQueue {
   };
   struct Job {
     std::function<void()> run;
-    bool urgent = false;
+    JobRank rank = JobRank::Background;
+    bool urgent() const { return rank == JobRank::Urgent; }
   };
   void serve();
   void govern();

@@ -16,13 +16,13 @@ CompileQueue& CompileService::queue(Lane lane) {
   return *queues_[i].load();
 }
 
-void CompileService::submit(Lane lane, bool now, std::function<void()> job, bool urgent) {
+void CompileService::submit(Lane lane, bool now, std::function<void()> job, JobRank rank) {
   if (now) {
     job();
     return;
   }
   prepareBackgroundCompile();
-  queue(lane).push(std::move(job), urgent);
+  queue(lane).push(std::move(job), rank);
 }
 
 void CompileService::makeUrgent(Lane lane) {

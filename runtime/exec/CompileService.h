@@ -34,8 +34,8 @@ class CompileService {
 
   /// Runs `job` now in the calling thread (KILN_JIT=sync, tests) or on
   /// `lane`'s compile threads (bounded share of the machine: CompileQueue;
-  /// `urgent`: a core of its own, TieringPolicy's CompilePriority).
-  void submit(Lane lane, bool now, std::function<void()> job, bool urgent = false);
+  /// JobRank::Urgent: a core of its own, TieringPolicy's CompilePriority).
+  void submit(Lane lane, bool now, std::function<void()> job, JobRank rank = JobRank::Background);
   /// What `lane` has queued or running becomes urgent.
   void makeUrgent(Lane lane);
   /// The kernel of `key`: from the disk cache, else compiled from `graph`

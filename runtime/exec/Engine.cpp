@@ -381,11 +381,12 @@ void Engine::recompileFull(const trace::Trace& trace, const std::vector<uint8_t>
       trace::extractGraph(trace, needed, paramOfInput, nodeOfOutput, scalarArgs));
   const bool now = settings().jit == JitMode::Sync;
   log().info("trace {:016x} ({} ops): its kernel has quick codegen; compiling it with full codegen {}{}", key.hash,
-             profile->ops, now ? "now" : "in the background, at the lowest priority",
+             profile->ops, now ? "now" : "in the background, at the lowest priority, behind first compiles",
              quick ? " (machine code only, from the quick compile's optimised modules)" : "");
-  compiles_.submit(CompileService::Lane::Traces, now, [this, profile, graph, key, quick] {
-    compileJob(profile, graph, key, CodegenEffort::Full, quick);
-  });
+  compiles_.submit(
+      CompileService::Lane::Traces, now,
+      [this, profile, graph, key, quick] { compileJob(profile, graph, key, CodegenEffort::Full, quick); },
+      JobRank::Upgrade);
 }
 
 CompilePriority Engine::compilePriorityLocked(const TraceProfile& profile) const {
@@ -679,7 +680,8 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       }
       compiles_.submit(
           CompileService::Lane::Traces, now,
-          [this, profileRef, graph, key = tLastKey, effort] { compileJob(profileRef, graph, key, effort); }, urgent);
+          [this, profileRef, graph, key = tLastKey, effort] { compileJob(profileRef, graph, key, effort); },
+          urgent ? JobRank::Urgent : JobRank::Background);
       if (now) {
         std::lock_guard<std::mutex> lock(mutex_);
         exe = profile->executable;

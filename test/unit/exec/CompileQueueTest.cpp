@@ -101,7 +101,7 @@ struct JobSight {
   bool partitioned = false;
 };
 
-JobSight runOneJob(CompileQueue& queue, bool urgent) {
+JobSight runOneJob(CompileQueue& queue, JobRank rank) {
   JobSight sight;
   queue.push(
       [&] {
@@ -109,7 +109,7 @@ JobSight runOneJob(CompileQueue& queue, bool urgent) {
         sight.idlePriority = currentThreadIsIdlePriority();
         sight.partitioned = compilePartitionActive();
       },
-      urgent);
+      rank);
   queue.drain();
   return sight;
 }
@@ -134,7 +134,7 @@ TEST(CompileQueue, UrgentJobsTakeACoreForAsLongAsTheyRun) {
   const size_t before = parallelism();
   const size_t during = before > 1 ? before - 1 : before;
   CompileQueue queue(1, 25);
-  JobSight urgent = runOneJob(queue, /*urgent=*/true);
+  JobSight urgent = runOneJob(queue, JobRank::Urgent);
   EXPECT_FALSE(queue.urgentNow());
   EXPECT_EQ(parallelism(), before) << "the user's parallelism comes back after the job";
   EXPECT_FALSE(compilePartitionActive());
@@ -142,7 +142,7 @@ TEST(CompileQueue, UrgentJobsTakeACoreForAsLongAsTheyRun) {
   EXPECT_EQ(urgent.partitioned, before > 1);
   if (queue.canRaise()) EXPECT_FALSE(urgent.idlePriority) << "an urgent job runs at normal priority";
 
-  JobSight background = runOneJob(queue, /*urgent=*/false);
+  JobSight background = runOneJob(queue, JobRank::Background);
   EXPECT_EQ(background.parallelism, before);
   EXPECT_FALSE(background.partitioned);
 #ifdef __linux__
@@ -180,12 +180,35 @@ TEST(CompileQueue, UrgentJobsGoAheadOfQueuedBackgroundOnes) {
   };
   holdTheThread(queue, release);  // while the others queue up
   queue.push([&] { note(1); });
-  queue.push([&] { note(2); }, /*urgent=*/true);
+  queue.push([&] { note(2); }, JobRank::Urgent);
   queue.push([&] { note(3); });
-  queue.push([&] { note(4); }, /*urgent=*/true);
+  queue.push([&] { note(4); }, JobRank::Urgent);
   release = true;
   queue.drain();
   EXPECT_EQ(order, (std::vector<int>{2, 4, 1, 3}));
+}
+
+// An upgrade (a faster kernel for a trace that already runs compiled) waits
+// behind every first compile, background ones included, queued before or
+// after it; upgrades keep their order among themselves.
+TEST(CompileQueue, UpgradesWaitBehindFirstCompiles) {
+  CompileQueue queue(1, 25);
+  std::atomic<bool> release{false};
+  std::mutex orderMutex;
+  std::vector<int> order;
+  auto note = [&](int id) {
+    std::lock_guard<std::mutex> lock(orderMutex);
+    order.push_back(id);
+  };
+  holdTheThread(queue, release);
+  queue.push([&] { note(1); }, JobRank::Upgrade);
+  queue.push([&] { note(2); });
+  queue.push([&] { note(3); }, JobRank::Upgrade);
+  queue.push([&] { note(4); }, JobRank::Urgent);
+  queue.push([&] { note(5); });
+  release = true;
+  queue.drain();
+  EXPECT_EQ(order, (std::vector<int>{4, 2, 5, 1, 3}));
 }
 
 // An urgent job queued behind a running background job (the compiler's
@@ -199,7 +222,7 @@ TEST(CompileQueue, AJobRunningAheadOfAnUrgentOneBecomesUrgent) {
   EXPECT_FALSE(queue.urgentNow());
   queue.push([] {});
   EXPECT_FALSE(queue.urgentNow()) << "a background job behind it changes nothing";
-  queue.push([] {}, /*urgent=*/true);
+  queue.push([] {}, JobRank::Urgent);
   EXPECT_TRUE(queue.urgentNow());
   release = true;
   queue.drain();
@@ -211,7 +234,7 @@ TEST(CompileQueue, AJobRunningAheadOfAnUrgentOneBecomesUrgent) {
 // KILN_COMPILE_SHARE=0: a compile never takes a core, urgent or not.
 TEST(CompileQueue, WithoutAShareUrgentJobsStayAtTheLowestPriority) {
   CompileQueue queue(1, 0);
-  JobSight sight = runOneJob(queue, /*urgent=*/true);
+  JobSight sight = runOneJob(queue, JobRank::Urgent);
   EXPECT_EQ(sight.parallelism, parallelism());
   EXPECT_FALSE(sight.partitioned);
 #ifdef __linux__
