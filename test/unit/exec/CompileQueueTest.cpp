@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -169,46 +170,39 @@ TEST(CompileQueue, UrgentJobsTakeACoreForAsLongAsTheyRun) {
   EXPECT_FALSE(queue.urgentNow());
 }
 
-TEST(CompileQueue, UrgentJobsGoAheadOfQueuedBackgroundOnes) {
+/// The order in which jobs of the given ranks, pushed in this order (job i
+/// is the i-th, from 1) while the queue's one thread is held, ran.
+std::vector<int> runOrder(std::initializer_list<JobRank> ranks) {
   CompileQueue queue(1, 25);
   std::atomic<bool> release{false};
   std::mutex orderMutex;
   std::vector<int> order;
-  auto note = [&](int id) {
-    std::lock_guard<std::mutex> lock(orderMutex);
-    order.push_back(id);
-  };
   holdTheThread(queue, release);  // while the others queue up
-  queue.push([&] { note(1); });
-  queue.push([&] { note(2); }, JobRank::Urgent);
-  queue.push([&] { note(3); });
-  queue.push([&] { note(4); }, JobRank::Urgent);
+  int pushed = 0;
+  for (JobRank rank : ranks) {
+    queue.push(
+        [&, id = ++pushed] {
+          std::lock_guard<std::mutex> lock(orderMutex);
+          order.push_back(id);
+        },
+        rank);
+  }
   release = true;
   queue.drain();
-  EXPECT_EQ(order, (std::vector<int>{2, 4, 1, 3}));
+  return order;
+}
+
+TEST(CompileQueue, UrgentJobsGoAheadOfQueuedBackgroundOnes) {
+  EXPECT_EQ(runOrder({JobRank::Background, JobRank::Urgent, JobRank::Background, JobRank::Urgent}),
+            (std::vector<int>{2, 4, 1, 3}));
 }
 
 // An upgrade (a faster kernel for a trace that already runs compiled) waits
 // behind every first compile, background ones included, queued before or
 // after it; upgrades keep their order among themselves.
 TEST(CompileQueue, UpgradesWaitBehindFirstCompiles) {
-  CompileQueue queue(1, 25);
-  std::atomic<bool> release{false};
-  std::mutex orderMutex;
-  std::vector<int> order;
-  auto note = [&](int id) {
-    std::lock_guard<std::mutex> lock(orderMutex);
-    order.push_back(id);
-  };
-  holdTheThread(queue, release);
-  queue.push([&] { note(1); }, JobRank::Upgrade);
-  queue.push([&] { note(2); });
-  queue.push([&] { note(3); }, JobRank::Upgrade);
-  queue.push([&] { note(4); }, JobRank::Urgent);
-  queue.push([&] { note(5); });
-  release = true;
-  queue.drain();
-  EXPECT_EQ(order, (std::vector<int>{4, 2, 5, 1, 3}));
+  EXPECT_EQ(runOrder({JobRank::Upgrade, JobRank::Background, JobRank::Upgrade, JobRank::Urgent, JobRank::Background}),
+            (std::vector<int>{4, 2, 5, 1, 3}));
 }
 
 // An urgent job queued behind a running background job (the compiler's
