@@ -67,7 +67,8 @@ struct TraceProfile {
   /// Its background compile runs urgent (TieringPolicy's CompilePriority).
   bool urgentCompile = false;
   /// Its kernel is a Quick one and the Full compile that replaces it was
-  /// submitted (Engine::recompileFull).
+  /// submitted (Engine::recompileFull; under KILN_JIT=replay, which compiles
+  /// nothing: the warning that it runs a Quick kernel was given).
   bool fullRecompileSubmitted = false;
   /// The compile of its Quick kernel (its object file dropped), kept until
   /// the Full compile, which takes its optimised modules; null when the
@@ -161,7 +162,8 @@ class Engine final : public trace::TraceRunner {
                   trace::TraceKey key, CodegenEffort effort, std::shared_ptr<const CompileResult> quick = nullptr);
   /// After a run of `profile`'s Quick kernel (TieringPolicy.h,
   /// chooseCodegenEffort): submits, once, the Full compile that replaces it,
-  /// in the background at the lowest priority (KILN_JIT=sync: now).
+  /// in the background as an upgrade, behind first compiles (JobRank;
+  /// KILN_JIT=sync: now); under KILN_JIT=replay warns once instead.
   /// `scalarArgs` as for launchCompiled; `paramOfInput` and `nodeOfOutput`
   /// are scratch.
   void recompileFull(const trace::Trace& trace, const std::vector<uint8_t>& needed,
