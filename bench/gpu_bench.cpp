@@ -90,6 +90,7 @@ std::vector<Workload> workloads() {
        h1024b = std::make_shared<Tensor>(cast(*b1024, DType::bf16)),
        h4096a = std::make_shared<Tensor>(cast(*a4096, DType::bf16)),
        h4096b = std::make_shared<Tensor>(cast(*b4096, DType::bf16));
+  auto tiny = std::make_shared<Tensor>(uniform({4, 8}, 17, -1, 1));
   auto mlp = std::make_shared<Mlp>();
   auto out = std::make_shared<Tensor>();
   kiln::sync();
@@ -106,6 +107,9 @@ std::vector<Workload> workloads() {
       {"gemm_bf16_4096x4096x1024", [=] { *out = matmul(*h4096a, *h4096b); }, true},
       {"mm_bias_relu", [=] { *out = relu(matmul(*a1024, *b1024) + *bias); }},
       {"mlp_train_step", [=] { mlp->step(); }},
+      // Launch cost: a compiled step of several kernels on 32 floats, all
+      // host time (KILN_CUDA_GRAPHS: one graph launch, or one call a kernel).
+      {"launch_tiny_step", [=] { *out = softmax(*tiny, -1) * layer_norm(*tiny) + exp(*tiny).sum(); }},
   };
 }
 

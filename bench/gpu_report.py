@@ -24,7 +24,7 @@ FLOPS = {
     "mm_bias_relu": 2 * 1024 ** 3,
 }
 ORDER = ["fma", "chain8", "softmax", "layernorm", "softmax_32768x4096", "layernorm_32768x4096", "sgemm_1024", "sgemm_4096x4096x1024", "gemm_bf16_1024",
-         "gemm_bf16_4096x4096x1024", "mm_bias_relu", "mlp_train_step"]
+         "gemm_bf16_4096x4096x1024", "mm_bias_relu", "mlp_train_step", "launch_tiny_step"]
 
 
 def load(d, name):
@@ -42,6 +42,7 @@ def us(t):
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "results"
     torch, tier0, replay = load(d, "torch.json"), load(d, "kiln-tier0.json"), load(d, "kiln-replay.json")
+    nographs = load(d, "kiln-replay-nographs.json")
     inductor = load(d, "torch-compile.json")
     row = lambda r, k: (r or {}).get("rows", {}).get(k, {})  # noqa: E731
     out = []
@@ -73,6 +74,12 @@ def main():
             eff = 4 * 64 * MIB / fmac
             out.append(f"Kiln compiled fma (one fused kernel, 4 x 64 MiB moved): {eff / 1e9:.0f} GB/s = "
                        f"{eff / bw:.2f} of copy.")
+    for k in ("launch_tiny_step", "mlp_train_step", "chain8", "softmax"):
+        g, n = row(replay, k).get("median_s"), row(nographs, k).get("median_s")
+        if g and n:
+            goal = " (a compiled step's launch cost, goal <= 10 us)" if k == "launch_tiny_step" else ""
+            out.append(f"{k} compiled: {us(g)} us with CUDA graphs, {us(n)} us launching kernel by kernel "
+                       f"(KILN_CUDA_GRAPHS=0){goal}.")
     for k, f in FLOPS.items():
         t, a = row(torch, k).get("median_s"), row(tier0, k).get("median_s")
         if t and a:

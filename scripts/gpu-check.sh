@@ -155,6 +155,16 @@ run() {  # run NAME PROGRAM ARGS...: a gtest suite, its XML kept
   else
     echo "FAIL timings of Kiln replaying compiled kernels on cuda:0 (results/kiln-replay.log)"; status=1
   fi
+  # The compiled steps again, each kernel launched by its own call instead
+  # of one CUDA graph a step: what the graphs save.
+  if KILN_FAKE_CUDA_MEMORY_MB=8192 KILN_CACHE=on KILN_CACHE_DIR="$cache" KILN_CUDA_GRAPHS=0 \
+       timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/kiln_gpu_bench" --jit=replay \
+       --only=launch_tiny_step,mlp_train_step,chain8,softmax --out="$here/results/kiln-replay-nographs.json" \
+       "${timing[@]}" > "$here/results/kiln-replay-nographs.log" 2>&1; then
+    echo "PASS timings of compiled kernels launched one by one on cuda:0 (results/kiln-replay-nographs.json)"
+  else
+    echo "FAIL timings of compiled kernels launched one by one on cuda:0 (results/kiln-replay-nographs.log)"; status=1
+  fi
   rm -rf "$cache"
   if [ "$fake" = 0 ]; then
     if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then

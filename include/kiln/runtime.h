@@ -82,6 +82,9 @@ struct Stats {
   // kiln::device_stats gives each device's own figures.
   uint64_t device_bytes_active = 0;     ///< device memory held by tensors now
   uint64_t device_kernel_launches = 0;  ///< kernels launched on devices (tier 0 and compiled)
+  /// Compiled traces launched as one CUDA graph (KILN_CUDA_GRAPHS); their
+  /// kernels count in device_kernel_launches too.
+  uint64_t device_graph_launches = 0;
   uint64_t device_copy_bytes = 0;       ///< bytes copied to, from and within devices
   /// Share of executed ops (compiled_ops + interpreted_ops) that ran compiled, 0..1.
   double compiled_op_share() const {
@@ -105,7 +108,8 @@ struct Stats {
   X(region_launches) X(region_compiles) X(region_compile_failures) X(region_compile_ms) \
   X(distinct_region_keys) X(regions_deferred) X(trace_keys_evicted) X(tune_sites) \
   X(tune_sites_settled) X(tune_trials) X(tune_records_used) X(warm_start_kernels) \
-  X(warm_start_bytes) X(device_bytes_active) X(device_kernel_launches) X(device_copy_bytes)
+  X(warm_start_bytes) X(device_bytes_active) X(device_kernel_launches) X(device_graph_launches) \
+  X(device_copy_bytes)
 
 Stats stats();
 void reset_stats();
@@ -117,6 +121,11 @@ struct DeviceStats {
   uint64_t bytes_peak_active = 0;
   uint64_t allocator_retries = 0;  ///< out-of-memory retries after emptying the cache
   uint64_t kernel_launches = 0;
+  /// CUDA devices (KILN_CUDA_GRAPHS): compiled traces launched as one graph,
+  /// graphs built (one per compiled trace that ran twice), and graph
+  /// launches that first updated kernel parameters (the trace's buffers
+  /// had moved).
+  uint64_t graph_launches = 0, graphs_built = 0, graph_updates = 0;
   uint64_t copy_bytes_to_device = 0, copy_bytes_to_host = 0, copy_bytes_on_device = 0;
 };
 /// Throws kiln::Error when no driver provides `device`.

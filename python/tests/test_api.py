@@ -165,7 +165,7 @@ def test_stats_settings_devices():
     assert "traces_recorded" in str(s)
     # Every counter of the C++ Stats (KILN_STATS_FIELDS), the newer ones included.
     for name in ("urgent_compiles", "quick_compiles", "full_recompiles", "warm_start_bytes", "device_bytes_active",
-                 "device_kernel_launches", "device_copy_bytes"):
+                 "device_kernel_launches", "device_graph_launches", "device_copy_bytes"):
         assert isinstance(getattr(s, name), (int, float)), name
     cfg = kiln.settings()
     assert cfg.jit in ("async", "sync", "off", "replay")

@@ -24,6 +24,9 @@ namespace kiln::hal {
 /// What a device did since the process started (kiln::device_stats).
 struct DeviceCounters {
   uint64_t launches = 0;              ///< kernels launched on the device
+  /// Compiled traces launched as one graph (CUDA graphs), graphs built, and
+  /// graph launches that first updated kernel parameters.
+  uint64_t graph_launches = 0, graphs_built = 0, graph_updates = 0;
   uint64_t copy_bytes_to_device = 0;  ///< host -> device
   uint64_t copy_bytes_to_host = 0;    ///< device -> host
   uint64_t copy_bytes_on_device = 0;  ///< device -> device

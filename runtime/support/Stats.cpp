@@ -76,6 +76,7 @@ Stats stats() {
         const hal::DeviceCounters counters = d->device(i).counters();
         s.device_bytes_active += a.bytes_active;
         s.device_kernel_launches += counters.launches;
+        s.device_graph_launches += counters.graph_launches;
         s.device_copy_bytes +=
             counters.copy_bytes_to_device + counters.copy_bytes_to_host + counters.copy_bytes_on_device;
       }
@@ -157,6 +158,7 @@ std::string Stats::str() const {
     << "warm_start_bytes " << warm_start_bytes << "\n"
     << "device_bytes_active " << device_bytes_active << "\n"
     << "device_kernel_launches " << device_kernel_launches << "\n"
+    << "device_graph_launches " << device_graph_launches << "\n"
     << "device_copy_bytes " << device_copy_bytes << "\n";
   return o.str();
 }
@@ -171,6 +173,9 @@ DeviceStats device_stats(Device device) {
   s.bytes_peak_active = a.bytes_peak_active;
   s.allocator_retries = a.retries;
   s.kernel_launches = c.launches;
+  s.graph_launches = c.graph_launches;
+  s.graphs_built = c.graphs_built;
+  s.graph_updates = c.graph_updates;
   s.copy_bytes_to_device = c.copy_bytes_to_device;
   s.copy_bytes_to_host = c.copy_bytes_to_host;
   s.copy_bytes_on_device = c.copy_bytes_on_device;

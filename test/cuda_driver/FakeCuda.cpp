@@ -24,12 +24,20 @@
 // (parameter count and sizes, pointer parameters, those marked .ptr in the
 // PTX, inside live allocations) and counted, but computes nothing; with
 // KILN_FAKE_CUDA_PTXAS=<ptxas> each such module must also pass ptxas.
+// Graphs of kernel nodes (cuGraphCreate, cuGraphAddKernelNode, instantiate,
+// cuGraphExecKernelNodeSetParams, cuGraphLaunch) keep each node's parameter
+// values; a graph launch checks and enqueues its nodes in order exactly as
+// that many cuLaunchKernel calls would, so stale parameters (a pointer into
+// memory freed since) are rejected there. Each compiled kernel's launch is
+// logged with its parameter values ("compiled-launch <entry> <values>").
 #include "test/cuda_driver/FakeCuda.h"
 
 #include <cuda.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -96,6 +104,7 @@ struct Global {
   std::atomic<size_t> rejected{0};
   std::atomic<size_t> compiledLaunches{0};
   std::atomic<size_t> ptxasChecked{0};
+  std::atomic<size_t> graphLaunches{0};
 };
 Global& global() {
   static Global* g = new Global();
@@ -563,6 +572,116 @@ bool acceptsCompiledKernels() {
 void reject(const std::string& why) {
   ++global().rejected;
   enter("rejected-launch", why);
+}
+
+/// One kernel launch: the function, its shape and its 8-byte parameter
+/// values (copied at the call, as the driver copies them).
+struct KernelLaunch {
+  Function* fn = nullptr;
+  std::array<unsigned, 3> grid{}, block{};
+  unsigned shared = 0;
+  std::vector<uint64_t> values;
+};
+
+struct GraphNode {
+  KernelLaunch launch;
+};
+struct Graph {
+  std::vector<std::unique_ptr<GraphNode>> nodes;  ///< in the order they were added
+};
+/// An instantiated graph: its own copy of each node's launch (updated by
+/// cuGraphExecKernelNodeSetParams), keyed by the graph's node.
+struct GraphExec {
+  std::vector<std::pair<GraphNode*, KernelLaunch>> nodes;
+};
+
+/// `fn`'s parameter values from a kernelParams array (8-byte parameters only).
+CUresult copyParameters(const Function* fn, void** params, std::vector<uint64_t>* values) {
+  values->clear();
+  for (size_t i = 0; i < fn->params.size(); ++i) {
+    if (fn->params[i] != 8) {
+      reject(fn->name + ": parameter " + std::to_string(i) + " has " + std::to_string(fn->params[i]) +
+             " bytes; the fake decodes 8-byte parameters only");
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    uint64_t v = 0;
+    std::memcpy(&v, params[i], 8);
+    values->push_back(v);
+  }
+  return CUDA_SUCCESS;
+}
+
+/// Checks one launch (module loaded, stream of its context, shape within a
+/// GPU's limits, pointer parameters inside live allocations) and enqueues
+/// it on `s`: a tier-0 kernel runs its host reference, a compiled trace's
+/// kernel only counts.
+CUresult launchValues(KernelLaunch k, Stream* s) {
+  Function* fn = k.fn;
+  {
+    std::lock_guard<std::mutex> lock(driver().mutex);
+    if (!driver().modules.count(fn->module)) {
+      reject(fn->name + ": its module was unloaded");
+      return CUDA_ERROR_INVALID_HANDLE;
+    }
+  }
+  if (!s || s->device != fn->module->device) {
+    reject(fn->name + ": stream of another context");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  const auto [gx, gy, gz] = k.grid;
+  const auto [bx, by, bz] = k.block;
+  if (gx == 0 || gy == 0 || gz == 0 || gx > 0x7fffffffu || gy > 65535 || gz > 65535 || bx == 0 || by == 0 ||
+      bz == 0 || bx > 1024 || by > 1024 || bz > 64 || uint64_t{bx} * by * bz > 1024 || k.shared > 48 * 1024) {
+    reject(fn->name + ": grid or block outside the limits");
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (injected(&Global::launch)) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  std::vector<uint64_t>& values = k.values;
+  auto spec = tier0Specs().find(fn->name);
+  if (spec == tier0Specs().end()) {
+    // A compiled trace's kernel (its module loaded with
+    // KILN_FAKE_CUDA_COMPILED=launch): checked and ordered, not computed.
+    for (size_t i = 0; i < values.size(); ++i)
+      if (fn->pointer[i] && !s->device->live(values[i], 1)) {
+        reject(fn->name + ": pointer parameter " + std::to_string(i) + " is not device memory of this context");
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    ++global().compiledLaunches;
+    // Logged with its parameter values, so a test can compare the launches
+    // a graph makes with those of cuLaunchKernel.
+    std::string detail = fn->name;
+    for (uint64_t v : values) detail += " " + std::to_string(v);
+    enter("compiled-launch", detail);
+    s->enqueue([] { return CUDA_SUCCESS; });
+    return CUDA_SUCCESS;
+  }
+  if (static_cast<int>(values.size()) != spec->second.paramCount()) {
+    reject(fn->name + ": the PTX declares " + std::to_string(values.size()) + " parameters, the kernel list " +
+           std::to_string(spec->second.paramCount()));
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // Pointer parameters must be live allocations of this device.
+  const int pointers = spec->second.isLeaf() ? 1 : 1 + spec->second.inputCount();
+  for (int i = 0; i < pointers; ++i)
+    if (!s->device->live(values[static_cast<size_t>(i)], 1)) {
+      reject(fn->name + ": pointer parameter " + std::to_string(i) + " is not device memory of this context");
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  const bool fault = injected(&Global::fault);
+  Tier0Launch launch{spec->second, std::move(values)};
+  Device* d = s->device;
+  s->enqueue([d, launch, fault] {
+    if (fault) {
+      // The kernel fails (its output is not written) and, as on a GPU, the
+      // context is unusable from then on.
+      Global& g = global();
+      std::lock_guard<std::mutex> lock(g.mutex);
+      if (g.sticky == CUDA_SUCCESS) g.sticky = CUDA_ERROR_LAUNCH_FAILED;
+      return CUDA_ERROR_LAUNCH_FAILED;
+    }
+    return onDevice(d, [&] { launch.run(); });
+  });
+  return CUDA_SUCCESS;
 }
 
 }  // namespace
@@ -1047,79 +1166,101 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
   auto* fn = reinterpret_cast<Function*>(f);
   if (CUresult r = enter("cuLaunchKernel", fn ? fn->name : "(null)"); r != CUDA_SUCCESS) return r;
   if (!fn) return CUDA_ERROR_INVALID_HANDLE;
-  {
-    std::lock_guard<std::mutex> lock(driver().mutex);
-    if (!driver().modules.count(fn->module)) {
-      reject(fn->name + ": its module was unloaded");
-      return CUDA_ERROR_INVALID_HANDLE;
-    }
-  }
-  Stream* s = streamOf(stream);
-  if (!s || s->device != fn->module->device) {
-    reject(fn->name + ": stream of another context");
-    return CUDA_ERROR_INVALID_HANDLE;
-  }
-  if (gx == 0 || gy == 0 || gz == 0 || gx > 0x7fffffffu || gy > 65535 || gz > 65535 || bx == 0 || by == 0 ||
-      bz == 0 || bx > 1024 || by > 1024 || bz > 64 || uint64_t{bx} * by * bz > 1024 || sharedBytes > 48 * 1024) {
-    reject(fn->name + ": grid or block outside the limits");
-    return CUDA_ERROR_INVALID_VALUE;
-  }
   if (extra || (!fn->params.empty() && !params)) {
     reject(fn->name + ": parameters missing");
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (injected(&Global::launch)) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-  // Parameters are copied at launch, as the driver does.
   std::vector<uint64_t> values;
-  for (size_t i = 0; i < fn->params.size(); ++i) {
-    if (fn->params[i] != 8) {
-      reject(fn->name + ": parameter " + std::to_string(i) + " has " + std::to_string(fn->params[i]) +
-             " bytes; the fake decodes 8-byte parameters only");
+  if (CUresult r = copyParameters(fn, params, &values); r != CUDA_SUCCESS) return r;
+  return launchValues(KernelLaunch{fn, {gx, gy, gz}, {bx, by, bz}, sharedBytes, std::move(values)}, streamOf(stream));
+}
+
+// ---------------------------------------------------------------------------
+// Graphs of kernel nodes.
+
+CUresult CUDAAPI cuGraphCreate(CUgraph* graph, unsigned int flags) {
+  if (CUresult r = enter("cuGraphCreate"); r != CUDA_SUCCESS) return r;
+  if (!graph || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  *graph = reinterpret_cast<CUgraph>(new Graph());
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                                         size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS* p) {
+  auto* g = reinterpret_cast<Graph*>(graph);
+  auto* fn = p ? reinterpret_cast<Function*>(p->func) : nullptr;
+  if (CUresult r = enter("cuGraphAddKernelNode_v2", fn ? fn->name : "(null)"); r != CUDA_SUCCESS) return r;
+  if (!node || !g || !fn || p->extra || (!fn->params.empty() && !p->kernelParams) ||
+      (numDependencies > 0 && !dependencies))
+    return CUDA_ERROR_INVALID_VALUE;
+  // Dependencies must be nodes of this graph (which are always added after
+  // theirs, so the order of addition is an order the graph may run in).
+  for (size_t i = 0; i < numDependencies; ++i) {
+    auto* dep = reinterpret_cast<GraphNode*>(dependencies[i]);
+    if (std::find_if(g->nodes.begin(), g->nodes.end(), [&](const auto& n) { return n.get() == dep; }) == g->nodes.end())
       return CUDA_ERROR_INVALID_VALUE;
-    }
-    uint64_t v = 0;
-    std::memcpy(&v, params[i], 8);
-    values.push_back(v);
   }
-  auto spec = tier0Specs().find(fn->name);
-  if (spec == tier0Specs().end()) {
-    // A compiled trace's kernel (its module loaded with
-    // KILN_FAKE_CUDA_COMPILED=launch): checked and ordered, not computed.
-    for (size_t i = 0; i < values.size(); ++i)
-      if (fn->pointer[i] && !s->device->live(values[i], 1)) {
-        reject(fn->name + ": pointer parameter " + std::to_string(i) + " is not device memory of this context");
-        return CUDA_ERROR_INVALID_VALUE;
-      }
-    ++global().compiledLaunches;
-    s->enqueue([] { return CUDA_SUCCESS; });
+  auto n = std::make_unique<GraphNode>();
+  n->launch = KernelLaunch{fn, {p->gridDimX, p->gridDimY, p->gridDimZ}, {p->blockDimX, p->blockDimY, p->blockDimZ},
+                           p->sharedMemBytes, {}};
+  if (CUresult r = copyParameters(fn, p->kernelParams, &n->launch.values); r != CUDA_SUCCESS) return r;
+  *node = reinterpret_cast<CUgraphNode>(n.get());
+  g->nodes.push_back(std::move(n));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
+  auto* g = reinterpret_cast<Graph*>(graph);
+  if (CUresult r = enter("cuGraphInstantiateWithFlags"); r != CUDA_SUCCESS) return r;
+  if (!exec || !g || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto* e = new GraphExec();
+  for (const auto& n : g->nodes) e->nodes.push_back({n.get(), n->launch});
+  *exec = reinterpret_cast<CUgraphExec>(e);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
+                                                   const CUDA_KERNEL_NODE_PARAMS* p) {
+  auto* e = reinterpret_cast<GraphExec*>(exec);
+  auto* fn = p ? reinterpret_cast<Function*>(p->func) : nullptr;
+  if (CUresult r = enter("cuGraphExecKernelNodeSetParams_v2", fn ? fn->name : "(null)"); r != CUDA_SUCCESS) return r;
+  if (!e || !fn || p->extra || (!fn->params.empty() && !p->kernelParams)) return CUDA_ERROR_INVALID_VALUE;
+  for (auto& [from, launch] : e->nodes) {
+    if (from != reinterpret_cast<GraphNode*>(node)) continue;
+    // The driver lets the function change only within its context; Kiln
+    // never changes it, so the fake refuses any change.
+    if (launch.fn != fn) return CUDA_ERROR_INVALID_VALUE;
+    std::vector<uint64_t> values;
+    if (CUresult r = copyParameters(fn, p->kernelParams, &values); r != CUDA_SUCCESS) return r;
+    launch = KernelLaunch{fn, {p->gridDimX, p->gridDimY, p->gridDimZ}, {p->blockDimX, p->blockDimY, p->blockDimZ},
+                          p->sharedMemBytes, std::move(values)};
     return CUDA_SUCCESS;
   }
-  if (static_cast<int>(values.size()) != spec->second.paramCount()) {
-    reject(fn->name + ": the PTX declares " + std::to_string(values.size()) + " parameters, the kernel list " +
-           std::to_string(spec->second.paramCount()));
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  // Pointer parameters must be live allocations of this device.
-  const int pointers = spec->second.isLeaf() ? 1 : 1 + spec->second.inputCount();
-  for (int i = 0; i < pointers; ++i)
-    if (!s->device->live(values[static_cast<size_t>(i)], 1)) {
-      reject(fn->name + ": pointer parameter " + std::to_string(i) + " is not device memory of this context");
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-  const bool fault = injected(&Global::fault);
-  Tier0Launch launch{spec->second, std::move(values)};
-  Device* d = s->device;
-  s->enqueue([d, launch, fault] {
-    if (fault) {
-      // The kernel fails (its output is not written) and, as on a GPU, the
-      // context is unusable from then on.
-      Global& g = global();
-      std::lock_guard<std::mutex> lock(g.mutex);
-      if (g.sticky == CUDA_SUCCESS) g.sticky = CUDA_ERROR_LAUNCH_FAILED;
-      return CUDA_ERROR_LAUNCH_FAILED;
-    }
-    return onDevice(d, [&] { launch.run(); });
-  });
+  return CUDA_ERROR_INVALID_VALUE;  // not a node of the exec's graph
+}
+
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  auto* e = reinterpret_cast<GraphExec*>(exec);
+  if (CUresult r = enter("cuGraphLaunch"); r != CUDA_SUCCESS) return r;
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  Stream* s = streamOf(stream);
+  // Each node as the launch it stands for, in the graph's order; the first
+  // that fails fails the graph launch (the nodes before it are queued).
+  for (const auto& node : e->nodes)
+    if (CUresult r = launchValues(node.second, s); r != CUDA_SUCCESS) return r;
+  ++global().graphLaunches;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec exec) {
+  if (CUresult r = enter("cuGraphExecDestroy"); r != CUDA_SUCCESS) return r;
+  delete reinterpret_cast<GraphExec*>(exec);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphDestroy(CUgraph graph) {
+  if (CUresult r = enter("cuGraphDestroy"); r != CUDA_SUCCESS) return r;
+  delete reinterpret_cast<Graph*>(graph);
   return CUDA_SUCCESS;
 }
 
@@ -1179,6 +1320,8 @@ size_t kiln_fake_cuda_rejected_launches() { return global().rejected.load(); }
 size_t kiln_fake_cuda_compiled_launches() { return global().compiledLaunches.load(); }
 
 size_t kiln_fake_cuda_ptxas_checked() { return global().ptxasChecked.load(); }
+
+size_t kiln_fake_cuda_graph_launches() { return global().graphLaunches.load(); }
 
 int kiln_fake_cuda_enqueue_device_work(void* stream, void (*fn)(void*), void* data) {
   if (CUresult r = enter("kiln_fake_cuda_enqueue_device_work"); r != CUDA_SUCCESS) return r;

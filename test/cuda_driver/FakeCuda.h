@@ -32,6 +32,9 @@ size_t kiln_fake_cuda_rejected_launches();
 size_t kiln_fake_cuda_compiled_launches();
 /// Compiled modules ptxas accepted (KILN_FAKE_CUDA_PTXAS).
 size_t kiln_fake_cuda_ptxas_checked();
+/// Graph launches (cuGraphLaunch) that reached their stream: each node was
+/// checked and enqueued as a launch of its own.
+size_t kiln_fake_cuda_graph_launches();
 /// Enqueues fn(data) on `stream` to run in its order with device memory
 /// open, as a kernel does: how the fake cuBLASLt (FakeCublasLt.cpp) computes.
 /// `stream` is a CUstream; returns a CUresult.

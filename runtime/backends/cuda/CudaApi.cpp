@@ -73,6 +73,15 @@ Loaded load() {
   resolveSymbol(handle, a.moduleUnload, "cuModuleUnload", missing);
   resolveSymbol(handle, a.moduleGetFunction, "cuModuleGetFunction", missing);
   resolveSymbol(handle, a.launchKernel, "cuLaunchKernel", missing);
+  // Optional (CudaApi::hasGraphs): the versioned names cuda.h maps them to.
+  std::string noGraphs;
+  resolveSymbol(handle, a.graphCreate, "cuGraphCreate", noGraphs);
+  resolveSymbol(handle, a.graphAddKernelNode, "cuGraphAddKernelNode_v2", noGraphs);
+  resolveSymbol(handle, a.graphInstantiate, "cuGraphInstantiateWithFlags", noGraphs);
+  resolveSymbol(handle, a.graphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2", noGraphs);
+  resolveSymbol(handle, a.graphLaunch, "cuGraphLaunch", noGraphs);
+  resolveSymbol(handle, a.graphExecDestroy, "cuGraphExecDestroy", noGraphs);
+  resolveSymbol(handle, a.graphDestroy, "cuGraphDestroy", noGraphs);
   if (!missing.empty()) {
     l.why = path + " has no " + missing + ": the CUDA driver is too old for Kiln (or KILN_CUDA_LIBRARY names "
             "another library)";

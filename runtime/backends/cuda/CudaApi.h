@@ -52,6 +52,20 @@ struct CudaApi {
   decltype(&::cuModuleUnload) moduleUnload = nullptr;
   decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
   decltype(&::cuLaunchKernel) launchKernel = nullptr;
+  // Graphs of kernel nodes (CudaKernelLoader: a compiled trace's kernels as
+  // one launch). Optional: null when the driver lacks them, and then
+  // compiled traces launch kernel by kernel.
+  decltype(&::cuGraphCreate) graphCreate = nullptr;
+  decltype(&::cuGraphAddKernelNode) graphAddKernelNode = nullptr;
+  decltype(&::cuGraphInstantiate) graphInstantiate = nullptr;
+  decltype(&::cuGraphExecKernelNodeSetParams) graphExecKernelNodeSetParams = nullptr;
+  decltype(&::cuGraphLaunch) graphLaunch = nullptr;
+  decltype(&::cuGraphExecDestroy) graphExecDestroy = nullptr;
+  decltype(&::cuGraphDestroy) graphDestroy = nullptr;
+  bool hasGraphs() const {
+    return graphCreate && graphAddKernelNode && graphInstantiate && graphExecKernelNodeSetParams && graphLaunch &&
+           graphExecDestroy && graphDestroy;
+  }
 
   /// The library the table came from.
   std::string path;

@@ -61,6 +61,9 @@ class CudaDeviceContext final : public DeviceContext {
   DeviceCounters counters() const override {
     DeviceCounters c;
     c.launches = handle_.launches.load();
+    c.graph_launches = handle_.graphLaunches.load();
+    c.graphs_built = handle_.graphsBuilt.load();
+    c.graph_updates = handle_.graphUpdates.load();
     c.copy_bytes_to_device = handle_.copyBytesToDevice.load();
     c.copy_bytes_to_host = handle_.copyBytesToHost.load();
     c.copy_bytes_on_device = handle_.copyBytesOnDevice.load();

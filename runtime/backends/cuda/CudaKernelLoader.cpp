@@ -1,31 +1,49 @@
 #include "runtime/backends/cuda/CudaKernelLoader.h"
 
+#include <cstdlib>
 #include <map>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "kiln/error.h"
 #include "runtime/backends/gpu/CompiledLaunches.h"
+#include "runtime/support/Log.h"
 
 namespace kiln::hal::cuda {
 
 namespace {
 
+/// KILN_CUDA_GRAPHS: on unless "0".
+bool graphsWanted() {
+  const char* v = std::getenv("KILN_CUDA_GRAPHS");
+  return !(v && std::string(v) == "0");
+}
+
 /// A compiled trace on the device: its module and one function per kernel.
+/// Its first launch issues the kernels one by one; from the second on
+/// (KILN_CUDA_GRAPHS), they launch as one CUDA graph, a chain of kernel
+/// nodes built once: one driver call per step instead of one per kernel.
+/// When the trace's buffers move (new outputs, another scratch block), the
+/// nodes whose parameters changed are updated in the instantiated graph
+/// before it launches; a different trace structure is another executable
+/// with a graph of its own.
 class CudaExecutable final : public exec::Executable {
  public:
   CudaExecutable(CudaDeviceHandle& device, CudaStream& stream, CUmodule module, const exec::KernelImage& image)
       : device_(device), stream_(stream), module_(module), dispatches_(image.dispatches), inputs_(image.inputs),
-        outputs_(image.outputs), scratch_(image.scratchBytes) {}
+        outputs_(image.outputs), scratch_(image.scratchBytes), graphs_(graphsWanted() && device.api->hasGraphs()) {}
 
   /// Looks up the kernels; throws kiln::Error (the module is then unloaded
   /// by the destructor).
   void findFunctions() {
+    std::map<std::string, CUfunction> found;
     for (const exec::KernelDispatch& d : dispatches_) {
-      if (functions_.count(d.symbol)) continue;
-      CUfunction f = nullptr;
-      device_.check(device_.api->moduleGetFunction(&f, module_, d.symbol.c_str()),
-                    ("cuModuleGetFunction (" + d.symbol + ")").c_str());
-      functions_[d.symbol] = f;
+      CUfunction& f = found[d.symbol];
+      if (!f)
+        device_.check(device_.api->moduleGetFunction(&f, module_, d.symbol.c_str()),
+                      ("cuModuleGetFunction (" + d.symbol + ")").c_str());
+      functions_.push_back(f);
     }
   }
 
@@ -37,42 +55,136 @@ class CudaExecutable final : public exec::Executable {
       // The stream failed; its work is over either way.
     }
     device_.makeCurrent();
+    dropGraph();
     device_.api->moduleUnload(module_);
   }
 
   /// Arguments are device pointers: inputs, outputs, then the scratch
-  /// buffer. The driver copies the parameter values at each launch.
+  /// buffer. The driver copies the parameter values at each launch (and a
+  /// graph keeps them in its nodes).
   void launch(void** args) const override {
     device_.makeCurrent();
-    std::vector<uint64_t> values;
-    std::vector<void*> params;
-    for (const exec::KernelDispatch& d : dispatches_) {
-      values.assign(d.args.size(), 0);
-      params.assign(d.args.size(), nullptr);
-      for (std::size_t i = 0; i < d.args.size(); ++i) {
-        values[i] = launchArgument(d.args[i], args, inputs_, outputs_);
-        params[i] = &values[i];
-      }
-      device_.check(device_.api->launchKernel(functions_.at(d.symbol), static_cast<unsigned>(d.grid[0]),
-                                              static_cast<unsigned>(d.grid[1]), static_cast<unsigned>(d.grid[2]),
-                                              static_cast<unsigned>(d.block[0]), static_cast<unsigned>(d.block[1]),
-                                              static_cast<unsigned>(d.block[2]), 0, stream_.handle(),
-                                              params.empty() ? nullptr : params.data(), nullptr),
-                    ("cuLaunchKernel (" + d.symbol + ")").c_str());
-      ++device_.launches;
+    std::vector<std::vector<uint64_t>> values(dispatches_.size());
+    for (std::size_t k = 0; k < dispatches_.size(); ++k) {
+      const exec::KernelDispatch& d = dispatches_[k];
+      values[k].resize(d.args.size());
+      for (std::size_t i = 0; i < d.args.size(); ++i) values[k][i] = launchArgument(d.args[i], args, inputs_, outputs_);
     }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (graphs_ && launched_ && (exec_ || buildGraph(values))) {
+      launchGraph(values);
+    } else {
+      for (std::size_t k = 0; k < dispatches_.size(); ++k) {
+        std::vector<void*> params = pointersTo(values[k]);
+        const exec::KernelDispatch& d = dispatches_[k];
+        device_.check(device_.api->launchKernel(functions_[k], static_cast<unsigned>(d.grid[0]),
+                                                static_cast<unsigned>(d.grid[1]), static_cast<unsigned>(d.grid[2]),
+                                                static_cast<unsigned>(d.block[0]), static_cast<unsigned>(d.block[1]),
+                                                static_cast<unsigned>(d.block[2]), 0, stream_.handle(),
+                                                params.empty() ? nullptr : params.data(), nullptr),
+                      ("cuLaunchKernel (" + d.symbol + ")").c_str());
+        ++device_.launches;
+      }
+    }
+    launched_ = true;
   }
   std::size_t scratchBytes() const override { return scratch_; }
   int kernelCount() const override { return static_cast<int>(dispatches_.size()); }
 
  private:
+  static std::vector<void*> pointersTo(std::vector<uint64_t>& values) {
+    std::vector<void*> p(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = &values[i];
+    return p;
+  }
+
+  /// Kernel `k`'s node parameters; `params` must outlive the call that reads them.
+  CUDA_KERNEL_NODE_PARAMS nodeParams(std::size_t k, std::vector<void*>& params) const {
+    const exec::KernelDispatch& d = dispatches_[k];
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = functions_[k];
+    p.gridDimX = static_cast<unsigned>(d.grid[0]);
+    p.gridDimY = static_cast<unsigned>(d.grid[1]);
+    p.gridDimZ = static_cast<unsigned>(d.grid[2]);
+    p.blockDimX = static_cast<unsigned>(d.block[0]);
+    p.blockDimY = static_cast<unsigned>(d.block[1]);
+    p.blockDimZ = static_cast<unsigned>(d.block[2]);
+    p.kernelParams = params.empty() ? nullptr : params.data();
+    return p;
+  }
+
+  /// The kernels as a chain of graph nodes with these parameter values,
+  /// instantiated. False, with graphs turned off for this trace (it then
+  /// launches kernel by kernel), when the driver refuses a step: graphs are
+  /// an optimisation, never a reason for a step to fail.
+  bool buildGraph(std::vector<std::vector<uint64_t>>& values) const {
+    const CudaApi& api = *device_.api;
+    CUresult r = api.graphCreate(&graph_, 0);
+    CUgraphNode previous = nullptr;
+    for (std::size_t k = 0; r == CUDA_SUCCESS && k < dispatches_.size(); ++k) {
+      std::vector<void*> params = pointersTo(values[k]);
+      const CUDA_KERNEL_NODE_PARAMS p = nodeParams(k, params);
+      CUgraphNode node = nullptr;
+      r = api.graphAddKernelNode(&node, graph_, previous ? &previous : nullptr, previous ? 1 : 0, &p);
+      nodes_.push_back(node);
+      previous = node;
+    }
+    if (r == CUDA_SUCCESS) r = api.graphInstantiate(&exec_, graph_, 0);
+    if (r != CUDA_SUCCESS) {
+      exec::log().info("{}: a compiled trace's {} kernels launch one by one: building their CUDA graph failed: {}",
+                 device_.device.str(), dispatches_.size(), api.describe(r));
+      dropGraph();
+      graphs_ = false;
+      return false;
+    }
+    nodeValues_ = values;
+    ++device_.graphsBuilt;
+    return true;
+  }
+
+  /// Launches the graph, first updating the nodes whose parameters changed.
+  void launchGraph(std::vector<std::vector<uint64_t>>& values) const {
+    bool updated = false;
+    for (std::size_t k = 0; k < dispatches_.size(); ++k) {
+      if (values[k] == nodeValues_[k]) continue;
+      std::vector<void*> params = pointersTo(values[k]);
+      const CUDA_KERNEL_NODE_PARAMS p = nodeParams(k, params);
+      device_.check(device_.api->graphExecKernelNodeSetParams(exec_, nodes_[k], &p),
+                    ("cuGraphExecKernelNodeSetParams (" + dispatches_[k].symbol + ")").c_str());
+      nodeValues_[k] = values[k];
+      updated = true;
+    }
+    device_.check(device_.api->graphLaunch(exec_, stream_.handle()), "cuGraphLaunch (a compiled trace)");
+    device_.launches += dispatches_.size();
+    ++device_.graphLaunches;
+    if (updated) ++device_.graphUpdates;
+  }
+
+  void dropGraph() const {
+    if (exec_) device_.api->graphExecDestroy(exec_);
+    if (graph_) device_.api->graphDestroy(graph_);
+    exec_ = nullptr;
+    graph_ = nullptr;
+    nodes_.clear();
+    nodeValues_.clear();
+  }
+
   CudaDeviceHandle& device_;
   CudaStream& stream_;
   CUmodule module_;
   std::vector<exec::KernelDispatch> dispatches_;
   uint32_t inputs_, outputs_;
   std::size_t scratch_;
-  std::map<std::string, CUfunction> functions_;
+  std::vector<CUfunction> functions_;  ///< one per dispatch
+  // Graph state, guarded by mutex_ (launch() is const and may be called
+  // from several threads).
+  mutable std::mutex mutex_;
+  mutable bool graphs_;
+  mutable bool launched_ = false;
+  mutable CUgraph graph_ = nullptr;
+  mutable CUgraphExec exec_ = nullptr;
+  mutable std::vector<CUgraphNode> nodes_;
+  mutable std::vector<std::vector<uint64_t>> nodeValues_;  ///< the parameters exec_ holds, per node
 };
 
 }  // namespace

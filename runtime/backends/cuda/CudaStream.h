@@ -28,6 +28,9 @@ struct CudaDeviceHandle {
   CUcontext context = nullptr;
   PinnedStaging* staging = nullptr;
   std::atomic<uint64_t> launches{0};
+  /// Compiled traces' CUDA graphs: built, launched, and launches that first
+  /// updated some kernel's parameters (the trace's buffers had moved).
+  std::atomic<uint64_t> graphsBuilt{0}, graphLaunches{0}, graphUpdates{0};
   std::atomic<uint64_t> copyBytesToDevice{0}, copyBytesToHost{0}, copyBytesOnDevice{0};
 
   /// Makes the primary context current on the calling thread (cached per thread).

@@ -18,6 +18,8 @@
 #include <sys/wait.h>
 #include <functional>
 #include <future>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -594,6 +596,188 @@ TEST_F(CudaCompiled, CompiledStepsLaunchTheirKernelsAsThePtxDeclaresThem) {
   EXPECT_EQ(rejectedLaunches(), rejectedBefore);
   EXPECT_GT(compiledLaunches() - launchesBefore, s.region_launches) << "several kernels a region";
   EXPECT_GE(hal::deviceContext(kCuda).counters().launches - deviceLaunchesBefore, s.kernel_launches);
+}
+
+/// Sets an environment variable for the scope (KILN_CUDA_GRAPHS is read
+/// when a compiled trace is loaded).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+/// Runs one elementwise trace (a whole-trace kernel of several launches:
+/// the softmax's row reductions and the elementwise work around them) on
+/// `runs` fresh [rows, 12] inputs, each freed before the next is made, so
+/// the kernel's buffers move between runs.
+void runMovingBuffers(int rows, int runs) {
+  std::vector<Tensor> keep;  // the inputs stay alive, so each run's input is at another address
+  for (int i = 0; i < runs; ++i) {
+    Tensor x = from_vector(ramp(static_cast<size_t>(rows) * 12, -1.0f + 0.1f * static_cast<float>(i), 0.03f),
+                           {rows, 12})
+                   .to(kCuda);
+    keep.push_back(x);
+    Tensor y = softmax(tanh(x * 2.0f + 1.0f), 1) + x;
+    y.to(Device::cpu()).to_vector<float>();
+  }
+}
+
+TEST_F(CudaCompiled, RepeatedRunsOfACompiledTraceLaunchOneGraphUpdatedWhenBuffersMove) {
+  JitScope sync(JitMode::Sync, 1);
+  ScopedEnv graphs("KILN_CUDA_GRAPHS", "1");
+  hal::DeviceContext& ctx = hal::deviceContext(kCuda);
+  ctx.synchronize();
+  const hal::DeviceCounters before = ctx.counters();
+  const size_t kernelCalls = calls("cuLaunchKernel"), graphCalls = calls("cuGraphLaunch"),
+               nodeCalls = calls("cuGraphAddKernelNode_v2"), setCalls = calls("cuGraphExecKernelNodeSetParams_v2"),
+               launchesBefore = compiledLaunches(), rejectedBefore = rejectedLaunches();
+  reset_stats();  // (device counters are not reset: they count since the process started)
+  const uint64_t graphLaunchesBefore = stats().device_graph_launches;
+  constexpr int kRuns = 5;
+  runMovingBuffers(7, kRuns);
+  ctx.synchronize();
+  const Stats s = stats();
+  ASSERT_EQ(s.compiles, 1u) << s.str();
+  ASSERT_EQ(s.compiled_runs, static_cast<uint64_t>(kRuns)) << s.str();
+  const size_t kernels = s.kernel_launches / kRuns;
+  ASSERT_GE(kernels, 2u) << s.str();
+  const hal::DeviceCounters after = ctx.counters();
+  // The first run launches kernel by kernel; the second builds the graph
+  // (one node a kernel) and every later run is one graph launch.
+  EXPECT_EQ(after.graphs_built - before.graphs_built, 1u);
+  EXPECT_EQ(after.graph_launches - before.graph_launches, static_cast<uint64_t>(kRuns - 1));
+  EXPECT_EQ(calls("cuGraphAddKernelNode_v2") - nodeCalls, kernels);
+  EXPECT_EQ(calls("cuGraphLaunch") - graphCalls, static_cast<size_t>(kRuns - 1));
+  // Tier-0 copies launch kernels too; the compiled trace's own launches
+  // went through the graph after the first run.
+  EXPECT_EQ(compiledLaunches() - launchesBefore, kernels * kRuns);
+  EXPECT_LE(calls("cuLaunchKernel") - kernelCalls, kernels + (after.launches - before.launches - kernels * kRuns));
+  // Each run's input is elsewhere, so each graph launch first updated the
+  // nodes that read it; the fake checked every node's pointers at each
+  // launch against the live allocations (a stale one is rejected).
+  EXPECT_EQ(after.graph_updates - before.graph_updates, static_cast<uint64_t>(kRuns - 2));
+  EXPECT_GE(calls("cuGraphExecKernelNodeSetParams_v2") - setCalls, static_cast<size_t>(kRuns - 2));
+  EXPECT_EQ(rejectedLaunches(), rejectedBefore);
+  EXPECT_EQ(s.device_graph_launches - graphLaunchesBefore, static_cast<uint64_t>(kRuns - 1)) << s.str();
+  EXPECT_EQ(device_stats(kCuda).graph_launches, after.graph_launches);
+}
+
+TEST_F(CudaCompiled, GraphsOffLaunchKernelByKernel) {
+  JitScope sync(JitMode::Sync, 1);
+  ScopedEnv graphs("KILN_CUDA_GRAPHS", "0");
+  hal::DeviceContext& ctx = hal::deviceContext(kCuda);
+  ctx.synchronize();
+  const hal::DeviceCounters before = ctx.counters();
+  const size_t graphCalls = calls("cuGraphLaunch"), launchesBefore = compiledLaunches(),
+               rejectedBefore = rejectedLaunches();
+  reset_stats();
+  const uint64_t graphLaunchesBefore = stats().device_graph_launches;
+  runMovingBuffers(9, 4);  // another shape: another trace, loaded with graphs off
+  ctx.synchronize();
+  const Stats s = stats();
+  ASSERT_EQ(s.compiled_runs, 4u) << s.str();
+  EXPECT_EQ(ctx.counters().graphs_built, before.graphs_built);
+  EXPECT_EQ(calls("cuGraphLaunch"), graphCalls);
+  EXPECT_EQ(compiledLaunches() - launchesBefore, s.kernel_launches);
+  EXPECT_EQ(rejectedLaunches(), rejectedBefore);
+  EXPECT_EQ(s.device_graph_launches, graphLaunchesBefore) << s.str();
+}
+
+/// Two kernels of a compiled trace (names no tier-0 kernel has), declared
+/// as the nvptx pipeline declares them; their bodies do nothing (the fake
+/// computes no compiled kernel).
+constexpr char kTwoKernelsPtx[] = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry kiln_test_first(.param .u64 .ptr .global .align 16 in, .param .u64 .ptr .global .align 16 out)
+{ ret; }
+.visible .entry kiln_test_second(.param .u64 .ptr .global .align 16 out, .param .u64 .ptr .global .align 16 tmp,
+                                 .param .u64 n)
+{ ret; }
+)";
+
+/// The compiled kernels' launches the fake logged since `from` (its log's
+/// length then): "compiled-launch <entry> <parameter values>" lines.
+std::vector<std::string> compiledLaunchLines(size_t from) {
+  const std::string log = fakeHook<const char*()>("kiln_fake_cuda_log")();
+  std::vector<std::string> lines;
+  size_t at = 0;
+  for (size_t n = 0; at < log.size(); ++n) {
+    const size_t end = log.find('\n', at);
+    const std::string line = log.substr(at, end - at);
+    if (n >= from && line.rfind("compiled-launch ", 0) == 0) lines.push_back(line);
+    at = end == std::string::npos ? log.size() : end + 1;
+  }
+  return lines;
+}
+
+TEST_F(CudaCompiled, GraphLaunchesPassTheParametersKernelLaunchesDo) {
+  hal::DeviceContext& ctx = hal::deviceContext(kCuda);
+  exec::KernelImage image;
+  image.format = exec::BinaryFormat::Ptx;
+  image.object = kTwoKernelsPtx;
+  image.inputs = 1;
+  image.outputs = 1;
+  image.scratchBytes = 256;
+  image.kernelCount = 2;
+  using Arg = exec::DispatchArg;
+  image.dispatches = {{"kiln_test_first", {2, 1, 1}, {64, 1, 1}, {{Arg::Kind::Input, 0}, {Arg::Kind::Output, 0}}},
+                      {"kiln_test_second",
+                       {1, 1, 1},
+                       {32, 1, 1},
+                       {{Arg::Kind::Output, 0}, {Arg::Kind::Scratch, 128}, {Arg::Kind::Index, 7}}}};
+  std::string error;
+  std::shared_ptr<exec::Executable> graphed, direct;
+  {
+    ScopedEnv on("KILN_CUDA_GRAPHS", "1");
+    graphed = ctx.kernelLoader()->load(image, &error);
+  }
+  ASSERT_TRUE(graphed) << error;
+  {
+    ScopedEnv off("KILN_CUDA_GRAPHS", "0");
+    direct = ctx.kernelLoader()->load(image, &error);
+  }
+  ASSERT_TRUE(direct) << error;
+  hal::Allocator& memory = ctx.allocator();
+  std::vector<void*> blocks;
+  auto block = [&] { return blocks.emplace_back(memory.allocate(256)); };
+  void* a[3] = {block(), block(), block()};  // input, output, scratch
+  void* b[3] = {block(), block(), block()};
+  void* c[3] = {a[0], block(), a[2]};  // only the output elsewhere
+  const hal::DeviceCounters before = ctx.counters();
+  const size_t rejectedBefore = rejectedLaunches();
+  auto launches = [&](const exec::Executable& exe, void** args) {
+    fakeHook<void()>("kiln_fake_cuda_clear_log")();
+    exe.launch(args);
+    ctx.synchronize();
+    return compiledLaunchLines(0);
+  };
+  // First launch kernel by kernel, then the graph: built, launched as it
+  // is, updated when the buffers move, updated back.
+  for (void** args : {a, a, a, b, b, a, c}) {
+    const std::vector<std::string> viaGraph = launches(*graphed, args), oneByOne = launches(*direct, args);
+    ASSERT_EQ(oneByOne.size(), 2u);
+    EXPECT_EQ(viaGraph, oneByOne);
+  }
+  const hal::DeviceCounters after = ctx.counters();
+  EXPECT_EQ(after.graphs_built - before.graphs_built, 1u);
+  EXPECT_EQ(after.graph_launches - before.graph_launches, 6u);
+  EXPECT_EQ(after.graph_updates - before.graph_updates, 3u);  // to b, back to a, to c
+  EXPECT_EQ(after.launches - before.launches, 2u * 14);       // two kernels, fourteen launches
+  EXPECT_EQ(rejectedLaunches(), rejectedBefore);
+  graphed.reset();
+  direct.reset();
+  for (void* p : blocks) memory.deallocate(p, 256);
 }
 
 TEST_F(CudaCompiled, ASecondProcessReplaysThePtxFromTheDiskCache) {
