@@ -10,8 +10,9 @@
 // aborted (ncclCommAbort) and the call fails.
 //
 // Not yet exercised on a GPU (the machines this was written on have none),
-// and no recorded op reaches it: Kiln's tensors live on the CPU in this
-// build; the CUDA backend will route CUDA tensors' collectives here.
+// and no recorded op reaches it yet: the recorded collectives
+// (CollectiveOps.cpp) take CPU tensors and refuse CUDA ones, which are to
+// be routed here.
 #include <dlfcn.h>
 
 #include <chrono>

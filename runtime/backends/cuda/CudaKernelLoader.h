@@ -2,7 +2,8 @@
 // for the device's SM (jit/targets/nvptx), or the disk cache kept, with
 // cuModuleLoadData (the driver JIT-compiles it for the GPU), and returns it
 // as an Executable whose launch() issues its kernels on the device's default
-// stream (the same stream as the tier-0 kernels, so no extra ordering).
+// stream (the same stream as the tier-0 kernels, so no extra ordering): one
+// by one the first time, then as one CUDA graph (KILN_CUDA_GRAPHS).
 #pragma once
 
 #include <string>
