@@ -367,6 +367,7 @@ void Engine::recompileFull(const trace::Trace& trace, const std::vector<uint8_t>
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (profile->fullRecompileSubmitted || profile->region) return;
+    if (compiles && ++profile->quickRuns < kFullRecompileAfterQuickRuns) return;
     profile->fullRecompileSubmitted = true;
     quick = profile->quickCompile;
   }

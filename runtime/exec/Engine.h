@@ -70,6 +70,8 @@ struct TraceProfile {
   /// submitted (Engine::recompileFull; under KILN_JIT=replay, which compiles
   /// nothing: the warning that it runs a Quick kernel was given).
   bool fullRecompileSubmitted = false;
+  /// Runs of its Quick kernel so far (kFullRecompileAfterQuickRuns).
+  uint32_t quickRuns = 0;
   /// The compile of its Quick kernel (its object file dropped), kept until
   /// the Full compile, which takes its optimised modules; null when the
   /// Quick kernel came from the disk cache.
@@ -161,9 +163,11 @@ class Engine final : public trace::TraceRunner {
   void compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<const trace::TraceGraph> graph,
                   trace::TraceKey key, CodegenEffort effort, std::shared_ptr<const CompileResult> quick = nullptr);
   /// After a run of `profile`'s Quick kernel (TieringPolicy.h,
-  /// chooseCodegenEffort): submits, once, the Full compile that replaces it,
-  /// in the background as an upgrade, behind first compiles (JobRank;
-  /// KILN_JIT=sync: now); under KILN_JIT=replay warns once instead.
+  /// chooseCodegenEffort): counts it, and at its
+  /// kFullRecompileAfterQuickRuns-th submits, once, the Full compile that
+  /// replaces it, in the background as an upgrade, behind first compiles
+  /// (JobRank; KILN_JIT=sync: now); under KILN_JIT=replay warns once, at
+  /// its first run, instead.
   /// `scalarArgs` as for launchCompiled; `paramOfInput` and `nodeOfOutput`
   /// are scratch.
   void recompileFull(const trace::Trace& trace, const std::vector<uint8_t>& needed,
