@@ -132,7 +132,7 @@ class CudaExecutable final : public exec::Executable {
     if (r == CUDA_SUCCESS) r = api.graphInstantiate(&exec_, graph_, 0);
     if (r != CUDA_SUCCESS) {
       exec::log().info("{}: a compiled trace's {} kernels launch one by one: building their CUDA graph failed: {}",
-                 device_.device.str(), dispatches_.size(), api.describe(r));
+                       device_.device.str(), dispatches_.size(), api.describe(r));
       dropGraph();
       graphs_ = false;
       return false;
