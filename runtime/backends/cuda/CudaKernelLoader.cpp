@@ -1,5 +1,6 @@
 #include "runtime/backends/cuda/CudaKernelLoader.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -32,7 +33,17 @@ class CudaExecutable final : public exec::Executable {
  public:
   CudaExecutable(CudaDeviceHandle& device, CudaStream& stream, CUmodule module, const exec::KernelImage& image)
       : device_(device), stream_(stream), module_(module), dispatches_(image.dispatches), inputs_(image.inputs),
-        outputs_(image.outputs), scratch_(image.scratchBytes), graphs_(graphsWanted() && device.api->hasGraphs()) {}
+        outputs_(image.outputs), scratch_(image.scratchBytes), graphs_(graphsWanted() && device.api->hasGraphs()) {
+    // One flat array of every launch's parameter values, filled at each
+    // launch, and the pointers the driver reads them through: no
+    // allocation per step (a step's launch cost is what graphs cut).
+    for (const exec::KernelDispatch& d : dispatches_) {
+      first_.push_back(values_.size());
+      values_.resize(values_.size() + d.args.size());
+    }
+    first_.push_back(values_.size());
+    for (uint64_t& v : values_) params_.push_back(&v);
+  }
 
   /// Looks up the kernels; throws kiln::Error (the module is then unloaded
   /// by the destructor).
@@ -64,24 +75,21 @@ class CudaExecutable final : public exec::Executable {
   /// graph keeps them in its nodes).
   void launch(void** args) const override {
     device_.makeCurrent();
-    std::vector<std::vector<uint64_t>> values(dispatches_.size());
-    for (std::size_t k = 0; k < dispatches_.size(); ++k) {
-      const exec::KernelDispatch& d = dispatches_[k];
-      values[k].resize(d.args.size());
-      for (std::size_t i = 0; i < d.args.size(); ++i) values[k][i] = launchArgument(d.args[i], args, inputs_, outputs_);
-    }
     std::lock_guard<std::mutex> lock(mutex_);
-    if (graphs_ && launched_ && (exec_ || buildGraph(values))) {
-      launchGraph(values);
+    for (std::size_t k = 0; k < dispatches_.size(); ++k) {
+      const std::vector<exec::DispatchArg>& a = dispatches_[k].args;
+      for (std::size_t i = 0; i < a.size(); ++i) values_[first_[k] + i] = launchArgument(a[i], args, inputs_, outputs_);
+    }
+    if (graphs_ && launched_ && (exec_ || buildGraph())) {
+      launchGraph();
     } else {
       for (std::size_t k = 0; k < dispatches_.size(); ++k) {
-        std::vector<void*> params = pointersTo(values[k]);
         const exec::KernelDispatch& d = dispatches_[k];
         device_.check(device_.api->launchKernel(functions_[k], static_cast<unsigned>(d.grid[0]),
                                                 static_cast<unsigned>(d.grid[1]), static_cast<unsigned>(d.grid[2]),
                                                 static_cast<unsigned>(d.block[0]), static_cast<unsigned>(d.block[1]),
                                                 static_cast<unsigned>(d.block[2]), 0, stream_.handle(),
-                                                params.empty() ? nullptr : params.data(), nullptr),
+                                                paramsOf(k), nullptr),
                       ("cuLaunchKernel (" + d.symbol + ")").c_str());
         ++device_.launches;
       }
@@ -92,14 +100,11 @@ class CudaExecutable final : public exec::Executable {
   int kernelCount() const override { return static_cast<int>(dispatches_.size()); }
 
  private:
-  static std::vector<void*> pointersTo(std::vector<uint64_t>& values) {
-    std::vector<void*> p(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) p[i] = &values[i];
-    return p;
-  }
+  /// Kernel `k`'s parameter pointers into values_ (null: it takes none).
+  void** paramsOf(std::size_t k) const { return first_[k] == first_[k + 1] ? nullptr : &params_[first_[k]]; }
 
-  /// Kernel `k`'s node parameters; `params` must outlive the call that reads them.
-  CUDA_KERNEL_NODE_PARAMS nodeParams(std::size_t k, std::vector<void*>& params) const {
+  /// Kernel `k`'s node parameters, read from values_.
+  CUDA_KERNEL_NODE_PARAMS nodeParams(std::size_t k) const {
     const exec::KernelDispatch& d = dispatches_[k];
     CUDA_KERNEL_NODE_PARAMS p{};
     p.func = functions_[k];
@@ -109,21 +114,20 @@ class CudaExecutable final : public exec::Executable {
     p.blockDimX = static_cast<unsigned>(d.block[0]);
     p.blockDimY = static_cast<unsigned>(d.block[1]);
     p.blockDimZ = static_cast<unsigned>(d.block[2]);
-    p.kernelParams = params.empty() ? nullptr : params.data();
+    p.kernelParams = paramsOf(k);
     return p;
   }
 
-  /// The kernels as a chain of graph nodes with these parameter values,
+  /// The kernels as a chain of graph nodes with the current values_,
   /// instantiated. False, with graphs turned off for this trace (it then
   /// launches kernel by kernel), when the driver refuses a step: graphs are
   /// an optimisation, never a reason for a step to fail.
-  bool buildGraph(std::vector<std::vector<uint64_t>>& values) const {
+  bool buildGraph() const {
     const CudaApi& api = *device_.api;
     CUresult r = api.graphCreate(&graph_, 0);
     CUgraphNode previous = nullptr;
     for (std::size_t k = 0; r == CUDA_SUCCESS && k < dispatches_.size(); ++k) {
-      std::vector<void*> params = pointersTo(values[k]);
-      const CUDA_KERNEL_NODE_PARAMS p = nodeParams(k, params);
+      const CUDA_KERNEL_NODE_PARAMS p = nodeParams(k);
       CUgraphNode node = nullptr;
       r = api.graphAddKernelNode(&node, graph_, previous ? &previous : nullptr, previous ? 1 : 0, &p);
       nodes_.push_back(node);
@@ -137,21 +141,21 @@ class CudaExecutable final : public exec::Executable {
       graphs_ = false;
       return false;
     }
-    nodeValues_ = values;
+    nodeValues_ = values_;
     ++device_.graphsBuilt;
     return true;
   }
 
   /// Launches the graph, first updating the nodes whose parameters changed.
-  void launchGraph(std::vector<std::vector<uint64_t>>& values) const {
+  void launchGraph() const {
     bool updated = false;
     for (std::size_t k = 0; k < dispatches_.size(); ++k) {
-      if (values[k] == nodeValues_[k]) continue;
-      std::vector<void*> params = pointersTo(values[k]);
-      const CUDA_KERNEL_NODE_PARAMS p = nodeParams(k, params);
+      const auto from = static_cast<std::ptrdiff_t>(first_[k]), to = static_cast<std::ptrdiff_t>(first_[k + 1]);
+      if (std::equal(values_.begin() + from, values_.begin() + to, nodeValues_.begin() + from)) continue;
+      const CUDA_KERNEL_NODE_PARAMS p = nodeParams(k);
       device_.check(device_.api->graphExecKernelNodeSetParams(exec_, nodes_[k], &p),
                     ("cuGraphExecKernelNodeSetParams (" + dispatches_[k].symbol + ")").c_str());
-      nodeValues_[k] = values[k];
+      std::copy(values_.begin() + from, values_.begin() + to, nodeValues_.begin() + from);
       updated = true;
     }
     device_.check(device_.api->graphLaunch(exec_, stream_.handle()), "cuGraphLaunch (a compiled trace)");
@@ -184,7 +188,13 @@ class CudaExecutable final : public exec::Executable {
   mutable CUgraph graph_ = nullptr;
   mutable CUgraphExec exec_ = nullptr;
   mutable std::vector<CUgraphNode> nodes_;
-  mutable std::vector<std::vector<uint64_t>> nodeValues_;  ///< the parameters exec_ holds, per node
+  // Launch state, guarded by mutex_ too: this launch's parameter values
+  // (kernel k's from first_[k] to first_[k + 1]), pointers to each, and the
+  // values exec_'s nodes hold (same layout).
+  std::vector<std::size_t> first_;
+  mutable std::vector<uint64_t> values_;
+  mutable std::vector<void*> params_;
+  mutable std::vector<uint64_t> nodeValues_;
 };
 
 }  // namespace
