@@ -96,23 +96,27 @@ bool everyUseFusible(Value value) {
 /// own, which the single-use fusion then folds into it: the producer's
 /// result is never written out (a batch norm's x - mu, (x - mu) * rstd and
 /// ReLU fed both a reduction and an elementwise op, each a full pass over
-/// memory). Returns whether anything was copied.
-bool copyRecomputableProducers(ModuleOp module) {
+/// memory). Returns the consumers that now have a copy to fuse (none: nothing
+/// was copied).
+SmallVector<Operation *> copyRecomputableProducers(ModuleOp module) {
   SmallVector<linalg::GenericOp> producers;
   module.walk([&](linalg::GenericOp g) {
     if (recomputable(g) && everyUseFusible(g->getResult(0)))
       producers.push_back(g);
   });
+  SmallVector<Operation *> consumers;
   OpBuilder b(module.getContext());
   for (linalg::GenericOp g : producers) {
     b.setInsertionPointAfter(g);
     SmallVector<OpOperand *> uses;
     for (OpOperand &use : g->getResult(0).getUses())
       uses.push_back(&use);
+    for (OpOperand *use : uses)
+      consumers.push_back(use->getOwner());
     for (OpOperand *use : llvm::drop_begin(uses))
       use->set(b.clone(*g)->getResult(0));
   }
-  return !producers.empty();
+  return consumers;
 }
 
 /// Whether reductions `a` and `b` (a before b, same block) can run as one
@@ -241,8 +245,17 @@ LogicalResult fuseElementwiseOps(ModuleOp module) {
   FrozenRewritePatternSet frozen(std::move(patterns));
   // Not converging within the rewrite limit leaves valid, less fused IR.
   (void)applyPatternsGreedily(module, frozen, config);
-  for (int round = 0; round < kRecomputeRounds && copyRecomputableProducers(module); ++round)
-    (void)applyPatternsGreedily(module, frozen, config);
+  // Each later round starts from the consumers that got a copy, not from the
+  // whole module again (the first pass left the rest as it will stay);
+  // whatever their fusion changes is visited in turn (AnyOp).
+  GreedyRewriteConfig roundConfig = config;
+  roundConfig.setStrictness(GreedyRewriteStrictness::AnyOp);
+  for (int round = 0; round < kRecomputeRounds; ++round) {
+    SmallVector<Operation *> consumers = copyRecomputableProducers(module);
+    if (consumers.empty())
+      break;
+    (void)applyOpPatternsGreedily(consumers, frozen, roundConfig);
+  }
   mergeSiblingReductions(module);
   return success();
 }
