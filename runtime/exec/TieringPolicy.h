@@ -118,9 +118,9 @@ CompilePriority decideCompilePriority(const TraceCompileFacts& facts);
 /// Estimated compile time from which a trace's first kernel is Quick.
 inline constexpr double kQuickCodegenFromMs = 200;
 /// Runs of a Quick kernel before its Full compile starts. The Full compile
-/// runs at the lowest priority, yet its caches and memory traffic slow the
-/// compiled steps it runs beside (the transformer bench's Quick steps took
-/// 9.5 ms instead of 7.8 while it ran, where the Full kernel's take 7.4):
+/// runs at the lowest priority, yet it slowed the compiled steps it ran
+/// beside (the transformer bench's steps 31-40: 8.8 ms with it running,
+/// 7.9 without, where the Full kernel's take 7.4):
 /// as the first compile waits for a trace to recur, the upgrade waits until
 /// the Quick kernel has stayed hot, and a loop that ends sooner never pays
 /// for it.

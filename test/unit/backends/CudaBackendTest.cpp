@@ -619,10 +619,10 @@ class ScopedEnv {
 
 /// Runs one elementwise trace (a whole-trace kernel of several launches:
 /// the softmax's row reductions and the elementwise work around them) on
-/// `runs` fresh [rows, 12] inputs, each freed before the next is made, so
-/// the kernel's buffers move between runs.
+/// `runs` fresh [rows, 12] inputs, all kept alive until the end, so each
+/// run's input is at another address and the kernel's buffers move.
 void runMovingBuffers(int rows, int runs) {
-  std::vector<Tensor> keep;  // the inputs stay alive, so each run's input is at another address
+  std::vector<Tensor> keep;
   for (int i = 0; i < runs; ++i) {
     Tensor x = from_vector(ramp(static_cast<size_t>(rows) * 12, -1.0f + 0.1f * static_cast<float>(i), 0.03f),
                            {rows, 12})
@@ -665,7 +665,9 @@ TEST_F(CudaCompiled, RepeatedRunsOfACompiledTraceLaunchOneGraphUpdatedWhenBuffer
   EXPECT_LE(calls("cuLaunchKernel") - kernelCalls, kernels + (after.launches - before.launches - kernels * kRuns));
   // Each run's input is elsewhere, so each graph launch first updated the
   // nodes that read it; the fake checked every node's pointers at each
-  // launch against the live allocations (a stale one is rejected).
+  // launch against the live allocations. (The inputs all stay alive, so a
+  // stale pointer would pass that check: that the updated parameters are
+  // the right ones is GraphLaunchesPassTheParametersKernelLaunchesDo's.)
   EXPECT_EQ(after.graph_updates - before.graph_updates, static_cast<uint64_t>(kRuns - 2));
   EXPECT_GE(calls("cuGraphExecKernelNodeSetParams_v2") - setCalls, static_cast<size_t>(kRuns - 2));
   EXPECT_EQ(rejectedLaunches(), rejectedBefore);
