@@ -45,6 +45,8 @@ rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib"
 cp "${bins[@]}" "$OUT/bin/"
 cp "${fakes[@]}" "$OUT/lib/"
+# The fake NCCL is built where the toolkit has nccl.h.
+if [ -f "$BUILD/test/cuda_driver/libkiln_fake_nccl.so" ]; then cp "$BUILD/test/cuda_driver/libkiln_fake_nccl.so" "$OUT/lib/"; fi
 cp samples/data/digits.csv.gz bench/gpu_peers.py bench/gpu_report.py "$OUT/"
 # Every shared library the binaries load, but the C library's own (those the
 # GPU machine has in a compatible version).
@@ -94,9 +96,15 @@ fake=0
 if [ "${1:-}" = --fake ]; then
   fake=1
   export KILN_CUDA_LIBRARY="$here/lib/libkiln_fake_cuda.so" KILN_CUBLASLT_LIBRARY="$here/lib/libkiln_fake_cublaslt.so"
+  if [ -f "$here/lib/libkiln_fake_nccl.so" ]; then export KILN_NCCL_LIBRARY="$here/lib/libkiln_fake_nccl.so"; fi
   filter='-CudaNoDriver.*:CudaTest.KernelFault*:CudaTest.LostDevice*'
 else
   filter='-CudaNoDriver.*'
+  # NCCL for the one-rank communicator test: PyTorch's wheel carries it.
+  if [ -z "${KILN_NCCL_LIBRARY:-}" ]; then
+    nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
+    if [ -n "$nccl" ] && [ -f "$nccl" ]; then export KILN_NCCL_LIBRARY="$nccl"; fi
+  fi
 fi
 mkdir -p "$here/results"
 status=0

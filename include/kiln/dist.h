@@ -20,7 +20,11 @@
 //
 // Backends: MPI (Open MPI) when the process was started by mpirun, a
 // single-process communicator (rank 0 of 1) otherwise, so a script runs
-// unchanged without a launcher. Collectives take CPU tensors.
+// unchanged without a launcher. Collectives take CPU tensors (through the
+// world communicator) or CUDA tensors: those go through one NCCL
+// communicator per device (nccl_communicator below, bootstrapped over the
+// world when the device's first collective runs), enqueued on the device's
+// stream like a kernel; with one rank they are copies on the device.
 #pragma once
 
 #include <cstddef>
@@ -85,8 +89,11 @@ void finalize();
 /// `cuda_device`; rank 0's NCCL id and the small agreement exchanges go
 /// through `bootstrap`, which must outlive it. libnccl.so.2 and libcuda.so.1
 /// are opened at run time (KILN_NCCL_LIBRARY, KILN_CUDA_LIBRARY); a missing
-/// one is a kiln::Error. Collective ops do not use it yet (tensors are on the
-/// CPU in this build), and it has not run on a GPU yet.
+/// one is a kiln::Error. Its calls run on a stream of its own and block like
+/// the other backends' (the recorded collectives on CUDA tensors use a
+/// communicator of their own, on the device's stream). A collective not done
+/// within KILN_DIST_TIMEOUT, or an NCCL error, aborts it (ncclCommAbort).
+/// Tested between processes on a fake NCCL; not yet run on a GPU.
 std::unique_ptr<Communicator> nccl_communicator(Communicator& bootstrap, int cuda_device = 0);
 
 /// Sum, mean or max of `x` over the ranks (same dtype and shape on every

@@ -36,6 +36,9 @@ class Stream {
   virtual std::unique_ptr<Event> createEvent() = 0;
   /// Blocks until everything enqueued so far has completed.
   virtual void synchronize() = 0;
+  /// The driver's own handle of this stream (a CUstream), for libraries that
+  /// enqueue work on it themselves (NCCL); null where there is none.
+  virtual void* nativeHandle() { return nullptr; }
 };
 
 }  // namespace kiln::hal

@@ -21,9 +21,10 @@ using core::OpKind;
 int checkInput(OpKind op, const Tensor& x) {
   if (!x.defined()) fail(op, "input is an undefined tensor (default-constructed); pass the result of an op");
   if (!initialized()) fail(op, "no communicator; call kiln::dist::init() first (once, at the start of main)");
-  if (x.device().kind != Device::CPU)
+  if (x.device().kind != Device::CPU && x.device().kind != Device::CUDA)
     fail(op, "the input lives on " + x.device().str() +
-                 "; the MPI backend takes CPU tensors: move it with x.to(Device::cpu()) first");
+                 "; collectives take CPU tensors (MPI) or CUDA tensors (NCCL): move it with x.to(Device::cpu()) "
+                 "first");
   if (!core::acceptsDType(op, x.dtype()))
     fail(op, "not defined for " + std::string(dtype_name(x.dtype())) + " tensors (it takes " +
                  std::string(core::opTypesDescription(op)) + ")");

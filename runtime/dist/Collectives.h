@@ -4,7 +4,8 @@
 // and waits for it where its result is first read, so the collective
 // overlaps with the work recorded after it that does not need it. Backends
 // (MpiCommunicator.cpp, the single-process one in Communicator.cpp) are
-// created by init() (include/kiln/dist.h).
+// created by init() (include/kiln/dist.h); collectives on CUDA tensors go
+// through NCCL instead (startDeviceCollective, DeviceCollectives.cpp).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,21 @@ namespace kiln::dist::detail {
 std::shared_future<void> startCollective(core::OpKind op, int64_t attr, DType dtype, const Shape& inShape,
                                          const Shape& outShape, const void* in, void* out,
                                          std::vector<std::shared_ptr<void>> keepAlive);
+
+/// The same on dense buffers of CUDA device `cudaDevice`, enqueued on
+/// `stream` (the device's CUstream, hal::Stream::nativeHandle) through that
+/// device's NCCL communicator, created over the world when the device's
+/// first collective runs. The agreement check runs first, on the calling
+/// thread; then the collective is ordered on the stream like a kernel, and
+/// the future completes when the device has run it (or fails: NCCL error,
+/// KILN_DIST_TIMEOUT).
+std::shared_future<void> startDeviceCollective(core::OpKind op, int64_t attr, DType dtype, const Shape& inShape,
+                                               const Shape& outShape, const void* in, void* out, int cudaDevice,
+                                               void* stream);
+
+/// Destroys the devices' NCCL communicators (finalize(), before the world
+/// they were bootstrapped over).
+void releaseDeviceCommunicators();
 
 /// Exchanges (op, dtype, shape, attr) with every rank; throws kiln::Error
 /// naming this rank's and the first differing rank's when they disagree.

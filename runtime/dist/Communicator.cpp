@@ -194,6 +194,7 @@ int rank() { return world().rank(); }
 int size() { return world().size(); }
 
 void finalize() {
+  detail::releaseDeviceCommunicators();
   std::unique_ptr<ThreadedCommunicator> w;
   {
     std::lock_guard<std::mutex> lock(gMutex);

@@ -80,8 +80,10 @@ bool DataParallel::parameters_identical() const {
   for (Tensor* p : params_) {
     Tensor mine = reshape(*p, {p->numel()});
     Tensor root = broadcast(mine, 0);
+    // Compared on the host, bytewise (a device tensor is copied over).
+    Tensor mineHost = mine.to(Device::cpu()), rootHost = root.to(Device::cpu());
     const size_t bytes = static_cast<size_t>(p->numel()) * dtype_size(p->dtype());
-    if (bytes && std::memcmp(mine.data(), root.data(), bytes) != 0) differs = 1;
+    if (bytes && std::memcmp(mineHost.data(), rootHost.data(), bytes) != 0) differs = 1;
   }
   Tensor any = all_reduce(from_vector<int32_t>({differs}, {1}), ReduceOp::max);
   return any.item<int32_t>() == 0;

@@ -1,35 +1,35 @@
-// The NCCL backend: collectives between NVIDIA GPUs on CUDA device buffers.
-// libnccl.so.2 and libcuda.so.1 are opened at run time (KILN_NCCL_LIBRARY,
-// KILN_CUDA_LIBRARY override the paths), so one build runs everywhere and a
-// machine without them gets a clear kiln::Error. The ranks are those of a
-// bootstrap communicator (the world, over MPI): rank 0's ncclUniqueId
-// reaches the others through it, and the small agreement exchanges and
-// barriers go through it too. Each collective is enqueued on this
-// communicator's stream and polled (cuStreamQuery, ncclCommGetAsyncError)
-// until it completes or KILN_DIST_TIMEOUT passes; then the communicator is
-// aborted (ncclCommAbort) and the call fails.
-//
-// Not yet exercised on a GPU (the machines this was written on have none),
-// and no recorded op reaches it yet: the recorded collectives
-// (CollectiveOps.cpp) take CPU tensors and refuse CUDA ones, which are to
-// be routed here.
+// The NCCL backend (NcclCommunicator.h). Each collective is enqueued on a
+// stream, followed by a host function (cuLaunchHostFunc) that completes its
+// future when the device gets there; a watchdog thread checks the
+// collectives still in flight for NCCL's asynchronous errors and for
+// KILN_DIST_TIMEOUT, as PyTorch's ProcessGroupNCCL does: a rank that dies or
+// hangs leaves the others' NCCL kernels waiting on the device, and only
+// ncclCommAbort ends that wait.
+#include "runtime/dist/NcclCommunicator.h"
+
 #include <dlfcn.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
-#include <cstring>
-#include <string>
+#include <deque>
+#include <mutex>
 #include <thread>
 
 #include "kiln/error.h"
 #include "kiln/runtime.h"
-#include "runtime/dist/Collectives.h"
+#include "runtime/support/Log.h"
 
 namespace kiln::dist {
+namespace detail {
+
+using exec::log;
 
 namespace {
 
-// The few NCCL and CUDA driver declarations used (their C ABIs).
+// The few NCCL and CUDA driver declarations used (their C ABIs, nccl.h and
+// cuda.h; test/cuda_driver/FakeNccl.cpp is compiled against the real nccl.h).
 struct NcclUniqueId {
   char internal[128];
 };
@@ -38,8 +38,9 @@ using CuStream = void*;
 using CuContext = void*;
 using CuResult = int;
 using NcclResult = int;
+using CuHostFn = void (*)(void*);
 constexpr int kNcclSuccess = 0, kNcclInProgress = 7;
-constexpr int kCudaSuccess = 0, kCudaNotReady = 600;
+constexpr int kCudaSuccess = 0;
 enum NcclOp { kNcclSum = 0, kNcclMax = 2, kNcclAvg = 4 };
 
 struct NcclApi {
@@ -60,15 +61,18 @@ struct NcclApi {
   CuResult (*cuCtxSetCurrent)(CuContext);
   CuResult (*cuStreamCreate)(CuStream*, unsigned);
   CuResult (*cuStreamDestroy)(CuStream);
-  CuResult (*cuStreamQuery)(CuStream);
+  CuResult (*cuStreamSynchronize)(CuStream);
+  CuResult (*cuLaunchHostFunc)(CuStream, CuHostFn, void*);
 };
 
-void* openLibrary(const char* env, const char* name) {
-  const char* path = std::getenv(env);
-  void* h = dlopen(path && *path ? path : name, RTLD_NOW | RTLD_LOCAL);
+/// `configured` (from `variable`), else `name`, opened; a kiln::Error
+/// naming both when it is not there.
+void* openLibrary(const std::string& configured, const char* name, const char* variable) {
+  const std::string path = configured.empty() ? name : configured;
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h)
-    throw Error(std::string("dist::nccl_communicator: cannot open ") + (path && *path ? path : name) + " (" +
-                dlerror() + "); install NCCL and the NVIDIA driver, or set " + env + " to the library's path");
+    throw Error("dist::nccl_communicator: cannot open " + path + " (" + dlerror() +
+                "); install NCCL and the NVIDIA driver, or set " + variable + " to the library's path");
   return h;
 }
 
@@ -102,123 +106,241 @@ int ncclOp(ReduceOp op) {
   return kNcclSum;
 }
 
-class NcclCommunicator final : public Communicator {
- public:
-  NcclCommunicator(Communicator& bootstrap, int device) : bootstrap_(bootstrap), device_(device) {
-    nccl_ = openLibrary("KILN_NCCL_LIBRARY", "libnccl.so.2");
-    cuda_ = openLibrary("KILN_CUDA_LIBRARY", "libcuda.so.1");
-    bind(nccl_, "ncclGetUniqueId", api_.getUniqueId);
-    bind(nccl_, "ncclCommInitRank", api_.commInitRank);
-    bind(nccl_, "ncclCommDestroy", api_.commDestroy);
-    bind(nccl_, "ncclCommAbort", api_.commAbort);
-    bind(nccl_, "ncclCommGetAsyncError", api_.commGetAsyncError);
-    bind(nccl_, "ncclGetErrorString", api_.getErrorString);
-    bind(nccl_, "ncclAllReduce", api_.allReduce);
-    bind(nccl_, "ncclBroadcast", api_.broadcast);
-    bind(nccl_, "ncclAllGather", api_.allGather);
-    bind(nccl_, "ncclReduceScatter", api_.reduceScatter);
-    bind(cuda_, "cuInit", api_.cuInit);
-    bind(cuda_, "cuDeviceGet", api_.cuDeviceGet);
-    bind(cuda_, "cuDevicePrimaryCtxRetain", api_.cuDevicePrimaryCtxRetain);
-    bind(cuda_, "cuDevicePrimaryCtxRelease_v2", api_.cuDevicePrimaryCtxRelease);
-    bind(cuda_, "cuCtxSetCurrent", api_.cuCtxSetCurrent);
-    bind(cuda_, "cuStreamCreate", api_.cuStreamCreate);
-    bind(cuda_, "cuStreamDestroy_v2", api_.cuStreamDestroy);
-    bind(cuda_, "cuStreamQuery", api_.cuStreamQuery);
-    cuda("cuInit", api_.cuInit(0));
-    cuda("cuDeviceGet", api_.cuDeviceGet(&cuDevice_, device_));
-    cuda("cuDevicePrimaryCtxRetain", api_.cuDevicePrimaryCtxRetain(&context_, cuDevice_));
-    cuda("cuCtxSetCurrent", api_.cuCtxSetCurrent(context_));
-    cuda("cuStreamCreate", api_.cuStreamCreate(&stream_, 0));
-    // Rank 0's unique id, to every rank through the bootstrap communicator.
-    NcclUniqueId id{};
-    if (bootstrap_.rank() == 0) check("ncclGetUniqueId", api_.getUniqueId(&id));
-    bootstrap_.broadcast(&id, sizeof(id), DType::u8, 0);
-    check("ncclCommInitRank", api_.commInitRank(&comm_, bootstrap_.size(), id, bootstrap_.rank()));
-  }
+/// One enqueued collective: settled once, by its host function (done) or by
+/// the watchdog (failed), whichever comes first.
+struct Inflight {
+  std::string what;
+  std::chrono::steady_clock::time_point deadline;
+  std::promise<void> promise;
+  std::atomic<bool> settled{false};
 
-  ~NcclCommunicator() override {
-    if (comm_) (broken_ ? api_.commAbort : api_.commDestroy)(comm_);
-    if (stream_) api_.cuStreamDestroy(stream_);
-    if (context_) api_.cuDevicePrimaryCtxRelease(cuDevice_);
+  void settle(std::exception_ptr failure) {
+    if (settled.exchange(true)) return;
+    if (failure) promise.set_exception(failure);
+    else promise.set_value();
   }
-
-  int rank() const override { return bootstrap_.rank(); }
-  int size() const override { return bootstrap_.size(); }
-  std::string backend() const override { return "nccl"; }
-
-  void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override {
-    run("all_reduce", api_.allReduce(in, out, static_cast<size_t>(count), ncclType(dtype), ncclOp(op), comm_, stream_));
-  }
-  void broadcast(void* buf, int64_t count, DType dtype, int root) override {
-    run("broadcast", api_.broadcast(buf, buf, static_cast<size_t>(count), ncclType(dtype), root, comm_, stream_));
-  }
-  void all_gather(const void* in, void* out, int64_t count, DType dtype) override {
-    run("all_gather", api_.allGather(in, out, static_cast<size_t>(count), ncclType(dtype), comm_, stream_));
-  }
-  void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override {
-    run("reduce_scatter",
-        api_.reduceScatter(in, out, static_cast<size_t>(count), ncclType(dtype), ncclOp(op), comm_, stream_));
-  }
-  /// Host bytes: through the bootstrap communicator.
-  void all_gather_bytes(const void* in, void* out, std::size_t bytes) override {
-    bootstrap_.all_gather_bytes(in, out, bytes);
-  }
-  void barrier() override { bootstrap_.barrier(); }
-
- private:
-  void cuda(const char* what, CuResult r) {
-    if (r != kCudaSuccess)
-      throw Error(std::string("dist::nccl_communicator: ") + what + " failed (CUDA error " + std::to_string(r) +
-                  ") on device " + std::to_string(device_));
-  }
-  void check(const char* what, NcclResult r) {
-    if (r != kNcclSuccess && r != kNcclInProgress)
-      throw Error(std::string("dist::nccl ") + what + ": " + api_.getErrorString(r));
-  }
-  /// Waits for the collective just enqueued, at most KILN_DIST_TIMEOUT.
-  void run(const char* what, NcclResult enqueued) {
-    if (broken_) throw Error(std::string("dist::") + what + ": the NCCL communicator was aborted after a failure");
-    check(what, enqueued);
-    const int64_t timeout = settings().dist_timeout_s;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
-    for (;;) {
-      const CuResult q = api_.cuStreamQuery(stream_);
-      if (q == kCudaSuccess) return;
-      NcclResult async = kNcclSuccess;
-      api_.commGetAsyncError(comm_, &async);
-      if ((q != kCudaNotReady || (async != kNcclSuccess && async != kNcclInProgress)) ||
-          std::chrono::steady_clock::now() > deadline) {
-        broken_ = true;
-        throw Error(std::string("dist::") + what + " (nccl, rank " + std::to_string(rank()) + " of " +
-                    std::to_string(size()) + "): " +
-                    (q != kCudaNotReady ? "CUDA error " + std::to_string(q)
-                     : async != kNcclSuccess && async != kNcclInProgress
-                         ? std::string(api_.getErrorString(async))
-                         : "not complete after KILN_DIST_TIMEOUT=" + std::to_string(timeout) +
-                               " s: another rank died, hangs, or did not call the same collective") +
-                    "; the communicator is aborted");
-      }
-      std::this_thread::yield();
-    }
-  }
-
-  Communicator& bootstrap_;
-  int device_;
-  int cuDevice_ = 0;
-  void* nccl_ = nullptr;
-  void* cuda_ = nullptr;
-  NcclApi api_{};
-  CuContext context_ = nullptr;
-  CuStream stream_ = nullptr;
-  NcclComm comm_ = nullptr;
-  bool broken_ = false;
 };
+
+/// Runs on the stream's host-function thread: no CUDA call allowed there.
+void completed(void* p) {
+  std::unique_ptr<std::shared_ptr<Inflight>> held(static_cast<std::shared_ptr<Inflight>*>(p));
+  (*held)->settle(nullptr);
+}
+
+/// How often the watchdog looks at NCCL's asynchronous error and the
+/// deadlines while collectives are in flight (their completion does not wait
+/// for it).
+constexpr auto kWatchdogPoll = std::chrono::milliseconds(10);
 
 }  // namespace
 
+struct NcclCommunicator::State {
+  Communicator& bootstrap;
+  int device;
+  int cuDevice = 0;
+  void* nccl = nullptr;
+  void* cuda = nullptr;
+  NcclApi api{};
+  CuContext context = nullptr;
+  CuStream ownStream = nullptr;
+
+  std::mutex mutex;  // guards comm, broken, inflight, stop
+  std::condition_variable wake;
+  NcclComm comm = nullptr;
+  std::string broken;  ///< why the communicator was aborted ("" while it works)
+  std::deque<std::shared_ptr<Inflight>> inflight;
+  bool stop = false;
+  std::thread watchdog;
+
+  State(Communicator& b, int d) : bootstrap(b), device(d) {}
+  /// Also after a constructor that failed half-way.
+  ~State() {
+    if (watchdog.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        stop = true;
+      }
+      wake.notify_all();
+      watchdog.join();
+    }
+    if (context) api.cuCtxSetCurrent(context);
+    // Collectives still queued finish (or the communicator was aborted)
+    // before it is destroyed.
+    if (ownStream) api.cuStreamSynchronize(ownStream);
+    if (comm) api.commDestroy(comm);
+    if (ownStream) api.cuStreamDestroy(ownStream);
+    if (context) api.cuDevicePrimaryCtxRelease(cuDevice);
+  }
+
+  void cudaCheck(const char* what, CuResult r) const {
+    if (r != kCudaSuccess)
+      throw Error(std::string("dist::nccl_communicator: ") + what + " failed (CUDA error " + std::to_string(r) +
+                  ") on device cuda:" + std::to_string(device));
+  }
+  void ncclCheck(const std::string& what, NcclResult r) const {
+    if (r != kNcclSuccess && r != kNcclInProgress) throw Error(what + ": NCCL: " + api.getErrorString(r));
+  }
+
+  /// Aborts the communicator and fails what is in flight (mutex held).
+  void abort(const std::string& why) {
+    broken = why;
+    if (comm) api.commAbort(comm);
+    comm = nullptr;
+    for (const auto& f : inflight)
+      f->settle(std::make_exception_ptr(Error(f->what + ": " + why + "; the NCCL communicator is aborted")));
+    inflight.clear();
+    log().error("dist: NCCL on cuda:{}: {}; the communicator is aborted", device, why);
+  }
+
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!stop) {
+      std::erase_if(inflight, [](const auto& f) { return f->settled.load(); });
+      if (inflight.empty()) {
+        wake.wait(lock);
+        continue;
+      }
+      wake.wait_for(lock, kWatchdogPoll);
+      std::erase_if(inflight, [](const auto& f) { return f->settled.load(); });
+      if (inflight.empty() || !comm) continue;
+      NcclResult async = kNcclSuccess;
+      api.commGetAsyncError(comm, &async);
+      if (async != kNcclSuccess && async != kNcclInProgress) {
+        abort(std::string("NCCL reported ") + api.getErrorString(async));
+      } else if (std::chrono::steady_clock::now() > inflight.front()->deadline) {
+        abort("not complete after KILN_DIST_TIMEOUT=" + std::to_string(settings().dist_timeout_s) +
+              " s: another rank died, hangs, or did not call the same collective");
+      }
+    }
+  }
+};
+
+NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int cudaDevice)
+    : state_(std::make_unique<State>(bootstrap, cudaDevice)) {
+  State& s = *state_;
+  NcclApi& a = s.api;
+  const char* ncclPath = std::getenv("KILN_NCCL_LIBRARY");
+  s.nccl = openLibrary(ncclPath ? ncclPath : "", "libnccl.so.2", "KILN_NCCL_LIBRARY");
+  s.cuda = openLibrary(settings().cuda_library, "libcuda.so.1", "KILN_CUDA_LIBRARY");  // the CUDA backend's
+  bind(s.nccl, "ncclGetUniqueId", a.getUniqueId);
+  bind(s.nccl, "ncclCommInitRank", a.commInitRank);
+  bind(s.nccl, "ncclCommDestroy", a.commDestroy);
+  bind(s.nccl, "ncclCommAbort", a.commAbort);
+  bind(s.nccl, "ncclCommGetAsyncError", a.commGetAsyncError);
+  bind(s.nccl, "ncclGetErrorString", a.getErrorString);
+  bind(s.nccl, "ncclAllReduce", a.allReduce);
+  bind(s.nccl, "ncclBroadcast", a.broadcast);
+  bind(s.nccl, "ncclAllGather", a.allGather);
+  bind(s.nccl, "ncclReduceScatter", a.reduceScatter);
+  bind(s.cuda, "cuInit", a.cuInit);
+  bind(s.cuda, "cuDeviceGet", a.cuDeviceGet);
+  bind(s.cuda, "cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain);
+  bind(s.cuda, "cuDevicePrimaryCtxRelease_v2", a.cuDevicePrimaryCtxRelease);
+  bind(s.cuda, "cuCtxSetCurrent", a.cuCtxSetCurrent);
+  bind(s.cuda, "cuStreamCreate", a.cuStreamCreate);
+  bind(s.cuda, "cuStreamDestroy_v2", a.cuStreamDestroy);
+  bind(s.cuda, "cuStreamSynchronize", a.cuStreamSynchronize);
+  bind(s.cuda, "cuLaunchHostFunc", a.cuLaunchHostFunc);
+  s.cudaCheck("cuInit", a.cuInit(0));
+  s.cudaCheck("cuDeviceGet", a.cuDeviceGet(&s.cuDevice, cudaDevice));
+  s.cudaCheck("cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain(&s.context, s.cuDevice));
+  s.cudaCheck("cuCtxSetCurrent", a.cuCtxSetCurrent(s.context));
+  s.cudaCheck("cuStreamCreate", a.cuStreamCreate(&s.ownStream, 0));
+  // Rank 0's unique id, to every rank through the bootstrap communicator.
+  NcclUniqueId id{};
+  if (bootstrap.rank() == 0) s.ncclCheck("dist::nccl_communicator: ncclGetUniqueId", a.getUniqueId(&id));
+  bootstrap.broadcast(&id, sizeof(id), DType::u8, 0);
+  s.ncclCheck("dist::nccl_communicator: ncclCommInitRank",
+              a.commInitRank(&s.comm, bootstrap.size(), id, bootstrap.rank()));
+  s.watchdog = std::thread([&s] { s.watch(); });
+  log().info("dist: NCCL communicator on cuda:{} (rank {} of {})", cudaDevice, bootstrap.rank(), bootstrap.size());
+}
+
+NcclCommunicator::~NcclCommunicator() = default;
+
+std::string NcclCommunicator::failure() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->broken;
+}
+
+int NcclCommunicator::rank() const { return state_->bootstrap.rank(); }
+int NcclCommunicator::size() const { return state_->bootstrap.size(); }
+
+std::shared_future<void> NcclCommunicator::enqueue(core::OpKind op, int64_t attr, DType dtype, int64_t inCount,
+                                                   int64_t outCount, const void* in, void* out, void* stream,
+                                                   const std::string& what) {
+  State& s = *state_;
+  const NcclApi& a = s.api;
+  auto flight = std::make_shared<Inflight>();
+  flight->what = what;
+  flight->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(settings().dist_timeout_s);
+  std::shared_future<void> done = flight->promise.get_future().share();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.comm) throw Error(what + ": the NCCL communicator was aborted (" + s.broken + ")");
+    s.cudaCheck("cuCtxSetCurrent", a.cuCtxSetCurrent(s.context));
+    const int type = ncclType(dtype);
+    NcclResult r = kNcclSuccess;
+    switch (op) {
+      case core::OpKind::AllReduce:
+        r = a.allReduce(in, out, static_cast<size_t>(inCount), type, ncclOp(static_cast<ReduceOp>(attr)), s.comm,
+                        stream);
+        break;
+      case core::OpKind::Broadcast:
+        r = a.broadcast(in, out, static_cast<size_t>(inCount), type, static_cast<int>(attr), s.comm, stream);
+        break;
+      case core::OpKind::AllGather: r = a.allGather(in, out, static_cast<size_t>(inCount), type, s.comm, stream); break;
+      case core::OpKind::ReduceScatter:
+        r = a.reduceScatter(in, out, static_cast<size_t>(outCount), type, ncclOp(static_cast<ReduceOp>(attr)), s.comm,
+                            stream);
+        break;
+      default: throw Error(what + ": not a collective");
+    }
+    s.ncclCheck(what, r);
+    auto* held = new std::shared_ptr<Inflight>(flight);
+    if (CuResult c = a.cuLaunchHostFunc(stream, &completed, held); c != kCudaSuccess) {
+      delete held;
+      s.cudaCheck("cuLaunchHostFunc (after the collective)", c);
+    }
+    s.inflight.push_back(flight);
+  }
+  s.wake.notify_all();
+  return done;
+}
+
+void NcclCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) {
+  enqueue(core::OpKind::AllReduce, static_cast<int64_t>(op), dtype, count, count, in, out, state_->ownStream,
+          "dist::all_reduce (nccl)")
+      .get();
+}
+
+void NcclCommunicator::broadcast(void* buf, int64_t count, DType dtype, int root) {
+  enqueue(core::OpKind::Broadcast, root, dtype, count, count, buf, buf, state_->ownStream, "dist::broadcast (nccl)")
+      .get();
+}
+
+void NcclCommunicator::all_gather(const void* in, void* out, int64_t count, DType dtype) {
+  enqueue(core::OpKind::AllGather, 0, dtype, count, count * size(), in, out, state_->ownStream,
+          "dist::all_gather (nccl)")
+      .get();
+}
+
+void NcclCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) {
+  enqueue(core::OpKind::ReduceScatter, static_cast<int64_t>(op), dtype, count * size(), count, in, out,
+          state_->ownStream, "dist::reduce_scatter (nccl)")
+      .get();
+}
+
+void NcclCommunicator::all_gather_bytes(const void* in, void* out, std::size_t bytes) {
+  state_->bootstrap.all_gather_bytes(in, out, bytes);
+}
+
+void NcclCommunicator::barrier() { state_->bootstrap.barrier(); }
+
+}  // namespace detail
+
 std::unique_ptr<Communicator> nccl_communicator(Communicator& bootstrap, int cuda_device) {
-  return std::make_unique<NcclCommunicator>(bootstrap, cuda_device);
+  return std::make_unique<detail::NcclCommunicator>(bootstrap, cuda_device);
 }
 
 }  // namespace kiln::dist

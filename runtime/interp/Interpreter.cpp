@@ -243,14 +243,17 @@ class NodeRunner {
     return out;
   }
 
-  /// A collective through the world communicator (runtime/dist), on dense
-  /// host buffers (the device's queued work is waited for first): started on
-  /// the communication thread; its value is ready once takeStarted()'s
-  /// future is.
+  /// A collective on dense buffers: on host memory through the world
+  /// communicator (the device's queued work is waited for first), on a CUDA
+  /// device through its NCCL communicator, ordered on the device's stream.
+  /// Either is started without waiting; its value is ready once
+  /// takeStarted()'s future is.
   View collective(const Node& n, std::span<const uint32_t> ins) {
-    if (!device_.hostAccessible())
+    const bool onCuda = trace_.device.kind == Device::CUDA;
+    if (!device_.hostAccessible() && !onCuda)
       throw Error("dist::" + std::string(core::opName(n.op)) + ": tensors on " + trace_.device.str() +
-                  " cannot go through the MPI backend (it takes host memory); move them to the CPU first");
+                  " cannot take part in a collective (MPI takes host memory, NCCL CUDA devices); move them to "
+                  "the CPU first");
     const Node& in = trace_.nodes[ins[0]];
     Arg x = input(ins[0]);
     if (!core::isContiguous(in.shape, x.strides)) {
@@ -260,6 +263,20 @@ class NodeRunner {
       x = argOf(dense, in.dtype, in.shape);
     }
     View out = alloc(n.dtype, n.shape);
+    if (onCuda) {
+      if (dist::size() == 1) {
+        // One rank: each collective is the identity, and needs no NCCL (a
+        // script runs unchanged without a launcher).
+        ops_.copy(x, out.bytes(n.dtype));
+      } else {
+        // No keep-alive: the device's allocator does not hand the buffers
+        // out again before the stream has run the collective.
+        started_ = dist::detail::startDeviceCollective(n.op, n.i0, n.dtype, in.shape, n.shape, x.data,
+                                                       out.bytes(n.dtype), trace_.device.index,
+                                                       device_.defaultStream().nativeHandle());
+      }
+      return out;
+    }
     device_.synchronize();
     std::vector<std::shared_ptr<void>> keep = {values_[ins[0]].storage, out.storage};
     if (!temps_.empty()) keep.push_back(temps_.back());

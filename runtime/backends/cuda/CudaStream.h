@@ -74,6 +74,7 @@ class CudaStream final : public Stream {
   void synchronize() override;
 
   CUstream handle() const { return stream_; }
+  void* nativeHandle() override { return stream_; }
   CudaDeviceHandle& device() { return device_; }
 
  private:

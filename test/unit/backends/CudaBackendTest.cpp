@@ -495,6 +495,65 @@ TEST_F(CudaTest, DLPackCarriesCudaTensorsBothWaysWithoutCopies) {
 
 // Sticky failures (a faulting kernel, a lost device) leave the fake driver
 // failing every call until reset: each runs in its own process (ctest).
+/// One process (no mpirun): the collectives of CUDA tensors are copies on
+/// the device, without NCCL, so a script runs unchanged without a launcher.
+TEST_F(CudaTest, CollectivesOfOneProcessAreCopiesOnTheDevice) {
+  dist::init();
+  ASSERT_EQ(dist::size(), 1);
+  const std::vector<float> v = ramp(12);
+  Tensor x = from_vector(v, {3, 4}).to(kCuda);
+  Tensor t = permute(x, {1, 0});  // strided: made dense first
+  std::vector<float> transposed;
+  for (int64_t j = 0; j < 4; ++j)
+    for (int64_t i = 0; i < 3; ++i) transposed.push_back(v[static_cast<size_t>(i * 4 + j)]);
+  for (const Tensor& r : {dist::all_reduce(t, dist::ReduceOp::mean), dist::broadcast(t, 0), dist::all_gather(t),
+                          dist::reduce_scatter(t, dist::ReduceOp::max)}) {
+    EXPECT_EQ(r.device(), kCuda);
+    EXPECT_EQ(r.shape(), (Shape{4, 3}));
+    EXPECT_EQ(r.to_vector<float>(), transposed);
+  }
+}
+
+/// kiln::dist::nccl_communicator on one rank, on device buffers: the fake
+/// NCCL in CI (KILN_NCCL_LIBRARY), the real libnccl.so.2 on a GPU.
+TEST_F(CudaTest, NcclCommunicatorOfOneRankRunsOnDeviceBuffers) {
+  const char* path = std::getenv("KILN_NCCL_LIBRARY");
+  void* lib = dlopen(path && *path ? path : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) GTEST_SKIP() << "no NCCL library here (set KILN_NCCL_LIBRARY)";
+  dlclose(lib);
+  dist::init();
+  std::unique_ptr<dist::Communicator> nccl = dist::nccl_communicator(dist::world(), 0);
+  EXPECT_EQ(nccl->backend(), "nccl");
+  EXPECT_EQ(nccl->size(), 1);
+  hal::DeviceContext& ctx = hal::deviceContext(kCuda);
+  hal::Allocator& a = ctx.allocator();
+  const std::vector<float> v = ramp(1000);
+  const size_t bytes = v.size() * sizeof(float);
+  void* in = a.allocate(bytes);
+  void* out = a.allocate(bytes);
+  ctx.defaultStream().copy(in, v.data(), bytes);
+  ctx.synchronize();  // the communicator runs on a stream of its own
+  auto result = [&] {
+    std::vector<float> r(v.size());
+    ctx.defaultStream().copy(r.data(), out, bytes);
+    ctx.synchronize();
+    return r;
+  };
+  nccl->all_reduce(in, out, 1000, DType::f32, dist::ReduceOp::mean);
+  EXPECT_EQ(result(), v);
+  nccl->all_gather(in, out, 1000, DType::f32);
+  EXPECT_EQ(result(), v);
+  nccl->reduce_scatter(in, out, 1000, DType::f32, dist::ReduceOp::max);
+  EXPECT_EQ(result(), v);
+  ctx.defaultStream().copy(out, in, bytes);
+  ctx.synchronize();
+  nccl->broadcast(out, 1000, DType::f32, 0);
+  EXPECT_EQ(result(), v);
+  nccl.reset();
+  a.deallocate(in, bytes);
+  a.deallocate(out, bytes);
+}
+
 TEST_F(CudaTest, KernelFaultSurfacesAtSyncNamingTheDriverError) {
   REQUIRE_FAKE_DRIVER();
   Tensor x = from_vector(ramp(16), {16}).to(kCuda);

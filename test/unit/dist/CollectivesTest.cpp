@@ -3,6 +3,11 @@
 // around it), against a reference computed on the host from both ranks'
 // inputs; a mismatch between ranks is an error naming both; a data-parallel
 // training step on two ranks equals one rank on the concatenated batch.
+//
+// CTest runs it twice: on CPU tensors (MPI), and with KILN_DEFAULT_DEVICE=
+// cuda:0 on the fake CUDA driver and the fake NCCL (test/cuda_driver), where
+// every collective goes through Kiln's NCCL path on the device's stream.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +26,22 @@ namespace kiln {
 namespace {
 
 using dist::ReduceOp;
+
+/// Are the tensors of this run on a CUDA device (the NCCL variant)?
+bool onCuda() { return default_device().kind == Device::CUDA; }
+
+/// Collectives the fake NCCL ran in this process (0 without it).
+size_t ncclCollectives() {
+  const char* path = std::getenv("KILN_NCCL_LIBRARY");
+  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  auto* count = lib ? reinterpret_cast<size_t (*)()>(dlsym(lib, "kiln_fake_nccl_collectives")) : nullptr;
+  return count ? count() : 0;
+}
+
+/// The fake CUDA driver launches compiled kernels without computing them
+/// (KILN_FAKE_CUDA_COMPILED=launch): there a compiled run's values say
+/// nothing, its launches do.
+bool compiledValuesComputed() { return !onCuda() || !std::getenv("KILN_FAKE_CUDA_COMPILED"); }
 
 constexpr DType kAllTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64,
                                DType::i32, DType::i8,  DType::u8,  DType::boolean};
@@ -116,18 +137,23 @@ TEST_P(Collectives, MatchTheReferenceInterpretedAndCompiled) {
   }
   const int rank = dist::rank();
   const Tensor x = cast(from_vector<double>(hostInput(t, rank), {kRows, kCols}), t);
+  ASSERT_EQ(x.device(), default_device());
   sync();
   std::vector<double> ref = c.ref(widened(hostInput(t, 0)), widened(hostInput(t, 1)), rank);
   std::vector<double> twice = ref;
   twice.insert(twice.end(), ref.begin(), ref.end());
 
   std::vector<double> interpreted;
+  const size_t ncclBefore = ncclCollectives();
   {
     JitScope mode(JitMode::Off);
     interpreted = runProgram(c, t, x);
     step();
   }
   EXPECT_EQ(interpreted, twice) << c.name << " on " << dtype_name(t) << ", interpreted";
+  if (onCuda()) {
+    EXPECT_EQ(ncclCollectives() - ncclBefore, 1u) << "not through NCCL";
+  }
 
   JitScope mode(JitMode::Sync, 1);
   const Stats before = stats();
@@ -139,7 +165,12 @@ TEST_P(Collectives, MatchTheReferenceInterpretedAndCompiled) {
   const Stats after = stats();
   EXPECT_GT(after.region_launches, before.region_launches) << c.name << ": no region around it ran compiled";
   EXPECT_EQ(after.region_compile_failures, before.region_compile_failures);
-  EXPECT_EQ(compiled, twice) << c.name << " on " << dtype_name(t) << ", compiled";
+  if (onCuda()) {
+    EXPECT_EQ(ncclCollectives() - ncclBefore, 4u) << "not through NCCL";
+  }
+  if (compiledValuesComputed()) {
+    EXPECT_EQ(compiled, twice) << c.name << " on " << dtype_name(t) << ", compiled";
+  }
 }
 
 std::string caseName(const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
@@ -198,6 +229,8 @@ TEST(DistApi, RecordTimeErrors) {
 /// Without NCCL (here: a library path that does not exist) the NCCL backend
 /// is a clear error naming the library and the variable, on every rank.
 TEST(DistApi, NcclWithoutTheLibraryIsAClearError) {
+  const char* was = std::getenv("KILN_NCCL_LIBRARY");
+  const std::string saved = was ? was : "";
   setenv("KILN_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
   try {
     dist::nccl_communicator(dist::world(), 0);
@@ -206,7 +239,40 @@ TEST(DistApi, NcclWithoutTheLibraryIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/libnccl.so.2"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("KILN_NCCL_LIBRARY"), std::string::npos) << e.what();
   }
-  unsetenv("KILN_NCCL_LIBRARY");
+  if (was) setenv("KILN_NCCL_LIBRARY", saved.c_str(), 1);
+  else unsetenv("KILN_NCCL_LIBRARY");
+}
+
+/// A strided view (a transpose) is made dense before it goes out, on the
+/// host and on a device.
+TEST(DistApi, StridedInputsAreMadeDense) {
+  JitScope mode(JitMode::Off);
+  const int rank = dist::rank();
+  Tensor x = add(reshape(arange(6, DType::f32), {2, 3}), full({2, 3}, 10.0 * rank));
+  Tensor t = permute(x, {1, 0});  // [3, 2], strides [1, 3]
+  std::vector<float> sum = dist::all_reduce(t).to_vector<float>();
+  // ranks 0 and 1: x[i][j] = 3i + j (+ 10); the sum's [j][i] = 2 (3i + j) + 10.
+  EXPECT_EQ(sum, (std::vector<float>{10, 16, 12, 18, 14, 20}));
+  std::vector<float> gathered = dist::all_gather(t).to_vector<float>();
+  EXPECT_EQ(gathered, (std::vector<float>{0, 3, 1, 4, 2, 5, 10, 13, 11, 14, 12, 15}));
+  step();
+}
+
+/// With CUDA tensors the collectives are NCCL's, on the device's stream: a
+/// chain of collectives and device ops between them, read once at the end.
+TEST(DistApi, CollectivesChainOnTheDevice) {
+  JitScope mode(JitMode::Off);
+  const size_t before = ncclCollectives();
+  Tensor x = full({256}, 1.0 + dist::rank());  // 1 and 2
+  for (int i = 0; i < 5; ++i) x = mul(dist::all_reduce(x, ReduceOp::mean), full({256}, 2.0));
+  // mean(1, 2) = 1.5, then every round doubles: 1.5 * 2^5 = 48.
+  std::vector<float> v = x.to_vector<float>();
+  EXPECT_EQ(v, std::vector<float>(256, 48.0f));
+  if (onCuda()) {
+    EXPECT_EQ(x.device(), default_device());
+    EXPECT_EQ(ncclCollectives() - before, 5u);
+  }
+  step();
 }
 
 /// A two-layer network's loss on `x` [n, 4] with targets `y` [n, 2].

@@ -8,6 +8,17 @@
 // Rank 0 prints "PASS: ..." when its collective failed with the timeout
 // error in time (CTest looks for it: mpirun itself reports the job as
 // failed, since rank 0 cannot finalize after a timed-out collective).
+//
+// On CUDA tensors, through NCCL (the fake CUDA driver and the fake NCCL,
+// KILN_DEFAULT_DEVICE=cuda:0):
+//   nccl-hang   rank 1's second collective never runs on its device
+//               (KILN_FAKE_NCCL_HANG=1:1): rank 0's waits on the device until
+//               its watchdog aborts it after KILN_DIST_TIMEOUT;
+//   nccl-error  rank 0's second collective fails on the device with an
+//               asynchronous NCCL error (KILN_FAKE_NCCL_ERROR=0:1): rank 0
+//               fails at once naming it, rank 1 (left waiting) after its
+//               timeout.
+// MPI still works there: both ranks finalize.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,19 +28,81 @@
 
 #include "kiln/kiln.h"
 
+namespace {
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// The second collective fails on `rank` (or completes, on nccl-hang's rank
+/// 1) and the one after it fails at once.
+int ncclFailure(const std::string& mode, int rank) {
+  const int64_t timeout = kiln::settings().dist_timeout_s;
+  const bool fails = mode == "nccl-error" || rank == 0;
+  const bool atOnce = mode == "nccl-error" && rank == 0;  // its own device reported the error
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    kiln::dist::all_reduce(kiln::ones({1000})).to_vector<float>();
+    if (fails) {
+      std::printf("FAIL: rank %d: the collective completed\n", rank);
+      return 1;
+    }
+  } catch (const kiln::Error& e) {
+    const double s = secondsSince(start);
+    const bool named = std::strstr(e.what(), "all_reduce") && std::strstr(e.what(), "NCCL") &&
+                       std::strstr(e.what(), atOnce ? "remote process exited" : "KILN_DIST_TIMEOUT");
+    const bool inTime = atOnce ? s < static_cast<double>(timeout)
+                               : s >= static_cast<double>(timeout) && s < static_cast<double>(timeout) + 10;
+    if (!fails || !named || !inTime) {
+      std::printf("FAIL: rank %d after %.1f s (timeout %lld s): %s\n", rank, s, static_cast<long long>(timeout),
+                  e.what());
+      return 1;
+    }
+    std::printf("PASS: rank %d failed after %.1f s: %s\n", rank, s, e.what());
+    // The communicator is aborted: the next collective fails before it
+    // reaches the other rank.
+    const auto next = std::chrono::steady_clock::now();
+    try {
+      kiln::dist::all_reduce(kiln::ones({2})).to_vector<float>();
+      std::printf("FAIL: rank %d: a collective after the abort ran\n", rank);
+      return 1;
+    } catch (const kiln::Error& again) {
+      if (secondsSince(next) > 1.0 || !std::strstr(again.what(), "aborted")) {
+        std::printf("FAIL: rank %d: the next collective failed after %.1f s: %s\n", rank, secondsSince(next),
+                    again.what());
+        return 1;
+      }
+      std::printf("PASS: rank %d: the next collective fails at once: %s\n", rank, again.what());
+    }
+  }
+  std::fflush(stdout);
+  kiln::dist::finalize();
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "hang" && mode != "exit" && mode != "die") {
-    std::fprintf(stderr, "usage: %s hang|exit|die (under mpirun -np 2, with KILN_DIST_TIMEOUT set)\n", argv[0]);
+  const bool nccl = mode == "nccl-hang" || mode == "nccl-error";
+  if (mode != "hang" && mode != "exit" && mode != "die" && !nccl) {
+    std::fprintf(stderr, "usage: %s hang|exit|die|nccl-hang|nccl-error (under mpirun -np 2, with KILN_DIST_TIMEOUT set)\n",
+                 argv[0]);
     return 2;
   }
   kiln::dist::init();
   const int rank = kiln::dist::rank();
+  if (nccl && kiln::ones({1}).device().kind != kiln::Device::CUDA) {
+    std::printf("FAIL: %s needs KILN_DEFAULT_DEVICE=cuda:0 (tensors are on %s)\n", mode.c_str(),
+                kiln::ones({1}).device().str().c_str());
+    return 1;
+  }
   // Both ranks first agree once (the communicator works).
   if (kiln::dist::all_reduce(kiln::ones({4})).to_vector<float>()[0] != 2.0f) {
     std::printf("FAIL: rank %d: the first all_reduce is wrong\n", rank);
     return 1;
   }
+  if (nccl) return ncclFailure(mode, rank);
   if (rank == 1) {
     if (mode == "die") std::_Exit(3);
     if (mode == "hang") std::this_thread::sleep_for(std::chrono::seconds(60));
