@@ -45,9 +45,12 @@ std::shared_future<void> startDeviceCollective(core::OpKind op, int64_t attr, DT
 /// they were bootstrapped over).
 void releaseDeviceCommunicators();
 
-/// Exchanges (op, dtype, shape, attr) with every rank; throws kiln::Error
-/// naming this rank's and the first differing rank's when they disagree.
-void checkAgreement(Communicator& comm, core::OpKind op, int64_t attr, DType dtype, const Shape& shape);
+/// Exchanges (op, dtype, shape, attr, device kind) with every rank; throws
+/// kiln::Error naming this rank's and the first differing rank's when they
+/// disagree. The device kind says which path the tensors take (host memory
+/// through the world, CUDA through NCCL); its index may differ per rank.
+void checkAgreement(Communicator& comm, core::OpKind op, int64_t attr, DType dtype, const Shape& shape,
+                    Device::Kind device = Device::CPU);
 
 /// Was this process started by mpirun (Open MPI or PMIx environment)?
 bool launchedByMpi();

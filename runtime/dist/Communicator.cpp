@@ -224,6 +224,8 @@ namespace {
 struct Agreement {
   int32_t op = 0, dtype = 0, rank = 0;
   int32_t ndim = 0;
+  int32_t device = 0;  ///< Device::Kind
+  int32_t pad = 0;     ///< compared too: zero
   int64_t attr = 0;
   int64_t dims[Shape::kMaxRank] = {};
 };
@@ -237,13 +239,16 @@ std::string sideOf(const Agreement& a) {
   if (op == core::OpKind::Broadcast) s += " from root " + std::to_string(a.attr);
   if (op == core::OpKind::AllReduce || op == core::OpKind::ReduceScatter)
     s += std::string(" (") + reduce_op_name(static_cast<ReduceOp>(a.attr)) + ")";
+  s += static_cast<Device::Kind>(a.device) == Device::CUDA ? " of CUDA tensors" : " of host tensors";
   return s;
 }
 }  // namespace
 
-void checkAgreement(Communicator& comm, core::OpKind op, int64_t attr, DType dtype, const Shape& shape) {
+void checkAgreement(Communicator& comm, core::OpKind op, int64_t attr, DType dtype, const Shape& shape,
+                    Device::Kind device) {
   Agreement mine;
   mine.op = static_cast<int32_t>(op);
+  mine.device = static_cast<int32_t>(device);
   mine.dtype = static_cast<int32_t>(dtype);
   mine.ndim = shape.rank();
   mine.attr = attr;
@@ -258,8 +263,8 @@ void checkAgreement(Communicator& comm, core::OpKind op, int64_t attr, DType dty
     if (std::memcmp(&other, &mine, sizeof(Agreement)) == 0) continue;
     throw Error("dist: collective mismatch: rank " + std::to_string(comm.rank()) + " runs " + sideOf(mine) +
                 " but rank " + std::to_string(r) + " runs " + sideOf(all[static_cast<size_t>(r)]) +
-                "; every rank must record the same collectives in the same order, with the same dtype, shape and "
-                "attributes");
+                "; every rank must record the same collectives in the same order, with the same dtype, shape, "
+                "attributes and kind of device");
   }
 }
 

@@ -1,6 +1,7 @@
 // The recorded collectives on CUDA tensors: through one NCCL communicator
 // per device (NcclCommunicator.h), created over the world communicator when
 // a device's first collective runs, enqueued on the device's stream.
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,27 +14,53 @@ namespace kiln::dist::detail {
 
 namespace {
 
+/// A device's communicator, or why it could not be made (then every later
+/// collective on that device fails at once, alike on every rank: its
+/// creation failed on all of them together).
+struct DeviceEntry {
+  std::shared_ptr<NcclCommunicator> comm;
+  std::string creationError;
+};
+
 std::mutex gMutex;
-std::map<int, std::unique_ptr<NcclCommunicator>> gCommunicators;  ///< by CUDA device index
+std::map<int, DeviceEntry> gDevices;  ///< by CUDA device index
+
+void releaseAtExit() { releaseDeviceCommunicators(); }
 
 /// Every rank reaches its device's first collective at the same point of its
 /// program (the agreement check before it says so), so the communicator's
-/// collective creation happens there on every rank. A creation that failed
-/// leaves no entry: the next collective tries again, and fails alike.
-NcclCommunicator& communicatorFor(int cudaDevice) {
+/// collective creation happens there on every rank. Shared: finalize() may
+/// release it while another thread's collective still holds it.
+std::shared_ptr<NcclCommunicator> communicatorFor(int cudaDevice) {
   std::lock_guard<std::mutex> lock(gMutex);
-  auto it = gCommunicators.find(cudaDevice);
-  if (it == gCommunicators.end())
-    it = gCommunicators.emplace(cudaDevice, std::make_unique<NcclCommunicator>(world(), cudaDevice)).first;
-  return *it->second;
+  auto it = gDevices.find(cudaDevice);
+  if (it != gDevices.end()) {
+    if (!it->second.comm) throw Error(it->second.creationError);
+    return it->second.comm;
+  }
+  DeviceEntry& entry = gDevices[cudaDevice];
+  try {
+    entry.comm = std::make_shared<NcclCommunicator>(world(), cudaDevice);
+  } catch (const Error& e) {
+    entry.creationError = e.what();
+    throw;
+  }
+  // NCCL's own CUDA runtime registered its exit handlers during the
+  // creation: this one, registered after them, runs before them.
+  static const bool registered = (std::atexit(releaseAtExit), true);
+  (void)registered;
+  return entry.comm;
 }
 
-/// Why the device's communicator was aborted; "" when it works or does not
-/// exist yet.
+/// What is wrong with the device's communicator ("was aborted (why)");
+/// "" when it works or does not exist yet.
 std::string failureOf(int cudaDevice) {
   std::lock_guard<std::mutex> lock(gMutex);
-  auto it = gCommunicators.find(cudaDevice);
-  return it == gCommunicators.end() ? std::string() : it->second->failure();
+  auto it = gDevices.find(cudaDevice);
+  if (it == gDevices.end()) return {};
+  if (!it->second.comm) return "could not be created (" + it->second.creationError + ")";
+  const std::string why = it->second.comm->failure();
+  return why.empty() ? why : "was aborted (" + why + ")";
 }
 
 }  // namespace
@@ -44,14 +71,16 @@ std::shared_future<void> startDeviceCollective(core::OpKind op, int64_t attr, DT
   Communicator& w = world();
   const std::string what = describe(op, dtype, inShape, w.rank(), w.size());
   try {
-    // An aborted communicator fails at once, before the agreement exchange
-    // that the other ranks may never join.
+    if (!stream) throw Error("the device has no CUDA stream to enqueue on");
+    // A failed communicator fails at once, before the agreement exchange
+    // that the other ranks may never join (after a failed collective the
+    // process should exit; mpirun then ends the job).
     if (std::string why = failureOf(cudaDevice); !why.empty())
-      throw Error("the NCCL communicator on cuda:" + std::to_string(cudaDevice) + " was aborted (" + why + ")");
-    checkAgreement(w, op, attr, dtype, inShape);
+      throw Error("the NCCL communicator on cuda:" + std::to_string(cudaDevice) + " " + why);
+    checkAgreement(w, op, attr, dtype, inShape, Device::CUDA);
     return communicatorFor(cudaDevice)
-        .enqueue(op, attr, dtype, inShape.numel(), outShape.numel(), in, out, stream, what + " on cuda:" +
-                                                                                        std::to_string(cudaDevice));
+        ->enqueue(op, attr, dtype, inShape.numel(), outShape.numel(), in, out, stream,
+                  what + " on cuda:" + std::to_string(cudaDevice));
   } catch (const Error& e) {
     const std::string m = e.what();
     throw Error(m.rfind(what, 0) == 0 ? m : what + ": " + m);
@@ -59,8 +88,12 @@ std::shared_future<void> startDeviceCollective(core::OpKind op, int64_t attr, DT
 }
 
 void releaseDeviceCommunicators() {
-  std::lock_guard<std::mutex> lock(gMutex);
-  gCommunicators.clear();
+  std::map<int, DeviceEntry> devices;
+  {
+    std::lock_guard<std::mutex> lock(gMutex);
+    devices.swap(gDevices);
+  }
+  devices.clear();  // outside the lock: destruction waits for collectives in flight
 }
 
 }  // namespace kiln::dist::detail

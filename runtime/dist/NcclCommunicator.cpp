@@ -12,10 +12,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "kiln/error.h"
 #include "kiln/runtime.h"
@@ -144,7 +147,7 @@ struct NcclCommunicator::State {
   CuContext context = nullptr;
   CuStream ownStream = nullptr;
 
-  std::mutex mutex;  // guards comm, broken, inflight, stop
+  std::mutex mutex;  // guards comm, broken, inflight, stop (never held inside NCCL)
   std::condition_variable wake;
   NcclComm comm = nullptr;
   std::string broken;  ///< why the communicator was aborted ("" while it works)
@@ -156,16 +159,20 @@ struct NcclCommunicator::State {
   /// Also after a constructor that failed half-way.
   ~State() {
     if (watchdog.joinable()) {
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        stop = true;
+      std::unique_lock<std::mutex> lock(mutex);
+      // What is in flight completes, or the watchdog aborts it at its
+      // deadline: destroying a communicator under a hung collective would
+      // wait for it without end.
+      while (comm && !inflight.empty()) {
+        std::erase_if(inflight, [](const auto& f) { return f->settled.load(); });
+        if (!inflight.empty()) wake.wait_for(lock, kWatchdogPoll);
       }
+      stop = true;
+      lock.unlock();
       wake.notify_all();
       watchdog.join();
     }
     if (context) api.cuCtxSetCurrent(context);
-    // Collectives still queued finish (or the communicator was aborted)
-    // before it is destroyed.
     if (ownStream) api.cuStreamSynchronize(ownStream);
     if (comm) api.commDestroy(comm);
     if (ownStream) api.cuStreamDestroy(ownStream);
@@ -177,19 +184,26 @@ struct NcclCommunicator::State {
       throw Error(std::string("dist::nccl_communicator: ") + what + " failed (CUDA error " + std::to_string(r) +
                   ") on device cuda:" + std::to_string(device));
   }
-  void ncclCheck(const std::string& what, NcclResult r) const {
-    if (r != kNcclSuccess && r != kNcclInProgress) throw Error(what + ": NCCL: " + api.getErrorString(r));
-  }
+  std::string ncclError(NcclResult r) const { return std::string("NCCL: ") + api.getErrorString(r); }
+  static bool failed(NcclResult r) { return r != kNcclSuccess && r != kNcclInProgress; }
 
-  /// Aborts the communicator and fails what is in flight (mutex held).
-  void abort(const std::string& why) {
+  /// Aborts the communicator and fails what is in flight. Called with
+  /// `lock` held; ncclCommAbort runs after it is released (a thread blocked
+  /// inside NCCL on this communicator is what the abort ends).
+  void abort(std::unique_lock<std::mutex>& lock, const std::string& why) {
+    if (!broken.empty()) return;
     broken = why;
-    if (comm) api.commAbort(comm);
-    comm = nullptr;
-    for (const auto& f : inflight)
-      f->settle(std::make_exception_ptr(Error(f->what + ": " + why + "; the NCCL communicator is aborted")));
+    NcclComm doomed = std::exchange(comm, nullptr);
+    std::deque<std::shared_ptr<Inflight>> failing = std::move(inflight);
     inflight.clear();
+    lock.unlock();
+    // Failed before the abort ends their device work: its host functions
+    // then find them settled.
+    for (const auto& f : failing)
+      f->settle(std::make_exception_ptr(Error(f->what + ": " + why + "; the NCCL communicator is aborted")));
+    if (doomed) api.commAbort(doomed);
     log().error("dist: NCCL on cuda:{}: {}; the communicator is aborted", device, why);
+    lock.lock();
   }
 
   void watch() {
@@ -205,55 +219,86 @@ struct NcclCommunicator::State {
       if (inflight.empty() || !comm) continue;
       NcclResult async = kNcclSuccess;
       api.commGetAsyncError(comm, &async);
-      if (async != kNcclSuccess && async != kNcclInProgress) {
-        abort(std::string("NCCL reported ") + api.getErrorString(async));
+      if (failed(async)) {
+        abort(lock, "NCCL reported " + std::string(api.getErrorString(async)));
       } else if (std::chrono::steady_clock::now() > inflight.front()->deadline) {
-        abort("not complete after KILN_DIST_TIMEOUT=" + std::to_string(settings().dist_timeout_s) +
-              " s: another rank died, hangs, or did not call the same collective");
+        abort(lock, "not complete after KILN_DIST_TIMEOUT=" + std::to_string(settings().dist_timeout_s) +
+                        " s: another rank died, hangs, or did not call the same collective");
       }
     }
   }
+
+  /// Opens the libraries and the device, and on rank 0 makes the unique id.
+  void setUp(NcclUniqueId* id) {
+    NcclApi& a = api;
+    const char* ncclPath = std::getenv("KILN_NCCL_LIBRARY");
+    nccl = openLibrary(ncclPath ? ncclPath : "", "libnccl.so.2", "KILN_NCCL_LIBRARY");
+    cuda = openLibrary(settings().cuda_library, "libcuda.so.1", "KILN_CUDA_LIBRARY");  // the CUDA backend's
+    bind(nccl, "ncclGetUniqueId", a.getUniqueId);
+    bind(nccl, "ncclCommInitRank", a.commInitRank);
+    bind(nccl, "ncclCommDestroy", a.commDestroy);
+    bind(nccl, "ncclCommAbort", a.commAbort);
+    bind(nccl, "ncclCommGetAsyncError", a.commGetAsyncError);
+    bind(nccl, "ncclGetErrorString", a.getErrorString);
+    bind(nccl, "ncclAllReduce", a.allReduce);
+    bind(nccl, "ncclBroadcast", a.broadcast);
+    bind(nccl, "ncclAllGather", a.allGather);
+    bind(nccl, "ncclReduceScatter", a.reduceScatter);
+    bind(cuda, "cuInit", a.cuInit);
+    bind(cuda, "cuDeviceGet", a.cuDeviceGet);
+    bind(cuda, "cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain);
+    bind(cuda, "cuDevicePrimaryCtxRelease_v2", a.cuDevicePrimaryCtxRelease);
+    bind(cuda, "cuCtxSetCurrent", a.cuCtxSetCurrent);
+    bind(cuda, "cuStreamCreate", a.cuStreamCreate);
+    bind(cuda, "cuStreamDestroy_v2", a.cuStreamDestroy);
+    bind(cuda, "cuStreamSynchronize", a.cuStreamSynchronize);
+    bind(cuda, "cuLaunchHostFunc", a.cuLaunchHostFunc);
+    cudaCheck("cuInit", a.cuInit(0));
+    cudaCheck("cuDeviceGet", a.cuDeviceGet(&cuDevice, device));
+    cudaCheck("cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain(&context, cuDevice));
+    cudaCheck("cuCtxSetCurrent", a.cuCtxSetCurrent(context));
+    cudaCheck("cuStreamCreate", a.cuStreamCreate(&ownStream, 0));
+    if (bootstrap.rank() == 0)
+      if (NcclResult r = a.getUniqueId(id); failed(r))
+        throw Error("dist::nccl_communicator: ncclGetUniqueId: " + ncclError(r));
+  }
 };
+
+namespace {
+/// A rank's set-up outcome, exchanged so that every rank fails together.
+struct SetUpOutcome {
+  char error[480] = {};  ///< "" when it went well
+};
+}  // namespace
 
 NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int cudaDevice)
     : state_(std::make_unique<State>(bootstrap, cudaDevice)) {
   State& s = *state_;
-  NcclApi& a = s.api;
-  const char* ncclPath = std::getenv("KILN_NCCL_LIBRARY");
-  s.nccl = openLibrary(ncclPath ? ncclPath : "", "libnccl.so.2", "KILN_NCCL_LIBRARY");
-  s.cuda = openLibrary(settings().cuda_library, "libcuda.so.1", "KILN_CUDA_LIBRARY");  // the CUDA backend's
-  bind(s.nccl, "ncclGetUniqueId", a.getUniqueId);
-  bind(s.nccl, "ncclCommInitRank", a.commInitRank);
-  bind(s.nccl, "ncclCommDestroy", a.commDestroy);
-  bind(s.nccl, "ncclCommAbort", a.commAbort);
-  bind(s.nccl, "ncclCommGetAsyncError", a.commGetAsyncError);
-  bind(s.nccl, "ncclGetErrorString", a.getErrorString);
-  bind(s.nccl, "ncclAllReduce", a.allReduce);
-  bind(s.nccl, "ncclBroadcast", a.broadcast);
-  bind(s.nccl, "ncclAllGather", a.allGather);
-  bind(s.nccl, "ncclReduceScatter", a.reduceScatter);
-  bind(s.cuda, "cuInit", a.cuInit);
-  bind(s.cuda, "cuDeviceGet", a.cuDeviceGet);
-  bind(s.cuda, "cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain);
-  bind(s.cuda, "cuDevicePrimaryCtxRelease_v2", a.cuDevicePrimaryCtxRelease);
-  bind(s.cuda, "cuCtxSetCurrent", a.cuCtxSetCurrent);
-  bind(s.cuda, "cuStreamCreate", a.cuStreamCreate);
-  bind(s.cuda, "cuStreamDestroy_v2", a.cuStreamDestroy);
-  bind(s.cuda, "cuStreamSynchronize", a.cuStreamSynchronize);
-  bind(s.cuda, "cuLaunchHostFunc", a.cuLaunchHostFunc);
-  s.cudaCheck("cuInit", a.cuInit(0));
-  s.cudaCheck("cuDeviceGet", a.cuDeviceGet(&s.cuDevice, cudaDevice));
-  s.cudaCheck("cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain(&s.context, s.cuDevice));
-  s.cudaCheck("cuCtxSetCurrent", a.cuCtxSetCurrent(s.context));
-  s.cudaCheck("cuStreamCreate", a.cuStreamCreate(&s.ownStream, 0));
-  // Rank 0's unique id, to every rank through the bootstrap communicator.
   NcclUniqueId id{};
-  if (bootstrap.rank() == 0) s.ncclCheck("dist::nccl_communicator: ncclGetUniqueId", a.getUniqueId(&id));
+  SetUpOutcome mine;
+  try {
+    s.setUp(&id);
+  } catch (const Error& e) {
+    std::snprintf(mine.error, sizeof(mine.error), "%s", e.what());
+  }
+  // A rank whose set-up failed would leave the others waiting in
+  // ncclCommInitRank: every rank learns of it first, and all fail alike.
+  const int n = bootstrap.size();
+  std::vector<SetUpOutcome> all(static_cast<size_t>(n));
+  bootstrap.all_gather_bytes(&mine, all.data(), sizeof(SetUpOutcome));
+  for (int r = 0; r < n; ++r) {
+    const char* error = all[static_cast<size_t>(r)].error;
+    if (!*error) continue;
+    throw Error(mine.error[0] ? std::string(mine.error)
+                              : "dist::nccl_communicator: rank " + std::to_string(r) + " of " + std::to_string(n) +
+                                    " could not set up NCCL: " + error);
+  }
+  // Rank 0's unique id, to every rank through the bootstrap communicator.
   bootstrap.broadcast(&id, sizeof(id), DType::u8, 0);
-  s.ncclCheck("dist::nccl_communicator: ncclCommInitRank",
-              a.commInitRank(&s.comm, bootstrap.size(), id, bootstrap.rank()));
+  if (NcclResult r = s.api.commInitRank(&s.comm, n, id, bootstrap.rank()); State::failed(r))
+    throw Error("dist::nccl_communicator: ncclCommInitRank: " + s.ncclError(r));
   s.watchdog = std::thread([&s] { s.watch(); });
-  log().info("dist: NCCL communicator on cuda:{} (rank {} of {})", cudaDevice, bootstrap.rank(), bootstrap.size());
+  log().info("dist: NCCL communicator on cuda:{} (rank {} of {})", cudaDevice, bootstrap.rank(), n);
 }
 
 NcclCommunicator::~NcclCommunicator() = default;
@@ -275,36 +320,46 @@ std::shared_future<void> NcclCommunicator::enqueue(core::OpKind op, int64_t attr
   flight->what = what;
   flight->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(settings().dist_timeout_s);
   std::shared_future<void> done = flight->promise.get_future().share();
+  s.cudaCheck("cuCtxSetCurrent", a.cuCtxSetCurrent(s.context));
+  NcclComm comm = nullptr;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (!s.comm) throw Error(what + ": the NCCL communicator was aborted (" + s.broken + ")");
-    s.cudaCheck("cuCtxSetCurrent", a.cuCtxSetCurrent(s.context));
-    const int type = ncclType(dtype);
-    NcclResult r = kNcclSuccess;
-    switch (op) {
-      case core::OpKind::AllReduce:
-        r = a.allReduce(in, out, static_cast<size_t>(inCount), type, ncclOp(static_cast<ReduceOp>(attr)), s.comm,
-                        stream);
-        break;
-      case core::OpKind::Broadcast:
-        r = a.broadcast(in, out, static_cast<size_t>(inCount), type, static_cast<int>(attr), s.comm, stream);
-        break;
-      case core::OpKind::AllGather: r = a.allGather(in, out, static_cast<size_t>(inCount), type, s.comm, stream); break;
-      case core::OpKind::ReduceScatter:
-        r = a.reduceScatter(in, out, static_cast<size_t>(outCount), type, ncclOp(static_cast<ReduceOp>(attr)), s.comm,
-                            stream);
-        break;
-      default: throw Error(what + ": not a collective");
-    }
-    s.ncclCheck(what, r);
-    auto* held = new std::shared_ptr<Inflight>(flight);
-    if (CuResult c = a.cuLaunchHostFunc(stream, &completed, held); c != kCudaSuccess) {
-      delete held;
-      s.cudaCheck("cuLaunchHostFunc (after the collective)", c);
-    }
+    comm = s.comm;
+    // Tracked before the call: a call that blocks inside NCCL (peers
+    // connecting, a full queue behind a hung kernel) has a deadline too.
     s.inflight.push_back(flight);
   }
   s.wake.notify_all();
+  // A failure once the collective may be queued leaves this rank out of
+  // step with the others: the communicator is aborted.
+  auto fail = [&](const std::string& why) {
+    std::unique_lock<std::mutex> lock(s.mutex);
+    s.abort(lock, why);
+    throw Error(what + ": " + why + "; the NCCL communicator is aborted");
+  };
+  const int type = ncclType(dtype);
+  NcclResult r = kNcclSuccess;
+  switch (op) {
+    case core::OpKind::AllReduce:
+      r = a.allReduce(in, out, static_cast<size_t>(inCount), type, ncclOp(static_cast<ReduceOp>(attr)), comm, stream);
+      break;
+    case core::OpKind::Broadcast:
+      r = a.broadcast(in, out, static_cast<size_t>(inCount), type, static_cast<int>(attr), comm, stream);
+      break;
+    case core::OpKind::AllGather: r = a.allGather(in, out, static_cast<size_t>(inCount), type, comm, stream); break;
+    case core::OpKind::ReduceScatter:
+      r = a.reduceScatter(in, out, static_cast<size_t>(outCount), type, ncclOp(static_cast<ReduceOp>(attr)), comm,
+                          stream);
+      break;
+    default: fail("not a collective");
+  }
+  if (State::failed(r)) fail(s.ncclError(r));
+  auto* held = new std::shared_ptr<Inflight>(flight);
+  if (CuResult c = a.cuLaunchHostFunc(stream, &completed, held); c != kCudaSuccess) {
+    delete held;
+    fail("cuLaunchHostFunc after the collective failed (CUDA error " + std::to_string(c) + ")");
+  }
   return done;
 }
 

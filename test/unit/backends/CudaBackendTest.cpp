@@ -12,6 +12,7 @@
 #include <dlpack/dlpack.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -531,24 +532,42 @@ TEST_F(CudaTest, NcclCommunicatorOfOneRankRunsOnDeviceBuffers) {
   const size_t bytes = v.size() * sizeof(float);
   void* in = a.allocate(bytes);
   void* out = a.allocate(bytes);
-  ctx.defaultStream().copy(in, v.data(), bytes);
-  ctx.synchronize();  // the communicator runs on a stream of its own
+  hal::Stream& stream = ctx.defaultStream();
+  stream.copy(in, v.data(), bytes);
+  // `out` starts as all-ones bits (NaN) before each call: a call that does
+  // nothing leaves them.
+  auto clearOut = [&] {
+    stream.fill(out, 0xFF, bytes);
+    ctx.synchronize();  // the communicator runs on a stream of its own
+  };
   auto result = [&] {
     std::vector<float> r(v.size());
-    ctx.defaultStream().copy(r.data(), out, bytes);
+    stream.copy(r.data(), out, bytes);
     ctx.synchronize();
     return r;
   };
+  clearOut();
   nccl->all_reduce(in, out, 1000, DType::f32, dist::ReduceOp::mean);
   EXPECT_EQ(result(), v);
+  clearOut();
   nccl->all_gather(in, out, 1000, DType::f32);
   EXPECT_EQ(result(), v);
+  clearOut();
   nccl->reduce_scatter(in, out, 1000, DType::f32, dist::ReduceOp::max);
   EXPECT_EQ(result(), v);
-  ctx.defaultStream().copy(out, in, bytes);
+  // In place, as the API takes it (with one rank the root's buffer is
+  // already the result: this checks that the call runs and leaves it).
+  stream.copy(out, in, bytes);
   ctx.synchronize();
   nccl->broadcast(out, 1000, DType::f32, 0);
   EXPECT_EQ(result(), v);
+  // The first 999 elements as i32 (one rank's sum keeps their bits), and
+  // nothing written past the count.
+  clearOut();
+  nccl->all_reduce(in, out, 999, DType::i32, dist::ReduceOp::sum);
+  std::vector<float> partial = result();
+  EXPECT_TRUE(std::equal(v.begin(), v.begin() + 999, partial.begin()));
+  EXPECT_TRUE(std::isnan(partial[999])) << "wrote past the count";
   nccl.reset();
   a.deallocate(in, bytes);
   a.deallocate(out, bytes);

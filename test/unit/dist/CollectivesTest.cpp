@@ -30,13 +30,19 @@ using dist::ReduceOp;
 /// Are the tensors of this run on a CUDA device (the NCCL variant)?
 bool onCuda() { return default_device().kind == Device::CUDA; }
 
-/// Collectives the fake NCCL ran in this process (0 without it).
-size_t ncclCollectives() {
+/// The fake NCCL's count of the collectives it ran in this process; null
+/// without it (on CPU tensors, or with the real NCCL on GPUs).
+size_t (*fakeNcclCount())() {
   const char* path = std::getenv("KILN_NCCL_LIBRARY");
   void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  auto* count = lib ? reinterpret_cast<size_t (*)()>(dlsym(lib, "kiln_fake_nccl_collectives")) : nullptr;
+  return lib ? reinterpret_cast<size_t (*)()>(dlsym(lib, "kiln_fake_nccl_collectives")) : nullptr;
+}
+size_t ncclCollectives() {
+  auto* count = fakeNcclCount();
   return count ? count() : 0;
 }
+/// Can this run count NCCL's collectives (CUDA tensors on the fake NCCL)?
+bool countsNccl() { return onCuda() && fakeNcclCount(); }
 
 /// The fake CUDA driver launches compiled kernels without computing them
 /// (KILN_FAKE_CUDA_COMPILED=launch): there a compiled run's values say
@@ -151,7 +157,7 @@ TEST_P(Collectives, MatchTheReferenceInterpretedAndCompiled) {
     step();
   }
   EXPECT_EQ(interpreted, twice) << c.name << " on " << dtype_name(t) << ", interpreted";
-  if (onCuda()) {
+  if (countsNccl()) {
     EXPECT_EQ(ncclCollectives() - ncclBefore, 1u) << "not through NCCL";
   }
 
@@ -165,7 +171,7 @@ TEST_P(Collectives, MatchTheReferenceInterpretedAndCompiled) {
   const Stats after = stats();
   EXPECT_GT(after.region_launches, before.region_launches) << c.name << ": no region around it ran compiled";
   EXPECT_EQ(after.region_compile_failures, before.region_compile_failures);
-  if (onCuda()) {
+  if (countsNccl()) {
     EXPECT_EQ(ncclCollectives() - ncclBefore, 4u) << "not through NCCL";
   }
   if (compiledValuesComputed()) {
@@ -214,6 +220,28 @@ TEST(DistMismatch, DifferentCollectivesAreAnError) {
     EXPECT_NE(m.find("dist::all_reduce on f64 [2] (sum)"), std::string::npos) << m;
     EXPECT_NE(m.find("dist::broadcast on f64 [2] from root 0"), std::string::npos) << m;
   }
+  step();
+}
+
+/// CUDA tensors on one rank and host tensors on the other take different
+/// paths (NCCL, MPI): an error on both naming both, and MPI still works.
+TEST(DistMismatch, CudaAndHostTensorsAreAnError) {
+  if (!onCuda()) GTEST_SKIP() << "the NCCL variant of this test (KILN_DEFAULT_DEVICE=cuda:0) runs it";
+  const int rank = dist::rank();
+  JitScope mode(JitMode::Off);
+  Tensor x = ones({3});
+  Tensor r = dist::all_reduce(rank == 0 ? x : x.to(Device::cpu()));
+  try {
+    r.to_vector<float>();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("dist::all_reduce on f32 [3] (sum) of CUDA tensors"), std::string::npos) << m;
+    EXPECT_NE(m.find("dist::all_reduce on f32 [3] (sum) of host tensors"), std::string::npos) << m;
+  }
+  step();
+  EXPECT_EQ(dist::all_reduce(ones({2}, DType::i32).to(Device::cpu())).to_vector<int32_t>(),
+            (std::vector<int32_t>{2, 2}));
   step();
 }
 
@@ -268,8 +296,8 @@ TEST(DistApi, CollectivesChainOnTheDevice) {
   // mean(1, 2) = 1.5, then every round doubles: 1.5 * 2^5 = 48.
   std::vector<float> v = x.to_vector<float>();
   EXPECT_EQ(v, std::vector<float>(256, 48.0f));
-  if (onCuda()) {
-    EXPECT_EQ(x.device(), default_device());
+  EXPECT_EQ(x.device(), default_device());
+  if (countsNccl()) {
     EXPECT_EQ(ncclCollectives() - before, 5u);
   }
   step();
