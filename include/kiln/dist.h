@@ -92,8 +92,12 @@ void finalize();
 /// one is a kiln::Error. Its calls run on a stream of its own and block like
 /// the other backends' (the recorded collectives on CUDA tensors use a
 /// communicator of their own, on the device's stream). A collective not done
-/// within KILN_DIST_TIMEOUT, or an NCCL error, aborts it (ncclCommAbort).
-/// Tested between processes on a fake NCCL; not yet run on a GPU.
+/// within KILN_DIST_TIMEOUT of its enqueue (so a collective queued behind
+/// long device work counts that work too), or an NCCL error, aborts it
+/// (ncclCommAbort). NCCL wants each rank on a GPU of its own: on one machine
+/// rank r typically uses cuda:r. Readers of a collective's result wait on
+/// the host until the device has run it. Tested between processes on a fake
+/// NCCL; not yet run on GPUs.
 std::unique_ptr<Communicator> nccl_communicator(Communicator& bootstrap, int cuda_device = 0);
 
 /// Sum, mean or max of `x` over the ranks (same dtype and shape on every
