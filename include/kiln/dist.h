@@ -23,8 +23,10 @@
 // unchanged without a launcher. Collectives take CPU tensors (through the
 // world communicator) or CUDA tensors: those go through one NCCL
 // communicator per device (nccl_communicator below, bootstrapped over the
-// world when the device's first collective runs), enqueued on the device's
-// stream like a kernel; with one rank they are copies on the device.
+// world when the device's first collective runs), each on a communication
+// stream of the device once the work queued before it is done, so that the
+// work recorded after it (the rest of backward) runs beside it; with one
+// rank they are copies on the device.
 #pragma once
 
 #include <cstddef>
@@ -91,10 +93,10 @@ void finalize();
 /// are opened at run time (KILN_NCCL_LIBRARY, KILN_CUDA_LIBRARY); a missing
 /// one is a kiln::Error. Its calls run on a stream of its own and block like
 /// the other backends' (the recorded collectives on CUDA tensors use a
-/// communicator of their own, on the device's stream). A collective not done
-/// within KILN_DIST_TIMEOUT of its enqueue (so a collective queued behind
-/// long device work counts that work too), or an NCCL error, aborts it
-/// (ncclCommAbort). NCCL wants each rank on a GPU of its own: on one machine
+/// communicator of their own, on a communication stream of the device). A
+/// collective not done within KILN_DIST_TIMEOUT of its enqueue (so one queued
+/// behind long device work counts that work too), or an NCCL error, aborts
+/// it (ncclCommAbort). NCCL wants each rank on a GPU of its own: on one machine
 /// rank r typically uses cuda:r. Readers of a collective's result wait on
 /// the host until the device has run it. Tested between processes on a fake
 /// NCCL; not yet run on GPUs.

@@ -18,6 +18,10 @@
 #include "kiln/shape.h"
 #include "runtime/core/OpKind.h"
 
+namespace kiln::hal {
+class Stream;
+}  // namespace kiln::hal
+
 namespace kiln::dist::detail {
 
 /// Starts one collective node on the world communicator's communication
@@ -30,16 +34,17 @@ std::shared_future<void> startCollective(core::OpKind op, int64_t attr, DType dt
                                          const Shape& outShape, const void* in, void* out,
                                          std::vector<std::shared_ptr<void>> keepAlive);
 
-/// The same on dense buffers of CUDA device `cudaDevice`, enqueued on
-/// `stream` (the device's CUstream, hal::Stream::nativeHandle) through that
-/// device's NCCL communicator, created over the world when the device's
-/// first collective runs. The agreement check runs first, on the calling
-/// thread; then the collective is ordered on the stream like a kernel, and
-/// the future completes when the device has run it (or fails: NCCL error,
-/// KILN_DIST_TIMEOUT).
+/// The same on dense buffers of CUDA device `cudaDevice`, through that
+/// device's NCCL communicator (created over the world when the device's
+/// first collective runs), on a communication stream of the device that
+/// first waits for the work already enqueued on `compute` (the device's
+/// stream): later work on `compute` runs while the collective waits for the
+/// other ranks. The agreement check runs first, on the calling thread. The
+/// future completes when the device has run the collective (or fails: NCCL
+/// error, KILN_DIST_TIMEOUT); `keepAlive` is held until then.
 std::shared_future<void> startDeviceCollective(core::OpKind op, int64_t attr, DType dtype, const Shape& inShape,
                                                const Shape& outShape, const void* in, void* out, int cudaDevice,
-                                               void* stream);
+                                               hal::Stream& compute, std::vector<std::shared_ptr<void>> keepAlive);
 
 /// Destroys the devices' NCCL communicators (finalize(), before the world
 /// they were bootstrapped over).

@@ -1,12 +1,15 @@
 // The recorded collectives on CUDA tensors: through one NCCL communicator
 // per device (NcclCommunicator.h), created over the world communicator when
-// a device's first collective runs, enqueued on the device's stream.
+// a device's first collective runs, enqueued on a communication stream of
+// the device that waits for the compute stream's earlier work (an event), so
+// that the compute stream's later work (the rest of backward) overlaps it.
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
 
 #include "kiln/error.h"
+#include "runtime/backends/Hal.h"
 #include "runtime/dist/Collectives.h"
 #include "runtime/dist/NcclCommunicator.h"
 
@@ -18,6 +21,7 @@ namespace {
 /// collective on that device fails at once, alike on every rank: its
 /// creation failed on all of them together).
 struct DeviceEntry {
+  std::shared_ptr<hal::Stream> stream;  ///< the communication stream
   std::shared_ptr<NcclCommunicator> comm;
   std::string creationError;
 };
@@ -31,17 +35,20 @@ void releaseAtExit() { releaseDeviceCommunicators(); }
 /// program (the agreement check before it says so), so the communicator's
 /// collective creation happens there on every rank. Shared: finalize() may
 /// release it while another thread's collective still holds it.
-std::shared_ptr<NcclCommunicator> communicatorFor(int cudaDevice) {
+DeviceEntry communicatorFor(int cudaDevice) {
   std::lock_guard<std::mutex> lock(gMutex);
   auto it = gDevices.find(cudaDevice);
   if (it != gDevices.end()) {
     if (!it->second.comm) throw Error(it->second.creationError);
-    return it->second.comm;
+    return it->second;
   }
   DeviceEntry& entry = gDevices[cudaDevice];
   try {
     entry.comm = std::make_shared<NcclCommunicator>(world(), cudaDevice);
+    entry.stream = hal::deviceContext(Device::cuda(cudaDevice)).createStream();
+    if (!entry.stream->nativeHandle()) throw Error("cuda:" + std::to_string(cudaDevice) + " gave no CUDA stream");
   } catch (const Error& e) {
+    entry.comm.reset();
     entry.creationError = e.what();
     throw;
   }
@@ -49,7 +56,7 @@ std::shared_ptr<NcclCommunicator> communicatorFor(int cudaDevice) {
   // creation: this one, registered after them, runs before them.
   static const bool registered = (std::atexit(releaseAtExit), true);
   (void)registered;
-  return entry.comm;
+  return entry;
 }
 
 /// What is wrong with the device's communicator ("was aborted (why)");
@@ -67,20 +74,26 @@ std::string failureOf(int cudaDevice) {
 
 std::shared_future<void> startDeviceCollective(core::OpKind op, int64_t attr, DType dtype, const Shape& inShape,
                                                const Shape& outShape, const void* in, void* out, int cudaDevice,
-                                               void* stream) {
+                                               hal::Stream& compute, std::vector<std::shared_ptr<void>> keepAlive) {
   Communicator& w = world();
   const std::string what = describe(op, dtype, inShape, w.rank(), w.size());
   try {
-    if (!stream) throw Error("the device has no CUDA stream to enqueue on");
     // A failed communicator fails at once, before the agreement exchange
     // that the other ranks may never join (after a failed collective the
     // process should exit; mpirun then ends the job).
     if (std::string why = failureOf(cudaDevice); !why.empty())
       throw Error("the NCCL communicator on cuda:" + std::to_string(cudaDevice) + " " + why);
     checkAgreement(w, op, attr, dtype, inShape, Device::CUDA);
-    return communicatorFor(cudaDevice)
-        ->enqueue(op, attr, dtype, inShape.numel(), outShape.numel(), in, out, stream,
-                  what + " on cuda:" + std::to_string(cudaDevice));
+    const DeviceEntry entry = communicatorFor(cudaDevice);
+    // The input is written and the output block's earlier users are done
+    // once the compute stream's work so far is.
+    std::unique_ptr<hal::Event> ready = compute.createEvent();
+    ready->record(compute);
+    entry.stream->wait(*ready);
+    keepAlive.push_back(entry.stream);  // the stream outlives its work
+    return entry.comm->enqueue(op, attr, dtype, inShape.numel(), outShape.numel(), in, out,
+                               entry.stream->nativeHandle(), what + " on cuda:" + std::to_string(cudaDevice),
+                               std::move(keepAlive));
   } catch (const Error& e) {
     const std::string m = e.what();
     throw Error(m.rfind(what, 0) == 0 ? m : what + ": " + m);

@@ -116,6 +116,11 @@ struct Inflight {
   std::chrono::steady_clock::time_point deadline;
   std::promise<void> promise;
   std::atomic<bool> settled{false};
+  /// Its host function ran: the device is done with its buffers.
+  std::atomic<bool> deviceDone{false};
+  /// The buffers' owners: released by the watchdog once deviceDone (not in
+  /// the host function, where no CUDA call is allowed, frees included).
+  std::vector<std::shared_ptr<void>> keepAlive;
 
   void settle(std::exception_ptr failure) {
     if (settled.exchange(true)) return;
@@ -127,6 +132,7 @@ struct Inflight {
 /// Runs on the stream's host-function thread: no CUDA call allowed there.
 void completed(void* p) {
   std::unique_ptr<std::shared_ptr<Inflight>> held(static_cast<std::shared_ptr<Inflight>*>(p));
+  (*held)->deviceDone = true;
   (*held)->settle(nullptr);
 }
 
@@ -147,11 +153,13 @@ struct NcclCommunicator::State {
   CuContext context = nullptr;
   CuStream ownStream = nullptr;
 
-  std::mutex mutex;  // guards comm, broken, inflight, stop (never held inside NCCL)
+  std::mutex mutex;  // guards comm, broken, inflight, draining, stop (never held inside NCCL)
   std::condition_variable wake;
   NcclComm comm = nullptr;
   std::string broken;  ///< why the communicator was aborted ("" while it works)
   std::deque<std::shared_ptr<Inflight>> inflight;
+  /// Failed by an abort, their device work not yet ended: their buffers stay.
+  std::deque<std::shared_ptr<Inflight>> draining;
   bool stop = false;
   std::thread watchdog;
 
@@ -161,12 +169,12 @@ struct NcclCommunicator::State {
     if (watchdog.joinable()) {
       std::unique_lock<std::mutex> lock(mutex);
       // What is in flight completes, or the watchdog aborts it at its
-      // deadline: destroying a communicator under a hung collective would
-      // wait for it without end.
-      while (comm && !inflight.empty()) {
-        std::erase_if(inflight, [](const auto& f) { return f->settled.load(); });
-        if (!inflight.empty()) wake.wait_for(lock, kWatchdogPoll);
-      }
+      // deadline (destroying a communicator under a hung collective would
+      // wait for it without end); aborted work ends on the device soon
+      // after, or is given up on after another timeout.
+      const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(2 * settings().dist_timeout_s);
+      while ((!inflight.empty() || !draining.empty()) && std::chrono::steady_clock::now() < giveUp)
+        wake.wait_for(lock, kWatchdogPoll);
       stop = true;
       lock.unlock();
       wake.notify_all();
@@ -196,6 +204,7 @@ struct NcclCommunicator::State {
     NcclComm doomed = std::exchange(comm, nullptr);
     std::deque<std::shared_ptr<Inflight>> failing = std::move(inflight);
     inflight.clear();
+    for (const auto& f : failing) draining.push_back(f);
     lock.unlock();
     // Failed before the abort ends their device work: its host functions
     // then find them settled.
@@ -206,16 +215,34 @@ struct NcclCommunicator::State {
     lock.lock();
   }
 
+  /// Drops the collectives the device is done with, and their buffers
+  /// (released with the lock dropped: a free may enter the driver).
+  void prune(std::unique_lock<std::mutex>& lock) {
+    std::vector<std::shared_ptr<Inflight>> done;
+    for (auto* list : {&inflight, &draining})
+      std::erase_if(*list, [&](const auto& f) {
+        if (!f->deviceDone.load()) return false;
+        done.push_back(f);
+        return true;
+      });
+    if (done.empty()) return;
+    lock.unlock();
+    for (const auto& f : done) f->keepAlive.clear();
+    done.clear();
+    lock.lock();
+    wake.notify_all();  // a destructor may be waiting for them
+  }
+
   void watch() {
     std::unique_lock<std::mutex> lock(mutex);
     while (!stop) {
-      std::erase_if(inflight, [](const auto& f) { return f->settled.load(); });
-      if (inflight.empty()) {
+      prune(lock);
+      if (inflight.empty() && draining.empty()) {
         wake.wait(lock);
         continue;
       }
       wake.wait_for(lock, kWatchdogPoll);
-      std::erase_if(inflight, [](const auto& f) { return f->settled.load(); });
+      prune(lock);
       if (inflight.empty() || !comm) continue;
       NcclResult async = kNcclSuccess;
       api.commGetAsyncError(comm, &async);
@@ -313,11 +340,13 @@ int NcclCommunicator::size() const { return state_->bootstrap.size(); }
 
 std::shared_future<void> NcclCommunicator::enqueue(core::OpKind op, int64_t attr, DType dtype, int64_t inCount,
                                                    int64_t outCount, const void* in, void* out, void* stream,
-                                                   const std::string& what) {
+                                                   const std::string& what,
+                                                   std::vector<std::shared_ptr<void>> keepAlive) {
   State& s = *state_;
   const NcclApi& a = s.api;
   auto flight = std::make_shared<Inflight>();
   flight->what = what;
+  flight->keepAlive = std::move(keepAlive);
   flight->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(settings().dist_timeout_s);
   std::shared_future<void> done = flight->promise.get_future().share();
   s.cudaCheck("cuCtxSetCurrent", a.cuCtxSetCurrent(s.context));
@@ -334,6 +363,7 @@ std::shared_future<void> NcclCommunicator::enqueue(core::OpKind op, int64_t attr
   // A failure once the collective may be queued leaves this rank out of
   // step with the others: the communicator is aborted.
   auto fail = [&](const std::string& why) {
+    flight->deviceDone = true;  // no host function will say so
     std::unique_lock<std::mutex> lock(s.mutex);
     s.abort(lock, why);
     throw Error(what + ": " + why + "; the NCCL communicator is aborted");

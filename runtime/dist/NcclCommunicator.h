@@ -1,14 +1,15 @@
 // The NCCL backend: collectives between NVIDIA GPUs on CUDA device buffers,
 // enqueued on a CUDA stream like kernels. The recorded collectives on CUDA
-// tensors use one per device (DeviceCollectives.cpp), enqueued on the Kiln
-// device's stream; kiln::dist::nccl_communicator() gives one with a stream of
-// its own, whose calls block like the other backends'.
+// tensors use one per device (DeviceCollectives.cpp), enqueued on a
+// communication stream of the device; kiln::dist::nccl_communicator() gives
+// one with a stream of its own, whose calls block like the other backends'.
 #pragma once
 
 #include <cstdint>
 #include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/dist.h"
 #include "runtime/core/OpKind.h"
@@ -40,10 +41,12 @@ class NcclCommunicator final : public Communicator {
   /// this device's primary context: it runs after the work enqueued there
   /// before it, and the work enqueued after it waits for it. The future
   /// completes when the device has run it, or fails with a kiln::Error that
-  /// starts with `what` (timeout, NCCL error). Throws at once when NCCL
-  /// refuses the call or the communicator was aborted.
+  /// starts with `what` (timeout, NCCL error). `keepAlive` is held until the
+  /// device is done with the buffers (also after a failure). Throws at once
+  /// when NCCL refuses the call or the communicator was aborted.
   std::shared_future<void> enqueue(core::OpKind op, int64_t attr, DType dtype, int64_t inCount, int64_t outCount,
-                                   const void* in, void* out, void* stream, const std::string& what);
+                                   const void* in, void* out, void* stream, const std::string& what,
+                                   std::vector<std::shared_ptr<void>> keepAlive = {});
 
   /// Why the watchdog aborted it ("" while it works).
   std::string failure() const;

@@ -269,11 +269,12 @@ class NodeRunner {
         // script runs unchanged without a launcher).
         ops_.copy(x, out.bytes(n.dtype));
       } else {
-        // No keep-alive: the device's allocator does not hand the buffers
-        // out again before the stream has run the collective.
+        // It runs on a stream of its own: its buffers live until it is done.
+        std::vector<std::shared_ptr<void>> keep = {values_[ins[0]].storage, out.storage};
+        if (!temps_.empty()) keep.push_back(temps_.back());
         started_ = dist::detail::startDeviceCollective(n.op, n.i0, n.dtype, in.shape, n.shape, x.data,
                                                        out.bytes(n.dtype), trace_.device.index,
-                                                       device_.defaultStream().nativeHandle());
+                                                       device_.defaultStream(), std::move(keep));
       }
       return out;
     }

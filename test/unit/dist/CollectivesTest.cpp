@@ -15,10 +15,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
+#include <chrono>
+#include <thread>
+#include <future>
 #include <string>
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "runtime/backends/Hal.h"
+#include "runtime/dist/Collectives.h"
 #include "runtime/trace/Recorder.h"
 #include "test/unit/exec/JitScope.h"
 
@@ -243,6 +249,45 @@ TEST(DistMismatch, CudaAndHostTensorsAreAnError) {
   EXPECT_EQ(dist::all_reduce(ones({2}, DType::i32).to(Device::cpu())).to_vector<int32_t>(),
             (std::vector<int32_t>{2, 2}));
   step();
+}
+
+/// A collective on CUDA buffers runs on a communication stream: work the
+/// device's stream gets after it runs while the collective still waits for
+/// the other rank (here rank 1, whose stream is held 300 ms first), as the
+/// rest of backward runs beside the gradients' all-reduce.
+TEST(DistOverlap, LaterDeviceWorkRunsWhileTheCollectiveWaits) {
+  if (!onCuda()) GTEST_SKIP() << "the NCCL variant of this test (KILN_DEFAULT_DEVICE=cuda:0) runs it";
+  const int rank = dist::rank();
+  hal::DeviceContext& ctx = hal::deviceContext(default_device());
+  hal::Stream& compute = ctx.defaultStream();
+  const std::vector<float> v(1024, 1.0f + rank);
+  const size_t bytes = v.size() * sizeof(float);
+  std::shared_ptr<void> in(ctx.allocator().allocate(bytes), [&](void* p) { ctx.allocator().deallocate(p, bytes); });
+  std::shared_ptr<void> out(ctx.allocator().allocate(bytes), [&](void* p) { ctx.allocator().deallocate(p, bytes); });
+  compute.copy(in.get(), v.data(), bytes);
+  ctx.synchronize();
+  std::promise<void> open;
+  if (rank == 1) {
+    std::shared_future<void> gate = open.get_future().share();
+    compute.hostCall([gate] { gate.wait(); });
+  }
+  std::shared_future<void> done =
+      dist::detail::startDeviceCollective(core::OpKind::AllReduce, static_cast<int64_t>(ReduceOp::sum), DType::f32,
+                                          Shape{1024}, Shape{1024}, in.get(), out.get(), default_device().index,
+                                          compute, {in, out});
+  if (rank == 0) {
+    std::promise<bool> later;
+    compute.hostCall([&] { later.set_value(done.wait_for(std::chrono::seconds(0)) != std::future_status::ready); });
+    EXPECT_TRUE(later.get_future().get()) << "the device's stream waited for the collective";
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    open.set_value();
+  }
+  done.get();
+  std::vector<float> sum(v.size());
+  compute.copy(sum.data(), out.get(), bytes);
+  ctx.synchronize();
+  EXPECT_EQ(sum, std::vector<float>(v.size(), 3.0f));
 }
 
 TEST(DistApi, RecordTimeErrors) {
