@@ -101,7 +101,9 @@ class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_GE(device_count(Device::CUDA), 1) << "ctest runs this with KILN_CUDA_LIBRARY=libkiln_fake_cuda.so";
-    if (onFakeDriver()) ASSERT_EQ(device_count(Device::CUDA), 1);
+    if (onFakeDriver()) {
+      ASSERT_EQ(device_count(Device::CUDA), 1);
+    }
   }
   JitScope jit_{JitMode::Off};  // tier 0 only (CudaCompiled and the tier-1 tests compile)
 };
@@ -116,7 +118,9 @@ TEST_F(CudaTest, DeviceIsTheFakeDriversAndNamed) {
   // Hot traces compile to PTX for the device's SM.
   ASSERT_TRUE(ctx.compileTarget().has_value());
   EXPECT_EQ(ctx.compileTarget()->kind, exec::CompileTarget::Kind::Nvptx);
-  if (onFakeDriver()) EXPECT_EQ(ctx.compileTarget()->str(), "nvptx sm_90 ptx80");
+  if (onFakeDriver()) {
+    EXPECT_EQ(ctx.compileTarget()->str(), "nvptx sm_90 ptx80");
+  }
   ASSERT_NE(ctx.kernelLoader(), nullptr);
   EXPECT_EQ(ctx.kernelLoader()->fingerprint(), ctx.compileTarget()->fingerprint());
   if (onFakeDriver()) expectError([] { hal::deviceContext(Device::cuda(1)); }, {"cuda:1", "1 device"});
@@ -208,7 +212,9 @@ TEST_F(CudaTest, TensorsRoundTripThroughPinnedStaging) {
   EXPECT_GE(after.copy_bytes_to_device - before.copy_bytes_to_device, n * 4);
   EXPECT_GE(after.copy_bytes_to_host - before.copy_bytes_to_host, n * 4);
   EXPECT_GT(stats().device_copy_bytes, 0u);
-  if (onFakeDriver()) EXPECT_GT(calls("cuMemHostAlloc"), 0u) << "host copies go through pinned staging";
+  if (onFakeDriver()) {
+    EXPECT_GT(calls("cuMemHostAlloc"), 0u) << "host copies go through pinned staging";
+  }
   expectError([&] { d.data(); }, {"cuda:0", "to(Device::cpu())"});
 }
 
@@ -247,7 +253,9 @@ TEST_F(CudaTest, ElementwiseOpsMatchTheCpu) {
       EXPECT_NEAR(g[i], w[i], (half ? 1e-2 : 1e-5) * (1 + std::abs(w[i]))) << name << " " << i;
   }
   EXPECT_GT(device_stats(kCuda).kernel_launches, before + ops.size());
-  if (onFakeDriver()) EXPECT_EQ(rejectedLaunches(), 0u);
+  if (onFakeDriver()) {
+    EXPECT_EQ(rejectedLaunches(), 0u);
+  }
 }
 
 TEST_F(CudaTest, BroadcastingStridedViewsAndConcat) {
@@ -309,7 +317,9 @@ TEST_F(CudaTest, ReductionsIndexingArangeAndRandomMatchTheCpu) {
   near(arange(int64_t{17}, DType::i64, kCuda), arange(int64_t{17}), "arange i64");
   near(rand({100}, 7, DType::f32, 0, 1, kCuda), rand({100}, 7), "rand");
   near(randn({4, 25}, 9, DType::f64, 0, 1, kCuda), randn({4, 25}, 9, DType::f64), "randn f64");
-  if (onFakeDriver()) EXPECT_EQ(rejectedLaunches(), 0u);
+  if (onFakeDriver()) {
+    EXPECT_EQ(rejectedLaunches(), 0u);
+  }
 }
 
 /// Reductions whose innermost reduced axis is contiguous and holds a warp's
