@@ -96,7 +96,9 @@ void finalize();
 /// communicator of their own, on a communication stream of the device). A
 /// collective not done within KILN_DIST_TIMEOUT of its enqueue (so one queued
 /// behind long device work counts that work too), or an NCCL error, aborts
-/// it (ncclCommAbort). NCCL wants each rank on a GPU of its own: on one machine
+/// it (ncclCommAbort; a thread blocked inside a blocking NCCL call, e.g.
+/// connecting to a dead peer, is not freed by it: the communicator is not
+/// non-blocking yet). NCCL wants each rank on a GPU of its own: on one machine
 /// rank r typically uses cuda:r. Readers of a collective's result wait on
 /// the host until the device has run it. Tested between processes on a fake
 /// NCCL; not yet run on GPUs.

@@ -28,6 +28,10 @@ struct DeviceEntry {
 
 std::mutex gMutex;
 std::map<int, DeviceEntry> gDevices;  ///< by CUDA device index
+/// Held from a collective's agreement check until NCCL has it: threads of
+/// one process reach NCCL in the order their collectives were agreed on,
+/// one at a time.
+std::mutex gIssueMutex;
 
 void releaseAtExit() { releaseDeviceCommunicators(); }
 
@@ -44,13 +48,15 @@ DeviceEntry communicatorFor(int cudaDevice) {
   }
   DeviceEntry& entry = gDevices[cudaDevice];
   try {
-    entry.comm = std::make_shared<NcclCommunicator>(world(), cudaDevice);
+    // The stream first: the communicator's set-up is collective, and
+    // fails on every rank together.
     entry.stream = hal::deviceContext(Device::cuda(cudaDevice)).createStream();
     if (!entry.stream->nativeHandle()) throw Error("cuda:" + std::to_string(cudaDevice) + " gave no CUDA stream");
-  } catch (const Error& e) {
+    entry.comm = std::make_shared<NcclCommunicator>(world(), cudaDevice);
+  } catch (const std::exception& e) {
     entry.comm.reset();
     entry.creationError = e.what();
-    throw;
+    throw Error(entry.creationError);
   }
   // NCCL's own CUDA runtime registered its exit handlers during the
   // creation: this one, registered after them, runs before them.
@@ -78,6 +84,7 @@ std::shared_future<void> startDeviceCollective(core::OpKind op, int64_t attr, DT
   Communicator& w = world();
   const std::string what = describe(op, dtype, inShape, w.rank(), w.size());
   try {
+    std::lock_guard<std::mutex> issuing(gIssueMutex);
     // A failed communicator fails at once, before the agreement exchange
     // that the other ranks may never join (after a failed collective the
     // process should exit; mpirun then ends the job).

@@ -153,7 +153,10 @@ struct NcclCommunicator::State {
   CuContext context = nullptr;
   CuStream ownStream = nullptr;
 
-  std::mutex mutex;  // guards comm, broken, inflight, draining, stop (never held inside NCCL)
+  /// One thread inside NCCL on this communicator at a time (NCCL's rule),
+  /// the watchdog's abort included: taken before `mutex`, never under it.
+  std::mutex callMutex;
+  std::mutex mutex;  // guards comm, broken, inflight, draining, stop
   std::condition_variable wake;
   NcclComm comm = nullptr;
   std::string broken;  ///< why the communicator was aborted ("" while it works)
@@ -175,10 +178,20 @@ struct NcclCommunicator::State {
       const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(2 * settings().dist_timeout_s);
       while ((!inflight.empty() || !draining.empty()) && std::chrono::steady_clock::now() < giveUp)
         wake.wait_for(lock, kWatchdogPoll);
+      const bool gaveUp = !inflight.empty() || !draining.empty();
+      if (gaveUp) {
+        // Their buffers are left to the device (leaked): freeing them would
+        // hand memory it may still write to someone else.
+        auto* leaked = new std::vector<std::shared_ptr<Inflight>>(inflight.begin(), inflight.end());
+        leaked->insert(leaked->end(), draining.begin(), draining.end());
+        log().error("dist: NCCL on cuda:{}: {} collective(s) never ended on the device; their buffers are leaked",
+                    device, leaked->size());
+      }
       stop = true;
       lock.unlock();
       wake.notify_all();
       watchdog.join();
+      if (gaveUp) ownStream = nullptr;  // its synchronize could wait without end too
     }
     if (context) api.cuCtxSetCurrent(context);
     if (ownStream) api.cuStreamSynchronize(ownStream);
@@ -196,9 +209,11 @@ struct NcclCommunicator::State {
   static bool failed(NcclResult r) { return r != kNcclSuccess && r != kNcclInProgress; }
 
   /// Aborts the communicator and fails what is in flight. Called with
-  /// `lock` held; ncclCommAbort runs after it is released (a thread blocked
-  /// inside NCCL on this communicator is what the abort ends).
-  void abort(std::unique_lock<std::mutex>& lock, const std::string& why) {
+  /// `lock` held; ncclCommAbort runs after it is released, once no other
+  /// thread is inside NCCL on it (callMutex): the futures fail at once even
+  /// when an enqueue is blocked inside a blocking NCCL call, which the abort
+  /// then cannot end (non-blocking communicators could; not used yet).
+  void abort(std::unique_lock<std::mutex>& lock, const std::string& why, bool holdsCallMutex = false) {
     if (!broken.empty()) return;
     broken = why;
     NcclComm doomed = std::exchange(comm, nullptr);
@@ -210,7 +225,11 @@ struct NcclCommunicator::State {
     // then find them settled.
     for (const auto& f : failing)
       f->settle(std::make_exception_ptr(Error(f->what + ": " + why + "; the NCCL communicator is aborted")));
-    if (doomed) api.commAbort(doomed);
+    if (doomed) {
+      std::unique_lock<std::mutex> calls(callMutex, std::defer_lock);
+      if (!holdsCallMutex) calls.lock();
+      api.commAbort(doomed);
+    }
     log().error("dist: NCCL on cuda:{}: {}; the communicator is aborted", device, why);
     lock.lock();
   }
@@ -235,14 +254,16 @@ struct NcclCommunicator::State {
 
   void watch() {
     std::unique_lock<std::mutex> lock(mutex);
-    while (!stop) {
+    for (;;) {
       prune(lock);
+      if (stop) return;
       if (inflight.empty() && draining.empty()) {
-        wake.wait(lock);
+        wake.wait(lock, [&] { return stop || !inflight.empty() || !draining.empty(); });
         continue;
       }
       wake.wait_for(lock, kWatchdogPoll);
       prune(lock);
+      if (stop) return;
       if (inflight.empty() || !comm) continue;
       NcclResult async = kNcclSuccess;
       api.commGetAsyncError(comm, &async);
@@ -350,22 +371,34 @@ std::shared_future<void> NcclCommunicator::enqueue(core::OpKind op, int64_t attr
   flight->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(settings().dist_timeout_s);
   std::shared_future<void> done = flight->promise.get_future().share();
   s.cudaCheck("cuCtxSetCurrent", a.cuCtxSetCurrent(s.context));
-  NcclComm comm = nullptr;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (!s.comm) throw Error(what + ": the NCCL communicator was aborted (" + s.broken + ")");
-    comm = s.comm;
     // Tracked before the call: a call that blocks inside NCCL (peers
     // connecting, a full queue behind a hung kernel) has a deadline too.
     s.inflight.push_back(flight);
   }
   s.wake.notify_all();
+  std::unique_lock<std::mutex> calls(s.callMutex);
+  NcclComm comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.comm) {  // aborted meanwhile (the abort failed the future)
+      flight->deviceDone = true;
+      throw Error(what + ": the NCCL communicator was aborted (" + s.broken + ")");
+    }
+    comm = s.comm;
+  }
   // A failure once the collective may be queued leaves this rank out of
-  // step with the others: the communicator is aborted.
-  auto fail = [&](const std::string& why) {
+  // step with the others: the communicator is aborted. Its buffers are the
+  // device's until the stream has got past it.
+  auto fail = [&](const std::string& why, bool queued) {
+    {
+      std::unique_lock<std::mutex> lock(s.mutex);
+      s.abort(lock, why, true);
+    }
+    if (queued) a.cuStreamSynchronize(stream);
     flight->deviceDone = true;  // no host function will say so
-    std::unique_lock<std::mutex> lock(s.mutex);
-    s.abort(lock, why);
     throw Error(what + ": " + why + "; the NCCL communicator is aborted");
   };
   const int type = ncclType(dtype);
@@ -382,38 +415,56 @@ std::shared_future<void> NcclCommunicator::enqueue(core::OpKind op, int64_t attr
       r = a.reduceScatter(in, out, static_cast<size_t>(outCount), type, ncclOp(static_cast<ReduceOp>(attr)), comm,
                           stream);
       break;
-    default: fail("not a collective");
+    default: fail("not a collective", false);
   }
-  if (State::failed(r)) fail(s.ncclError(r));
+  if (State::failed(r)) fail(s.ncclError(r), false);
   auto* held = new std::shared_ptr<Inflight>(flight);
   if (CuResult c = a.cuLaunchHostFunc(stream, &completed, held); c != kCudaSuccess) {
     delete held;
-    fail("cuLaunchHostFunc after the collective failed (CUDA error " + std::to_string(c) + ")");
+    fail("cuLaunchHostFunc after the collective failed (CUDA error " + std::to_string(c) + ")", true);
   }
   return done;
 }
 
+namespace {
+/// A blocking call's wait: a failed collective may still be on the device
+/// (the futures fail before the abort ends it), and the caller's buffers
+/// are free once this returns.
+void await(const std::shared_future<void>& done, const NcclApi& api, CuStream stream) {
+  try {
+    done.get();
+  } catch (...) {
+    api.cuStreamSynchronize(stream);
+    throw;
+  }
+}
+}  // namespace
+
 void NcclCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) {
-  enqueue(core::OpKind::AllReduce, static_cast<int64_t>(op), dtype, count, count, in, out, state_->ownStream,
-          "dist::all_reduce (nccl)")
-      .get();
+  State& s = *state_;
+  await(enqueue(core::OpKind::AllReduce, static_cast<int64_t>(op), dtype, count, count, in, out, s.ownStream,
+                "dist::all_reduce (nccl)"),
+        s.api, s.ownStream);
 }
 
 void NcclCommunicator::broadcast(void* buf, int64_t count, DType dtype, int root) {
-  enqueue(core::OpKind::Broadcast, root, dtype, count, count, buf, buf, state_->ownStream, "dist::broadcast (nccl)")
-      .get();
+  State& s = *state_;
+  await(enqueue(core::OpKind::Broadcast, root, dtype, count, count, buf, buf, s.ownStream, "dist::broadcast (nccl)"),
+        s.api, s.ownStream);
 }
 
 void NcclCommunicator::all_gather(const void* in, void* out, int64_t count, DType dtype) {
-  enqueue(core::OpKind::AllGather, 0, dtype, count, count * size(), in, out, state_->ownStream,
-          "dist::all_gather (nccl)")
-      .get();
+  State& s = *state_;
+  await(enqueue(core::OpKind::AllGather, 0, dtype, count, count * size(), in, out, s.ownStream,
+                "dist::all_gather (nccl)"),
+        s.api, s.ownStream);
 }
 
 void NcclCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) {
-  enqueue(core::OpKind::ReduceScatter, static_cast<int64_t>(op), dtype, count * size(), count, in, out,
-          state_->ownStream, "dist::reduce_scatter (nccl)")
-      .get();
+  State& s = *state_;
+  await(enqueue(core::OpKind::ReduceScatter, static_cast<int64_t>(op), dtype, count * size(), count, in, out,
+                s.ownStream, "dist::reduce_scatter (nccl)"),
+        s.api, s.ownStream);
 }
 
 void NcclCommunicator::all_gather_bytes(const void* in, void* out, std::size_t bytes) {

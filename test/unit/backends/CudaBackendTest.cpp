@@ -525,6 +525,15 @@ TEST_F(CudaTest, CollectivesOfOneProcessAreCopiesOnTheDevice) {
   }
 }
 
+/// The fake NCCL's count of its collectives; kNoFakeNccl with the real one.
+constexpr size_t kNoFakeNccl = ~size_t{0};
+size_t fakeNcclCollectives() {
+  const char* path = std::getenv("KILN_NCCL_LIBRARY");
+  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  void* count = lib ? dlsym(lib, "kiln_fake_nccl_collectives") : nullptr;
+  return count ? reinterpret_cast<size_t (*)()>(count)() : kNoFakeNccl;
+}
+
 /// kiln::dist::nccl_communicator on one rank, on device buffers: the fake
 /// NCCL in CI (KILN_NCCL_LIBRARY), the real libnccl.so.2 on a GPU.
 TEST_F(CudaTest, NcclCommunicatorOfOneRankRunsOnDeviceBuffers) {
@@ -566,11 +575,15 @@ TEST_F(CudaTest, NcclCommunicatorOfOneRankRunsOnDeviceBuffers) {
   nccl->reduce_scatter(in, out, 1000, DType::f32, dist::ReduceOp::max);
   EXPECT_EQ(result(), v);
   // In place, as the API takes it (with one rank the root's buffer is
-  // already the result: this checks that the call runs and leaves it).
+  // already the result: this checks that the call reaches NCCL and leaves it).
   stream.copy(out, in, bytes);
   ctx.synchronize();
+  const size_t before = fakeNcclCollectives();
   nccl->broadcast(out, 1000, DType::f32, 0);
   EXPECT_EQ(result(), v);
+  if (fakeNcclCollectives() != kNoFakeNccl) {
+    EXPECT_EQ(fakeNcclCollectives() - before, 1u);
+  }
   // The first 999 elements as i32 (one rank's sum keeps their bits), and
   // nothing written past the count.
   clearOut();

@@ -262,8 +262,10 @@ TEST(DistOverlap, LaterDeviceWorkRunsWhileTheCollectiveWaits) {
   hal::Stream& compute = ctx.defaultStream();
   const std::vector<float> v(1024, 1.0f + rank);
   const size_t bytes = v.size() * sizeof(float);
-  std::shared_ptr<void> in(ctx.allocator().allocate(bytes), [&](void* p) { ctx.allocator().deallocate(p, bytes); });
-  std::shared_ptr<void> out(ctx.allocator().allocate(bytes), [&](void* p) { ctx.allocator().deallocate(p, bytes); });
+  // Freed by whoever drops the last reference (the watchdog, after the test).
+  auto release = [&ctx, bytes](void* p) { ctx.allocator().deallocate(p, bytes); };
+  std::shared_ptr<void> in(ctx.allocator().allocate(bytes), release);
+  std::shared_ptr<void> out(ctx.allocator().allocate(bytes), release);
   compute.copy(in.get(), v.data(), bytes);
   ctx.synchronize();
   std::promise<void> open;

@@ -75,8 +75,9 @@ int ncclFailure(const std::string& mode, int rank) {
       std::printf("PASS: rank %d: the next collective fails at once: %s\n", rank, again.what());
     }
   }
-  std::fflush(stdout);
   kiln::dist::finalize();
+  std::printf("PASS: rank %d finalized\n", rank);
+  std::fflush(stdout);
   return 0;
 }
 
