@@ -245,7 +245,8 @@ class NodeRunner {
 
   /// A collective on dense buffers: on host memory through the world
   /// communicator (the device's queued work is waited for first), on a CUDA
-  /// device through its NCCL communicator, ordered on the device's stream.
+  /// device through its NCCL communicator, on a communication stream that
+  /// waits for the work queued before it (runtime/dist/DeviceCollectives.cpp).
   /// Either is started without waiting; its value is ready once
   /// takeStarted()'s future is.
   View collective(const Node& n, std::span<const uint32_t> ins) {
