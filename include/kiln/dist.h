@@ -82,6 +82,10 @@ bool initialized();
 Communicator& world();
 int rank();
 int size();
+/// This rank's index among the ranks on its machine (0 .. ranks there - 1),
+/// from the ranks' host names (a collective the first time, then cached):
+/// the GPU a rank should use, cuda:local_rank(), as NCCL wants one per rank.
+int local_rank();
 /// Shuts the communicator down (MPI_Finalize). Called at exit if not
 /// before; skipped after a timed-out collective (it could not complete).
 void finalize();

@@ -1,6 +1,9 @@
 // The world communicator (init, world, finalize), the single-process
 // backend, and the agreement check every collective runs first.
+#include <unistd.h>
+
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -8,6 +11,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "kiln/error.h"
 #include "runtime/core/Half.h"
@@ -192,6 +196,25 @@ Communicator& world() { return threadedWorld(); }
 
 int rank() { return world().rank(); }
 int size() { return world().size(); }
+
+int local_rank() {
+  static std::mutex mutex;
+  static int cached = -1;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (cached >= 0) return cached;
+  Communicator& w = world();
+  struct HostName {
+    char text[256] = {};
+  } mine;
+  if (gethostname(mine.text, sizeof(mine.text) - 1) != 0) std::snprintf(mine.text, sizeof(mine.text), "?");
+  std::vector<HostName> all(static_cast<size_t>(w.size()));
+  w.all_gather_bytes(&mine, all.data(), sizeof(HostName));
+  int local = 0;
+  for (int r = 0; r < w.rank(); ++r)
+    if (std::strncmp(all[static_cast<size_t>(r)].text, mine.text, sizeof(mine.text)) == 0) ++local;
+  cached = local;
+  return cached;
+}
 
 void finalize() {
   detail::releaseDeviceCommunicators();

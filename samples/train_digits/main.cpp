@@ -192,6 +192,12 @@ int main(int argc, char** argv) {
     dist::init();
     rank = dist::rank();
     ranks = dist::size();
+    // A GPU per rank where the machine has them (NCCL wants one each):
+    // cuda:<this rank's index on its machine>.
+    if (default_device().kind == Device::CUDA) {
+      const int gpus = device_count(Device::CUDA);
+      set_default_device(Device::cuda(dist::local_rank() % std::max(gpus, 1)));
+    }
     if (batch % ranks != 0) {
       std::fprintf(stderr, "train_digits: --batch %lld must be a multiple of the %d ranks\n",
                    static_cast<long long>(batch), ranks);
@@ -222,8 +228,8 @@ int main(int argc, char** argv) {
   say("digits: %lld train / %lld test images, MLP 64-128-64-10, Adam lr %g, batch %lld\n",
       static_cast<long long>(numTrain), static_cast<long long>(numTest), lr, static_cast<long long>(batch));
   if (distributed)
-    say("distributed: %d rank(s) (%s), %lld images of each batch per rank\n", ranks,
-        dist::world().backend().c_str(), static_cast<long long>(local));
+    say("distributed: %d rank(s) (%s), %lld images of each batch per rank, rank 0 on %s\n", ranks,
+        dist::world().backend().c_str(), static_cast<long long>(local), default_device().str().c_str());
 
   Mlp model(/*seed=*/7);
   // Parameters from rank 0; gradients averaged over the ranks.

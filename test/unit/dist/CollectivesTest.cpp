@@ -299,6 +299,7 @@ TEST(DistApi, RecordTimeErrors) {
   EXPECT_THROW(dist::all_reduce(ones({2}, DType::i32), ReduceOp::mean), Error);
   EXPECT_EQ(dist::world().backend(), "mpi");
   EXPECT_EQ(dist::size(), 2);
+  EXPECT_EQ(dist::local_rank(), dist::rank()) << "both ranks run on this machine";
 }
 
 /// Without NCCL (here: a library path that does not exist) the NCCL backend
