@@ -6,20 +6,20 @@
 //
 // CTest runs it twice: on CPU tensors (MPI), and with KILN_DEFAULT_DEVICE=
 // cuda:0 on the fake CUDA driver and the fake NCCL (test/cuda_driver), where
-// every collective goes through Kiln's NCCL path on the device's stream.
+// every collective goes through Kiln's NCCL path on the device.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <memory>
-#include <chrono>
-#include <thread>
 #include <future>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/kiln.h"
