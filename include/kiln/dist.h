@@ -102,9 +102,10 @@ void finalize();
 /// behind long device work counts that work too), or an NCCL error, aborts
 /// it (ncclCommAbort; a thread blocked inside a blocking NCCL call, e.g.
 /// connecting to a dead peer, is not freed by it: the communicator is not
-/// non-blocking yet). NCCL wants each rank on a GPU of its own:
-/// cuda:local_rank(). Readers of a collective's result wait on
-/// the host until the device has run it. Tested between processes on a fake
+/// non-blocking yet); its creation (ncclCommInitRank, which waits for every
+/// rank) fails after KILN_DIST_TIMEOUT too. NCCL wants each rank on a GPU of
+/// its own: cuda:local_rank(). Readers of a collective's result wait on the
+/// host until the device has run it. Tested between processes on a fake
 /// NCCL; not yet run on GPUs.
 std::unique_ptr<Communicator> nccl_communicator(Communicator& bootstrap, int cuda_device = 0);
 

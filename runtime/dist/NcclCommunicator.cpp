@@ -313,6 +313,34 @@ struct NcclCommunicator::State {
 };
 
 namespace {
+/// ncclCommInitRank, which waits for every rank, with a deadline: on a
+/// thread of its own, since a blocking communicator's initialisation cannot
+/// be aborted. Past KILN_DIST_TIMEOUT the call fails and the thread is left
+/// behind (the process should exit; mpirun then ends the job).
+NcclComm initRank(const NcclApi& api, CuContext context, int ranks, NcclUniqueId id, int rank) {
+  struct Outcome {
+    NcclResult result = kNcclSuccess;
+    NcclComm comm = nullptr;
+  };
+  auto done = std::make_shared<std::promise<Outcome>>();
+  std::future<Outcome> outcome = done->get_future();
+  // The thread owns what it uses: after a timeout it outlives the caller.
+  std::thread([done, setCurrent = api.cuCtxSetCurrent, init = api.commInitRank, context, ranks, id, rank] {
+    setCurrent(context);
+    Outcome o;
+    o.result = init(&o.comm, ranks, id, rank);
+    done->set_value(o);
+  }).detach();
+  const int64_t timeout = settings().dist_timeout_s;
+  if (outcome.wait_for(std::chrono::seconds(timeout)) != std::future_status::ready)
+    throw Error("dist::nccl_communicator: ncclCommInitRank not complete after KILN_DIST_TIMEOUT=" +
+                std::to_string(timeout) + " s: another rank died or hangs (its thread is left behind)");
+  const Outcome o = outcome.get();
+  if (o.result != kNcclSuccess && o.result != kNcclInProgress)
+    throw Error(std::string("dist::nccl_communicator: ncclCommInitRank: NCCL: ") + api.getErrorString(o.result));
+  return o.comm;
+}
+
 /// A rank's set-up outcome, exchanged so that every rank fails together.
 struct SetUpOutcome {
   char error[480] = {};  ///< "" when it went well
@@ -343,8 +371,7 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int cudaDevice)
   }
   // Rank 0's unique id, to every rank through the bootstrap communicator.
   bootstrap.broadcast(&id, sizeof(id), DType::u8, 0);
-  if (NcclResult r = s.api.commInitRank(&s.comm, n, id, bootstrap.rank()); State::failed(r))
-    throw Error("dist::nccl_communicator: ncclCommInitRank: " + s.ncclError(r));
+  s.comm = initRank(s.api, s.context, n, id, bootstrap.rank());
   s.watchdog = std::thread([&s] { s.watch(); });
   log().info("dist: NCCL communicator on cuda:{} (rank {} of {})", cudaDevice, bootstrap.rank(), n);
 }

@@ -20,6 +20,9 @@
 //   KILN_FAKE_NCCL_ERROR=<rank>:<n>  rank <rank>'s n-th collective hangs on
 //       the device and ncclCommGetAsyncError reports ncclRemoteError, as
 //       after a network failure.
+//   KILN_FAKE_NCCL_INIT_HANG=<rank>  rank <rank>'s ncclCommInitRank never
+//       returns (a rank that hangs before joining): the others wait in
+//       theirs.
 #include "test/cuda_driver/FakeNccl.h"
 
 #include <dlfcn.h>
@@ -296,6 +299,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   if (!comm || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
   const std::string name(commId.internal, strnlen(commId.internal, sizeof(commId.internal)));
   if (name.rfind("/kiln-fake-nccl-", 0) != 0) return ncclInvalidArgument;
+  if (const char* hang = std::getenv("KILN_FAKE_NCCL_INIT_HANG"); hang && std::atoi(hang) == rank)
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   auto state = std::make_shared<CommState>();
   state->rank = rank;
   state->nranks = nranks;

@@ -18,6 +18,9 @@
 //               asynchronous NCCL error (KILN_FAKE_NCCL_ERROR=0:1): rank 0
 //               fails at once naming it, rank 1 (left waiting) after its
 //               timeout.
+//   nccl-init   rank 1 never joins the NCCL communicator's initialisation
+//               (KILN_FAKE_NCCL_INIT_HANG=1): both ranks' first collective on
+//               CUDA tensors fails after KILN_DIST_TIMEOUT, the next at once.
 // MPI still works there: both ranks finalize.
 #include <chrono>
 #include <cstdio>
@@ -81,13 +84,49 @@ int ncclFailure(const std::string& mode, int rank) {
   return 0;
 }
 
+/// The first collective on CUDA tensors fails on both ranks (the NCCL
+/// communicator's initialisation never completes), the next one at once.
+int ncclInitFailure(int rank) {
+  const int64_t timeout = kiln::settings().dist_timeout_s;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    kiln::dist::all_reduce(kiln::ones({4})).to_vector<float>();
+    std::printf("FAIL: rank %d: the collective completed\n", rank);
+    return 1;
+  } catch (const kiln::Error& e) {
+    const double s = secondsSince(start);
+    if (!std::strstr(e.what(), "ncclCommInitRank") || !std::strstr(e.what(), "KILN_DIST_TIMEOUT") ||
+        s < static_cast<double>(timeout) || s > static_cast<double>(timeout) + 10) {
+      std::printf("FAIL: rank %d after %.1f s: %s\n", rank, s, e.what());
+      return 1;
+    }
+    std::printf("PASS: rank %d failed after %.1f s: %s\n", rank, s, e.what());
+  }
+  const auto next = std::chrono::steady_clock::now();
+  try {
+    kiln::dist::all_reduce(kiln::ones({2})).to_vector<float>();
+    std::printf("FAIL: rank %d: a collective after the failed set-up ran\n", rank);
+    return 1;
+  } catch (const kiln::Error& e) {
+    if (secondsSince(next) > 1.0 || !std::strstr(e.what(), "could not be created")) {
+      std::printf("FAIL: rank %d: the next collective: %s\n", rank, e.what());
+      return 1;
+    }
+    std::printf("PASS: rank %d: the next collective fails at once: %s\n", rank, e.what());
+  }
+  kiln::dist::finalize();
+  std::printf("PASS: rank %d finalized\n", rank);
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  const bool nccl = mode == "nccl-hang" || mode == "nccl-error";
+  const bool nccl = mode == "nccl-hang" || mode == "nccl-error" || mode == "nccl-init";
   if (mode != "hang" && mode != "exit" && mode != "die" && !nccl) {
-    std::fprintf(stderr, "usage: %s hang|exit|die|nccl-hang|nccl-error (under mpirun -np 2, with KILN_DIST_TIMEOUT set)\n",
+    std::fprintf(stderr, "usage: %s hang|exit|die|nccl-hang|nccl-error|nccl-init (under mpirun -np 2, with KILN_DIST_TIMEOUT set)\n",
                  argv[0]);
     return 2;
   }
@@ -98,6 +137,7 @@ int main(int argc, char** argv) {
                 kiln::ones({1}).device().str().c_str());
     return 1;
   }
+  if (mode == "nccl-init") return ncclInitFailure(rank);
   // Both ranks first agree once (the communicator works).
   if (kiln::dist::all_reduce(kiln::ones({4})).to_vector<float>()[0] != 2.0f) {
     std::printf("FAIL: rank %d: the first all_reduce is wrong\n", rank);
