@@ -264,24 +264,23 @@ class NodeRunner {
       x = argOf(dense, in.dtype, in.shape);
     }
     View out = alloc(n.dtype, n.shape);
+    if (onCuda && dist::size() == 1) {
+      // One rank: each collective is the identity, and needs no NCCL (a
+      // script runs unchanged without a launcher).
+      ops_.copy(x, out.bytes(n.dtype));
+      return out;
+    }
+    // Either runs off this thread's order (the communication thread, or a
+    // communication stream): its buffers live until it is done.
+    std::vector<std::shared_ptr<void>> keep = {values_[ins[0]].storage, out.storage};
+    if (!temps_.empty()) keep.push_back(temps_.back());
     if (onCuda) {
-      if (dist::size() == 1) {
-        // One rank: each collective is the identity, and needs no NCCL (a
-        // script runs unchanged without a launcher).
-        ops_.copy(x, out.bytes(n.dtype));
-      } else {
-        // It runs on a stream of its own: its buffers live until it is done.
-        std::vector<std::shared_ptr<void>> keep = {values_[ins[0]].storage, out.storage};
-        if (!temps_.empty()) keep.push_back(temps_.back());
-        started_ = dist::detail::startDeviceCollective(n.op, n.i0, n.dtype, in.shape, n.shape, x.data,
-                                                       out.bytes(n.dtype), trace_.device.index,
-                                                       device_.defaultStream(), std::move(keep));
-      }
+      started_ = dist::detail::startDeviceCollective(n.op, n.i0, n.dtype, in.shape, n.shape, x.data,
+                                                     out.bytes(n.dtype), trace_.device.index, device_.defaultStream(),
+                                                     std::move(keep));
       return out;
     }
     device_.synchronize();
-    std::vector<std::shared_ptr<void>> keep = {values_[ins[0]].storage, out.storage};
-    if (!temps_.empty()) keep.push_back(temps_.back());
     started_ = dist::detail::startCollective(n.op, n.i0, n.dtype, in.shape, n.shape, x.data, out.bytes(n.dtype),
                                              std::move(keep));
     return out;

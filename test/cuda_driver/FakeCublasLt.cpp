@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "runtime/core/Half.h"
+#include "test/cuda_driver/FakeCuda.h"
 
 struct cublasLtContext {
   int magic = 0x1ab1a5;
@@ -109,15 +110,6 @@ void run(void* data) {
         store(j->cd, j->d, di, j->alpha * acc + j->beta * old);
       }
   delete j;
-}
-
-using EnqueueDeviceWork = int (*)(void*, void (*)(void*), void*);
-
-/// The fake driver's hook (FakeCuda.h), from the library Kiln loaded.
-EnqueueDeviceWork driverEnqueue() {
-  const char* path = std::getenv("KILN_CUDA_LIBRARY");
-  void* h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  return h ? reinterpret_cast<EnqueueDeviceWork>(dlsym(h, "kiln_fake_cuda_enqueue_device_work")) : nullptr;
 }
 
 }  // namespace
@@ -221,7 +213,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t stream) {
   int64_t m, n, k;
   if (!handle || !shapeOf(desc, a, b, c, d, &m, &n, &k) || C != D) return CUBLAS_STATUS_INVALID_VALUE;
-  static const EnqueueDeviceWork launch = driverEnqueue();
+  static const KilnFakeCudaEnqueue launch = kilnFakeCudaEnqueue();
   if (!launch) return CUBLAS_STATUS_NOT_INITIALIZED;
   auto* j = new Job;
   j->ab = static_cast<cudaDataType_t>(a->data[kType]);

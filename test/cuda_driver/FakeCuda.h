@@ -3,7 +3,10 @@
 // KILN_CUDA_LIBRARY.
 #pragma once
 
+#include <dlfcn.h>
+
 #include <cstddef>
+#include <cstdlib>
 
 extern "C" {
 /// Fails calls of one kind: "oom" (cuMemAlloc returns
@@ -39,4 +42,14 @@ size_t kiln_fake_cuda_graph_launches();
 /// open, as a kernel does: how the fake cuBLASLt (FakeCublasLt.cpp) computes.
 /// `stream` is a CUstream; returns a CUresult.
 int kiln_fake_cuda_enqueue_device_work(void* stream, void (*fn)(void*), void* data);
+}
+
+/// kiln_fake_cuda_enqueue_device_work of the fake driver Kiln loaded
+/// (KILN_CUDA_LIBRARY), for the fake libraries that compute on its streams
+/// (FakeCublasLt.cpp, FakeNccl.cpp); null when the driver is not the fake.
+using KilnFakeCudaEnqueue = int (*)(void* stream, void (*fn)(void*), void* data);
+inline KilnFakeCudaEnqueue kilnFakeCudaEnqueue() {
+  const char* path = std::getenv("KILN_CUDA_LIBRARY");
+  void* h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  return h ? reinterpret_cast<KilnFakeCudaEnqueue>(dlsym(h, "kiln_fake_cuda_enqueue_device_work")) : nullptr;
 }

@@ -43,6 +43,7 @@
 #include <thread>
 
 #include "runtime/core/Half.h"
+#include "test/cuda_driver/FakeCuda.h"
 
 namespace {
 
@@ -237,15 +238,6 @@ void runJob(void* p) {
   }
 }
 
-using EnqueueDeviceWork = int (*)(void*, void (*)(void*), void*);
-
-/// The fake driver's hook (FakeCuda.h), from the library Kiln loaded.
-EnqueueDeviceWork driverEnqueue() {
-  const char* path = std::getenv("KILN_CUDA_LIBRARY");
-  void* h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  return h ? reinterpret_cast<EnqueueDeviceWork>(dlsym(h, "kiln_fake_cuda_enqueue_device_work")) : nullptr;
-}
-
 /// "<rank>:<n>" from `name` for this rank: n, else -1.
 int injectedAt(const char* name, int rank) {
   const char* v = std::getenv(name);
@@ -267,7 +259,7 @@ ncclResult_t enqueue(ncclComm_t comm, Job job, cudaStream_t stream) {
   if (job.count == 0) return ncclSuccess;  // nothing moves, as in NCCL
   if (index == c.hangAt) return ncclSuccess;
   job.fail = index == c.errorAt;
-  static const EnqueueDeviceWork enqueueWork = driverEnqueue();
+  static const KilnFakeCudaEnqueue enqueueWork = kilnFakeCudaEnqueue();
   if (!enqueueWork) {
     std::fprintf(stderr, "fake NCCL: KILN_CUDA_LIBRARY is not the fake CUDA driver\n");
     return ncclUnhandledCudaError;

@@ -37,6 +37,33 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+/// The next collective fails at once (the communicator is unusable: it
+/// fails before it reaches the other rank), naming `expected`.
+bool nextFailsAtOnce(int rank, const char* expected) {
+  const auto next = std::chrono::steady_clock::now();
+  try {
+    kiln::dist::all_reduce(kiln::ones({2})).to_vector<float>();
+    std::printf("FAIL: rank %d: a collective after the failure ran\n", rank);
+    return false;
+  } catch (const kiln::Error& e) {
+    if (secondsSince(next) > 1.0 || !std::strstr(e.what(), expected)) {
+      std::printf("FAIL: rank %d: the next collective failed after %.1f s: %s\n", rank, secondsSince(next),
+                  e.what());
+      return false;
+    }
+    std::printf("PASS: rank %d: the next collective fails at once: %s\n", rank, e.what());
+    return true;
+  }
+}
+
+/// MPI still works: the rank finalizes and says so.
+int finalizeAndPass(int rank) {
+  kiln::dist::finalize();
+  std::printf("PASS: rank %d finalized\n", rank);
+  std::fflush(stdout);
+  return 0;
+}
+
 /// The second collective fails on `rank` (or completes, on nccl-hang's rank
 /// 1) and the one after it fails at once.
 int ncclFailure(const std::string& mode, int rank) {
@@ -62,26 +89,9 @@ int ncclFailure(const std::string& mode, int rank) {
       return 1;
     }
     std::printf("PASS: rank %d failed after %.1f s: %s\n", rank, s, e.what());
-    // The communicator is aborted: the next collective fails before it
-    // reaches the other rank.
-    const auto next = std::chrono::steady_clock::now();
-    try {
-      kiln::dist::all_reduce(kiln::ones({2})).to_vector<float>();
-      std::printf("FAIL: rank %d: a collective after the abort ran\n", rank);
-      return 1;
-    } catch (const kiln::Error& again) {
-      if (secondsSince(next) > 1.0 || !std::strstr(again.what(), "aborted")) {
-        std::printf("FAIL: rank %d: the next collective failed after %.1f s: %s\n", rank, secondsSince(next),
-                    again.what());
-        return 1;
-      }
-      std::printf("PASS: rank %d: the next collective fails at once: %s\n", rank, again.what());
-    }
+    if (!nextFailsAtOnce(rank, "aborted")) return 1;
   }
-  kiln::dist::finalize();
-  std::printf("PASS: rank %d finalized\n", rank);
-  std::fflush(stdout);
-  return 0;
+  return finalizeAndPass(rank);
 }
 
 /// The first collective on CUDA tensors fails on both ranks (the NCCL
@@ -102,22 +112,8 @@ int ncclInitFailure(int rank) {
     }
     std::printf("PASS: rank %d failed after %.1f s: %s\n", rank, s, e.what());
   }
-  const auto next = std::chrono::steady_clock::now();
-  try {
-    kiln::dist::all_reduce(kiln::ones({2})).to_vector<float>();
-    std::printf("FAIL: rank %d: a collective after the failed set-up ran\n", rank);
-    return 1;
-  } catch (const kiln::Error& e) {
-    if (secondsSince(next) > 1.0 || !std::strstr(e.what(), "could not be created")) {
-      std::printf("FAIL: rank %d: the next collective: %s\n", rank, e.what());
-      return 1;
-    }
-    std::printf("PASS: rank %d: the next collective fails at once: %s\n", rank, e.what());
-  }
-  kiln::dist::finalize();
-  std::printf("PASS: rank %d finalized\n", rank);
-  std::fflush(stdout);
-  return 0;
+  if (!nextFailsAtOnce(rank, "could not be created")) return 1;
+  return finalizeAndPass(rank);
 }
 
 }  // namespace
