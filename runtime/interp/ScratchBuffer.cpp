@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <pthread.h>
+
 #include "kiln/error.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/backends/cpu/HugePageSlabs.h"
@@ -18,9 +20,52 @@ namespace {
 void release(void* p, std::size_t bytes) {
   if (p) hal::hostAllocator().deallocate(p, bytes);
 }
+
+/// The calling thread's slots that hold memory, in a list through
+/// ScratchSlot::nextHeld (trivially destructible, see ScratchSlot).
+thread_local ScratchSlot* tHeldSlots = nullptr;
+
+/// Gives back the memory of an ending thread's slots (`heldSlots`: the
+/// address of its tHeldSlots, still valid while its keys' destructors run).
+void releaseThreadSlots(void* heldSlots) {
+  auto* head = static_cast<ScratchSlot**>(heldSlots);
+  for (ScratchSlot* slot = *head; slot;) {
+    ScratchSlot* next = slot->nextHeld;
+    release(slot->p, slot->capacity);
+    *slot = ScratchSlot{};
+    slot = next;
+  }
+  *head = nullptr;
+}
+
+pthread_key_t threadEndKey() {
+  static const pthread_key_t key = [] {
+    pthread_key_t k{};
+    if (pthread_key_create(&k, releaseThreadSlots) != 0) throw Error("scratch memory: no pthread key left");
+    return k;
+  }();
+  return key;
+}
+
+/// `slot`, now holding memory, is released at its thread's end.
+void holdUntilThreadEnd(ScratchSlot& slot) {
+  if (slot.held) return;
+  slot.held = true;
+  slot.nextHeld = tHeldSlots;
+  tHeldSlots = &slot;
+  (void)pthread_setspecific(threadEndKey(), &tHeldSlots);
+}
 }  // namespace
 
-ScratchSlot::~ScratchSlot() { release(p, capacity); }
+void releaseScratch(ScratchSlot& slot) {
+  for (ScratchSlot** link = &tHeldSlots; *link; link = &(*link)->nextHeld)
+    if (*link == &slot) {
+      *link = slot.nextHeld;
+      break;
+    }
+  release(slot.p, slot.capacity);
+  slot = ScratchSlot{};
+}
 
 /// Whole huge pages: a process's first calls touch the buffer fresh, and a
 /// 1.6 MB block faulted 4 KiB at a time cost about 400 page faults (1 ms on
@@ -52,6 +97,7 @@ ScratchBuffer::~ScratchBuffer() {
   }
   slot_.p = p_;
   slot_.capacity = capacity_;
+  holdUntilThreadEnd(slot_);
 }
 
 }  // namespace kiln::interp

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "runtime/backends/Hal.h"
 #include "runtime/interp/ScratchBuffer.h"
@@ -10,8 +11,14 @@
 namespace kiln::interp {
 namespace {
 
+/// A slot on the stack (the kernels' are thread_local), given back when the
+/// test leaves its scope.
+struct LocalSlot : ScratchSlot {
+  ~LocalSlot() { releaseScratch(*this); }
+};
+
 TEST(ScratchBuffer, KeepsItsMemoryForTheNextCallAndGrowsWhenAsked) {
-  ScratchSlot slot;
+  LocalSlot slot;
   void* first = nullptr;
   {
     ScratchBuffer b(slot, 1000, "test");
@@ -36,13 +43,13 @@ TEST(ScratchBuffer, KeepsItsMemoryForTheNextCallAndGrowsWhenAsked) {
 }
 
 TEST(ScratchBuffer, AnEmptyRequestStillGetsABuffer) {
-  ScratchSlot slot;
+  LocalSlot slot;
   ScratchBuffer b(slot, 0, "test");
   EXPECT_NE(b.as<void>(), nullptr);
 }
 
 TEST(ScratchBuffer, ANestedCallOnTheSameSlotGetsItsOwnMemory) {
-  ScratchSlot slot;
+  LocalSlot slot;
   {
     ScratchBuffer outer(slot, 4096, "test");
     std::memset(outer.as<char>(), 7, 4096);
@@ -64,13 +71,34 @@ TEST(ScratchBuffer, ComesFromTheHostAllocatorAndGoesBackToIt) {
   // So that a warm start's record sees it (runtime/exec/WarmStart.h).
   const hal::AllocatorStats before = hal::hostAllocator().stats();
   {
-    ScratchSlot slot;
+    LocalSlot slot;
     ScratchBuffer b(slot, 3 << 20, "test");
     const hal::AllocatorStats held = hal::hostAllocator().stats();
     EXPECT_EQ(held.allocations, before.allocations + 1);
     EXPECT_EQ(held.bytes_active, before.bytes_active + (4u << 20)) << "rounded up to whole huge pages";
   }
   EXPECT_EQ(hal::hostAllocator().stats().bytes_active, before.bytes_active) << "the slot gave it back";
+}
+
+TEST(ScratchBuffer, AThreadLocalSlotKeepsItsMemoryUntilItsThreadEnds) {
+  const hal::AllocatorStats before = hal::hostAllocator().stats();
+  std::size_t whileRunning = 0, afterCalls = 0;
+  std::thread worker([&] {
+    // Two slots, as the GEMM has (A and B blocks); trivially destructible
+    // (ScratchBuffer.h), so the thread's end, not a C++ destructor, frees them.
+    thread_local ScratchSlot first, second;
+    for (int call = 0; call < 3; ++call) {
+      ScratchBuffer a(first, 1 << 20, "test");
+      ScratchBuffer b(second, 3 << 20, "test");
+      std::memset(a.as<char>(), call, 1 << 20);
+      whileRunning = hal::hostAllocator().stats().bytes_active;
+    }
+    afterCalls = hal::hostAllocator().stats().bytes_active;
+  });
+  worker.join();
+  EXPECT_EQ(whileRunning, before.bytes_active + (6u << 20)) << "one block per slot, reused by later calls";
+  EXPECT_EQ(afterCalls, whileRunning) << "kept between calls";
+  EXPECT_EQ(hal::hostAllocator().stats().bytes_active, before.bytes_active) << "given back when the thread ended";
 }
 
 }  // namespace
