@@ -155,8 +155,9 @@ class CpuCompiler final : public TargetPipeline {
       result.error = why;
       return result;
     }
-    // KILN_DUMP_IR, checked (created if missing, warned about once if unusable).
-    const std::string dumpDir = exec::irDumpDirectory();
+    // KILN_DUMP_IR, checked (created if missing, warned about once if
+    // unusable); not for the warm-up kernel, which is no user's.
+    const std::string dumpDir = linkKernels_ ? exec::irDumpDirectory() : std::string();
     auto t0 = Clock::now();
     CompileContext compile(registry_);
     mlir::MLIRContext &context = compile.context;

@@ -230,7 +230,8 @@ std::optional<int64_t> rowLength(MemRefType type) {
 
 /// Moves row buffer `buffer` into the output row its last reader stores,
 /// when that is safe (see rowBuffersIntoOutputs).
-bool bufferIntoOutput(func::FuncOp kernel, memref::AllocaOp buffer, const std::set<unsigned> &sharedArgs) {
+bool bufferIntoOutput(func::FuncOp kernel, memref::AllocaOp buffer, const std::set<unsigned> &sharedArgs,
+                      int64_t streamingBytes) {
   MemRefType bufferType = buffer.getType();
   if (buffer->getNumOperands() != 0 || bufferType.getRank() != 1 || !bufferType.hasStaticShape() ||
       !bufferType.getElementType().isInteger(8))
@@ -331,6 +332,12 @@ bool bufferIntoOutput(func::FuncOp kernel, memref::AllocaOp buffer, const std::s
   // Defined before the row loop, so that every access can use it.
   if (!output || !output.getMemRef().getParentRegion()->isProperAncestor(&loop.getRegion()))
     return false;
+  // An output that large streams out (StreamingStores.h) from the row
+  // buffer, which stays in L1, instead of being read into the cache and
+  // written back.
+  auto outputType = cast<MemRefType>(output.getMemRef().getType());
+  if (outputType.getNumElements() * (element.getIntOrFloatBitWidth() / 8) >= streamingBytes)
+    return false;
   for (auto [op, memref] : others)
     if (op != output.getOperation() && mayOverlap(output.getMemRef(), memref, kernel, sharedArgs))
       return false;
@@ -358,14 +365,14 @@ bool bufferIntoOutput(func::FuncOp kernel, memref::AllocaOp buffer, const std::s
 
 } // namespace
 
-int rowBuffersIntoOutputs(func::FuncOp kernel, const std::set<unsigned> &sharedArgs) {
+int rowBuffersIntoOutputs(func::FuncOp kernel, const std::set<unsigned> &sharedArgs, int64_t streamingBytes) {
   if (kernel.getBody().empty() || !kernel.getBody().hasOneBlock())
     return 0;
   SmallVector<memref::AllocaOp> buffers;
   kernel.walk([&](memref::AllocaOp a) { buffers.push_back(a); });
   int moved = 0;
   for (memref::AllocaOp buffer : buffers)
-    if (bufferIntoOutput(kernel, buffer, sharedArgs))
+    if (bufferIntoOutput(kernel, buffer, sharedArgs, streamingBytes))
       ++moved;
   if (moved) {
     eraseDeadViews(kernel);

@@ -4,13 +4,18 @@
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/Analysis/ValueTracking.h"
 #include "llvm/IR/Constants.h"
+#include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Instructions.h"
 #include "llvm/IR/IntrinsicsX86.h"
-#include "llvm/IR/Module.h"
 #include "llvm/IR/MDBuilder.h"
+#include "llvm/IR/Module.h"
 #include "llvm/IR/PassManager.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Transforms/Scalar/InferAlignment.h"
+#include "llvm/Transforms/Utils/BasicBlockUtils.h"
+#include "llvm/Transforms/Utils/Cloning.h"
 
 namespace kiln::jit::cpu {
 
@@ -128,6 +133,132 @@ struct RestoreNontemporal : llvm::PassInfoMixin<RestoreNontemporal> {
   }
 };
 
+/// Versions each function whose vector streaming stores are not known to be
+/// aligned. A non-temporal vector store needs an address aligned to its
+/// size: x86 writes an unaligned one as 8-byte `movntsd` pieces on AMD
+/// (SSE4A) and as a plain store elsewhere, and the loop vectoriser only knows
+/// an element's alignment. The bases those stores address are arguments or
+/// values the entry block loads (the parallel body's trampoline reads its
+/// buffers there), so the function tests them once on entry: when all are
+/// aligned, it calls a clone that knows it (an `llvm.assume` per base) and
+/// where LLVM's InferAlignment proves each store of a row or a block aligned
+/// (`vmovntps`); otherwise its own body runs, as before. A softmax
+/// [4096, 1024] whose exp row stays in an L1 row buffer and streams out:
+/// 1.24 -> 1.08 ms, a layer_norm 0.64 -> 0.53 ms (2-core Zen 3).
+struct AlignStreamingStores : llvm::PassInfoMixin<AlignStreamingStores> {
+  llvm::PreservedAnalyses run(llvm::Module &module, llvm::ModuleAnalysisManager &mam) {
+    llvm::SmallVector<llvm::Function *> candidates;
+    for (llvm::Function &f : module)
+      if (!f.isDeclaration())
+        candidates.push_back(&f);
+    bool changed = false;
+    for (llvm::Function *f : candidates)
+      changed |= version(*f, mam);
+    return changed ? llvm::PreservedAnalyses::none() : llvm::PreservedAnalyses::all();
+  }
+
+ private:
+  static bool isStreamingVectorStore(const llvm::Instruction &inst, uint64_t *bytes) {
+    const auto *store = llvm::dyn_cast<llvm::StoreInst>(&inst);
+    if (!store || !store->getMetadata(llvm::LLVMContext::MD_nontemporal))
+      return false;
+    llvm::Type *type = store->getValueOperand()->getType();
+    if (!type->isVectorTy())
+      return false;
+    *bytes = store->getModule()->getDataLayout().getTypeStoreSize(type).getFixedValue();
+    return llvm::isPowerOf2_64(*bytes) && store->getAlign().value() < *bytes;
+  }
+
+  static bool version(llvm::Function &f, llvm::ModuleAnalysisManager &mam) {
+    // The bases of the under-aligned vector streaming stores, and the
+    // alignment they need (the widest store's size).
+    llvm::SmallSetVector<llvm::Value *, 4> bases;
+    uint64_t needed = 0;
+    for (llvm::BasicBlock &block : f)
+      for (llvm::Instruction &inst : block) {
+        uint64_t bytes = 0;
+        if (!isStreamingVectorStore(inst, &bytes))
+          continue;
+        llvm::Value *base = llvm::getUnderlyingObject(llvm::cast<llvm::StoreInst>(inst).getPointerOperand());
+        auto *defined = llvm::dyn_cast<llvm::Instruction>(base);
+        if (!llvm::isa<llvm::Argument>(base) && !(defined && defined->getParent() == &f.getEntryBlock()))
+          return false;  // a base the entry cannot test
+        bases.insert(base);
+        needed = std::max(needed, bytes);
+      }
+    if (bases.empty())
+      return false;
+
+    // The clone that may assume it.
+    llvm::ValueToValueMapTy map;
+    llvm::Function *aligned = llvm::CloneFunction(&f, map);
+    aligned->setName(f.getName() + ".aligned_streaming");
+    aligned->setLinkage(llvm::GlobalValue::InternalLinkage);
+    for (llvm::Value *base : bases) {
+      llvm::Value *copy = map[base];
+      llvm::IRBuilder<> b(f.getContext());
+      if (auto *inst = llvm::dyn_cast<llvm::Instruction>(copy))
+        b.SetInsertPoint(inst->getNextNode());
+      else
+        b.SetInsertPoint(aligned->getEntryBlock().getFirstInsertionPt());
+      b.CreateAlignmentAssumption(module(f).getDataLayout(), copy, needed);
+    }
+    auto &fam = mam.getResult<llvm::FunctionAnalysisManagerModuleProxy>(module(f)).getManager();
+    llvm::InferAlignmentPass().run(*aligned, fam);
+    fam.clear(*aligned, aligned->getName());
+    // Worth a test only where LLVM proved a store aligned (a row loop's
+    // stores, not those of a chunk that starts anywhere).
+    bool proven = false;
+    for (llvm::BasicBlock &block : *aligned)
+      for (llvm::Instruction &inst : block)
+        if (const auto *store = llvm::dyn_cast<llvm::StoreInst>(&inst);
+            store && store->getMetadata(llvm::LLVMContext::MD_nontemporal) &&
+            store->getValueOperand()->getType()->isVectorTy() &&
+            store->getAlign().value() >= module(f).getDataLayout().getTypeStoreSize(store->getValueOperand()->getType()))
+          proven = true;
+    if (!proven) {
+      aligned->eraseFromParent();
+      return false;
+    }
+
+    // The test, where the last base is known (the entry's loads come first).
+    llvm::Instruction *after = nullptr;
+    for (llvm::Value *base : bases)
+      if (auto *inst = llvm::dyn_cast<llvm::Instruction>(base))
+        if (!after || after->comesBefore(inst))
+          after = inst;
+    llvm::BasicBlock *entry = &f.getEntryBlock();
+    llvm::BasicBlock::iterator split = after ? std::next(after->getIterator()) : entry->getFirstInsertionPt();
+    llvm::BasicBlock *body = llvm::SplitBlock(entry, split);
+    // Static allocas stay in the entry block (elsewhere they are dynamic).
+    for (llvm::Instruction &inst : llvm::make_early_inc_range(*body))
+      if (auto *alloca = llvm::dyn_cast<llvm::AllocaInst>(&inst); alloca && !alloca->isStaticAlloca() &&
+                                                                 llvm::isa<llvm::ConstantInt>(alloca->getArraySize()))
+        alloca->moveBefore(entry->getFirstInsertionPt());
+    llvm::BasicBlock *call = llvm::BasicBlock::Create(f.getContext(), "aligned", &f, body);
+    entry->getTerminator()->eraseFromParent();
+    llvm::IRBuilder<> b(entry);
+    llvm::Value *low = nullptr;
+    for (llvm::Value *base : bases) {
+      llvm::Value *bits = b.CreateAnd(b.CreatePtrToInt(base, b.getInt64Ty()), needed - 1);
+      low = low ? b.CreateOr(low, bits) : bits;
+    }
+    b.CreateCondBr(b.CreateICmpEQ(low, b.getInt64(0)), call, body);
+    b.SetInsertPoint(call);
+    llvm::SmallVector<llvm::Value *> args;
+    for (llvm::Argument &arg : f.args())
+      args.push_back(&arg);
+    llvm::CallInst *result = b.CreateCall(aligned, args);
+    if (f.getReturnType()->isVoidTy())
+      b.CreateRetVoid();
+    else
+      b.CreateRet(result);
+    return true;
+  }
+
+  static llvm::Module &module(llvm::Function &f) { return *f.getParent(); }
+};
+
 } // namespace
 
 void registerStreamingStorePasses(llvm::PassBuilder &pb) {
@@ -139,6 +270,14 @@ void registerStreamingStorePasses(llvm::PassBuilder &pb) {
         }
         if (name == "kiln-restore-nontemporal") {
           fpm.addPass(RestoreNontemporal());
+          return true;
+        }
+        return false;
+      });
+  pb.registerPipelineParsingCallback(
+      [](llvm::StringRef name, llvm::ModulePassManager &mpm, llvm::ArrayRef<llvm::PassBuilder::PipelineElement>) {
+        if (name == "kiln-align-streaming-stores") {
+          mpm.addPass(AlignStreamingStores());
           return true;
         }
         return false;

@@ -1,5 +1,6 @@
 // RUN: kiln-opt %s -kiln-cpu-row-buffers-into-outputs -split-input-file | FileCheck %s
 // RUN: kiln-opt %s -kiln-cpu-row-buffers-into-outputs=shared-args=0,1 -split-input-file | FileCheck %s --check-prefix=SHARED
+// RUN: kiln-opt %s -kiln-cpu-row-buffers-into-outputs=streaming-bytes=32 -split-input-file | FileCheck %s --check-prefix=STREAM
 
 // A softmax row: the exp row is written where the scale loop stores it, in
 // row %i of %out, and scaled there in place; no row buffer is left.
@@ -19,6 +20,16 @@
 // SHARED-LABEL: func.func @softmax_row
 // SHARED: memref.alloca() {{.*}} : memref<16xi8>
 // SHARED: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : memref<1x4xf32>
+// An output of `streaming-bytes` or more (here its 32 bytes) is streamed
+// out of the row buffer, which stays; the scale loop reads the buffer and
+// stores the output row.
+// STREAM-LABEL: func.func @softmax_row
+// STREAM: memref.alloca() {{.*}} : memref<16xi8>
+// STREAM: scf.for
+// STREAM: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : memref<1x4xf32>
+// STREAM: scf.for
+// STREAM: memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<1x4xf32>
+// STREAM: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : memref<2x4xf32>
 func.func @softmax_row(%x: memref<2x4xf32>, %out: memref<2x4xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -53,6 +64,7 @@ func.func @softmax_row(%x: memref<2x4xf32>, %out: memref<2x4xf32>) {
 
 // The output's rows as [2, 1, 4] (a keepdim result): the row is %out[%i, 0, j].
 // CHECK-LABEL: func.func @unit_middle_dim
+// STREAM-LABEL: func.func @unit_middle_dim
 // CHECK-NOT: memref.alloca
 // CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<2x1x4xf32>
 // CHECK: memref.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<2x1x4xf32>
