@@ -47,13 +47,15 @@ pthread_key_t threadEndKey() {
   return key;
 }
 
-/// `slot`, now holding memory, is released at its thread's end.
-void holdUntilThreadEnd(ScratchSlot& slot) {
-  if (slot.held) return;
+/// Releases `slot`'s memory at its thread's end; false when the thread
+/// cannot be told to (then the caller gives the memory back now).
+bool holdUntilThreadEnd(ScratchSlot& slot) {
+  if (slot.held) return true;
+  if (pthread_setspecific(threadEndKey(), &tHeldSlots) != 0) return false;
   slot.held = true;
   slot.nextHeld = tHeldSlots;
   tHeldSlots = &slot;
-  (void)pthread_setspecific(threadEndKey(), &tHeldSlots);
+  return true;
 }
 }  // namespace
 
@@ -73,6 +75,7 @@ void releaseScratch(ScratchSlot& slot) {
 /// without growing.
 ScratchBuffer::ScratchBuffer(ScratchSlot& slot, std::size_t bytes, const char* what)
     : slot_(slot), p_(slot.p), capacity_(slot.capacity) {
+  (void)threadEndKey();  // created here, where it may throw, not in the destructor
   slot.p = nullptr;
   slot.capacity = 0;
   if (capacity_ >= bytes && p_) return;
@@ -97,7 +100,11 @@ ScratchBuffer::~ScratchBuffer() {
   }
   slot_.p = p_;
   slot_.capacity = capacity_;
-  holdUntilThreadEnd(slot_);
+  if (!holdUntilThreadEnd(slot_)) {
+    release(p_, capacity_);
+    slot_.p = nullptr;
+    slot_.capacity = 0;
+  }
 }
 
 }  // namespace kiln::interp

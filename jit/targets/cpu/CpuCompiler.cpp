@@ -235,11 +235,13 @@ class CpuCompiler final : public TargetPipeline {
     if (!runPassPipeline(*module, toLoops.c_str()))
       return fail("loops");
     scratchBytes = kernel->getAttrOfType<mlir::IntegerAttr>(kScratchBytesAttr).getInt();
-    // Streaming stores where the rows have taken their final form (a row
-    // buffer turned into an output row is read back).
+    // Streaming stores once the rows are fused and before row buffers
+    // become output rows: a row that streams out keeps its buffer (one
+    // written into the output row would be read back).
     const std::string rows = std::string(kCpuFuseLoopsInRows) + ",func.func(kiln-cpu-streaming-stores{num-inputs=" +
                              std::to_string(graph.inputs.size()) + " num-outputs=" +
-                             std::to_string(graph.outputs.size()) + "}),kiln-cpu-outline-parallel-loops{kernel=" +
+                             std::to_string(graph.outputs.size()) + "})," + kCpuRowBuffersIntoOutputs +
+                             ",kiln-cpu-outline-parallel-loops{kernel=" +
                              kernelName + "},kiln-cpu-outline-serial-parts{kernel=" + kernelName +
                              " part-ops=" + std::to_string(kSerialPartOps) + "}," + kCpuIeeeMinMax + "," +
                              kCpuMarkParallelLoops +

@@ -49,8 +49,11 @@ inline constexpr const char *kCpuStridedCopies = "func.func(kiln-cpu-strided-cop
 /// kernel's kiln.shared_args) and, with scratch, kiln-cpu-localize-row-scratch.
 inline constexpr const char *kCpuToLoops =
     "func.func(kiln-cpu-order-reduction-loops),convert-linalg-to-parallel-loops,canonicalize,cse,kiln-cpu-promote-accumulators,kiln-cpu-hoist-invariant-loads";
-inline constexpr const char *kCpuFuseLoopsInRows =
-    "func.func(kiln-cpu-fuse-loops-in-rows,kiln-cpu-row-buffers-into-outputs,kiln-cpu-block-wide-sums)";
+inline constexpr const char *kCpuFuseLoopsInRows = "func.func(kiln-cpu-fuse-loops-in-rows)";
+/// After func.func(kiln-cpu-streaming-stores): an output row that streams
+/// keeps its row buffer.
+inline constexpr const char *kCpuRowBuffersIntoOutputs =
+    "func.func(kiln-cpu-row-buffers-into-outputs,kiln-cpu-block-wide-sums)";
 inline constexpr const char *kCpuIeeeMinMax = "kiln-cpu-ieee-min-max";
 /// Last on the loops (after outlining); kToLLVM ends with its second half.
 inline constexpr const char *kCpuMarkParallelLoops = "kiln-cpu-mark-parallel-loops";
@@ -91,8 +94,8 @@ inline constexpr int64_t kSerialPartOps = 400;
 inline constexpr const char *kKernelPassPipeline =
     "cgscc(inline,function(kiln-hide-nontemporal,sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
     "loop-mssa(licm),loop-rotate)),"
-    "function(loop-vectorize,instcombine<no-verify-fixpoint>,simplifycfg,kiln-restore-nontemporal),kiln-align-streaming-stores,"
-    "globaldce";
+    "function(loop-vectorize,instcombine<no-verify-fixpoint>,simplifycfg,kiln-restore-nontemporal),"
+    "kiln-align-streaming-stores,globaldce";
 
 /// Whether a CPU with `features` (LLVM's "+name,-name" list) has AVX-512F:
 /// zmm vectors (preferredVectorWidth, 16 f32 lanes) and vscalefps for exp

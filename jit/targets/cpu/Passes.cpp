@@ -270,7 +270,7 @@ struct RowBuffersIntoOutputs : impl::KilnCpuRowBuffersIntoOutputsBase<RowBuffers
   void runOnOperation() override {
     if (getOperation().isExternal())
       return;
-    rowBuffersIntoOutputs(getOperation(), sharedArgsOf(getOperation(), sharedArgs), streamingBytes);
+    rowBuffersIntoOutputs(getOperation(), sharedArgsOf(getOperation(), sharedArgs));
   }
 };
 

@@ -435,9 +435,9 @@ def KilnCpuRowBuffersIntoOutputs
     output's bytes. Arguments listed in `shared-args` or in the function's
     `kiln.shared_args` (donated pairs) may alias one another. The exp row's
     store then brings the output's lines into the cache while the loop
-    computes, instead of a copy loop stalled on write misses. An output of
-    `streaming-bytes` or more keeps its row buffer: the last loop then
-    streams the row out (`kiln-cpu-streaming-stores`). See
+    computes, instead of a copy loop stalled on write misses. A buffer whose
+    output store is `nontemporal` (`kiln-cpu-streaming-stores`, which runs
+    first) stays: the last loop streams the row out of it. See
     `rowBuffersIntoOutputs` (RowScratch.h).
 
     Example:
@@ -459,8 +459,6 @@ def KilnCpuRowBuffersIntoOutputs
   let options = [
     ListOption<"sharedArgs", "shared-args", "unsigned",
                "Kernel arguments that the runtime may pass one buffer for">,
-    Option<"streamingBytes", "streaming-bytes", "int64_t", "::kiln::jit::cpu::kStreamingOutputBytes",
-           "Outputs this large keep their row buffers (their stores stream)">,
   ];
 }
 

@@ -230,8 +230,7 @@ std::optional<int64_t> rowLength(MemRefType type) {
 
 /// Moves row buffer `buffer` into the output row its last reader stores,
 /// when that is safe (see rowBuffersIntoOutputs).
-bool bufferIntoOutput(func::FuncOp kernel, memref::AllocaOp buffer, const std::set<unsigned> &sharedArgs,
-                      int64_t streamingBytes) {
+bool bufferIntoOutput(func::FuncOp kernel, memref::AllocaOp buffer, const std::set<unsigned> &sharedArgs) {
   MemRefType bufferType = buffer.getType();
   if (buffer->getNumOperands() != 0 || bufferType.getRank() != 1 || !bufferType.hasStaticShape() ||
       !bufferType.getElementType().isInteger(8))
@@ -332,11 +331,9 @@ bool bufferIntoOutput(func::FuncOp kernel, memref::AllocaOp buffer, const std::s
   // Defined before the row loop, so that every access can use it.
   if (!output || !output.getMemRef().getParentRegion()->isProperAncestor(&loop.getRegion()))
     return false;
-  // An output that large streams out (StreamingStores.h) from the row
-  // buffer, which stays in L1, instead of being read into the cache and
-  // written back.
-  auto outputType = cast<MemRefType>(output.getMemRef().getType());
-  if (outputType.getNumElements() * (element.getIntOrFloatBitWidth() / 8) >= streamingBytes)
+  // A streaming store (StreamingStores.h) writes the row out of the
+  // buffer, which stays in L1, without reading the output's lines first.
+  if (output.getNontemporal())
     return false;
   for (auto [op, memref] : others)
     if (op != output.getOperation() && mayOverlap(output.getMemRef(), memref, kernel, sharedArgs))
@@ -365,14 +362,14 @@ bool bufferIntoOutput(func::FuncOp kernel, memref::AllocaOp buffer, const std::s
 
 } // namespace
 
-int rowBuffersIntoOutputs(func::FuncOp kernel, const std::set<unsigned> &sharedArgs, int64_t streamingBytes) {
+int rowBuffersIntoOutputs(func::FuncOp kernel, const std::set<unsigned> &sharedArgs) {
   if (kernel.getBody().empty() || !kernel.getBody().hasOneBlock())
     return 0;
   SmallVector<memref::AllocaOp> buffers;
   kernel.walk([&](memref::AllocaOp a) { buffers.push_back(a); });
   int moved = 0;
   for (memref::AllocaOp buffer : buffers)
-    if (bufferIntoOutput(kernel, buffer, sharedArgs, streamingBytes))
+    if (bufferIntoOutput(kernel, buffer, sharedArgs))
       ++moved;
   if (moved) {
     eraseDeadViews(kernel);

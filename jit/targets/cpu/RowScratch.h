@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <set>
 
-#include "jit/targets/cpu/StreamingStores.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace kiln::jit::cpu {
@@ -55,11 +54,10 @@ int64_t scratchBytesInUse(mlir::func::FuncOp kernel, unsigned scratchArg);
 /// last one scales or shifts it in place. The store that leaves the
 /// temporary then streams the output line into the cache while the loop
 /// computes (a softmax row's exp), instead of a copy loop that only waits
-/// for write misses. An output of `streamingBytes` or more keeps its row
-/// buffer: its stores stream (StreamingStores.h), which is cheaper than
-/// bringing its lines into the cache. Returns the number of buffers replaced.
-int rowBuffersIntoOutputs(mlir::func::FuncOp kernel, const std::set<unsigned> &sharedArgs,
-                          int64_t streamingBytes = kStreamingOutputBytes);
+/// for write misses. A buffer whose output store is `nontemporal` stays: the
+/// streaming store (StreamingStores.h) writes the row out without reading
+/// the output's lines. Returns the number of buffers replaced.
+int rowBuffersIntoOutputs(mlir::func::FuncOp kernel, const std::set<unsigned> &sharedArgs);
 
 /// Moves the static `memref.alloca`s at the top level of the body of each
 /// top-level scf.parallel of `fn` to its entry block. Each call of `fn`

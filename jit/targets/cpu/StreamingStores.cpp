@@ -2,6 +2,8 @@
 
 #include "jit/targets/cpu/StreamingStores.h"
 
+#include <algorithm>
+
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/Analysis/ValueTracking.h"
@@ -137,19 +139,20 @@ struct RestoreNontemporal : llvm::PassInfoMixin<RestoreNontemporal> {
 /// aligned. A non-temporal vector store needs an address aligned to its
 /// size: x86 writes an unaligned one as 8-byte `movntsd` pieces on AMD
 /// (SSE4A) and as a plain store elsewhere, and the loop vectoriser only knows
-/// an element's alignment. The bases those stores address are arguments or
-/// values the entry block loads (the parallel body's trampoline reads its
-/// buffers there), so the function tests them once on entry: when all are
-/// aligned, it calls a clone that knows it (an `llvm.assume` per base) and
-/// where LLVM's InferAlignment proves each store of a row or a block aligned
-/// (`vmovntps`); otherwise its own body runs, as before. A softmax
-/// [4096, 1024] whose exp row stays in an L1 row buffer and streams out:
-/// 1.24 -> 1.08 ms, a layer_norm 0.64 -> 0.53 ms (2-core Zen 3).
+/// an element's alignment. The buffers those stores address are arguments
+/// or pointers the entry block loads first (the parallel body's trampoline
+/// reads them from its argument array), so the function tests them once:
+/// when all are aligned it tail-calls a clone that knows it (an
+/// `llvm.assume` per buffer) and in which LLVM's InferAlignment proves the
+/// row loops' stores aligned (`vmovntps`); otherwise its own body runs, as
+/// before.
 struct AlignStreamingStores : llvm::PassInfoMixin<AlignStreamingStores> {
   llvm::PreservedAnalyses run(llvm::Module &module, llvm::ModuleAnalysisManager &mam) {
+    if (!module.getTargetTriple().isX86())
+      return llvm::PreservedAnalyses::all();
     llvm::SmallVector<llvm::Function *> candidates;
     for (llvm::Function &f : module)
-      if (!f.isDeclaration())
+      if (!f.isDeclaration() && !f.isVarArg())
         candidates.push_back(&f);
     bool changed = false;
     for (llvm::Function *f : candidates)
@@ -158,38 +161,65 @@ struct AlignStreamingStores : llvm::PassInfoMixin<AlignStreamingStores> {
   }
 
  private:
-  static bool isStreamingVectorStore(const llvm::Instruction &inst, uint64_t *bytes) {
+  /// Bytes of the widest vector the host stores at once (zmm).
+  static constexpr uint64_t kMaxVectorBytes = 64;
+
+  /// The size of `inst`'s vector when it is a streaming store below its
+  /// size's alignment, else 0.
+  static uint64_t underAlignedStreamingStore(const llvm::Instruction &inst) {
     const auto *store = llvm::dyn_cast<llvm::StoreInst>(&inst);
     if (!store || !store->getMetadata(llvm::LLVMContext::MD_nontemporal))
+      return 0;
+    auto *type = llvm::dyn_cast<llvm::FixedVectorType>(store->getValueOperand()->getType());
+    if (!type)
+      return 0;
+    const uint64_t bytes = store->getDataLayout().getTypeStoreSize(type).getFixedValue();
+    return llvm::isPowerOf2_64(bytes) && store->getAlign().value() < bytes ? bytes : 0;
+  }
+
+  /// Whether the clone's entry may recompute `base` and get the same
+  /// pointer: an argument, or a plain load of one (through GEPs) before
+  /// anything in the entry block writes memory.
+  static bool recomputable(llvm::Value *base, llvm::Function &f) {
+    if (llvm::isa<llvm::Argument>(base))
+      return true;
+    auto *load = llvm::dyn_cast<llvm::LoadInst>(base);
+    if (!load || !load->isSimple() || load->getParent() != &f.getEntryBlock() ||
+        !llvm::isa<llvm::Argument>(llvm::getUnderlyingObject(load->getPointerOperand())))
       return false;
-    llvm::Type *type = store->getValueOperand()->getType();
-    if (!type->isVectorTy())
-      return false;
-    *bytes = store->getModule()->getDataLayout().getTypeStoreSize(type).getFixedValue();
-    return llvm::isPowerOf2_64(*bytes) && store->getAlign().value() < *bytes;
+    for (llvm::Instruction &inst : f.getEntryBlock()) {
+      if (&inst == load)
+        return true;
+      if (inst.mayWriteToMemory() || inst.mayHaveSideEffects())
+        return false;
+    }
+    return false;
   }
 
   static bool version(llvm::Function &f, llvm::ModuleAnalysisManager &mam) {
-    // The bases of the under-aligned vector streaming stores, and the
+    // The buffers of the under-aligned vector streaming stores, and the
     // alignment they need (the widest store's size).
     llvm::SmallSetVector<llvm::Value *, 4> bases;
+    llvm::SmallVector<llvm::StoreInst *> stores;
     uint64_t needed = 0;
     for (llvm::BasicBlock &block : f)
       for (llvm::Instruction &inst : block) {
-        uint64_t bytes = 0;
-        if (!isStreamingVectorStore(inst, &bytes))
+        const uint64_t bytes = underAlignedStreamingStore(inst);
+        if (bytes == 0)
           continue;
-        llvm::Value *base = llvm::getUnderlyingObject(llvm::cast<llvm::StoreInst>(inst).getPointerOperand());
-        auto *defined = llvm::dyn_cast<llvm::Instruction>(base);
-        if (!llvm::isa<llvm::Argument>(base) && !(defined && defined->getParent() == &f.getEntryBlock()))
-          return false;  // a base the entry cannot test
+        auto *store = llvm::cast<llvm::StoreInst>(&inst);
+        llvm::Value *base = llvm::getUnderlyingObject(store->getPointerOperand());
+        if (bytes > kMaxVectorBytes || !recomputable(base, f))
+          return false;  // a buffer the entry cannot test, or no allocation is that aligned
         bases.insert(base);
+        stores.push_back(store);
         needed = std::max(needed, bytes);
       }
     if (bases.empty())
       return false;
 
     // The clone that may assume it.
+    llvm::Module &module = *f.getParent();
     llvm::ValueToValueMapTy map;
     llvm::Function *aligned = llvm::CloneFunction(&f, map);
     aligned->setName(f.getName() + ".aligned_streaming");
@@ -201,27 +231,22 @@ struct AlignStreamingStores : llvm::PassInfoMixin<AlignStreamingStores> {
         b.SetInsertPoint(inst->getNextNode());
       else
         b.SetInsertPoint(aligned->getEntryBlock().getFirstInsertionPt());
-      b.CreateAlignmentAssumption(module(f).getDataLayout(), copy, needed);
+      b.CreateAlignmentAssumption(module.getDataLayout(), copy, needed);
     }
-    auto &fam = mam.getResult<llvm::FunctionAnalysisManagerModuleProxy>(module(f)).getManager();
+    auto &fam = mam.getResult<llvm::FunctionAnalysisManagerModuleProxy>(module).getManager();
     llvm::InferAlignmentPass().run(*aligned, fam);
     fam.clear(*aligned, aligned->getName());
-    // Worth a test only where LLVM proved a store aligned (a row loop's
-    // stores, not those of a chunk that starts anywhere).
-    bool proven = false;
-    for (llvm::BasicBlock &block : *aligned)
-      for (llvm::Instruction &inst : block)
-        if (const auto *store = llvm::dyn_cast<llvm::StoreInst>(&inst);
-            store && store->getMetadata(llvm::LLVMContext::MD_nontemporal) &&
-            store->getValueOperand()->getType()->isVectorTy() &&
-            store->getAlign().value() >= module(f).getDataLayout().getTypeStoreSize(store->getValueOperand()->getType()))
-          proven = true;
+    // Worth a test only where LLVM proved one of those stores aligned (a
+    // row loop's, not one of a chunk that starts anywhere).
+    const bool proven = llvm::any_of(stores, [&](llvm::StoreInst *store) {
+      return underAlignedStreamingStore(*llvm::cast<llvm::StoreInst>(map[store])) == 0;
+    });
     if (!proven) {
       aligned->eraseFromParent();
       return false;
     }
 
-    // The test, where the last base is known (the entry's loads come first).
+    // The test, after the last base the entry block loads.
     llvm::Instruction *after = nullptr;
     for (llvm::Value *base : bases)
       if (auto *inst = llvm::dyn_cast<llvm::Instruction>(base))
@@ -232,8 +257,8 @@ struct AlignStreamingStores : llvm::PassInfoMixin<AlignStreamingStores> {
     llvm::BasicBlock *body = llvm::SplitBlock(entry, split);
     // Static allocas stay in the entry block (elsewhere they are dynamic).
     for (llvm::Instruction &inst : llvm::make_early_inc_range(*body))
-      if (auto *alloca = llvm::dyn_cast<llvm::AllocaInst>(&inst); alloca && !alloca->isStaticAlloca() &&
-                                                                 llvm::isa<llvm::ConstantInt>(alloca->getArraySize()))
+      if (auto *alloca = llvm::dyn_cast<llvm::AllocaInst>(&inst);
+          alloca && !alloca->isStaticAlloca() && llvm::isa<llvm::ConstantInt>(alloca->getArraySize()))
         alloca->moveBefore(entry->getFirstInsertionPt());
     llvm::BasicBlock *call = llvm::BasicBlock::Create(f.getContext(), "aligned", &f, body);
     entry->getTerminator()->eraseFromParent();
@@ -244,19 +269,25 @@ struct AlignStreamingStores : llvm::PassInfoMixin<AlignStreamingStores> {
       low = low ? b.CreateOr(low, bits) : bits;
     }
     b.CreateCondBr(b.CreateICmpEQ(low, b.getInt64(0)), call, body);
+    // A tail call: f's frame (its row buffers) is not kept under the clone's.
     b.SetInsertPoint(call);
     llvm::SmallVector<llvm::Value *> args;
     for (llvm::Argument &arg : f.args())
       args.push_back(&arg);
     llvm::CallInst *result = b.CreateCall(aligned, args);
+    result->setCallingConv(f.getCallingConv());
+    llvm::SmallVector<llvm::AttributeSet> argAttrs;
+    for (unsigned i = 0; i < f.arg_size(); ++i)
+      argAttrs.push_back(f.getAttributes().getParamAttrs(i));
+    result->setAttributes(llvm::AttributeList::get(f.getContext(), llvm::AttributeSet(),
+                                                   f.getAttributes().getRetAttrs(), argAttrs));
+    result->setTailCallKind(llvm::CallInst::TCK_MustTail);
     if (f.getReturnType()->isVoidTy())
       b.CreateRetVoid();
     else
       b.CreateRet(result);
     return true;
   }
-
-  static llvm::Module &module(llvm::Function &f) { return *f.getParent(); }
 };
 
 } // namespace

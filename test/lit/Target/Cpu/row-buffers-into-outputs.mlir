@@ -1,6 +1,5 @@
 // RUN: kiln-opt %s -kiln-cpu-row-buffers-into-outputs -split-input-file | FileCheck %s
 // RUN: kiln-opt %s -kiln-cpu-row-buffers-into-outputs=shared-args=0,1 -split-input-file | FileCheck %s --check-prefix=SHARED
-// RUN: kiln-opt %s -kiln-cpu-row-buffers-into-outputs=streaming-bytes=32 -split-input-file | FileCheck %s --check-prefix=STREAM
 
 // A softmax row: the exp row is written where the scale loop stores it, in
 // row %i of %out, and scaled there in place; no row buffer is left.
@@ -20,16 +19,6 @@
 // SHARED-LABEL: func.func @softmax_row
 // SHARED: memref.alloca() {{.*}} : memref<16xi8>
 // SHARED: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : memref<1x4xf32>
-// An output of `streaming-bytes` or more (here its 32 bytes) is streamed
-// out of the row buffer, which stays; the scale loop reads the buffer and
-// stores the output row.
-// STREAM-LABEL: func.func @softmax_row
-// STREAM: memref.alloca() {{.*}} : memref<16xi8>
-// STREAM: scf.for
-// STREAM: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : memref<1x4xf32>
-// STREAM: scf.for
-// STREAM: memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<1x4xf32>
-// STREAM: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : memref<2x4xf32>
 func.func @softmax_row(%x: memref<2x4xf32>, %out: memref<2x4xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -64,7 +53,6 @@ func.func @softmax_row(%x: memref<2x4xf32>, %out: memref<2x4xf32>) {
 
 // The output's rows as [2, 1, 4] (a keepdim result): the row is %out[%i, 0, j].
 // CHECK-LABEL: func.func @unit_middle_dim
-// STREAM-LABEL: func.func @unit_middle_dim
 // CHECK-NOT: memref.alloca
 // CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<2x1x4xf32>
 // CHECK: memref.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<2x1x4xf32>
@@ -172,6 +160,45 @@ func.func @partial_row(%x: memref<2x4xf32>, %out: memref<2x2xf32>) {
     scf.for %j = %c0 to %c2 step %c1 {
       %v = memref.load %e[%c0, %j] : memref<1x4xf32>
       memref.store %v, %out[%i, %j] : memref<2x2xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// The output row streams (kiln-cpu-streaming-stores marked its store
+// non-temporal): the exp row stays in its buffer, and the scale loop reads
+// the buffer and streams the row out.
+// CHECK-LABEL: func.func @streamed_row
+// CHECK: memref.alloca() {{.*}} : memref<16xi8>
+// CHECK: math.exp
+// CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : memref<1x4xf32>
+// CHECK: memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<1x4xf32>
+// CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] {nontemporal = true} : memref<2x4xf32>
+func.func @streamed_row(%x: memref<2x4xf32>, %out: memref<2x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+    %row = memref.alloca() {alignment = 64 : i64} : memref<16xi8>
+    %e = memref.view %row[%c0][] : memref<16xi8> to memref<1x4xf32>
+    %s = scf.for %j = %c0 to %c4 step %c1 iter_args(%a = %zero) -> (f32) {
+      %v = memref.load %x[%i, %j] : memref<2x4xf32>
+      %w = math.exp %v : f32
+      memref.store %w, %e[%c0, %j] : memref<1x4xf32>
+      %n = arith.addf %a, %w : f32
+      scf.yield %n : f32
+    }
+    %inv = arith.divf %one, %s : f32
+    scf.for %j = %c0 to %c4 step %c1 {
+      %v = memref.load %e[%c0, %j] : memref<1x4xf32>
+      %w = arith.mulf %v, %inv : f32
+      memref.store %w, %out[%i, %j] {nontemporal = true} : memref<2x4xf32>
     }
     scf.reduce
   }
