@@ -1,0 +1,17 @@
+//===- LlvmPassPlugin.cpp - Kiln's LLVM passes for LLVM's opt -------------===//
+//
+// Kiln's own LLVM IR passes (StreamingStores.h) as an `opt` pass plugin, so
+// that their lit tests run them alone on IR written for the test:
+//   opt -load-pass-plugin=libkiln_llvm_passes.so -passes=kiln-align-streaming-stores
+//
+//===----------------------------------------------------------------------===//
+
+#include "jit/targets/cpu/StreamingStores.h"
+
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Plugins/PassPlugin.h"
+
+extern "C" LLVM_ATTRIBUTE_WEAK llvm::PassPluginLibraryInfo llvmGetPassPluginInfo() {
+  return {LLVM_PLUGIN_API_VERSION, "KilnCpuPasses", "1",
+          [](llvm::PassBuilder &pb) { kiln::jit::cpu::registerStreamingStorePasses(pb); }};
+}
