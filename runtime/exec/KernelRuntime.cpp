@@ -1,5 +1,6 @@
 // The C entry points compiled kernels call back into: parallel loops on the
 // runtime's TBB pool, and the packed GEMMs (f32, bf16) the interpreter uses too.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -8,6 +9,7 @@
 #include <tbb/parallel_for.h>
 
 #include "runtime/core/Half.h"
+#include "runtime/exec/ParallelChunks.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/interp/gemm/Bf16Gemm.h"
 #include "runtime/interp/gemm/Sgemm.h"
@@ -33,6 +35,17 @@ KILN_RT_EXPORT void kiln_rt_parallel_for(void (*body)(void*, int64_t, int64_t), 
   if (grain < 1) grain = 1;
   if (n <= grain) {
     body(ctx, 0, n);
+    return;
+  }
+  // Chunks at multiples of kParallelChunkAlign where the grain is one (the
+  // kernel's trampoline assumes it): TBB splits ranges in the middle.
+  using kiln::exec::kParallelChunkAlign;
+  if (grain % kParallelChunkAlign == 0) {
+    const int64_t blocks = (n + kParallelChunkAlign - 1) / kParallelChunkAlign;
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, blocks, grain / kParallelChunkAlign),
+                      [&](const tbb::blocked_range<int64_t>& r) {
+                        body(ctx, r.begin() * kParallelChunkAlign, std::min(r.end() * kParallelChunkAlign, n));
+                      });
     return;
   }
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),

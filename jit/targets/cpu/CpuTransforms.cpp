@@ -6,6 +6,7 @@
 #include "jit/targets/cpu/MemoryExtent.h"
 #include "jit/targets/cpu/Passes.h"
 #include "jit/targets/cpu/RowScratch.h"
+#include "runtime/exec/ParallelChunks.h"
 
 #include <functional>
 
@@ -1085,6 +1086,15 @@ LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName,
       for (unsigned k : used)
         usedTypes.push_back(body.getArgument(2 + k).getType());
       SmallVector<Value> loaded = loadSlots(b, entry->getArgument(0), usedTypes);
+      // The runtime starts such a loop's chunks at multiples of
+      // kParallelChunkAlign (ParallelChunks.h); LLVM then knows a flat
+      // loop's vector accesses from `begin` aligned where its buffers are.
+      if (dispatch.grain % exec::kParallelChunkAlign == 0) {
+        Value mask = LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(exec::kParallelChunkAlign - 1));
+        Value zero = LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(0));
+        Value low = LLVM::AndOp::create(b, loc, entry->getArgument(1), mask);
+        LLVM::AssumeOp::create(b, loc, LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, low, zero));
+      }
       for (unsigned k = 0, next = 0; k + 2 < body.getNumArguments(); ++k) {
         if (next < used.size() && used[next] == k) {
           args.push_back(loaded[next++]);
