@@ -37,10 +37,10 @@ KILN_RT_EXPORT void kiln_rt_parallel_for(void (*body)(void*, int64_t, int64_t), 
     body(ctx, 0, n);
     return;
   }
-  // Chunks at multiples of kParallelChunkAlign where the grain is one (the
-  // kernel's trampoline assumes it): TBB splits ranges in the middle.
+  // Chunks at multiples of kParallelChunkAlign for the grains that promise
+  // it (the kernel's trampoline assumes it): TBB splits ranges in the middle.
   using kiln::exec::kParallelChunkAlign;
-  if (grain % kParallelChunkAlign == 0) {
+  if (kiln::exec::alignsChunks(grain)) {
     const int64_t blocks = (n + kParallelChunkAlign - 1) / kParallelChunkAlign;
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, blocks, grain / kParallelChunkAlign),
                       [&](const tbb::blocked_range<int64_t>& r) {

@@ -1089,7 +1089,7 @@ LogicalResult finalizeLLVMModule(ModuleOp module, const std::string &kernelName,
       // The runtime starts such a loop's chunks at multiples of
       // kParallelChunkAlign (ParallelChunks.h); LLVM then knows a flat
       // loop's vector accesses from `begin` aligned where its buffers are.
-      if (dispatch.grain % exec::kParallelChunkAlign == 0) {
+      if (exec::alignsChunks(dispatch.grain)) {
         Value mask = LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(exec::kParallelChunkAlign - 1));
         Value zero = LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(0));
         Value low = LLVM::AndOp::create(b, loc, entry->getArgument(1), mask);

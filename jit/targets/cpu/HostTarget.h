@@ -51,7 +51,8 @@ inline constexpr const char *kCpuToLoops =
     "func.func(kiln-cpu-order-reduction-loops),convert-linalg-to-parallel-loops,canonicalize,cse,kiln-cpu-promote-accumulators,kiln-cpu-hoist-invariant-loads";
 inline constexpr const char *kCpuFuseLoopsInRows = "func.func(kiln-cpu-fuse-loops-in-rows)";
 /// After func.func(kiln-cpu-streaming-stores): an output row that streams
-/// keeps its row buffer.
+/// keeps its row buffer; then the row loops' sums are blocked
+/// (kiln-cpu-block-wide-sums).
 inline constexpr const char *kCpuRowBuffersIntoOutputs =
     "func.func(kiln-cpu-row-buffers-into-outputs,kiln-cpu-block-wide-sums)";
 inline constexpr const char *kCpuIeeeMinMax = "kiln-cpu-ieee-min-max";

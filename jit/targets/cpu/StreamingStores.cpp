@@ -144,8 +144,9 @@ struct RestoreNontemporal : llvm::PassInfoMixin<RestoreNontemporal> {
 /// reads them from its argument array), so the function tests them once:
 /// when all are aligned it tail-calls a clone that knows it (an
 /// `llvm.assume` per buffer) and in which LLVM's InferAlignment proves the
-/// row loops' stores aligned (`vmovntps`); otherwise its own body runs, as
-/// before.
+/// stores of row loops, and of flat loops whose chunks start aligned
+/// (ParallelChunks.h), aligned (`vmovntps`); otherwise its own body runs,
+/// as before.
 struct AlignStreamingStores : llvm::PassInfoMixin<AlignStreamingStores> {
   llvm::PreservedAnalyses run(llvm::Module &module, llvm::ModuleAnalysisManager &mam) {
     if (!module.getTargetTriple().isX86())
@@ -236,8 +237,8 @@ struct AlignStreamingStores : llvm::PassInfoMixin<AlignStreamingStores> {
     auto &fam = mam.getResult<llvm::FunctionAnalysisManagerModuleProxy>(module).getManager();
     llvm::InferAlignmentPass().run(*aligned, fam);
     fam.clear(*aligned, aligned->getName());
-    // Worth a test only where LLVM proved one of those stores aligned (a
-    // row loop's, not one of a chunk that starts anywhere).
+    // Worth a test only where LLVM proved one of those stores aligned (not
+    // one of a chunk that may start anywhere).
     const bool proven = llvm::any_of(stores, [&](llvm::StoreInst *store) {
       return underAlignedStreamingStore(*llvm::cast<llvm::StoreInst>(map[store])) == 0;
     });

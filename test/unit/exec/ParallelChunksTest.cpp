@@ -42,13 +42,25 @@ std::vector<std::pair<int64_t, int64_t>> chunksOf(int64_t n, int64_t grain) {
   return chunks.ranges;
 }
 
-TEST(ParallelChunks, AGrainOfTheAlignmentsMultipleSplitsAtItsMultiples) {
-  for (int64_t grain : {kParallelChunkAlign, 2 * kParallelChunkAlign, 3 * kParallelChunkAlign, int64_t{16384}})
+TEST(ParallelChunks, FlatLoopGrainsSplitAtMultiplesOfTheAlignment) {
+  for (int64_t grain : {16 * kParallelChunkAlign, 17 * kParallelChunkAlign, int64_t{16384}}) {
+    ASSERT_TRUE(alignsChunks(grain)) << grain;
     for (int64_t n : {int64_t{17}, int64_t{1000}, int64_t{16385}, int64_t{1000003}}) {
       const auto chunks = chunksOf(n, grain);
       for (auto [begin, end] : chunks) EXPECT_EQ(begin % kParallelChunkAlign, 0) << "n " << n << " grain " << grain;
       if (n >= 8 * grain) EXPECT_GT(chunks.size(), 1u) << "n " << n << " grain " << grain << " ran in one chunk";
     }
+  }
+}
+
+TEST(ParallelChunks, RowLoopGrainsKeepTheirBalance) {
+  // A row loop of 1024-wide rows has a grain of 16 rows: its chunks are not
+  // rounded to 16 rows, which would split 20 rows 16 + 4.
+  EXPECT_FALSE(alignsChunks(kParallelChunkAlign));
+  EXPECT_FALSE(alignsChunks(3));
+  const auto chunks = chunksOf(20, kParallelChunkAlign);
+  if (chunks.size() > 1)  // one chunk where TBB had a single thread
+    for (auto [begin, end] : chunks) EXPECT_LE(end - begin, 10) << "20 rows split " << begin << ".." << end;
 }
 
 TEST(ParallelChunks, OtherGrainsCoverTheLoopOnce) {

@@ -72,6 +72,29 @@ exit:
   ret void
 }
 
+; The same flat loop whose chunks start at multiples of 16 elements (the
+; trampoline's assume, ParallelChunks.h): the clone's stores are aligned.
+; CHECK-LABEL: define void @flat_aligned_chunks(
+; CHECK: musttail call void @flat_aligned_chunks.aligned_streaming(ptr %out, i64 %lb, i64 %ub)
+define void @flat_aligned_chunks(ptr %out, i64 %lb, i64 %ub) {
+entry:
+  %low = and i64 %lb, 15
+  %chunk.aligned = icmp eq i64 %low, 0
+  call void @llvm.assume(i1 %chunk.aligned)
+  br label %vec
+
+vec:
+  %i = phi i64 [ %lb, %entry ], [ %i.next, %vec ]
+  %p = getelementptr inbounds float, ptr %out, i64 %i
+  store <8 x float> zeroinitializer, ptr %p, align 4, !nontemporal !0
+  %i.next = add nsw i64 %i, 8
+  %done = icmp sge i64 %i.next, %ub
+  br i1 %done, label %exit, label %vec
+
+exit:
+  ret void
+}
+
 ; The buffer is loaded after the entry writes memory: a clone would load it
 ; again and might see another pointer, so the function is left alone.
 ; CHECK-LABEL: define void @loaded_after_a_store(
@@ -119,10 +142,13 @@ exit:
 }
 
 declare void @use(ptr)
+declare void @llvm.assume(i1)
 
 ; CHECK-LABEL: define internal void @rows.aligned_streaming(
 ; CHECK: %out = load ptr, ptr %args
 ; CHECK-NEXT: call void @llvm.assume(i1 true) [ "align"(ptr %out, i64 32) ]
+; CHECK: store <8 x float> zeroinitializer, ptr %{{.*}}, align 32, !nontemporal
+; CHECK-LABEL: define internal void @flat_aligned_chunks.aligned_streaming(
 ; CHECK: store <8 x float> zeroinitializer, ptr %{{.*}}, align 32, !nontemporal
 ; CHECK-LABEL: define internal i32 @returns.aligned_streaming(
 ; CHECK: call void @llvm.assume(i1 true) [ "align"(ptr %out, i64 32) ]
