@@ -857,19 +857,10 @@ TEST(Tiering, StreamedRowsKeepTheirRowBufferAndStoreAligned) {
   DumpDirectory dir("kiln-dump-aligned-streaming-test");
   Tensor x = rand({4096, 1024}, 51, DType::f32, -4, 4);
   kiln::sync();
-  std::vector<float> reference;
-  {
-    JitScope off(JitMode::Off);
-    reference = softmax(x, -1).to_vector<float>();
-  }
-  setenv("KILN_DUMP_IR", dir.c_str(), 1);
-  {
-    JitScope sync(JitMode::Sync, 1);
-    reset_stats();
-    expectClose(softmax(x, -1).to_vector<float>(), reference, 1e-6f);
-    EXPECT_EQ(stats().compiled_runs, 1u);
-  }
-  unsetenv("KILN_DUMP_IR");
+  const auto [reference, compiled, compiledRuns] =
+      interpretedThenCompiled([&] { return softmax(x, -1).to_vector<float>(); }, dir);
+  EXPECT_EQ(compiledRuns, 1u);
+  expectClose(compiled, reference, 1e-6f);
   EXPECT_EQ(countInDumps(dir, "3-loops", "{nontemporal = true} : memref<4096x1024xf32>"), 1);
   EXPECT_EQ(countInDumps(dir, "3-loops", "memref.alloca() {alignment = 64 : i64} : memref<4096xi8>"), 1)
       << "the exp row is no longer a row buffer";
