@@ -100,11 +100,7 @@ ScratchBuffer::~ScratchBuffer() {
   }
   slot_.p = p_;
   slot_.capacity = capacity_;
-  if (!holdUntilThreadEnd(slot_)) {
-    release(p_, capacity_);
-    slot_.p = nullptr;
-    slot_.capacity = 0;
-  }
+  if (!holdUntilThreadEnd(slot_)) releaseScratch(slot_);
 }
 
 }  // namespace kiln::interp

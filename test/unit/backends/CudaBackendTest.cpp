@@ -28,6 +28,7 @@
 #include "runtime/backends/Hal.h"
 #include "runtime/backends/cuda/CudaCachingAllocator.h"
 #include "runtime/exec/Executable.h"
+#include "test/cuda_driver/FakeNccl.h"
 #include "test/unit/exec/JitScope.h"
 #include "test/unit/trace/ExpectError.h"
 
@@ -528,10 +529,8 @@ TEST_F(CudaTest, CollectivesOfOneProcessAreCopiesOnTheDevice) {
 /// The fake NCCL's count of its collectives; kNoFakeNccl with the real one.
 constexpr size_t kNoFakeNccl = ~size_t{0};
 size_t fakeNcclCollectives() {
-  const char* path = std::getenv("KILN_NCCL_LIBRARY");
-  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  void* count = lib ? dlsym(lib, "kiln_fake_nccl_collectives") : nullptr;
-  return count ? reinterpret_cast<size_t (*)()>(count)() : kNoFakeNccl;
+  const KilnFakeNcclCount count = kilnFakeNcclCollectives();
+  return count ? count() : kNoFakeNccl;
 }
 
 /// kiln::dist::nccl_communicator on one rank, on device buffers: the fake

@@ -7,7 +7,6 @@
 // CTest runs it twice: on CPU tensors (MPI), and with KILN_DEFAULT_DEVICE=
 // cuda:0 on the fake CUDA driver and the fake NCCL (test/cuda_driver), where
 // every collective goes through Kiln's NCCL path on the device.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,7 +25,9 @@
 #include "runtime/backends/Hal.h"
 #include "runtime/dist/Collectives.h"
 #include "runtime/trace/Recorder.h"
+#include "test/cuda_driver/FakeNccl.h"
 #include "test/unit/exec/JitScope.h"
+#include "test/unit/trace/ExpectError.h"
 
 namespace kiln {
 namespace {
@@ -36,19 +37,14 @@ using dist::ReduceOp;
 /// Are the tensors of this run on a CUDA device (the NCCL variant)?
 bool onCuda() { return default_device().kind == Device::CUDA; }
 
-/// The fake NCCL's count of the collectives it ran in this process; null
+/// The fake NCCL's count of the collectives it ran in this process; 0
 /// without it (on CPU tensors, or with the real NCCL on GPUs).
-size_t (*fakeNcclCount())() {
-  const char* path = std::getenv("KILN_NCCL_LIBRARY");
-  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  return lib ? reinterpret_cast<size_t (*)()>(dlsym(lib, "kiln_fake_nccl_collectives")) : nullptr;
-}
 size_t ncclCollectives() {
-  auto* count = fakeNcclCount();
+  const KilnFakeNcclCount count = kilnFakeNcclCollectives();
   return count ? count() : 0;
 }
 /// Can this run count NCCL's collectives (CUDA tensors on the fake NCCL)?
-bool countsNccl() { return onCuda() && fakeNcclCount(); }
+bool countsNccl() { return onCuda() && kilnFakeNcclCollectives(); }
 
 /// The fake CUDA driver launches compiled kernels without computing them
 /// (KILN_FAKE_CUDA_COMPILED=launch): there a compiled run's values say
@@ -200,14 +196,8 @@ TEST(DistMismatch, ShapeMismatchIsAnErrorNamingBothRanks) {
   const int rank = dist::rank();
   JitScope mode(JitMode::Off);
   Tensor x = dist::all_reduce(ones({rank == 0 ? 3 : 4}));
-  try {
-    x.to_vector<float>();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find("rank 0 runs dist::all_reduce on f32 [3]"), std::string::npos) << m;
-    EXPECT_NE(m.find("rank 1 runs dist::all_reduce on f32 [4]"), std::string::npos) << m;
-  }
+  expectError([&] { x.to_vector<float>(); },
+              {"rank 0 runs dist::all_reduce on f32 [3]", "rank 1 runs dist::all_reduce on f32 [4]"});
   step();
   // The communicator still works afterwards.
   EXPECT_EQ(dist::all_reduce(ones({2}, DType::i32)).to_vector<int32_t>(), (std::vector<int32_t>{2, 2}));
@@ -218,14 +208,8 @@ TEST(DistMismatch, DifferentCollectivesAreAnError) {
   const int rank = dist::rank();
   JitScope mode(JitMode::Off);
   Tensor x = rank == 0 ? dist::all_reduce(ones({2}, DType::f64)) : dist::broadcast(ones({2}, DType::f64), 0);
-  try {
-    x.to_vector<double>();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find("dist::all_reduce on f64 [2] (sum)"), std::string::npos) << m;
-    EXPECT_NE(m.find("dist::broadcast on f64 [2] from root 0"), std::string::npos) << m;
-  }
+  expectError([&] { x.to_vector<double>(); },
+              {"dist::all_reduce on f64 [2] (sum)", "dist::broadcast on f64 [2] from root 0"});
   step();
 }
 
@@ -237,14 +221,8 @@ TEST(DistMismatch, CudaAndHostTensorsAreAnError) {
   JitScope mode(JitMode::Off);
   Tensor x = ones({3});
   Tensor r = dist::all_reduce(rank == 0 ? x : x.to(Device::cpu()));
-  try {
-    r.to_vector<float>();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find("dist::all_reduce on f32 [3] (sum) of CUDA tensors"), std::string::npos) << m;
-    EXPECT_NE(m.find("dist::all_reduce on f32 [3] (sum) of host tensors"), std::string::npos) << m;
-  }
+  expectError([&] { r.to_vector<float>(); }, {"dist::all_reduce on f32 [3] (sum) of CUDA tensors",
+                                              "dist::all_reduce on f32 [3] (sum) of host tensors"});
   step();
   EXPECT_EQ(dist::all_reduce(ones({2}, DType::i32).to(Device::cpu())).to_vector<int32_t>(),
             (std::vector<int32_t>{2, 2}));
@@ -308,13 +286,7 @@ TEST(DistApi, NcclWithoutTheLibraryIsAClearError) {
   const char* was = std::getenv("KILN_NCCL_LIBRARY");
   const std::string saved = was ? was : "";
   setenv("KILN_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
-  try {
-    dist::nccl_communicator(dist::world(), 0);
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/libnccl.so.2"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("KILN_NCCL_LIBRARY"), std::string::npos) << e.what();
-  }
+  expectError([] { dist::nccl_communicator(dist::world(), 0); }, {"/nonexistent/libnccl.so.2", "KILN_NCCL_LIBRARY"});
   if (was) setenv("KILN_NCCL_LIBRARY", saved.c_str(), 1);
   else unsetenv("KILN_NCCL_LIBRARY");
 }

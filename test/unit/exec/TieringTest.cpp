@@ -778,23 +778,30 @@ TEST(Tiering, LatencyBoundLoopsAreNotMachineScheduled) {
   EXPECT_EQ(markedIn(light, "kiln-dump-light-test"), 0);
 }
 
-/// Vector streaming stores in the dumped LLVM IR whose alignment is their
-/// vector's size: `store <N x float> ..., align A, ... !nontemporal` with
-/// A = 4N (x86 writes them whole).
-int alignedVectorStreamingStores(const std::filesystem::path& dir) {
+/// Lines of the dumped LLVM IR (5-optimized.ll) for which `counts` holds.
+int linesInOptimizedDumps(const std::filesystem::path& dir, const std::function<bool(const std::string&)>& counts) {
   int count = 0;
   for (const std::string& text : dumpsOf(dir, "5-optimized.ll")) {
     std::istringstream lines(text);
-    for (std::string line; std::getline(lines, line);) {
-      const size_t vec = line.find("store <"), align = line.find(", align ");
-      if (vec == std::string::npos || align == std::string::npos || line.find("!nontemporal") == std::string::npos ||
-          line.compare(line.find(" x ", vec), 9, " x float>") != 0)
-        continue;
-      const long lanes = std::stol(line.substr(vec + 7)), bytes = std::stol(line.substr(align + 8));
-      count += bytes == 4 * lanes;
-    }
+    for (std::string line; std::getline(lines, line);) count += counts(line);
   }
   return count;
+}
+
+bool isVectorStreamingStore(const std::string& line) {
+  return line.find("store <") != std::string::npos && line.find("!nontemporal") != std::string::npos;
+}
+
+/// Vector streaming stores whose alignment is their vector's size:
+/// `store <N x float> ..., align A, ... !nontemporal` with A = 4N (x86
+/// writes them whole).
+int alignedVectorStreamingStores(const std::filesystem::path& dir) {
+  return linesInOptimizedDumps(dir, [](const std::string& line) {
+    if (!isVectorStreamingStore(line)) return false;
+    const size_t vec = line.find("store <"), align = line.find(", align ");
+    if (align == std::string::npos || line.compare(line.find(" x ", vec), 9, " x float>") != 0) return false;
+    return std::stol(line.substr(align + 8)) == 4 * std::stol(line.substr(vec + 7));
+  });
 }
 
 TEST(Tiering, LargeOutputsOfLightLoopsAreWrittenWithStreamingStores) {
@@ -829,13 +836,7 @@ TEST(Tiering, LargeOutputsOfLightLoopsAreWrittenWithStreamingStores) {
   unsetenv("KILN_DUMP_IR");
   expectClose(compiled.first, reference.first, 1e-6f);
   expectClose(compiled.second, reference.second, 1e-6f);
-  int vectorStreamingStores = 0;
-  for (const std::string& text : dumpsOf(dir, "5-optimized.ll")) {
-    std::istringstream lines(text);
-    for (std::string line; std::getline(lines, line);)
-      vectorStreamingStores += line.find("store <") != std::string::npos && line.find("!nontemporal") != std::string::npos;
-  }
-  EXPECT_GE(vectorStreamingStores, 1) << "the 32 MiB result's vector stores are plain";
+  EXPECT_GE(linesInOptimizedDumps(dir, isVectorStreamingStore), 1) << "the 32 MiB result's vector stores are plain";
   // The loop is flat, but its chunks start at multiples of 16 elements
   // (ParallelChunks.h): the clone for an aligned result writes whole vectors.
   EXPECT_GE(countInDumps(dir, "5-optimized.ll", ".aligned_streaming("), 1) << "no aligned clone";
