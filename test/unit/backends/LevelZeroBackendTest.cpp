@@ -489,6 +489,38 @@ TEST_F(LevelZeroTier1, EveryOpCompiledToSpirvMatchesTheInterpretedCpu) {
   EXPECT_GE(s.compiled_runs, static_cast<uint64_t>(compared) * 9 / 10) << s.str();
 }
 
+/// Element-wise nests large enough that each thread computes several
+/// elements (jit/targets/gpu/GpuLaunches.cpp, coarsenParallelLoop): a chain
+/// over 2^20 + 3 elements and a broadcast add over [300, 1027], both with
+/// partial blocks at their edges, compiled and run on level_zero:0, match
+/// the interpreted CPU.
+TEST_F(LevelZeroTier1, LargeElementwiseNestsMatchTheInterpretedCpu) {
+  const int64_t n = (int64_t{1} << 20) + 3;
+  const Tensor x = from_vector(ramp(static_cast<size_t>(n), -3.0f, 6.0f / static_cast<float>(n)), {n});
+  const Tensor m = from_vector(ramp(300 * 1027, -2.0f, 1e-5f), {300, 1027});
+  const Tensor bias = from_vector(ramp(1027, 1.0f, -0.002f), {1027});
+  auto chain = [](const Tensor& t) { return exp(tanh(t) * t); };
+  std::vector<float> wantChain, wantAdd;
+  {
+    JitScope off(JitMode::Off);
+    wantChain = chain(x).to_vector<float>();
+    wantAdd = (m + bias).to_vector<float>();
+  }
+  JitScope sync(JitMode::Sync, 1);
+  reset_stats();
+  const Tensor xd = x.to(kZe), md = m.to(kZe), biasd = bias.to(kZe);
+  const std::vector<float> gotChain = chain(xd).to(Device::cpu()).to_vector<float>();
+  const std::vector<float> gotAdd = (md + biasd).to(Device::cpu()).to_vector<float>();
+  const Stats s = stats();
+  EXPECT_EQ(s.compile_failures, 0u) << s.str();
+  EXPECT_GE(s.compiled_runs, 2u) << s.str();
+  ASSERT_EQ(gotChain.size(), wantChain.size());
+  for (size_t i = 0; i < gotChain.size(); ++i)
+    ASSERT_NEAR(gotChain[i], wantChain[i], tolerance(Bound::Transcendental, DType::f32, wantChain[i])) << "chain [" << i << "]";
+  ASSERT_EQ(gotAdd.size(), wantAdd.size());
+  for (size_t i = 0; i < gotAdd.size(); ++i) ASSERT_EQ(gotAdd[i], wantAdd[i]) << "add [" << i << "]";
+}
+
 /// A training-like step on level_zero:0: matmul, bias, tanh, softmax, a loss
 /// reduced to a scalar that later kernels read, and a float constant that
 /// varies between steps (a kernel argument).

@@ -59,6 +59,10 @@ struct Case {
   std::function<trace::TraceGraph()> graph;
 };
 
+/// Elements of the large element-wise case: 1024 blocks of 1024 (256 threads
+/// of 4 elements) and 3 more.
+inline constexpr int64_t kLargeElementwise = (int64_t{1} << 20) + 3;
+
 inline std::vector<Case> gpuTargetCases() {
   using core::OpKind;
   const DType f = DType::f32;
@@ -107,6 +111,23 @@ inline std::vector<Case> gpuTargetCases() {
          uint32_t e = b.op(OpKind::Exp, f, {}, {s});
          uint32_t bs = b.op(OpKind::BroadcastTo, f, {64}, {e});
          return b.output(b.op(OpKind::Mul, f, {64}, {x, bs}));
+       }},
+      {"large_elementwise_chain",  // several elements a thread; the last block part full
+       [=] {
+         GraphBuilder b;
+         const Shape s{kLargeElementwise};
+         uint32_t x = b.param(f, s);
+         uint32_t e = b.op(OpKind::Tanh, f, s, {x});
+         uint32_t m = b.op(OpKind::Mul, f, s, {e, x});
+         return b.output(b.op(OpKind::Exp, f, s, {m}));
+       }},
+      {"large_broadcast_add_2d",  // several columns a thread, with edges in both dimensions
+       [=] {
+         GraphBuilder b;
+         uint32_t x = b.param(f, {300, 1027});
+         uint32_t bias = b.param(f, {1027});
+         uint32_t bb = b.op(OpKind::BroadcastTo, f, {300, 1027}, {bias});
+         return b.output(b.op(OpKind::Add, f, {300, 1027}, {x, bb}));
        }},
       {"cast_and_compare",
        [=] {

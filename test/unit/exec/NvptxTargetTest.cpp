@@ -9,7 +9,9 @@
 #include <fstream>
 #include <functional>
 #include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 #include "kiln/kiln.h"
@@ -76,6 +78,48 @@ TEST(NvptxTarget, EveryFamilyCompilesToPtxThatPtxasAccepts) {
       EXPECT_EQ(outputs.size(), g.outputs.size());
     }
   }
+}
+
+/// The graph of the GPU target case `name`.
+trace::TraceGraph caseGraph(const std::string& name) {
+  for (const Case& c : gpuTargetCases())
+    if (name == c.name) return c.graph();
+  ADD_FAILURE() << "no GPU target case " << name;
+  return {};
+}
+
+// A large element-wise nest gives each thread 4 elements, 256 apart (blocks
+// of 1024), and a full block issues the 4 loads before any arithmetic: one
+// element a thread kept one load in flight under chain8's long arithmetic.
+TEST(NvptxTarget, LargeElementwiseNestsGiveEachThreadFourElementsLoadedTogether) {
+  TraceCompiler* compiler = loadCompiler();
+  ASSERT_NE(compiler, nullptr);
+  CompileResult r = compiler->compile(caseGraph("large_elementwise_chain"), "coarse", CompileTarget::nvptx(90),
+                                      exec::CodegenEffort::Full);
+  ASSERT_TRUE(r.ok()) << r.error;
+  ASSERT_EQ(r.dispatches.size(), 1u);
+  const KernelDispatch& d = r.dispatches[0];
+  EXPECT_EQ(d.grid[0], (kLargeElementwise + 1023) / 1024);
+  EXPECT_EQ(d.block[0], 256);
+  // The first global access of the kernel and the three after it are the
+  // full block's loads, one block's width (1024 bytes) apart.
+  std::vector<std::string> accesses;
+  std::istringstream ptx(r.object);
+  for (std::string line; std::getline(ptx, line) && accesses.size() < 4;)
+    if (line.find("ld.global") != std::string::npos || line.find("st.global") != std::string::npos ||
+        line.find("fma") != std::string::npos || line.find("ex2") != std::string::npos)
+      accesses.push_back(line);
+  ASSERT_EQ(accesses.size(), 4u);
+  for (size_t i = 0; i < accesses.size(); ++i) {
+    EXPECT_NE(accesses[i].find("ld.global"), std::string::npos) << "access " << i << ": " << accesses[i];
+    if (i > 0)
+      EXPECT_NE(accesses[i].find("+" + std::to_string(1024 * i) + "]"), std::string::npos) << accesses[i];
+  }
+  // A small nest keeps one element a thread.
+  r = compiler->compile(caseGraph("elementwise_chain"), "fine", CompileTarget::nvptx(90), exec::CodegenEffort::Full);
+  ASSERT_TRUE(r.ok()) << r.error;
+  ASSERT_EQ(r.dispatches.size(), 1u);
+  EXPECT_EQ(r.dispatches[0].grid[0], (1000 + 255) / 256);
 }
 
 TEST(NvptxTarget, RefusesWhatItCannotCompile) {
