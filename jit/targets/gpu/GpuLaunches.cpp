@@ -36,6 +36,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+/// The constant value of `v`, if it has one.
+std::optional<int64_t> constantIndex(mlir::Value v) {
+  if (auto c = v.getDefiningOp<mlir::arith::ConstantIndexOp>())
+    return c.value();
+  return std::nullopt;
+}
+
 /// Threads per block along each tiled loop dimension, by loop rank: the last
 /// (contiguous) dimension gets the most.
 llvm::SmallVector<int64_t> tileSizesFor(unsigned rank) {
@@ -137,6 +144,239 @@ void hoistParallelLoops(mlir::func::FuncOp kernel) {
   }
 }
 
+/// Threads of a row reduction's block (launchRowReductions), and the
+/// shortest row that gets a block of its own: shorter rows keep a thread.
+constexpr int64_t kRowThreads = 256;
+constexpr int64_t kMinRowForBlock = 32;
+
+/// The value `combine` leaves its other operand unchanged with, of `type`;
+/// null for an operation launchRowReductions does not reduce.
+mlir::TypedAttr identityOf(mlir::Operation *combine, mlir::Type type) {
+  using namespace mlir;
+  auto floatType = dyn_cast<FloatType>(type);
+  auto intType = dyn_cast<IntegerType>(type);
+  auto f = [&](APFloat v) -> TypedAttr { return FloatAttr::get(type, v); };
+  auto i = [&](APInt v) -> TypedAttr { return IntegerAttr::get(type, v); };
+  if (floatType) {
+    const llvm::fltSemantics &sem = floatType.getFloatSemantics();
+    if (isa<arith::AddFOp>(combine))
+      return f(APFloat::getZero(sem, /*Negative=*/true));  // -0 + x is x, -0 included
+    if (isa<arith::MulFOp>(combine))
+      return f(APFloat::getOne(sem));
+    if (isa<arith::MaximumFOp>(combine))
+      return f(APFloat::getInf(sem, /*Negative=*/true));  // NaN still wins
+    if (isa<arith::MinimumFOp>(combine))
+      return f(APFloat::getInf(sem));
+    if (isa<arith::MaxNumFOp, arith::MinNumFOp>(combine))
+      return f(APFloat::getNaN(sem));  // maxnum(NaN, x) is x
+    return nullptr;
+  }
+  if (!intType)
+    return nullptr;
+  const unsigned w = intType.getWidth();
+  if (isa<arith::AddIOp, arith::OrIOp, arith::XOrIOp, arith::MaxUIOp>(combine))
+    return i(APInt::getZero(w));
+  if (isa<arith::MulIOp>(combine))
+    return i(APInt(w, 1));
+  if (isa<arith::AndIOp, arith::MinUIOp>(combine))
+    return i(APInt::getAllOnes(w));
+  if (isa<arith::MaxSIOp>(combine))
+    return i(APInt::getSignedMinValue(w));
+  if (isa<arith::MinSIOp>(combine))
+    return i(APInt::getSignedMaxValue(w));
+  return nullptr;
+}
+
+/// A row reduction as the loop conversion leaves it (after
+/// hoistParallelLoops): `scf.parallel (rows) { scf.for k { v = f(loads);
+/// acc[row] = combine(acc[row], v) } }`, where k is the contiguous (last)
+/// index of every load that uses it.
+struct RowReduction {
+  mlir::scf::ParallelOp rows;
+  mlir::scf::ForOp loop;
+  mlir::memref::LoadOp accLoad;
+  mlir::memref::StoreOp accStore;
+  mlir::Operation *combine;
+  mlir::TypedAttr identity;
+  int64_t lower, upper;
+};
+
+std::optional<RowReduction> matchRowReduction(mlir::scf::ParallelOp rows) {
+  using namespace mlir;
+  if (rows.getNumReductions() != 0 || rows.getNumLoops() > 3 ||
+      rows.getBody()->getOperations().size() != 2)  // the loop and scf.reduce
+    return std::nullopt;
+  for (auto [lb, ub, step] : llvm::zip(rows.getLowerBound(), rows.getUpperBound(), rows.getStep())) {
+    auto l = constantIndex(lb), u = constantIndex(ub), s = constantIndex(step);
+    if (!l || !u || !s || *l != 0 || *s != 1)
+      return std::nullopt;
+  }
+  // gridDim.y and .z are at most 65535; the last row index goes on x.
+  for (unsigned d = 0; d + 1 < rows.getNumLoops(); ++d)
+    if (*constantIndex(rows.getUpperBound()[d]) > 65535)
+      return std::nullopt;
+  auto loop = dyn_cast<scf::ForOp>(rows.getBody()->front());
+  if (!loop || loop.getNumResults() != 0)
+    return std::nullopt;
+  auto first = constantIndex(loop.getLowerBound()), end = constantIndex(loop.getUpperBound()),
+       stride = constantIndex(loop.getStep());
+  if (!first || !end || !stride || *stride != 1 || *end - *first < kMinRowForBlock)
+    return std::nullopt;
+  RowReduction r{rows, loop, nullptr, nullptr, nullptr, nullptr, *first, *end};
+  const Value k = loop.getInductionVar();
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    if (op.getNumRegions() != 0)
+      return std::nullopt;
+    if (auto store = dyn_cast<memref::StoreOp>(op)) {
+      if (r.accStore)
+        return std::nullopt;
+      r.accStore = store;
+    } else if (!isa<memref::LoadOp>(op) && !isMemoryEffectFree(&op)) {
+      return std::nullopt;
+    }
+  }
+  if (!r.accStore)
+    return std::nullopt;
+  // The accumulator's element: indices that do not move with k.
+  for (Value index : r.accStore.getIndices())
+    if (loop->isAncestor(index.getParentBlock()->getParentOp()) || index == k)
+      return std::nullopt;
+  r.combine = r.accStore.getValueToStore().getDefiningOp();
+  if (!r.combine || r.combine->getBlock() != loop.getBody() || r.combine->getNumOperands() != 2 ||
+      !r.combine->getResult(0).hasOneUse())
+    return std::nullopt;
+  for (Value operand : r.combine->getOperands()) {
+    auto load = operand.getDefiningOp<memref::LoadOp>();
+    if (load && load.getMemRef() == r.accStore.getMemRef() && load.getIndices() == r.accStore.getIndices() &&
+        load->hasOneUse())
+      r.accLoad = load;
+  }
+  if (!r.accLoad)
+    return std::nullopt;
+  r.identity = identityOf(r.combine, r.accLoad.getType());
+  if (!r.identity)
+    return std::nullopt;
+  // Every other load reads k's element from a contiguous last dimension
+  // (so a block's threads read adjacent elements), nothing of the
+  // accumulator's buffer.
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    auto load = dyn_cast<memref::LoadOp>(op);
+    if (!load || load == r.accLoad)
+      continue;
+    if (load.getMemRef() == r.accStore.getMemRef())
+      return std::nullopt;
+    auto type = cast<MemRefType>(load.getMemRef().getType());
+    if (!type.getLayout().isIdentity())
+      return std::nullopt;
+    for (auto [d, index] : llvm::enumerate(load.getIndices())) {
+      const bool last = d + 1 == load.getIndices().size();
+      if (index == k ? !last : loop->isAncestor(index.getParentBlock()->getParentOp()))
+        return std::nullopt;
+    }
+  }
+  return r;
+}
+
+/// Row reductions over rows of kMinRowForBlock or more become launches of
+/// one block per row: each of the block's kRowThreads threads reduces
+/// every kRowThreads-th element of the row (adjacent threads, adjacent
+/// elements: coalesced) from the operation's identity, the block combines
+/// the threads' partial results in workgroup memory (a tree of halvings,
+/// barriers between), and thread 0 combines the row's result into the
+/// accumulator. The loop conversion gave a thread per row, whose loads are
+/// a row apart: uncoalesced, and one thread's serial walk per row.
+void launchRowReductions(mlir::func::FuncOp kernel, mlir::Attribute workgroupMemorySpace) {
+  using namespace mlir;
+  SmallVector<RowReduction> found;
+  for (Operation &op : kernel.getBody().front())
+    if (auto rows = dyn_cast<scf::ParallelOp>(op))
+      if (std::optional<RowReduction> r = matchRowReduction(rows))
+        found.push_back(*r);
+  for (RowReduction &r : found) {
+    OpBuilder b(r.rows);
+    const Location loc = r.rows.getLoc();
+    auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
+    const unsigned numRows = r.rows.getNumLoops();
+    // Grid x is the last row index, y and z the ones before it.
+    Value grid[3] = {index(1), index(1), index(1)};
+    for (unsigned d = 0; d < numRows; ++d)
+      grid[numRows - 1 - d] = r.rows.getUpperBound()[d];
+    const Type element = r.identity.getType();
+    const bool attributed = !workgroupMemorySpace;
+    Attribute workgroup = attributed ? mlir::gpu::AddressSpaceAttr::get(b.getContext(),
+                                                                         mlir::gpu::AddressSpace::Workgroup)
+                                     : workgroupMemorySpace;
+    auto sharedType = MemRefType::get({kRowThreads}, element, MemRefLayoutAttrInterface{}, workgroup);
+    auto launch = mlir::gpu::LaunchOp::create(
+        b, loc, grid[0], grid[1], grid[2], index(kRowThreads), index(1), index(1),
+        /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr, /*asyncDependencies=*/{},
+        /*workgroupAttributions=*/attributed ? TypeRange(ArrayRef<Type>{sharedType}) : TypeRange{});
+    Block &body = launch.getBody().front();
+    b.setInsertionPointToEnd(&body);
+    auto terminator = mlir::gpu::TerminatorOp::create(b, loc);
+    b.setInsertionPoint(terminator);
+    Value shared = attributed ? Value(launch.getWorkgroupAttributions().front())
+                              : Value(memref::AllocOp::create(b, loc, sharedType));
+    const Value blocks[3] = {launch.getBlockIds().x, launch.getBlockIds().y, launch.getBlockIds().z};
+    const Value thread = launch.getThreadIds().x;
+    IRMapping rowOf;
+    for (unsigned d = 0; d < numRows; ++d)
+      rowOf.map(r.rows.getInductionVars()[d], blocks[numRows - 1 - d]);
+    // The thread's share of the row, reduced from the identity.
+    Value identity = arith::ConstantOp::create(b, loc, r.identity);
+    auto strided = scf::ForOp::create(
+        b, loc, arith::AddIOp::create(b, loc, thread, index(r.lower)), index(r.upper), index(kRowThreads),
+        ValueRange{identity}, [&](OpBuilder &in, Location, Value k, ValueRange partial) {
+          IRMapping map = rowOf;
+          map.map(r.loop.getInductionVar(), k);
+          map.map(r.accLoad.getResult(), partial.front());
+          for (Operation &op : r.loop.getBody()->without_terminator())
+            if (&op != r.accLoad.getOperation() && &op != r.accStore.getOperation())
+              in.clone(op, map);
+          scf::YieldOp::create(in, loc, map.lookup(r.combine->getResult(0)));
+        });
+    auto combined = [&](Value x, Value y) -> Value {
+      IRMapping pair;
+      pair.map(r.combine->getOperand(0), x);
+      pair.map(r.combine->getOperand(1), y);
+      return b.clone(*r.combine, pair)->getResult(0);
+    };
+    memref::StoreOp::create(b, loc, strided.getResult(0), shared, ValueRange{thread});
+    mlir::gpu::BarrierOp::create(b, loc);
+    for (int64_t half = kRowThreads / 2; half >= 1; half /= 2) {
+      auto lower = scf::IfOp::create(
+          b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, thread, index(half)), false);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(lower.thenBlock()->getTerminator());
+        Value mine = memref::LoadOp::create(b, loc, shared, ValueRange{thread});
+        Value other = memref::LoadOp::create(b, loc, shared,
+                                             ValueRange{arith::AddIOp::create(b, loc, thread, index(half))});
+        memref::StoreOp::create(b, loc, combined(mine, other), shared, ValueRange{thread});
+      }
+      mlir::gpu::BarrierOp::create(b, loc);
+    }
+    // Thread 0 adds the row into the accumulator (its initial value: a fill
+    // before, or an earlier pass).
+    auto first = scf::IfOp::create(b, loc,
+                                   arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, thread, index(0)), false);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(first.thenBlock()->getTerminator());
+      IRMapping map = rowOf;
+      SmallVector<Value> accIndices;
+      for (Value v : r.accStore.getIndices())
+        accIndices.push_back(map.lookupOrDefault(v));
+      Value acc = memref::LoadOp::create(b, loc, r.accStore.getMemRef(), accIndices);
+      Value row = memref::LoadOp::create(b, loc, shared, ValueRange{index(0)});
+      const bool accFirst = r.combine->getOperand(0) == r.accLoad.getResult();
+      memref::StoreOp::create(b, loc, accFirst ? combined(acc, row) : combined(row, acc), r.accStore.getMemRef(),
+                              accIndices);
+    }
+    r.rows.erase();
+  }
+}
+
 /// A splat constant buffer (a `full` output) becomes a filled allocation:
 /// device code cannot read host globals.
 void splatGlobalsToFills(mlir::ModuleOp module, mlir::func::FuncOp kernel) {
@@ -211,13 +451,6 @@ void sinkIntoLaunches(mlir::func::FuncOp kernel, bool sinkScratchViews) {
 /// its copy bandwidth (Triton, with several elements a thread: up to 0.91).
 constexpr int64_t kElementsPerThread = 4;
 constexpr int64_t kCoarsenMinIterations = int64_t{1} << 16;
-
-/// The constant value of `v`, if it has one.
-std::optional<int64_t> constantIndex(mlir::Value v) {
-  if (auto c = v.getDefiningOp<mlir::arith::ConstantIndexOp>())
-    return c.value();
-  return std::nullopt;
-}
 
 /// Whether each thread of `loop` may compute kElementsPerThread elements
 /// (coarsenParallelLoop): a large nest from 0 with unit steps and constant
@@ -540,6 +773,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
     return fail("loops");
   hoistParallelLoops(kernel);
   serializeNestedParallelLoops(kernel);
+  launchRowReductions(kernel, options.workgroupMemorySpace);
   tileParallelLoops(kernel);
   // Tiles onto blocks, points onto threads, the innermost (contiguous)
   // dimension onto x for coalesced access.

@@ -28,6 +28,12 @@ struct LaunchOptions {
   /// memref.view of the byte buffer), or stay on the host as launch
   /// arguments of their own element type (SPIR-V has no untyped pointers).
   bool sinkScratchViews = true;
+  /// Where a kernel's workgroup (shared) memory comes from. Null: a
+  /// workgroup attribution of the launch, in #gpu.address_space<workgroup>
+  /// (NVVM: shared memory). Else a memref.alloc in this memory space at the
+  /// top of the kernel (SPIR-V converts it to a Workgroup variable, and
+  /// converts no workgroup attributions).
+  mlir::Attribute workgroupMemorySpace;
 };
 
 /// Imports `graph` as "kernel_<name>" and lowers it to launches of kernels

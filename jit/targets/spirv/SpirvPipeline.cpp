@@ -101,6 +101,7 @@ public:
     gpu::LaunchOptions options;
     options.target = "spirv";
     options.sinkScratchViews = false;
+    options.workgroupMemorySpace = mlir::spirv::StorageClassAttr::get(&context, mlir::spirv::StorageClass::Workgroup);
     auto module = gpu::lowerToGpuLaunches(context, graph, name, options, diagnostics, result);
     if (!module)
       return result;

@@ -521,6 +521,62 @@ TEST_F(LevelZeroTier1, LargeElementwiseNestsMatchTheInterpretedCpu) {
   for (size_t i = 0; i < gotAdd.size(); ++i) ASSERT_EQ(gotAdd[i], wantAdd[i]) << "add [" << i << "]";
 }
 
+/// Reductions along rows of 32 or more run a block per row (GpuLaunches.cpp,
+/// launchRowReductions): rows shorter and longer than the block, rows that
+/// are not a multiple of it, several leading dimensions, integer rows, a
+/// NaN in a max row and softmax and layer_norm rows, compiled and run on
+/// level_zero:0, match the interpreted CPU.
+TEST_F(LevelZeroTier1, RowReductionsRunABlockPerRowAndMatchTheInterpretedCpu) {
+  std::vector<float> withNaN = ramp(40 * 300, -1.5f, 0.001f);
+  withNaN[7 * 300 + 123] = std::nanf("");
+  const Tensor rows = from_vector(ramp(40 * 300, -1.5f, 0.001f), {40, 300});
+  const Tensor nanRows = from_vector(withNaN, {40, 300});
+  const Tensor deep = from_vector(ramp(3 * 5 * 1027, 2.0f, -0.0007f), {3, 5, 1027});
+  const Tensor narrow = from_vector(ramp(17 * 33, 0.5f, 0.01f), {17, 33});
+  const Tensor ints = cast(from_vector(ramp(24 * 700, -300.0f, 0.07f), {24, 700}), DType::i32);
+  using Program = std::function<Tensor(const std::vector<Tensor>&)>;
+  const std::vector<std::pair<const char*, Program>> programs = {
+      {"row sum", [](auto& t) { return sum(t[0], {1}); }},
+      {"row max keepdim", [](auto& t) { return max(t[0], {1}, true); }},
+      {"row max with NaN", [](auto& t) { return max(t[1], {1}); }},
+      {"row min", [](auto& t) { return min(t[0], {1}); }},
+      {"row mean over three dims", [](auto& t) { return mean(t[2], {2}); }},
+      {"rows of 33", [](auto& t) { return sum(t[3], {1}, true); }},
+      {"integer row sum", [](auto& t) { return sum(t[4], {1}); }},
+      {"integer row max", [](auto& t) { return max(t[4], {1}); }},
+      {"softmax", [](auto& t) { return softmax(t[2], 2); }},
+      {"layer_norm", [](auto& t) { return layer_norm(t[0]); }},
+  };
+  const std::vector<Tensor> inputs = {rows, nanRows, deep, narrow, ints};
+  std::vector<std::vector<double>> want;
+  {
+    JitScope off(JitMode::Off);
+    for (const auto& [name, program] : programs) want.push_back(program(inputs).to_vector<double>());
+  }
+  JitScope sync(JitMode::Sync, 1);
+  std::vector<Tensor> onDevice;
+  for (const Tensor& t : inputs) onDevice.push_back(t.to(kZe));
+  reset_stats();
+  for (size_t p = 0; p < programs.size(); ++p) {
+    const auto& [name, program] = programs[p];
+    SCOPED_TRACE(name);
+    const Tensor got = program(onDevice);
+    const std::vector<double> g = got.to(Device::cpu()).to_vector<double>();
+    ASSERT_EQ(g.size(), want[p].size());
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (std::isnan(want[p][i])) {
+        EXPECT_TRUE(std::isnan(g[i])) << "[" << i << "] " << g[i];
+        continue;
+      }
+      EXPECT_NEAR(g[i], want[p][i], tolerance(Bound::Transcendental, got.dtype(), want[p][i])) << "[" << i << "]";
+    }
+    step();
+  }
+  const Stats s = stats();
+  EXPECT_EQ(s.compile_failures, 0u) << s.str();
+  EXPECT_GE(s.compiled_runs, static_cast<uint64_t>(programs.size())) << s.str();
+}
+
 /// A training-like step on level_zero:0: matmul, bias, tanh, softmax, a loss
 /// reduced to a scalar that later kernels read, and a float constant that
 /// varies between steps (a kernel argument).

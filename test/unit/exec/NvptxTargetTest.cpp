@@ -122,6 +122,22 @@ TEST(NvptxTarget, LargeElementwiseNestsGiveEachThreadFourElementsLoadedTogether)
   EXPECT_EQ(r.dispatches[0].grid[0], (1000 + 255) / 256);
 }
 
+// A reduction along rows of 32 or more runs a block of 256 threads per row,
+// combining the threads' partial sums in shared memory between barriers.
+TEST(NvptxTarget, RowReductionsRunABlockPerRow) {
+  TraceCompiler* compiler = loadCompiler();
+  ASSERT_NE(compiler, nullptr);
+  CompileResult r =
+      compiler->compile(caseGraph("row_sum_keepdim"), "rows", CompileTarget::nvptx(90), exec::CodegenEffort::Full);
+  ASSERT_TRUE(r.ok()) << r.error;
+  int rowLaunches = 0;
+  for (const KernelDispatch& d : r.dispatches)
+    if (d.grid[0] == 16 && d.block[0] == 256) ++rowLaunches;  // [16, 300]: a block per row
+  EXPECT_EQ(rowLaunches, 1);
+  EXPECT_NE(r.object.find(".shared"), std::string::npos);
+  EXPECT_NE(r.object.find("bar.sync"), std::string::npos);
+}
+
 TEST(NvptxTarget, RefusesWhatItCannotCompile) {
   TraceCompiler* compiler = loadCompiler();
   ASSERT_NE(compiler, nullptr);
