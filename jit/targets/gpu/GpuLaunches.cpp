@@ -36,9 +36,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-/// The constant value of `v`, if it has one.
-std::optional<int64_t> constantIndex(mlir::Value v) {
+/// The value of an index or integer constant.
+std::optional<int64_t> constantOf(mlir::Value v) {
   if (auto c = v.getDefiningOp<mlir::arith::ConstantIndexOp>())
+    return c.value();
+  if (auto c = v.getDefiningOp<mlir::arith::ConstantIntOp>())
     return c.value();
   return std::nullopt;
 }
@@ -144,10 +146,14 @@ void hoistParallelLoops(mlir::func::FuncOp kernel) {
   }
 }
 
-/// Threads of a row reduction's block (launchRowReductions), and the
+/// Threads of a row reduction's block at most (launchRowReductions; a
+/// shorter row gets the power of two at or above its length), and the
 /// shortest row that gets a block of its own: shorter rows keep a thread.
 constexpr int64_t kRowThreads = 256;
 constexpr int64_t kMinRowForBlock = 32;
+
+/// The threads of the block that reduces a row of `length` elements.
+int64_t rowThreads(int64_t length) { return std::min<int64_t>(kRowThreads, llvm::PowerOf2Ceil(length)); }
 
 /// The value `combine` leaves its other operand unchanged with, of `type`;
 /// null for an operation launchRowReductions does not reduce.
@@ -207,19 +213,19 @@ std::optional<RowReduction> matchRowReduction(mlir::scf::ParallelOp rows) {
       rows.getBody()->getOperations().size() != 2)  // the loop and scf.reduce
     return std::nullopt;
   for (auto [lb, ub, step] : llvm::zip(rows.getLowerBound(), rows.getUpperBound(), rows.getStep())) {
-    auto l = constantIndex(lb), u = constantIndex(ub), s = constantIndex(step);
+    auto l = constantOf(lb), u = constantOf(ub), s = constantOf(step);
     if (!l || !u || !s || *l != 0 || *s != 1)
       return std::nullopt;
   }
   // gridDim.y and .z are at most 65535; the last row index goes on x.
   for (unsigned d = 0; d + 1 < rows.getNumLoops(); ++d)
-    if (*constantIndex(rows.getUpperBound()[d]) > 65535)
+    if (*constantOf(rows.getUpperBound()[d]) > 65535)
       return std::nullopt;
   auto loop = dyn_cast<scf::ForOp>(rows.getBody()->front());
   if (!loop || loop.getNumResults() != 0)
     return std::nullopt;
-  auto first = constantIndex(loop.getLowerBound()), end = constantIndex(loop.getUpperBound()),
-       stride = constantIndex(loop.getStep());
+  auto first = constantOf(loop.getLowerBound()), end = constantOf(loop.getUpperBound()),
+       stride = constantOf(loop.getStep());
   if (!first || !end || !stride || *stride != 1 || *end - *first < kMinRowForBlock)
     return std::nullopt;
   RowReduction r{rows, loop, nullptr, nullptr, nullptr, nullptr, *first, *end};
@@ -239,7 +245,7 @@ std::optional<RowReduction> matchRowReduction(mlir::scf::ParallelOp rows) {
     return std::nullopt;
   // The accumulator's element: indices that do not move with k.
   for (Value index : r.accStore.getIndices())
-    if (loop->isAncestor(index.getParentBlock()->getParentOp()) || index == k)
+    if (loop->isAncestor(index.getParentBlock()->getParentOp()))
       return std::nullopt;
   r.combine = r.accStore.getValueToStore().getDefiningOp();
   if (!r.combine || r.combine->getBlock() != loop.getBody() || r.combine->getNumOperands() != 2 ||
@@ -247,8 +253,8 @@ std::optional<RowReduction> matchRowReduction(mlir::scf::ParallelOp rows) {
     return std::nullopt;
   for (Value operand : r.combine->getOperands()) {
     auto load = operand.getDefiningOp<memref::LoadOp>();
-    if (load && load.getMemRef() == r.accStore.getMemRef() && load.getIndices() == r.accStore.getIndices() &&
-        load->hasOneUse())
+    if (load && load->getBlock() == loop.getBody() && load.getMemRef() == r.accStore.getMemRef() &&
+        load.getIndices() == r.accStore.getIndices() && load->hasOneUse())
       r.accLoad = load;
   }
   if (!r.accLoad)
@@ -256,9 +262,10 @@ std::optional<RowReduction> matchRowReduction(mlir::scf::ParallelOp rows) {
   r.identity = identityOf(r.combine, r.accLoad.getType());
   if (!r.identity)
     return std::nullopt;
-  // Every other load reads k's element from a contiguous last dimension
-  // (so a block's threads read adjacent elements), nothing of the
-  // accumulator's buffer.
+  // Every other load that moves with k reads k's element of a contiguous
+  // last dimension (so a block's threads read adjacent elements), and none
+  // reads the accumulator's buffer (as the same value: the loop conversion
+  // reads and writes an accumulator through one view).
   for (Operation &op : loop.getBody()->without_terminator()) {
     auto load = dyn_cast<memref::LoadOp>(op);
     if (!load || load == r.accLoad)
@@ -278,8 +285,8 @@ std::optional<RowReduction> matchRowReduction(mlir::scf::ParallelOp rows) {
 }
 
 /// Row reductions over rows of kMinRowForBlock or more become launches of
-/// one block per row: each of the block's kRowThreads threads reduces
-/// every kRowThreads-th element of the row (adjacent threads, adjacent
+/// one block per row: each of the block's threads (rowThreads) reduces
+/// every n-th element of the row, n the block's width (adjacent threads, adjacent
 /// elements: coalesced) from the operation's identity, the block combines
 /// the threads' partial results in workgroup memory (a tree of halvings,
 /// barriers between), and thread 0 combines the row's result into the
@@ -306,9 +313,10 @@ void launchRowReductions(mlir::func::FuncOp kernel, mlir::Attribute workgroupMem
     Attribute workgroup = attributed ? mlir::gpu::AddressSpaceAttr::get(b.getContext(),
                                                                          mlir::gpu::AddressSpace::Workgroup)
                                      : workgroupMemorySpace;
-    auto sharedType = MemRefType::get({kRowThreads}, element, MemRefLayoutAttrInterface{}, workgroup);
+    const int64_t threads = rowThreads(r.upper - r.lower);
+    auto sharedType = MemRefType::get({threads}, element, MemRefLayoutAttrInterface{}, workgroup);
     auto launch = mlir::gpu::LaunchOp::create(
-        b, loc, grid[0], grid[1], grid[2], index(kRowThreads), index(1), index(1),
+        b, loc, grid[0], grid[1], grid[2], index(threads), index(1), index(1),
         /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr, /*asyncDependencies=*/{},
         /*workgroupAttributions=*/attributed ? TypeRange(ArrayRef<Type>{sharedType}) : TypeRange{});
     Block &body = launch.getBody().front();
@@ -325,7 +333,7 @@ void launchRowReductions(mlir::func::FuncOp kernel, mlir::Attribute workgroupMem
     // The thread's share of the row, reduced from the identity.
     Value identity = arith::ConstantOp::create(b, loc, r.identity);
     auto strided = scf::ForOp::create(
-        b, loc, arith::AddIOp::create(b, loc, thread, index(r.lower)), index(r.upper), index(kRowThreads),
+        b, loc, arith::AddIOp::create(b, loc, thread, index(r.lower)), index(r.upper), index(threads),
         ValueRange{identity}, [&](OpBuilder &in, Location, Value k, ValueRange partial) {
           IRMapping map = rowOf;
           map.map(r.loop.getInductionVar(), k);
@@ -343,12 +351,12 @@ void launchRowReductions(mlir::func::FuncOp kernel, mlir::Attribute workgroupMem
     };
     memref::StoreOp::create(b, loc, strided.getResult(0), shared, ValueRange{thread});
     mlir::gpu::BarrierOp::create(b, loc);
-    for (int64_t half = kRowThreads / 2; half >= 1; half /= 2) {
-      auto lower = scf::IfOp::create(
+    for (int64_t half = threads / 2; half >= 1; half /= 2) {
+      auto inLowerHalf = scf::IfOp::create(
           b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, thread, index(half)), false);
       {
         OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(lower.thenBlock()->getTerminator());
+        b.setInsertionPoint(inLowerHalf.thenBlock()->getTerminator());
         Value mine = memref::LoadOp::create(b, loc, shared, ValueRange{thread});
         Value other = memref::LoadOp::create(b, loc, shared,
                                              ValueRange{arith::AddIOp::create(b, loc, thread, index(half))});
@@ -356,13 +364,13 @@ void launchRowReductions(mlir::func::FuncOp kernel, mlir::Attribute workgroupMem
       }
       mlir::gpu::BarrierOp::create(b, loc);
     }
-    // Thread 0 adds the row into the accumulator (its initial value: a fill
-    // before, or an earlier pass).
-    auto first = scf::IfOp::create(b, loc,
-                                   arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, thread, index(0)), false);
+    // Thread 0 combines the row's result into the accumulator (its initial
+    // value: a fill before, or an earlier pass).
+    auto isThreadZero = scf::IfOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, thread, index(0)), false);
     {
       OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(first.thenBlock()->getTerminator());
+      b.setInsertionPoint(isThreadZero.thenBlock()->getTerminator());
       IRMapping map = rowOf;
       SmallVector<Value> accIndices;
       for (Value v : r.accStore.getIndices())
@@ -443,35 +451,39 @@ void sinkIntoLaunches(mlir::func::FuncOp kernel, bool sinkScratchViews) {
   });
 }
 
-/// Elements each thread of a large element-wise nest computes (along the
-/// contiguous dimension, a block's width of threads apart so that every
-/// copy's accesses coalesce), and the nests that qualify: one element per
-/// thread leaves a long chain of arithmetic (chain8's exp, division and tanh)
-/// with one load in flight per thread, and the H200 ran chain8 at 0.53 of
-/// its copy bandwidth (Triton, with several elements a thread: up to 0.91).
+/// Elements each thread of a large element-wise nest computes, along the
+/// contiguous dimension a block's width of threads apart so that every
+/// copy's accesses coalesce: one element a thread leaves a long chain of
+/// arithmetic (chain8's exp, division and tanh) with one load in flight per
+/// thread, and the H200 ran chain8 at 0.53 of its copy bandwidth (Triton,
+/// with several elements a thread: up to 0.91). A nest qualifies with 2^20
+/// iterations or more (1024 blocks or more: several per SM) and a
+/// contiguous extent of at least 4 tiles (the edge tile wastes at most a
+/// fifth of the threads).
 constexpr int64_t kElementsPerThread = 4;
-constexpr int64_t kCoarsenMinIterations = int64_t{1} << 16;
+constexpr int64_t kCoarsenMinIterations = int64_t{1} << 20;
+constexpr int64_t kCoarsenMinTiles = 4;
 
 /// Whether each thread of `loop` may compute kElementsPerThread elements
-/// (coarsenParallelLoop): a large nest from 0 with unit steps and constant
-/// bounds whose contiguous extent fills the copies of a block's row, and
-/// whose body is straight-line loads, arithmetic and stores with every load
-/// before every store, so that the copies' stores can move after all their
-/// loads (iterations of a parallel loop do not read what another writes, and
-/// none reads what it wrote itself).
+/// (coarsenParallelLoop): a nest from 0 with unit steps and constant bounds,
+/// large enough (kCoarsenMinIterations, kCoarsenMinTiles), whose body is
+/// straight-line loads, arithmetic and stores with every load before every
+/// store, so that the copies' stores can move after all their loads
+/// (iterations of a parallel loop do not read what another writes, and no
+/// iteration loads after it stores).
 bool coarsenable(mlir::scf::ParallelOp loop) {
   if (loop.getNumReductions() != 0)
     return false;
   int64_t iterations = 1, inner = 0;
   for (auto [lb, ub, step] : llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
-    auto l = constantIndex(lb), u = constantIndex(ub), s = constantIndex(step);
+    auto l = constantOf(lb), u = constantOf(ub), s = constantOf(step);
     if (!l || !u || !s || *l != 0 || *s != 1)
       return false;
     iterations *= *u;
     inner = *u;
   }
   const int64_t rowWidth = tileSizesFor(loop.getNumLoops()).back() * kElementsPerThread;
-  if (iterations < kCoarsenMinIterations || inner < rowWidth)
+  if (iterations < kCoarsenMinIterations || inner < kCoarsenMinTiles * rowWidth)
     return false;
   bool stored = false;
   for (mlir::Operation &op : loop.getBody()->without_terminator()) {
@@ -644,13 +656,6 @@ bool isReshape(mlir::Operation *op) {
   return type && type.getLayout().isIdentity();
 }
 
-std::optional<int64_t> constantOf(mlir::Value v) {
-  if (auto c = v.getDefiningOp<mlir::arith::ConstantIndexOp>())
-    return c.value();
-  if (auto c = v.getDefiningOp<mlir::arith::ConstantIntOp>())
-    return c.value();
-  return std::nullopt;
-}
 
 /// The kernel's host part, read as launches (see below).
 /// The kernel's host part, read as launches: every gpu.launch_func with a

@@ -491,13 +491,13 @@ TEST_F(LevelZeroTier1, EveryOpCompiledToSpirvMatchesTheInterpretedCpu) {
 
 /// Element-wise nests large enough that each thread computes several
 /// elements (jit/targets/gpu/GpuLaunches.cpp, coarsenParallelLoop): a chain
-/// over 2^20 + 3 elements and a broadcast add over [300, 1027], both with
+/// over 2^20 + 3 elements and a broadcast add over [1100, 1027], both with
 /// partial blocks at their edges, compiled and run on level_zero:0, match
 /// the interpreted CPU.
 TEST_F(LevelZeroTier1, LargeElementwiseNestsMatchTheInterpretedCpu) {
   const int64_t n = (int64_t{1} << 20) + 3;
   const Tensor x = from_vector(ramp(static_cast<size_t>(n), -3.0f, 6.0f / static_cast<float>(n)), {n});
-  const Tensor m = from_vector(ramp(300 * 1027, -2.0f, 1e-5f), {300, 1027});
+  const Tensor m = from_vector(ramp(1100 * 1027, -2.0f, 1e-6f), {1100, 1027});
   const Tensor bias = from_vector(ramp(1027, 1.0f, -0.002f), {1027});
   auto chain = [](const Tensor& t) { return exp(tanh(t) * t); };
   std::vector<float> wantChain, wantAdd;
@@ -523,9 +523,9 @@ TEST_F(LevelZeroTier1, LargeElementwiseNestsMatchTheInterpretedCpu) {
 
 /// Reductions along rows of 32 or more run a block per row (GpuLaunches.cpp,
 /// launchRowReductions): rows shorter and longer than the block, rows that
-/// are not a multiple of it, several leading dimensions, integer rows, a
-/// NaN in a max row and softmax and layer_norm rows, compiled and run on
-/// level_zero:0, match the interpreted CPU.
+/// are not a multiple of it, two leading dimensions, integer, unsigned and
+/// half rows, products, a NaN in a max row and softmax and layer_norm rows,
+/// compiled and run on level_zero:0, match the interpreted CPU.
 TEST_F(LevelZeroTier1, RowReductionsRunABlockPerRowAndMatchTheInterpretedCpu) {
   std::vector<float> withNaN = ramp(40 * 300, -1.5f, 0.001f);
   withNaN[7 * 300 + 123] = std::nanf("");
@@ -534,20 +534,27 @@ TEST_F(LevelZeroTier1, RowReductionsRunABlockPerRowAndMatchTheInterpretedCpu) {
   const Tensor deep = from_vector(ramp(3 * 5 * 1027, 2.0f, -0.0007f), {3, 5, 1027});
   const Tensor narrow = from_vector(ramp(17 * 33, 0.5f, 0.01f), {17, 33});
   const Tensor ints = cast(from_vector(ramp(24 * 700, -300.0f, 0.07f), {24, 700}), DType::i32);
+  const Tensor bytes = cast(from_vector(ramp(24 * 700, 0.0f, 0.3f), {24, 700}), DType::u8);  // wraps past 255
+  const Tensor halves = cast(rows, DType::f16);
+  const Tensor nearOne = from_vector(ramp(40 * 300, 0.999f, 1e-7f), {40, 300});
   using Program = std::function<Tensor(const std::vector<Tensor>&)>;
   const std::vector<std::pair<const char*, Program>> programs = {
       {"row sum", [](auto& t) { return sum(t[0], {1}); }},
       {"row max keepdim", [](auto& t) { return max(t[0], {1}, true); }},
       {"row max with NaN", [](auto& t) { return max(t[1], {1}); }},
       {"row min", [](auto& t) { return min(t[0], {1}); }},
-      {"row mean over three dims", [](auto& t) { return mean(t[2], {2}); }},
+      {"row mean of a 3-d tensor", [](auto& t) { return mean(t[2], {2}); }},
       {"rows of 33", [](auto& t) { return sum(t[3], {1}, true); }},
       {"integer row sum", [](auto& t) { return sum(t[4], {1}); }},
       {"integer row max", [](auto& t) { return max(t[4], {1}); }},
+      {"unsigned row max", [](auto& t) { return max(t[5], {1}); }},
+      {"unsigned row min", [](auto& t) { return min(t[5], {1}); }},
+      {"half row max", [](auto& t) { return max(t[6], {1}); }},
+      {"row product", [](auto& t) { return prod(t[7], {1}); }},
       {"softmax", [](auto& t) { return softmax(t[2], 2); }},
       {"layer_norm", [](auto& t) { return layer_norm(t[0]); }},
   };
-  const std::vector<Tensor> inputs = {rows, nanRows, deep, narrow, ints};
+  const std::vector<Tensor> inputs = {rows, nanRows, deep, narrow, ints, bytes, halves, nearOne};
   std::vector<std::vector<double>> want;
   {
     JitScope off(JitMode::Off);

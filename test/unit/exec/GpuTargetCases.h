@@ -124,10 +124,10 @@ inline std::vector<Case> gpuTargetCases() {
       {"large_broadcast_add_2d",  // several columns a thread, with edges in both dimensions
        [=] {
          GraphBuilder b;
-         uint32_t x = b.param(f, {300, 1027});
+         uint32_t x = b.param(f, {1100, 1027});
          uint32_t bias = b.param(f, {1027});
-         uint32_t bb = b.op(OpKind::BroadcastTo, f, {300, 1027}, {bias});
-         return b.output(b.op(OpKind::Add, f, {300, 1027}, {x, bb}));
+         uint32_t bb = b.op(OpKind::BroadcastTo, f, {1100, 1027}, {bias});
+         return b.output(b.op(OpKind::Add, f, {1100, 1027}, {x, bb}));
        }},
       {"cast_and_compare",
        [=] {
