@@ -284,14 +284,129 @@ std::optional<RowReduction> matchRowReduction(mlir::scf::ParallelOp rows) {
   return r;
 }
 
-/// Row reductions over rows of kMinRowForBlock or more become launches of
-/// one block per row: each of the block's threads (rowThreads) reduces
-/// every n-th element of the row, n the block's width (adjacent threads, adjacent
-/// elements: coalesced) from the operation's identity, the block combines
-/// the threads' partial results in workgroup memory (a tree of halvings,
+/// A launch of one block per row of a row space (the last row index on grid
+/// x, the ones before it on y and z) and the values its body computes with.
+struct RowLaunch {
+  mlir::gpu::LaunchOp launch;
+  llvm::SmallVector<mlir::Value, 3> rowIds;  // the block's row, per row dimension
+  mlir::Value thread;
+  int64_t threads;
+  mlir::Attribute workgroupMemorySpace;  // LaunchOptions::workgroupMemorySpace
+
+  /// A buffer of `threads` elements in workgroup memory.
+  mlir::Value workgroupBuffer(mlir::OpBuilder &b, mlir::Location loc, mlir::Type element) {
+    using namespace mlir;
+    if (!workgroupMemorySpace) {
+      auto space = mlir::gpu::AddressSpaceAttr::get(b.getContext(), mlir::gpu::AddressSpace::Workgroup);
+      return launch.addWorkgroupAttribution(MemRefType::get({threads}, element, MemRefLayoutAttrInterface{}, space),
+                                            loc);
+    }
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    return memref::AllocOp::create(
+        b, loc, MemRefType::get({threads}, element, MemRefLayoutAttrInterface{}, workgroupMemorySpace));
+  }
+};
+
+/// Creates a RowLaunch over rows `extents` (at most 3 dimensions, all but
+/// the last at most 65535) at b's insertion point, and leaves b inside its
+/// body, before the terminator.
+RowLaunch createRowLaunch(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<int64_t> extents, int64_t threads,
+                          mlir::Attribute workgroupMemorySpace) {
+  using namespace mlir;
+  auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
+  const size_t numRows = extents.size();
+  Value grid[3] = {index(1), index(1), index(1)};
+  for (size_t d = 0; d < numRows; ++d)
+    grid[numRows - 1 - d] = index(extents[d]);
+  auto launch = mlir::gpu::LaunchOp::create(b, loc, grid[0], grid[1], grid[2], index(threads), index(1), index(1));
+  Block &body = launch.getBody().front();
+  b.setInsertionPointToEnd(&body);
+  b.setInsertionPoint(mlir::gpu::TerminatorOp::create(b, loc));
+  const Value blocks[3] = {launch.getBlockIds().x, launch.getBlockIds().y, launch.getBlockIds().z};
+  RowLaunch l{launch, {}, launch.getThreadIds().x, threads, workgroupMemorySpace};
+  for (size_t d = 0; d < numRows; ++d)
+    l.rowIds.push_back(blocks[numRows - 1 - d]);
+  return l;
+}
+
+/// Emits `r` into row launch `l` at b's insertion point, the row's
+/// induction variables standing for `rowIvs` in its body: each thread
+/// reduces every l.threads-th element of the row (adjacent threads,
+/// adjacent elements: coalesced) from the operation's identity, the block
+/// combines the partial results in workgroup memory (a tree of halvings,
 /// barriers between), and thread 0 combines the row's result into the
-/// accumulator. The loop conversion gave a thread per row, whose loads are
-/// a row apart: uncoalesced, and one thread's serial walk per row.
+/// accumulator (its initial value: a fill before, or an earlier pass).
+void emitRowReduction(mlir::OpBuilder &b, RowLaunch &l, RowReduction &r, mlir::ValueRange rowIvs) {
+  using namespace mlir;
+  const Location loc = r.rows.getLoc();
+  auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
+  IRMapping rowOf;
+  rowOf.map(rowIvs, l.rowIds);
+  Value shared = l.workgroupBuffer(b, loc, r.identity.getType());
+  Value identity = arith::ConstantOp::create(b, loc, r.identity);
+  auto strided = scf::ForOp::create(
+      b, loc, arith::AddIOp::create(b, loc, l.thread, index(r.lower)), index(r.upper), index(l.threads),
+      ValueRange{identity}, [&](OpBuilder &in, Location, Value k, ValueRange partial) {
+        IRMapping map = rowOf;
+        map.map(r.loop.getInductionVar(), k);
+        map.map(r.accLoad.getResult(), partial.front());
+        for (Operation &op : r.loop.getBody()->without_terminator())
+          if (&op != r.accLoad.getOperation() && &op != r.accStore.getOperation())
+            in.clone(op, map);
+        scf::YieldOp::create(in, loc, map.lookup(r.combine->getResult(0)));
+      });
+  auto combined = [&](Value x, Value y) -> Value {
+    IRMapping pair;
+    pair.map(r.combine->getOperand(0), x);
+    pair.map(r.combine->getOperand(1), y);
+    return b.clone(*r.combine, pair)->getResult(0);
+  };
+  memref::StoreOp::create(b, loc, strided.getResult(0), shared, ValueRange{l.thread});
+  mlir::gpu::BarrierOp::create(b, loc);
+  for (int64_t half = l.threads / 2; half >= 1; half /= 2) {
+    auto inLowerHalf =
+        scf::IfOp::create(b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, l.thread, index(half)),
+                          /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(inLowerHalf.thenBlock()->getTerminator());
+    Value mine = memref::LoadOp::create(b, loc, shared, ValueRange{l.thread});
+    Value other =
+        memref::LoadOp::create(b, loc, shared, ValueRange{arith::AddIOp::create(b, loc, l.thread, index(half))});
+    memref::StoreOp::create(b, loc, combined(mine, other), shared, ValueRange{l.thread});
+    b.setInsertionPointAfter(inLowerHalf);
+    mlir::gpu::BarrierOp::create(b, loc);
+  }
+  auto isThreadZero = scf::IfOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, l.thread, index(0)), /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(isThreadZero.thenBlock()->getTerminator());
+  SmallVector<Value> accIndices;
+  for (Value v : r.accStore.getIndices())
+    accIndices.push_back(rowOf.lookupOrDefault(v));
+  Value acc = memref::LoadOp::create(b, loc, r.accStore.getMemRef(), accIndices);
+  Value row = memref::LoadOp::create(b, loc, shared, ValueRange{index(0)});
+  const bool accFirst = r.combine->getOperand(0) == r.accLoad.getResult();
+  memref::StoreOp::create(b, loc, accFirst ? combined(acc, row) : combined(row, acc), r.accStore.getMemRef(),
+                          accIndices);
+}
+
+/// The constant upper bounds of `loop`, if it runs from 0 in unit steps.
+std::optional<llvm::SmallVector<int64_t>> unitStepExtents(mlir::scf::ParallelOp loop) {
+  llvm::SmallVector<int64_t> extents;
+  for (auto [lb, ub, step] : llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
+    auto l = constantOf(lb), u = constantOf(ub), s = constantOf(step);
+    if (!l || !u || !s || *l != 0 || *s != 1)
+      return std::nullopt;
+    extents.push_back(*u);
+  }
+  return extents;
+}
+
+/// Row reductions over rows of kMinRowForBlock or more (those no row kernel
+/// took) become launches of one block per row (emitRowReduction). The loop
+/// conversion gave a thread per row, whose loads are a row apart:
+/// uncoalesced, and one thread's serial walk per row.
 void launchRowReductions(mlir::func::FuncOp kernel, mlir::Attribute workgroupMemorySpace) {
   using namespace mlir;
   SmallVector<RowReduction> found;
@@ -301,86 +416,9 @@ void launchRowReductions(mlir::func::FuncOp kernel, mlir::Attribute workgroupMem
         found.push_back(*r);
   for (RowReduction &r : found) {
     OpBuilder b(r.rows);
-    const Location loc = r.rows.getLoc();
-    auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
-    const unsigned numRows = r.rows.getNumLoops();
-    // Grid x is the last row index, y and z the ones before it.
-    Value grid[3] = {index(1), index(1), index(1)};
-    for (unsigned d = 0; d < numRows; ++d)
-      grid[numRows - 1 - d] = r.rows.getUpperBound()[d];
-    const Type element = r.identity.getType();
-    const bool attributed = !workgroupMemorySpace;
-    Attribute workgroup = attributed ? mlir::gpu::AddressSpaceAttr::get(b.getContext(),
-                                                                         mlir::gpu::AddressSpace::Workgroup)
-                                     : workgroupMemorySpace;
-    const int64_t threads = rowThreads(r.upper - r.lower);
-    auto sharedType = MemRefType::get({threads}, element, MemRefLayoutAttrInterface{}, workgroup);
-    auto launch = mlir::gpu::LaunchOp::create(
-        b, loc, grid[0], grid[1], grid[2], index(threads), index(1), index(1),
-        /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr, /*asyncDependencies=*/{},
-        /*workgroupAttributions=*/attributed ? TypeRange(ArrayRef<Type>{sharedType}) : TypeRange{});
-    Block &body = launch.getBody().front();
-    b.setInsertionPointToEnd(&body);
-    auto terminator = mlir::gpu::TerminatorOp::create(b, loc);
-    b.setInsertionPoint(terminator);
-    Value shared = attributed ? Value(launch.getWorkgroupAttributions().front())
-                              : Value(memref::AllocOp::create(b, loc, sharedType));
-    const Value blocks[3] = {launch.getBlockIds().x, launch.getBlockIds().y, launch.getBlockIds().z};
-    const Value thread = launch.getThreadIds().x;
-    IRMapping rowOf;
-    for (unsigned d = 0; d < numRows; ++d)
-      rowOf.map(r.rows.getInductionVars()[d], blocks[numRows - 1 - d]);
-    // The thread's share of the row, reduced from the identity.
-    Value identity = arith::ConstantOp::create(b, loc, r.identity);
-    auto strided = scf::ForOp::create(
-        b, loc, arith::AddIOp::create(b, loc, thread, index(r.lower)), index(r.upper), index(threads),
-        ValueRange{identity}, [&](OpBuilder &in, Location, Value k, ValueRange partial) {
-          IRMapping map = rowOf;
-          map.map(r.loop.getInductionVar(), k);
-          map.map(r.accLoad.getResult(), partial.front());
-          for (Operation &op : r.loop.getBody()->without_terminator())
-            if (&op != r.accLoad.getOperation() && &op != r.accStore.getOperation())
-              in.clone(op, map);
-          scf::YieldOp::create(in, loc, map.lookup(r.combine->getResult(0)));
-        });
-    auto combined = [&](Value x, Value y) -> Value {
-      IRMapping pair;
-      pair.map(r.combine->getOperand(0), x);
-      pair.map(r.combine->getOperand(1), y);
-      return b.clone(*r.combine, pair)->getResult(0);
-    };
-    memref::StoreOp::create(b, loc, strided.getResult(0), shared, ValueRange{thread});
-    mlir::gpu::BarrierOp::create(b, loc);
-    for (int64_t half = threads / 2; half >= 1; half /= 2) {
-      auto inLowerHalf = scf::IfOp::create(
-          b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, thread, index(half)), false);
-      {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(inLowerHalf.thenBlock()->getTerminator());
-        Value mine = memref::LoadOp::create(b, loc, shared, ValueRange{thread});
-        Value other = memref::LoadOp::create(b, loc, shared,
-                                             ValueRange{arith::AddIOp::create(b, loc, thread, index(half))});
-        memref::StoreOp::create(b, loc, combined(mine, other), shared, ValueRange{thread});
-      }
-      mlir::gpu::BarrierOp::create(b, loc);
-    }
-    // Thread 0 combines the row's result into the accumulator (its initial
-    // value: a fill before, or an earlier pass).
-    auto isThreadZero = scf::IfOp::create(
-        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, thread, index(0)), false);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(isThreadZero.thenBlock()->getTerminator());
-      IRMapping map = rowOf;
-      SmallVector<Value> accIndices;
-      for (Value v : r.accStore.getIndices())
-        accIndices.push_back(map.lookupOrDefault(v));
-      Value acc = memref::LoadOp::create(b, loc, r.accStore.getMemRef(), accIndices);
-      Value row = memref::LoadOp::create(b, loc, shared, ValueRange{index(0)});
-      const bool accFirst = r.combine->getOperand(0) == r.accLoad.getResult();
-      memref::StoreOp::create(b, loc, accFirst ? combined(acc, row) : combined(row, acc), r.accStore.getMemRef(),
-                              accIndices);
-    }
+    RowLaunch l = createRowLaunch(b, r.rows.getLoc(), *unitStepExtents(r.rows), rowThreads(r.upper - r.lower),
+                                  workgroupMemorySpace);
+    emitRowReduction(b, l, r, r.rows.getInductionVars());
     r.rows.erase();
   }
 }
