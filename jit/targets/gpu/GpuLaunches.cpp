@@ -403,6 +403,227 @@ std::optional<llvm::SmallVector<int64_t>> unitStepExtents(mlir::scf::ParallelOp 
   return extents;
 }
 
+/// What a parallel nest of a row kernel does for its block's row.
+enum class RowWork { Reduction, Elementwise, Scalar };
+
+/// Whether `op` is straight-line loads, stores and arithmetic.
+bool straightLine(mlir::Block &body) {
+  for (mlir::Operation &op : body.without_terminator())
+    if (op.getNumRegions() != 0 ||
+        !(llvm::isa<mlir::memref::LoadOp, mlir::memref::StoreOp>(op) || mlir::isMemoryEffectFree(&op)))
+      return false;
+  return true;
+}
+
+/// What `loop` does for a row of the row space `rows`: a row reduction
+/// over exactly those rows, an element-wise nest over them and one more
+/// (contiguous) dimension, or per-row work (those rows, and dimensions of
+/// extent 1). None when it is none of these.
+std::optional<RowWork> rowWorkOf(mlir::scf::ParallelOp loop, llvm::ArrayRef<int64_t> rows) {
+  std::optional<llvm::SmallVector<int64_t>> extents = unitStepExtents(loop);
+  if (!extents || extents->size() < rows.size() || !llvm::equal(llvm::ArrayRef(*extents).take_front(rows.size()), rows))
+    return std::nullopt;
+  if (matchRowReduction(loop))
+    return extents->size() == rows.size() ? std::optional(RowWork::Reduction) : std::nullopt;
+  if (loop.getNumReductions() != 0 || !straightLine(*loop.getBody()))
+    return std::nullopt;
+  auto beyond = llvm::ArrayRef(*extents).drop_front(rows.size());
+  if (llvm::all_of(beyond, [](int64_t e) { return e == 1; }))
+    return RowWork::Scalar;
+  if (beyond.size() == 1)
+    return RowWork::Elementwise;
+  return std::nullopt;
+}
+
+/// The bytes one memory access of a row kernel's nest may touch: its
+/// buffer (a function argument or an allocation, through views and
+/// reshapes), where its view starts in it and how large the view is, and,
+/// when the access is row-local (the view's leading dimensions are the row
+/// space and the access indexes them with its nest's row), the bytes of
+/// one row.
+struct Footprint {
+  mlir::Value root;
+  int64_t offset = 0, bytes = 0, rowBytes = 0;
+  bool rowLocal = false;
+};
+
+std::optional<Footprint> footprintOf(mlir::Value memref, mlir::ValueRange indices, mlir::ValueRange rowIvs,
+                                     llvm::ArrayRef<int64_t> rows) {
+  using namespace mlir;
+  auto type = dyn_cast<MemRefType>(memref.getType());
+  if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity())
+    return std::nullopt;
+  const int64_t elementBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  Footprint f;
+  f.bytes = type.getNumElements() * elementBytes;
+  Value v = memref;
+  for (;;) {
+    Operation *def = v.getDefiningOp();
+    if (isa_and_nonnull<memref::ExpandShapeOp, memref::CollapseShapeOp>(def)) {
+      v = def->getOperand(0);
+    } else if (auto view = dyn_cast_or_null<memref::ViewOp>(def)) {
+      std::optional<int64_t> shift = constantOf(view.getByteShift());
+      if (!shift)
+        return std::nullopt;
+      f.offset += *shift;
+      v = view.getSource();
+    } else if (!def || isa<memref::AllocOp, memref::AllocaOp>(def)) {
+      break;
+    } else {
+      return std::nullopt;  // a subview, a cast: not followed
+    }
+  }
+  f.root = v;
+  const size_t n = rows.size();
+  f.rowLocal = static_cast<size_t>(type.getRank()) >= n && indices.size() >= n &&
+               llvm::equal(type.getShape().take_front(n), rows);
+  for (size_t d = 0; f.rowLocal && d < n; ++d)
+    f.rowLocal = indices[d] == rowIvs[d];
+  if (f.rowLocal)
+    f.rowBytes = f.bytes / std::max<int64_t>(1, llvm::product_of(rows));
+  return f;
+}
+
+/// Whether running `nests` (each over the row space `rows`) row by row —
+/// every nest for row 0, then every nest for row 1, ... — computes what
+/// running them one after the other does: every store is row-local, and
+/// whatever else may touch its bytes touches the same row's bytes (the same
+/// view of the same buffer) or none of them.
+bool rowByRowIsExact(llvm::ArrayRef<mlir::scf::ParallelOp> nests, llvm::ArrayRef<int64_t> rows) {
+  using namespace mlir;
+  struct Access {
+    Footprint f;
+    bool store;
+  };
+  SmallVector<Access> accesses;
+  for (scf::ParallelOp nest : llvm::to_vector(nests)) {
+    const SmallVector<Value> ivs = nest.getInductionVars();
+    const ValueRange rowIvs = ValueRange(ivs).take_front(rows.size());
+    bool ok = true;
+    nest.walk([&](Operation *op) {
+      std::optional<Footprint> f;
+      if (auto load = dyn_cast<memref::LoadOp>(op))
+        f = footprintOf(load.getMemRef(), load.getIndices(), rowIvs, rows);
+      else if (auto store = dyn_cast<memref::StoreOp>(op))
+        f = footprintOf(store.getMemRef(), store.getIndices(), rowIvs, rows);
+      else
+        return;
+      if (!f)
+        ok = false;
+      else
+        accesses.push_back({*f, isa<memref::StoreOp>(op)});
+    });
+    if (!ok)
+      return false;
+  }
+  for (const Access &s : accesses) {
+    if (!s.store)
+      continue;
+    if (!s.f.rowLocal)
+      return false;
+    for (const Access &x : accesses) {
+      if (x.f.root != s.f.root)
+        continue;
+      const bool sameRows = x.f.rowLocal && x.f.offset == s.f.offset && x.f.rowBytes == s.f.rowBytes;
+      const bool apart = x.f.offset + x.f.bytes <= s.f.offset || s.f.offset + s.f.bytes <= x.f.offset;
+      if (!sameRows && !apart)
+        return false;
+    }
+  }
+  return true;
+}
+
+/// Row kernels: a run of top-level parallel nests over one row space that
+/// holds a row reduction and the nests around it that work on the same
+/// rows — softmax's max, exp, sum and division; layer_norm's mean,
+/// variance and normalisation — becomes one launch of a block per row,
+/// each nest in turn for the block's row (element-wise nests strided over
+/// the block's threads, per-row work on thread 0, reductions as
+/// emitRowReduction), barriers between: one launch instead of one per nest,
+/// and a row's intermediate values come back from the cache, not memory.
+/// Only where running the nests row by row is exact (rowByRowIsExact).
+void launchRowKernels(mlir::func::FuncOp kernel, mlir::Attribute workgroupMemorySpace) {
+  using namespace mlir;
+  // Runs of nests with nothing between them but side-effect-free values
+  // (constants, views), which the launch at the run's last nest sees.
+  SmallVector<SmallVector<scf::ParallelOp>> runs(1);
+  for (Operation &op : kernel.getBody().front()) {
+    if (auto nest = dyn_cast<scf::ParallelOp>(op))
+      runs.back().push_back(nest);
+    else if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
+      runs.emplace_back();
+  }
+  for (ArrayRef<scf::ParallelOp> run : runs) {
+    for (size_t i = 0; i < run.size();) {
+      size_t reduction = i;
+      while (reduction < run.size() && !matchRowReduction(run[reduction]))
+        ++reduction;
+      if (reduction == run.size())
+        break;
+      const SmallVector<int64_t> rows = *unitStepExtents(run[reduction]);
+      size_t first = reduction, end = reduction + 1;
+      while (first > i && rowWorkOf(run[first - 1], rows))
+        --first;
+      while (end < run.size() && rowWorkOf(run[end], rows))
+        ++end;
+      SmallVector<scf::ParallelOp> nests(run.slice(first, end - first));
+      i = end;
+      if (nests.size() < 2 || !rowByRowIsExact(nests, rows))
+        continue;
+      int64_t widest = 1;
+      for (scf::ParallelOp nest : nests) {
+        if (std::optional<RowReduction> r = matchRowReduction(nest))
+          widest = std::max(widest, r->upper - r->lower);
+        else
+          widest = std::max(widest, unitStepExtents(nest)->back());
+      }
+      OpBuilder b(nests.back());
+      const Location loc = nests.back().getLoc();
+      RowLaunch l = createRowLaunch(b, loc, rows, rowThreads(widest), workgroupMemorySpace);
+      auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
+      for (size_t k = 0; k < nests.size(); ++k) {
+        scf::ParallelOp nest = nests[k];
+        if (k > 0)
+          mlir::gpu::BarrierOp::create(b, loc);
+        const SmallVector<Value> ivs = nest.getInductionVars();
+        IRMapping map;
+        map.map(ValueRange(ivs).take_front(rows.size()), l.rowIds);
+        auto cloneBody = [&](OpBuilder &in) {
+          for (Operation &op : nest.getBody()->without_terminator())
+            in.clone(op, map);
+        };
+        switch (*rowWorkOf(nest, rows)) {
+        case RowWork::Reduction: {
+          RowReduction r = *matchRowReduction(nest);
+          emitRowReduction(b, l, r, ivs);
+          break;
+        }
+        case RowWork::Elementwise:
+          scf::ForOp::create(b, loc, l.thread, index(unitStepExtents(nest)->back()), index(l.threads), ValueRange{},
+                             [&](OpBuilder &in, Location, Value column, ValueRange) {
+                               map.map(ivs.back(), column);
+                               cloneBody(in);
+                               scf::YieldOp::create(in, loc);
+                             });
+          break;
+        case RowWork::Scalar: {
+          for (Value unit : ValueRange(ivs).drop_front(rows.size()))
+            map.map(unit, index(0));
+          auto isThreadZero = scf::IfOp::create(
+              b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, l.thread, index(0)), false);
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(isThreadZero.thenBlock()->getTerminator());
+          cloneBody(b);
+          break;
+        }
+        }
+      }
+      for (scf::ParallelOp nest : nests)
+        nest.erase();
+    }
+  }
+}
+
 /// Row reductions over rows of kMinRowForBlock or more (those no row kernel
 /// took) become launches of one block per row (emitRowReduction). The loop
 /// conversion gave a thread per row, whose loads are a row apart:
@@ -816,6 +1037,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
     return fail("loops");
   hoistParallelLoops(kernel);
   serializeNestedParallelLoops(kernel);
+  launchRowKernels(kernel, options.workgroupMemorySpace);
   launchRowReductions(kernel, options.workgroupMemorySpace);
   tileParallelLoops(kernel);
   // Tiles onto blocks, points onto threads, the innermost (contiguous)

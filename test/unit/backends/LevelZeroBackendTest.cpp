@@ -524,8 +524,10 @@ TEST_F(LevelZeroTier1, LargeElementwiseNestsMatchTheInterpretedCpu) {
 /// Reductions along rows of 32 or more run a block per row (GpuLaunches.cpp,
 /// launchRowReductions): rows shorter and longer than the block, rows that
 /// are not a multiple of it, two leading dimensions, integer, unsigned and
-/// half rows, products, a NaN in a max row and softmax and layer_norm rows,
-/// compiled and run on level_zero:0, match the interpreted CPU.
+/// half rows, products, a NaN in a max row, softmax and layer_norm rows
+/// (one row kernel each: launchRowKernels) and a row sum read across rows
+/// (which no row kernel may take), compiled and run on level_zero:0, match
+/// the interpreted CPU.
 TEST_F(LevelZeroTier1, RowReductionsRunABlockPerRowAndMatchTheInterpretedCpu) {
   std::vector<float> withNaN = ramp(40 * 300, -1.5f, 0.001f);
   withNaN[7 * 300 + 123] = std::nanf("");
@@ -537,6 +539,7 @@ TEST_F(LevelZeroTier1, RowReductionsRunABlockPerRowAndMatchTheInterpretedCpu) {
   const Tensor bytes = cast(from_vector(ramp(24 * 700, 0.0f, 0.3f), {24, 700}), DType::u8);  // wraps past 255
   const Tensor halves = cast(rows, DType::f16);
   const Tensor nearOne = from_vector(ramp(40 * 300, 0.999f, 1e-7f), {40, 300});
+  const Tensor square = from_vector(ramp(40 * 40, 1.0f, 0.01f), {40, 40});
   using Program = std::function<Tensor(const std::vector<Tensor>&)>;
   const std::vector<std::pair<const char*, Program>> programs = {
       {"row sum", [](auto& t) { return sum(t[0], {1}); }},
@@ -551,10 +554,11 @@ TEST_F(LevelZeroTier1, RowReductionsRunABlockPerRowAndMatchTheInterpretedCpu) {
       {"unsigned row min", [](auto& t) { return min(t[5], {1}); }},
       {"half row max", [](auto& t) { return max(t[6], {1}); }},
       {"row product", [](auto& t) { return prod(t[7], {1}); }},
+      {"row sums read across rows", [](auto& t) { return t[8] + sum(t[0], {1}); }},  // not one row kernel
       {"softmax", [](auto& t) { return softmax(t[2], 2); }},
       {"layer_norm", [](auto& t) { return layer_norm(t[0]); }},
   };
-  const std::vector<Tensor> inputs = {rows, nanRows, deep, narrow, ints, bytes, halves, nearOne};
+  const std::vector<Tensor> inputs = {rows, nanRows, deep, narrow, ints, bytes, halves, nearOne, square};
   std::vector<std::vector<double>> want;
   {
     JitScope off(JitMode::Off);

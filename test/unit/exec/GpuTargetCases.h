@@ -129,6 +129,24 @@ inline std::vector<Case> gpuTargetCases() {
          uint32_t bb = b.op(OpKind::BroadcastTo, f, {1100, 1027}, {bias});
          return b.output(b.op(OpKind::Add, f, {1100, 1027}, {x, bb}));
        }},
+      {"softmax_rows",  // one row kernel: max, exp, sum and division
+       [=] {
+         GraphBuilder b;
+         uint32_t x = b.param(f, {64, 1000});
+         uint32_t m = b.op(OpKind::ReduceMax, f, {64, 1}, {x}, {1}, 0, true);
+         uint32_t d = b.op(OpKind::Sub, f, {64, 1000}, {x, b.op(OpKind::BroadcastTo, f, {64, 1000}, {m})});
+         uint32_t e = b.op(OpKind::Exp, f, {64, 1000}, {d});
+         uint32_t s = b.op(OpKind::ReduceSum, f, {64, 1}, {e}, {1}, 0, true);
+         return b.output(b.op(OpKind::Div, f, {64, 1000}, {e, b.op(OpKind::BroadcastTo, f, {64, 1000}, {s})}));
+       }},
+      {"row_sums_read_across_rows",  // y[i, j] + sum(x[j, :]): no row kernel may take both
+       [=] {
+         GraphBuilder b;
+         uint32_t x = b.param(f, {64, 300});
+         uint32_t y = b.param(f, {64, 64});
+         uint32_t s = b.op(OpKind::ReduceSum, f, {64}, {x}, {1});
+         return b.output(b.op(OpKind::Add, f, {64, 64}, {y, b.op(OpKind::BroadcastTo, f, {64, 64}, {s})}));
+       }},
       {"cast_and_compare",
        [=] {
          GraphBuilder b;

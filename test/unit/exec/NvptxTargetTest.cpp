@@ -122,26 +122,48 @@ TEST(NvptxTarget, LargeElementwiseNestsGiveEachThreadFourElementsLoadedTogether)
   EXPECT_EQ(r.dispatches[0].grid[0], (1000 + 255) / 256);
 }
 
+/// The number of times `what` occurs in `text`.
+int occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 // A reduction along rows of 32 or more runs a block per row (256 threads for
 // rows of 300), combining the threads' partial sums in shared memory between
-// barriers.
+// barriers; the accumulator's fill and the f64 sum's conversion join it in
+// one row kernel.
 TEST(NvptxTarget, RowReductionsRunABlockPerRow) {
   TraceCompiler* compiler = loadCompiler();
   ASSERT_NE(compiler, nullptr);
   CompileResult r =
       compiler->compile(caseGraph("row_sum_keepdim"), "rows", CompileTarget::nvptx(90), exec::CodegenEffort::Full);
   ASSERT_TRUE(r.ok()) << r.error;
-  int rowLaunches = 0;
-  for (const KernelDispatch& d : r.dispatches)
-    if (d.grid[0] == 16 && d.block[0] == 256) ++rowLaunches;  // [16, 300]: a block per row
-  EXPECT_EQ(rowLaunches, 1);
+  ASSERT_EQ(r.dispatches.size(), 1u);
+  EXPECT_EQ(r.dispatches[0].grid[0], 16);  // [16, 300]: a block per row
+  EXPECT_EQ(r.dispatches[0].block[0], 256);
   EXPECT_NE(r.object.find(".shared"), std::string::npos);
-  // One barrier after the threads' partial results, one after each of the
-  // tree's 8 halvings.
-  int barriers = 0;
-  for (size_t at = r.object.find("bar.sync"); at != std::string::npos; at = r.object.find("bar.sync", at + 1))
-    ++barriers;
-  EXPECT_EQ(barriers, 9);
+  // One barrier after each nest but the last (fill, sum, conversion), one
+  // after the threads' partial results and one after each of the tree's 8
+  // halvings.
+  EXPECT_EQ(occurrences(r.object, "bar.sync"), 11);
+}
+
+// Softmax over rows is one kernel of a block per row; a row sum that a
+// later nest reads across rows (y[i, j] + s[j]) is not fused with it.
+TEST(NvptxTarget, RowKernelsTakeSoftmaxButNotReadsAcrossRows) {
+  TraceCompiler* compiler = loadCompiler();
+  ASSERT_NE(compiler, nullptr);
+  CompileResult r =
+      compiler->compile(caseGraph("softmax_rows"), "softmax", CompileTarget::nvptx(90), exec::CodegenEffort::Full);
+  ASSERT_TRUE(r.ok()) << r.error;
+  ASSERT_EQ(r.dispatches.size(), 1u);
+  EXPECT_EQ(r.dispatches[0].grid[0], 64);
+  EXPECT_EQ(r.dispatches[0].block[0], 256);
+  r = compiler->compile(caseGraph("row_sums_read_across_rows"), "across", CompileTarget::nvptx(90),
+                        exec::CodegenEffort::Full);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_GE(r.dispatches.size(), 2u);
 }
 
 TEST(NvptxTarget, RefusesWhatItCannotCompile) {
