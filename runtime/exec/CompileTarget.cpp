@@ -1,5 +1,8 @@
 #include "runtime/exec/CompileTarget.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "runtime/cache/HostFingerprint.h"
 
 namespace kiln::exec {
@@ -25,6 +28,14 @@ BinaryFormat CompileTarget::format() const {
     case Kind::Spirv: return BinaryFormat::Spirv;
   }
   return BinaryFormat::SharedObject;
+}
+
+bool CompileTarget::runsRowReductionsInLibrary() const {
+  static const bool rowKernels = [] {
+    const char* v = std::getenv("KILN_CUDA_ROW_KERNELS");
+    return v && std::string(v) == "1";
+  }();
+  return kind == Kind::Nvptx && !rowKernels;
 }
 
 std::string CompileTarget::str() const {

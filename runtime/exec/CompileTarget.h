@@ -70,9 +70,12 @@ struct CompileTarget {
   /// kernel compiled for this target? NVPTX: yes, cuBLASLt; so they run
   /// between compiled regions (Regions.h), not inside them.
   bool runsMatmulsInLibrary() const { return kind == Kind::Nvptx; }
-  /// And reductions along a contiguous innermost axis? NVPTX: yes, with a
-  /// warp per output (the pipeline's loop nests give a thread per output).
-  bool runsRowReductionsInLibrary() const { return kind == Kind::Nvptx; }
+  /// And reductions along a contiguous innermost axis? NVPTX: yes, tier 0's
+  /// warp per output, unless KILN_CUDA_ROW_KERNELS=1: then the pipeline's
+  /// row kernels (a block per row, with the element-wise work on the same
+  /// rows: jit/targets/gpu/GpuLaunches.cpp) take them, which no GPU has
+  /// measured yet.
+  bool runsRowReductionsInLibrary() const;
   /// What compile() produces for this target.
   BinaryFormat format() const;
   /// "host-cpu", "nvptx sm_90 ptx80", "spirv".

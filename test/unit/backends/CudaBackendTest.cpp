@@ -680,6 +680,33 @@ class CudaCompiled : public ::testing::Test {
   }
 };
 
+/// A softmax over rows of 1000 on cuda:0: by default its row reductions run
+/// between compiled regions on tier 0's warp kernels; with
+/// KILN_CUDA_ROW_KERNELS=1 (kiln_cuda_tests_row_kernels) the whole trace
+/// compiles into one row kernel, one launch a run.
+TEST_F(CudaCompiled, RowReductionsRunOnTierZeroUnlessRowKernelsAreAskedFor) {
+  const bool rowKernels = std::getenv("KILN_CUDA_ROW_KERNELS") && std::string(std::getenv("KILN_CUDA_ROW_KERNELS")) == "1";
+  JitScope sync(JitMode::Sync, 1);
+  const Tensor x = from_vector(ramp(64 * 1000, -2.0f, 1e-4f), {64, 1000}).to(kCuda);
+  reset_stats();
+  constexpr int kRuns = 3;
+  for (int i = 0; i < kRuns; ++i) {
+    Tensor y = softmax(x, 1);
+    step();
+  }
+  hal::deviceContext(kCuda).synchronize();
+  const Stats s = stats();
+  EXPECT_EQ(s.compile_failures + s.region_compile_failures, 0u) << s.str();
+  if (rowKernels) {
+    EXPECT_EQ(s.compiles, 1u) << s.str();
+    EXPECT_EQ(s.compiled_runs, static_cast<uint64_t>(kRuns)) << s.str();
+    EXPECT_EQ(s.kernel_launches, static_cast<uint64_t>(kRuns)) << "one row kernel a run; " << s.str();
+  } else {
+    EXPECT_EQ(s.compiled_runs, 0u) << s.str();
+    EXPECT_GE(s.mixed_runs, static_cast<uint64_t>(kRuns - 1)) << s.str();
+  }
+}
+
 TEST_F(CudaCompiled, CompiledStepsLaunchTheirKernelsAsThePtxDeclaresThem) {
   JitScope sync(JitMode::Sync, 2);
   reset_stats();
