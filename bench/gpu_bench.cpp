@@ -9,12 +9,16 @@
 // "compiled_share"}}}.
 //
 //   kiln_gpu_bench --jit=off|replay|sync --out=FILE [--reps=N] [--min-time=S]
-//                  [--only=a,b] [--fill]
+//                  [--only=a,b] [--fill] [--check]
 //
 // --jit=off times tier 0 (one tier-0 kernel or cuBLASLt call per op);
 // --jit=replay times the compiled kernels of KILN_CACHE_DIR (tier 1, no
 // compiler); --fill runs each workload a few times with --jit=sync to put its
 // compiled kernels into the cache (how scripts/gpu-check.sh packs them).
+// --check compares each workload's last result with the same workload
+// interpreted on the CPU (its error over the result's largest magnitude,
+// "check_error" in the JSON) and fails when one is beyond its tolerance:
+// the compiled kernels' only check on the GPU beyond the demo.
 // Links only libkiln: the GPU machine has no LLVM or MLIR.
 #include <algorithm>
 #include <chrono>
@@ -40,8 +44,10 @@ constexpr int64_t kRows = 4096, kCols = 1024;
 constexpr int64_t kBigRows = 32768, kBigCols = 4096;  // issue 15's second softmax/layer_norm shape
 
 Tensor uniform(const Shape& shape, uint64_t seed, double lo, double hi, DType t = DType::f32) {
-  Tensor x = rand(shape, seed, DType::f32, lo, hi);
+  // Drawn on the CPU and copied, so that --check's references see the same bits.
+  Tensor x = rand(shape, seed, DType::f32, lo, hi, Device::cpu());
   if (t != DType::f32) x = cast(x, t);
+  x = x.to(default_device());
   kiln::sync();
   return x;
 }
@@ -73,9 +79,12 @@ struct Workload {
   std::string name;
   std::function<void()> call;  // records one call's ops (no flush)
   bool skipFill = false;       // --fill skips it: the fake driver would compute it on the host, slowly
+  double tolerance = 1e-4;     // --check: the largest error over the result's largest magnitude; 0: not checked
 };
 
-std::vector<Workload> workloads() {
+/// The workloads on the default device; each call leaves its result in
+/// `*out` (but the MLP step's).
+std::vector<Workload> workloads(const std::shared_ptr<Tensor>& out) {
   auto x = std::make_shared<Tensor>(uniform({kBig}, 1, -2, 2));
   auto a = std::make_shared<Tensor>(uniform({kBig}, 2, -1, 1)), b = std::make_shared<Tensor>(uniform({kBig}, 3, -1, 1)),
        c = std::make_shared<Tensor>(uniform({kBig}, 4, -1, 1));
@@ -92,7 +101,6 @@ std::vector<Workload> workloads() {
        h4096b = std::make_shared<Tensor>(cast(*b4096, DType::bf16));
   auto tiny = std::make_shared<Tensor>(uniform({4, 8}, 17, -1, 1));
   auto mlp = std::make_shared<Mlp>();
-  auto out = std::make_shared<Tensor>();
   kiln::sync();
   return {
       {"fma", [=] { *out = *a * *b + *c; }},
@@ -103,14 +111,28 @@ std::vector<Workload> workloads() {
       {"layernorm_32768x4096", [=] { *out = layer_norm(*bigRows); }},
       {"sgemm_1024", [=] { *out = matmul(*a1024, *b1024); }, true},
       {"sgemm_4096x4096x1024", [=] { *out = matmul(*a4096, *b4096); }, true},
-      {"gemm_bf16_1024", [=] { *out = matmul(*h1024a, *h1024b); }, true},
-      {"gemm_bf16_4096x4096x1024", [=] { *out = matmul(*h4096a, *h4096b); }, true},
+      {"gemm_bf16_1024", [=] { *out = matmul(*h1024a, *h1024b); }, true, 2e-2},  // bf16 results
+      {"gemm_bf16_4096x4096x1024", [=] { *out = matmul(*h4096a, *h4096b); }, true, 2e-2},
       {"mm_bias_relu", [=] { *out = relu(matmul(*a1024, *b1024) + *bias); }},
-      {"mlp_train_step", [=] { mlp->step(); }},
+      {"mlp_train_step", [=] { mlp->step(); }, false, 0},
       // Launch cost: a compiled step of several kernels on 32 floats, all
       // host time (KILN_CUDA_GRAPHS: one graph launch, or one call a kernel).
       {"launch_tiny_step", [=] { *out = softmax(*tiny, -1) * layer_norm(*tiny) + exp(*tiny).sum(); }},
   };
+}
+
+/// max |got - want| over max |want| (1 where want is all zero), on the host.
+double relativeError(const Tensor& got, const Tensor& want) {
+  const std::vector<float> g = cast(got, DType::f32).to(Device::cpu()).to_vector<float>();
+  const std::vector<float> w = cast(want, DType::f32).to(Device::cpu()).to_vector<float>();
+  if (g.size() != w.size()) return INFINITY;
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(g[i]) - w[i]);
+    err = std::isnan(d) ? (std::isnan(g[i]) && std::isnan(w[i]) ? err : INFINITY) : std::max(err, d);
+    scale = std::max(scale, std::fabs(static_cast<double>(w[i])));
+  }
+  return err / (scale > 0 ? scale : 1.0);
 }
 
 std::string arg(int argc, char** argv, const std::string& key, const std::string& fallback) {
@@ -137,16 +159,28 @@ int main(int argc, char** argv) try {
   const int reps = std::stoi(arg(argc, argv, "reps", "5"));
   const double minTime = std::stod(arg(argc, argv, "min-time", "0.2"));
   const std::string only = "," + arg(argc, argv, "only", "") + ",";
-  const bool fill = flag(argc, argv, "fill");
+  const bool fill = flag(argc, argv, "fill"), check = flag(argc, argv, "check");
   Settings s = settings();
+  // --check's references: the same workloads, interpreted on the CPU.
+  auto cpuOut = std::make_shared<Tensor>();
+  std::vector<Workload> references;
+  if (check) {
+    s.jit = JitMode::Off;
+    set_settings(s);
+    set_default_device(Device::cpu());
+    references = workloads(cpuOut);
+  }
   s.jit = jit == "replay" ? JitMode::Replay : jit == "sync" ? JitMode::Sync : JitMode::Off;
   s.jit_threshold = 1;
   set_settings(s);
   set_default_device(Device::cuda(0));
 
   std::ostringstream rowsJson;
-  bool first = true;
-  for (const Workload& w : workloads()) {
+  bool first = true, checksPassed = true;
+  auto out = std::make_shared<Tensor>();
+  const std::vector<Workload> all = workloads(out);
+  for (size_t wi = 0; wi < all.size(); ++wi) {
+    const Workload& w = all[wi];
     if (only != ",," && only.find("," + w.name + ",") == std::string::npos) continue;
     if (fill && w.skipFill) continue;
     auto once = [&] {
@@ -180,9 +214,26 @@ int main(int argc, char** argv) try {
     const double median = sorted[sorted.size() / 2];
     std::printf("kiln(%s) %s: %.1f us (compiled share %.2f)\n", jit.c_str(), w.name.c_str(), median * 1e6,
                 compiledShare);
+    double checkError = -1;
+    if (check && w.tolerance > 0) {
+      Settings off = settings();
+      const JitMode mode = off.jit;
+      off.jit = JitMode::Off;  // the reference is interpreted (replay would want its kernels cached)
+      set_settings(off);
+      references[wi].call();
+      kiln::sync();
+      off.jit = mode;
+      set_settings(off);
+      checkError = relativeError(*out, *cpuOut);
+      const bool ok = checkError <= w.tolerance;
+      checksPassed = checksPassed && ok;
+      std::printf("check %s: error %.3g of the largest magnitude against the CPU (tolerance %.0e): %s\n",
+                  w.name.c_str(), checkError, w.tolerance, ok ? "ok" : "FAIL");
+    }
     std::fflush(stdout);
     rowsJson << (first ? "" : ",\n") << "  \"" << w.name << "\": {\"median_s\": " << median
-             << ", \"compiled_share\": " << compiledShare << ", \"samples_s\": [";
+             << ", \"compiled_share\": " << compiledShare << ", \"check_error\": " << checkError
+             << ", \"samples_s\": [";
     for (size_t i = 0; i < samples.size(); ++i) rowsJson << (i ? ", " : "") << samples[i];
     rowsJson << "]}";
     first = false;
@@ -191,7 +242,7 @@ int main(int argc, char** argv) try {
     std::ofstream f(outPath);
     f << "{\"system\": \"kiln\", \"jit\": \"" << jit << "\", \"rows\": {\n" << rowsJson.str() << "\n}}\n";
   }
-  return 0;
+  return checksPassed ? 0 : 1;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "kiln_gpu_bench: %s\n", e.what());
   return 1;

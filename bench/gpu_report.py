@@ -43,6 +43,7 @@ def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "results"
     torch, tier0, replay = load(d, "torch.json"), load(d, "kiln-tier0.json"), load(d, "kiln-replay.json")
     nographs = load(d, "kiln-replay-nographs.json")
+    rowkernels = load(d, "kiln-replay-rowkernels.json")
     inductor = load(d, "torch-compile.json")
     row = lambda r, k: (r or {}).get("rows", {}).get(k, {})  # noqa: E731
     out = []
@@ -80,6 +81,20 @@ def main():
             goal = " (a compiled step's launch cost, goal <= 10 us)" if k == "launch_tiny_step" else ""
             out.append(f"{k} compiled: {us(g)} us with CUDA graphs, {us(n)} us launching kernel by kernel "
                        f"(KILN_CUDA_GRAPHS=0){goal}.")
+    for k in ("softmax", "layernorm", "softmax_32768x4096", "layernorm_32768x4096"):
+        g, r = row(replay, k).get("median_s"), row(rowkernels, k).get("median_s")
+        i = row(inductor, k).get("median_s")
+        if g and r:
+            peer = f", {r / i:.2f}x torch.compile's time" if i else ""
+            out.append(f"{k} compiled: {us(g)} us as regions around tier 0's warp reductions, {us(r)} us as one row "
+                       f"kernel (KILN_CUDA_ROW_KERNELS=1){peer}.")
+    checks = [(name, k, v["check_error"]) for name, r in (("tier 0", tier0), ("compiled", replay),
+                                                          ("row kernels", rowkernels), ("no graphs", nographs))
+              for k, v in (r or {}).get("rows", {}).items() if v.get("check_error", -1) >= 0]
+    if checks:
+        worst = max(checks, key=lambda c: c[2])
+        out.append(f"Results checked against the CPU interpreter: {len(checks)} rows, the largest error "
+                   f"{worst[2]:.2g} of the result's magnitude ({worst[1]}, {worst[0]}).")
     for k, f in FLOPS.items():
         t, a = row(torch, k).get("median_s"), row(tier0, k).get("median_s")
         if t and a:

@@ -83,6 +83,15 @@ if ! KILN_CUDA_LIBRARY="$BUILD/test/cuda_driver/libkiln_fake_cuda.so" KILN_FAKE_
      > "$OUT/bench-cache-fill.log" 2>&1; then
   echo "gpu-check: compiling the timings' kernels for sm_90 failed ($OUT/bench-cache-fill.log)" >&2; exit 1
 fi
+# The row rows again with KILN_CUDA_ROW_KERNELS=1: softmax and layer_norm as
+# one row kernel each instead of regions around tier 0's warp reductions
+# (other traces, other keys: one cache holds both).
+if ! KILN_CUDA_LIBRARY="$BUILD/test/cuda_driver/libkiln_fake_cuda.so" KILN_FAKE_CUDA_COMPILED=launch \
+     KILN_CUDA_ROW_KERNELS=1 KILN_FAKE_CUDA_MEMORY_MB=8192 KILN_CACHE=on KILN_CACHE_DIR="$OUT/bench-cache" \
+     "$BUILD/bench/kiln_gpu_bench" --jit=sync --fill --only=softmax,layernorm,softmax_32768x4096,layernorm_32768x4096 \
+     >> "$OUT/bench-cache-fill.log" 2>&1; then
+  echo "gpu-check: compiling the row kernels for sm_90 failed ($OUT/bench-cache-fill.log)" >&2; exit 1
+fi
 
 cat > "$OUT/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -144,10 +153,12 @@ run() {  # run NAME PROGRAM ARGS...: a gtest suite, its XML kept
   fi
   rm -rf "$cache"
   # Timings (JSON in results/; bench/gpu_report.py writes the table). On the
-  # fake only the plumbing is run: one short row.
-  if [ "$fake" = 1 ]; then timing=(--only=fma --reps=1 --min-time=0); else timing=(); fi
+  # fake only the plumbing is run: one short row. Every run checks its
+  # results against the CPU (--check), but the fake's replays: the fake
+  # launches compiled kernels without computing them.
+  if [ "$fake" = 1 ]; then timing=(--only=fma --reps=1 --min-time=0); replay_check=(); else timing=(); replay_check=(--check); fi
   # (The fake's device needs room for the timings' largest inputs.)
-  if KILN_FAKE_CUDA_MEMORY_MB=8192 timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/kiln_gpu_bench" --jit=off \
+  if KILN_FAKE_CUDA_MEMORY_MB=8192 timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/kiln_gpu_bench" --jit=off --check \
        --out="$here/results/kiln-tier0.json" \
        "${timing[@]}" > "$here/results/kiln-tier0.log" 2>&1; then
     echo "PASS timings of Kiln's tier 0 on cuda:0 (results/kiln-tier0.json)"
@@ -158,17 +169,27 @@ run() {  # run NAME PROGRAM ARGS...: a gtest suite, its XML kept
   cp "$here"/bench-cache/*.kiln "$cache"/
   if KILN_FAKE_CUDA_MEMORY_MB=8192 KILN_CACHE=on KILN_CACHE_DIR="$cache" timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" \
        "$here/bin/kiln_gpu_bench" \
-       --jit=replay --out="$here/results/kiln-replay.json" "${timing[@]}" > "$here/results/kiln-replay.log" 2>&1; then
+       --jit=replay "${replay_check[@]}" --out="$here/results/kiln-replay.json" "${timing[@]}" > "$here/results/kiln-replay.log" 2>&1; then
     echo "PASS timings of Kiln replaying compiled kernels on cuda:0 (results/kiln-replay.json)"
   else
     echo "FAIL timings of Kiln replaying compiled kernels on cuda:0 (results/kiln-replay.log)"; status=1
+  fi
+  # Softmax and layer_norm as row kernels (KILN_CUDA_ROW_KERNELS=1), against
+  # the regions around tier 0's warp reductions above.
+  if [ "$fake" = 1 ]; then rowk=(--only=softmax --reps=1 --min-time=0); else rowk=(--only=softmax,layernorm,softmax_32768x4096,layernorm_32768x4096); fi
+  if KILN_FAKE_CUDA_MEMORY_MB=8192 KILN_CACHE=on KILN_CACHE_DIR="$cache" KILN_CUDA_ROW_KERNELS=1 KILN_REPLAY_STRICT=1 \
+       timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/kiln_gpu_bench" --jit=replay "${replay_check[@]}" \
+       --out="$here/results/kiln-replay-rowkernels.json" "${rowk[@]}" > "$here/results/kiln-replay-rowkernels.log" 2>&1; then
+    echo "PASS timings of softmax and layer_norm as row kernels on cuda:0 (results/kiln-replay-rowkernels.json)"
+  else
+    echo "FAIL timings of softmax and layer_norm as row kernels on cuda:0 (results/kiln-replay-rowkernels.log)"; status=1
   fi
   # The compiled steps again, each kernel launched by its own call instead
   # of one CUDA graph a step: what the graphs save (on the fake, the one
   # short row).
   if [ "$fake" = 1 ]; then nographs=("${timing[@]}"); else nographs=(--only=launch_tiny_step,mlp_train_step,chain8,softmax); fi
   if KILN_FAKE_CUDA_MEMORY_MB=8192 KILN_CACHE=on KILN_CACHE_DIR="$cache" KILN_CUDA_GRAPHS=0 \
-       timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/kiln_gpu_bench" --jit=replay \
+       timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/kiln_gpu_bench" --jit=replay "${replay_check[@]}" \
        --out="$here/results/kiln-replay-nographs.json" \
        "${nographs[@]}" > "$here/results/kiln-replay-nographs.log" 2>&1; then
     echo "PASS timings of compiled kernels launched one by one on cuda:0 (results/kiln-replay-nographs.json)"
