@@ -121,18 +121,23 @@ std::vector<Workload> workloads(const std::shared_ptr<Tensor>& out) {
   };
 }
 
-/// max |got - want| over max |want| (1 where want is all zero), on the host.
+/// An error no tolerance admits that JSON can still carry (no inf or nan).
+constexpr double kWrong = 1e300;
+
+/// max |got - want| over max |want| (1 where want is all zero), on the host;
+/// kWrong for another size or a NaN or infinity where the other has none.
 double relativeError(const Tensor& got, const Tensor& want) {
   const std::vector<float> g = cast(got, DType::f32).to(Device::cpu()).to_vector<float>();
   const std::vector<float> w = cast(want, DType::f32).to(Device::cpu()).to_vector<float>();
-  if (g.size() != w.size()) return INFINITY;
+  if (g.size() != w.size()) return kWrong;
   double err = 0, scale = 0;
   for (size_t i = 0; i < g.size(); ++i) {
-    const double d = std::fabs(static_cast<double>(g[i]) - w[i]);
-    err = std::isnan(d) ? (std::isnan(g[i]) && std::isnan(w[i]) ? err : INFINITY) : std::max(err, d);
+    if (g[i] == w[i] || (std::isnan(g[i]) && std::isnan(w[i]))) continue;
+    if (!std::isfinite(g[i]) || !std::isfinite(w[i])) return kWrong;
+    err = std::max(err, std::fabs(static_cast<double>(g[i]) - w[i]));
     scale = std::max(scale, std::fabs(static_cast<double>(w[i])));
   }
-  return err / (scale > 0 ? scale : 1.0);
+  return std::min(kWrong, err / (scale > 0 ? scale : 1.0));
 }
 
 std::string arg(int argc, char** argv, const std::string& key, const std::string& fallback) {
@@ -160,25 +165,27 @@ int main(int argc, char** argv) try {
   const double minTime = std::stod(arg(argc, argv, "min-time", "0.2"));
   const std::string only = "," + arg(argc, argv, "only", "") + ",";
   const bool fill = flag(argc, argv, "fill"), check = flag(argc, argv, "check");
+  // The inputs are made interpreted (under --jit=replay the traces that draw
+  // them on the CPU would want kernels compiled for this CPU); --check's
+  // references are the same workloads, interpreted on the CPU.
   Settings s = settings();
-  // --check's references: the same workloads, interpreted on the CPU.
+  s.jit = JitMode::Off;
+  set_settings(s);
   auto cpuOut = std::make_shared<Tensor>();
   std::vector<Workload> references;
   if (check) {
-    s.jit = JitMode::Off;
-    set_settings(s);
     set_default_device(Device::cpu());
     references = workloads(cpuOut);
   }
+  set_default_device(Device::cuda(0));
+  auto out = std::make_shared<Tensor>();
+  const std::vector<Workload> all = workloads(out);
   s.jit = jit == "replay" ? JitMode::Replay : jit == "sync" ? JitMode::Sync : JitMode::Off;
   s.jit_threshold = 1;
   set_settings(s);
-  set_default_device(Device::cuda(0));
 
   std::ostringstream rowsJson;
   bool first = true, checksPassed = true;
-  auto out = std::make_shared<Tensor>();
-  const std::vector<Workload> all = workloads(out);
   for (size_t wi = 0; wi < all.size(); ++wi) {
     const Workload& w = all[wi];
     if (only != ",," && only.find("," + w.name + ",") == std::string::npos) continue;

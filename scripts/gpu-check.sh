@@ -169,7 +169,7 @@ run() {  # run NAME PROGRAM ARGS...: a gtest suite, its XML kept
   cp "$here"/bench-cache/*.kiln "$cache"/
   if KILN_FAKE_CUDA_MEMORY_MB=8192 KILN_CACHE=on KILN_CACHE_DIR="$cache" timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" \
        "$here/bin/kiln_gpu_bench" \
-       --jit=replay "${replay_check[@]}" --out="$here/results/kiln-replay.json" "${timing[@]}" > "$here/results/kiln-replay.log" 2>&1; then
+       --jit=replay ${replay_check[@]+"${replay_check[@]}"} --out="$here/results/kiln-replay.json" "${timing[@]}" > "$here/results/kiln-replay.log" 2>&1; then
     echo "PASS timings of Kiln replaying compiled kernels on cuda:0 (results/kiln-replay.json)"
   else
     echo "FAIL timings of Kiln replaying compiled kernels on cuda:0 (results/kiln-replay.log)"; status=1
@@ -178,7 +178,7 @@ run() {  # run NAME PROGRAM ARGS...: a gtest suite, its XML kept
   # the regions around tier 0's warp reductions above.
   if [ "$fake" = 1 ]; then rowk=(--only=softmax --reps=1 --min-time=0); else rowk=(--only=softmax,layernorm,softmax_32768x4096,layernorm_32768x4096); fi
   if KILN_FAKE_CUDA_MEMORY_MB=8192 KILN_CACHE=on KILN_CACHE_DIR="$cache" KILN_CUDA_ROW_KERNELS=1 KILN_REPLAY_STRICT=1 \
-       timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/kiln_gpu_bench" --jit=replay "${replay_check[@]}" \
+       timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/kiln_gpu_bench" --jit=replay ${replay_check[@]+"${replay_check[@]}"} \
        --out="$here/results/kiln-replay-rowkernels.json" "${rowk[@]}" > "$here/results/kiln-replay-rowkernels.log" 2>&1; then
     echo "PASS timings of softmax and layer_norm as row kernels on cuda:0 (results/kiln-replay-rowkernels.json)"
   else
@@ -189,7 +189,7 @@ run() {  # run NAME PROGRAM ARGS...: a gtest suite, its XML kept
   # short row).
   if [ "$fake" = 1 ]; then nographs=("${timing[@]}"); else nographs=(--only=launch_tiny_step,mlp_train_step,chain8,softmax); fi
   if KILN_FAKE_CUDA_MEMORY_MB=8192 KILN_CACHE=on KILN_CACHE_DIR="$cache" KILN_CUDA_GRAPHS=0 \
-       timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/kiln_gpu_bench" --jit=replay "${replay_check[@]}" \
+       timeout "${KILN_GPU_CHECK_TIMEOUT:-300}" "$here/bin/kiln_gpu_bench" --jit=replay ${replay_check[@]+"${replay_check[@]}"} \
        --out="$here/results/kiln-replay-nographs.json" \
        "${nographs[@]}" > "$here/results/kiln-replay-nographs.log" 2>&1; then
     echo "PASS timings of compiled kernels launched one by one on cuda:0 (results/kiln-replay-nographs.json)"

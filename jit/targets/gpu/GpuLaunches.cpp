@@ -193,6 +193,46 @@ mlir::TypedAttr identityOf(mlir::Operation *combine, mlir::Type type) {
   return nullptr;
 }
 
+/// The buffer `memref` views (through reshapes and memref.view), and the
+/// byte offset of the view in it; none through anything else (a subview).
+std::optional<std::pair<mlir::Value, int64_t>> viewedBuffer(mlir::Value memref) {
+  int64_t offset = 0;
+  for (;;) {
+    mlir::Operation *def = memref.getDefiningOp();
+    if (llvm::isa_and_nonnull<mlir::memref::ExpandShapeOp, mlir::memref::CollapseShapeOp>(def)) {
+      memref = def->getOperand(0);
+    } else if (auto view = llvm::dyn_cast_or_null<mlir::memref::ViewOp>(def)) {
+      std::optional<int64_t> shift = constantOf(view.getByteShift());
+      if (!shift)
+        return std::nullopt;
+      offset += *shift;
+      memref = view.getSource();
+    } else if (!def || llvm::isa<mlir::memref::AllocOp, mlir::memref::AllocaOp>(def)) {
+      return std::make_pair(memref, offset);
+    } else {
+      return std::nullopt;
+    }
+  }
+}
+
+/// The bytes of a statically shaped memref of integers or floats.
+std::optional<int64_t> bytesOf(mlir::Value memref) {
+  auto type = llvm::dyn_cast<mlir::MemRefType>(memref.getType());
+  if (!type || !type.hasStaticShape() || !type.getElementType().isIntOrFloat())
+    return std::nullopt;
+  return type.getNumElements() * std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+}
+
+/// Whether views `a` and `b` may share bytes: views of one buffer whose
+/// ranges meet, or views this cannot follow (viewedBuffer).
+bool mayOverlap(mlir::Value a, mlir::Value b) {
+  auto va = viewedBuffer(a), vb = viewedBuffer(b);
+  auto na = bytesOf(a), nb = bytesOf(b);
+  if (!va || !vb || !na || !nb)
+    return true;
+  return va->first == vb->first && va->second < vb->second + *nb && vb->second < va->second + *na;
+}
+
 /// A row reduction as the loop conversion leaves it (after
 /// hoistParallelLoops): `scf.parallel (rows) { scf.for k { v = f(loads);
 /// acc[row] = combine(acc[row], v) } }`, where k is the contiguous (last)
@@ -270,7 +310,7 @@ std::optional<RowReduction> matchRowReduction(mlir::scf::ParallelOp rows) {
     auto load = dyn_cast<memref::LoadOp>(op);
     if (!load || load == r.accLoad)
       continue;
-    if (load.getMemRef() == r.accStore.getMemRef())
+    if (load.getMemRef() == r.accStore.getMemRef() || mayOverlap(load.getMemRef(), r.accStore.getMemRef()))
       return std::nullopt;
     auto type = cast<MemRefType>(load.getMemRef().getType());
     if (!type.getLayout().isIdentity())
@@ -451,29 +491,14 @@ std::optional<Footprint> footprintOf(mlir::Value memref, mlir::ValueRange indice
                                      llvm::ArrayRef<int64_t> rows) {
   using namespace mlir;
   auto type = dyn_cast<MemRefType>(memref.getType());
-  if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity())
+  std::optional<std::pair<Value, int64_t>> buffer = viewedBuffer(memref);
+  std::optional<int64_t> bytes = bytesOf(memref);
+  if (!type || !type.getLayout().isIdentity() || !buffer || !bytes)
     return std::nullopt;
-  const int64_t elementBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
   Footprint f;
-  f.bytes = type.getNumElements() * elementBytes;
-  Value v = memref;
-  for (;;) {
-    Operation *def = v.getDefiningOp();
-    if (isa_and_nonnull<memref::ExpandShapeOp, memref::CollapseShapeOp>(def)) {
-      v = def->getOperand(0);
-    } else if (auto view = dyn_cast_or_null<memref::ViewOp>(def)) {
-      std::optional<int64_t> shift = constantOf(view.getByteShift());
-      if (!shift)
-        return std::nullopt;
-      f.offset += *shift;
-      v = view.getSource();
-    } else if (!def || isa<memref::AllocOp, memref::AllocaOp>(def)) {
-      break;
-    } else {
-      return std::nullopt;  // a subview, a cast: not followed
-    }
-  }
-  f.root = v;
+  f.bytes = *bytes;
+  f.root = buffer->first;
+  f.offset = buffer->second;
   const size_t n = rows.size();
   f.rowLocal = static_cast<size_t>(type.getRank()) >= n && indices.size() >= n &&
                llvm::equal(type.getShape().take_front(n), rows);
@@ -566,9 +591,19 @@ void launchRowKernels(mlir::func::FuncOp kernel, mlir::Attribute workgroupMemory
         --first;
       while (end < run.size() && rowWorkOf(run[end], rows))
         ++end;
-      SmallVector<scf::ParallelOp> nests(run.slice(first, end - first));
-      i = end;
-      if (nests.size() < 2 || !rowByRowIsExact(nests, rows))
+      // The widest group around the reduction that runs row by row exactly:
+      // with the nests on both sides, then before it, then after it.
+      SmallVector<scf::ParallelOp> nests;
+      for (auto [from, to] : {std::pair{first, end}, std::pair{first, reduction + 1}, std::pair{reduction, end}}) {
+        SmallVector<scf::ParallelOp> candidate(run.slice(from, to - from));
+        if (candidate.size() >= 2 && rowByRowIsExact(candidate, rows)) {
+          nests = std::move(candidate);
+          end = to;
+          break;
+        }
+      }
+      i = nests.empty() ? reduction + 1 : end;
+      if (nests.empty())
         continue;
       int64_t widest = 1;
       for (scf::ParallelOp nest : nests) {

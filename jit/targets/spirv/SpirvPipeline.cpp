@@ -17,6 +17,7 @@
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Dialect/SPIRV/IR/SPIRVAttributes.h"
 #include "mlir/Dialect/SPIRV/IR/SPIRVDialect.h"
+#include "mlir/Dialect/SPIRV/IR/SPIRVOps.h"
 #include "mlir/Dialect/SPIRV/IR/TargetAndABI.h"
 #include "mlir/Dialect/SPIRV/Transforms/Passes.h"
 #include "mlir/IR/Builders.h"
@@ -135,6 +136,12 @@ public:
                                  "gpu.module(spirv.module(spirv-lower-abi-attrs,spirv-update-vce))";
     if (!runPassPipeline(*module, pipeline.c_str()))
       return fail("spirv conversion");
+    // gpu.barrier orders every memory access of the work-group (GPUOps.td);
+    // the conversion orders workgroup memory only, and row kernels pass
+    // rows between their threads through global memory too.
+    module->walk([](mlir::spirv::ControlBarrierOp barrier) {
+      barrier.setMemorySemantics(barrier.getMemorySemantics() | mlir::spirv::MemorySemantics::CrossWorkgroupMemory);
+    });
     const std::string dumpDir = exec::irDumpDirectory();
     dumpModule(dumpDir, name, "spirv-2-spirv", *module);
     if (!runPassPipeline(*module, "gpu-module-to-binary{format=bin}"))
