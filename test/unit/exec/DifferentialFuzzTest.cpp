@@ -323,7 +323,9 @@ TEST(DifferentialFuzz, MixedRegionsAndInterpretedNodes) {
     }
     Stats s = stats();
     EXPECT_EQ(s.compiles, 0u) << "seed " << seed << ": a first run is never compiled whole";
-    if (deviceUnderTestCompiles()) EXPECT_EQ(s.region_compile_failures, 0u) << "seed " << seed << "\n" << s.str();
+    if (deviceUnderTestCompiles()) {
+      EXPECT_EQ(s.region_compile_failures, 0u) << "seed " << seed << "\n" << s.str();
+    }
     // Compiled regions and interpreted nodes in the one run.
     mixed += s.mixed_runs == 1 && s.region_launches > 0 && s.interpreted_ops > 0;
     ASSERT_EQ(refTypes, jitTypes) << "seed " << seed;
@@ -332,8 +334,9 @@ TEST(DifferentialFuzz, MixedRegionsAndInterpretedNodes) {
     if (HasFailure()) break;
   }
   // The recurring bodies must actually have run as region kernels.
-  if (deviceUnderTestCompiles())
+  if (deviceUnderTestCompiles()) {
     EXPECT_GE(mixed, iterations * 3 / 4) << mixed << " of " << iterations << " programs ran mixed";
+  }
 }
 
 /// A random program captured as a TraceTemplate and run on other inputs
@@ -388,8 +391,9 @@ TEST(DifferentialFuzz, TraceTemplatesReplayRandomPrograms) {
     compiledPrograms += stats().compiled_runs > compiledBefore;
   }
   // Programs with zero-size tensors stay interpreted by design; most compile.
-  if (cpuCompiles)
+  if (cpuCompiles) {
     EXPECT_GE(compiledPrograms, iterations / 2) << compiledPrograms << " of " << iterations << " ran compiled";
+  }
 }
 
 TEST(DifferentialFuzz, RegressionSeeds) {
@@ -408,7 +412,9 @@ TEST(DifferentialFuzz, RandomPrograms) {
     if (HasFailure()) break;  // report the first failing seed
   }
   // Most programs must exercise the compiler, not the zero-size fallback.
-  if (deviceUnderTestCompiles()) EXPECT_LT(interpretOnly, iterations / 2 + 1);
+  if (deviceUnderTestCompiles()) {
+    EXPECT_LT(interpretOnly, iterations / 2 + 1);
+  }
 }
 
 }  // namespace

@@ -64,7 +64,9 @@ int64_t ulps(float a, float b) {
 void expectUlpClose(const std::vector<float>& got, const std::vector<float>& want, int64_t maxUlps = 64) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
-    if (std::fabs(got[i] - want[i]) > 1e-6f) EXPECT_LE(ulps(got[i], want[i]), maxUlps) << i << ": " << got[i] << " vs " << want[i];
+    if (std::fabs(got[i] - want[i]) > 1e-6f) {
+      EXPECT_LE(ulps(got[i], want[i]), maxUlps) << i << ": " << got[i] << " vs " << want[i];
+    }
 }
 
 struct Mlp {
@@ -108,8 +110,9 @@ TEST(DynamicShapes, LoopOverBatchSizesEndsOnOneDynamicKernel) {
       expectUlpClose(got.second, want[batch - 1].second);
     }
     if (batch == 4) compilesAfterDynamic = stats().compiles;
-    if (batch >= 4)
+    if (batch >= 4) {
       EXPECT_EQ(exec::Engine::instance().tierOf(exec::Engine::lastKey()), exec::Tier::Compiled) << batch;
+    }
   }
   Stats s = stats();
   EXPECT_EQ(s.compile_failures, 0u) << s.str();
