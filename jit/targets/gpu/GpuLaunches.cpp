@@ -146,6 +146,27 @@ void hoistParallelLoops(mlir::func::FuncOp kernel) {
   }
 }
 
+/// The constant upper bounds of `loop`, if it runs from 0 in unit steps.
+std::optional<llvm::SmallVector<int64_t>> unitStepExtents(mlir::scf::ParallelOp loop) {
+  llvm::SmallVector<int64_t> extents;
+  for (auto [lb, ub, step] : llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
+    auto l = constantOf(lb), u = constantOf(ub), s = constantOf(step);
+    if (!l || !u || !s || *l != 0 || *s != 1)
+      return std::nullopt;
+    extents.push_back(*u);
+  }
+  return extents;
+}
+
+/// Whether `body` is straight-line loads, stores and arithmetic.
+bool straightLine(mlir::Block &body) {
+  for (mlir::Operation &op : body.without_terminator())
+    if (op.getNumRegions() != 0 ||
+        !(llvm::isa<mlir::memref::LoadOp, mlir::memref::StoreOp>(op) || mlir::isMemoryEffectFree(&op)))
+      return false;
+  return true;
+}
+
 /// Threads of a row reduction's block at most (launchRowReductions; a
 /// shorter row gets the power of two at or above its length), and the
 /// shortest row that gets a block of its own: shorter rows keep a thread.
@@ -252,14 +273,12 @@ std::optional<RowReduction> matchRowReduction(mlir::scf::ParallelOp rows) {
   if (rows.getNumReductions() != 0 || rows.getNumLoops() > 3 ||
       rows.getBody()->getOperations().size() != 2)  // the loop and scf.reduce
     return std::nullopt;
-  for (auto [lb, ub, step] : llvm::zip(rows.getLowerBound(), rows.getUpperBound(), rows.getStep())) {
-    auto l = constantOf(lb), u = constantOf(ub), s = constantOf(step);
-    if (!l || !u || !s || *l != 0 || *s != 1)
-      return std::nullopt;
-  }
+  std::optional<SmallVector<int64_t>> extents = unitStepExtents(rows);
+  if (!extents)
+    return std::nullopt;
   // gridDim.y and .z are at most 65535; the last row index goes on x.
-  for (unsigned d = 0; d + 1 < rows.getNumLoops(); ++d)
-    if (*constantOf(rows.getUpperBound()[d]) > 65535)
+  for (size_t d = 0; d + 1 < extents->size(); ++d)
+    if ((*extents)[d] > 65535)
       return std::nullopt;
   auto loop = dyn_cast<scf::ForOp>(rows.getBody()->front());
   if (!loop || loop.getNumResults() != 0)
@@ -268,17 +287,15 @@ std::optional<RowReduction> matchRowReduction(mlir::scf::ParallelOp rows) {
        stride = constantOf(loop.getStep());
   if (!first || !end || !stride || *stride != 1 || *end - *first < kMinRowForBlock)
     return std::nullopt;
+  if (!straightLine(*loop.getBody()))
+    return std::nullopt;
   RowReduction r{rows, loop, nullptr, nullptr, nullptr, nullptr, *first, *end};
   const Value k = loop.getInductionVar();
   for (Operation &op : loop.getBody()->without_terminator()) {
-    if (op.getNumRegions() != 0)
-      return std::nullopt;
     if (auto store = dyn_cast<memref::StoreOp>(op)) {
       if (r.accStore)
         return std::nullopt;
       r.accStore = store;
-    } else if (!isa<memref::LoadOp>(op) && !isMemoryEffectFree(&op)) {
-      return std::nullopt;
     }
   }
   if (!r.accStore)
@@ -304,13 +321,12 @@ std::optional<RowReduction> matchRowReduction(mlir::scf::ParallelOp rows) {
     return std::nullopt;
   // Every other load that moves with k reads k's element of a contiguous
   // last dimension (so a block's threads read adjacent elements), and none
-  // reads the accumulator's buffer (as the same value: the loop conversion
-  // reads and writes an accumulator through one view).
+  // reads the accumulator's bytes, through whatever view.
   for (Operation &op : loop.getBody()->without_terminator()) {
     auto load = dyn_cast<memref::LoadOp>(op);
     if (!load || load == r.accLoad)
       continue;
-    if (load.getMemRef() == r.accStore.getMemRef() || mayOverlap(load.getMemRef(), r.accStore.getMemRef()))
+    if (mayOverlap(load.getMemRef(), r.accStore.getMemRef()))
       return std::nullopt;
     auto type = cast<MemRefType>(load.getMemRef().getType());
     if (!type.getLayout().isIdentity())
@@ -332,6 +348,16 @@ struct RowLaunch {
   mlir::Value thread;
   int64_t threads;
   mlir::Attribute workgroupMemorySpace;  // LaunchOptions::workgroupMemorySpace
+
+  /// `if (thread == 0) {}` at b's insertion point; b is left inside it.
+  mlir::scf::IfOp onThreadZero(mlir::OpBuilder &b, mlir::Location loc) {
+    using namespace mlir;
+    auto zero = arith::ConstantIndexOp::create(b, loc, 0);
+    auto isThreadZero =
+        scf::IfOp::create(b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, thread, zero), false);
+    b.setInsertionPoint(isThreadZero.thenBlock()->getTerminator());
+    return isThreadZero;
+  }
 
   /// A buffer of `threads` elements in workgroup memory.
   mlir::Value workgroupBuffer(mlir::OpBuilder &b, mlir::Location loc, mlir::Type element) {
@@ -417,10 +443,8 @@ void emitRowReduction(mlir::OpBuilder &b, RowLaunch &l, RowReduction &r, mlir::V
     b.setInsertionPointAfter(inLowerHalf);
     mlir::gpu::BarrierOp::create(b, loc);
   }
-  auto isThreadZero = scf::IfOp::create(
-      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, l.thread, index(0)), /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPoint(isThreadZero.thenBlock()->getTerminator());
+  l.onThreadZero(b, loc);
   SmallVector<Value> accIndices;
   for (Value v : r.accStore.getIndices())
     accIndices.push_back(rowOf.lookupOrDefault(v));
@@ -431,29 +455,8 @@ void emitRowReduction(mlir::OpBuilder &b, RowLaunch &l, RowReduction &r, mlir::V
                           accIndices);
 }
 
-/// The constant upper bounds of `loop`, if it runs from 0 in unit steps.
-std::optional<llvm::SmallVector<int64_t>> unitStepExtents(mlir::scf::ParallelOp loop) {
-  llvm::SmallVector<int64_t> extents;
-  for (auto [lb, ub, step] : llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
-    auto l = constantOf(lb), u = constantOf(ub), s = constantOf(step);
-    if (!l || !u || !s || *l != 0 || *s != 1)
-      return std::nullopt;
-    extents.push_back(*u);
-  }
-  return extents;
-}
-
 /// What a parallel nest of a row kernel does for its block's row.
 enum class RowWork { Reduction, Elementwise, Scalar };
-
-/// Whether `op` is straight-line loads, stores and arithmetic.
-bool straightLine(mlir::Block &body) {
-  for (mlir::Operation &op : body.without_terminator())
-    if (op.getNumRegions() != 0 ||
-        !(llvm::isa<mlir::memref::LoadOp, mlir::memref::StoreOp>(op) || mlir::isMemoryEffectFree(&op)))
-      return false;
-  return true;
-}
 
 /// What `loop` does for a row of the row space `rows`: a row reduction
 /// over exactly those rows, an element-wise nest over them and one more
@@ -605,12 +608,13 @@ void launchRowKernels(mlir::func::FuncOp kernel, mlir::Attribute workgroupMemory
       i = nests.empty() ? reduction + 1 : end;
       if (nests.empty())
         continue;
+      // Each nest's work, and the widest row among them.
+      SmallVector<std::optional<RowReduction>> reductions;
       int64_t widest = 1;
       for (scf::ParallelOp nest : nests) {
-        if (std::optional<RowReduction> r = matchRowReduction(nest))
-          widest = std::max(widest, r->upper - r->lower);
-        else
-          widest = std::max(widest, unitStepExtents(nest)->back());
+        reductions.push_back(matchRowReduction(nest));
+        widest = std::max(widest, reductions.back() ? reductions.back()->upper - reductions.back()->lower
+                                                    : unitStepExtents(nest)->back());
       }
       OpBuilder b(nests.back());
       const Location loc = nests.back().getLoc();
@@ -627,30 +631,21 @@ void launchRowKernels(mlir::func::FuncOp kernel, mlir::Attribute workgroupMemory
           for (Operation &op : nest.getBody()->without_terminator())
             in.clone(op, map);
         };
-        switch (*rowWorkOf(nest, rows)) {
-        case RowWork::Reduction: {
-          RowReduction r = *matchRowReduction(nest);
-          emitRowReduction(b, l, r, ivs);
-          break;
-        }
-        case RowWork::Elementwise:
+        if (reductions[k]) {
+          emitRowReduction(b, l, *reductions[k], ivs);
+        } else if (*rowWorkOf(nest, rows) == RowWork::Elementwise) {
           scf::ForOp::create(b, loc, l.thread, index(unitStepExtents(nest)->back()), index(l.threads), ValueRange{},
                              [&](OpBuilder &in, Location, Value column, ValueRange) {
                                map.map(ivs.back(), column);
                                cloneBody(in);
                                scf::YieldOp::create(in, loc);
                              });
-          break;
-        case RowWork::Scalar: {
+        } else {  // per-row work
           for (Value unit : ValueRange(ivs).drop_front(rows.size()))
             map.map(unit, index(0));
-          auto isThreadZero = scf::IfOp::create(
-              b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, l.thread, index(0)), false);
           OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(isThreadZero.thenBlock()->getTerminator());
+          l.onThreadZero(b, loc);
           cloneBody(b);
-          break;
-        }
         }
       }
       for (scf::ParallelOp nest : nests)
@@ -766,31 +761,18 @@ constexpr int64_t kCoarsenMinTiles = 4;
 /// (iterations of a parallel loop do not read what another writes, and no
 /// iteration loads after it stores).
 bool coarsenable(mlir::scf::ParallelOp loop) {
-  if (loop.getNumReductions() != 0)
+  std::optional<llvm::SmallVector<int64_t>> extents = unitStepExtents(loop);
+  if (loop.getNumReductions() != 0 || !extents || !straightLine(*loop.getBody()))
     return false;
-  int64_t iterations = 1, inner = 0;
-  for (auto [lb, ub, step] : llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
-    auto l = constantOf(lb), u = constantOf(ub), s = constantOf(step);
-    if (!l || !u || !s || *l != 0 || *s != 1)
-      return false;
-    iterations *= *u;
-    inner = *u;
-  }
   const int64_t rowWidth = tileSizesFor(loop.getNumLoops()).back() * kElementsPerThread;
-  if (iterations < kCoarsenMinIterations || inner < kCoarsenMinTiles * rowWidth)
+  if (llvm::product_of(*extents) < kCoarsenMinIterations || extents->back() < kCoarsenMinTiles * rowWidth)
     return false;
   bool stored = false;
   for (mlir::Operation &op : loop.getBody()->without_terminator()) {
-    if (op.getNumRegions() != 0)
-      return false;
-    if (llvm::isa<mlir::memref::StoreOp>(op)) {
+    if (llvm::isa<mlir::memref::StoreOp>(op))
       stored = true;
-    } else if (llvm::isa<mlir::memref::LoadOp>(op)) {
-      if (stored)
-        return false;
-    } else if (!mlir::isMemoryEffectFree(&op)) {
+    else if (llvm::isa<mlir::memref::LoadOp>(op) && stored)
       return false;
-    }
   }
   return stored;
 }
