@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cinttypes>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <sstream>
 
@@ -76,13 +77,18 @@ bool parseFormatToken(const std::string& token, BinaryFormat* f) {
   return false;
 }
 
-/// One launch as a metadata line: "symbol gx gy gz bx by bz arg...", each
+/// One launch as a metadata line: "symbol gx gy gz bx by bz arg...", a
+/// grid size computed by the launch program as "e" and its step, each
 /// argument a letter and a number: i (input), o (output), s (scratch byte
-/// offset), z (sizes), n (integer).
+/// offset), z (sizes), n (integer), v (launch step), t (scratch, at a
+/// launch step's byte offset).
 std::string encodeDispatch(const KernelDispatch& d) {
   std::ostringstream m;
   m << d.symbol;
-  for (int64_t v : d.grid) m << " " << v;
+  for (int i = 0; i < 3; ++i) {
+    if (d.gridSteps[i] >= 0) m << " e" << d.gridSteps[i];
+    else m << " " << d.grid[i];
+  }
   for (int64_t v : d.block) m << " " << v;
   for (const DispatchArg& a : d.args) {
     const char* letter = "n";
@@ -92,6 +98,8 @@ std::string encodeDispatch(const KernelDispatch& d) {
       case DispatchArg::Kind::Scratch: letter = "s"; break;
       case DispatchArg::Kind::Sizes: letter = "z"; break;
       case DispatchArg::Kind::Index: letter = "n"; break;
+      case DispatchArg::Kind::Value: letter = "v"; break;
+      case DispatchArg::Kind::ScratchAt: letter = "t"; break;
     }
     m << " " << letter << a.index;
   }
@@ -101,8 +109,21 @@ std::string encodeDispatch(const KernelDispatch& d) {
 bool decodeDispatch(const std::string& line, KernelDispatch* d) {
   std::stringstream ss(line);
   if (!(ss >> d->symbol)) return false;
-  for (int64_t& v : d->grid)
-    if (!(ss >> v)) return false;
+  for (int i = 0; i < 3; ++i) {
+    std::string size;
+    if (!(ss >> size) || size.empty()) return false;
+    const bool step = size[0] == 'e';
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(size.c_str() + step, &end, 10);
+    if (errno != 0 || *end != '\0' || end == size.c_str() + step) return false;
+    if (step) {
+      if (v < 0 || v > INT32_MAX) return false;
+      d->gridSteps[i] = static_cast<int32_t>(v);
+    } else {
+      d->grid[i] = v;
+    }
+  }
   for (int64_t& v : d->block)
     if (!(ss >> v)) return false;
   std::string arg;
@@ -115,6 +136,8 @@ bool decodeDispatch(const std::string& line, KernelDispatch* d) {
       case 's': a.kind = DispatchArg::Kind::Scratch; break;
       case 'z': a.kind = DispatchArg::Kind::Sizes; break;
       case 'n': a.kind = DispatchArg::Kind::Index; break;
+      case 'v': a.kind = DispatchArg::Kind::Value; break;
+      case 't': a.kind = DispatchArg::Kind::ScratchAt; break;
       default: return false;
     }
     char* end = nullptr;
@@ -124,6 +147,33 @@ bool decodeDispatch(const std::string& line, KernelDispatch* d) {
     d->args.push_back(a);
   }
   return true;
+}
+
+/// The operations of a launch program step, as the metadata spells them.
+constexpr const char* kLaunchOps[] = {"const", "size", "add",  "sub",  "mul",      "divs", "rems",
+                                      "floordivs", "ceildivs", "mins", "maxs", "divu", "remu", "ceildivu",
+                                      "eq",    "ne",   "lt",   "le",   "gt",       "ge",   "select"};
+static_assert(std::size(kLaunchOps) == static_cast<size_t>(LaunchExpr::Op::Select) + 1);
+
+/// One launch program step as a metadata line: "op a b c".
+std::string encodeLaunchStep(const LaunchExpr& e) {
+  std::ostringstream m;
+  m << kLaunchOps[static_cast<size_t>(e.op)] << " " << e.a << " " << e.b << " " << e.c;
+  return m.str();
+}
+
+bool decodeLaunchStep(const std::string& line, LaunchExpr* e) {
+  std::stringstream ss(line);
+  std::string op;
+  if (!(ss >> op >> e->a >> e->b >> e->c)) return false;
+  std::string rest;
+  if (ss >> rest) return false;
+  for (size_t i = 0; i < std::size(kLaunchOps); ++i)
+    if (op == kLaunchOps[i]) {
+      e->op = static_cast<LaunchExpr::Op>(i);
+      return true;
+    }
+  return false;
 }
 
 std::vector<std::string> splitFeatures(const std::string& f) {
@@ -195,6 +245,7 @@ std::string encode(const Entry& e) {
   // Host entries keep the layout older readers know: no format line.
   if (e.meta.format != BinaryFormat::SharedObject) m << "\nformat=" << formatToken(e.meta.format);
   for (const KernelDispatch& d : e.meta.dispatches) m << "\ndispatch=" << encodeDispatch(d);
+  for (const LaunchExpr& step : e.meta.launchProgram) m << "\nlaunch_step=" << encodeLaunchStep(step);
   m << "\ndevice=" << e.meta.device << "\nops=" << e.meta.ops
     << "\ninputs=" << e.meta.inputs << "\nscratch_bytes=" << e.meta.scratchBytes
     << "\nkernel_count=" << e.meta.kernelCount << "\ndonations=";
@@ -272,6 +323,10 @@ bool decode(std::string_view bytes, Entry* out, std::string* error, bool headerO
       KernelDispatch d;
       if (!decodeDispatch(value, &d)) return bad("malformed dispatch");
       m.dispatches.push_back(std::move(d));
+    } else if (name == "launch_step") {
+      LaunchExpr step;
+      if (!decodeLaunchStep(value, &step)) return bad("malformed launch step");
+      m.launchProgram.push_back(step);
     } else if (name == "device") {
       m.device = value;
     } else if (name == "ops") {

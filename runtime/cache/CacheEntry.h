@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/exec/CompileTarget.h"
+#include "runtime/exec/LaunchProgram.h"
 
 namespace kiln::exec::cache {
 
@@ -48,6 +49,8 @@ struct EntryMeta {
   /// The object's format; GPU binaries list their launches.
   BinaryFormat format = BinaryFormat::SharedObject;
   std::vector<KernelDispatch> dispatches;
+  /// GPU dynamic-shape kernels: what their launches compute from the sizes.
+  std::vector<LaunchExpr> launchProgram;
   /// Where the code runs: "cpu" for host shared objects (also those of the
   /// test device), "level_zero" for SPIR-V, "cuda" for PTX and cubins.
   std::string device = "cpu";

@@ -36,6 +36,9 @@ std::string pairStr(uint32_t output, uint32_t input) {
 /// shape a GPU accepts, and buffers of the kernel's own arguments.
 std::string checkDispatches(const EntryMeta& meta, size_t inputs, size_t outputs) {
   if (meta.dispatches.empty()) return "a GPU binary without launches";
+  if (std::string why = checkLaunchProgram(meta.launchProgram, meta.dynamicSizes); !why.empty()) return why;
+  const auto steps = static_cast<int64_t>(meta.launchProgram.size());
+  auto isStep = [&](int64_t step) { return step >= 0 && step < steps; };
   if (meta.kernelCount != static_cast<int>(meta.dispatches.size()))
     return "kernel_count=" + std::to_string(meta.kernelCount) + " but " + std::to_string(meta.dispatches.size()) +
            " launches";
@@ -46,8 +49,10 @@ std::string checkDispatches(const EntryMeta& meta, size_t inputs, size_t outputs
     if (!name) return launch + ": not a kernel name";
     int64_t threads = 1;
     for (int i = 0; i < 3; ++i) {
-      if (d.grid[i] < 1 || d.grid[i] > int64_t{0x7fffffff} || d.block[i] < 1 || d.block[i] > 1024)
-        return launch + ": grid or block extent out of range";
+      // A grid size the launch program computes is checked as it launches.
+      const bool gridOk = d.gridSteps[i] >= 0 ? isStep(d.gridSteps[i])
+                                               : d.gridSteps[i] == -1 && d.grid[i] >= 1 && d.grid[i] <= 0x7fffffff;
+      if (!gridOk || d.block[i] < 1 || d.block[i] > 1024) return launch + ": grid or block extent out of range";
       threads *= d.block[i];
     }
     if (threads > 1024) return launch + ": " + std::to_string(threads) + " threads in a block";
@@ -63,12 +68,19 @@ std::string checkDispatches(const EntryMeta& meta, size_t inputs, size_t outputs
             return launch + " writes output " + std::to_string(a.index) + " of " + std::to_string(outputs);
           break;
         case DispatchArg::Kind::Scratch:
-          if (a.index < 0 || at >= meta.scratchBytes)
+          // A dynamic-shape kernel's first dynamic temporary starts right
+          // after the static ones.
+          if (a.index < 0 || at > meta.scratchBytes || (at == meta.scratchBytes && meta.dynamicSizes == 0))
             return launch + " points " + std::to_string(a.index) + " bytes into " +
                    std::to_string(meta.scratchBytes) + " bytes of scratch";
           break;
-        case DispatchArg::Kind::Sizes: return launch + " takes dynamic sizes (GPU kernels have static shapes)";
+        case DispatchArg::Kind::Sizes: return launch + " takes a host entry's array of dynamic sizes";
         case DispatchArg::Kind::Index: break;
+        case DispatchArg::Kind::Value:
+        case DispatchArg::Kind::ScratchAt:
+          if (!isStep(a.index))
+            return launch + " reads launch step " + std::to_string(a.index) + " of " + std::to_string(steps);
+          break;
       }
     }
   }
@@ -177,7 +189,6 @@ std::string checkMetadata(const EntryMeta& meta, uint64_t keyHash) {
     return "scratch of " + std::to_string(scratch) + " bytes, more than the " + std::to_string(bound) +
            " bytes any kernel of this trace can need";
   if (!host) {
-    if (meta.dynamicSizes != 0) return "a dynamic-shape GPU binary (GPU kernels have static shapes)";
     if (std::string why = checkDispatches(meta, inputs.size(), outputs.size()); !why.empty()) return why;
   }
   const uint64_t maxKernels = 16 * (key.nodes.size() + 1);

@@ -236,6 +236,8 @@ std::shared_ptr<Executable> KernelCache::loadFromDisk(DirState& dir, const trace
   image.object = entry.object;
   image.entry = entry.meta.entry;
   image.dispatches = entry.meta.dispatches;
+  image.launchProgram = entry.meta.launchProgram;
+  image.dynamicSizes = entry.meta.dynamicSizes;
   image.scratchBytes = entry.meta.scratchBytes;
   image.kernelCount = entry.meta.kernelCount;
   cache::kernelBufferCounts(key.words, &image.inputs, &image.outputs);  // checkMetadata decoded them
@@ -270,6 +272,8 @@ std::shared_ptr<Executable> KernelCache::install(const trace::TraceKey& key, con
   image.object = compiled.object;
   image.entry = compiled.entry;
   image.dispatches = compiled.dispatches;
+  image.launchProgram = compiled.launchProgram;
+  image.dynamicSizes = compiled.dynamicSizes;
   image.scratchBytes = compiled.scratchBytes;
   image.kernelCount = compiled.kernelCount;
   image.inputs = static_cast<uint32_t>(graph.inputs.size());
@@ -302,7 +306,10 @@ void KernelCache::store(const trace::TraceKey& key, const trace::TraceGraph& gra
   e.meta.entry = compiled.entry;
   e.meta.format = compiled.format;
   // A host object's one dispatch is its entry symbol.
-  if (compiled.format != BinaryFormat::SharedObject) e.meta.dispatches = compiled.dispatches;
+  if (compiled.format != BinaryFormat::SharedObject) {
+    e.meta.dispatches = compiled.dispatches;
+    e.meta.launchProgram = compiled.launchProgram;
+  }
   e.meta.device = cache::deviceOfFormat(compiled.format);
   e.meta.ops = describeGraphOps(graph);
   e.meta.inputs = describeGraphInputs(graph);

@@ -95,8 +95,10 @@ struct DispatchArg {
     Input,    ///< the buffer of graph input `index`
     Output,   ///< the buffer of graph output `index`
     Scratch,  ///< the scratch buffer, `index` bytes in
-    Sizes,    ///< a dynamic-shape kernel's int64 sizes
+    Sizes,    ///< a dynamic-shape kernel's int64 sizes (the host entry's)
     Index,    ///< the integer `index` itself
+    Value,      ///< the integer launch step `index` computes (LaunchExpr)
+    ScratchAt,  ///< the scratch buffer, as many bytes in as launch step `index` computes
   };
   Kind kind = Kind::Input;
   int64_t index = 0;
@@ -112,6 +114,11 @@ struct KernelDispatch {
   std::array<int64_t, 3> grid{1, 1, 1};
   std::array<int64_t, 3> block{1, 1, 1};
   std::vector<DispatchArg> args;
+  /// A dynamic-shape kernel's grid sizes that depend on its sizes: the
+  /// launch step computing each (-1: `grid`'s constant). A launch whose
+  /// grid comes out empty (a size-0 extent) is skipped.
+  std::array<int32_t, 3> gridSteps{-1, -1, -1};
+  bool dynamicGrid() const { return gridSteps[0] >= 0 || gridSteps[1] >= 0 || gridSteps[2] >= 0; }
 };
 
 }  // namespace kiln::exec

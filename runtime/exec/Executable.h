@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/exec/CompileTarget.h"
+#include "runtime/exec/LaunchProgram.h"
 #include "runtime/trace/TraceGraph.h"
 
 namespace kiln::exec {
@@ -78,6 +79,9 @@ struct CompileResult {
   std::string fingerprint;  ///< CompileTarget::fingerprint() of the target it was compiled for
   /// The kernels to launch, in order, with their launch shapes and arguments.
   std::vector<KernelDispatch> dispatches;
+  /// GPU dynamic-shape kernels: the launch program the dispatches read
+  /// (DispatchArg::Kind::Value, ScratchAt, KernelDispatch::gridSteps).
+  std::vector<LaunchExpr> launchProgram;
   std::size_t scratchBytes = 0;
   int kernelCount = 0;
   /// (output, input) pairs that may share a buffer (see Executable::donations).
@@ -118,8 +122,13 @@ struct KernelImage {
   BinaryFormat format = BinaryFormat::SharedObject;
   std::string_view object;
   std::string entry;  ///< host: symbol of `void entry(void** args)`
-  /// GPU: the kernels to launch, in order (CompileResult::dispatches).
+  /// GPU: the kernels to launch, in order (CompileResult::dispatches), and
+  /// what a dynamic-shape kernel computes from its sizes for them
+  /// (CompileResult::launchProgram).
   std::vector<KernelDispatch> dispatches;
+  std::vector<LaunchExpr> launchProgram;
+  /// The number of sizes a dynamic-shape kernel takes (0: static).
+  int dynamicSizes = 0;
   std::size_t scratchBytes = 0;
   int kernelCount = 1;
   /// GPU: how many input and output buffers precede the scratch buffer in

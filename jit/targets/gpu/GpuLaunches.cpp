@@ -9,8 +9,11 @@
 #include "jit/Importer.h"
 #include "jit/PipelineSupport.h"
 #include "jit/targets/cpu/CpuTransforms.h"
+#include "jit/targets/cpu/DynamicKernel.h"
 #include "jit/targets/cpu/ElementwiseFusion.h"
 #include "jit/targets/cpu/HostTarget.h"
+#include "jit/targets/gpu/DynamicArguments.h"
+#include "jit/targets/gpu/LaunchProgramBuilder.h"
 #include "runtime/support/Settings.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -933,19 +936,22 @@ bool isReshape(mlir::Operation *op) {
 }
 
 
-/// The kernel's host part, read as launches (see below).
-/// The kernel's host part, read as launches: every gpu.launch_func with a
-/// constant grid and block, its arguments the kernel's buffers (inputs,
-/// outputs, views into the scratch buffer) and constants. Anything else on
-/// the host is work the GPU would not do: an error.
-bool dispatchesOf(mlir::func::FuncOp kernel, const trace::TraceGraph &graph, const char *target,
-                exec::CompileResult &result) {
+/// The kernel's host part, read as launches: every gpu.launch_func, with
+/// a constant block and a grid that is constant or (a dynamic-shape kernel)
+/// computed from the sizes, its arguments the kernel's buffers (inputs,
+/// outputs, views into the scratch buffer), constants and values computed
+/// from the sizes (LaunchProgramBuilder). Anything else on the host is work
+/// the GPU would not do: an error.
+bool dispatchesOf(mlir::func::FuncOp kernel, const trace::TraceGraph &graph, unsigned numSizes, const char *target,
+                  exec::CompileResult &result) {
   const unsigned numInputs = graph.inputs.size(), numOutputs = graph.outputs.size();
+  mlir::Block &entry = kernel.getBody().front();
+  LaunchProgramBuilder program(&entry, numInputs + numOutputs, numSizes);
   std::function<bool(mlir::Value, exec::DispatchArg &)> argOf = [&](mlir::Value v, exec::DispatchArg &out) -> bool {
     // A reshaped buffer (identity layout) is the same pointer.
     if (isReshape(v.getDefiningOp()))
       return argOf(v.getDefiningOp()->getOperand(0), out);
-    if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(v)) {
+    if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(v); arg && llvm::isa<mlir::MemRefType>(arg.getType())) {
       const unsigned i = arg.getArgNumber();
       if (i < numInputs)
         out = {exec::DispatchArg::Kind::Input, static_cast<int64_t>(i)};
@@ -956,20 +962,31 @@ bool dispatchesOf(mlir::func::FuncOp kernel, const trace::TraceGraph &graph, con
       return true;
     }
     if (auto view = v.getDefiningOp<mlir::memref::ViewOp>()) {
-      auto shift = constantOf(view.getByteShift());
-      if (!shift)
+      if (auto shift = constantOf(view.getByteShift())) {
+        out = {exec::DispatchArg::Kind::Scratch, *shift};
+        return true;
+      }
+      auto step = numSizes > 0 ? program.stepOf(view.getByteShift()) : std::nullopt;
+      if (!step)
         return false;
-      out = {exec::DispatchArg::Kind::Scratch, *shift};
+      out = {exec::DispatchArg::Kind::ScratchAt, *step};
       return true;
     }
     if (auto c = constantOf(v)) {
       out = {exec::DispatchArg::Kind::Index, *c};
       return true;
     }
-    return false;
+    auto step = numSizes > 0 ? program.stepOf(v) : std::nullopt;
+    if (!step)
+      return false;
+    out = {exec::DispatchArg::Kind::Value, *step};
+    return true;
   };
-  for (mlir::Operation &op : kernel.getBody().front()) {
+  for (mlir::Operation &op : entry) {
     if (llvm::isa<mlir::arith::ConstantOp, mlir::memref::ViewOp, mlir::func::ReturnOp>(op) || isReshape(&op))
+      continue;
+    // The sizes' arithmetic: the launches read what they need of it.
+    if (numSizes > 0 && op.getDialect() && op.getDialect()->getNamespace() == "arith" && mlir::isPure(&op))
       continue;
     auto launch = llvm::dyn_cast<mlir::gpu::LaunchFuncOp>(op);
     if (!launch) {
@@ -985,27 +1002,31 @@ bool dispatchesOf(mlir::func::FuncOp kernel, const trace::TraceGraph &graph, con
                                 block = launch.getBlockSizeOperandValues();
     const mlir::Value dims[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
     for (int i = 0; i < 6; ++i) {
-      auto c = constantOf(dims[i]);
-      if (!c) {
+      if (auto c = constantOf(dims[i])) {
+        (i < 3 ? d.grid[i] : d.block[i - 3]) = *c;
+        continue;
+      }
+      auto step = i < 3 && numSizes > 0 ? program.stepOf(dims[i]) : std::nullopt;
+      if (!step) {
         result.error = std::string(target) + ": kernel " + d.symbol + " has a launch size known only at run time";
         return false;
       }
-      (i < 3 ? d.grid[i] : d.block[i - 3]) = *c;
+      d.gridSteps[i] = static_cast<int32_t>(*step);
     }
     for (mlir::Value v : launch.getKernelOperands()) {
       exec::DispatchArg a;
       if (!argOf(v, a)) {
-        result.error =
-            std::string(target) + ": an argument of kernel " + d.symbol + " is neither a buffer nor a constant";
+        result.error = std::string(target) + ": an argument of kernel " + d.symbol +
+                       " is neither a buffer, a constant nor computed from the sizes";
         return false;
       }
       d.args.push_back(a);
     }
     result.dispatches.push_back(std::move(d));
   }
+  result.launchProgram = program.program();
   return true;
 }
-
 
 } // namespace
 
@@ -1013,12 +1034,6 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
                                                      const std::string &name, const LaunchOptions &options,
                                                      const std::string &diagnostics, exec::CompileResult &result) {
   const std::string target = options.target;
-  for (const trace::Node &n : graph.nodes)
-    for (int64_t d : n.shape)
-      if (d < 0) {
-        result.error = target + ": dynamic-shape kernels are not supported yet";
-        return nullptr;
-      }
   const std::string dumpDir = exec::irDumpDirectory();
   auto t0 = Clock::now();
   const std::string kernelName = "kernel_" + name;
@@ -1045,13 +1060,29 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
   auto kernel = module->lookupSymbol<mlir::func::FuncOp>(kernelName);
   if (!kernel)
     return fail("bufferize (no kernel function)");
+  // Dynamic-shape kernels: the sizes follow the outputs (DynamicKernel.h),
+  // the scratch buffer follows them.
+  const auto numSizes = static_cast<unsigned>(cpu::dynamicSizeCount(graph));
+  if (numSizes > 0 && mlir::failed(cpu::moveSizeArguments(kernel, graph, numSizes)))
+    return fail("dynamic sizes");
   splatGlobalsToFills(*module, kernel);
   int64_t scratchBytes = 0;
-  if (mlir::failed(cpu::assignScratch(kernel, scratchBytes)))
+  if (mlir::failed(cpu::assignScratch(kernel, scratchBytes, numSizes > 0 ? &result.dynamicScratch : nullptr)))
     return fail("scratch");
+  if (numSizes > 0) {
+    if (options.flatDynamicArguments) {
+      if (mlir::failed(bindFlatDynamicArguments(kernel, graph, numSizes)))
+        return fail("dynamic arguments");
+      flattenDynamicViews(kernel);
+    } else if (mlir::failed(cpu::bindDynamicArguments(kernel, graph, numSizes))) {
+      return fail("dynamic arguments");
+    }
+  }
   cpu::copiesToLinalg(kernel);
   if (!runPassPipeline(*module, "convert-linalg-to-parallel-loops,canonicalize,cse"))
     return fail("loops");
+  if (numSizes > 0)
+    resolveDynamicDims(kernel);
   hoistParallelLoops(kernel);
   serializeNestedParallelLoops(kernel);
   launchRowKernels(kernel, options.workgroupMemorySpace);
@@ -1065,6 +1096,8 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
   if (!runPassPipeline(*module, "func.func(convert-parallel-loops-to-gpu)"))
     return fail("gpu mapping");
   launchSerialWork(kernel);
+  if (numSizes > 0)
+    resolveDynamicDims(kernel);  // the grids' extents
   if (!runPassPipeline(*module, "lower-affine,canonicalize,cse"))
     return fail("gpu launches");
   sinkIntoLaunches(kernel, options.sinkScratchViews);
@@ -1074,8 +1107,9 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
   if (mlir::failed(mergeGpuModules(*module)))
     return fail("merge gpu modules (no kernel was outlined)");
   dumpModule(dumpDir, name, (target + "-1-gpu").c_str(), *module);
-  if (!dispatchesOf(kernel, graph, options.target, result))
+  if (!dispatchesOf(kernel, graph, numSizes, options.target, result))
     return nullptr;
+  result.dynamicSizes = static_cast<int>(numSizes);
   result.scratchBytes = static_cast<std::size_t>(scratchBytes);
   result.kernelCount = static_cast<int>(result.dispatches.size());
   result.timings.lowerMs = msSince(t1);

@@ -34,11 +34,16 @@ struct LaunchOptions {
   /// top of the kernel (SPIR-V converts it to a Workgroup variable, and
   /// converts no workgroup attributions).
   mlir::Attribute workgroupMemorySpace;
+  /// Dynamic-shape kernels: N-D buffers of dynamic extents as 1-D memrefs
+  /// expanded where used (DynamicArguments.h: SPIR-V), or as bare pointers
+  /// reinterpreted with their sizes (NVPTX).
+  bool flatDynamicArguments = false;
 };
 
 /// Imports `graph` as "kernel_<name>" and lowers it to launches of kernels
 /// in one gpu.module. On success fills `result`'s dispatches, scratchBytes,
-/// kernelCount and importMs/lowerMs; on failure returns null with
+/// kernelCount and importMs/lowerMs, and for a graph with dynamic extents
+/// its dynamicSizes, dynamicScratch and launchProgram; on failure returns null with
 /// `result.error` (what stage failed, with `diagnostics`: the text the
 /// caller's diagnostic handler collected).
 mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context, const trace::TraceGraph &graph,

@@ -102,6 +102,7 @@ public:
     gpu::LaunchOptions options;
     options.target = "spirv";
     options.sinkScratchViews = false;
+    options.flatDynamicArguments = true;
     options.workgroupMemorySpace = mlir::spirv::StorageClassAttr::get(&context, mlir::spirv::StorageClass::Workgroup);
     auto module = gpu::lowerToGpuLaunches(context, graph, name, options, diagnostics, result);
     if (!module)

@@ -1,6 +1,7 @@
 #include "runtime/backends/cuda/CudaKernelLoader.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -32,8 +33,9 @@ bool graphsWanted() {
 class CudaExecutable final : public exec::Executable {
  public:
   CudaExecutable(CudaDeviceHandle& device, CudaStream& stream, CUmodule module, const exec::KernelImage& image)
-      : device_(device), stream_(stream), module_(module), dispatches_(image.dispatches), inputs_(image.inputs),
-        outputs_(image.outputs), scratch_(image.scratchBytes), graphs_(graphsWanted() && device.api->hasGraphs()) {
+      : device_(device), stream_(stream), module_(module), dispatches_(image.dispatches),
+        program_(image.launchProgram), inputs_(image.inputs), outputs_(image.outputs), scratch_(image.scratchBytes),
+        sizes_(image.dynamicSizes), graphs_(graphsWanted() && device.api->hasGraphs()) {
     // One flat array of every launch's parameter values, filled at each
     // launch, and the pointers the driver reads them through: no
     // allocation per step (a step's launch cost is what graphs cut).
@@ -43,6 +45,7 @@ class CudaExecutable final : public exec::Executable {
     }
     first_.push_back(values_.size());
     for (uint64_t& v : values_) params_.push_back(&v);
+    grids_.resize(dispatches_.size());
   }
 
   /// Looks up the kernels; throws kiln::Error (the module is then unloaded
@@ -71,22 +74,30 @@ class CudaExecutable final : public exec::Executable {
   }
 
   /// Arguments are device pointers: inputs, outputs, then the scratch
-  /// buffer. The driver copies the parameter values at each launch (and a
-  /// graph keeps them in its nodes).
+  /// buffer; a dynamic-shape kernel's host sizes follow. The driver copies
+  /// the parameter values at each launch (and a graph keeps them in its
+  /// nodes).
   void launch(void** args) const override {
     device_.makeCurrent();
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!program_.empty()) exec::runLaunchProgram(program_, launchSizes(args, inputs_, outputs_, sizes_), steps_);
+    bool empty = false;  // a launch with nothing to do (a size-0 extent)
     for (std::size_t k = 0; k < dispatches_.size(); ++k) {
       const std::vector<exec::DispatchArg>& a = dispatches_[k].args;
-      for (std::size_t i = 0; i < a.size(); ++i) values_[first_[k] + i] = launchArgument(a[i], args, inputs_, outputs_);
+      for (std::size_t i = 0; i < a.size(); ++i)
+        values_[first_[k] + i] = launchArgument(a[i], args, inputs_, outputs_, steps_);
+      grids_[k] = gridOf(dispatches_[k], steps_);
+      empty |= grids_[k][0] == 0 || grids_[k][1] == 0 || grids_[k][2] == 0;
     }
-    if (graphs_ && launched_ && (exec_ || buildGraph())) {
+    // A graph's nodes cannot skip a launch: such a step goes one by one.
+    if (graphs_ && launched_ && !empty && (exec_ || buildGraph())) {
       launchGraph();
     } else {
       for (std::size_t k = 0; k < dispatches_.size(); ++k) {
         const exec::KernelDispatch& d = dispatches_[k];
-        device_.check(device_.api->launchKernel(functions_[k], static_cast<unsigned>(d.grid[0]),
-                                                static_cast<unsigned>(d.grid[1]), static_cast<unsigned>(d.grid[2]),
+        const std::array<uint32_t, 3>& grid = grids_[k];
+        if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) continue;
+        device_.check(device_.api->launchKernel(functions_[k], grid[0], grid[1], grid[2],
                                                 static_cast<unsigned>(d.block[0]), static_cast<unsigned>(d.block[1]),
                                                 static_cast<unsigned>(d.block[2]), 0, stream_.handle(),
                                                 paramsOf(k), nullptr),
@@ -108,9 +119,9 @@ class CudaExecutable final : public exec::Executable {
     const exec::KernelDispatch& d = dispatches_[k];
     CUDA_KERNEL_NODE_PARAMS p{};
     p.func = functions_[k];
-    p.gridDimX = static_cast<unsigned>(d.grid[0]);
-    p.gridDimY = static_cast<unsigned>(d.grid[1]);
-    p.gridDimZ = static_cast<unsigned>(d.grid[2]);
+    p.gridDimX = grids_[k][0];
+    p.gridDimY = grids_[k][1];
+    p.gridDimZ = grids_[k][2];
     p.blockDimX = static_cast<unsigned>(d.block[0]);
     p.blockDimY = static_cast<unsigned>(d.block[1]);
     p.blockDimZ = static_cast<unsigned>(d.block[2]);
@@ -142,6 +153,7 @@ class CudaExecutable final : public exec::Executable {
       return false;
     }
     nodeValues_ = values_;
+    nodeGrids_ = grids_;
     ++device_.graphsBuilt;
     return true;
   }
@@ -151,11 +163,14 @@ class CudaExecutable final : public exec::Executable {
     bool updated = false;
     for (std::size_t k = 0; k < dispatches_.size(); ++k) {
       const auto from = static_cast<std::ptrdiff_t>(first_[k]), to = static_cast<std::ptrdiff_t>(first_[k + 1]);
-      if (std::equal(values_.begin() + from, values_.begin() + to, nodeValues_.begin() + from)) continue;
+      if (std::equal(values_.begin() + from, values_.begin() + to, nodeValues_.begin() + from) &&
+          grids_[k] == nodeGrids_[k])
+        continue;
       const CUDA_KERNEL_NODE_PARAMS p = nodeParams(k);
       device_.check(device_.api->graphExecKernelNodeSetParams(exec_, nodes_[k], &p),
                     ("cuGraphExecKernelNodeSetParams (" + dispatches_[k].symbol + ")").c_str());
       std::copy(values_.begin() + from, values_.begin() + to, nodeValues_.begin() + from);
+      nodeGrids_[k] = grids_[k];
       updated = true;
     }
     device_.check(device_.api->graphLaunch(exec_, stream_.handle()), "cuGraphLaunch (a compiled trace)");
@@ -171,14 +186,17 @@ class CudaExecutable final : public exec::Executable {
     graph_ = nullptr;
     nodes_.clear();
     nodeValues_.clear();
+    nodeGrids_.clear();
   }
 
   CudaDeviceHandle& device_;
   CudaStream& stream_;
   CUmodule module_;
   std::vector<exec::KernelDispatch> dispatches_;
+  std::vector<exec::LaunchExpr> program_;  ///< a dynamic-shape kernel's launch program
   uint32_t inputs_, outputs_;
   std::size_t scratch_;
+  int sizes_;
   std::vector<CUfunction> functions_;  ///< one per dispatch
   // Graph state, guarded by mutex_ (launch() is const and may be called
   // from several threads).
@@ -195,6 +213,11 @@ class CudaExecutable final : public exec::Executable {
   mutable std::vector<uint64_t> values_;
   mutable std::vector<void*> params_;
   mutable std::vector<uint64_t> nodeValues_;
+  // This launch's launch-program values and grids, and the grids exec_'s
+  // nodes hold.
+  mutable std::vector<int64_t> steps_;
+  mutable std::vector<std::array<uint32_t, 3>> grids_;
+  mutable std::vector<std::array<uint32_t, 3>> nodeGrids_;
 };
 
 }  // namespace

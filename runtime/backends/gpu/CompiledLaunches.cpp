@@ -1,21 +1,47 @@
 #include "runtime/backends/gpu/CompiledLaunches.h"
 
+#include <algorithm>
+
+#include "kiln/error.h"
+
 namespace kiln::hal {
 
 std::string checkLaunches(const exec::KernelImage& image) {
   if (image.dispatches.empty())
     return std::string("a ") + exec::binaryFormatName(image.format) + " binary without launches";
-  for (const exec::KernelDispatch& d : image.dispatches)
+  if (std::string why = exec::checkLaunchProgram(image.launchProgram, image.dynamicSizes); !why.empty()) return why;
+  const auto steps = static_cast<int64_t>(image.launchProgram.size());
+  for (const exec::KernelDispatch& d : image.dispatches) {
+    for (int32_t s : d.gridSteps)
+      if (s < -1 || s >= steps) return "launch of " + d.symbol + " has a grid size beyond its launch program";
     for (const exec::DispatchArg& a : d.args) {
       const bool inRange =
           (a.kind == exec::DispatchArg::Kind::Input && a.index >= 0 && a.index < image.inputs) ||
           (a.kind == exec::DispatchArg::Kind::Output && a.index >= 0 && a.index < image.outputs) ||
+          // A dynamic-shape kernel's first dynamic temporary starts right
+          // after the static ones.
           (a.kind == exec::DispatchArg::Kind::Scratch && a.index >= 0 &&
-           static_cast<std::size_t>(a.index) < image.scratchBytes) ||
-          a.kind == exec::DispatchArg::Kind::Index;
+           (static_cast<std::size_t>(a.index) < image.scratchBytes ||
+            (image.dynamicSizes > 0 && static_cast<std::size_t>(a.index) == image.scratchBytes))) ||
+          a.kind == exec::DispatchArg::Kind::Index ||
+          ((a.kind == exec::DispatchArg::Kind::Value || a.kind == exec::DispatchArg::Kind::ScratchAt) &&
+           a.index >= 0 && a.index < steps);
       if (!inRange) return "launch of " + d.symbol + " has an argument beyond the kernel's buffers";
     }
+  }
   return {};
+}
+
+std::array<uint32_t, 3> gridOf(const exec::KernelDispatch& d, const std::vector<int64_t>& values) {
+  std::array<uint32_t, 3> grid{};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t v = d.gridSteps[i] >= 0 ? values[static_cast<std::size_t>(d.gridSteps[i])] : d.grid[i];
+    if (v > int64_t{0x7fffffff})
+      throw Error("launch of " + d.symbol + ": the kernel's sizes give it " + std::to_string(v) +
+                  " blocks, more than a GPU launches; run the trace at smaller sizes (or with KILN_JIT=off)");
+    grid[i] = v < 1 ? 0u : static_cast<uint32_t>(v);
+  }
+  return grid;
 }
 
 }  // namespace kiln::hal

@@ -16,7 +16,8 @@ class ZeExecutable final : public exec::Executable {
  public:
   ZeExecutable(ZeDeviceHandle& device, ZeStream& stream, ze_module_handle_t module, const exec::KernelImage& image)
       : device_(device), stream_(stream), module_(module), dispatches_(image.dispatches),
-        inputs_(image.inputs), outputs_(image.outputs), scratch_(image.scratchBytes) {}
+        program_(image.launchProgram), inputs_(image.inputs), outputs_(image.outputs), scratch_(image.scratchBytes),
+        sizes_(image.dynamicSizes) {}
 
   /// Creates the kernels; throws kiln::Error (the module is then released
   /// by the destructor).
@@ -40,22 +41,26 @@ class ZeExecutable final : public exec::Executable {
     device_.api->moduleDestroy(module_);
   }
 
-  /// Arguments are device pointers: inputs, outputs, then the scratch buffer.
+  /// Arguments are device pointers: inputs, outputs, then the scratch
+  /// buffer; a dynamic-shape kernel's host sizes follow.
   void launch(void** args) const override {
     // A kernel's arguments are state of the kernel handle: set and appended
     // under one lock, so concurrent launches do not mix them.
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!program_.empty()) exec::runLaunchProgram(program_, launchSizes(args, inputs_, outputs_, sizes_), values_);
     for (const exec::KernelDispatch& d : dispatches_) {
+      const std::array<uint32_t, 3> grid = gridOf(d, values_);
+      if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) continue;  // a size-0 extent: nothing to do
       ze_kernel_handle_t kernel = kernels_.at(d.symbol);
       for (std::size_t i = 0; i < d.args.size(); ++i) {
-        const uint64_t value = launchArgument(d.args[i], args, inputs_, outputs_);
+        const uint64_t value = launchArgument(d.args[i], args, inputs_, outputs_, values_);
         device_.check(device_.api->kernelSetArgumentValue(kernel, static_cast<uint32_t>(i), sizeof value, &value),
                       ("zeKernelSetArgumentValue (" + d.symbol + ")").c_str());
       }
       ze_group_count_t groups = {};
-      groups.groupCountX = static_cast<uint32_t>(d.grid[0]);
-      groups.groupCountY = static_cast<uint32_t>(d.grid[1]);
-      groups.groupCountZ = static_cast<uint32_t>(d.grid[2]);
+      groups.groupCountX = grid[0];
+      groups.groupCountY = grid[1];
+      groups.groupCountZ = grid[2];
       stream_.append([&](ze_command_list_handle_t l) {
         return device_.api->commandListAppendLaunchKernel(l, kernel, &groups, nullptr, 0, nullptr);
       }, "zeCommandListAppendLaunchKernel (" + d.symbol + ")");
@@ -70,10 +75,13 @@ class ZeExecutable final : public exec::Executable {
   ZeStream& stream_;
   ze_module_handle_t module_;
   std::vector<exec::KernelDispatch> dispatches_;
+  std::vector<exec::LaunchExpr> program_;
   uint32_t inputs_, outputs_;
   std::size_t scratch_;
+  int sizes_;
   std::map<std::string, ze_kernel_handle_t> kernels_;
   mutable std::mutex mutex_;
+  mutable std::vector<int64_t> values_;  ///< the launch program's, guarded by mutex_
 };
 
 }  // namespace

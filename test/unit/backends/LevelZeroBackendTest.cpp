@@ -36,6 +36,7 @@
 #include "runtime/backends/Hal.h"
 #include "runtime/backends/gpu/CachingAllocator.h"
 #include "runtime/capi/DLPackVersioned.h"
+#include "runtime/exec/Engine.h"
 #include "runtime/exec/Executable.h"
 #include "test/unit/exec/JitScope.h"
 #include "test/unit/trace/ExpectError.h"
@@ -637,6 +638,64 @@ TEST_F(LevelZeroTier1, ATrainingStepCompilesWholeAndMatchesTheInterpreter) {
   EXPECT_EQ(s.compile_failures, 0u) << s.str();
   EXPECT_GE(s.compiled_runs, 3u) << s.str();
   EXPECT_GT(s.kernel_launches, s.compiled_runs) << s.str();  // several kernels a step
+}
+
+/// A step whose batch extent changes every call (with a size-0 batch among
+/// them): broadcasting, a row reduction, a reduction over the batch, a
+/// matmul, softmax and a cast, on level_zero:0.
+std::vector<float> batchStep(int64_t batch) {
+  const Tensor x = from_vector(ramp(static_cast<size_t>(batch * 24), -2.0f + 0.01f * static_cast<float>(batch), 0.013f),
+                               {batch, 24}).to(kZe);
+  const Tensor w = from_vector(ramp(24 * 7, -1.0f, 0.011f), {24, 7}).to(kZe);
+  const Tensor bias = from_vector(ramp(24, 0.5f, -0.04f), {24}).to(kZe);
+  const Tensor h = tanh(x * 1.5f + bias);
+  const Tensor perRow = sum(h * h, {1});
+  const Tensor perColumn = sum(h, {0});  // zeros for an empty batch
+  const Tensor p = softmax(matmul(h, w), 1);
+  const Tensor counts = cast(sum(cast(x > 0.0f, DType::i32), {1}), DType::f32);
+  std::vector<float> out;
+  for (const Tensor* t : {&perRow, &perColumn, &p, &counts}) {
+    const std::vector<float> v = t->to(Device::cpu()).to_vector<float>();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  step();
+  return out;
+}
+
+/// One trace structure run at 14 batch sizes, 0 among them: past
+/// KILN_MAX_SHAPES (3) it gets one dynamic-shape SPIR-V kernel, whose grids
+/// and scratch offsets its launch program computes from the sizes at each
+/// launch (runtime/exec/LaunchProgram.h), and which serves every later
+/// size; results match the interpreted CPU at each size.
+TEST_F(LevelZeroTier1, ADynamicShapeKernelServesEveryBatchSizeAndMatchesTheInterpretedCpu) {
+  const std::vector<int64_t> batches = {5, 1, 9, 7, 0, 33, 2, 300, 8, 0, 1, 64, 13, 1027};
+  std::vector<std::vector<float>> want;
+  {
+    JitScope off(JitMode::Off);
+    for (int64_t b : batches) want.push_back(batchStep(b));
+  }
+  JitScope sync(JitMode::Sync, 1);
+  Settings saved = settings(), s = saved;
+  s.max_shapes = 3;
+  set_settings(s);
+  exec::Engine::instance().resetProfilesForTesting();  // the interpreted runs' profiles saw no shapes
+  reset_stats();
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const std::vector<float> got = batchStep(batches[i]);
+    ASSERT_EQ(got.size(), want[i].size()) << "batch " << batches[i];
+    for (size_t k = 0; k < got.size(); ++k)
+      ASSERT_NEAR(got[k], want[i][k], tolerance(Bound::Transcendental, DType::f32, want[i][k]) * 8)
+          << "batch " << batches[i] << " [" << k << "]";
+  }
+  const Stats st = stats();
+  set_settings(saved);
+  EXPECT_EQ(st.compile_failures, 0u) << st.str();
+  // Three static kernels (batches 5, 1, 9), then one dynamic kernel for all.
+  EXPECT_EQ(st.compiles, 4u) << st.str();
+  // Every batch but the empty ones (a trace with size-0 tensors runs
+  // interpreted, on every device) ran compiled.
+  EXPECT_EQ(st.compiled_runs, batches.size() - 2) << st.str();
+  EXPECT_EQ(st.interpreted_runs, 2u) << st.str();
 }
 
 /// A private cache directory, removed at the end.

@@ -450,6 +450,52 @@ TEST(CacheMetadata, DynamicShapeEntriesAreCheckedAgainstTheirSizes) {
     ASSERT_TRUE(cache::decode(slurp(dynamicFile), &back, &error)) << error;
     EXPECT_EQ(cache::checkMetadata(back.meta, back.meta.keyHash), "");
   }
+
+  // The same key as a dynamic-shape SPIR-V kernel: a grid and arguments
+  // its launch program computes from the size (runtime/exec/LaunchProgram.h).
+  using Arg = exec::DispatchArg;
+  using Op = exec::LaunchExpr::Op;
+  uint32_t inputs = 0, outputs = 0;
+  ASSERT_TRUE(cache::kernelBufferCounts(e.meta.keyWords, &inputs, &outputs));
+  cache::Entry gpu = e;
+  gpu.meta.format = exec::BinaryFormat::Spirv;
+  gpu.meta.device = "level_zero";
+  gpu.meta.entry.clear();
+  gpu.meta.scratchBytes = 128;
+  gpu.meta.kernelCount = 1;
+  gpu.meta.launchProgram = {{Op::Size, 0}, {Op::Constant, 255}, {Op::Add, 0, 1}, {Op::Constant, 256},
+                            {Op::DivS, 2, 3}, {Op::Constant, 4}, {Op::Mul, 0, 5}};
+  exec::KernelDispatch d{"kernel_dyn", {1, 1, 1}, {256, 1, 1},
+                         {{Arg::Kind::Input, 0}, {Arg::Kind::Value, 0}, {Arg::Kind::Scratch, 128},
+                          {Arg::Kind::ScratchAt, 6}, {Arg::Kind::Output, outputs - 1}}};
+  d.gridSteps = {4, -1, -1};
+  gpu.meta.dispatches = {d};
+  gpu.object = std::string("\x03\x02\x23\x07", 4) + std::string(60, '\0');
+  EXPECT_EQ(cache::checkMetadata(gpu.meta, gpu.meta.keyHash), "");
+  cache::Entry back;
+  ASSERT_TRUE(cache::decode(cache::encode(gpu), &back, &error)) << error;
+  EXPECT_EQ(back.meta.launchProgram, gpu.meta.launchProgram);
+  ASSERT_EQ(back.meta.dispatches.size(), 1u);
+  EXPECT_EQ(back.meta.dispatches[0].gridSteps, d.gridSteps);
+  EXPECT_EQ(back.meta.dispatches[0].args, d.args);
+  const std::vector<Damage> gpuDamages = {
+      {"a step reading a later one", [](cache::Entry& x) { x.meta.launchProgram[2].b = 4; }, "reads step 4"},
+      {"a size the kernel does not take", [](cache::Entry& x) { x.meta.launchProgram[0].a = 1; }, "reads size 1"},
+      {"a grid beyond the program", [](cache::Entry& x) { x.meta.dispatches[0].gridSteps[1] = 7; }, "out of range"},
+      {"a value beyond the program", [](cache::Entry& x) { x.meta.dispatches[0].args[1].index = 7; },
+       "reads launch step 7"},
+      {"a scratch offset past the static part",
+       [](cache::Entry& x) { x.meta.dispatches[0].args[2].index = 192; }, "bytes of scratch"},
+      {"a program in a static kernel",
+       [](cache::Entry& x) { x.meta.dynamicSizes = 0; }, "dynamic_sizes=0"},
+  };
+  for (const Damage& dmg : gpuDamages) {
+    SCOPED_TRACE(dmg.what);
+    cache::Entry bad = gpu;
+    dmg.apply(bad);
+    const std::string why = cache::checkMetadata(bad.meta, gpu.meta.keyHash);
+    EXPECT_NE(why.find(dmg.why), std::string::npos) << why;
+  }
 }
 
 TEST(CacheMetadata, ScratchBoundCoversRealKernelsAndIsFarBelowATerabyte) {

@@ -1,0 +1,123 @@
+//===- DynamicArguments.cpp - Dynamic-extent buffers on GPUs --------------===//
+
+#include "jit/targets/gpu/DynamicArguments.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Transforms/Transforms.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+using namespace mlir;
+
+namespace kiln::jit::gpu {
+
+namespace {
+
+/// The product of `sizes` as one index value (constants folded).
+Value elementCount(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes) {
+  int64_t constant = 1;
+  Value product;
+  for (OpFoldResult s : sizes) {
+    if (std::optional<int64_t> c = getConstantIntValue(s)) {
+      constant *= *c;
+      continue;
+    }
+    Value v = cast<Value>(s);
+    product = product ? Value(arith::MulIOp::create(b, loc, product, v)) : v;
+  }
+  Value c = arith::ConstantIndexOp::create(b, loc, constant);
+  return product ? (constant == 1 ? product : Value(arith::MulIOp::create(b, loc, product, c))) : c;
+}
+
+/// `flat` (1-D) expanded into `type`, of sizes `sizes`.
+Value expandTo(OpBuilder &b, Location loc, MemRefType type, Value flat, ArrayRef<OpFoldResult> sizes) {
+  SmallVector<ReassociationIndices> all(1);
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    all[0].push_back(d);
+  return memref::ExpandShapeOp::create(b, loc, type, flat, all, sizes);
+}
+
+} // namespace
+
+LogicalResult bindFlatDynamicArguments(func::FuncOp kernel, const trace::TraceGraph &graph, unsigned numSizes) {
+  Block &entry = kernel.getBody().front();
+  const unsigned numArgs = graph.inputs.size() + graph.outputs.size();
+  if (kernel.getNumArguments() < numArgs + numSizes)
+    return kernel.emitError("kiln: unexpected arguments of a dynamic-shape kernel");
+  OpBuilder b = OpBuilder::atBlockBegin(&entry);
+  Location loc = kernel.getLoc();
+  for (unsigned a = 0; a < numArgs; ++a) {
+    BlockArgument arg = entry.getArgument(a);
+    auto type = dyn_cast<MemRefType>(arg.getType());
+    if (!type || type.hasStaticShape() || type.getRank() < 2)
+      continue;
+    if (!type.getLayout().isIdentity())
+      return kernel.emitError("kiln: dynamic arguments must have the identity layout");
+    const Shape &extents =
+        a < graph.inputs.size() ? graph.nodes[graph.inputs[a]].shape
+                                : graph.nodes[graph.outputs[a - graph.inputs.size()]].shape;
+    if (extents.rank() != type.getRank())
+      return kernel.emitError("kiln: argument extents do not match the graph");
+    SmallVector<OpFoldResult> sizes;
+    for (int d = 0; d < type.getRank(); ++d) {
+      const int64_t extent = extents[d];
+      sizes.push_back(extent >= 0 ? OpFoldResult(b.getIndexAttr(extent))
+                                  : OpFoldResult(entry.getArgument(numArgs + static_cast<unsigned>(-1 - extent))));
+    }
+    arg.setType(MemRefType::get({ShapedType::kDynamic}, type.getElementType()));
+    Value expanded = expandTo(b, loc, type, arg, sizes);
+    arg.replaceAllUsesExcept(expanded, expanded.getDefiningOp());
+  }
+  SmallVector<Type> argTypes(entry.getArgumentTypes());
+  kernel.setFunctionType(FunctionType::get(kernel.getContext(), argTypes, kernel.getResultTypes()));
+  return success();
+}
+
+void flattenDynamicViews(func::FuncOp kernel) {
+  SmallVector<memref::ViewOp> views;
+  kernel.walk([&](memref::ViewOp view) {
+    MemRefType type = view.getType();
+    if (!type.hasStaticShape() && type.getRank() > 1)
+      views.push_back(view);
+  });
+  for (memref::ViewOp view : views) {
+    OpBuilder b(view);
+    Location loc = view.getLoc();
+    MemRefType type = view.getType();
+    SmallVector<OpFoldResult> sizes;
+    auto dynamicSize = view.getSizes().begin();
+    for (int64_t d : type.getShape())
+      sizes.push_back(ShapedType::isDynamic(d) ? OpFoldResult(*dynamicSize++) : OpFoldResult(b.getIndexAttr(d)));
+    Value count = elementCount(b, loc, sizes);
+    auto flatType = MemRefType::get({ShapedType::kDynamic}, type.getElementType());
+    Value flat = memref::ViewOp::create(b, loc, flatType, view.getSource(), view.getByteShift(), ValueRange{count});
+    Value expanded = expandTo(b, loc, type, flat, sizes);
+    view.replaceAllUsesWith(expanded);
+    view.erase();
+  }
+}
+
+void resolveDynamicDims(func::FuncOp kernel) {
+  // Dims of a reinterpreted argument (cpu::bindDynamicArguments): its sizes.
+  SmallVector<memref::DimOp> dims;
+  kernel.walk([&](memref::DimOp dim) { dims.push_back(dim); });
+  for (memref::DimOp dim : dims) {
+    auto reinterpret = dim.getSource().getDefiningOp<memref::ReinterpretCastOp>();
+    std::optional<int64_t> axis = dim.getConstantIndex();
+    if (!reinterpret || !axis || *axis < 0 || *axis >= reinterpret.getType().getRank())
+      continue;
+    OpBuilder b(dim);
+    OpFoldResult size = reinterpret.getMixedSizes()[*axis];
+    Value value = isa<Value>(size) ? cast<Value>(size)
+                                   : Value(arith::ConstantIndexOp::create(b, dim.getLoc(), *getConstantIntValue(size)));
+    dim.replaceAllUsesWith(value);
+    dim.erase();
+  }
+  RewritePatternSet patterns(kernel.getContext());
+  memref::populateResolveRankedShapedTypeResultDimsPatterns(patterns);
+  memref::DimOp::getCanonicalizationPatterns(patterns, kernel.getContext());
+  (void)applyPatternsGreedily(kernel, std::move(patterns));  // folds dims of views and casts too
+}
+
+} // namespace kiln::jit::gpu
