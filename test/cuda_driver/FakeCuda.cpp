@@ -29,7 +29,8 @@
 // values; a graph launch checks and enqueues its nodes in order exactly as
 // that many cuLaunchKernel calls would, so stale parameters (a pointer into
 // memory freed since) are rejected there. Each compiled kernel's launch is
-// logged with its parameter values ("compiled-launch <entry> <values>").
+// logged with its grid and parameter values ("compiled-launch <entry> grid
+// <x> <y> <z> <values>").
 #include "test/cuda_driver/FakeCuda.h"
 
 #include <cuda.h>
@@ -649,7 +650,7 @@ CUresult launchValues(KernelLaunch k, Stream* s) {
     ++global().compiledLaunches;
     // Logged with its parameter values, so a test can compare the launches
     // a graph makes with those of cuLaunchKernel.
-    std::string detail = fn->name;
+    std::string detail = fn->name + " grid " + std::to_string(gx) + " " + std::to_string(gy) + " " + std::to_string(gz);
     for (uint64_t v : values) detail += " " + std::to_string(v);
     enter("compiled-launch", detail);
     s->enqueue([] { return CUDA_SUCCESS; });

@@ -837,7 +837,8 @@ constexpr char kTwoKernelsPtx[] = R"(.version 8.0
 )";
 
 /// The compiled kernels' launches the fake logged since `from` (its log's
-/// length then): "compiled-launch <entry> <parameter values>" lines.
+/// length then): "compiled-launch <entry> grid <x> <y> <z> <parameter
+/// values>" lines.
 std::vector<std::string> compiledLaunchLines(size_t from) {
   const std::string log = fakeHook<const char*()>("kiln_fake_cuda_log")();
   std::vector<std::string> lines;
@@ -908,6 +909,87 @@ TEST_F(CudaCompiled, GraphLaunchesPassTheParametersKernelLaunchesDo) {
   graphed.reset();
   direct.reset();
   for (void* p : blocks) memory.deallocate(p, 256);
+}
+
+/// A dynamic-shape kernel's launch as the nvptx pipeline declares it: its
+/// output, a size and a pointer into the scratch buffer.
+constexpr char kRowsKernelPtx[] = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry kiln_test_rows(.param .u64 .ptr .global .align 16 out, .param .u64 n,
+                               .param .u64 .ptr .global .align 16 tmp)
+{ ret; }
+)";
+
+/// A dynamic-shape kernel's grid, size argument and scratch offset come
+/// from its launch program at each launch, through a graph (its nodes
+/// updated when they change) as kernel by kernel; a launch whose grid is
+/// empty (size 0) is skipped.
+TEST_F(CudaCompiled, DynamicShapeLaunchesComputeTheirGridsAndArgumentsFromTheSizes) {
+  hal::DeviceContext& ctx = hal::deviceContext(kCuda);
+  exec::KernelImage image;
+  image.format = exec::BinaryFormat::Ptx;
+  image.object = kRowsKernelPtx;
+  image.inputs = 1;
+  image.outputs = 1;
+  image.kernelCount = 1;
+  image.dynamicSizes = 1;
+  using Arg = exec::DispatchArg;
+  using Op = exec::LaunchExpr::Op;
+  // grid = ceil(n / 256) (as lower-affine leaves it: (n + 255) / 256 for n > 0), the scratch at 4 n bytes.
+  image.launchProgram = {{Op::Size, 0}, {Op::Constant, 255}, {Op::Add, 0, 1}, {Op::Constant, 256},
+                         {Op::DivS, 2, 3},  {Op::Constant, 4},   {Op::Mul, 0, 5}};
+  exec::KernelDispatch d{"kiln_test_rows", {1, 1, 1}, {256, 1, 1},
+                         {{Arg::Kind::Output, 0}, {Arg::Kind::Value, 0}, {Arg::Kind::ScratchAt, 6}}};
+  d.gridSteps = {4, -1, -1};
+  image.dispatches = {d};
+  std::string error;
+  std::shared_ptr<exec::Executable> graphed, direct;
+  {
+    ScopedEnv on("KILN_CUDA_GRAPHS", "1");
+    graphed = ctx.kernelLoader()->load(image, &error);
+  }
+  ASSERT_TRUE(graphed) << error;
+  {
+    ScopedEnv off("KILN_CUDA_GRAPHS", "0");
+    direct = ctx.kernelLoader()->load(image, &error);
+  }
+  ASSERT_TRUE(direct) << error;
+  hal::Allocator& memory = ctx.allocator();
+  void* in = memory.allocate(256);
+  void* out = memory.allocate(256);
+  void* scratch = memory.allocate(8192);
+  const hal::DeviceCounters before = ctx.counters();
+  const size_t rejectedBefore = rejectedLaunches();
+  for (int64_t n : {1000, 1000, 5, 0, 300, 1000}) {
+    SCOPED_TRACE(n);
+    void* args[4] = {in, out, scratch, &n};
+    std::vector<std::vector<std::string>> lines;
+    for (const exec::Executable* exe : {graphed.get(), direct.get()}) {
+      fakeHook<void()>("kiln_fake_cuda_clear_log")();
+      exe->launch(args);
+      ctx.synchronize();
+      lines.push_back(compiledLaunchLines(0));
+    }
+    EXPECT_EQ(lines[0], lines[1]) << "a graph launches what kernel-by-kernel launches do";
+    if (n == 0) {
+      EXPECT_TRUE(lines[1].empty());
+      continue;
+    }
+    const std::string want = "compiled-launch kiln_test_rows grid " + std::to_string((n + 255) / 256) + " 1 1 " +
+                             std::to_string(reinterpret_cast<uint64_t>(out)) + " " + std::to_string(n) + " " +
+                             std::to_string(reinterpret_cast<uint64_t>(scratch) + 4 * static_cast<uint64_t>(n));
+    ASSERT_EQ(lines[1].size(), 1u);
+    EXPECT_EQ(lines[1][0], want);
+  }
+  const hal::DeviceCounters after = ctx.counters();
+  EXPECT_EQ(after.graphs_built - before.graphs_built, 1u);
+  EXPECT_EQ(after.graph_launches - before.graph_launches, 4u);  // the second run on, but the empty one
+  EXPECT_EQ(after.graph_updates - before.graph_updates, 3u);   // to 5, to 300, back to 1000
+  EXPECT_EQ(rejectedLaunches(), rejectedBefore);
+  graphed.reset();
+  direct.reset();
+  for (void* p : {in, out, scratch}) memory.deallocate(p, p == scratch ? 8192 : 256);
 }
 
 TEST_F(CudaCompiled, ASecondProcessReplaysThePtxFromTheDiskCache) {
