@@ -2,6 +2,8 @@
 
 #include "jit/targets/gpu/DynamicArguments.h"
 
+#include <functional>
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Transforms.h"
@@ -39,6 +41,41 @@ Value expandTo(OpBuilder &b, Location loc, MemRefType type, Value flat, ArrayRef
 }
 
 } // namespace
+
+void forwardDynamicResults(func::FuncOp kernel, unsigned numInputs, unsigned numOutputs) {
+  Block &entry = kernel.getBody().front();
+  SmallVector<memref::CopyOp> copies;
+  for (Operation &op : entry)
+    if (auto copy = dyn_cast<memref::CopyOp>(op))
+      copies.push_back(copy);
+  for (memref::CopyOp copy : copies) {
+    auto out = dyn_cast<BlockArgument>(copy.getTarget());
+    auto alloc = copy.getSource().getDefiningOp<memref::AllocOp>();
+    if (!out || out.getOwner() != &entry || out.getArgNumber() < numInputs ||
+        out.getArgNumber() >= numInputs + numOutputs || !alloc || alloc->getBlock() != &entry ||
+        alloc.getType() != out.getType() || alloc.getType().hasStaticShape())
+      continue;
+    // The copy is the last use of the allocation and of its views, and the
+    // out-param's only one, so the allocation's writers may write the
+    // out-param instead.
+    std::function<bool(Value)> usedBeforeCopy = [&](Value v) {
+      return llvm::all_of(v.getUsers(), [&](Operation *user) {
+        Operation *top = entry.findAncestorOpInBlock(*user);
+        if (!top || (top != copy && !top->isBeforeInBlock(copy)))
+          return false;
+        return llvm::all_of(user->getResults(), [&](Value r) {
+          return !isa<BaseMemRefType>(r.getType()) || usedBeforeCopy(r);
+        });
+      });
+    };
+    const bool lastUse = usedBeforeCopy(alloc.getResult());
+    if (!lastUse || !out.hasOneUse())
+      continue;
+    copy.erase();
+    alloc.replaceAllUsesWith(Value(out));
+    alloc.erase();
+  }
+}
 
 LogicalResult bindFlatDynamicArguments(func::FuncOp kernel, const trace::TraceGraph &graph, unsigned numSizes) {
   Block &entry = kernel.getBody().front();

@@ -19,6 +19,12 @@
 
 namespace kiln::jit::gpu {
 
+/// Right after bufferization: a result of dynamic shape was computed into
+/// an allocation and copied into its out-param (buffer-results-to-out-params
+/// hoists static allocations only): the allocation becomes the out-param,
+/// and the copy, a second kernel and a pass over memory, goes.
+void forwardDynamicResults(mlir::func::FuncOp kernel, unsigned numInputs, unsigned numOutputs);
+
 /// After cpu::moveSizeArguments and assignScratch: gives each input and
 /// output argument with dynamic extents and rank above 1 a 1-D type of its
 /// element count and expands it to its shape (from the size arguments,

@@ -1065,6 +1065,8 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
   const auto numSizes = static_cast<unsigned>(cpu::dynamicSizeCount(graph));
   if (numSizes > 0 && mlir::failed(cpu::moveSizeArguments(kernel, graph, numSizes)))
     return fail("dynamic sizes");
+  if (numSizes > 0)
+    forwardDynamicResults(kernel, graph.inputs.size(), graph.outputs.size());
   splatGlobalsToFills(*module, kernel);
   int64_t scratchBytes = 0;
   if (mlir::failed(cpu::assignScratch(kernel, scratchBytes, numSizes > 0 ? &result.dynamicScratch : nullptr)))
