@@ -70,7 +70,7 @@ std::string checkDispatches(const EntryMeta& meta, size_t inputs, size_t outputs
         case DispatchArg::Kind::Scratch:
           // A dynamic-shape kernel's first dynamic temporary starts right
           // after the static ones.
-          if (a.index < 0 || at > meta.scratchBytes || (at == meta.scratchBytes && meta.dynamicSizes == 0))
+          if (a.index < 0 || at > meta.scratchBytes || (at == meta.scratchBytes && meta.dynamicScratch.empty()))
             return launch + " points " + std::to_string(a.index) + " bytes into " +
                    std::to_string(meta.scratchBytes) + " bytes of scratch";
           break;
@@ -133,6 +133,7 @@ std::string checkMetadata(const EntryMeta& meta, uint64_t keyHash) {
     const std::string symbol = entrySymbolFor(meta.keyWords, keyHash);
     if (meta.entry != symbol) return "entry symbol '" + meta.entry + "' is not this key's kernel ('" + symbol + "')";
     if (!meta.dispatches.empty()) return "a host kernel with GPU launches";
+    if (!meta.launchProgram.empty()) return "a host kernel with a launch program";
   } else if (!meta.entry.empty()) {
     return "a GPU binary with a host entry symbol '" + meta.entry + "'";
   }

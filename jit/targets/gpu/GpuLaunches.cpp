@@ -161,6 +161,21 @@ std::optional<llvm::SmallVector<int64_t>> unitStepExtents(mlir::scf::ParallelOp 
   return extents;
 }
 
+/// The upper bounds of a row space `loop` (from 0 in unit steps): constants,
+/// or (a dynamic-shape kernel's) a value for the last dimension, which goes
+/// on grid x; the others go on y and z, at most 65535 each.
+std::optional<llvm::SmallVector<mlir::Value>> rowSpaceOf(mlir::scf::ParallelOp loop) {
+  llvm::SmallVector<mlir::Value> extents;
+  for (auto [d, lb, ub, step] : llvm::enumerate(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
+    auto l = constantOf(lb), u = constantOf(ub), s = constantOf(step);
+    const bool last = d + 1 == loop.getNumLoops();
+    if (!l || !s || *l != 0 || *s != 1 || (!last && (!u || *u > 65535)))
+      return std::nullopt;
+    extents.push_back(ub);
+  }
+  return extents;
+}
+
 /// Whether `body` is straight-line loads, stores and arithmetic.
 bool straightLine(mlir::Block &body) {
   for (mlir::Operation &op : body.without_terminator())
@@ -239,6 +254,22 @@ std::optional<std::pair<mlir::Value, int64_t>> viewedBuffer(mlir::Value memref) 
   }
 }
 
+/// The buffer `memref` is part of: a function argument or an allocation,
+/// through reshapes, views (at any offset) and reinterpreted arguments (a
+/// dynamic-shape kernel's); none through anything else.
+std::optional<mlir::Value> baseBufferOf(mlir::Value memref) {
+  for (;;) {
+    mlir::Operation *def = memref.getDefiningOp();
+    if (llvm::isa_and_nonnull<mlir::memref::ExpandShapeOp, mlir::memref::CollapseShapeOp, mlir::memref::ViewOp,
+                              mlir::memref::ReinterpretCastOp>(def))
+      memref = def->getOperand(0);
+    else if (!def || llvm::isa<mlir::memref::AllocOp, mlir::memref::AllocaOp>(def))
+      return memref;
+    else
+      return std::nullopt;
+  }
+}
+
 /// The bytes of a statically shaped memref of integers or floats.
 std::optional<int64_t> bytesOf(mlir::Value memref) {
   auto type = llvm::dyn_cast<mlir::MemRefType>(memref.getType());
@@ -248,8 +279,12 @@ std::optional<int64_t> bytesOf(mlir::Value memref) {
 }
 
 /// Whether views `a` and `b` may share bytes: views of one buffer whose
-/// ranges meet, or views this cannot follow (viewedBuffer).
+/// ranges meet, or views this cannot follow (viewedBuffer). Views of two
+/// buffers never do (GPU kernels take no donated buffers).
 bool mayOverlap(mlir::Value a, mlir::Value b) {
+  auto ba = baseBufferOf(a), bb = baseBufferOf(b);
+  if (ba && bb && *ba != *bb)
+    return false;
   auto va = viewedBuffer(a), vb = viewedBuffer(b);
   auto na = bytesOf(a), nb = bytesOf(b);
   if (!va || !vb || !na || !nb)
@@ -276,13 +311,8 @@ std::optional<RowReduction> matchRowReduction(mlir::scf::ParallelOp rows) {
   if (rows.getNumReductions() != 0 || rows.getNumLoops() > 3 ||
       rows.getBody()->getOperations().size() != 2)  // the loop and scf.reduce
     return std::nullopt;
-  std::optional<SmallVector<int64_t>> extents = unitStepExtents(rows);
-  if (!extents)
+  if (!rowSpaceOf(rows))
     return std::nullopt;
-  // gridDim.y and .z are at most 65535; the last row index goes on x.
-  for (size_t d = 0; d + 1 < extents->size(); ++d)
-    if ((*extents)[d] > 65535)
-      return std::nullopt;
   auto loop = dyn_cast<scf::ForOp>(rows.getBody()->front());
   if (!loop || loop.getNumResults() != 0)
     return std::nullopt;
@@ -378,16 +408,16 @@ struct RowLaunch {
 };
 
 /// Creates a RowLaunch over rows `extents` (at most 3 dimensions, all but
-/// the last at most 65535) at b's insertion point, and leaves b inside its
-/// body, before the terminator.
-RowLaunch createRowLaunch(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<int64_t> extents, int64_t threads,
-                          mlir::Attribute workgroupMemorySpace) {
+/// the last at most 65535: rowSpaceOf) at b's insertion point, and leaves b
+/// inside its body, before the terminator.
+RowLaunch createRowLaunch(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<mlir::Value> extents,
+                          int64_t threads, mlir::Attribute workgroupMemorySpace) {
   using namespace mlir;
   auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
   const size_t numRows = extents.size();
   Value grid[3] = {index(1), index(1), index(1)};
   for (size_t d = 0; d < numRows; ++d)
-    grid[numRows - 1 - d] = index(extents[d]);
+    grid[numRows - 1 - d] = extents[d];
   auto launch = mlir::gpu::LaunchOp::create(b, loc, grid[0], grid[1], grid[2], index(threads), index(1), index(1));
   Block &body = launch.getBody().front();
   b.setInsertionPointToEnd(&body);
@@ -587,7 +617,8 @@ void launchRowKernels(mlir::func::FuncOp kernel, mlir::Attribute workgroupMemory
   for (ArrayRef<scf::ParallelOp> run : runs) {
     for (size_t i = 0; i < run.size();) {
       size_t reduction = i;
-      while (reduction < run.size() && !matchRowReduction(run[reduction]))
+      // (A dynamic row space has no row kernel: its legality needs sizes.)
+      while (reduction < run.size() && (!matchRowReduction(run[reduction]) || !unitStepExtents(run[reduction])))
         ++reduction;
       if (reduction == run.size())
         break;
@@ -621,8 +652,11 @@ void launchRowKernels(mlir::func::FuncOp kernel, mlir::Attribute workgroupMemory
       }
       OpBuilder b(nests.back());
       const Location loc = nests.back().getLoc();
-      RowLaunch l = createRowLaunch(b, loc, rows, rowThreads(widest), workgroupMemorySpace);
       auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
+      SmallVector<Value> rowSpace;
+      for (int64_t extent : rows)
+        rowSpace.push_back(index(extent));
+      RowLaunch l = createRowLaunch(b, loc, rowSpace, rowThreads(widest), workgroupMemorySpace);
       for (size_t k = 0; k < nests.size(); ++k) {
         scf::ParallelOp nest = nests[k];
         if (k > 0)
@@ -670,7 +704,7 @@ void launchRowReductions(mlir::func::FuncOp kernel, mlir::Attribute workgroupMem
         found.push_back(*r);
   for (RowReduction &r : found) {
     OpBuilder b(r.rows);
-    RowLaunch l = createRowLaunch(b, r.rows.getLoc(), *unitStepExtents(r.rows), rowThreads(r.upper - r.lower),
+    RowLaunch l = createRowLaunch(b, r.rows.getLoc(), *rowSpaceOf(r.rows), rowThreads(r.upper - r.lower),
                                   workgroupMemorySpace);
     emitRowReduction(b, l, r, r.rows.getInductionVars());
     r.rows.erase();
@@ -986,7 +1020,8 @@ bool dispatchesOf(mlir::func::FuncOp kernel, const trace::TraceGraph &graph, uns
     if (llvm::isa<mlir::arith::ConstantOp, mlir::memref::ViewOp, mlir::func::ReturnOp>(op) || isReshape(&op))
       continue;
     // The sizes' arithmetic: the launches read what they need of it.
-    if (numSizes > 0 && op.getDialect() && op.getDialect()->getNamespace() == "arith" && mlir::isPure(&op))
+    if (numSizes > 0 && op.getDialect() && op.getDialect()->getNamespace() == "arith" &&
+        mlir::isMemoryEffectFree(&op))
       continue;
     auto launch = llvm::dyn_cast<mlir::gpu::LaunchFuncOp>(op);
     if (!launch) {

@@ -14,8 +14,19 @@ int64_t LaunchProgramBuilder::add(exec::LaunchExpr e) {
   return static_cast<int64_t>(program_.size()) - 1;
 }
 
+namespace {
+
+/// Index and 64-bit integers: the launch program's int64, with the same
+/// arithmetic. (Narrower integers wrap at their width, and i1 true is -1 to
+/// signed operations: a step computed in 64 bits would differ.)
+bool isWide(mlir::Type t) { return t.isIndex() || t.isSignlessInteger(64); }
+
+} // namespace
+
 std::optional<int64_t> LaunchProgramBuilder::stepOf(mlir::Value v) {
-  if (!v.getType().isIntOrIndex())
+  // i1 only as a comparison's result, a select's condition or a constant:
+  // a step of 0 or 1 that only a select reads.
+  if (!isWide(v.getType()) && !v.getType().isSignlessInteger(1))
     return std::nullopt;
   if (auto it = steps_.find(v); it != steps_.end())
     return it->second;
@@ -27,6 +38,8 @@ std::optional<int64_t> LaunchProgramBuilder::stepOf(mlir::Value v) {
   } else if (mlir::Operation *def = v.getDefiningOp()) {
     // Operands first (each a step of its own), then the operation on them.
     auto binary = [&](Op op) -> std::optional<int64_t> {
+      if (!isWide(def->getOperand(0).getType()))
+        return std::nullopt;
       auto a = stepOf(def->getOperand(0)), b = stepOf(def->getOperand(1));
       if (!a || !b)
         return std::nullopt;
@@ -41,9 +54,13 @@ std::optional<int64_t> LaunchProgramBuilder::stepOf(mlir::Value v) {
                  return add({Op::Constant, value.getBitWidth() == 1 ? int64_t(value.getZExtValue())
                                                                     : value.getSExtValue()});
                })
-               // Index and 64-bit integers are the same int64 on the host.
-               .Case<mlir::arith::IndexCastOp, mlir::arith::ExtSIOp>(
-                   [&](mlir::Operation *cast) { return stepOf(cast->getOperand(0)); })
+               // Between index and i64: the same int64.
+               .Case<mlir::arith::IndexCastOp, mlir::arith::IndexCastUIOp>(
+                   [&](mlir::Operation *cast) -> std::optional<int64_t> {
+                     if (!isWide(cast->getOperand(0).getType()) || !isWide(cast->getResult(0).getType()))
+                       return std::nullopt;
+                     return stepOf(cast->getOperand(0));
+                   })
                .Case([&](mlir::arith::AddIOp) { return binary(Op::Add); })
                .Case([&](mlir::arith::SubIOp) { return binary(Op::Sub); })
                .Case([&](mlir::arith::MulIOp) { return binary(Op::Mul); })
@@ -68,6 +85,8 @@ std::optional<int64_t> LaunchProgramBuilder::stepOf(mlir::Value v) {
                  }
                })
                .Case([&](mlir::arith::SelectOp select) -> std::optional<int64_t> {
+                 if (!isWide(select.getType()))
+                   return std::nullopt;
                  auto c = stepOf(select.getCondition()), t = stepOf(select.getTrueValue()),
                       f = stepOf(select.getFalseValue());
                  if (!c || !t || !f)

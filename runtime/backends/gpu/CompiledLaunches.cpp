@@ -36,12 +36,27 @@ std::array<uint32_t, 3> gridOf(const exec::KernelDispatch& d, const std::vector<
   std::array<uint32_t, 3> grid{};
   for (int i = 0; i < 3; ++i) {
     const int64_t v = d.gridSteps[i] >= 0 ? values[static_cast<std::size_t>(d.gridSteps[i])] : d.grid[i];
-    if (v > int64_t{0x7fffffff})
-      throw Error("launch of " + d.symbol + ": the kernel's sizes give it " + std::to_string(v) +
-                  " blocks, more than a GPU launches; run the trace at smaller sizes (or with KILN_JIT=off)");
+    const int64_t most = i == 0 ? int64_t{0x7fffffff} : 65535;  // grid x, and y and z
+    if (v > most)
+      throw Error("launch of " + d.symbol + ": the kernel's sizes give it " + std::to_string(v) + " blocks along " +
+                  "xyz"[i] + ", more than a GPU launches (" + std::to_string(most) +
+                  "); run the trace at smaller sizes (or with KILN_JIT=off)");
     grid[i] = v < 1 ? 0u : static_cast<uint32_t>(v);
   }
   return grid;
+}
+
+void checkScratchOffsets(const std::vector<exec::KernelDispatch>& dispatches, const std::vector<int64_t>& values,
+                         std::size_t scratchBytes) {
+  for (const exec::KernelDispatch& d : dispatches)
+    for (const exec::DispatchArg& a : d.args) {
+      if (a.kind != exec::DispatchArg::Kind::ScratchAt) continue;
+      const int64_t offset = values[static_cast<std::size_t>(a.index)];
+      if (offset < 0 || static_cast<uint64_t>(offset) > scratchBytes)
+        throw Error("launch of " + d.symbol + ": its launch program puts a temporary " + std::to_string(offset) +
+                    " bytes into " + std::to_string(scratchBytes) +
+                    " bytes of scratch; the kernel is damaged: clear its cache entry (kiln-cache verify)");
+    }
 }
 
 }  // namespace kiln::hal

@@ -25,6 +25,12 @@ std::string checkLaunches(const exec::KernelImage& image);
 /// launch has nothing to do. Throws kiln::Error for a grid no GPU launches.
 std::array<uint32_t, 3> gridOf(const exec::KernelDispatch& d, const std::vector<int64_t>& values);
 
+/// Throws kiln::Error when a ScratchAt argument of `dispatches` lies outside
+/// the `scratchBytes` a dynamic-shape kernel's sizes give it
+/// (Executable::dynamicScratchBytes): a damaged launch program.
+void checkScratchOffsets(const std::vector<exec::KernelDispatch>& dispatches, const std::vector<int64_t>& values,
+                         std::size_t scratchBytes);
+
 /// The 8-byte value of argument `a`, given Executable::launch's arguments
 /// (`inputs` input buffers, `outputs` output buffers, the scratch buffer)
 /// and the launch program's `values`.

@@ -47,9 +47,17 @@ class ZeExecutable final : public exec::Executable {
     // A kernel's arguments are state of the kernel handle: set and appended
     // under one lock, so concurrent launches do not mix them.
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!program_.empty()) exec::runLaunchProgram(program_, launchSizes(args, inputs_, outputs_, sizes_), values_);
-    for (const exec::KernelDispatch& d : dispatches_) {
-      const std::array<uint32_t, 3> grid = gridOf(d, values_);
+    if (!program_.empty()) {
+      const int64_t* sizes = launchSizes(args, inputs_, outputs_, sizes_);
+      exec::runLaunchProgram(program_, sizes, values_);
+      checkScratchOffsets(dispatches_, values_, dynamicScratchBytes(sizes));
+    }
+    // Every grid first: one no GPU launches fails the run before any kernel.
+    grids_.resize(dispatches_.size());
+    for (std::size_t k = 0; k < dispatches_.size(); ++k) grids_[k] = gridOf(dispatches_[k], values_);
+    for (std::size_t k = 0; k < dispatches_.size(); ++k) {
+      const exec::KernelDispatch& d = dispatches_[k];
+      const std::array<uint32_t, 3>& grid = grids_[k];
       if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) continue;  // a size-0 extent: nothing to do
       ze_kernel_handle_t kernel = kernels_.at(d.symbol);
       for (std::size_t i = 0; i < d.args.size(); ++i) {
@@ -82,6 +90,7 @@ class ZeExecutable final : public exec::Executable {
   std::map<std::string, ze_kernel_handle_t> kernels_;
   mutable std::mutex mutex_;
   mutable std::vector<int64_t> values_;  ///< the launch program's, guarded by mutex_
+  mutable std::vector<std::array<uint32_t, 3>> grids_;  ///< this launch's, guarded by mutex_
 };
 
 }  // namespace

@@ -936,7 +936,7 @@ TEST_F(CudaCompiled, DynamicShapeLaunchesComputeTheirGridsAndArgumentsFromTheSiz
   image.dynamicSizes = 1;
   using Arg = exec::DispatchArg;
   using Op = exec::LaunchExpr::Op;
-  // grid = ceil(n / 256) (as lower-affine leaves it: (n + 255) / 256 for n > 0), the scratch at 4 n bytes.
+  // grid = (n + 255) / 256, the scratch at 4 n bytes.
   image.launchProgram = {{Op::Size, 0}, {Op::Constant, 255}, {Op::Add, 0, 1}, {Op::Constant, 256},
                          {Op::DivS, 2, 3},  {Op::Constant, 4},   {Op::Mul, 0, 5}};
   exec::KernelDispatch d{"kiln_test_rows", {1, 1, 1}, {256, 1, 1},
@@ -955,6 +955,8 @@ TEST_F(CudaCompiled, DynamicShapeLaunchesComputeTheirGridsAndArgumentsFromTheSiz
     direct = ctx.kernelLoader()->load(image, &error);
   }
   ASSERT_TRUE(direct) << error;
+  // 4 bytes of scratch per row (the kernel cache sets this from the entry).
+  graphed->dynamicScratch = direct->dynamicScratch = {4, 1, 0};
   hal::Allocator& memory = ctx.allocator();
   void* in = memory.allocate(256);
   void* out = memory.allocate(256);
@@ -983,6 +985,13 @@ TEST_F(CudaCompiled, DynamicShapeLaunchesComputeTheirGridsAndArgumentsFromTheSiz
     EXPECT_EQ(lines[1][0], want);
   }
   const hal::DeviceCounters after = ctx.counters();
+  // A program that points past the scratch its sizes give (a damaged
+  // entry) fails the launch before any kernel runs.
+  direct->dynamicScratch.clear();
+  int64_t n = 10;
+  void* args[4] = {in, out, scratch, &n};
+  expectError([&] { direct->launch(args); }, {"kiln_test_rows", "40 bytes into 0 bytes of scratch"});
+  EXPECT_EQ(ctx.counters().launches, after.launches);
   EXPECT_EQ(after.graphs_built - before.graphs_built, 1u);
   EXPECT_EQ(after.graph_launches - before.graph_launches, 4u);  // the second run on, but the empty one
   EXPECT_EQ(after.graph_updates - before.graph_updates, 3u);   // to 5, to 300, back to 1000

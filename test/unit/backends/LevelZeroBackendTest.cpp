@@ -641,13 +641,14 @@ TEST_F(LevelZeroTier1, ATrainingStepCompilesWholeAndMatchesTheInterpreter) {
 }
 
 /// A step whose batch extent changes every call (with a size-0 batch among
-/// them): broadcasting, a row reduction, a reduction over the batch, a
-/// matmul, softmax and a cast, on level_zero:0.
+/// them): broadcasting, row reductions of 40 (a block per row, as many
+/// blocks as the batch has rows), a reduction over the batch, a matmul,
+/// softmax and a cast, on level_zero:0.
 std::vector<float> batchStep(int64_t batch) {
-  const Tensor x = from_vector(ramp(static_cast<size_t>(batch * 24), -2.0f + 0.01f * static_cast<float>(batch), 0.013f),
-                               {batch, 24}).to(kZe);
-  const Tensor w = from_vector(ramp(24 * 7, -1.0f, 0.011f), {24, 7}).to(kZe);
-  const Tensor bias = from_vector(ramp(24, 0.5f, -0.04f), {24}).to(kZe);
+  const Tensor x = from_vector(ramp(static_cast<size_t>(batch * 40), -2.0f + 0.01f * static_cast<float>(batch), 0.013f),
+                               {batch, 40}).to(kZe);
+  const Tensor w = from_vector(ramp(40 * 7, -1.0f, 0.011f), {40, 7}).to(kZe);
+  const Tensor bias = from_vector(ramp(40, 0.5f, -0.04f), {40}).to(kZe);
   const Tensor h = tanh(x * 1.5f + bias);
   const Tensor perRow = sum(h * h, {1});
   const Tensor perColumn = sum(h, {0});  // zeros for an empty batch

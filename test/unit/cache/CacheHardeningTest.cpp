@@ -353,6 +353,8 @@ TEST(CacheMetadata, GpuEntriesKeepTheirLaunchesAndRefuseLaunchesBeyondTheirKerne
       {"an empty grid", [](cache::Entry& e) { e.meta.dispatches[1].grid[1] = 0; }, "out of range"},
       {"a name that is no kernel's", [](cache::Entry& e) { e.meta.dispatches[0].symbol = "a;rm -rf"; },
        "not a kernel name"},
+      {"a launch program in a static kernel",
+       [](cache::Entry& e) { e.meta.launchProgram = {{exec::LaunchExpr::Op::Constant, 1}}; }, "takes no sizes"},
       {"launches and kernel count disagree", [](cache::Entry& e) { e.meta.kernelCount = 3; }, "kernel_count=3"},
       {"a host entry symbol", [&](cache::Entry& e) { e.meta.entry = host.meta.entry; }, "host entry symbol"},
       {"SPIR-V said to run on the CPU", [](cache::Entry& e) { e.meta.device = "cpu"; }, "does not run SPIR-V"},
@@ -462,6 +464,7 @@ TEST(CacheMetadata, DynamicShapeEntriesAreCheckedAgainstTheirSizes) {
   gpu.meta.device = "level_zero";
   gpu.meta.entry.clear();
   gpu.meta.scratchBytes = 128;
+  gpu.meta.dynamicScratch = {4, 1, 0};  // and 4 bytes per unit of size 0 after them
   gpu.meta.kernelCount = 1;
   gpu.meta.launchProgram = {{Op::Size, 0}, {Op::Constant, 255}, {Op::Add, 0, 1}, {Op::Constant, 256},
                             {Op::DivS, 2, 3}, {Op::Constant, 4}, {Op::Mul, 0, 5}};
@@ -486,8 +489,20 @@ TEST(CacheMetadata, DynamicShapeEntriesAreCheckedAgainstTheirSizes) {
        "reads launch step 7"},
       {"a scratch offset past the static part",
        [](cache::Entry& x) { x.meta.dispatches[0].args[2].index = 192; }, "bytes of scratch"},
-      {"a program in a static kernel",
-       [](cache::Entry& x) { x.meta.dynamicSizes = 0; }, "dynamic_sizes=0"},
+      {"a scratch pointer one past a scratch with no dynamic part",
+       [](cache::Entry& x) {
+         x.meta.dynamicScratch.clear();
+         x.meta.dispatches[0].args[2].index = 128;
+       },
+       "bytes of scratch"},
+      {"a launch program in a host entry",
+       [&](cache::Entry& x) {
+         x.meta.format = exec::BinaryFormat::SharedObject;
+         x.meta.device = "cpu";
+         x.meta.entry = e.meta.entry;
+         x.meta.dispatches.clear();
+       },
+       "host kernel with a launch program"},
   };
   for (const Damage& dmg : gpuDamages) {
     SCOPED_TRACE(dmg.what);

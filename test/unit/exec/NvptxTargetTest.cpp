@@ -183,7 +183,8 @@ trace::TraceGraph rowsGraph(int64_t rows) {
 
 // A graph with a dynamic extent compiles once; ptxas accepts it; its grids
 // come from its launch program, which gives, at each size, a grid that
-// covers that many rows, and its kernels take the size.
+// covers that many rows (the row sums: a block per row), and its kernels
+// take the size.
 TEST(NvptxTarget, DynamicShapeKernelsComputeTheirGridsFromTheirSizes) {
   TraceCompiler* compiler = loadCompiler();
   ASSERT_NE(compiler, nullptr);
@@ -201,6 +202,7 @@ TEST(NvptxTarget, DynamicShapeKernelsComputeTheirGridsFromTheirSizes) {
   }
   EXPECT_GT(dynamicGrids, 0);
   EXPECT_GT(sizeArgs, 0);
+  EXPECT_GT(occurrences(r.object, "bar.sync"), 0) << "the row sums' tree of halvings";
   for (int64_t rows : {1, 7, 8, 9, 1000, 70000}) {
     SCOPED_TRACE(rows);
     std::vector<int64_t> values;
@@ -216,6 +218,10 @@ TEST(NvptxTarget, DynamicShapeKernelsComputeTheirGridsFromTheirSizes) {
     const KernelDispatch& elementwise = r.dispatches.front();
     EXPECT_EQ(elementwise.block, (std::array<int64_t, 3>{32, 8, 1}));
     EXPECT_EQ(gridOf(elementwise), (std::array<int64_t, 3>{(300 + 31) / 32, (rows + 7) / 8, 1}));
+    // The row sums of 300 in a block of 256 threads per row.
+    EXPECT_TRUE(std::any_of(r.dispatches.begin(), r.dispatches.end(), [&](const KernelDispatch& d) {
+      return d.block[0] == 256 && gridOf(d) == std::array<int64_t, 3>{rows, 1, 1};
+    }));
     // Every launch has work at every size.
     for (const KernelDispatch& d : r.dispatches)
       for (int64_t g : gridOf(d)) EXPECT_GE(g, 1) << d.symbol;
