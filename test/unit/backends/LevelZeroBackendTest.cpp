@@ -28,6 +28,7 @@
 #include <functional>
 #include <future>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -697,6 +698,74 @@ TEST_F(LevelZeroTier1, ADynamicShapeKernelServesEveryBatchSizeAndMatchesTheInter
   // interpreted, on every device) ran compiled.
   EXPECT_EQ(st.compiled_runs, batches.size() - 2) << st.str();
   EXPECT_EQ(st.interpreted_runs, 2u) << st.str();
+}
+
+/// A random chain of element-wise ops, broadcasts, reductions over the
+/// features and over the batch, and matmuls on level_zero:0; one program per
+/// seed, at any batch size. Features 3, 23 or 43 (rows of 43 reduce a block
+/// per row).
+std::vector<float> randomBatchProgram(uint64_t seed, int64_t batch) {
+  std::mt19937_64 rng(seed);
+  const int64_t f = 3 + static_cast<int64_t>(seed % 3) * 20;
+  const size_t n = static_cast<size_t>(batch * f);
+  const Tensor x = from_vector(ramp(n, -1.0f + 0.02f * static_cast<float>(batch), 2.0f / static_cast<float>(n + 1)),
+                               {batch, f}).to(kZe);
+  const Tensor bias = from_vector(ramp(static_cast<size_t>(f), 0.3f, -0.6f / static_cast<float>(f)), {f}).to(kZe);
+  const Tensor w = from_vector(ramp(static_cast<size_t>(f * f), -0.5f, 1.0f / static_cast<float>(f * f)), {f, f}).to(kZe);
+  Tensor h = x;
+  for (int k = 0; k < 7; ++k) {
+    switch (rng() % 7) {
+      case 0: h = h + bias; break;
+      case 1: h = tanh(h) * 1.5f; break;
+      case 2: h = matmul(h, w); break;
+      case 3: h = h - max(h, {1}, true); break;
+      case 4: h = where(h > 0.1f, h, bias * 0.5f); break;
+      case 5: h = h / (sum(abs(h), {1}, true) + 1.0f); break;
+      default: h = h + sum(h, {0}) * 0.01f; break;
+    }
+  }
+  const Tensor perRow = sum(h * h, {1});  // pending with h: one trace
+  std::vector<float> out = h.to(Device::cpu()).to_vector<float>();
+  const std::vector<float> rows = perRow.to(Device::cpu()).to_vector<float>();
+  out.insert(out.end(), rows.begin(), rows.end());
+  step();
+  return out;
+}
+
+/// Random programs at batch sizes 1 to 8: three static kernels, then one
+/// dynamic-shape SPIR-V kernel for the rest, each size matching the
+/// interpreted CPU.
+TEST_F(LevelZeroTier1, RandomProgramsOnADynamicShapeKernelMatchTheInterpretedCpu) {
+  uint64_t seeds = 9;
+  if (const char* env = std::getenv("KILN_FUZZ_ITERATIONS")) seeds = std::strtoull(env, nullptr, 10);
+  Settings saved = settings();
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
+    std::vector<std::vector<float>> want;
+    {
+      JitScope off(JitMode::Off);
+      for (int64_t batch = 1; batch <= 8; ++batch) want.push_back(randomBatchProgram(seed, batch));
+    }
+    JitScope sync(JitMode::Sync, 1);
+    Settings s = settings();
+    s.max_shapes = 3;
+    set_settings(s);
+    exec::Engine::instance().resetProfilesForTesting();
+    reset_stats();
+    for (int64_t batch = 1; batch <= 8; ++batch) {
+      const std::vector<float> got = randomBatchProgram(seed, batch);
+      ASSERT_EQ(got.size(), want[batch - 1].size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        const float a = got[i], b = want[batch - 1][i];
+        if (!(std::fabs(a - b) <= 1e-4f * (1 + std::fabs(b))))
+          ADD_FAILURE() << "seed " << seed << " batch " << batch << " element " << i << ": " << a << " vs " << b;
+      }
+    }
+    const Stats st = stats();
+    EXPECT_EQ(st.compile_failures, 0u) << "seed " << seed << ": " << st.str();
+    EXPECT_EQ(st.compiles, 4u) << "seed " << seed << ": three static kernels, one dynamic: " << st.str();
+    EXPECT_EQ(st.compiled_runs, 8u) << "seed " << seed << ": " << st.str();
+  }
+  set_settings(saved);
 }
 
 /// A private cache directory, removed at the end.
