@@ -42,6 +42,8 @@ namespace {
 constexpr int64_t kBig = int64_t{1} << 24;
 constexpr int64_t kRows = 4096, kCols = 1024;
 constexpr int64_t kBigRows = 32768, kBigCols = 4096;  // issue 15's second softmax/layer_norm shape
+constexpr int64_t kBatchRows = 4096, kBatchCols = 512;
+const std::vector<int64_t> kBatches = {1000, 1531, 2048, 4096, 2900};  // dynamic_batches' sizes
 
 Tensor uniform(const Shape& shape, uint64_t seed, double lo, double hi, DType t = DType::f32) {
   // Drawn on the CPU and copied, so that --check's references see the same bits.
@@ -100,6 +102,8 @@ std::vector<Workload> workloads(const std::shared_ptr<Tensor>& out) {
        h4096a = std::make_shared<Tensor>(cast(*a4096, DType::bf16)),
        h4096b = std::make_shared<Tensor>(cast(*b4096, DType::bf16));
   auto tiny = std::make_shared<Tensor>(uniform({4, 8}, 17, -1, 1));
+  auto batchRows = std::make_shared<Tensor>(uniform({kBatchRows, kBatchCols}, 18, -2, 2)),
+       batchBias = std::make_shared<Tensor>(uniform({kBatchCols}, 19, -1, 1));
   auto mlp = std::make_shared<Mlp>();
   kiln::sync();
   return {
@@ -118,6 +122,18 @@ std::vector<Workload> workloads(const std::shared_ptr<Tensor>& out) {
       // Launch cost: a compiled step of several kernels on 32 floats, all
       // host time (KILN_CUDA_GRAPHS: one graph launch, or one call a kernel).
       {"launch_tiny_step", [=] { *out = softmax(*tiny, -1) * layer_norm(*tiny) + exp(*tiny).sum(); }},
+      // One step at each of kBatches' sizes (a trace each): past
+      // KILN_MAX_SHAPES (main sets 2) one dynamic-shape kernel serves them;
+      // the result checked is the last size's.
+      {"dynamic_batches",
+       [=] {
+         for (size_t k = 0; k < kBatches.size(); ++k) {
+           const Tensor xb = slice(*batchRows, 0, 0, kBatches[k]);
+           const Tensor h = tanh(xb * 1.5f + *batchBias) * xb;
+           *out = sum(h, {0});  // over the batch: no library reduction, so the trace compiles whole
+           if (k + 1 < kBatches.size()) kiln::step();
+         }
+       }},
   };
 }
 
@@ -182,6 +198,7 @@ int main(int argc, char** argv) try {
   const std::vector<Workload> all = workloads(out);
   s.jit = jit == "replay" ? JitMode::Replay : jit == "sync" ? JitMode::Sync : JitMode::Off;
   s.jit_threshold = 1;
+  s.max_shapes = 2;  // dynamic_batches' third size on gets its dynamic-shape kernel
   set_settings(s);
 
   std::ostringstream rowsJson;
