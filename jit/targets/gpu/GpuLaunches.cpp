@@ -149,6 +149,9 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
     return nullptr;
   }
   result.timings.importMs = msSince(t0);
+  // KILN_DUMP_IR: <key>.<target>-<n>-<stage>.mlir after each stage.
+  auto dump = [&](const char *stage) { dumpModule(dumpDir, name, (target + "-" + stage).c_str(), *module); };
+  dump("0-kiln");
   auto fail = [&](const std::string &stage) -> mlir::OwningOpRef<mlir::ModuleOp> {
     result.error = target + ": stage " + stage + " failed: " + diagnostics;
     return nullptr;
@@ -158,6 +161,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
   if (!runPassPipeline(*module, cpu::kToLinalg) || mlir::failed(cpu::fuseElementwiseOps(*module)) ||
       !runPassPipeline(*module, cpu::kAfterFusion))
     return fail("kiln-to-linalg");
+  dump("1-linalg");
   if (auto k = module->lookupSymbol<mlir::func::FuncOp>(kernelName))
     cpu::makeResultsDistinct(k);
   if (!runPassPipeline(*module, cpu::kBufferize))
@@ -185,6 +189,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
       return fail("dynamic arguments");
     }
   }
+  dump("2-bufferized");
   cpu::copiesToLinalg(kernel);
   if (!runPassPipeline(*module, "convert-linalg-to-parallel-loops,canonicalize,cse"))
     return fail("loops");
@@ -194,6 +199,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
   serializeNestedParallelLoops(kernel);
   launchRowKernels(kernel, options.workgroupMemorySpace);
   launchRowReductions(kernel, options.workgroupMemorySpace);
+  dump("3-loops");
   tileParallelLoops(kernel);
   // Tiles onto blocks, points onto threads, the innermost (contiguous)
   // dimension onto x for coalesced access.
@@ -208,12 +214,12 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
   if (!runPassPipeline(*module, "lower-affine,canonicalize,cse"))
     return fail("gpu launches");
   sinkIntoLaunches(kernel, options.sinkScratchViews);
-  dumpModule(dumpDir, name, (target + "-0-launches").c_str(), *module);
+  dump("4-launches");
   if (!runPassPipeline(*module, "gpu-kernel-outlining,canonicalize"))
     return fail("gpu outlining");
   if (mlir::failed(mergeGpuModules(*module)))
     return fail("merge gpu modules (no kernel was outlined)");
-  dumpModule(dumpDir, name, (target + "-1-gpu").c_str(), *module);
+  dump("5-gpu");
   if (!dispatchesOf(kernel, graph, numSizes, options.target, result))
     return nullptr;
   result.dynamicSizes = static_cast<int>(numSizes);

@@ -89,9 +89,9 @@ public:
     auto t2 = Clock::now();
     if (!runPassPipeline(*module, pipeline))
       return fail("nvvm/ptx");
-    dumpModule(dumpDir, name, "nvptx-2-binary", *module);
+    dumpModule(dumpDir, name, "nvptx-6-binary", *module);
     result.object = gpuBinaryObject(*module);
-    dumpBytes(dumpDir, name, "nvptx-3.ptx", result.object);
+    dumpBytes(dumpDir, name, "nvptx-7.ptx", result.object);
     result.timings.llvmMs = msSince(t2);
     if (result.object.empty())
       return fail("ptx (no gpu.binary)");

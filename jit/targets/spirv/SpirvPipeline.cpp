@@ -144,11 +144,11 @@ public:
       barrier.setMemorySemantics(barrier.getMemorySemantics() | mlir::spirv::MemorySemantics::CrossWorkgroupMemory);
     });
     const std::string dumpDir = exec::irDumpDirectory();
-    dumpModule(dumpDir, name, "spirv-2-spirv", *module);
+    dumpModule(dumpDir, name, "spirv-6-spirv", *module);
     if (!runPassPipeline(*module, "gpu-module-to-binary{format=bin}"))
       return fail("spirv serialization");
     result.object = gpuBinaryObject(*module);
-    dumpBytes(dumpDir, name, "spirv-3.spv", result.object);
+    dumpBytes(dumpDir, name, "spirv-7.spv", result.object);
     result.timings.llvmMs = msSince(t2);
     if (result.object.empty())
       return fail("serialization (no gpu.binary)");
