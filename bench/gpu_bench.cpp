@@ -82,6 +82,7 @@ struct Workload {
   std::function<void()> call;  // records one call's ops (no flush)
   bool skipFill = false;       // --fill skips it: the fake driver would compute it on the host, slowly
   double tolerance = 1e-4;     // --check: the largest error over the result's largest magnitude; 0: not checked
+  int64_t maxShapes = 0;       // KILN_MAX_SHAPES while it runs (0: as set)
 };
 
 /// The workloads on the default device; each call leaves its result in
@@ -123,8 +124,9 @@ std::vector<Workload> workloads(const std::shared_ptr<Tensor>& out) {
       // host time (KILN_CUDA_GRAPHS: one graph launch, or one call a kernel).
       {"launch_tiny_step", [=] { *out = softmax(*tiny, -1) * layer_norm(*tiny) + exp(*tiny).sum(); }},
       // One step at each of kBatches' sizes (a trace each): past
-      // KILN_MAX_SHAPES (main sets 2) one dynamic-shape kernel serves them;
-      // the result checked is the last size's.
+      // KILN_MAX_SHAPES (2 here) one dynamic-shape kernel serves them; the
+      // result checked is the last size's. (A row reduction would make it
+      // regions around tier 0's warp kernels on CUDA: no dynamic kernel.)
       {"dynamic_batches",
        [=] {
          for (size_t k = 0; k < kBatches.size(); ++k) {
@@ -133,9 +135,30 @@ std::vector<Workload> workloads(const std::shared_ptr<Tensor>& out) {
            *out = sum(h, {0});  // over the batch: no library reduction, so the trace compiles whole
            if (k + 1 < kBatches.size()) kiln::step();
          }
-       }},
+       },
+       false, 1e-4, 2},
   };
 }
+
+/// KILN_MAX_SHAPES set to `n` for a scope (n > 0; 0: left as it is).
+class ScopedMaxShapes {
+ public:
+  explicit ScopedMaxShapes(int64_t n) : saved_(settings().max_shapes), set_(n > 0) {
+    if (set_) apply(n);
+  }
+  ~ScopedMaxShapes() {
+    if (set_) apply(saved_);
+  }
+
+ private:
+  static void apply(int64_t n) {
+    Settings s = settings();
+    s.max_shapes = n;
+    set_settings(s);
+  }
+  int64_t saved_;
+  bool set_;
+};
 
 /// An error no tolerance admits that JSON can still carry (no inf or nan).
 constexpr double kWrong = 1e300;
@@ -198,7 +221,6 @@ int main(int argc, char** argv) try {
   const std::vector<Workload> all = workloads(out);
   s.jit = jit == "replay" ? JitMode::Replay : jit == "sync" ? JitMode::Sync : JitMode::Off;
   s.jit_threshold = 1;
-  s.max_shapes = 2;  // dynamic_batches' third size on gets its dynamic-shape kernel
   set_settings(s);
 
   std::ostringstream rowsJson;
@@ -207,6 +229,7 @@ int main(int argc, char** argv) try {
     const Workload& w = all[wi];
     if (only != ",," && only.find("," + w.name + ",") == std::string::npos) continue;
     if (fill && w.skipFill) continue;
+    const ScopedMaxShapes shapes(w.maxShapes);
     auto once = [&] {
       w.call();
       kiln::step();

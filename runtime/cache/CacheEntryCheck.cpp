@@ -158,6 +158,10 @@ std::string checkMetadata(const EntryMeta& meta, uint64_t keyHash) {
     return "dynamic_sizes=" + std::to_string(meta.dynamicSizes) + ", but the key has " + std::to_string(sizes) +
            " dynamic sizes";
 
+  // GPU kernels take no donated buffers (their compilers assume outputs
+  // and inputs never alias).
+  if (meta.format != BinaryFormat::SharedObject && !meta.donations.empty())
+    return "buffer donations in a GPU binary";
   std::set<uint32_t> donatedOutputs, donorInputs;
   for (auto [output, input] : meta.donations) {
     if (output >= outputs.size() || input >= inputs.size())

@@ -195,11 +195,11 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
     return fail("loops");
   if (numSizes > 0)
     resolveDynamicDims(kernel);
+  dump("3-loops");  // what the kiln-gpu-* loop passes start from
   hoistParallelLoops(kernel);
   serializeNestedParallelLoops(kernel);
   launchRowKernels(kernel, options.workgroupMemorySpace);
   launchRowReductions(kernel, options.workgroupMemorySpace);
-  dump("3-loops");
   tileParallelLoops(kernel);
   // Tiles onto blocks, points onto threads, the innermost (contiguous)
   // dimension onto x for coalesced access.

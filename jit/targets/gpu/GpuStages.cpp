@@ -15,6 +15,7 @@
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -247,6 +248,13 @@ std::optional<std::pair<mlir::Value, int64_t>> viewedBuffer(mlir::Value memref) 
   }
 }
 
+/// Whether `v` is an argument of its function (not of a block inside it).
+bool isFunctionArgument(mlir::Value v) {
+  auto arg = llvm::dyn_cast<mlir::BlockArgument>(v);
+  return arg && arg.getOwner()->isEntryBlock() &&
+         llvm::isa_and_nonnull<mlir::FunctionOpInterface>(arg.getOwner()->getParentOp());
+}
+
 /// The buffer `memref` is part of: a function argument or an allocation,
 /// through reshapes, views (at any offset) and reinterpreted arguments (a
 /// dynamic-shape kernel's); none through anything else.
@@ -256,7 +264,7 @@ std::optional<mlir::Value> baseBufferOf(mlir::Value memref) {
     if (llvm::isa_and_nonnull<mlir::memref::ExpandShapeOp, mlir::memref::CollapseShapeOp, mlir::memref::ViewOp,
                               mlir::memref::ReinterpretCastOp>(def))
       memref = def->getOperand(0);
-    else if (!def || llvm::isa<mlir::memref::AllocOp, mlir::memref::AllocaOp>(def))
+    else if (def ? llvm::isa<mlir::memref::AllocOp, mlir::memref::AllocaOp>(def) : isFunctionArgument(memref))
       return memref;
     else
       return std::nullopt;

@@ -20,7 +20,8 @@ def KilnGpuSplatGlobalsToFills : Pass<"kiln-gpu-splat-globals-to-fills", "::mlir
     becomes a `memref.alloc` filled with the splat value (`linalg.fill`):
     device code cannot read host globals. See `splatGlobalsToFills`.
   }];
-  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
 }
 
 def KilnGpuHoistParallelLoops : Pass<"kiln-gpu-hoist-parallel-loops", "::mlir::func::FuncOp"> {
@@ -31,6 +32,7 @@ def KilnGpuHoistParallelLoops : Pass<"kiln-gpu-hoist-parallel-loops", "::mlir::f
     interchanged so that it maps to one thread per element. See
     `hoistParallelLoops`.
   }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect"];
 }
 
 def KilnGpuSerializeNestedParallelLoops
@@ -41,6 +43,7 @@ def KilnGpuSerializeNestedParallelLoops
     and a launch cannot contain launches, so the parallel loops inside it
     become `scf.for` nests. See `serializeNestedParallelLoops`.
   }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect"];
 }
 
 def KilnGpuRowKernels : Pass<"kiln-gpu-row-kernels", "::mlir::func::FuncOp"> {
@@ -52,7 +55,8 @@ def KilnGpuRowKernels : Pass<"kiln-gpu-row-kernels", "::mlir::func::FuncOp"> {
     them row by row is exact. Workgroup memory is a workgroup attribution.
     See `launchRowKernels`.
   }];
-  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::memref::MemRefDialect"];
 }
 
 def KilnGpuRowReductions : Pass<"kiln-gpu-row-reductions", "::mlir::func::FuncOp"> {
@@ -64,7 +68,8 @@ def KilnGpuRowReductions : Pass<"kiln-gpu-row-reductions", "::mlir::func::FuncOp
     memory, thread 0 combining into the accumulator. The number of rows
     may be dynamic. See `launchRowReductions`.
   }];
-  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::memref::MemRefDialect"];
 }
 
 def KilnGpuTileParallelLoops : Pass<"kiln-gpu-tile-parallel-loops", "::mlir::func::FuncOp"> {
@@ -76,7 +81,8 @@ def KilnGpuTileParallelLoops : Pass<"kiln-gpu-tile-parallel-loops", "::mlir::fun
     contiguous dimension) gives each thread 4 elements a block's width
     apart, loading all 4 before it computes. See `tileParallelLoops`.
   }];
-  let dependentDialects = ["::mlir::affine::AffineDialect"];
+  let dependentDialects = ["::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::memref::MemRefDialect"];
 }
 
 def KilnGpuFoldTiledBounds : Pass<"kiln-gpu-fold-tiled-bounds", "::mlir::func::FuncOp"> {
@@ -96,7 +102,8 @@ def KilnGpuLaunchSerialWork : Pass<"kiln-gpu-launch-serial-work", "::mlir::func:
     one thread, so the GPU does it in order with the other kernels. See
     `launchSerialWork`.
   }];
-  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::memref::MemRefDialect"];
 }
 
 def KilnGpuSinkIntoLaunches : Pass<"kiln-gpu-sink-into-launches", "::mlir::func::FuncOp"> {
@@ -107,6 +114,7 @@ def KilnGpuSinkIntoLaunches : Pass<"kiln-gpu-sink-into-launches", "::mlir::func:
     (NVPTX; SPIR-V passes them as arguments of their own type). See
     `sinkIntoLaunches`.
   }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect"];
   let options = [
     Option<"sinkScratchViews", "sink-scratch-views", "bool", "true", "memref.view moves into the launches too">,
   ];
@@ -144,6 +152,7 @@ def KilnGpuFlattenDynamicViews : Pass<"kiln-gpu-flatten-dynamic-views", "::mlir:
     of its element count and a `memref.expand_shape`, which
     fold-memref-alias-ops folds into the loads. See `flattenDynamicViews`.
   }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect"];
 }
 
 def KilnGpuResolveDynamicDims : Pass<"kiln-gpu-resolve-dynamic-dims", "::mlir::func::FuncOp"> {
@@ -153,6 +162,7 @@ def KilnGpuResolveDynamicDims : Pass<"kiln-gpu-resolve-dynamic-dims", "::mlir::f
     extents; those become the sizes the buffers were built with, host code
     a launch program can compute. See `resolveDynamicDims`.
   }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect"];
 }
 
 #endif // KILN_JIT_TARGETS_GPU_PASSES_TD

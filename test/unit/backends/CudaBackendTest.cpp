@@ -852,6 +852,25 @@ std::vector<std::string> compiledLaunchLines(size_t from) {
   return lines;
 }
 
+/// `image` loaded twice on `ctx`: launching as a CUDA graph (from its
+/// second launch) and kernel by kernel (KILN_CUDA_GRAPHS=0).
+std::pair<std::shared_ptr<exec::Executable>, std::shared_ptr<exec::Executable>> loadWithAndWithoutGraphs(
+    hal::DeviceContext& ctx, const exec::KernelImage& image) {
+  std::string error;
+  std::shared_ptr<exec::Executable> graphed, direct;
+  {
+    ScopedEnv on("KILN_CUDA_GRAPHS", "1");
+    graphed = ctx.kernelLoader()->load(image, &error);
+  }
+  EXPECT_TRUE(graphed) << error;
+  {
+    ScopedEnv off("KILN_CUDA_GRAPHS", "0");
+    direct = ctx.kernelLoader()->load(image, &error);
+  }
+  EXPECT_TRUE(direct) << error;
+  return {graphed, direct};
+}
+
 TEST_F(CudaCompiled, GraphLaunchesPassTheParametersKernelLaunchesDo) {
   hal::DeviceContext& ctx = hal::deviceContext(kCuda);
   exec::KernelImage image;
@@ -867,18 +886,8 @@ TEST_F(CudaCompiled, GraphLaunchesPassTheParametersKernelLaunchesDo) {
                        {1, 1, 1},
                        {32, 1, 1},
                        {{Arg::Kind::Output, 0}, {Arg::Kind::Scratch, 128}, {Arg::Kind::Index, 7}}}};
-  std::string error;
-  std::shared_ptr<exec::Executable> graphed, direct;
-  {
-    ScopedEnv on("KILN_CUDA_GRAPHS", "1");
-    graphed = ctx.kernelLoader()->load(image, &error);
-  }
-  ASSERT_TRUE(graphed) << error;
-  {
-    ScopedEnv off("KILN_CUDA_GRAPHS", "0");
-    direct = ctx.kernelLoader()->load(image, &error);
-  }
-  ASSERT_TRUE(direct) << error;
+  auto [graphed, direct] = loadWithAndWithoutGraphs(ctx, image);
+  ASSERT_TRUE(graphed && direct);
   hal::Allocator& memory = ctx.allocator();
   std::vector<void*> blocks;
   auto block = [&] { return blocks.emplace_back(memory.allocate(256)); };
@@ -943,18 +952,8 @@ TEST_F(CudaCompiled, DynamicShapeLaunchesComputeTheirGridsAndArgumentsFromTheSiz
                          {{Arg::Kind::Output, 0}, {Arg::Kind::Value, 0}, {Arg::Kind::ScratchAt, 6}}};
   d.gridSteps = {4, -1, -1};
   image.dispatches = {d};
-  std::string error;
-  std::shared_ptr<exec::Executable> graphed, direct;
-  {
-    ScopedEnv on("KILN_CUDA_GRAPHS", "1");
-    graphed = ctx.kernelLoader()->load(image, &error);
-  }
-  ASSERT_TRUE(graphed) << error;
-  {
-    ScopedEnv off("KILN_CUDA_GRAPHS", "0");
-    direct = ctx.kernelLoader()->load(image, &error);
-  }
-  ASSERT_TRUE(direct) << error;
+  auto [graphed, direct] = loadWithAndWithoutGraphs(ctx, image);
+  ASSERT_TRUE(graphed && direct);
   // 4 bytes of scratch per row (the kernel cache sets this from the entry).
   graphed->dynamicScratch = direct->dynamicScratch = {4, 1, 0};
   hal::Allocator& memory = ctx.allocator();

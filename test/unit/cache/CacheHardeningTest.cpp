@@ -353,6 +353,7 @@ TEST(CacheMetadata, GpuEntriesKeepTheirLaunchesAndRefuseLaunchesBeyondTheirKerne
       {"an empty grid", [](cache::Entry& e) { e.meta.dispatches[1].grid[1] = 0; }, "out of range"},
       {"a name that is no kernel's", [](cache::Entry& e) { e.meta.dispatches[0].symbol = "a;rm -rf"; },
        "not a kernel name"},
+      {"a donated buffer", [](cache::Entry& e) { e.meta.donations = {{0, 0}}; }, "buffer donations in a GPU binary"},
       {"a launch program in a static kernel",
        [](cache::Entry& e) { e.meta.launchProgram = {{exec::LaunchExpr::Op::Constant, 1}}; }, "takes no sizes"},
       {"launches and kernel count disagree", [](cache::Entry& e) { e.meta.kernelCount = 3; }, "kernel_count=3"},

@@ -5,12 +5,14 @@
 // followed by another use of its allocation stays.
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: %[[X:[^:]*]]: memref<?xf32>, %[[OUT:[^:]*]]: memref<?xf32>, %[[KEEP:[^:]*]]: memref<?xf32>
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: memref.copy
 // CHECK: memref.store %{{.*}}, %[[OUT]]
+// CHECK-NOT: memref.copy
 // CHECK: %[[T:.*]] = memref.alloc
 // CHECK: memref.store %{{.*}}, %[[T]]
 // CHECK: memref.copy %[[T]], %[[KEEP]]
 // CHECK: memref.load %[[T]]
-// CHECK-NOT: memref.copy
 func.func @forward(%x: memref<?xf32>, %out: memref<?xf32>, %keep: memref<?xf32>, %n: index) {
   %c0 = arith.constant 0 : index
   %a = memref.alloc(%n) : memref<?xf32>

@@ -6,15 +6,22 @@
 // sum's tree of halvings in workgroup memory, the division strided over
 // the block's 128 threads.
 // CHECK-LABEL: func.func @normalise_rows
-// CHECK-COUNT-1: gpu.launch blocks
+// CHECK: gpu.launch blocks
 // CHECK-SAME: workgroup(%{{.*}} : memref<128xf32, #gpu.address_space<workgroup>>)
 // CHECK: arith.cmpi eq
 // CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<16xf32>
 // CHECK: gpu.barrier
 // CHECK: scf.for
 // CHECK: memref.load %{{.*}} : memref<16x128xf32>
-// CHECK-COUNT-7: gpu.barrier
+// The tree of halvings: a barrier after the partial sums' stores and after
+// each of 7 halvings; thread 0 adds the row's sum; a barrier before the
+// division, which reads it.
+// CHECK-COUNT-8: gpu.barrier
+// CHECK: arith.addf
+// CHECK: memref.store %{{.*}} : memref<16xf32>
 // CHECK: gpu.barrier
+// CHECK-NOT: gpu.barrier
+// CHECK: scf.for
 // CHECK: arith.divf
 // CHECK-NOT: gpu.launch
 // CHECK-NOT: scf.parallel

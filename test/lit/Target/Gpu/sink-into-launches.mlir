@@ -10,8 +10,12 @@
 // SINK-DAG: memref.view %arg2
 // KEEP: %[[VIEW:.*]] = memref.view %arg2
 // KEEP: gpu.launch
+// KEEP-NOT: memref.view
 // KEEP: memref.expand_shape %arg0
-// KEEP: memref.store %{{.*}}, %[[VIEW]]
+// KEEP-NOT: memref.view
+// KEEP: memref.store %{{.*}}, %[[VIEW]][
+// SINK-NOT: memref.store %{{.*}}, %view[
+// SINK-NOT: memref.load %expand_shape[
 func.func @sink(%x: memref<64xf32>, %y: memref<8x8xf32>, %scratch: memref<256xi8>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
