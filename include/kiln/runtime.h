@@ -201,6 +201,16 @@ struct Settings {
   /// KILN_LEVEL_ZERO_LIBRARY: the Level Zero loader Kiln opens with dlopen
   /// (default libze_loader.so.1).
   std::string level_zero_library;
+  /// A compiled trace's kernels on a CUDA device launch as one CUDA graph
+  /// from its second run (false: one by one; KILN_CUDA_GRAPHS). Read when a
+  /// compiled trace is loaded.
+  bool cuda_graphs = true;
+  /// f32, i32 and half reductions along a contiguous axis on a CUDA device
+  /// compile into row kernels (a block per row, fused with the element-wise
+  /// work on the same rows) instead of running on tier 0's warp kernels
+  /// between compiled regions (KILN_CUDA_ROW_KERNELS; not yet measured on a
+  /// GPU).
+  bool cuda_row_kernels = false;
 };
 const Settings& settings();
 /// Replaces the settings (the C ABI's kiln_set_option uses this). New values

@@ -145,6 +145,8 @@ void bindRuntime(nb::module_& m) {
       .def_rw("cache_dir", &Settings::cache_dir)
       .def_rw("cache_max_mb", &Settings::cache_max_mb)
       .def_rw("replay_strict", &Settings::replay_strict)
+      .def_rw("cuda_graphs", &Settings::cuda_graphs)
+      .def_rw("cuda_row_kernels", &Settings::cuda_row_kernels)
       .def_rw("max_trace_keys", &Settings::max_trace_keys)
       .def_rw("test_devices", &Settings::test_devices)
       .def_rw("default_device", &Settings::default_device);

@@ -1,5 +1,7 @@
 #include "runtime/exec/CompileTarget.h"
 
+#include "kiln/runtime.h"
+
 #include <cstdlib>
 #include <string>
 
@@ -31,11 +33,7 @@ BinaryFormat CompileTarget::format() const {
 }
 
 bool CompileTarget::runsRowReductionsInLibrary() const {
-  static const bool rowKernels = [] {
-    const char* v = std::getenv("KILN_CUDA_ROW_KERNELS");
-    return v && std::string(v) == "1";
-  }();
-  return kind == Kind::Nvptx && !rowKernels;
+  return kind == Kind::Nvptx && !settings().cuda_row_kernels;
 }
 
 std::string CompileTarget::str() const {

@@ -139,6 +139,12 @@ const SettingInfo kSettings[] = {
     text("KILN_LEVEL_ZERO_LIBRARY", "level_zero_library", false, {},
          [](const Settings& s) { return s.level_zero_library; },
          [](Settings& s, const std::string& v) { s.level_zero_library = v; }),
+    integer("KILN_CUDA_GRAPHS", "cuda_graphs", true, 0, 1,
+            [](const Settings& s) -> int64_t { return s.cuda_graphs ? 1 : 0; },
+            [](Settings& s, int64_t v) { s.cuda_graphs = v != 0; }),
+    integer("KILN_CUDA_ROW_KERNELS", "cuda_row_kernels", true, 0, 1,
+            [](const Settings& s) -> int64_t { return s.cuda_row_kernels ? 1 : 0; },
+            [](Settings& s, int64_t v) { s.cuda_row_kernels = v != 0; }),
 };
 
 std::string lowerCase(std::string_view v) {

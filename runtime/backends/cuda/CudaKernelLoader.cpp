@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "kiln/runtime.h"
 #include "runtime/backends/gpu/CompiledLaunches.h"
 #include "runtime/support/Log.h"
 
@@ -16,11 +17,6 @@ namespace kiln::hal::cuda {
 
 namespace {
 
-/// KILN_CUDA_GRAPHS: on unless "0".
-bool graphsWanted() {
-  const char* v = std::getenv("KILN_CUDA_GRAPHS");
-  return !(v && std::string(v) == "0");
-}
 
 /// A compiled trace on the device: its module and one function per kernel.
 /// Its first launch issues the kernels one by one; from the second on
@@ -35,7 +31,7 @@ class CudaExecutable final : public exec::Executable {
   CudaExecutable(CudaDeviceHandle& device, CudaStream& stream, CUmodule module, const exec::KernelImage& image)
       : device_(device), stream_(stream), module_(module), dispatches_(image.dispatches),
         program_(image.launchProgram), inputs_(image.inputs), outputs_(image.outputs), scratch_(image.scratchBytes),
-        sizes_(image.dynamicSizes), graphs_(graphsWanted() && device.api->hasGraphs()) {
+        sizes_(image.dynamicSizes), graphs_(settings().cuda_graphs && device.api->hasGraphs()) {
     // One flat array of every launch's parameter values, filled at each
     // launch, and the pointers the driver reads them through: no
     // allocation per step (a step's launch cost is what graphs cut).

@@ -685,7 +685,10 @@ class CudaCompiled : public ::testing::Test {
 /// KILN_CUDA_ROW_KERNELS=1 (kiln_cuda_tests_row_kernels) the whole trace
 /// compiles into one row kernel, one launch a run.
 TEST_F(CudaCompiled, RowReductionsRunOnTierZeroUnlessRowKernelsAreAskedFor) {
-  const bool rowKernels = std::getenv("KILN_CUDA_ROW_KERNELS") && std::string(std::getenv("KILN_CUDA_ROW_KERNELS")) == "1";
+  const bool rowKernels = settings().cuda_row_kernels;
+  if (const char* env = std::getenv("KILN_CUDA_ROW_KERNELS")) {
+    EXPECT_EQ(rowKernels, std::string(env) == "1") << "Settings::cuda_row_kernels comes from the environment";
+  }
   JitScope sync(JitMode::Sync, 1);
   const Tensor x = from_vector(ramp(64 * 1000, -2.0f, 1e-4f), {64, 1000}).to(kCuda);
   reset_stats();
@@ -726,22 +729,20 @@ TEST_F(CudaCompiled, CompiledStepsLaunchTheirKernelsAsThePtxDeclaresThem) {
   EXPECT_GE(hal::deviceContext(kCuda).counters().launches - deviceLaunchesBefore, s.kernel_launches);
 }
 
-/// Sets an environment variable for the scope (KILN_CUDA_GRAPHS is read
-/// when a compiled trace is loaded).
-class ScopedEnv {
+/// Settings::cuda_graphs (KILN_CUDA_GRAPHS) for the scope: read when a
+/// compiled trace is loaded.
+class ScopedGraphs {
  public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
+  explicit ScopedGraphs(bool on) : saved_(settings().cuda_graphs) { set(on); }
+  ~ScopedGraphs() { set(saved_); }
 
  private:
-  const char* name_;
-  std::optional<std::string> old_;
+  static void set(bool on) {
+    Settings s = settings();
+    s.cuda_graphs = on;
+    set_settings(s);
+  }
+  bool saved_;
 };
 
 /// Runs one elementwise trace (a whole-trace kernel of several launches:
@@ -762,7 +763,7 @@ void runMovingBuffers(int rows, int runs) {
 
 TEST_F(CudaCompiled, RepeatedRunsOfACompiledTraceLaunchOneGraphUpdatedWhenBuffersMove) {
   JitScope sync(JitMode::Sync, 1);
-  ScopedEnv graphs("KILN_CUDA_GRAPHS", "1");
+  ScopedGraphs graphs(true);
   hal::DeviceContext& ctx = hal::deviceContext(kCuda);
   ctx.synchronize();
   const hal::DeviceCounters before = ctx.counters();
@@ -804,7 +805,7 @@ TEST_F(CudaCompiled, RepeatedRunsOfACompiledTraceLaunchOneGraphUpdatedWhenBuffer
 
 TEST_F(CudaCompiled, GraphsOffLaunchKernelByKernel) {
   JitScope sync(JitMode::Sync, 1);
-  ScopedEnv graphs("KILN_CUDA_GRAPHS", "0");
+  ScopedGraphs graphs(false);
   hal::DeviceContext& ctx = hal::deviceContext(kCuda);
   ctx.synchronize();
   const hal::DeviceCounters before = ctx.counters();
@@ -859,12 +860,12 @@ std::pair<std::shared_ptr<exec::Executable>, std::shared_ptr<exec::Executable>> 
   std::string error;
   std::shared_ptr<exec::Executable> graphed, direct;
   {
-    ScopedEnv on("KILN_CUDA_GRAPHS", "1");
+    ScopedGraphs on(true);
     graphed = ctx.kernelLoader()->load(image, &error);
   }
   EXPECT_TRUE(graphed) << error;
   {
-    ScopedEnv off("KILN_CUDA_GRAPHS", "0");
+    ScopedGraphs off(false);
     direct = ctx.kernelLoader()->load(image, &error);
   }
   EXPECT_TRUE(direct) << error;

@@ -78,6 +78,10 @@ TEST(Settings, IntegersOutOfRangeAreClampedWithOneWarning) {
   EXPECT_EQ(readOneBad("KILN_NUM_THREADS", "-99999999999999999999", "0").num_threads, 0);
   EXPECT_EQ(readOneBad("KILN_MAX_TRACE_OPS", "12abc", "the default 4096").max_trace_ops, 4096);
   EXPECT_EQ(readOneBad("KILN_REPLAY_STRICT", "2", "1").replay_strict, true);
+  // Were read with getenv: any value but "0" (graphs) or "1" (row kernels)
+  // meant the default, without a word.
+  EXPECT_EQ(readOneBad("KILN_CUDA_GRAPHS", "off", "the default 1").cuda_graphs, true);
+  EXPECT_EQ(readOneBad("KILN_CUDA_ROW_KERNELS", "2", "1").cuda_row_kernels, true);
 }
 
 TEST(Settings, ValuesInRangeAreUsedAsGiven) {
