@@ -334,6 +334,14 @@ void Engine::compileDynamicJob(std::shared_ptr<DynamicKernel> kernel, uint64_t s
              structure, kernel->sizes, exe->kernelCount(), result.timings.totalMs());
 }
 
+void Engine::startRegionDynamicCompile(const trace::Trace& sub, const trace::TraceKey& key) {
+  const std::vector<uint8_t> needed(sub.nodes.size(), 1);
+  std::vector<std::pair<uint32_t, int64_t>> checks;
+  std::string reason;
+  const bool compilable = planIndexChecks(sub, needed, &checks, &reason);
+  startDynamicCompile(sub, needed, key, {}, compilable ? &checks : nullptr, reason);
+}
+
 std::shared_ptr<Executable> Engine::bindDynamic(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                                                 const trace::TraceKey& key, TraceProfile* profile) {
   std::lock_guard<std::mutex> lock(mutex_);

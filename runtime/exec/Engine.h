@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/runtime.h"
 #include "runtime/exec/CompileService.h"
 #include "runtime/exec/DynamicShapes.h"
 #include "runtime/exec/Executable.h"
@@ -156,6 +157,31 @@ class Engine final : public trace::TraceRunner {
   void compileRegion(std::shared_ptr<TraceProfile> profile, std::shared_ptr<const trace::TraceGraph> graph,
                      trace::TraceKey key, bool now);
   const interp::Interpreter& interpreter() const { return interpreter_; }
+
+  // Dynamic-shape kernels of hot regions (RegionExecutor), as of whole
+  // traces: a region structure seen with more than max_shapes shapes gets
+  // one kernel whose varying extents are sizes.
+  /// A new region key of `structure` (its region as the trace `sub`): one
+  /// more shape of the structure, which its dynamic-shape kernel is planned
+  /// from. Under lockProfiles().
+  void noteRegionShapeLocked(uint64_t structure, const trace::Trace& sub) {
+    (void)dynamic_.noteNewShape(structure, sub, std::vector<uint8_t>(sub.nodes.size(), 1), settings().max_shapes);
+  }
+  /// Whether the structure has a dynamic-shape kernel, compiling or ready;
+  /// under lockProfiles().
+  bool dynamicKernelCoversLocked(uint64_t structure) const { return dynamic_.coveredByKernel(structure); }
+  /// Whether one was planned for it, failed included; under lockProfiles().
+  bool dynamicKernelPlannedLocked(uint64_t structure) const { return dynamic_.kernelOf(structure) != nullptr; }
+  /// Plans and compiles the dynamic-shape kernel of a hot region's
+  /// structure once its static kernels have reached max_shapes.
+  void startRegionDynamicCompile(const trace::Trace& sub, const trace::TraceKey& key);
+  /// The region `sub` of key `key` bound to its structure's dynamic-shape
+  /// kernel once that is ready and the shape fits (`profile`'s executable
+  /// and dynamicSizes); null otherwise. Takes the profile lock itself.
+  std::shared_ptr<Executable> bindRegionDynamic(const trace::Trace& sub, const trace::TraceKey& key,
+                                                TraceProfile* profile) {
+    return bindDynamic(sub, std::vector<uint8_t>(sub.nodes.size(), 1), key, profile);
+  }
 
  private:
   /// The job holds its profile: it may be dropped from the table meanwhile.

@@ -92,26 +92,38 @@ std::shared_ptr<const RegionPlan> RegionExecutor::planFor(const trace::Trace& tr
       profile->scalarArgs ? cache::scalarArgNodes(trace, needed, *profile->scalarArgs) : std::vector<uint32_t>{};
   auto plan = std::make_shared<RegionPlan>(partitionRegions(trace, ids, scalarArgs));
   measureRecurrence(trace, ids, *plan);
-  auto lock = engine_.lockProfiles();
-  if (profile->regions) return profile->regions;  // another thread was faster
-  Counters& c = counters();
-  for (Region& r : plan->regions) {
-    if (!r.keyed) continue;
-    bool inserted = false;
-    std::shared_ptr<TraceProfile> held = engine_.profileLocked(r.key, &inserted);
-    TraceProfile& rp = *held;
-    if (inserted) {
-      // A key that is also a whole trace's (a trace that is one region) is
-      // counted as what it was first seen as; both share its kernel.
-      rp.region = true;
-      rp.ops = static_cast<uint32_t>(r.inputs.size()) + r.ops;
-      c.distinctRegionKeys.fetch_add(1, std::memory_order_relaxed);
+  std::vector<const Region*> newKeys;
+  {
+    auto lock = engine_.lockProfiles();
+    if (profile->regions) return profile->regions;  // another thread was faster
+    Counters& c = counters();
+    for (Region& r : plan->regions) {
+      if (!r.keyed) continue;
+      bool inserted = false;
+      std::shared_ptr<TraceProfile> held = engine_.profileLocked(r.key, &inserted);
+      TraceProfile& rp = *held;
+      if (inserted) {
+        // A key that is also a whole trace's (a trace that is one region) is
+        // counted as what it was first seen as; both share its kernel.
+        rp.region = true;
+        rp.ops = static_cast<uint32_t>(r.inputs.size()) + r.ops;
+        c.distinctRegionKeys.fetch_add(1, std::memory_order_relaxed);
+        newKeys.push_back(&r);
+      }
+      r.profile = held;
     }
-    r.profile = held;
+    // Kept for the key's later runs once it has recurred; a trace seen once
+    // (a loop with a new trip count) does not keep its plan.
+    if (profile->runs > 1) profile->regions = plan;
   }
-  // Kept for the key's later runs once it has recurred; a trace seen once
-  // (a loop with a new trip count) does not keep its plan.
-  if (profile->runs > 1) profile->regions = plan;
+  // A new key is a new shape of its region's structure, which a dynamic-shape
+  // kernel for the structure is planned from (run: past max_shapes).
+  if (settings().jit != JitMode::Async && settings().jit != JitMode::Sync) return plan;
+  for (const Region* r : newKeys) {
+    trace::Trace sub = regionTrace(trace, ids, *r);
+    auto lock = engine_.lockProfiles();
+    engine_.noteRegionShapeLocked(r->key.structureHash, sub);
+  }
   return plan;
 }
 
@@ -162,7 +174,8 @@ void RegionExecutor::probeReplay(const trace::Trace& trace, const std::vector<ui
 
 bool RegionExecutor::launch(const trace::Trace& trace, const std::vector<uint32_t>& ids, const Region& region,
                             const std::shared_ptr<Executable>& exe,
-                            const std::vector<std::pair<uint32_t, int64_t>>& indexChecks, const RegionStep& step,
+                            const std::vector<std::pair<uint32_t, int64_t>>& indexChecks,
+                            const std::vector<int64_t>& sizes, const RegionStep& step,
                             const std::vector<uint32_t>& lastUse, TraceResult& out) {
   for (uint32_t q : region.inputs) {
     if (!out.pending.empty()) interp::awaitValue(out, ids[q]);  // a collective's result
@@ -194,9 +207,11 @@ bool RegionExecutor::launch(const trace::Trace& trace, const std::vector<uint32_
     args.push_back(out.values[id].bytes(node.dtype));
   }
   std::shared_ptr<core::Storage> scratch;
-  if (exe->scratchBytes() > 0) scratch = target.scratch(exe->scratchBytes());
+  // A dynamic-shape kernel's scratch depends on its sizes, which follow it.
+  const std::size_t scratchBytes = sizes.empty() ? exe->scratchBytes() : exe->dynamicScratchBytes(sizes.data());
+  if (scratchBytes > 0) scratch = target.scratch(scratchBytes);
   args.push_back(scratch ? scratch->data() : nullptr);
-  target.launch(exe, std::move(args), {});  // never donates: region inputs may be read again
+  target.launch(exe, std::move(args), sizes);  // never donates: region inputs may be read again
   // Free inputs whose last reader was in this region, unless a tensor holds them.
   for (uint32_t q : region.inputs) {
     const uint32_t id = ids[q];
@@ -218,7 +233,7 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
   const std::vector<Region>& regions = plan->regions;
 
   // Count, and find the regions to look up in the kernel cache.
-  std::vector<uint32_t> probe, probeAlways, compile;
+  std::vector<uint32_t> probe, probeAlways, compile, dynamic;
   TraceOutlook outlook;
   {
     auto lock = engine_.lockProfiles();
@@ -281,7 +296,19 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
         }
         continue;
       }
-      int64_t& shapes = engine_.kernelsOfStructureLocked(regions[ri].key.structureHash);
+      // Bound below once its structure's dynamic-shape kernel is ready.
+      const uint64_t structure = regions[ri].key.structureHash;
+      if (engine_.dynamicKernelCoversLocked(structure)) continue;
+      int64_t& shapes = engine_.kernelsOfStructureLocked(structure);
+      if (shapes >= s.max_shapes && !engine_.dynamicKernelPlannedLocked(structure)) {
+        // Its structure's kernels reached max_shapes: one dynamic-shape kernel
+        // for it (as for whole traces), once per structure.
+        if (std::find_if(dynamic.begin(), dynamic.end(), [&](uint32_t other) {
+              return regions[other].key.structureHash == structure;
+            }) == dynamic.end())
+          dynamic.push_back(ri);
+        continue;
+      }
       if (shapes >= s.max_shapes) {
         rp->tier = Tier::InterpretOnly;
         rp->failure = "its structure was already compiled for KILN_MAX_SHAPES shapes";
@@ -297,18 +324,36 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
   }
   for (uint32_t ri : probeAlways) probeReplay(trace, ids, regions[ri]);
   for (uint32_t ri : compile) startCompile(trace, ids, regions[ri]);
+  for (uint32_t ri : dynamic) engine_.startRegionDynamicCompile(regionTrace(trace, ids, regions[ri]), regions[ri].key);
+
+  // Regions whose structure has a dynamic-shape kernel: bound to it once it
+  // is ready (their own key's shape as its sizes).
+  std::vector<uint32_t> bind;
+  {
+    auto lock = engine_.lockProfiles();
+    for (uint32_t ri = 0; ri < regions.size(); ++ri) {
+      TraceProfile* rp = regions[ri].profile.get();
+      if (rp && !rp->executable && rp->tier == Tier::Interpreted &&
+          engine_.dynamicKernelCoversLocked(regions[ri].key.structureHash))
+        bind.push_back(ri);
+    }
+  }
+  for (uint32_t ri : bind)
+    engine_.bindRegionDynamic(regionTrace(trace, ids, regions[ri]), regions[ri].key, regions[ri].profile.get());
 
   // The kernels this run can use.
   std::vector<std::shared_ptr<Executable>> exes(regions.size());
   std::vector<std::vector<std::pair<uint32_t, int64_t>>> checks(regions.size());
+  std::vector<std::vector<int64_t>> sizes(regions.size());
   bool any = false;
   {
     auto lock = engine_.lockProfiles();
     for (uint32_t ri = 0; ri < regions.size(); ++ri) {
       TraceProfile* rp = regions[ri].profile.get();
-      if (!rp || !rp->executable || rp->executable->dynamicSizes > 0) continue;
+      if (!rp || !rp->executable) continue;
       exes[ri] = rp->executable;
       checks[ri] = rp->indexChecks;
+      if (rp->executable->dynamicSizes > 0) sizes[ri] = rp->dynamicSizes;
       any = true;
     }
   }
@@ -327,7 +372,7 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
   for (const RegionStep& step : plan->steps) {
     if (step.region >= 0) {
       const auto ri = static_cast<size_t>(step.region);
-      if (exes[ri] && launch(trace, ids, regions[ri], exes[ri], checks[ri], step, lastUse, out)) {
+      if (exes[ri] && launch(trace, ids, regions[ri], exes[ri], checks[ri], sizes[ri], step, lastUse, out)) {
         compiledOps += regions[ri].ops;
         ++launches;
         kernels += static_cast<uint64_t>(exes[ri]->kernelCount());

@@ -57,9 +57,12 @@ class RegionExecutor {
   /// Launches one region's kernel on the values computed so far; false
   /// (nothing changed) when an input failed or an index is out of range:
   /// the interpreter then runs the region and reports it.
+  /// `sizes`: a dynamic-shape kernel's (the region profile's dynamicSizes;
+  /// empty for a static kernel).
   bool launch(const trace::Trace& trace, const std::vector<uint32_t>& ids, const Region& region,
               const std::shared_ptr<Executable>& exe, const std::vector<std::pair<uint32_t, int64_t>>& indexChecks,
-              const RegionStep& step, const std::vector<uint32_t>& lastUse, TraceResult& out);
+              const std::vector<int64_t>& sizes, const RegionStep& step, const std::vector<uint32_t>& lastUse,
+              TraceResult& out);
 
   Engine& engine_;
 };

@@ -286,6 +286,57 @@ TEST(HotRegions, VaryingTripCountRunsTheBodyOnARegionKernel) {
   EXPECT_NE(s.str().find("region_compiles 1"), std::string::npos);
 }
 
+/// The recurrent loop at batch size `batch` (rows of h0 and of each x_t).
+std::vector<float> runBatch(const Recurrent& net, int steps, int64_t batch) {
+  Tensor h = slice(net.h0, 0, 0, batch);
+  for (int t = 0; t < steps; ++t) {
+    Tensor xt = reshape(slice(slice(net.xs, 0, t, t + 1), 1, 0, batch), {batch, Recurrent::kD});
+    h = tanh(matmul(h, net.W) + matmul(xt, net.U) + net.b);
+  }
+  std::vector<float> r = h.to_vector<float>();
+  step();
+  return r;
+}
+
+/// Trip counts and batch sizes that both vary: the body's region key
+/// changes with the batch, so past KILN_MAX_SHAPES (2) batch sizes its
+/// structure gets one dynamic-shape region kernel, which serves the later
+/// sizes; every run matches the interpreter.
+TEST(HotRegions, RegionsAtManyBatchSizesShareADynamicShapeKernel) {
+  Recurrent net;
+  const std::vector<std::pair<int, int64_t>> runs = {{11, 4}, {7, 1}, {23, 3}, {5, 2}, {17, 4},
+                                                     {9, 1},  {26, 3}, {13, 2}, {6, 4}};
+  std::vector<std::vector<float>> reference;
+  {
+    JitScope off(JitMode::Off);
+    for (auto [steps, batch] : runs) reference.push_back(runBatch(net, steps, batch));
+  }
+  freshProcess();
+  JitScope sync(JitMode::Sync, 2);
+  Settings saved = settings(), s = saved;
+  s.max_shapes = 2;
+  set_settings(s);
+  reset_stats();
+  uint64_t launchesAfterThird = 0, stepsAfterThird = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const uint64_t before = stats().region_launches;
+    expectClose(runBatch(net, runs[i].first, runs[i].second), reference[i]);
+    if (i >= 3) {
+      launchesAfterThird += stats().region_launches - before;
+      stepsAfterThird += static_cast<uint64_t>(runs[i].first);
+    }
+  }
+  const Stats st = stats();
+  set_settings(saved);
+  EXPECT_EQ(st.compile_failures + st.region_compile_failures, 0u) << st.str();
+  // Batch sizes 4 and 1: a region kernel each; batch 3, the third shape:
+  // the dynamic-shape kernel (counted as a trace compile), then no more.
+  EXPECT_EQ(st.region_compiles, 2u) << st.str();
+  EXPECT_EQ(st.compiles, 1u) << st.str();
+  // From the fourth run on every step of the body ran compiled.
+  EXPECT_EQ(launchesAfterThird, stepsAfterThird) << st.str();
+}
+
 TEST(HotRegions, AsyncRegionKernelsAreUsedOnceReady) {
   Recurrent net;
   std::vector<std::vector<float>> reference;
