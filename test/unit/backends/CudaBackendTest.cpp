@@ -729,6 +729,40 @@ TEST_F(CudaCompiled, CompiledStepsLaunchTheirKernelsAsThePtxDeclaresThem) {
   EXPECT_GE(hal::deviceContext(kCuda).counters().launches - deviceLaunchesBefore, s.kernel_launches);
 }
 
+/// A matmul (cuBLASLt's, between compiled regions) and the element-wise
+/// work around it at batch sizes that keep changing, with trip counts that
+/// never repeat (no trace recurs, so its recurring body's regions are what
+/// compiles): past KILN_MAX_SHAPES (2) batch sizes the body's regions get
+/// dynamic-shape PTX kernels, which launch for the later sizes; the fake
+/// checks each launch's parameters against the PTX and live memory.
+TEST_F(CudaCompiled, RegionsAtManyBatchSizesLaunchDynamicShapeKernels) {
+  JitScope sync(JitMode::Sync, 2);
+  Settings saved = settings(), few = saved;
+  few.max_shapes = 2;
+  set_settings(few);
+  const Tensor w = from_vector(ramp(16 * 16, -1.0f, 0.01f), {16, 16}).to(kCuda);
+  const Tensor bias = from_vector(ramp(16, 0.1f, 0.02f), {16}).to(kCuda);
+  const size_t rejectedBefore = rejectedLaunches();
+  reset_stats();
+  const std::vector<std::pair<int, int64_t>> runs = {{5, 4}, {7, 1}, {6, 3}, {9, 2}, {4, 5}, {8, 3}};
+  uint64_t launchesLater = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const uint64_t before = stats().region_launches;
+    Tensor h = from_vector(ramp(static_cast<size_t>(runs[i].second) * 16, -0.5f, 0.03f), {runs[i].second, 16}).to(kCuda);
+    for (int t = 0; t < runs[i].first; ++t) h = tanh(matmul(h, w) + bias) * 0.5f;
+    h.to(Device::cpu()).to_vector<float>();
+    step();
+    if (i >= 3) launchesLater += stats().region_launches - before;
+  }
+  hal::deviceContext(kCuda).synchronize();
+  const Stats s = stats();
+  set_settings(saved);
+  EXPECT_EQ(s.compile_failures + s.region_compile_failures, 0u) << s.str();
+  EXPECT_GE(s.compiles, 1u) << "the dynamic-shape region kernel: " << s.str();
+  EXPECT_GT(launchesLater, 0u) << "batch sizes past the second ran the dynamic kernel: " << s.str();
+  EXPECT_EQ(rejectedLaunches(), rejectedBefore);
+}
+
 /// Settings::cuda_graphs (KILN_CUDA_GRAPHS) for the scope: read when a
 /// compiled trace is loaded.
 class ScopedGraphs {
