@@ -100,10 +100,29 @@ LogicalResult moveSizeArguments(func::FuncOp kernel, const trace::TraceGraph &gr
   return success();
 }
 
+FailureOr<SmallVector<OpFoldResult>> dynamicArgumentSizes(func::FuncOp kernel, const trace::TraceGraph &graph,
+                                                          unsigned arg, MemRefType type, OpBuilder &b) {
+  Block &entry = kernel.getBody().front();
+  const unsigned firstSize = graph.inputs.size() + graph.outputs.size();
+  if (!type.getLayout().isIdentity())
+    return kernel.emitError("kiln: dynamic arguments must have the identity layout");
+  const Shape *extents = extentsOf(graph, arg);
+  if (!extents || extents->rank() != type.getRank())
+    return kernel.emitError("kiln: argument extents do not match the graph");
+  SmallVector<OpFoldResult> sizes;
+  for (int d = 0; d < type.getRank(); ++d) {
+    const int64_t extent = (*extents)[d];
+    if (extent >= 0 && type.isDynamicDim(d))
+      return kernel.emitError("kiln: a static graph extent is dynamic in the kernel");
+    sizes.push_back(extent >= 0 ? OpFoldResult(b.getIndexAttr(extent))
+                                : OpFoldResult(entry.getArgument(firstSize + static_cast<unsigned>(-1 - extent))));
+  }
+  return sizes;
+}
+
 LogicalResult bindDynamicArguments(func::FuncOp kernel, const trace::TraceGraph &graph, unsigned numSizes) {
   Block &entry = kernel.getBody().front();
   const unsigned numArgs = graph.inputs.size() + graph.outputs.size();
-  const unsigned firstSize = numArgs;
   if (kernel.getNumArguments() < numArgs + numSizes)
     return kernel.emitError("kiln: unexpected arguments of a dynamic-shape kernel");
   OpBuilder b = OpBuilder::atBlockBegin(&entry);
@@ -113,25 +132,16 @@ LogicalResult bindDynamicArguments(func::FuncOp kernel, const trace::TraceGraph 
     auto type = dyn_cast<MemRefType>(arg.getType());
     if (!type || type.hasStaticShape())
       continue;
-    if (!type.getLayout().isIdentity())
-      return kernel.emitError("kiln: dynamic arguments must have the identity layout");
-    const Shape *extents = extentsOf(graph, a);
-    if (!extents || extents->rank() != type.getRank())
-      return kernel.emitError("kiln: argument extents do not match the graph");
     // Sizes, then row-major strides (static where the trailing extents are).
-    SmallVector<OpFoldResult> sizes, strides(type.getRank());
-    for (int d = 0; d < type.getRank(); ++d) {
-      const int64_t extent = (*extents)[d];
-      if (extent >= 0 && type.isDynamicDim(d))
-        return kernel.emitError("kiln: a static graph extent is dynamic in the kernel");
-      sizes.push_back(extent >= 0 ? OpFoldResult(b.getIndexAttr(extent))
-                                  : OpFoldResult(entry.getArgument(firstSize + static_cast<unsigned>(-1 - extent))));
-    }
+    FailureOr<SmallVector<OpFoldResult>> sizes = dynamicArgumentSizes(kernel, graph, a, type, b);
+    if (failed(sizes))
+      return failure();
+    SmallVector<OpFoldResult> strides(type.getRank());
     OpFoldResult stride = b.getIndexAttr(1);
     for (int d = type.getRank() - 1; d >= 0; --d) {
       strides[d] = stride;
       auto staticStride = getConstantIntValue(stride);
-      auto staticSize = getConstantIntValue(sizes[d]);
+      auto staticSize = getConstantIntValue((*sizes)[d]);
       if (staticStride && staticSize) {
         stride = b.getIndexAttr(*staticStride * *staticSize);
         continue;
@@ -141,10 +151,10 @@ LogicalResult bindDynamicArguments(func::FuncOp kernel, const trace::TraceGraph 
           return value;
         return arith::ConstantIndexOp::create(b, loc, *getConstantIntValue(v));
       };
-      stride = Value(arith::MulIOp::create(b, loc, asValue(stride), asValue(sizes[d])));
+      stride = Value(arith::MulIOp::create(b, loc, asValue(stride), asValue((*sizes)[d])));
     }
     arg.setType(MemRefType::get({}, type.getElementType()));
-    auto cast = memref::ReinterpretCastOp::create(b, loc, type, arg, b.getIndexAttr(0), sizes, strides);
+    auto cast = memref::ReinterpretCastOp::create(b, loc, type, arg, b.getIndexAttr(0), *sizes, strides);
     arg.replaceAllUsesExcept(cast.getResult(), cast);
   }
   SmallVector<Type> argTypes(entry.getArgumentTypes());

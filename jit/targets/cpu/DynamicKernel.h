@@ -33,6 +33,15 @@ int64_t dynamicSizeCount(const trace::TraceGraph &graph);
 mlir::LogicalResult moveSizeArguments(mlir::func::FuncOp kernel, const trace::TraceGraph &graph,
                                       unsigned numSizes);
 
+/// The extents of input or output argument `arg` (of memref type `type`,
+/// identity layout) of a dynamic-shape kernel whose size arguments follow
+/// its inputs and outputs: constants from the graph, or those size
+/// arguments. Fails, with an error on the kernel, when the type does not
+/// match the graph.
+mlir::FailureOr<llvm::SmallVector<mlir::OpFoldResult>>
+dynamicArgumentSizes(mlir::func::FuncOp kernel, const trace::TraceGraph &graph, unsigned arg, mlir::MemRefType type,
+                     mlir::OpBuilder &b);
+
 /// Before lowering to loops: gives each input and output argument with
 /// dynamic extents a rank-0 type (a bare pointer) and rebuilds its memref at
 /// the kernel's entry with memref.reinterpret_cast from the size arguments

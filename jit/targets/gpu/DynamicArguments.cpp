@@ -2,6 +2,8 @@
 
 #include "jit/targets/gpu/DynamicArguments.h"
 
+#include "jit/targets/cpu/DynamicKernel.h"
+
 #include <functional>
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -89,21 +91,11 @@ LogicalResult bindFlatDynamicArguments(func::FuncOp kernel, const trace::TraceGr
     auto type = dyn_cast<MemRefType>(arg.getType());
     if (!type || type.hasStaticShape() || type.getRank() < 2)
       continue;
-    if (!type.getLayout().isIdentity())
-      return kernel.emitError("kiln: dynamic arguments must have the identity layout");
-    const Shape &extents =
-        a < graph.inputs.size() ? graph.nodes[graph.inputs[a]].shape
-                                : graph.nodes[graph.outputs[a - graph.inputs.size()]].shape;
-    if (extents.rank() != type.getRank())
-      return kernel.emitError("kiln: argument extents do not match the graph");
-    SmallVector<OpFoldResult> sizes;
-    for (int d = 0; d < type.getRank(); ++d) {
-      const int64_t extent = extents[d];
-      sizes.push_back(extent >= 0 ? OpFoldResult(b.getIndexAttr(extent))
-                                  : OpFoldResult(entry.getArgument(numArgs + static_cast<unsigned>(-1 - extent))));
-    }
+    FailureOr<SmallVector<OpFoldResult>> sizes = cpu::dynamicArgumentSizes(kernel, graph, a, type, b);
+    if (failed(sizes))
+      return failure();
     arg.setType(MemRefType::get({ShapedType::kDynamic}, type.getElementType()));
-    Value expanded = expandTo(b, loc, type, arg, sizes);
+    Value expanded = expandTo(b, loc, type, arg, *sizes);
     arg.replaceAllUsesExcept(expanded, expanded.getDefiningOp());
   }
   SmallVector<Type> argTypes(entry.getArgumentTypes());

@@ -76,11 +76,7 @@ class CudaExecutable final : public exec::Executable {
   void launch(void** args) const override {
     device_.makeCurrent();
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!program_.empty()) {
-      const int64_t* sizes = launchSizes(args, inputs_, outputs_, sizes_);
-      exec::runLaunchProgram(program_, sizes, steps_);
-      checkScratchOffsets(dispatches_, steps_, dynamicScratchBytes(sizes));
-    }
+    runLaunchProgram(*this, program_, dispatches_, args, inputs_, outputs_, sizes_, steps_);
     bool empty = false;  // a launch with nothing to do (a size-0 extent)
     for (std::size_t k = 0; k < dispatches_.size(); ++k) {
       const std::vector<exec::DispatchArg>& a = dispatches_[k].args;

@@ -46,8 +46,13 @@ std::array<uint32_t, 3> gridOf(const exec::KernelDispatch& d, const std::vector<
   return grid;
 }
 
-void checkScratchOffsets(const std::vector<exec::KernelDispatch>& dispatches, const std::vector<int64_t>& values,
-                         std::size_t scratchBytes) {
+void runLaunchProgram(const exec::Executable& exe, const std::vector<exec::LaunchExpr>& program,
+                      const std::vector<exec::KernelDispatch>& dispatches, void** args, uint32_t inputs,
+                      uint32_t outputs, int dynamicSizes, std::vector<int64_t>& values) {
+  if (program.empty() || dynamicSizes <= 0) return;
+  const auto* sizes = static_cast<const int64_t*>(args[inputs + outputs + 1]);
+  exec::runLaunchProgram(program, sizes, values);
+  const std::size_t scratchBytes = exe.dynamicScratchBytes(sizes);
   for (const exec::KernelDispatch& d : dispatches)
     for (const exec::DispatchArg& a : d.args) {
       if (a.kind != exec::DispatchArg::Kind::ScratchAt) continue;

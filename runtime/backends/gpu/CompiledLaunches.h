@@ -25,11 +25,16 @@ std::string checkLaunches(const exec::KernelImage& image);
 /// launch has nothing to do. Throws kiln::Error for a grid no GPU launches.
 std::array<uint32_t, 3> gridOf(const exec::KernelDispatch& d, const std::vector<int64_t>& values);
 
-/// Throws kiln::Error when a ScratchAt argument of `dispatches` lies outside
-/// the `scratchBytes` a dynamic-shape kernel's sizes give it
-/// (Executable::dynamicScratchBytes): a damaged launch program.
-void checkScratchOffsets(const std::vector<exec::KernelDispatch>& dispatches, const std::vector<int64_t>& values,
-                         std::size_t scratchBytes);
+/// A dynamic-shape kernel's launch program (`program`, of `exe`, whose
+/// launches are `dispatches`) run on this launch's sizes: Executable::launch's
+/// argument after the scratch buffer (`inputs` input and `outputs` output
+/// buffers precede it; `dynamicSizes` of them), into `values`, one per
+/// step. Throws kiln::Error when a ScratchAt argument lies outside the
+/// scratch those sizes give `exe` (Executable::dynamicScratchBytes): a
+/// damaged program. Nothing for a kernel without a program.
+void runLaunchProgram(const exec::Executable& exe, const std::vector<exec::LaunchExpr>& program,
+                      const std::vector<exec::KernelDispatch>& dispatches, void** args, uint32_t inputs,
+                      uint32_t outputs, int dynamicSizes, std::vector<int64_t>& values);
 
 /// The 8-byte value of argument `a`, given Executable::launch's arguments
 /// (`inputs` input buffers, `outputs` output buffers, the scratch buffer)
@@ -50,10 +55,5 @@ inline uint64_t launchArgument(const exec::DispatchArg& a, void** args, uint32_t
   return 0;
 }
 
-/// The sizes of a dynamic-shape kernel's launch: Executable::launch's
-/// argument after the scratch buffer (null for a static kernel).
-inline const int64_t* launchSizes(void** args, uint32_t inputs, uint32_t outputs, int dynamicSizes) {
-  return dynamicSizes > 0 ? static_cast<const int64_t*>(args[inputs + outputs + 1]) : nullptr;
-}
 
 }  // namespace kiln::hal

@@ -47,11 +47,7 @@ class ZeExecutable final : public exec::Executable {
     // A kernel's arguments are state of the kernel handle: set and appended
     // under one lock, so concurrent launches do not mix them.
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!program_.empty()) {
-      const int64_t* sizes = launchSizes(args, inputs_, outputs_, sizes_);
-      exec::runLaunchProgram(program_, sizes, values_);
-      checkScratchOffsets(dispatches_, values_, dynamicScratchBytes(sizes));
-    }
+    runLaunchProgram(*this, program_, dispatches_, args, inputs_, outputs_, sizes_, values_);
     // Every grid first: one no GPU launches fails the run before any kernel.
     grids_.resize(dispatches_.size());
     for (std::size_t k = 0; k < dispatches_.size(); ++k) grids_[k] = gridOf(dispatches_[k], values_);

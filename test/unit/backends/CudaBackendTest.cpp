@@ -887,6 +887,14 @@ std::vector<std::string> compiledLaunchLines(size_t from) {
   return lines;
 }
 
+/// The compiled launches one launch of `exe` with `args` makes on `ctx`.
+std::vector<std::string> launchLines(hal::DeviceContext& ctx, const exec::Executable& exe, void** args) {
+  fakeHook<void()>("kiln_fake_cuda_clear_log")();
+  exe.launch(args);
+  ctx.synchronize();
+  return compiledLaunchLines(0);
+}
+
 /// `image` loaded twice on `ctx`: launching as a CUDA graph (from its
 /// second launch) and kernel by kernel (KILN_CUDA_GRAPHS=0).
 std::pair<std::shared_ptr<exec::Executable>, std::shared_ptr<exec::Executable>> loadWithAndWithoutGraphs(
@@ -931,16 +939,11 @@ TEST_F(CudaCompiled, GraphLaunchesPassTheParametersKernelLaunchesDo) {
   void* c[3] = {a[0], block(), a[2]};  // only the output elsewhere
   const hal::DeviceCounters before = ctx.counters();
   const size_t rejectedBefore = rejectedLaunches();
-  auto launches = [&](const exec::Executable& exe, void** args) {
-    fakeHook<void()>("kiln_fake_cuda_clear_log")();
-    exe.launch(args);
-    ctx.synchronize();
-    return compiledLaunchLines(0);
-  };
   // First launch kernel by kernel, then the graph: built, launched as it
   // is, updated when the buffers move, updated back.
   for (void** args : {a, a, a, b, b, a, c}) {
-    const std::vector<std::string> viaGraph = launches(*graphed, args), oneByOne = launches(*direct, args);
+    const std::vector<std::string> viaGraph = launchLines(ctx, *graphed, args),
+                                   oneByOne = launchLines(ctx, *direct, args);
     ASSERT_EQ(oneByOne.size(), 2u);
     EXPECT_EQ(viaGraph, oneByOne);
   }
@@ -1000,13 +1003,8 @@ TEST_F(CudaCompiled, DynamicShapeLaunchesComputeTheirGridsAndArgumentsFromTheSiz
   for (int64_t n : {1000, 1000, 5, 0, 300, 1000}) {
     SCOPED_TRACE(n);
     void* args[4] = {in, out, scratch, &n};
-    std::vector<std::vector<std::string>> lines;
-    for (const exec::Executable* exe : {graphed.get(), direct.get()}) {
-      fakeHook<void()>("kiln_fake_cuda_clear_log")();
-      exe->launch(args);
-      ctx.synchronize();
-      lines.push_back(compiledLaunchLines(0));
-    }
+    const std::vector<std::vector<std::string>> lines = {launchLines(ctx, *graphed, args),
+                                                         launchLines(ctx, *direct, args)};
     EXPECT_EQ(lines[0], lines[1]) << "a graph launches what kernel-by-kernel launches do";
     if (n == 0) {
       EXPECT_TRUE(lines[1].empty());
