@@ -211,11 +211,15 @@ struct Settings {
   /// between compiled regions (KILN_CUDA_ROW_KERNELS; not yet measured on a
   /// GPU).
   bool cuda_row_kernels = false;
+
+  bool operator==(const Settings&) const = default;
 };
 const Settings& settings();
 /// Replaces the settings (the C ABI's kiln_set_option uses this). New values
 /// apply to traces flushed afterwards; references returned by settings()
-/// before stay valid (they keep the old values). A value outside its range
+/// before stay valid (they keep the old values; settings equal to ones set
+/// before reuse that snapshot, so switching among a few configurations, as a
+/// scoped override does, takes no more memory each time). A value outside its range
 /// (README, "Environment variables") throws kiln::Error and changes nothing;
 /// choices are stored in lower case.
 void set_settings(const Settings& s);

@@ -324,8 +324,10 @@ const char* to_string(JitMode mode) {
 
 namespace {
 // The current settings: an immutable snapshot. set_settings() publishes a new
-// one and keeps the old ones alive (they are small and rarely replaced), so a
-// reference returned by settings() never dangles.
+// one and keeps the old ones alive, so a reference returned by settings()
+// never dangles; settings equal to an earlier snapshot publish that one, so
+// the snapshots are as many as the distinct configurations a program sets
+// (a loop that scopes an override per call would otherwise grow without end).
 std::atomic<const Settings*> gSettings{nullptr};
 std::mutex gSettingsMutex;
 /// Every snapshot ever published, kept reachable (guarded by gSettingsMutex;
@@ -366,8 +368,10 @@ void set_settings(const Settings& s) {
   settings();  // read the environment first, once
   const Settings checked = exec::checkedSettings(s);
   std::lock_guard<std::mutex> lock(gSettingsMutex);
-  auto* next = new Settings(checked);
-  snapshots().emplace_back(next);
+  const Settings* next = nullptr;
+  for (const auto& snapshot : snapshots())
+    if (*snapshot == checked) next = snapshot.get();
+  if (!next) next = snapshots().emplace_back(std::make_unique<const Settings>(checked)).get();
   if (next->num_threads != gSettings.load()->num_threads) applyThreadLimit(next->num_threads);
   gSettings.store(next, std::memory_order_release);
   exec::log().set_level(spdlog::level::from_str(next->log_level));

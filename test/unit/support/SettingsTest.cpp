@@ -169,6 +169,29 @@ TEST(Settings, SetSettingsChecksRangesAndNormalizesCase) {
   EXPECT_EQ(s.log_level, "warn");
 }
 
+/// A scoped override set and undone on every call (as JitScope, or Python's
+/// `with kiln.settings(...)` does) publishes one snapshot per distinct
+/// configuration, not one per call; earlier references keep their values.
+TEST(Settings, SettingsEqualToEarlierOnesReuseTheirSnapshot) {
+  const Settings saved = settings();
+  Settings other = saved;
+  other.max_shapes = saved.max_shapes + 3;
+  set_settings(other);
+  const Settings* first = &settings();
+  EXPECT_EQ(first->max_shapes, saved.max_shapes + 3);
+  set_settings(saved);
+  const Settings* savedSnapshot = &settings();
+  EXPECT_NE(savedSnapshot, first);
+  for (int i = 0; i < 1000; ++i) {
+    set_settings(other);
+    ASSERT_EQ(&settings(), first) << "call " << i;
+    set_settings(saved);
+    ASSERT_EQ(&settings(), savedSnapshot) << "call " << i;
+  }
+  EXPECT_EQ(first->max_shapes, saved.max_shapes + 3) << "an earlier reference keeps its values";
+  EXPECT_EQ(settings(), saved);
+}
+
 TEST(Settings, JitModeIsAnEnumParsedByTheTable) {
   const SettingInfo& jit = *findSetting("KILN_JIT");
   Settings s;
