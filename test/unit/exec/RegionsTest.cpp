@@ -3,7 +3,10 @@
 // results equal to the interpreter's. Needs libkiln_jit.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <set>
 
@@ -335,6 +338,55 @@ TEST(HotRegions, RegionsAtManyBatchSizesShareADynamicShapeKernel) {
   EXPECT_EQ(st.compiles, 1u) << st.str();
   // From the fourth run on every step of the body ran compiled.
   EXPECT_EQ(launchesAfterThird, stepsAfterThird) << st.str();
+}
+
+/// The dynamic-shape region kernel of the test above, stored in a disk
+/// cache, serves a replaying process (nothing compiled) at batch sizes no
+/// process compiled for.
+TEST(HotRegions, ReplayRunsRegionsOfNewShapesOnTheCachedDynamicShapeKernel) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kiln-region-dyn-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  Recurrent net;
+  const std::vector<std::pair<int, int64_t>> compiled = {{11, 4}, {7, 1}, {23, 3}};
+  const std::vector<std::pair<int, int64_t>> replayed = {{9, 2}, {13, 3}, {6, 4}, {17, 1}};
+  std::vector<std::vector<float>> reference;
+  {
+    JitScope off(JitMode::Off);
+    for (auto [steps, batch] : replayed) reference.push_back(runBatch(net, steps, batch));
+  }
+  auto withCache = [&](Settings s) {
+    s.cache = "on";
+    s.cache_dir = dir.string();
+    s.max_shapes = 2;
+    set_settings(s);
+  };
+  freshProcess();
+  {
+    JitScope sync(JitMode::Sync, 2);
+    withCache(settings());
+    reset_stats();
+    for (auto [steps, batch] : compiled) runBatch(net, steps, batch);
+    const Stats st = stats();
+    ASSERT_EQ(st.compiles, 1u) << "the dynamic-shape region kernel: " << st.str();
+    ASSERT_EQ(st.region_compiles, 2u) << st.str();
+  }
+  freshProcess();
+  JitScope replay(JitMode::Replay, 2);
+  withCache(settings());
+  reset_stats();
+  uint64_t steps = 0;
+  for (size_t i = 0; i < replayed.size(); ++i) {
+    expectClose(runBatch(net, replayed[i].first, replayed[i].second), reference[i]);
+    steps += static_cast<uint64_t>(replayed[i].first);
+  }
+  const Stats st = stats();
+  EXPECT_EQ(st.compiles + st.region_compiles, 0u) << st.str();
+  // Batch 2, which no process compiled for, from the dynamic-shape kernel;
+  // 3 and 4 from it or from their own static kernels; 1 from its own.
+  EXPECT_EQ(st.region_launches, steps) << st.str();
+  freshProcess();
+  fs::remove_all(dir);
 }
 
 TEST(HotRegions, AsyncRegionKernelsAreUsedOnceReady) {
