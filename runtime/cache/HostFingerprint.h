@@ -12,7 +12,9 @@ namespace kiln::exec {
 /// triple, cpu (vendor family-model-stepping), features (sorted "+name"
 /// list of the ISA extensions code generation may use), cpuid (the raw
 /// feature words, so that two CPUs LLVM could tell apart never share a
-/// kernel) and pipeline (digest of the compiler's sources). Computed once.
+/// kernel), llc (bytes of the last-level cache, which decides where the
+/// compiler uses streaming stores) and pipeline (digest of the compiler's
+/// sources). Computed once.
 const std::string& hostFingerprint();
 
 }  // namespace kiln::exec

@@ -28,6 +28,7 @@
 #include "jit/targets/cpu/StreamingStores.h"
 #include "runtime/cache/HostFingerprint.h"
 #include "runtime/exec/CompileQueue.h"
+#include "runtime/support/HostCaches.h"
 #include "runtime/support/Settings.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -240,7 +241,9 @@ class CpuCompiler final : public TargetPipeline {
     // written into the output row would be read back).
     const std::string rows = std::string(kCpuFuseLoopsInRows) + ",func.func(kiln-cpu-streaming-stores{num-inputs=" +
                              std::to_string(graph.inputs.size()) + " num-outputs=" +
-                             std::to_string(graph.outputs.size()) + "})," + kCpuRowBuffersIntoOutputs +
+                             std::to_string(graph.outputs.size()) + " min-footprint-bytes=" +
+                             std::to_string(streamingFootprintBytes(exec::lastLevelCacheBytes())) + "})," +
+                             kCpuRowBuffersIntoOutputs +
                              ",kiln-cpu-outline-parallel-loops{kernel=" +
                              kernelName + "},kiln-cpu-outline-serial-parts{kernel=" + kernelName +
                              " part-ops=" + std::to_string(kSerialPartOps) + "}," + kCpuIeeeMinMax + "," +

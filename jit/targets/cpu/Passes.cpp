@@ -284,7 +284,7 @@ struct BlockWideSums : impl::KilnCpuBlockWideSumsBase<BlockWideSums> {
 
 struct StreamingStores : impl::KilnCpuStreamingStoresBase<StreamingStores> {
   using Base::Base;
-  void runOnOperation() override { markStreamingStores(getOperation(), numInputs, numOutputs, minBytes); }
+  void runOnOperation() override { markStreamingStores(getOperation(), numInputs, numOutputs, minBytes, minFootprintBytes); }
 };
 
 struct HoistRowBuffers : impl::KilnCpuHoistRowBuffersBase<HoistRowBuffers> {

@@ -681,7 +681,8 @@ def KilnCpuStreamingStores
   let summary = "Mark the stores into large outputs the kernel never reads non-temporal";
   let description = [{
     On the kernel's loops (`num-inputs` input memrefs, then `num-outputs`
-    out-params): an out-param of static shape and at least `min-bytes`
+    out-params), if those memrefs take at least `min-footprint-bytes` in
+    all: an out-param of static shape and at least `min-bytes`
     bytes whose every use, through view-like ops, is the memref of a
     `memref.store` gets those stores marked `nontemporal` (they write its
     lines without reading them first), except the stores in loop bodies of
@@ -701,6 +702,9 @@ def KilnCpuStreamingStores
     Option<"numOutputs", "num-outputs", "unsigned", "0", "Out-params (the arguments after the inputs)">,
     Option<"minBytes", "min-bytes", "int64_t", "::kiln::jit::cpu::kStreamingOutputBytes",
            "Smallest output written with streaming stores">,
+    Option<"minFootprintBytes", "min-footprint-bytes", "int64_t", "0",
+           "Smallest total of the kernel's static input and output memrefs for any store to stream "
+           "(the compiler passes streamingFootprintBytes of the host's last-level cache)">,
   ];
 }
 

@@ -316,16 +316,28 @@ void registerStreamingStorePasses(llvm::PassBuilder &pb) {
       });
 }
 
-int markStreamingStores(mlir::func::FuncOp fn, unsigned numInputs, unsigned numOutputs, int64_t minBytes) {
+/// Bytes of a memref of static shape and int or float elements; -1 otherwise.
+static int64_t staticBytes(mlir::Type type) {
+  auto memref = llvm::dyn_cast<mlir::MemRefType>(type);
+  if (!memref || !memref.hasStaticShape() || !memref.getElementType().isIntOrFloat())
+    return -1;
+  const int64_t bits = memref.getElementType().getIntOrFloatBitWidth();
+  return bits % 8 == 0 ? memref.getNumElements() * (bits / 8) : -1;
+}
+
+int markStreamingStores(mlir::func::FuncOp fn, unsigned numInputs, unsigned numOutputs, int64_t minBytes,
+                        int64_t minFootprintBytes) {
   if (fn.isExternal() || numInputs + numOutputs > fn.getNumArguments())
+    return 0;
+  int64_t footprint = 0;
+  for (unsigned i = 0; i < numInputs + numOutputs; ++i)
+    footprint += std::max<int64_t>(staticBytes(fn.getArgument(i).getType()), 0);
+  if (footprint < minFootprintBytes)
     return 0;
   int marked = 0;
   for (unsigned i = numInputs; i < numInputs + numOutputs; ++i) {
-    auto type = llvm::dyn_cast<mlir::MemRefType>(fn.getArgument(i).getType());
-    if (!type || !type.hasStaticShape() || !type.getElementType().isIntOrFloat())
-      continue;
-    const int64_t bits = type.getElementType().getIntOrFloatBitWidth();
-    if (bits % 8 != 0 || type.getNumElements() * (bits / 8) < minBytes)
+    const int64_t bytes = staticBytes(fn.getArgument(i).getType());
+    if (bytes < 0 || bytes < minBytes)
       continue;
     llvm::SmallVector<mlir::memref::StoreOp> stores;
     if (!collectStores(fn.getArgument(i), stores))

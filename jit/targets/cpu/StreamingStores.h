@@ -30,18 +30,30 @@ class PassBuilder;
 
 namespace kiln::jit::cpu {
 
-/// Outputs of at least this many bytes are written with streaming stores:
-/// half of this machine kind's L3 (32 MiB), so that with what it is
-/// computed from an output that size hardly stays in cache for whoever
-/// reads it next. A softmax or layer_norm [4096, 1024] (16 MiB) qualifies.
+/// Outputs of at least this many bytes may be written with streaming
+/// stores: a softmax or layer_norm [4096, 1024] (16 MiB) qualifies.
 inline constexpr int64_t kStreamingOutputBytes = int64_t{16} << 20;
+
+/// ... and only in a kernel whose input and output buffers together take at
+/// least half of the last-level cache (`llcBytes`, exec::lastLevelCacheBytes):
+/// below that, what it writes stays in cache for whoever reads it next, and
+/// a streaming store sends it to memory for nothing. A 2-core Zen 3 (32 MiB
+/// L3): 16 MiB, every output above streams, as measured there. A 2-core
+/// slice of a Xeon reporting a 480 MiB L3: 240 MiB, where plain stores took
+/// softmax [4096, 1024] (32 MiB in and out) from 1.08 to 0.83 ms and
+/// layer_norm from 0.80 to 0.60 ms, chain8 (128 MiB) ran as fast either way
+/// (6.9 ms), and a*b+c over 2^24 floats (256 MiB) still wants streaming
+/// stores (5.2 ms; 7.1 with plain ones). Medians of 3 alternating runs of
+/// bench/kiln_bench, 2 threads.
+inline int64_t streamingFootprintBytes(int64_t llcBytes) { return llcBytes / 2; }
 
 /// Operations in a store's loop body above which the loop counts as
 /// compute-bound and keeps plain stores.
 inline constexpr int64_t kStreamingMaxLoopOps = 24;
 
 /// In the bufferized kernel `fn` (`numInputs` input memrefs, then
-/// `numOutputs` out-params), marks `nontemporal` every memref.store into
+/// `numOutputs` out-params) whose static input and output memrefs take at
+/// least `minFootprintBytes` in all, marks `nontemporal` every memref.store into
 /// an out-param of static shape and at least `minBytes` bytes whose every
 /// use, through view-like ops, is the memref of a memref.store (no load,
 /// call, copy or linalg op reads or writes it otherwise), except stores
@@ -49,7 +61,8 @@ inline constexpr int64_t kStreamingMaxLoopOps = 24;
 /// may share its buffer with an input (buffer donation) qualifies too: the
 /// input's element is read before the store that replaces it, in the same
 /// iteration. Returns the number of stores marked.
-int markStreamingStores(mlir::func::FuncOp fn, unsigned numInputs, unsigned numOutputs, int64_t minBytes);
+int markStreamingStores(mlir::func::FuncOp fn, unsigned numInputs, unsigned numOutputs, int64_t minBytes,
+                        int64_t minFootprintBytes = 0);
 
 /// Makes Kiln's streaming-store passes known to `pb`'s pipeline parser: the
 /// function passes `kiln-hide-nontemporal` and `kiln-restore-nontemporal`

@@ -21,6 +21,7 @@
 #include "runtime/exec/CompileTarget.h"
 #include "runtime/exec/Executable.h"
 #include "runtime/cache/HostFingerprint.h"
+#include "runtime/support/HostCaches.h"
 #include "runtime/trace/TraceGraph.h"
 
 extern char** environ;
@@ -96,6 +97,22 @@ TEST(CompileTarget, NamesFormatsAndFingerprints) {
   EXPECT_NE(sm90.fingerprint().find("target=nvptx sm_90"), std::string::npos);
   EXPECT_EQ(sm90.fingerprint().find("cpuid="), std::string::npos);
   EXPECT_NE(sm90.fingerprint().find("pipeline="), std::string::npos);
+  // The host's last-level cache decides where kernels use streaming stores
+  // (StreamingStores.h): a kernel compiled on a machine with another one is
+  // not this machine's.
+  EXPECT_NE(host.fingerprint().find("\nllc=" + std::to_string(lastLevelCacheBytes()) + "\n"), std::string::npos);
+  EXPECT_EQ(sm90.fingerprint().find("llc="), std::string::npos);
+}
+
+TEST(HostCaches, SysfsSizesParseAndTheLastLevelCacheIsKnown) {
+  EXPECT_EQ(parseCacheSize("491520K"), int64_t{491520} << 10);
+  EXPECT_EQ(parseCacheSize("32M\n"), int64_t{32} << 20);
+  EXPECT_EQ(parseCacheSize("1G"), int64_t{1} << 30);
+  EXPECT_EQ(parseCacheSize("65536"), 65536);
+  for (const char* bad : {"", "K", "12Q", "-4K", "1.5M", "9999999999999K"}) EXPECT_EQ(parseCacheSize(bad), -1) << bad;
+  // At least an L1's worth, at most what any machine has.
+  EXPECT_GE(lastLevelCacheBytes(), int64_t{32} << 10);
+  EXPECT_LE(lastLevelCacheBytes(), int64_t{1} << 40);
 }
 
 TEST(CompileTarget, HostPipelineReportsItsDispatch) {

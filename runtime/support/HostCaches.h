@@ -1,0 +1,31 @@
+// HostCaches: the size of this machine's last-level cache, for decisions that
+// depend on what stays in cache between kernels (streaming stores,
+// jit/targets/cpu/StreamingStores.h). Machines of one kind differ here: a
+// 2-core Zen 3 sees a 32 MiB L3, a 2-core slice of a large Xeon 480 MiB.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace kiln::exec {
+
+/// What lastLevelCacheBytes() assumes where the kernel does not say (the
+/// 2-core Zen 3's L3).
+inline constexpr int64_t kDefaultLastLevelCacheBytes = int64_t{32} << 20;
+
+/// Bytes of the highest-level data or unified cache CPU 0 reports
+/// (/sys/devices/system/cpu/cpu0/cache), read once; the default where it
+/// cannot be read.
+int64_t lastLevelCacheBytes();
+
+/// Makes lastLevelCacheBytes() return `bytes` (0: the machine's again), so
+/// that tests of what the compiler does with it do the same on every
+/// machine. Tests only, with the disk cache off: the host fingerprint keeps
+/// whatever it read first.
+void setLastLevelCacheBytesForTesting(int64_t bytes);
+
+/// A sysfs cache size ("491520K", "32M", "1G", "65536") in bytes; -1 if it
+/// is not one.
+int64_t parseCacheSize(std::string_view text);
+
+}  // namespace kiln::exec
