@@ -146,10 +146,17 @@ inline constexpr uint32_t kPreloadCompilerFromOps = 64;
 class CompileCostModel {
  public:
   /// Fixed cost per compile (pipeline set-up, linking, loading) and the
-  /// prior per-op cost: a 2-core Zen 3 compiled a 889-op training step in
-  /// about 900 ms of one thread, a 10-op trace in 30 ms.
+  /// prior per-op cost, which decides a process's first compiles: the
+  /// transformer bench's 889-op step compiled in 414 ms (2-core Zen 3, Full)
+  /// and its Quick kernel in 290-330 ms of the compile thread (2-core Xeon,
+  /// AVX-512); a 10-op trace in 20-24 ms. The earlier prior of 1 ms an op
+  /// (909 ms for that step) made its payback hang on its first interpreted
+  /// run's noise on the Xeon: at 13.5 ms, 134 runs, so it compiled at the
+  /// lowest priority and its kernel came at steps 100-137 (the first 200
+  /// steps took 0.85-0.9 of their interpreted time); at 20 ms, 91 runs, an
+  /// urgent compile and the kernel at step 27 (0.65).
   static constexpr double kFixedMs = 20;
-  static constexpr double kPriorMsPerOp = 1.0;
+  static constexpr double kPriorMsPerOp = 0.45;
 
   double estimateMs(uint32_t ops) const { return kFixedMs + msPerOp_ * ops; }
   /// A Full compile of `ops` ops took `cpuMs` of its thread: the per-op
