@@ -284,7 +284,9 @@ struct BlockWideSums : impl::KilnCpuBlockWideSumsBase<BlockWideSums> {
 
 struct StreamingStores : impl::KilnCpuStreamingStoresBase<StreamingStores> {
   using Base::Base;
-  void runOnOperation() override { markStreamingStores(getOperation(), numInputs, numOutputs, minBytes, minFootprintBytes); }
+  void runOnOperation() override {
+    markStreamingStores(getOperation(), numInputs, numOutputs, minBytes, minFootprintBytes);
+  }
 };
 
 struct HoistRowBuffers : impl::KilnCpuHoistRowBuffersBase<HoistRowBuffers> {
