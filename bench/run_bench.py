@@ -628,7 +628,7 @@ def write_md(path, meta, table, goal_list, quick):
              f"lasting at least {'0.1' if quick else '0.4'} s (C++) / {'0.1' if quick else '0.3'} s (Python) after "
              "warm-up runs. Kiln rows warm up 1–3 runs first; a compiled row is timed only if its warm-up ran compiled "
              "code (`KILN_JIT=sync`, threshold 1), otherwise it reports an error; then the row's hot GEMM shapes finish "
-             "their tier-2 blocking trials (`KILN_TUNE`; at most 64 more runs), as in a long-running loop. jax.jit and "
+             "their tier-2 blocking trials (`KILN_TUNE`; at most 64 more runs, confirming runs included), as in a long-running loop. jax.jit and "
              "torch.compile compile during warm-up. Wall-clock time everywhere.")
     L.append("- Median: the median of all repetitions of all rounds. Spread: (max − min) / median over the same "
              "samples. Ratio to best peer: best non-Kiln median / this row's median (> 1: faster than every peer). "

@@ -152,8 +152,9 @@ void Tuner::report(const std::string& site, size_t candidate, double seconds) {
   counters().tuneSitesSettled++;
   const std::vector<std::string>& names = it->second.candidates;
   if (session.winner() == 0)
-    log().info("tuning: {} keeps the default {} (no other blocking was {:.0f} % faster)", site, names[0],
-               policy_.minGain * 100);
+    log().info("tuning: {} keeps the default {} (no other blocking was {:.0f} % faster, or stayed so in its "
+               "confirming runs)",
+               site, names[0], policy_.minGain * 100);
   else
     log().info("tuning: {} runs {}: {:.1f} % faster than the default {}", site, names[session.winner()],
                session.gain() * 100, names[0]);

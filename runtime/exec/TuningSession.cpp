@@ -20,10 +20,21 @@ size_t TuningSession::next(bool* trial) {
   *trial = false;
   if (phase_ == Phase::Warming && ++calls_ >= policy_.warmCalls) phase_ = Phase::Trying;
   if (phase_ != Phase::Trying) return winner_;
-  const size_t n = samples_.size(), total = n * static_cast<size_t>(policy_.rounds);
-  if (handed_ == total) return 0;  // every trial is out; the default until the last reports
-  // Round r visits the candidates starting at r: 0 1 2 | 1 2 0 | 2 0 1 ...
-  const size_t round = handed_ / n, candidate = (handed_ % n + round) % n;
+  // Every trial is out: the default until the last reports (and, after the
+  // rounds, until they have named a contender or decided).
+  if (handed_ == plannedTrials()) return 0;
+  const size_t n = samples_.size();
+  size_t candidate;
+  if (handed_ < roundTrials()) {
+    // Round r visits the candidates starting at r: 0 1 2 | 1 2 0 | 2 0 1 ...
+    const size_t round = handed_ / n;
+    candidate = (handed_ % n + round) % n;
+  } else {
+    // Confirming pairs, their order alternating: 0 c | c 0 | 0 c ...
+    const size_t k = handed_ - roundTrials();
+    const bool defaultFirst = (k / 2) % 2 == 0;
+    candidate = (k % 2 == 0) == defaultFirst ? 0 : contender_;
+  }
   ++handed_;
   *trial = true;
   return candidate;
@@ -31,8 +42,13 @@ size_t TuningSession::next(bool* trial) {
 
 void TuningSession::report(size_t candidate, double seconds) {
   if (phase_ != Phase::Trying || candidate >= samples_.size()) return;
-  if (seconds >= 0) samples_[candidate].push_back(seconds);
-  if (++reported_ == samples_.size() * static_cast<size_t>(policy_.rounds)) decide();
+  if (!contender_) {
+    if (seconds >= 0) samples_[candidate].push_back(seconds);
+    if (++reported_ == roundTrials()) chooseContender();
+    return;
+  }
+  if (seconds >= 0 && (candidate == 0 || candidate == contender_)) confirming_[candidate == 0 ? 0 : 1].push_back(seconds);
+  if (++reported_ == plannedTrials()) confirm();
 }
 
 namespace {
@@ -44,24 +60,31 @@ double median(std::vector<double> v) {
 }
 }  // namespace
 
-void TuningSession::decide() {
-  phase_ = Phase::Decided;
-  winner_ = 0;
-  gain_ = 0;
+void TuningSession::chooseContender() {
   const double base = median(samples_[0]);
-  if (base <= 0) return;  // no time for the default: nothing to beat
   size_t best = 0;
   double bestTime = base;
-  for (size_t i = 1; i < samples_.size(); ++i) {
+  for (size_t i = 1; base > 0 && i < samples_.size(); ++i) {
     const double t = median(samples_[i]);
     if (t > 0 && t < bestTime) {
       best = i;
       bestTime = t;
     }
   }
-  if (best != 0 && base / bestTime - 1.0 >= policy_.minGain) {
-    winner_ = best;
-    gain_ = base / bestTime - 1.0;
+  // No time for the default: nothing to beat.
+  if (best == 0 || base / bestTime - 1.0 < policy_.minGain) {
+    phase_ = Phase::Decided;
+    return;
+  }
+  contender_ = best;  // confirming runs follow (next)
+}
+
+void TuningSession::confirm() {
+  phase_ = Phase::Decided;
+  const double base = median(confirming_[0]), time = median(confirming_[1]);
+  if (base > 0 && time > 0 && base / time - 1.0 >= policy_.minGain) {
+    winner_ = contender_;
+    gain_ = base / time - 1.0;
   }
 }
 

@@ -120,8 +120,11 @@ TEST_F(TunerTest, EveryBlockingGivesTheSameBitsAndTheChoiceIsStored) {
   runUntilSettled(ops, first);
   const Stats end = stats();
   EXPECT_EQ(end.tune_sites - start.tune_sites, 1u);
-  // Half, the same and twice the row and column blocks: 9 ways for this shape.
-  EXPECT_EQ(end.tune_trials - start.tune_trials, 9u) << end.str();
+  // Half, the same and twice the row and column blocks: 9 ways for this
+  // shape, one round each; then, if one of them was 3 % faster than the
+  // default, one confirming pair.
+  const uint64_t trials = end.tune_trials - start.tune_trials;
+  EXPECT_TRUE(trials == 9u || trials == 11u) << end.str();
   EXPECT_EQ(end.tune_records_used, start.tune_records_used);
 
   const auto recorded = records();
@@ -246,7 +249,8 @@ TEST_F(TunerTest, TheBf16GemmsBlockingsGiveTheSameBitsToo) {
   const Stats end = stats();
   EXPECT_EQ(end.tune_sites - start.tune_sites, 1u);
   EXPECT_EQ(end.tune_sites_settled - start.tune_sites_settled, 1u);
-  EXPECT_EQ(end.tune_trials - start.tune_trials, 9u) << end.str();
+  const uint64_t trials = end.tune_trials - start.tune_trials;
+  EXPECT_TRUE(trials == 9u || trials == 11u) << "9 blockings, then maybe a confirming pair: " << end.str();
   const auto recorded = records();
   ASSERT_EQ(recorded.size(), 1u);
   EXPECT_EQ(recorded.begin()->first.rfind("gemm_bf16 ", 0), 0u) << recorded.begin()->first;

@@ -111,8 +111,40 @@ TEST(TuningSession, CallsWhileTheLastTrialsAreOutRunTheDefault) {
   s.report(second, 0.5);
   EXPECT_EQ(s.phase(), TuningSession::Phase::Trying);
   s.report(first, 1.0);
+  // Candidate 1 is the contender: one confirming pair, the default first.
+  EXPECT_EQ(s.phase(), TuningSession::Phase::Trying);
+  const size_t third = s.next(&trial);
+  EXPECT_TRUE(trial);
+  const size_t fourth = s.next(&trial);
+  EXPECT_TRUE(trial);
+  EXPECT_EQ(s.next(&trial), 0u);
+  EXPECT_FALSE(trial) << "both confirming trials are out";
+  EXPECT_EQ(third, 0u);
+  EXPECT_EQ(fourth, 1u);
+  s.report(fourth, 0.5);
+  s.report(third, 1.0);
   EXPECT_EQ(s.phase(), TuningSession::Phase::Decided);
-  EXPECT_EQ(s.winner(), second);
+  EXPECT_EQ(s.winner(), 1u);
+}
+
+TEST(TuningSession, TheContenderAndTheDefaultThenAlternate) {
+  TuningSession s(3, kPolicy);
+  const std::vector<size_t> order = tryAll(s, {1.0, 0.8, 0.9});
+  // The rotated rounds, then three confirming pairs in alternating order.
+  EXPECT_EQ(order, (std::vector<size_t>{0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1, 1, 0, 0, 1}));
+  EXPECT_EQ(s.winner(), 1u);
+}
+
+TEST(TuningSession, AContenderFastByLuckIsNotConfirmed) {
+  // Candidate 1 runs as fast as the default, but a quiet spell fell on all
+  // three of its runs in the rounds (trials 1, 2 and 5: 0 1 | 1 0 | 0 1).
+  TuningSession s(2, kPolicy);
+  const std::vector<size_t> order =
+      tryAll(s, {1.0, 1.0}, [](size_t trial) { return trial == 1 || trial == 2 || trial == 5 ? -0.1 : 0.0; });
+  ASSERT_EQ(s.phase(), TuningSession::Phase::Decided);
+  EXPECT_EQ(order.size(), 12u) << "6 trials in the rounds, 6 confirming";
+  EXPECT_EQ(s.winner(), 0u);
+  EXPECT_EQ(s.gain(), 0.0);
 }
 
 TEST(TuningSession, ADecidedSessionNeverTries) {
