@@ -47,7 +47,8 @@ void TuningSession::report(size_t candidate, double seconds) {
     if (++reported_ == roundTrials()) chooseContender();
     return;
   }
-  if (seconds >= 0 && (candidate == 0 || candidate == contender_)) confirming_[candidate == 0 ? 0 : 1].push_back(seconds);
+  if (seconds >= 0 && (candidate == 0 || candidate == contender_))
+    confirming_[candidate == 0 ? 0 : 1].push_back(seconds);
   if (++reported_ == plannedTrials()) confirm();
 }
 
