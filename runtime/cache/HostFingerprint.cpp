@@ -10,7 +10,6 @@
 #endif
 
 #include "KilnCompilerSourceHash.h"
-#include "runtime/support/HostCaches.h"
 
 #ifndef KILN_VERSION
 #define KILN_VERSION "0.0.0"
@@ -122,7 +121,6 @@ std::string describeHost() { return "cpu=unknown\nfeatures=\ncpuid=\n"; }
 const std::string& hostFingerprint() {
   static const std::string fingerprint = std::string("kiln=") + KILN_VERSION + "\nllvm=" + KILN_LLVM_VERSION +
                                          "\ntriple=" + KILN_HOST_TRIPLE + "\n" + describeHost() +
-                                         "llc=" + std::to_string(lastLevelCacheBytes()) + "\n" +
                                          "pipeline=" + KILN_COMPILER_SOURCE_HASH + "\n";
   return fingerprint;
 }

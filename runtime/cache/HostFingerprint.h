@@ -12,9 +12,11 @@ namespace kiln::exec {
 /// triple, cpu (vendor family-model-stepping), features (sorted "+name"
 /// list of the ISA extensions code generation may use), cpuid (the raw
 /// feature words, so that two CPUs LLVM could tell apart never share a
-/// kernel), llc (bytes of the last-level cache, which decides where the
-/// compiler uses streaming stores) and pipeline (digest of the compiler's
-/// sources). Computed once.
+/// kernel) and pipeline (digest of the compiler's sources). Computed once.
+/// Not the cache sizes, though the compiler reads the last-level cache's
+/// (streaming stores): a kernel compiled for another size runs correctly
+/// here, so a cache directory still serves machines of one CPU model whose
+/// slices report different caches.
 const std::string& hostFingerprint();
 
 }  // namespace kiln::exec

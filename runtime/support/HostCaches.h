@@ -20,8 +20,7 @@ int64_t lastLevelCacheBytes();
 
 /// Makes lastLevelCacheBytes() return `bytes` (0: the machine's again), so
 /// that tests of what the compiler does with it do the same on every
-/// machine. Tests only, with the disk cache off: the host fingerprint keeps
-/// whatever it read first.
+/// machine. Tests only.
 void setLastLevelCacheBytesForTesting(int64_t bytes);
 
 /// A sysfs cache size ("491520K", "32M", "1G", "65536") in bytes; -1 if it
