@@ -40,6 +40,7 @@
 #include "runtime/exec/Engine.h"
 #include "runtime/exec/Executable.h"
 #include "test/unit/exec/JitScope.h"
+#include "test/unit/exec/RandomOpChain.h"
 #include "test/unit/trace/ExpectError.h"
 
 namespace kiln {
@@ -700,10 +701,9 @@ TEST_F(LevelZeroTier1, ADynamicShapeKernelServesEveryBatchSizeAndMatchesTheInter
   EXPECT_EQ(st.interpreted_runs, 2u) << st.str();
 }
 
-/// A random chain of element-wise ops, broadcasts, reductions over the
-/// features and over the batch, and matmuls on level_zero:0; one program per
-/// seed, at any batch size. Features 3, 23 or 43 (rows of 43 reduce a block
-/// per row).
+/// randomOpChain on level_zero:0, on [batch, f] inputs with f 3, 23 or 43
+/// by seed (rows of 43 reduce a block per row); its result and its rows'
+/// sums of squares.
 std::vector<float> randomBatchProgram(uint64_t seed, int64_t batch) {
   std::mt19937_64 rng(seed);
   const int64_t f = 3 + static_cast<int64_t>(seed % 3) * 20;
@@ -712,18 +712,7 @@ std::vector<float> randomBatchProgram(uint64_t seed, int64_t batch) {
                                {batch, f}).to(kZe);
   const Tensor bias = from_vector(ramp(static_cast<size_t>(f), 0.3f, -0.6f / static_cast<float>(f)), {f}).to(kZe);
   const Tensor w = from_vector(ramp(static_cast<size_t>(f * f), -0.5f, 1.0f / static_cast<float>(f * f)), {f, f}).to(kZe);
-  Tensor h = x;
-  for (int k = 0; k < 7; ++k) {
-    switch (rng() % 7) {
-      case 0: h = h + bias; break;
-      case 1: h = tanh(h) * 1.5f; break;
-      case 2: h = matmul(h, w); break;
-      case 3: h = h - max(h, {1}, true); break;
-      case 4: h = where(h > 0.1f, h, bias * 0.5f); break;
-      case 5: h = h / (sum(abs(h), {1}, true) + 1.0f); break;
-      default: h = h + sum(h, {0}) * 0.01f; break;
-    }
-  }
+  const Tensor h = randomOpChain(rng, x, bias, w);
   const Tensor perRow = sum(h * h, {1});  // pending with h: one trace
   std::vector<float> out = h.to(Device::cpu()).to_vector<float>();
   const std::vector<float> rows = perRow.to(Device::cpu()).to_vector<float>();

@@ -14,6 +14,7 @@
 #include "runtime/exec/Engine.h"
 #include "runtime/cache/KernelCache.h"
 #include "test/unit/exec/JitScope.h"
+#include "test/unit/exec/RandomOpChain.h"
 
 namespace kiln {
 namespace {
@@ -230,27 +231,15 @@ TEST(DynamicShapes, ShapeOpsLeavesAndBatchedMatmulAgree) {
   EXPECT_EQ(stats().compile_failures, 0u);
 }
 
-/// A random chain of elementwise ops, broadcasts, reductions (over the
-/// features and over the batch) and matmuls; the same program for one seed
-/// at every batch size.
+/// randomOpChain on [batch, f] inputs, f from 2 to 6 by seed; its result and
+/// its rows' sums of squares.
 std::vector<float> randomProgram(uint64_t seed, int64_t batch) {
   std::mt19937_64 rng(seed);
   const int64_t f = 2 + static_cast<int64_t>(seed % 5);
   Tensor x = from_vector(floats(batch * f, 0.37f, static_cast<float>(batch)), {batch, f});
   Tensor bias = from_vector(floats(f, 0.9f), {f});
   Tensor w = from_vector(floats(f * f, 0.21f), {f, f});
-  Tensor h = x;
-  for (int k = 0; k < 7; ++k) {
-    switch (rng() % 7) {
-      case 0: h = h + bias; break;
-      case 1: h = tanh(h) * 1.5f; break;
-      case 2: h = matmul(h, w); break;
-      case 3: h = h - max(h, {1}, true); break;
-      case 4: h = where(h > 0.1f, h, bias * 0.5f); break;
-      case 5: h = h / (sum(abs(h), {1}, true) + 1.0f); break;
-      default: h = h + sum(h, {0}) * 0.01f; break;
-    }
-  }
+  const Tensor h = randomOpChain(rng, x, bias, w);
   Tensor perRow = sum(h * h, {1});  // pending with h: one trace
   std::vector<float> out = h.to_vector<float>();
   std::vector<float> rows = perRow.to_vector<float>();
