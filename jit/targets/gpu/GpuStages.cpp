@@ -109,10 +109,8 @@ void serializeNestedParallelLoops(mlir::func::FuncOp kernel) {
 /// each j accumulates into its own element, so the nest is interchanged to
 /// `scf.parallel j { scf.for k }`, one thread per element.
 void hoistParallelLoops(mlir::func::FuncOp kernel) {
-  llvm::SmallVector<mlir::scf::ForOp> serial;
-  for (mlir::Operation &op : kernel.getBody().front())
-    if (auto f = llvm::dyn_cast<mlir::scf::ForOp>(op))
-      serial.push_back(f);
+  // Collected first: the loop below replaces the loops it visits.
+  const auto serial = llvm::to_vector(kernel.getBody().front().getOps<mlir::scf::ForOp>());
   for (mlir::scf::ForOp f : serial) {
     mlir::Block *body = f.getBody();
     if (f.getNumResults() != 0 || body->getOperations().size() != 2)
@@ -906,10 +904,8 @@ void coarsenParallelLoop(mlir::scf::ParallelOp inner, int64_t threads) {
 /// Tiles every top-level scf.parallel of the kernel into blocks of threads,
 /// large element-wise nests with several elements a thread.
 void tileParallelLoops(mlir::func::FuncOp kernel) {
-  llvm::SmallVector<mlir::scf::ParallelOp> loops;
-  for (mlir::Operation &op : kernel.getBody().front())
-    if (auto p = llvm::dyn_cast<mlir::scf::ParallelOp>(op))
-      loops.push_back(p);
+  // Collected first: tiling replaces the loops it visits.
+  const auto loops = llvm::to_vector(kernel.getBody().front().getOps<mlir::scf::ParallelOp>());
   for (mlir::scf::ParallelOp p : loops) {
     llvm::SmallVector<int64_t> sizes = tileSizesFor(p.getNumLoops());
     const int64_t threads = sizes.back();
