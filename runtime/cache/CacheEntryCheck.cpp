@@ -56,33 +56,12 @@ std::string checkDispatches(const EntryMeta& meta, size_t inputs, size_t outputs
       threads *= d.block[i];
     }
     if (threads > 1024) return launch + ": " + std::to_string(threads) + " threads in a block";
-    for (const DispatchArg& a : d.args) {
-      const auto at = static_cast<uint64_t>(a.index);
-      switch (a.kind) {
-        case DispatchArg::Kind::Input:
-          if (a.index < 0 || at >= inputs)
-            return launch + " reads input " + std::to_string(a.index) + " of " + std::to_string(inputs);
-          break;
-        case DispatchArg::Kind::Output:
-          if (a.index < 0 || at >= outputs)
-            return launch + " writes output " + std::to_string(a.index) + " of " + std::to_string(outputs);
-          break;
-        case DispatchArg::Kind::Scratch:
-          // A dynamic-shape kernel's first dynamic temporary starts right
-          // after the static ones.
-          if (a.index < 0 || at > meta.scratchBytes || (at == meta.scratchBytes && meta.dynamicScratch.empty()))
-            return launch + " points " + std::to_string(a.index) + " bytes into " +
-                   std::to_string(meta.scratchBytes) + " bytes of scratch";
-          break;
-        case DispatchArg::Kind::Sizes: return launch + " takes a host entry's array of dynamic sizes";
-        case DispatchArg::Kind::Index: break;
-        case DispatchArg::Kind::Value:
-        case DispatchArg::Kind::ScratchAt:
-          if (!isStep(a.index))
-            return launch + " reads launch step " + std::to_string(a.index) + " of " + std::to_string(steps);
-          break;
-      }
-    }
+    for (const DispatchArg& a : d.args)
+      if (std::string why = checkGpuDispatchArg(a, static_cast<int64_t>(inputs), static_cast<int64_t>(outputs),
+                                                static_cast<uint64_t>(meta.scratchBytes), !meta.dynamicScratch.empty(),
+                                                steps);
+          !why.empty())
+        return launch + " " + why;
   }
   return {};
 }

@@ -19,6 +19,39 @@ const char* binaryFormatName(BinaryFormat format) {
   return "?";
 }
 
+std::string checkGpuDispatchArg(const DispatchArg& a, int64_t inputs, int64_t outputs, uint64_t scratchBytes,
+                                bool dynamicScratch, int64_t steps) {
+  switch (a.kind) {
+    case DispatchArg::Kind::Input:
+      if (a.index < 0 || a.index >= inputs)
+        return "reads input " + std::to_string(a.index) + " of " + std::to_string(inputs);
+      return {};
+    case DispatchArg::Kind::Output:
+      if (a.index < 0 || a.index >= outputs)
+        return "writes output " + std::to_string(a.index) + " of " + std::to_string(outputs);
+      return {};
+    case DispatchArg::Kind::Scratch: {
+      // A dynamic-shape kernel's first dynamic temporary starts right after
+      // the static ones.
+      const auto at = static_cast<uint64_t>(a.index);
+      if (a.index < 0 || at > scratchBytes || (at == scratchBytes && !dynamicScratch))
+        return "points " + std::to_string(a.index) + " bytes into " + std::to_string(scratchBytes) +
+               " bytes of scratch";
+      return {};
+    }
+    case DispatchArg::Kind::Sizes:
+      return "takes a host entry's array of dynamic sizes";
+    case DispatchArg::Kind::Index:
+      return {};
+    case DispatchArg::Kind::Value:
+    case DispatchArg::Kind::ScratchAt:
+      if (a.index < 0 || a.index >= steps)
+        return "reads launch step " + std::to_string(a.index) + " of " + std::to_string(steps);
+      return {};
+  }
+  return "has an argument of unknown kind";
+}
+
 const char* codegenEffortName(CodegenEffort effort) {
   return effort == CodegenEffort::Quick ? "quick" : "full";
 }

@@ -105,6 +105,16 @@ struct DispatchArg {
   bool operator==(const DispatchArg& o) const { return kind == o.kind && index == o.index; }
 };
 
+/// Why argument `a` of a GPU launch names none of the kernel's buffers or
+/// launch steps ("" when it names one): `inputs` and `outputs` buffers,
+/// `scratchBytes` of static scratch (one byte past it is where a
+/// dynamic-shape kernel's first dynamic temporary starts, when
+/// `dynamicScratch`), `steps` launch steps; a host entry's Sizes array is no
+/// GPU argument. Said as a verb phrase ("reads input 9 of 3") that follows
+/// the launch's name. The disk cache's entry check and the GPU loaders share it.
+std::string checkGpuDispatchArg(const DispatchArg& a, int64_t inputs, int64_t outputs, uint64_t scratchBytes,
+                                bool dynamicScratch, int64_t steps);
+
 /// One kernel launch of a compiled trace, in launch order. A host shared
 /// object has one dispatch, its entry (grid and block 1): its parallel loops
 /// run on the runtime's thread pool from inside it. A GPU binary has one per

@@ -14,20 +14,11 @@ std::string checkLaunches(const exec::KernelImage& image) {
   for (const exec::KernelDispatch& d : image.dispatches) {
     for (int32_t s : d.gridSteps)
       if (s < -1 || s >= steps) return "launch of " + d.symbol + " has a grid size beyond its launch program";
-    for (const exec::DispatchArg& a : d.args) {
-      const bool inRange =
-          (a.kind == exec::DispatchArg::Kind::Input && a.index >= 0 && a.index < image.inputs) ||
-          (a.kind == exec::DispatchArg::Kind::Output && a.index >= 0 && a.index < image.outputs) ||
-          // A dynamic-shape kernel's first dynamic temporary starts right
-          // after the static ones.
-          (a.kind == exec::DispatchArg::Kind::Scratch && a.index >= 0 &&
-           (static_cast<std::size_t>(a.index) < image.scratchBytes ||
-            (image.dynamicSizes > 0 && static_cast<std::size_t>(a.index) == image.scratchBytes))) ||
-          a.kind == exec::DispatchArg::Kind::Index ||
-          ((a.kind == exec::DispatchArg::Kind::Value || a.kind == exec::DispatchArg::Kind::ScratchAt) &&
-           a.index >= 0 && a.index < steps);
-      if (!inRange) return "launch of " + d.symbol + " has an argument beyond the kernel's buffers";
-    }
+    for (const exec::DispatchArg& a : d.args)
+      if (std::string why = exec::checkGpuDispatchArg(a, image.inputs, image.outputs, image.scratchBytes,
+                                                      image.dynamicSizes > 0, steps);
+          !why.empty())
+        return "launch of " + d.symbol + " " + why;
   }
   return {};
 }
