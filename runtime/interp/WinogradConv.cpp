@@ -4,10 +4,12 @@
 //   G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
 //   A^T = [1 1 1 0; 0 1 -1 -1].
 // The 16 elementwise products summed over input channels are 16 GEMMs
-// M_k [co, tiles] = U_k [co, c] x V_k [c, tiles]. The transforms run over a
-// row of tiles at a time, the input split into even and odd columns first,
-// so that every loop is a contiguous one the compiler vectorises (ivdep:
-// the loops' inputs and outputs never overlap, which it cannot prove).
+// M_k [co, tiles] = U_k [co, c] x V_k [c, tiles], taken a strip of tile rows
+// at a time (stripTileRows) from the input transform through the GEMMs to
+// the output transform. The input is split into even and odd columns (and
+// rows) first, so that each transform is one flat loop over a plane
+// (Tiles) that the compiler vectorises (ivdep: the loops' inputs and
+// outputs never overlap, which it cannot prove).
 #include "runtime/interp/WinogradConv.h"
 
 #include <tbb/blocked_range.h>
@@ -19,6 +21,7 @@
 
 #include "runtime/interp/ScratchBuffer.h"
 #include "runtime/interp/gemm/Sgemm.h"
+#include "runtime/support/HostCaches.h"
 
 // The transforms' loops in AVX-512, AVX2 and baseline versions, picked at
 // load time (the library itself is built for the baseline ISA).
@@ -34,10 +37,16 @@ namespace {
 
 constexpr int kTaps = 16;  // 4x4 transformed values per tile
 
-/// Tiles of one image: th rows of tw, 2x2 outputs each.
+/// Tiles of one image (or strip): th rows of tw, 2x2 outputs each. The
+/// transformed planes keep one more tile per tile row (`stride()` apart; the
+/// extra tile is zero), the same layout as the even and odd columns of the
+/// padded input, so that each transform is one flat loop over a plane that
+/// vectorises whole, rather than a loop per tile row: at 56x56 that was 28
+/// floats, one AVX-512 vector and a scalar tail.
 struct Tiles {
   int64_t th, tw;
-  int64_t count() const { return th * tw; }
+  int64_t stride() const { return tw + 1; }
+  int64_t count() const { return th * stride(); }
 };
 
 /// U[k][o][i] = (G g G^T)[k] for every filter g = w[o, i] (k = 4 r + s).
@@ -61,17 +70,24 @@ void transformFilters(const float* w, int64_t co, int64_t c, float* u) {
     }
 }
 
-/// Splits the padded input rows of one channel into even and odd columns:
-/// even[r][t] = x(r - padTop, 2t - padLeft), odd[r][t] = x(r - padTop,
-/// 2t + 1 - padLeft), zero outside the input; rows x cols of each.
-void splitColumns(const WinogradConv& g, const float* plane, int64_t rows, int64_t cols, float* even, float* odd) {
+/// Splits 2 half padded input rows of one channel, from padded row
+/// `firstRow`, into even and odd columns: even[r][t] = x(firstRow + r -
+/// padTop, 2t - padLeft), odd[r][t] = x(firstRow + r - padTop, 2t + 1 -
+/// padLeft), zero outside the input; cols of each per row. Even rows r come
+/// first (at r / 2), then odd ones (at half + r / 2): the rows a tile row's
+/// transform pairs are then a whole plane apart.
+KILN_VECTOR_CLONES
+void splitColumns(const WinogradConv& g, const float* plane, int64_t firstRow, int64_t half, int64_t cols,
+                  float* evenCols, float* oddCols) {
   const int64_t xs2 = g.xs[2], xs3 = g.xs[3];
   // Columns t where both 2t - padLeft and 2t + 1 - padLeft are inside.
   const int64_t tLo = std::min(cols, (g.padLeft + 1) / 2);
   const int64_t lastPair = g.w - 2 + g.padLeft;  // 2t <= lastPair
   const int64_t tHi = lastPair < 0 ? tLo : std::max(tLo, std::min(cols, lastPair / 2 + 1));
-  for (int64_t r = 0; r < rows; ++r, even += cols, odd += cols) {
-    const int64_t ih = r - g.padTop;
+  for (int64_t r = 0; r < 2 * half; ++r) {
+    float* even = evenCols + ((r & 1) * half + r / 2) * cols;
+    float* odd = oddCols + ((r & 1) * half + r / 2) * cols;
+    const int64_t ih = firstRow + r - g.padTop;
     if (ih < 0 || ih >= g.h) {
       std::fill(even, even + cols, 0.0f);
       std::fill(odd, odd + cols, 0.0f);
@@ -102,89 +118,106 @@ void splitColumns(const WinogradConv& g, const float* plane, int64_t rows, int64
   }
 }
 
-/// B^T d B for every tile of one channel: the rows' transform (d B) from the
-/// even/odd split into h [rows][4][tw], then the columns' (B^T .) into
-/// v[k][tile] (k planes `planeStride` apart).
-KILN_VECTOR_CLONES
-void transformInputChannel(const float* even, const float* odd, int64_t rows, int64_t cols, const Tiles& tiles,
-                           float* h, float* v, int64_t planeStride) {
-  const int64_t tw = tiles.tw;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* e = even + r * cols;
-    const float* o = odd + r * cols;
-    float* h0 = h + r * 4 * tw;
-    float* h1 = h0 + tw;
-    float* h2 = h1 + tw;
-    float* h3 = h2 + tw;
-    #pragma GCC ivdep
-    for (int64_t t = 0; t < tw; ++t) {
-      const float d0 = e[t], d1 = o[t], d2 = e[t + 1], d3 = o[t + 1];
-      h0[t] = d0 - d2;
-      h1[t] = d1 + d2;
-      h2[t] = d2 - d1;
-      h3[t] = d1 - d3;
-    }
+/// Starts loading the input rows splitColumns(g, plane, firstRow, half, ..)
+/// reads, where they are contiguous: a strip reads a few rows of each
+/// channel, streams too short for the hardware prefetcher to pick up.
+void prefetchRows(const WinogradConv& g, const float* plane, int64_t firstRow, int64_t half) {
+  if (g.xs[3] != 1) return;
+  const int64_t bytes = static_cast<int64_t>(sizeof(float)) * g.w;
+  for (int64_t r = 0; r < 2 * half; ++r) {
+    const int64_t ih = firstRow + r - g.padTop;
+    if (ih < 0 || ih >= g.h) continue;
+    const char* row = reinterpret_cast<const char*>(plane + ih * g.xs[2]);
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b);
   }
-  for (int64_t ty = 0; ty < tiles.th; ++ty) {
-    const float* r0 = h + 2 * ty * 4 * tw;
-    const float* r1 = r0 + 4 * tw;
-    const float* r2 = r1 + 4 * tw;
-    const float* r3 = r2 + 4 * tw;
-    float* dst = v + ty * tw;
-    for (int s = 0; s < 4; ++s) {
-      const float *a = r0 + s * tw, *b = r1 + s * tw, *c = r2 + s * tw, *d = r3 + s * tw;
-      float* v0 = dst + s * planeStride;
-      float* v1 = dst + (4 + s) * planeStride;
-      float* v2 = dst + (8 + s) * planeStride;
-      float* v3 = dst + (12 + s) * planeStride;
-      #pragma GCC ivdep
-      for (int64_t t = 0; t < tw; ++t) {
-        v0[t] = a[t] - c[t];
-        v1[t] = b[t] + c[t];
-        v2[t] = c[t] - b[t];
-        v3[t] = b[t] - d[t];
-      }
+}
+
+/// B^T d B for every tile of one channel: the rows' transform (d B) from
+/// the even/odd split (splitColumns: `half` even rows, then `half` odd ones,
+/// `tiles.stride()` floats each) into h [2 parities][4][half rows], then the
+/// columns' (B^T .) into v[k][tile] (k planes `planeStride` apart; each tile
+/// row's extra tile zero).
+KILN_VECTOR_CLONES
+void transformInputChannel(const float* even, const float* odd, int64_t half, const Tiles& tiles, float* h,
+                           float* v, int64_t planeStride) {
+  const int64_t cols = tiles.stride(), n = half * cols;
+  for (int parity = 0; parity < 2; ++parity) {
+    const float* e = even + parity * n;
+    const float* o = odd + parity * n;
+    float* h0 = h + parity * 4 * n;
+    float* h1 = h0 + n;
+    float* h2 = h1 + n;
+    float* h3 = h2 + n;
+    // Each row's last value (past its last tile) reads the next row's
+    // first: never used.
+    #pragma GCC ivdep
+    for (int64_t i = 0; i < n - 1; ++i) {
+      const float d0 = e[i], d1 = o[i], d2 = e[i + 1], d3 = o[i + 1];
+      h0[i] = d0 - d2;
+      h1[i] = d1 + d2;
+      h2[i] = d2 - d1;
+      h3[i] = d1 - d3;
     }
+    h0[n - 1] = h1[n - 1] = h2[n - 1] = h3[n - 1] = 0.0f;
+  }
+  // Tile row ty reads padded rows 2 ty .. 2 ty + 3: even rows ty and ty + 1,
+  // odd rows ty and ty + 1, at ty * cols of their parity's planes.
+  const int64_t count = tiles.count();
+  for (int s = 0; s < 4; ++s) {
+    const float* a = h + s * n;
+    const float* b = h + (4 + s) * n;
+    const float* c = a + cols;
+    const float* d = b + cols;
+    float* v0 = v + s * planeStride;
+    float* v1 = v + (4 + s) * planeStride;
+    float* v2 = v + (8 + s) * planeStride;
+    float* v3 = v + (12 + s) * planeStride;
+    #pragma GCC ivdep
+    for (int64_t i = 0; i < count; ++i) {
+      v0[i] = a[i] - c[i];
+      v1[i] = b[i] + c[i];
+      v2[i] = c[i] - b[i];
+      v3[i] = b[i] - d[i];
+    }
+    for (int64_t i = tiles.tw; i < count; i += cols) v0[i] = v1[i] = v2[i] = v3[i] = 0.0f;
   }
 }
 
 /// A^T M A for every tile of one output channel: m[k][tile] (k planes
-/// `planeStride` apart) into out [ho, wo]; rows holds 4 * tw floats.
+/// `planeStride` apart) into out [ho, wo]; y holds 4 * tiles.count() floats.
 KILN_VECTOR_CLONES
 void transformOutputChannel(const float* m, int64_t planeStride, const Tiles& tiles, int64_t ho, int64_t wo,
-                            float* rows, float* out) {
-  const int64_t tw = tiles.tw;
-  float *y00 = rows, *y01 = rows + tw, *y10 = rows + 2 * tw, *y11 = rows + 3 * tw;
-  for (int64_t ty = 0; ty < tiles.th; ++ty) {
-    const float* src = m + ty * tw;
+                            float* y, float* out) {
+  const int64_t count = tiles.count(), cols = tiles.stride();
+  float *y00 = y, *y01 = y + count, *y10 = y + 2 * count, *y11 = y + 3 * count;
+  #pragma GCC ivdep
+  for (int64_t i = 0; i < count; ++i) {
+    float a0[4], a1[4];
+    for (int s = 0; s < 4; ++s) {
+      const float m0 = m[s * planeStride + i], m1 = m[(4 + s) * planeStride + i];
+      const float m2 = m[(8 + s) * planeStride + i], m3 = m[(12 + s) * planeStride + i];
+      a0[s] = m0 + m1 + m2;
+      a1[s] = m1 - m2 - m3;
+    }
+    y00[i] = a0[0] + a0[1] + a0[2];
+    y01[i] = a0[1] - a0[2] - a0[3];
+    y10[i] = a1[0] + a1[1] + a1[2];
+    y11[i] = a1[1] - a1[2] - a1[3];
+  }
+  // Interleave each tile's two columns into the output rows (the last tile
+  // row and column may hang over the output's edge).
+  const int64_t rows = std::min(ho, 2 * tiles.th), pairs = wo / 2;
+  for (int64_t oy = 0; oy < rows; ++oy) {
+    const int64_t at = oy / 2 * cols;
+    const float* left = (oy % 2 ? y10 : y00) + at;
+    const float* right = (oy % 2 ? y11 : y01) + at;
+    float* row = out + oy * wo;
     #pragma GCC ivdep
-    for (int64_t t = 0; t < tw; ++t) {
-      float a0[4], a1[4];
-      for (int s = 0; s < 4; ++s) {
-        const float m0 = src[s * planeStride + t], m1 = src[(4 + s) * planeStride + t];
-        const float m2 = src[(8 + s) * planeStride + t], m3 = src[(12 + s) * planeStride + t];
-        a0[s] = m0 + m1 + m2;
-        a1[s] = m1 - m2 - m3;
-      }
-      y00[t] = a0[0] + a0[1] + a0[2];
-      y01[t] = a0[1] - a0[2] - a0[3];
-      y10[t] = a1[0] + a1[1] + a1[2];
-      y11[t] = a1[1] - a1[2] - a1[3];
+    for (int64_t t = 0; t < pairs; ++t) {
+      row[2 * t] = left[t];
+      row[2 * t + 1] = right[t];
     }
-    // Interleave each tile's two columns into the output rows (the last
-    // tile row and column may hang over the output's edge).
-    for (int64_t dy = 0; dy < 2 && 2 * ty + dy < ho; ++dy) {
-      const float* left = dy == 0 ? y00 : y10;
-      const float* right = dy == 0 ? y01 : y11;
-      float* row = out + (2 * ty + dy) * wo;
-      const int64_t pairs = wo / 2;
-      #pragma GCC ivdep
-      for (int64_t t = 0; t < pairs; ++t) {
-        row[2 * t] = left[t];
-        row[2 * t + 1] = right[t];
-      }
-      if (wo % 2) row[wo - 1] = left[pairs];
-    }
+    if (wo % 2) row[wo - 1] = left[pairs];
   }
 }
 
@@ -226,7 +259,7 @@ void transformGradientChannel(const float* plane, int64_t kh, int64_t kw, const 
     }
     // Rows of A dY: [p q], [p+r q+s], [p-r q-s], [-r -s]; each row [u v]
     // times A^T: [u, u+v, u-v, -v].
-    float* d = dm + ty * tw;
+    float* d = dm + ty * tiles.stride();
     auto store = [&](int row, const float* u, float su, const float* v, float sv, const float* u2, const float* v2) {
       float* __restrict d0 = d + (row * 4) * planeStride;
       float* __restrict d1 = d0 + planeStride;
@@ -245,6 +278,7 @@ void transformGradientChannel(const float* plane, int64_t kh, int64_t kw, const 
     store(1, p, 1.0f, q, 1.0f, r, s);
     store(2, p, -1.0f, q, -1.0f, r, s);
     store(3, r, -2.0f, s, -2.0f, r, s);  // -r = r - 2r
+    for (int k = 0; k < kTaps; ++k) d[k * planeStride + tw] = 0.0f;  // the extra tile
   }
 }
 
@@ -277,39 +311,69 @@ bool winogradPays(int64_t c, int64_t co, int64_t kh, int64_t kw, int64_t strideH
          c >= 16 && co >= 16 && ho >= 8 && wo >= 8;
 }
 
+namespace {
+
+/// Tiles a strip holds at least, so that its GEMMs stay wide enough for the
+/// micro-kernel's 32 columns (a 56-wide image: 3 tile rows, 84 tiles).
+constexpr int64_t kMinStripTiles = 64;
+
+/// Tile rows per strip: as many as keep a strip's transformed inputs and
+/// products (16 (c + co) floats per tile) within half of a core's L2, so
+/// that the input transform, the 16 GEMMs and the output transform pass
+/// them on in L2. A whole image's (3.2 MiB each for 64 channels at 56x56)
+/// went through L3 and back twice. With the flat transforms, strips of 4
+/// tile rows took the ResNet block forward (bench_suite.cpp; 2 threads of a
+/// Sapphire Rapids, 2 MiB L2) from 25.7 to 23.0 ms; 2 rows (58 tiles, GEMMs
+/// too narrow) ran 25.8.
+int64_t stripTileRows(const WinogradConv& g, const Tiles& tiles) {
+  if (g.stripTileRows > 0) return std::min(tiles.th, g.stripTileRows);
+  const int64_t rowBytes = static_cast<int64_t>(sizeof(float)) * kTaps * (g.c + g.co) * tiles.stride();
+  const int64_t byCache = std::max<int64_t>(1, exec::levelTwoCacheBytes() / 2 / rowBytes);
+  const int64_t byWidth = (kMinStripTiles + tiles.stride() - 1) / tiles.stride();
+  return std::min(tiles.th, std::max(byCache, byWidth));
+}
+
+}  // namespace
+
 void conv2dWinograd3x3(const WinogradConv& g, const float* x, const float* w, float* out, int64_t outNs,
                        int64_t outCs) {
   const Tiles tiles{(g.ho + 1) / 2, (g.wo + 1) / 2};
-  const int64_t count = tiles.count();
-  // The padded input the tiles read: 2 th + 2 rows, tw + 1 even and odd columns.
-  const int64_t rows = 2 * tiles.th + 2, cols = tiles.tw + 1;
   thread_local ScratchSlot filterSlot, inputSlot, productSlot, rowSlot;
   ScratchBuffer filters(filterSlot, sizeof(float) * kTaps * g.co * g.c, "conv2d (Winograd filters)");
   transformFilters(w, g.co, g.c, filters.as<float>());
   const float* u = filters.as<float>();
+  const int64_t stripRows = stripTileRows(g, tiles);
+  const int64_t strips = (tiles.th + stripRows - 1) / stripRows;
 
-  // One image; `parallel`: its channels' transforms and its GEMMs split over
-  // the threads (otherwise the images run in parallel).
-  auto image = [&](int64_t img, bool parallel) {
+  // Tile rows [first, first + stripRows) of one image, from its input rows
+  // to its output rows; `parallel`: its channels' transforms and its GEMMs
+  // split over the threads (otherwise strips run in parallel).
+  auto strip = [&](int64_t img, int64_t first, bool parallel) {
+    const Tiles part{std::min(stripRows, tiles.th - first), tiles.tw};
+    const int64_t count = part.count();
+    // The padded input the strip's tiles read: 2 half = 2 th + 2 rows from
+    // padded row 2 first, tw + 1 even and odd columns.
+    const int64_t half = part.th + 1, cols = part.stride();
     ScratchBuffer inputs(inputSlot, sizeof(float) * kTaps * g.c * count, "conv2d (Winograd inputs)");
     ScratchBuffer products(productSlot, sizeof(float) * kTaps * g.co * count, "conv2d (Winograd products)");
     float* v = inputs.as<float>();
     float* m = products.as<float>();
     auto inputChannels = [&](int64_t c0, int64_t c1) {
-      ScratchBuffer work(rowSlot, sizeof(float) * (2 * rows * cols + rows * 4 * tiles.tw), "conv2d (Winograd rows)");
+      ScratchBuffer work(rowSlot, sizeof(float) * 12 * half * cols, "conv2d (Winograd rows)");
       float* even = work.as<float>();
-      float* odd = even + rows * cols;
-      float* h = odd + rows * cols;
+      float* odd = even + 2 * half * cols;
+      float* h = odd + 2 * half * cols;
       for (int64_t ch = c0; ch < c1; ++ch) {
-        splitColumns(g, x + img * g.xs[0] + ch * g.xs[1], rows, cols, even, odd);
-        transformInputChannel(even, odd, rows, cols, tiles, h, v + ch * count, g.c * count);
+        if (ch + 1 < c1) prefetchRows(g, x + img * g.xs[0] + (ch + 1) * g.xs[1], 2 * first, half);
+        splitColumns(g, x + img * g.xs[0] + ch * g.xs[1], 2 * first, half, cols, even, odd);
+        transformInputChannel(even, odd, half, part, h, v + ch * count, g.c * count);
       }
     };
     auto outputChannels = [&](int64_t o0, int64_t o1) {
-      ScratchBuffer work(rowSlot, sizeof(float) * 4 * tiles.tw, "conv2d (Winograd rows)");
+      ScratchBuffer work(rowSlot, sizeof(float) * 4 * count, "conv2d (Winograd rows)");
       for (int64_t o = o0; o < o1; ++o)
-        transformOutputChannel(m + o * count, g.co * count, tiles, g.ho, g.wo, work.as<float>(),
-                               out + img * outNs + o * outCs);
+        transformOutputChannel(m + o * count, g.co * count, part, g.ho - 2 * first, g.wo, work.as<float>(),
+                               out + img * outNs + o * outCs + 2 * first * g.wo);
     };
     if (parallel) {
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, g.c, 1),
@@ -327,15 +391,16 @@ void conv2dWinograd3x3(const WinogradConv& g, const float* x, const float* w, fl
       outputChannels(0, g.co);
     }
   };
-  // Whole images per thread when they share out evenly (no synchronisation
-  // inside one); otherwise one image at a time, split.
+  // Whole strips per thread when they share out evenly (no synchronisation
+  // inside one); otherwise one strip at a time, split.
   const int64_t threads = std::max(1, tbb::this_task_arena::max_concurrency());
-  if (g.n >= threads && (g.n % threads == 0 || g.n >= 4 * threads)) {
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, g.n, 1), [&](const tbb::blocked_range<int64_t>& r) {
-      for (int64_t img = r.begin(); img < r.end(); ++img) image(img, false);
+  const int64_t tasks = g.n * strips;
+  if (tasks >= threads && (tasks % threads == 0 || tasks >= 4 * threads)) {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, tasks, 1), [&](const tbb::blocked_range<int64_t>& r) {
+      for (int64_t t = r.begin(); t < r.end(); ++t) strip(t / strips, t % strips * stripRows, false);
     });
   } else {
-    for (int64_t img = 0; img < g.n; ++img) image(img, true);
+    for (int64_t t = 0; t < tasks; ++t) strip(t / strips, t % strips * stripRows, true);
   }
 }
 
@@ -350,7 +415,7 @@ void conv2dWinogradFilterGrad(const WinogradConv& g, int64_t kh, int64_t kw, con
   // Tiles over the kernel (the forward's output positions); each reads the
   // same 4x4 input patches as the forward's tiles.
   const Tiles tiles{(kh + 1) / 2, (kw + 1) / 2};
-  const int64_t count = tiles.count(), rows = 2 * tiles.th + 2, cols = tiles.tw + 1;
+  const int64_t count = tiles.count(), half = tiles.th + 1, cols = tiles.stride();
   const int64_t images = g.n, taps = kh * kw, products = kTaps * g.co * images;
   // Channels in a fixed number of partial sums (bits independent of the
   // thread count), each run by one thread with serial GEMMs.
@@ -362,17 +427,17 @@ void conv2dWinogradFilterGrad(const WinogradConv& g, int64_t kh, int64_t kw, con
     thread_local ScratchSlot inputSlot, gradientSlot, rowSlot;
     ScratchBuffer inputs(inputSlot, sizeof(float) * kTaps * images * count, "conv2d (Winograd inputs)");
     ScratchBuffer gradients(gradientSlot, sizeof(float) * kTaps * g.co * count, "conv2d (Winograd gradients)");
-    ScratchBuffer work(rowSlot, sizeof(float) * (2 * rows * cols + rows * 4 * tiles.tw), "conv2d (Winograd rows)");
+    ScratchBuffer work(rowSlot, sizeof(float) * 12 * half * cols, "conv2d (Winograd rows)");
     float* v = inputs.as<float>();
     float* dm = gradients.as<float>();
     float* even = work.as<float>();
-    float* odd = even + rows * cols;
-    float* h = odd + rows * cols;
+    float* odd = even + 2 * half * cols;
+    float* h = odd + 2 * half * cols;
     float* du = sums.as<float>() + t * products;  // [k][co][images]
     for (int64_t ch = c0; ch < c1; ++ch) {
       for (int64_t img = 0; img < images; ++img) {
-        splitColumns(g, x + img * g.xs[0] + ch * g.xs[1], rows, cols, even, odd);
-        transformInputChannel(even, odd, rows, cols, tiles, h, v + img * count, images * count);
+        splitColumns(g, x + img * g.xs[0] + ch * g.xs[1], 0, half, cols, even, odd);
+        transformInputChannel(even, odd, half, tiles, h, v + img * count, images * count);
       }
       for (int64_t o = 0; o < g.co; ++o)
         transformGradientChannel(kernel + (o * g.c + ch) * taps, kh, kw, tiles, h, dm + o * count, g.co * count);

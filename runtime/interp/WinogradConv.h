@@ -19,6 +19,9 @@ struct WinogradConv {
   int64_t co, ho, wo;
   int64_t padTop, padLeft;
   int64_t xs[4];
+  /// Tile rows (2 output rows each) the forward takes from input to output
+  /// at a time; 0: as many as fit half of a core's L2. Tests set it.
+  int64_t stripTileRows = 0;
 };
 
 /// Whether Winograd pays for this f32 convolution: 3x3, stride 1, dilation

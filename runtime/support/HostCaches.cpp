@@ -35,7 +35,9 @@ std::string readLine(const std::string& path) {
   return line;
 }
 
-int64_t readLastLevelCacheBytes() {
+/// Bytes of CPU 0's data or unified cache of level `wanted` (0: the highest
+/// level there is); -1 if sysfs does not say.
+int64_t readCacheBytes(int wanted) {
   int bestLevel = 0;
   int64_t bestBytes = -1;
   for (int index = 0; index < 16; ++index) {
@@ -45,12 +47,12 @@ int64_t readLastLevelCacheBytes() {
     if (readLine(dir + "type") == "Instruction") continue;
     const int64_t bytes = parseCacheSize(readLine(dir + "size"));
     const int lvl = static_cast<int>(parseCacheSize(level));
-    if (bytes > 0 && lvl >= bestLevel) {
+    if (bytes > 0 && (wanted == 0 ? lvl >= bestLevel : lvl == wanted)) {
       bestLevel = lvl;
       bestBytes = bytes;
     }
   }
-  return bestBytes > 0 ? bestBytes : kDefaultLastLevelCacheBytes;
+  return bestBytes;
 }
 
 std::atomic<int64_t> gTestingBytes{0};
@@ -59,7 +61,18 @@ std::atomic<int64_t> gTestingBytes{0};
 
 int64_t lastLevelCacheBytes() {
   if (const int64_t bytes = gTestingBytes.load(std::memory_order_relaxed); bytes > 0) return bytes;
-  static const int64_t bytes = readLastLevelCacheBytes();
+  static const int64_t bytes = [] {
+    const int64_t read = readCacheBytes(0);
+    return read > 0 ? read : kDefaultLastLevelCacheBytes;
+  }();
+  return bytes;
+}
+
+int64_t levelTwoCacheBytes() {
+  static const int64_t bytes = [] {
+    const int64_t read = readCacheBytes(2);
+    return read > 0 ? read : kDefaultLevelTwoCacheBytes;
+  }();
   return bytes;
 }
 

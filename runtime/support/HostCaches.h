@@ -1,7 +1,9 @@
-// HostCaches: the size of this machine's last-level cache, for decisions that
-// depend on what stays in cache between kernels (streaming stores,
-// jit/targets/cpu/StreamingStores.h). Machines of one kind differ here: a
-// 2-core Zen 3 sees a 32 MiB L3, a 2-core slice of a large Xeon 480 MiB.
+// HostCaches: the sizes of this machine's caches, for decisions that depend on
+// what stays in cache: between kernels (the last level; streaming stores,
+// jit/targets/cpu/StreamingStores.h) and within one (a core's L2; how much
+// of a convolution one thread works on at a time). Machines of one kind
+// differ here: a 2-core Zen 3 sees a 512 KiB L2 and a 32 MiB L3, a 2-core
+// slice of a large Xeon 2 MiB and 480 MiB.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,13 @@ inline constexpr int64_t kDefaultLastLevelCacheBytes = int64_t{32} << 20;
 /// (/sys/devices/system/cpu/cpu0/cache), read once; the default where it
 /// cannot be read.
 int64_t lastLevelCacheBytes();
+
+/// What levelTwoCacheBytes() assumes where the kernel does not say.
+inline constexpr int64_t kDefaultLevelTwoCacheBytes = int64_t{1} << 20;
+
+/// Bytes of CPU 0's level-2 data or unified cache, read once; the default
+/// where it cannot be read.
+int64_t levelTwoCacheBytes();
 
 /// Makes lastLevelCacheBytes() return `bytes` (0: the machine's again), so
 /// that tests of what the compiler does with it do the same on every
