@@ -313,6 +313,10 @@ bool winogradPays(int64_t c, int64_t co, int64_t kh, int64_t kw, int64_t strideH
 
 namespace {
 
+/// Tiles in a strip of the filter gradient (conv2dWinogradFilterGrad): 4
+/// tile rows of a 56-wide kernel.
+constexpr int64_t kFilterGradStripTiles = 128;
+
 /// Tiles a strip holds at least, so that its GEMMs stay wide enough for the
 /// micro-kernel's 32 columns (a 56-wide image: 3 tile rows, 84 tiles).
 constexpr int64_t kMinStripTiles = 64;
@@ -415,7 +419,13 @@ void conv2dWinogradFilterGrad(const WinogradConv& g, int64_t kh, int64_t kw, con
   // Tiles over the kernel (the forward's output positions); each reads the
   // same 4x4 input patches as the forward's tiles.
   const Tiles tiles{(kh + 1) / 2, (kw + 1) / 2};
-  const int64_t count = tiles.count(), half = tiles.th + 1, cols = tiles.stride();
+  // A strip of tile rows at a time, as in the forward, so that its
+  // transformed inputs and gradients stay in L2 for the GEMMs; a fixed
+  // size, since each strip is one more term of the sums (bits independent
+  // of the machine).
+  const int64_t cols = tiles.stride();
+  const int64_t stripRows = std::min(tiles.th, std::max<int64_t>(1, kFilterGradStripTiles / cols));
+  const int64_t count = stripRows * cols, maxHalf = stripRows + 1;
   const int64_t images = g.n, taps = kh * kw, products = kTaps * g.co * images;
   // Channels in a fixed number of partial sums (bits independent of the
   // thread count), each run by one thread with serial GEMMs.
@@ -427,25 +437,29 @@ void conv2dWinogradFilterGrad(const WinogradConv& g, int64_t kh, int64_t kw, con
     thread_local ScratchSlot inputSlot, gradientSlot, rowSlot;
     ScratchBuffer inputs(inputSlot, sizeof(float) * kTaps * images * count, "conv2d (Winograd inputs)");
     ScratchBuffer gradients(gradientSlot, sizeof(float) * kTaps * g.co * count, "conv2d (Winograd gradients)");
-    ScratchBuffer work(rowSlot, sizeof(float) * 12 * half * cols, "conv2d (Winograd rows)");
+    ScratchBuffer work(rowSlot, sizeof(float) * 12 * maxHalf * cols, "conv2d (Winograd rows)");
     float* v = inputs.as<float>();
     float* dm = gradients.as<float>();
     float* even = work.as<float>();
-    float* odd = even + 2 * half * cols;
-    float* h = odd + 2 * half * cols;
+    float* odd = even + 2 * maxHalf * cols;
+    float* h = odd + 2 * maxHalf * cols;
     float* du = sums.as<float>() + t * products;  // [k][co][images]
-    for (int64_t ch = c0; ch < c1; ++ch) {
-      for (int64_t img = 0; img < images; ++img) {
-        splitColumns(g, x + img * g.xs[0] + ch * g.xs[1], 0, half, cols, even, odd);
-        transformInputChannel(even, odd, half, tiles, h, v + img * count, images * count);
+    for (int64_t ch = c0; ch < c1; ++ch)
+      for (int64_t first = 0; first < tiles.th; first += stripRows) {
+        const Tiles part{std::min(stripRows, tiles.th - first), tiles.tw};
+        const int64_t n = part.count(), half = part.th + 1;
+        for (int64_t img = 0; img < images; ++img) {
+          splitColumns(g, x + img * g.xs[0] + ch * g.xs[1], 2 * first, half, cols, even, odd);
+          transformInputChannel(even, odd, half, part, h, v + img * n, images * n);
+        }
+        for (int64_t o = 0; o < g.co; ++o)
+          transformGradientChannel(kernel + (o * g.c + ch) * taps + 2 * first * kw, kh - 2 * first, kw, part, h,
+                                   dm + o * n, g.co * n);
+        // dU_k [co, images] (+)= dM_k [co, tiles] x V_k [images, tiles]^T.
+        for (int k = 0; k < kTaps; ++k)
+          gemm::sgemm(g.co, images, n, {dm + k * g.co * n, n, 1}, {v + k * images * n, 1, n}, du + k * g.co * images,
+                      images, /*accumulate=*/ch > c0 || first > 0, /*parallel=*/false);
       }
-      for (int64_t o = 0; o < g.co; ++o)
-        transformGradientChannel(kernel + (o * g.c + ch) * taps, kh, kw, tiles, h, dm + o * count, g.co * count);
-      // dU_k [co, images] (+)= dM_k [co, tiles] x V_k [images, tiles]^T.
-      for (int k = 0; k < kTaps; ++k)
-        gemm::sgemm(g.co, images, count, {dm + k * g.co * count, count, 1}, {v + k * images * count, 1, count},
-                    du + k * g.co * images, images, /*accumulate=*/ch > c0, /*parallel=*/false);
-    }
   };
   if (chunks == 1) {
     chunk(0);

@@ -189,11 +189,16 @@ TEST(OpsConv, Conv2dWinogradFilterGradientShapes) {
   // gradient (input channels as images, the output gradient as a kh x kw
   // kernel, a 3x3 output): f32 with 16+ images and outputs runs in the
   // Winograd domain (conv2dWinogradFilterGrad). Odd kernel sizes (a half
-  // tile), one channel and several (the channels' partial sums).
+  // tile), one channel and several (the channels' partial sums), kernels
+  // taken in strips of tile rows.
   const ConvCase cases[] = {
       {16, 1, 3, 16, 9, 10, 9, 10, 1, 1, 1, 1, {1, 1, 1, 1}, false},
       {17, 1, 1, 18, 8, 8, 8, 8, 1, 1, 1, 1, {1, 1, 1, 1}, false},
       {16, 1, 9, 16, 12, 11, 10, 9, 1, 1, 1, 1, {0, 0, 0, 0}, false},
+      // Kernels of more tile rows than one strip holds (two strips; the
+      // last short, with a half tile row).
+      {16, 1, 2, 16, 24, 24, 24, 24, 1, 1, 1, 1, {1, 1, 1, 1}, false},
+      {16, 1, 2, 16, 25, 23, 25, 23, 1, 1, 1, 1, {1, 1, 1, 1}, false},
   };
   checkF32BothLayouts(rng, cases);
   // And through autograd: the weight gradient of a 3x3 convolution.
