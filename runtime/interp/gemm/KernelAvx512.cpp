@@ -16,51 +16,100 @@ namespace {
 
 constexpr int kMR = 14, kVecs = 2, kNR = 16 * kVecs;
 
-template <int Rows>
-__attribute__((target("avx512f"))) void tileRows(int kc, const float* ap, const float* bp, float* c, int64_t ldc,
-                                                 int nr, bool accumulate) {
-  __m512 acc[Rows][kVecs];
-#pragma GCC unroll 16
-  for (int r = 0; r < Rows; ++r)
+/// Lane masks of a tile's Vecs vectors for its first nr columns.
+template <int Vecs>
+__attribute__((target("avx512f"))) inline void columnMasks(int nr, __mmask16 (&mask)[Vecs]) {
 #pragma GCC unroll 4
-    for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm512_setzero_ps();
-  // The C tile is read (accumulate) or written after the loop: start its
-  // lines on their way, into L2, since C's rows are often a power of two
-  // apart and would fight over one L1 set.
-#pragma GCC unroll 16
-  for (int r = 0; r < Rows; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T1);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNR - 1), _MM_HINT_T1);
-  }
-#pragma GCC unroll 2
-  for (int k = 0; k < kc; ++k) {
-    __m512 b[kVecs];
-#pragma GCC unroll 4
-    for (int v = 0; v < kVecs; ++v) b[v] = _mm512_load_ps(bp + k * kNR + 16 * v);
-    const float* ak = ap + k * kMR;
-#pragma GCC unroll 16
-    for (int r = 0; r < Rows; ++r) {
-      const __m512 x = _mm512_set1_ps(ak[r]);
-#pragma GCC unroll 4
-      for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm512_fmadd_ps(x, b[v], acc[r][v]);
-    }
-  }
-  __mmask16 mask[kVecs];
-#pragma GCC unroll 4
-  for (int v = 0; v < kVecs; ++v) {
+  for (int v = 0; v < Vecs; ++v) {
     const int cols = nr - 16 * v;
     mask[v] = cols >= 16 ? __mmask16(0xFFFF) : cols <= 0 ? __mmask16(0) : __mmask16((1u << cols) - 1);
   }
+}
+
+/// Zeroes a tile's accumulators. The C tile is read (accumulate) or written
+/// after the depth loop: start its lines on their way, into L2, since C's
+/// rows are often a power of two apart and would fight over one L1 set.
+template <int Rows, int Vecs>
+__attribute__((target("avx512f"))) inline void startTile(__m512 (&acc)[Rows][Vecs], const float* c, int64_t ldc) {
+#pragma GCC unroll 16
+  for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < Vecs; ++v) acc[r][v] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int r = 0; r < Rows; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * Vecs - 1), _MM_HINT_T1);
+  }
+}
+
+/// Stores (or adds, `accumulate`) a tile's first nr columns to C.
+template <int Rows, int Vecs>
+__attribute__((target("avx512f"))) inline void storeTile(__m512 (&acc)[Rows][Vecs], float* c, int64_t ldc, int nr,
+                                                         bool accumulate) {
+  __mmask16 mask[Vecs];
+  columnMasks<Vecs>(nr, mask);
 #pragma GCC unroll 16
   for (int r = 0; r < Rows; ++r) {
     float* cr = c + r * ldc;
 #pragma GCC unroll 4
-    for (int v = 0; v < kVecs; ++v) {
+    for (int v = 0; v < Vecs; ++v) {
       __m512 x = acc[r][v];
       if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], cr + 16 * v));
       _mm512_mask_storeu_ps(cr + 16 * v, mask[v], x);
     }
   }
+}
+
+/// The tile's first `Rows` rows and first 16 Vecs columns: a panel of at
+/// most 16 columns (N = 10 logits, the last panel of N = 784) runs half the
+/// FMAs with Vecs = 1, reading only the first half of each packed B step.
+template <int Rows, int Vecs>
+__attribute__((target("avx512f"))) void tileRows(int kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                                                 int nr, bool accumulate) {
+  __m512 acc[Rows][Vecs];
+  startTile<Rows, Vecs>(acc, c, ldc);
+#pragma GCC unroll 2
+  for (int k = 0; k < kc; ++k) {
+    __m512 b[Vecs];
+#pragma GCC unroll 4
+    for (int v = 0; v < Vecs; ++v) b[v] = _mm512_load_ps(bp + k * kNR + 16 * v);
+    const float* ak = ap + k * kMR;
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r) {
+      const __m512 x = _mm512_set1_ps(ak[r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < Vecs; ++v) acc[r][v] = _mm512_fmadd_ps(x, b[v], acc[r][v]);
+    }
+  }
+  storeTile<Rows, Vecs>(acc, c, ldc, nr, accumulate);
+}
+
+/// The same tile on unpacked operands (DirectKernelFn): the A scalars
+/// broadcast from A (row r at step k: a[r * lda + k], or a[k * lda + r]
+/// when A is column-major), the B vectors load from B's rows through masks
+/// (a tile narrower than 16 Vecs columns must not read past B's row). The
+/// FMAs and their order are the packed tile's, so are the bits.
+template <int Rows, int Vecs, bool ColumnMajorA>
+__attribute__((target("avx512f"))) void directTileRows(int kc, const float* a, int64_t lda, const float* b,
+                                                       int64_t ldb, float* c, int64_t ldc, int nr, bool accumulate) {
+  __m512 acc[Rows][Vecs];
+  startTile<Rows, Vecs>(acc, c, ldc);
+  __mmask16 mask[Vecs];
+  columnMasks<Vecs>(nr, mask);
+#pragma GCC unroll 2
+  for (int k = 0; k < kc; ++k) {
+    __m512 bv[Vecs];
+    const float* bk = b + k * ldb;
+#pragma GCC unroll 4
+    for (int v = 0; v < Vecs; ++v) bv[v] = _mm512_maskz_loadu_ps(mask[v], bk + 16 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r) {
+      const __m512 x = _mm512_set1_ps(ColumnMajorA ? a[k * lda + r] : a[r * lda + k]);
+#pragma GCC unroll 4
+      for (int v = 0; v < Vecs; ++v) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
+    }
+  }
+  storeTile<Rows, Vecs>(acc, c, ldc, nr, accumulate);
 }
 
 // GCC 12's shuffle intrinsics start from _mm512_undefined_ps() and warn about
@@ -149,17 +198,36 @@ __attribute__((target("avx512f"))) void packColumnMajorB(StridedMatrix b, int64_
 
 #pragma GCC diagnostic pop
 
-template <int... R>
+template <int Vecs, int... R>
 constexpr std::array<MicroKernelFn, sizeof...(R)> tilesByRows(std::integer_sequence<int, R...>) {
   return {[](int kc, const float* ap, const float* bp, float* c, int64_t ldc, int, int nr, bool accumulate) {
-    tileRows<R + 1>(kc, ap, bp, c, ldc, nr, accumulate);
+    tileRows<R + 1, Vecs>(kc, ap, bp, c, ldc, nr, accumulate);
   }...};
 }
 
 void microKernelAvx512(int kc, const float* ap, const float* bp, float* c, int64_t ldc, int mr, int nr,
                        bool accumulate) {
-  static constexpr auto kTiles = tilesByRows(std::make_integer_sequence<int, kMR>{});
-  kTiles[mr - 1](kc, ap, bp, c, ldc, mr, nr, accumulate);
+  static constexpr auto kTiles = tilesByRows<kVecs>(std::make_integer_sequence<int, kMR>{});
+  static constexpr auto kHalfTiles = tilesByRows<1>(std::make_integer_sequence<int, kMR>{});
+  (nr <= 16 ? kHalfTiles : kTiles)[mr - 1](kc, ap, bp, c, ldc, mr, nr, accumulate);
+}
+
+template <int Vecs, bool ColumnMajorA, int... R>
+constexpr std::array<DirectKernelFn, sizeof...(R)> directTilesByRows(std::integer_sequence<int, R...>) {
+  return {[](int kc, const float* a, int64_t lda, bool, const float* b, int64_t ldb, float* c, int64_t ldc, int,
+             int nr, bool accumulate) {
+    directTileRows<R + 1, Vecs, ColumnMajorA>(kc, a, lda, b, ldb, c, ldc, nr, accumulate);
+  }...};
+}
+
+void directKernelAvx512(int kc, const float* a, int64_t lda, bool columnMajorA, const float* b, int64_t ldb,
+                        float* c, int64_t ldc, int mr, int nr, bool accumulate) {
+  using Rows = std::make_integer_sequence<int, kMR>;
+  static constexpr std::array<std::array<DirectKernelFn, kMR>, 4> kTiles = {
+      directTilesByRows<kVecs, false>(Rows{}), directTilesByRows<1, false>(Rows{}),
+      directTilesByRows<kVecs, true>(Rows{}), directTilesByRows<1, true>(Rows{})};
+  kTiles[(nr <= 16 ? 1 : 0) + (columnMajorA ? 2 : 0)][mr - 1](kc, a, lda, columnMajorA, b, ldb, c, ldc, mr, nr,
+                                                              accumulate);
 }
 
 }  // namespace
@@ -173,7 +241,7 @@ void microKernelAvx512(int kc, const float* ap, const float* bp, float* c, int64
 // 4096x4096x1024 went from 228 to 242 GFLOP/s on 2 threads (104 -> 114 on 1).
 const MicroKernel& avx512MicroKernel() {
   static const MicroKernel k{Isa::avx512, kMR, kNR, /*kc=*/1024, /*mc=*/14 * 4, /*nc=*/1024, microKernelAvx512,
-                             packRowMajorA, packColumnMajorB};
+                             packRowMajorA, packColumnMajorB, directKernelAvx512};
   return k;
 }
 

@@ -127,11 +127,14 @@ int depthStep(int64_t K, int kc) {
 /// Products this small also run on one thread (kSplitMultiplyAdds).
 constexpr int64_t kDirectMultiplyAdds = kSplitMultiplyAdds;
 
-/// Whether the product runs unpacked (directProduct): small, with A's rows
-/// or its columns contiguous and B's rows contiguous, or its columns (which
-/// are packed into panels first: mk.packColumnMajorB).
+/// Whether the product runs unpacked (directProduct): small, or one column
+/// panel wide (each element of A then meets one tile: a packed copy of A
+/// would be read once; N = 10 logits: 256x10x512 took 41 us packed and
+/// 2x oneDNN's), with A's rows or its columns contiguous and B's rows
+/// contiguous, or its columns (which are packed into panels first:
+/// mk.packColumnMajorB).
 bool runsDirect(const MicroKernel& mk, int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b) {
-  if (!mk.runDirect || M * N > kDirectMultiplyAdds / K) return false;
+  if (!mk.runDirect || (M * N > kDirectMultiplyAdds / K && N > mk.nr)) return false;
   return (a.cs == 1 || a.rs == 1) && (b.cs == 1 || (b.rs == 1 && mk.packColumnMajorB));
 }
 
