@@ -318,7 +318,8 @@ namespace {
 constexpr int64_t kFilterGradStripTiles = 128;
 
 /// Tiles a strip holds at least, so that its GEMMs stay wide enough for the
-/// micro-kernel's 32 columns (a 56-wide image: 3 tile rows, 84 tiles).
+/// micro-kernel's 32 columns (a 56-wide image: 3 tile rows, 87 tiles with
+/// their extra ones).
 constexpr int64_t kMinStripTiles = 64;
 
 /// Tile rows per strip: as many as keep a strip's transformed inputs and

@@ -258,7 +258,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   }
   const MicroKernel& mk = microKernelFor(activeIsa());
   const int threads = gemmThreads(M, N, K, parallel);
-  // Not tuned: too small (kTunedMultiplyAdds).
+  // Not tuned: small (below kTunedMultiplyAdds) or one column panel wide.
   if (runsDirect(mk, M, N, K, a, b)) return directProduct(mk, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
   const TunableCall call{.kernel = "sgemm",
                          .isa = isaName(mk.isa),
