@@ -72,16 +72,33 @@ inline bool disjoint(const Extent &a, const Extent &b) {
   return a.end <= b.begin || b.end <= a.begin;
 }
 
+/// Whether `base` is an argument of `kernel` listed in `sharedArgs`.
+inline bool isSharedArg(mlir::Value base, mlir::Operation *kernel, const std::set<unsigned> &sharedArgs) {
+  auto arg = llvm::dyn_cast<mlir::BlockArgument>(base);
+  return arg && arg.getOwner()->getParentOp() == kernel && sharedArgs.count(arg.getArgNumber());
+}
+
+/// Whether two distinct shared arguments may be one buffer. The runtime
+/// passes one buffer for a donated pair only when the output's dtype and
+/// shape are the input's (Engine.cpp), and then the whole of it: arguments
+/// of different static types never share one.
+inline bool mayShareOneBuffer(mlir::Value a, mlir::Value b) {
+  auto ta = llvm::dyn_cast<mlir::MemRefType>(a.getType()), tb = llvm::dyn_cast<mlir::MemRefType>(b.getType());
+  if (!ta || !tb || !ta.hasStaticShape() || !tb.hasStaticShape())
+    return true;
+  return ta.getShape() == tb.getShape() && ta.getElementType() == tb.getElementType();
+}
+
 /// Whether memrefs `a` and `b` of `kernel` may touch a common byte: their
 /// extents are not provably disjoint, or both are arguments listed in
-/// `sharedArgs` (donated pairs, which the runtime may pass one buffer for).
+/// `sharedArgs` (donated pairs, which the runtime may pass one buffer for)
+/// that may be one buffer.
 inline bool mayOverlap(mlir::Value a, mlir::Value b, mlir::Operation *kernel, const std::set<unsigned> &sharedArgs) {
   const Extent ea = extentOf(a), eb = extentOf(b);
-  auto shared = [&](mlir::Value base) {
-    auto arg = llvm::dyn_cast<mlir::BlockArgument>(base);
-    return arg && arg.getOwner()->getParentOp() == kernel && sharedArgs.count(arg.getArgNumber());
-  };
-  return (shared(ea.base) && shared(eb.base)) || !disjoint(ea, eb);
+  if (isSharedArg(ea.base, kernel, sharedArgs) && isSharedArg(eb.base, kernel, sharedArgs) &&
+      mayShareOneBuffer(ea.base, eb.base))
+    return true;
+  return !disjoint(ea, eb);
 }
 
 /// How a view splits its bytes into rows: (base argument, first byte, bytes,

@@ -56,10 +56,40 @@ class RowFuser {
         if ((!x.write && !y.write) || !mayOverlap(x.memref, y.memref, kernel_, shared_))
           continue;
         auto lx = rowLayout(x.memref), ly = rowLayout(y.memref);
-        if (!lx || !ly || *lx != *ly || std::get<3>(*lx) != tripCount(first) || !touchesOnlyItsRow(x, ivA) ||
-            !touchesOnlyItsRow(y, ivB))
+        if (!lx || !ly || !sameRows(*lx, *ly) || std::get<3>(*lx) != tripCount(first) ||
+            !touchesOnlyItsRow(x, ivA) || !touchesOnlyItsRow(y, ivB))
           return false;
       }
+    return true;
+  }
+
+  /// Whether two row layouts split the same bytes into the same rows:
+  /// those of one base, or of two shared arguments, which are one buffer
+  /// only as a whole (mayShareOneBuffer), at the same bytes.
+  bool sameRows(const RowLayout &x, const RowLayout &y) const {
+    if (std::get<0>(x) == std::get<0>(y))
+      return x == y;
+    return isSharedArg(std::get<0>(x), kernel_, shared_) && isSharedArg(std::get<0>(y), kernel_, shared_) &&
+           std::get<1>(x) == std::get<1>(y) && std::get<2>(x) == std::get<2>(y) && std::get<3>(x) == std::get<3>(y);
+  }
+
+  /// Whether `op` (a load or store, or free of memory effects) can move
+  /// before `loop`: none of its accesses may touch what the loop writes,
+  /// nor write what it reads.
+  bool canMoveBefore(Operation *op, scf::ParallelOp loop) {
+    std::optional<Access> access;
+    if (auto load = dyn_cast<memref::LoadOp>(op))
+      access = Access{load.getMemRef(), load.getIndices(), false};
+    else if (auto store = dyn_cast<memref::StoreOp>(op))
+      access = Access{store.getMemRef(), store.getIndices(), true};
+    else
+      return op->getNumRegions() == 0 && isMemoryEffectFree(op);
+    SmallVector<Access> inLoop;
+    if (!collectAccesses(loop, inLoop))
+      return false;
+    for (const Access &x : inLoop)
+      if ((x.write || access->write) && mayOverlap(x.memref, access->memref, kernel_, shared_))
+        return false;
     return true;
   }
 
@@ -229,10 +259,13 @@ int fuseRowLoops(func::FuncOp kernel, const std::set<unsigned> &sharedArgs) {
       continue;
     auto first = cast<scf::ParallelOp>(*it);
     for (;;) {
-      // The next loop, past ops without memory effects (views, constants).
+      // The next loop, past ops that can run before the first one: views,
+      // constants, and loads and stores of other memory (an optimizer's
+      // bias corrections between its moment and weight updates).
       SmallVector<Operation *> between;
       Operation *next = first->getNextNode();
-      while (next && next->getNumRegions() == 0 && isMemoryEffectFree(next) && !next->hasTrait<OpTrait::IsTerminator>()) {
+      while (next && !next->hasTrait<OpTrait::IsTerminator>() && !candidate(*next) &&
+             fuser.canMoveBefore(next, first)) {
         between.push_back(next);
         next = next->getNextNode();
       }
