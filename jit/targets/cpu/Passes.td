@@ -269,8 +269,11 @@ def KilnCpuFuseRowLoops
     loop's variable as first index of views that split the same bytes
     into the same rows). Arguments listed in `shared-args` or in the
     function's `kiln.shared_args` (donated pairs, from
-    `kiln-cpu-buffer-donation`) may alias one another. See `fuseRowLoops`
-    (RowFusion.h).
+    `kiln-cpu-buffer-donation`) may alias one another when they have one
+    type, and then only as whole buffers: their rows of the same bytes are
+    the same rows. Loads and stores between the loops that touch nothing
+    the first writes (nor write what it reads) move before it. See
+    `fuseRowLoops` (RowFusion.h).
 
     Example:
 

@@ -23,7 +23,10 @@ namespace kiln::jit::cpu {
 /// bodies that may touch the same memory and one of which writes, both use
 /// the loop's induction variable as the first index of views that split the
 /// same bytes into the same rows. Arguments in `sharedArgs` (donated buffer
-/// pairs) may alias one another. Returns the number of loops merged away.
+/// pairs) of one type may alias one another, as whole buffers (rows of the
+/// same bytes of two of them are the same rows). Loads and stores between
+/// the loops that touch nothing the first one writes, nor write what it
+/// reads, move before it. Returns the number of loops merged away.
 int fuseRowLoops(mlir::func::FuncOp kernel, const std::set<unsigned> &sharedArgs);
 
 /// Inside each top-level scf.parallel of `kernel`, merges adjacent
