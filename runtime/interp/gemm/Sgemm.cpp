@@ -9,9 +9,6 @@
 #include <optional>
 #include <string>
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-
 #include "kiln/error.h"
 #include "runtime/interp/ScratchBuffer.h"
 #include "runtime/interp/gemm/BlockingTuner.h"
@@ -246,22 +243,7 @@ void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M,
           }
         }
       };
-      if (grid.cols == 1 && grid.rows > 1) {
-        // Split by rows: one task per mc block (its A packing is the same),
-        // taken by whichever thread is free, so that a core slowed by
-        // another process does less. Beside a busy process on a 2-core
-        // Sapphire Rapids, 4096x4096x1024 on 2 threads ran 199-208 ms with
-        // static halves, 159-185 dynamic (kiln_gemm_bench).
-        const int64_t blocks = (M + blk.mc - 1) / blk.mc;
-        tbb::parallel_for(
-            tbb::blocked_range<int64_t>(0, blocks, 1),
-            [&](const tbb::blocked_range<int64_t>& r) {
-              rowBlocks({r.begin() * blk.mc, std::min<int64_t>(M, r.end() * blk.mc), 0, colPanels});
-            },
-            tbb::simple_partitioner());
-      } else {
-        forEachTask(grid.rows * grid.cols, [&](int t) { rowBlocks(grid.share(t, rowPanels, colPanels, MR, M)); });
-      }
+      forEachShare(grid, rowPanels, colPanels, MR, M, blk.mc, rowBlocks);
     }
   }
 }
