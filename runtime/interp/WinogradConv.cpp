@@ -118,20 +118,6 @@ void splitColumns(const WinogradConv& g, const float* plane, int64_t firstRow, i
   }
 }
 
-/// Starts loading the input rows splitColumns(g, plane, firstRow, half, ..)
-/// reads, where they are contiguous: a strip reads a few rows of each
-/// channel, streams too short for the hardware prefetcher to pick up.
-void prefetchRows(const WinogradConv& g, const float* plane, int64_t firstRow, int64_t half) {
-  if (g.xs[3] != 1) return;
-  const int64_t bytes = static_cast<int64_t>(sizeof(float)) * g.w;
-  for (int64_t r = 0; r < 2 * half; ++r) {
-    const int64_t ih = firstRow + r - g.padTop;
-    if (ih < 0 || ih >= g.h) continue;
-    const char* row = reinterpret_cast<const char*>(plane + ih * g.xs[2]);
-    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b);
-  }
-}
-
 /// B^T d B for every tile of one channel: the rows' transform (d B) from
 /// the even/odd split (splitColumns: `half` even rows, then `half` odd ones,
 /// `tiles.stride()` floats each) into h [2 parities][4][half rows], then the
@@ -369,7 +355,6 @@ void conv2dWinograd3x3(const WinogradConv& g, const float* x, const float* w, fl
       float* odd = even + 2 * half * cols;
       float* h = odd + 2 * half * cols;
       for (int64_t ch = c0; ch < c1; ++ch) {
-        if (ch + 1 < c1) prefetchRows(g, x + img * g.xs[0] + (ch + 1) * g.xs[1], 2 * first, half);
         splitColumns(g, x + img * g.xs[0] + ch * g.xs[1], 2 * first, half, cols, even, odd);
         transformInputChannel(even, odd, half, part, h, v + ch * count, g.c * count);
       }
