@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "jit/targets/cpu/ElementAccess.h"
 #include "jit/targets/cpu/MemoryExtent.h"
@@ -74,9 +75,10 @@ class RowFuser {
   }
 
   /// Whether `op` (a load or store, or free of memory effects) can move
-  /// before `loop`: none of its accesses may touch what the loop writes,
-  /// nor write what it reads.
-  bool canMoveBefore(Operation *op, scf::ParallelOp loop) {
+  /// before a loop whose accesses are `inLoop` (none when they could not be
+  /// collected): none of its accesses may touch what the loop writes, nor
+  /// write what it reads.
+  bool canMoveBefore(Operation *op, const std::optional<SmallVector<Access>> &inLoop) {
     std::optional<Access> access;
     if (auto load = dyn_cast<memref::LoadOp>(op))
       access = Access{load.getMemRef(), load.getIndices(), false};
@@ -84,10 +86,9 @@ class RowFuser {
       access = Access{store.getMemRef(), store.getIndices(), true};
     else
       return op->getNumRegions() == 0 && isMemoryEffectFree(op);
-    SmallVector<Access> inLoop;
-    if (!collectAccesses(loop, inLoop))
+    if (!inLoop)
       return false;
-    for (const Access &x : inLoop)
+    for (const Access &x : *inLoop)
       if ((x.write || access->write) && mayOverlap(x.memref, access->memref, kernel_, shared_))
         return false;
     return true;
@@ -263,9 +264,12 @@ int fuseRowLoops(func::FuncOp kernel, const std::set<unsigned> &sharedArgs) {
       // constants, and loads and stores of other memory (an optimizer's
       // bias corrections between its moment and weight updates).
       SmallVector<Operation *> between;
+      std::optional<SmallVector<Access>> firstAccesses(std::in_place);
+      if (!collectAccesses(first, *firstAccesses))
+        firstAccesses.reset();
       Operation *next = first->getNextNode();
       while (next && !next->hasTrait<OpTrait::IsTerminator>() && !candidate(*next) &&
-             fuser.canMoveBefore(next, first)) {
+             fuser.canMoveBefore(next, firstAccesses)) {
         between.push_back(next);
         next = next->getNextNode();
       }
