@@ -17,6 +17,15 @@ void productOverEmptyDepth(int64_t M, int64_t N, float* c, int64_t ldc, bool acc
     for (int64_t i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + N, 0.0f);
 }
 
+RowBlocks::RowBlocks(int64_t rows, int rowsPerPanel, int64_t blockRows, int threads)
+    : panels((rows + rowsPerPanel - 1) / rowsPerPanel), M(rows), panelRows(rowsPerPanel) {
+  const int64_t panelsPerBlock = std::max<int64_t>(1, blockRows / panelRows);
+  const int64_t least = (panels + panelsPerBlock - 1) / panelsPerBlock;
+  const int64_t t = std::max(1, threads);
+  // Rounded up to a multiple of the threads, never past one panel a block.
+  count = std::max<int64_t>(1, std::min(panels, (least + t - 1) / t * t));
+}
+
 WorkSplit splitWork(int64_t rowPanels, int64_t colPanels, int threads) {
   WorkSplit best;
   double bestCost = -1;

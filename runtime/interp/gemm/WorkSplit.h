@@ -55,23 +55,47 @@ void forEachTask(int tasks, F&& f) {
   tbb::parallel_for(0, tasks, [&](int t) { f(t); }, tbb::static_partitioner());
 }
 
+/// Rows of C cut into blocks for threads that take them as they come: at
+/// most `blockRows` rows each (a packed A block), whole panels of
+/// `panelRows` rows but for the last block, cut at M, and as many blocks as
+/// a multiple of `threads`, of near-equal panels, so that threads running at
+/// the same speed finish together. Equal mc blocks do not: 1024 rows in
+/// blocks of 56 are 19 blocks, and on 2 threads one ran 560 rows while the
+/// other ran 464 (1024^3 on 2 threads, 2-core Sapphire Rapids: 300 GFLOP/s
+/// so, 324 for 1008 rows, which split evenly).
+struct RowBlocks {
+  int64_t count = 1;   ///< blocks
+  int64_t panels = 1;  ///< row panels, the last perhaps cut at M
+  int64_t M = 0;
+  int panelRows = 1;
+
+  RowBlocks(int64_t M, int panelRows, int64_t blockRows, int threads);
+
+  /// The first row of block b (b in [0, count]; start(count) == M): panel
+  /// panels * b / count, rounded to the nearest.
+  int64_t start(int64_t b) const {
+    if (b >= count) return M;
+    return std::min(M, (2 * panels * b / count + 1) / 2 * panelRows);
+  }
+};
+
 /// Runs f(share) over the shares of `grid` (of rowPanels x colPanels panels,
 /// panelRows rows each, M rows in all). A grid split by rows only runs one
-/// share per `blockRows` rows instead (a multiple of panelRows: a packed A
-/// block, so nothing is packed twice), taken by whichever thread is free:
-/// a core slowed by another process then does less. Beside a busy process
-/// on a 2-core Sapphire Rapids, 4096x4096x1024 (f32, 2 threads) ran
-/// 199-208 ms with static halves, 159-185 ms so (kiln_gemm_bench).
+/// share per block of RowBlocks (at most `blockRows` rows, a multiple of
+/// panelRows: a packed A block, so nothing is packed twice), taken by
+/// whichever thread is free: a core slowed by another process then does
+/// less. Beside a busy process on a 2-core Sapphire Rapids, 4096x4096x1024
+/// (f32, 2 threads) ran 199-208 ms with static halves, 159-185 ms so
+/// (kiln_gemm_bench).
 template <class F>
 void forEachShare(const WorkSplit& grid, int64_t rowPanels, int64_t colPanels, int panelRows, int64_t M,
                   int64_t blockRows, F&& f) {
   if (grid.cols == 1 && grid.rows > 1) {
-    const int64_t blocks = (M + blockRows - 1) / blockRows;
+    const RowBlocks blocks(M, panelRows, blockRows, grid.rows);
     tbb::parallel_for(
-        tbb::blocked_range<int64_t>(0, blocks, 1),
+        tbb::blocked_range<int64_t>(0, blocks.count, 1),
         [&](const tbb::blocked_range<int64_t>& r) {
-          f(TaskShare{r.begin() * blockRows, std::min<int64_t>(M, r.end() * blockRows), 0,
-                      static_cast<int>(colPanels)});
+          f(TaskShare{blocks.start(r.begin()), blocks.start(r.end()), 0, static_cast<int>(colPanels)});
         },
         tbb::simple_partitioner());
     return;

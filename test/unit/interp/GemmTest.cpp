@@ -285,5 +285,53 @@ TEST(GemmWorkSplit, BalancesTheSlowestTask) {
   EXPECT_GT(s.cols, 1);
 }
 
+// Blocks of whole panels, none larger than an A block, cut at M, in a
+// multiple of the threads, and the threads' halves within a panel of equal.
+TEST(GemmWorkSplit, RowBlocksBalanceTheThreads) {
+  struct Case {
+    int64_t M;
+    int panelRows;
+    int64_t blockRows;
+    int threads;
+  };
+  for (const Case& c : {Case{1024, 14, 56, 2}, Case{1008, 14, 56, 2}, Case{4096, 14, 56, 2}, Case{130, 14, 56, 2},
+                        Case{20, 14, 56, 2}, Case{5, 14, 56, 2}, Case{1000, 16, 64, 3}, Case{777, 6, 48, 4},
+                        Case{100, 32, 128, 8}}) {
+    SCOPED_TRACE(testing::Message() << "M " << c.M << ", panels of " << c.panelRows << ", blocks of "
+                                    << c.blockRows << ", " << c.threads << " threads");
+    const RowBlocks blocks(c.M, c.panelRows, c.blockRows, c.threads);
+    const int64_t panels = (c.M + c.panelRows - 1) / c.panelRows;
+    ASSERT_GE(blocks.count, 1);
+    EXPECT_LE(blocks.count, panels);
+    if (panels >= c.threads) {
+      EXPECT_EQ(blocks.count % c.threads, 0);
+    }
+    EXPECT_EQ(blocks.start(0), 0);
+    EXPECT_EQ(blocks.start(blocks.count), c.M);
+    for (int64_t b = 0; b < blocks.count; ++b) {
+      const int64_t rows = blocks.start(b + 1) - blocks.start(b);
+      EXPECT_GT(rows, 0) << "block " << b;
+      EXPECT_LE(rows, c.blockRows) << "block " << b;
+      if (b + 1 < blocks.count) {
+        EXPECT_EQ(rows % c.panelRows, 0) << "block " << b;
+      }
+    }
+    // Each thread's run of count / threads blocks (a static split; the
+    // dynamic one steals whole blocks from it).
+    if (blocks.count % c.threads == 0) {
+      const int64_t per = blocks.count / c.threads;
+      for (int t = 0; t < c.threads; ++t) {
+        const int64_t rows = blocks.start((t + 1) * per) - blocks.start(t * per);
+        EXPECT_NEAR(static_cast<double>(rows), static_cast<double>(c.M) / c.threads, c.panelRows) << "thread " << t;
+      }
+    }
+  }
+  // The bench's case: 1024 rows of 14-row panels on 2 threads, 518 and 506
+  // rows, where blocks of 56 gave one thread 560.
+  const RowBlocks even(1024, 14, 56, 2);
+  EXPECT_EQ(even.count, 20);
+  EXPECT_EQ(even.start(10), 518);
+}
+
 }  // namespace
 }  // namespace kiln::interp::gemm
