@@ -327,7 +327,7 @@ void blockedProduct(const Bf16MicroKernel& mk, Blocking blk, int threads, int64_
                      std::min(kBf16TileRows, nc - p * kBf16TileRows), kTiles, bPanels + p * panelElems);
       });
       const bool addToC = accumulate || pc > 0;
-      forEachShare(grid, rowBlocks, colBlocks, kBf16BlockRows, M, blk.mc, [&](const TaskShare& share) {
+      forEachShare(grid, colBlocks, kBf16BlockRows, M, blk.mc, [&](const TaskShare& share) {
         if (share.empty()) return;
         ScratchBuffer aBlock(tlsABlock, sizeof(uint16_t) * panelElems * (blk.mc / kBf16TileRows), "bf16 matmul (packing A)");
         const KernelScope scope(mk);

@@ -130,6 +130,26 @@ __attribute__((target("avx2"))) void packRowMajorA(StridedMatrix a, int64_t i0, 
   }
 }
 
+/// Packs A whose columns are contiguous (PackRowMajorAFn's layout from rs ==
+/// 1: a transposed view, the weight gradient's x^T * dY): each depth step's
+/// 6 rows are 6 floats in a row, one masked load. Rows past the matrix are
+/// zero.
+__attribute__((target("avx2"))) void packColumnMajorA(StridedMatrix a, int64_t i0, int mc, int64_t k0, int kc,
+                                                      float* dst) {
+  for (int p = 0; p < mc; p += kMR) {
+    const int rows = mc - p < kMR ? mc - p : kMR;
+    const __m256i rowLanes = laneMask(rows);
+    const float* src = a.p + (i0 + p) + k0 * a.cs;
+    float* d = dst + static_cast<int64_t>(p) * kc;
+    for (int k = 0; k < kc; ++k, src += a.cs, d += kMR) {
+      const __m256 step = _mm256_maskload_ps(src, rowLanes);
+      // 6 floats: the low 4 lanes, then lanes 4 and 5.
+      _mm_storeu_ps(d, _mm256_castps256_ps128(step));
+      _mm_storel_pi(reinterpret_cast<__m64*>(d + 4), _mm256_extractf128_ps(step, 1));
+    }
+  }
+}
+
 /// Packs one 16-wide panel of B whose columns are contiguous
 /// (PackColumnMajorBFn; a transposed view, x * W^T): 8 columns by 8 depth
 /// steps at a time, transposed into 8 steps of the panel. Columns past the
@@ -241,7 +261,7 @@ void microKernelAvx2(int kc, const float* ap, const float* bp, float* c, int64_t
 
 const MicroKernel& avx2MicroKernel() {
   static const MicroKernel k{Isa::avx2, kMR, kNR, /*kc=*/256, /*mc=*/72, /*nc=*/2048, microKernelAvx2,
-                             packRowMajorA, packColumnMajorB, directKernelAvx2};
+                             packRowMajorA, packColumnMajorB, directKernelAvx2, packColumnMajorA};
   return k;
 }
 

@@ -45,6 +45,7 @@ struct MicroKernel {
   PackRowMajorAFn packRowMajorA = nullptr;  // optional; the driver's generic packing otherwise
   PackColumnMajorBFn packColumnMajorB = nullptr;  // optional, likewise
   DirectKernelFn runDirect = nullptr;  // optional: small products skip packing (Sgemm.cpp, runsDirect)
+  PackRowMajorAFn packColumnMajorA = nullptr;  // optional: A with contiguous columns (rs == 1), same layout
 };
 
 const MicroKernel& scalarMicroKernel();

@@ -227,6 +227,8 @@ void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M,
           const int mc = static_cast<int>(std::min<int64_t>(blk.mc, share.i1 - ic));
           if (a.cs == 1 && mk.packRowMajorA)
             mk.packRowMajorA(a, ic, mc, pc, kc, aBlock.as<float>());
+          else if (a.rs == 1 && mk.packColumnMajorA)
+            mk.packColumnMajorA(a, ic, mc, pc, kc, aBlock.as<float>());
           else
             packA(a, ic, mc, pc, kc, MR, aBlock.as<float>());
           for (int p = share.p0; p < share.p1; ++p) {
@@ -243,7 +245,7 @@ void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M,
           }
         }
       };
-      forEachShare(grid, rowPanels, colPanels, MR, M, blk.mc, rowBlocks);
+      forEachShare(grid, colPanels, MR, M, blk.mc, rowBlocks);
     }
   }
 }

@@ -32,8 +32,11 @@ WorkSplit splitWork(int64_t rowPanels, int64_t colPanels, int threads) {
   for (int rows = threads; rows >= 1; --rows) {
     const int cols = threads / rows;
     const int64_t taskRows = (rowPanels + rows - 1) / rows, taskCols = (colPanels + cols - 1) / cols;
-    // Packing an A panel costs about half a micro-kernel call.
-    const double cost = static_cast<double>(taskRows) * (static_cast<double>(taskCols) + 0.5);
+    // Packing an A panel costs about half a micro-kernel call; a call whose
+    // B panel another thread of its column group packed, kRemotePanelCost
+    // more (a group's `rows` threads pack its panels in equal shares).
+    const double remote = kRemotePanelCost * static_cast<double>(rows - 1) / rows;
+    const double cost = static_cast<double>(taskRows) * (static_cast<double>(taskCols) * (1.0 + remote) + 0.5);
     if (bestCost < 0 || cost < bestCost) {
       best = {rows, cols};
       bestCost = cost;

@@ -6,7 +6,9 @@
 #include <tbb/partitioner.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 
 namespace kiln::interp::gemm {
 
@@ -32,10 +34,23 @@ struct WorkSplit {
   }
 };
 
-/// The grid whose slowest task does the least: micro-kernel calls plus the
-/// A packing that each task repeats for its rows. Ties go to more row groups
-/// (no A panel packed twice).
+/// The grid whose slowest task does the least: micro-kernel calls, the A
+/// packing that each task repeats for its rows, and the reads of B panels
+/// that other threads of its column group packed (kRemotePanelCost): they
+/// come from another core's cache, not from its own. Ties go to more row
+/// groups (no A panel packed twice).
 WorkSplit splitWork(int64_t rowPanels, int64_t colPanels, int threads);
+
+/// What a micro-kernel call pays on top when its B panel was packed by
+/// another thread, as a share of the call. Split by rows only, every
+/// thread sweeps the whole packed B block, half of it (on 2 threads) from
+/// the other core; split by columns, each thread reads only the panels it
+/// packed itself, which stay in its L2. On a 2-core Sapphire Rapids
+/// (kiln_gemm_bench, 2 threads, GFLOP/s, rows only -> columns only):
+/// 128x512x512 230-240 -> 306-338, 256x1024x1024 264 -> 311-344, 512^3
+/// 314-334 -> 342-353, 1024^3 347-358 -> 366-383; 784x512x256,
+/// 2048x512x512 and 4096x4096x1024 level.
+inline constexpr double kRemotePanelCost = 0.25;
 
 /// The threads one GEMM of M x N x K splits over: the current TBB arena's
 /// when `parallel` and the product is large enough (kSplitMultiplyAdds),
@@ -79,28 +94,38 @@ struct RowBlocks {
   }
 };
 
-/// Runs f(share) over the shares of `grid` (of rowPanels x colPanels panels,
-/// panelRows rows each, M rows in all). A grid split by rows only runs one
-/// share per block of RowBlocks (at most `blockRows` rows, a multiple of
-/// panelRows: a packed A block, so nothing is packed twice), taken by
-/// whichever thread is free: a core slowed by another process then does
-/// less. Beside a busy process on a 2-core Sapphire Rapids, 4096x4096x1024
-/// (f32, 2 threads) ran 199-208 ms with static halves, 159-185 ms so
-/// (kiln_gemm_bench).
+/// Runs f(share) over the shares of `grid` (colPanels column panels of B,
+/// row panels of panelRows rows of A, M rows in all). Each column group of B's panels
+/// (grid.cols of them) has its rows cut into RowBlocks (at most `blockRows`
+/// rows, a multiple of panelRows: a packed A block, so nothing is packed
+/// twice within a group), and grid.rows threads take its blocks as they
+/// come; a thread whose group has none left takes the blocks of the others.
+/// So a core slowed by another process does less: beside a busy process on
+/// a 2-core Sapphire Rapids, 4096x4096x1024 (f32, 2 threads) ran 199-208 ms
+/// with static halves, 159-185 ms with row blocks taken as they come
+/// (kiln_gemm_bench). Thread t belongs to group t / grid.rows: the threads
+/// whose B packing (panels colPanels * t / threads onwards) made the
+/// group's panels, so they read them from their own cache.
 template <class F>
-void forEachShare(const WorkSplit& grid, int64_t rowPanels, int64_t colPanels, int panelRows, int64_t M,
-                  int64_t blockRows, F&& f) {
-  if (grid.cols == 1 && grid.rows > 1) {
-    const RowBlocks blocks(M, panelRows, blockRows, grid.rows);
-    tbb::parallel_for(
-        tbb::blocked_range<int64_t>(0, blocks.count, 1),
-        [&](const tbb::blocked_range<int64_t>& r) {
-          f(TaskShare{blocks.start(r.begin()), blocks.start(r.end()), 0, static_cast<int>(colPanels)});
-        },
-        tbb::simple_partitioner());
+void forEachShare(const WorkSplit& grid, int64_t colPanels, int panelRows, int64_t M, int64_t blockRows, F&& f) {
+  const int groups = grid.cols, tasks = grid.rows * grid.cols;
+  if (tasks == 1) {
+    f(TaskShare{0, M, 0, static_cast<int>(colPanels)});
     return;
   }
-  forEachTask(grid.rows * grid.cols, [&](int t) { f(grid.share(t, rowPanels, colPanels, panelRows, M)); });
+  const RowBlocks blocks(M, panelRows, blockRows, grid.rows);
+  std::unique_ptr<std::atomic<int64_t>[]> next(new std::atomic<int64_t>[groups]);
+  for (int g = 0; g < groups; ++g) next[g].store(0, std::memory_order_relaxed);
+  forEachTask(tasks, [&](int t) {
+    const int own = t / grid.rows;
+    for (int k = 0; k < groups; ++k) {
+      const int g = (own + k) % groups;
+      const int p0 = static_cast<int>(colPanels * g / groups), p1 = static_cast<int>(colPanels * (g + 1) / groups);
+      for (int64_t b = next[g].fetch_add(1, std::memory_order_relaxed); b < blocks.count;
+           b = next[g].fetch_add(1, std::memory_order_relaxed))
+        f(TaskShare{blocks.start(b), blocks.start(b + 1), p0, p1});
+    }
+  });
 }
 
 }  // namespace kiln::interp::gemm

@@ -3,6 +3,7 @@
 // and the cache blocks, strided and transposed operands, accumulation, and C
 // left alone outside its M x N window.
 #include <gtest/gtest.h>
+#include <tbb/task_arena.h>
 
 #include <cmath>
 #include <cstdint>
@@ -168,6 +169,10 @@ TEST_P(GemmIsaTest, TransposedAndStridedOperands) {
         check({45, 70, 130, ta, tb, pad}, seed++);
         check({17, 33, 300, ta, tb, pad, true}, seed++);
         check({1, 65, 20, ta, tb, pad, false, false}, seed++);
+        // Packed (past the direct path's size), A's last panel short, split
+        // by rows (N = 90) and by columns (N = 300).
+        check({150, 90, 520, ta, tb, pad}, seed++);
+        check({100, 300, 200, ta, tb, pad}, seed++);
       }
 }
 
@@ -181,6 +186,13 @@ TEST_P(GemmIsaTest, SerialAndParallelAgreeBitForBit) {
   sgemm(M, N, K, a.view(), b.view(), serial.data(), N, false, false);
   sgemm(M, N, K, a.view(), b.view(), parallel.data(), N, false, true);
   EXPECT_EQ(serial, parallel);
+  // Wide enough for column groups (splitWork), A transposed.
+  const int64_t wide = 300;
+  Operand at(M, K, true, 2, rng), bw(K, wide, false, 0, rng);
+  std::vector<float> serialWide(M * wide), parallelWide(M * wide);
+  sgemm(M, wide, K, at.view(), bw.view(), serialWide.data(), wide, false, false);
+  sgemm(M, wide, K, at.view(), bw.view(), parallelWide.data(), wide, false, true);
+  EXPECT_EQ(serialWide, parallelWide);
 }
 
 TEST_P(GemmIsaTest, UnpackedSmallProductsGiveThePackedBits) {
@@ -243,7 +255,9 @@ TEST_P(GemmIsaTest, EpilogueAddsTheBiasAndRectifiesEveryTileOnce) {
     for (int64_t i = 0; i < M * N; ++i)
       if (!(fused[i] == separate[i] || (std::isnan(fused[i]) && std::isnan(separate[i]))))
         FAIL() << "element " << i << ": " << fused[i] << " vs " << separate[i];
-    if (K > 0) EXPECT_TRUE(std::isnan(fused[0]));  // row 0 of a NaN A
+    if (K > 0) {
+      EXPECT_TRUE(std::isnan(fused[0]));  // row 0 of a NaN A
+    }
   }
 }
 
@@ -271,9 +285,14 @@ TEST(GemmIsa, DefaultIsTheBestTheCpuRunsOrTheEnvironmentsChoice) {
 }
 
 TEST(GemmWorkSplit, BalancesTheSlowestTask) {
-  // Enough row panels: split rows only.
-  EXPECT_EQ(splitWork(74, 32, 2).rows, 2);
-  EXPECT_EQ(splitWork(74, 32, 2).cols, 1);
+  // Enough column panels: each thread its own columns, whose B panels it
+  // packed (1024^3 on 2 threads).
+  EXPECT_EQ(splitWork(74, 32, 2).rows, 1);
+  EXPECT_EQ(splitWork(74, 32, 2).cols, 2);
+  EXPECT_EQ(splitWork(10, 16, 2).cols, 2);
+  // Two column panels and many rows: split rows.
+  EXPECT_EQ(splitWork(74, 2, 2).rows, 2);
+  EXPECT_EQ(splitWork(74, 2, 2).cols, 1);
   // One row panel: split columns.
   EXPECT_EQ(splitWork(1, 32, 2).rows, 1);
   EXPECT_EQ(splitWork(1, 32, 2).cols, 2);
@@ -283,6 +302,33 @@ TEST(GemmWorkSplit, BalancesTheSlowestTask) {
   const WorkSplit s = splitWork(3, 64, 4);
   EXPECT_LE(s.rows * s.cols, 4);
   EXPECT_GT(s.cols, 1);
+}
+
+// Every (row, column panel) of C is computed once, in blocks of at most an
+// A block (a one-task grid: the whole), whatever the grid and
+// however many threads the arena has (one thread runs every task in turn:
+// the first takes its group's blocks, then the others').
+TEST(GemmWorkSplit, SharesCoverEveryTileOnce) {
+  const int64_t M = 200, colPanels = 9;
+  const int panelRows = 14;
+  for (int arenaThreads : {1, 2, 4})
+    for (const WorkSplit grid : {WorkSplit{1, 1}, WorkSplit{2, 1}, WorkSplit{1, 2}, WorkSplit{2, 2}, WorkSplit{3, 1},
+                                 WorkSplit{1, 4}}) {
+      SCOPED_TRACE(testing::Message() << arenaThreads << " threads, grid " << grid.rows << "x" << grid.cols);
+      std::vector<std::atomic<int>> seen(M * colPanels);
+      tbb::task_arena arena(arenaThreads);
+      arena.execute([&] {
+        forEachShare(grid, colPanels, panelRows, M, 56, [&](const TaskShare& share) {
+          EXPECT_FALSE(share.empty());
+          if (grid.rows * grid.cols > 1) {
+            EXPECT_LE(share.i1 - share.i0, 56);  // else the whole, in one call
+          }
+          for (int64_t i = share.i0; i < share.i1; ++i)
+            for (int p = share.p0; p < share.p1; ++p) seen[i * colPanels + p].fetch_add(1);
+        });
+      });
+      for (int64_t i = 0; i < M * colPanels; ++i) ASSERT_EQ(seen[i].load(), 1) << "row " << i / colPanels << ", panel " << i % colPanels;
+    }
 }
 
 // Blocks of whole panels, none larger than an A block, cut at M, in a
