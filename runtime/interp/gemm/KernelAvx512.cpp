@@ -249,14 +249,19 @@ void directKernelAvx512(int kc, const float* a, int64_t lda, bool columnMajorA, 
 }  // namespace
 
 // kc 1024: every K panel is one more pass over C, whose tiles come from L3 or
-// memory; the B panel (128 KiB) and the A block (56 rows, 224 KiB) then sit
-// in a 1 MiB L2 and stream from it. On Zen 4 (bench/gemm_bench.cpp, 1
-// thread) kc 256 -> 1024 took 1024^3 from about 94 to 104 GFLOP/s.
+// memory; the B panel (128 KiB) and the A block then sit in L2 and stream
+// from it. On Zen 4 (bench/gemm_bench.cpp, 1 thread) kc 256 -> 1024 took
+// 1024^3 from about 94 to 104 GFLOP/s.
+// mc 112 (an A block of 448 KiB, with the B panel within Zen 4's 1 MiB L2):
+// once each thread sweeps only the B panels it packed (splitWork), fewer
+// and larger A blocks paid on a 2-core Sapphire Rapids (2 MiB L2), 2
+// threads: 1024^3 322-326 -> 323-350 GFLOP/s, 4096x4096x1024 320-327 ->
+// 325-330 (kiln_gemm_bench, KILN_TUNE=off, 3 alternating runs).
 // nc 1024: the packed B block (4 MiB) is what every A block sweeps, from L3;
 // on a shared Sapphire Rapids an 8 MiB block (nc 2048) no longer stayed there:
 // 4096x4096x1024 went from 228 to 242 GFLOP/s on 2 threads (104 -> 114 on 1).
 const MicroKernel& avx512MicroKernel() {
-  static const MicroKernel k{Isa::avx512, kMR, kNR, /*kc=*/1024, /*mc=*/14 * 4, /*nc=*/1024, microKernelAvx512,
+  static const MicroKernel k{Isa::avx512, kMR, kNR, /*kc=*/1024, /*mc=*/14 * 8, /*nc=*/1024, microKernelAvx512,
                              packRowMajorA, packColumnMajorB, directKernelAvx512, packColumnMajorA};
   return k;
 }
