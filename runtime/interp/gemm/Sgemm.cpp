@@ -1,7 +1,8 @@
 // The blocked GEMM driver (Goto/BLIS loop order): for each NC-column block of
-// B and KC-deep slice of K, pack the B block once into NR-wide panels shared
-// by all threads; each thread then packs MC-row blocks of its rows of A into
-// MR-high panels and runs the micro-kernel over every (A panel, B panel) pair.
+// B and KC-deep slice of K, pack the B block once into NR-wide panels, each
+// thread a share; the threads then take MC-row blocks of A (WorkSplit.h: of
+// all B's panels, or of their column group's), pack each into MR-high panels
+// and run the micro-kernel over every (A panel, B panel) pair.
 
 #include <algorithm>
 #include <cstdlib>

@@ -1,7 +1,6 @@
 // How the GEMM splits one packed B block's work over threads.
 #pragma once
 
-#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 
@@ -95,17 +94,17 @@ struct RowBlocks {
 };
 
 /// Runs f(share) over the shares of `grid` (colPanels column panels of B,
-/// row panels of panelRows rows of A, M rows in all). Each column group of B's panels
-/// (grid.cols of them) has its rows cut into RowBlocks (at most `blockRows`
-/// rows, a multiple of panelRows: a packed A block, so nothing is packed
-/// twice within a group), and grid.rows threads take its blocks as they
-/// come; a thread whose group has none left takes the blocks of the others.
-/// So a core slowed by another process does less: beside a busy process on
-/// a 2-core Sapphire Rapids, 4096x4096x1024 (f32, 2 threads) ran 199-208 ms
-/// with static halves, 159-185 ms with row blocks taken as they come
-/// (kiln_gemm_bench). Thread t belongs to group t / grid.rows: the threads
-/// whose B packing (panels colPanels * t / threads onwards) made the
-/// group's panels, so they read them from their own cache.
+/// A in row panels of panelRows rows, M rows in all). Each column group of
+/// B's panels (grid.cols of them) has its rows cut into RowBlocks (at most
+/// `blockRows` rows, a multiple of panelRows: a packed A block, so nothing
+/// is packed twice within a group), and grid.rows threads take its blocks
+/// as they come; a thread whose group has none left takes the blocks of the
+/// others. So a core slowed by another process does less: beside a busy
+/// process on a 2-core Sapphire Rapids, 4096x4096x1024 (f32, 2 threads) ran
+/// 199-208 ms with static halves, 159-185 ms with row blocks taken as they
+/// come (kiln_gemm_bench). Thread t belongs to group t / grid.rows: the
+/// threads whose B packing (panels colPanels * t / threads onwards) made
+/// the group's panels, so they read them from their own cache.
 template <class F>
 void forEachShare(const WorkSplit& grid, int64_t colPanels, int panelRows, int64_t M, int64_t blockRows, F&& f) {
   const int groups = grid.cols, tasks = grid.rows * grid.cols;
