@@ -193,6 +193,14 @@ TEST_P(GemmIsaTest, SerialAndParallelAgreeBitForBit) {
   sgemm(M, wide, K, at.view(), bw.view(), serialWide.data(), wide, false, false);
   sgemm(M, wide, K, at.view(), bw.view(), parallelWide.data(), wide, false, true);
   EXPECT_EQ(serialWide, parallelWide);
+  // On 3 and 4 threads: grids of several rows and column groups, and
+  // threads taking the blocks of other groups.
+  for (int threads : {3, 4}) {
+    std::vector<float> more(M * wide);
+    tbb::task_arena(threads).execute(
+        [&] { sgemm(M, wide, K, at.view(), bw.view(), more.data(), wide, false, true); });
+    EXPECT_EQ(serialWide, more) << threads << " threads";
+  }
 }
 
 TEST_P(GemmIsaTest, UnpackedSmallProductsGiveThePackedBits) {
