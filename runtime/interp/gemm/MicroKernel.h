@@ -25,6 +25,12 @@ using PackRowMajorAFn = void (*)(StridedMatrix a, int64_t i0, int mc, int64_t k0
 /// columns past the matrix zero): the layout bp of MicroKernelFn expects.
 using PackColumnMajorBFn = void (*)(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, float* dst);
 
+/// Packs depth [k0, k0+kc) x columns [j0, j0+cols) of B, whose rows are
+/// contiguous (cs == 1), into consecutive NR-wide panels (kc * NR floats
+/// apart; columns past the matrix zero), one row of B at a time: the reads
+/// run along B's rows instead of down one panel's column of short pieces.
+using PackRowMajorBFn = void (*)(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, float* dst);
+
 /// The register tile on unpacked operands: C[0:mr, 0:nr] (=, or +=) A * B
 /// over depth kc, where A's rows are lda apart with their depth contiguous
 /// (or, `columnMajorA`, its depth steps lda apart with its rows contiguous)
@@ -46,6 +52,7 @@ struct MicroKernel {
   PackColumnMajorBFn packColumnMajorB = nullptr;  // optional, likewise
   DirectKernelFn runDirect = nullptr;  // optional: small products skip packing (Sgemm.cpp, runsDirect)
   PackRowMajorAFn packColumnMajorA = nullptr;  // optional: A with contiguous columns (rs == 1), same layout
+  PackRowMajorBFn packRowMajorB = nullptr;  // optional: B with contiguous rows, several panels at once
 };
 
 const MicroKernel& scalarMicroKernel();

@@ -207,8 +207,15 @@ void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M,
       const int kc = static_cast<int>(std::min<int64_t>(kcStep, K - pc));
       const int packTasks = std::min(threads, colPanels / 4 + 1);
       const bool columnMajorB = b.rs == 1 && b.cs != 1 && mk.packColumnMajorB;
+      const bool rowMajorB = b.cs == 1 && mk.packRowMajorB;
       forEachTask(packTasks, [&](int t) {
-        for (int p = colPanels * t / packTasks; p < colPanels * (t + 1) / packTasks; ++p) {
+        const int p0 = colPanels * t / packTasks, p1 = colPanels * (t + 1) / packTasks;
+        if (rowMajorB && p1 > p0) {
+          mk.packRowMajorB(b, pc, kc, jc + static_cast<int64_t>(p0) * NR, std::min(nc, p1 * NR) - p0 * NR,
+                           bBlock.as<float>() + static_cast<int64_t>(p0) * kc * NR);
+          return;
+        }
+        for (int p = p0; p < p1; ++p) {
           const int64_t j0 = jc + static_cast<int64_t>(p) * NR;
           float* panel = bBlock.as<float>() + static_cast<int64_t>(p) * kc * NR;
           if (columnMajorB)
