@@ -150,6 +150,28 @@ __attribute__((target("avx2"))) void packColumnMajorA(StridedMatrix a, int64_t i
   }
 }
 
+/// Packs B with contiguous rows (PackRowMajorBFn): each row of B, read in
+/// order, gives each panel its two vectors of that depth step. Columns past
+/// `cols` (the last panel's) are zero.
+__attribute__((target("avx2"))) void packRowMajorB(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols,
+                                                   float* dst) {
+  const int full = cols / kNR, rest = cols % kNR;
+  const int64_t panelStride = static_cast<int64_t>(kc) * kNR;
+  const __m256i low = laneMask(rest), high = laneMask(rest - 8);
+  for (int k = 0; k < kc; ++k) {
+    const float* src = b.p + (k0 + k) * b.rs + j0;
+    float* d = dst + static_cast<int64_t>(k) * kNR;
+    for (int p = 0; p < full; ++p, src += kNR, d += panelStride) {
+      _mm256_storeu_ps(d, _mm256_loadu_ps(src));
+      _mm256_storeu_ps(d + 8, _mm256_loadu_ps(src + 8));
+    }
+    if (rest) {
+      _mm256_storeu_ps(d, _mm256_maskload_ps(src, low));
+      _mm256_storeu_ps(d + 8, _mm256_maskload_ps(src + 8, high));
+    }
+  }
+}
+
 /// Packs one 16-wide panel of B whose columns are contiguous
 /// (PackColumnMajorBFn; a transposed view, x * W^T): 8 columns by 8 depth
 /// steps at a time, transposed into 8 steps of the panel. Columns past the
@@ -261,7 +283,8 @@ void microKernelAvx2(int kc, const float* ap, const float* bp, float* c, int64_t
 
 const MicroKernel& avx2MicroKernel() {
   static const MicroKernel k{Isa::avx2, kMR, kNR, /*kc=*/256, /*mc=*/72, /*nc=*/2048, microKernelAvx2,
-                             packRowMajorA, packColumnMajorB, directKernelAvx2, packColumnMajorA};
+                             packRowMajorA, packColumnMajorB, directKernelAvx2, packColumnMajorA,
+                             packRowMajorB};
   return k;
 }
 
