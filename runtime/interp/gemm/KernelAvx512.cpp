@@ -116,6 +116,7 @@ __attribute__((target("avx512f"))) void directTileRows(int kc, const float* a, i
 // it once inlined (GCC bug 105593, fixed in 13).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 /// In-register transpose of 16 x 16 floats: r[i] lane j -> r[j] lane i.
 __attribute__((target("avx512f"))) inline void transpose16x16(__m512 r[16]) {
