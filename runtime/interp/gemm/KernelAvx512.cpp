@@ -205,8 +205,8 @@ __attribute__((target("avx512f"))) void packRowMajorB(StridedMatrix b, int64_t k
                                                       float* dst) {
   const int full = cols / kNR, rest = cols % kNR;
   const int64_t panelStride = static_cast<int64_t>(kc) * kNR;
-  const __mmask16 low = rest >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rest) - 1);
-  const __mmask16 high = rest > 16 ? __mmask16((1u << (rest - 16)) - 1) : __mmask16(0);
+  __mmask16 mask[kVecs];
+  columnMasks<kVecs>(rest, mask);
   for (int k = 0; k < kc; ++k) {
     const float* src = b.p + (k0 + k) * b.rs + j0;
     float* d = dst + static_cast<int64_t>(k) * kNR;
@@ -215,8 +215,8 @@ __attribute__((target("avx512f"))) void packRowMajorB(StridedMatrix b, int64_t k
       _mm512_storeu_ps(d + 16, _mm512_loadu_ps(src + 16));
     }
     if (rest) {
-      _mm512_storeu_ps(d, _mm512_maskz_loadu_ps(low, src));
-      _mm512_storeu_ps(d + 16, _mm512_maskz_loadu_ps(high, src + 16));
+      _mm512_storeu_ps(d, _mm512_maskz_loadu_ps(mask[0], src));
+      _mm512_storeu_ps(d + 16, _mm512_maskz_loadu_ps(mask[1], src + 16));
     }
   }
 }
