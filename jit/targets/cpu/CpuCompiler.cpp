@@ -26,6 +26,7 @@
 #include "jit/targets/cpu/Passes.h"
 #include "jit/targets/cpu/SharedObjectLinker.h"
 #include "jit/targets/cpu/StreamingStores.h"
+#include "jit/targets/cpu/X86VectorIdioms.h"
 #include "runtime/cache/HostFingerprint.h"
 #include "runtime/exec/CompileQueue.h"
 #include "runtime/support/HostCaches.h"
@@ -516,6 +517,7 @@ class CpuCompiler final : public TargetPipeline {
     llvm::ModuleAnalysisManager mam;
     llvm::PassBuilder pb(&targetMachine);
     registerStreamingStorePasses(pb);
+    registerX86VectorIdiomPasses(pb);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);

@@ -91,11 +91,12 @@ inline constexpr int64_t kSerialPartOps = 400;
 /// IndVarSimplify (its SCEV queries walk every dominating condition of the
 /// function that holds a trace's serial loops).
 /// kiln-hide/restore-nontemporal and kiln-align-streaming-stores: see
-/// StreamingStores.h.
+/// StreamingStores.h; kiln-x86-vector-idioms (after the vectoriser, which
+/// makes the vectors it rewrites): X86VectorIdioms.h.
 inline constexpr const char *kKernelPassPipeline =
     "cgscc(inline,function(kiln-hide-nontemporal,sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
     "loop-mssa(licm),loop-rotate)),"
-    "function(loop-vectorize,instcombine<no-verify-fixpoint>,simplifycfg,kiln-restore-nontemporal),"
+    "function(loop-vectorize,kiln-x86-vector-idioms,instcombine<no-verify-fixpoint>,simplifycfg,kiln-restore-nontemporal),"
     "kiln-align-streaming-stores,globaldce";
 
 /// Whether a CPU with `features` (LLVM's "+name,-name" list) has AVX-512F:
