@@ -25,6 +25,7 @@
 #include "jit/targets/cpu/ModulePartition.h"
 #include "jit/targets/cpu/Passes.h"
 #include "jit/targets/cpu/SharedObjectLinker.h"
+#include "jit/targets/cpu/NextRowPrefetch.h"
 #include "jit/targets/cpu/StreamingStores.h"
 #include "jit/targets/cpu/X86VectorIdioms.h"
 #include "runtime/cache/HostFingerprint.h"
@@ -249,7 +250,8 @@ class CpuCompiler final : public TargetPipeline {
                              kernelName + "},kiln-cpu-outline-serial-parts{kernel=" + kernelName +
                              " part-ops=" + std::to_string(kSerialPartOps) + "}," + kCpuIeeeMinMax + "," +
                              kCpuMarkParallelLoops +
-                             "{f32-lanes=" + std::to_string(f32VectorLanes(*targetMachine)) + "}";
+                             "{f32-lanes=" + std::to_string(f32VectorLanes(*targetMachine)) + "}," +
+                             kCpuPrefetchNextRows;
     if (!runPassPipeline(*module, rows.c_str()))
       return fail("loops");
     const int loopNests = static_cast<int>(kernel->getAttrOfType<mlir::IntegerAttr>(kLoopNestsAttr).getInt());
@@ -517,6 +519,7 @@ class CpuCompiler final : public TargetPipeline {
     llvm::ModuleAnalysisManager mam;
     llvm::PassBuilder pb(&targetMachine);
     registerStreamingStorePasses(pb);
+    registerPrefetchPasses(pb);
     registerX86VectorIdiomPasses(pb);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);

@@ -56,6 +56,8 @@ inline constexpr const char *kCpuFuseLoopsInRows = "func.func(kiln-cpu-fuse-loop
 inline constexpr const char *kCpuRowBuffersIntoOutputs =
     "func.func(kiln-cpu-row-buffers-into-outputs,kiln-cpu-block-wide-sums)";
 inline constexpr const char *kCpuIeeeMinMax = "kiln-cpu-ieee-min-max";
+/// After the parallel bodies are outlined and marked: NextRowPrefetch.h.
+inline constexpr const char *kCpuPrefetchNextRows = "func.func(kiln-cpu-prefetch-next-rows)";
 /// Last on the loops (after outlining); kToLLVM ends with its second half.
 inline constexpr const char *kCpuMarkParallelLoops = "kiln-cpu-mark-parallel-loops";
 /// Before kToLLVM in dynamic-shape kernels: MLIR 22's expand-strided-metadata
@@ -91,12 +93,13 @@ inline constexpr int64_t kSerialPartOps = 400;
 /// IndVarSimplify (its SCEV queries walk every dominating condition of the
 /// function that holds a trace's serial loops).
 /// kiln-hide/restore-nontemporal and kiln-align-streaming-stores: see
-/// StreamingStores.h; kiln-x86-vector-idioms (after the vectoriser, which
+/// StreamingStores.h; kiln-hide/restore-prefetches: NextRowPrefetch.h;
+/// kiln-x86-vector-idioms (after the vectoriser, which
 /// makes the vectors it rewrites): X86VectorIdioms.h.
 inline constexpr const char *kKernelPassPipeline =
-    "cgscc(inline,function(kiln-hide-nontemporal,sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
+    "cgscc(inline,function(kiln-hide-nontemporal,kiln-hide-prefetches,sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
     "loop-mssa(licm),loop-rotate)),"
-    "function(loop-vectorize,kiln-x86-vector-idioms,instcombine<no-verify-fixpoint>,simplifycfg,kiln-restore-nontemporal),"
+    "function(loop-vectorize,kiln-restore-prefetches,kiln-x86-vector-idioms,instcombine<no-verify-fixpoint>,simplifycfg,kiln-restore-nontemporal),"
     "kiln-align-streaming-stores,globaldce";
 
 /// Whether a CPU with `features` (LLVM's "+name,-name" list) has AVX-512F:

@@ -6,6 +6,7 @@
 #include "jit/targets/cpu/BufferDonation.h"
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/ElementwiseFusion.h"
+#include "jit/targets/cpu/NextRowPrefetch.h"
 #include "jit/targets/cpu/ParallelLoops.h"
 #include "jit/targets/cpu/ReductionOrder.h"
 #include "jit/targets/cpu/RowFusion.h"
@@ -63,6 +64,7 @@ namespace kiln::jit::cpu {
 #define GEN_PASS_DEF_KILNCPUMARKPARALLELLOOPS
 #define GEN_PASS_DEF_KILNCPUTAGPARALLELACCESSES
 #define GEN_PASS_DEF_KILNCPUSTREAMINGSTORES
+#define GEN_PASS_DEF_KILNCPUPREFETCHNEXTROWS
 #include "jit/targets/cpu/Passes.h.inc"
 
 namespace {
@@ -287,6 +289,11 @@ struct StreamingStores : impl::KilnCpuStreamingStoresBase<StreamingStores> {
   void runOnOperation() override {
     markStreamingStores(getOperation(), numInputs, numOutputs, minBytes, minFootprintBytes);
   }
+};
+
+struct PrefetchNextRows : impl::KilnCpuPrefetchNextRowsBase<PrefetchNextRows> {
+  using Base::Base;
+  void runOnOperation() override { prefetchNextRows(getOperation(), minRowBytes); }
 };
 
 struct HoistRowBuffers : impl::KilnCpuHoistRowBuffersBase<HoistRowBuffers> {

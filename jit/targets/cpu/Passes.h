@@ -10,6 +10,7 @@
 #ifndef KILN_JIT_TARGETS_CPU_PASSES_H
 #define KILN_JIT_TARGETS_CPU_PASSES_H
 
+#include "jit/targets/cpu/NextRowPrefetch.h"
 #include "jit/targets/cpu/StreamingStores.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"

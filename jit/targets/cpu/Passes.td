@@ -711,4 +711,35 @@ def KilnCpuStreamingStores
   ];
 }
 
+def KilnCpuPrefetchNextRows : Pass<"kiln-cpu-prefetch-next-rows", "::mlir::func::FuncOp"> {
+  let summary = "Prefetch the next row during a row kernel's heaviest later pass";
+  let description = [{
+    In a loop over rows (a one-dimensional `scf.parallel` whose body holds
+    two or more `scf.for` nests, its passes over a row): in the innermost
+    loop of the pass after the first with the most operations, each load
+    from a function argument the function never writes, indexed by the row
+    first, of static shape with rows of at least `min-row-bytes`, gets a
+    prefetch of the same element of the next row before it (the last row
+    prefetches itself). The row's first pass then finds it in cache. See
+    `prefetchNextRows` (NextRowPrefetch.h).
+
+    Example:
+
+    ```mlir
+    scf.parallel (%r) = (%lo) to (%hi) step (%c1) {
+      scf.for %j ... { ... memref.load %x[%r, %j] ... }   // row max
+      scf.for %j ... {                                     // exp and sum
+        // added: %n = min(%r + 1, 4095)
+        memref.prefetch %x[%n, %j], read, locality<3>, data : memref<4096x1024xf32>
+        %v = memref.load %x[%r, %j] : memref<4096x1024xf32>
+        ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect"];
+  let options = [
+    Option<"minRowBytes", "min-row-bytes", "int64_t", "::kiln::jit::cpu::kPrefetchMinRowBytes",
+           "Smallest row whose next row is prefetched">,
+  ];
+}
+
 #endif // KILN_JIT_TARGETS_CPU_PASSES_TD

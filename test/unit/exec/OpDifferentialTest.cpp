@@ -795,17 +795,21 @@ Tensor signedZeroRows(DType t, int64_t rows, int64_t cols) {
 // Softmax and layer_norm rows run as one parallel loop whose temporaries are
 // row buffers on the stack, with vectorised IEEE max/min: rows longer than a
 // vector with tails, enough rows to run in parallel, special values (NaN and
-// infinite rows), signed zeros and empty dimensions.
+// infinite rows), signed zeros, empty dimensions and rows long enough that
+// the next row is prefetched.
 TEST(OpDifferential, RowKernels) {
   std::vector<Case> cases;
   for (DType t : kFloatTypes) {
     cases.push_back({nameOf("softmax rows", {t}), kComposite, [=](InputMaker& in) {
                        return std::vector<Tensor>{softmax(in.make(t, {256, 300}, Values::Plain)),
                                                   softmax(in.make(t, {24, 70})), softmax(in.make(t, {40, 6})),
-                                                  log_softmax(in.make(t, {64, 33}))};
+                                                  log_softmax(in.make(t, {64, 33})),
+                                                  // rows of >= 2 KiB: the next row prefetched (NextRowPrefetch.h)
+                                                  softmax(in.make(t, {40, 1030})), log_softmax(in.make(t, {9, 1100}))};
                      }});
     cases.push_back({nameOf("layer_norm rows", {t}), kComposite, [=](InputMaker& in) {
                        return std::vector<Tensor>{layer_norm(in.make(t, {256, 300}, Values::Plain)),
+                                                  layer_norm(in.make(t, {33, 1040})),
                                                   layer_norm(in.make(t, {40, 6})),
                                                   layer_norm(in.make(t, {24, 70}, Values::Plain),
                                                              in.make(t, {70}, Values::Plain),
