@@ -67,8 +67,11 @@ inline constexpr const char *kCpuMarkParallelLoops = "kiln-cpu-mark-parallel-loo
 /// loads through the reshapes first removes that chain. (Static kernels
 /// have no such chain and keep the IR they were measured with.)
 inline constexpr const char *kResolveDynamicReshapes = "resolve-ranked-shaped-type-result-dims,fold-memref-alias-ops";
+/// convert-scf-to-cf and kiln-cpu-convert-to-llvm without pattern rollback
+/// (MLIR's one-shot conversion driver: cheaper, and none of their patterns
+/// needs it).
 inline constexpr const char *kToLLVM =
-    "expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-math-to-llvm,"
+    "expand-strided-metadata,lower-affine,convert-scf-to-cf{allow-pattern-rollback=false},convert-math-to-llvm,"
     "convert-math-to-libm,arith-expand,kiln-cpu-convert-to-llvm,reconcile-unrealized-casts,"
     "kiln-cpu-fold-descriptors,kiln-cpu-tag-parallel-accesses";
 
