@@ -36,11 +36,24 @@ __attribute__((target("avx2"))) inline void startTile(__m256 (&acc)[Rows][kVecs]
   }
 }
 
+/// The epilogue on the vector of sums of the tile's columns [first, first
+/// + 8): their bias (`mask`: the lanes that are columns of the tile; the
+/// bias is not read past them), then relu as `x < 0 ? 0 : x` (a NaN
+/// compares false and stays).
+template <bool Masked>
+__attribute__((target("avx2"))) inline __m256 finishVector(__m256 x, const TileEpilogue* e, int first, __m256i mask) {
+  if (!e) return x;
+  if (e->bias)
+    x = _mm256_add_ps(x, Masked ? _mm256_maskload_ps(e->bias + first, mask) : _mm256_loadu_ps(e->bias + first));
+  if (e->relu) x = _mm256_blendv_ps(x, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+  return x;
+}
+
 /// Stores (or, `accumulate`, adds) the accumulators to C's columns [0, nr),
-/// through masks when nr < 16.
+/// through masks when nr < 16, with the epilogue if one is given.
 template <int Rows>
 __attribute__((target("avx2"))) inline void storeTile(const __m256 (&acc)[Rows][kVecs], float* c, int64_t ldc, int nr,
-                                                      bool accumulate) {
+                                                      bool accumulate, const TileEpilogue* epilogue) {
   if (nr == kNR) {
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) {
@@ -49,6 +62,7 @@ __attribute__((target("avx2"))) inline void storeTile(const __m256 (&acc)[Rows][
       for (int v = 0; v < kVecs; ++v) {
         __m256 x = acc[r][v];
         if (accumulate) x = _mm256_add_ps(x, _mm256_loadu_ps(cr + 8 * v));
+        x = finishVector<false>(x, epilogue, 8 * v, __m256i{});
         _mm256_storeu_ps(cr + 8 * v, x);
       }
     }
@@ -65,6 +79,7 @@ __attribute__((target("avx2"))) inline void storeTile(const __m256 (&acc)[Rows][
       if (nr <= 8 * v) break;
       __m256 x = acc[r][v];
       if (accumulate) x = _mm256_add_ps(x, _mm256_maskload_ps(cr + 8 * v, mask[v]));
+      x = finishVector<true>(x, epilogue, 8 * v, mask[v]);
       _mm256_maskstore_ps(cr + 8 * v, mask[v], x);
     }
   }
@@ -193,7 +208,7 @@ __attribute__((target("avx2"))) void packColumnMajorB(StridedMatrix b, int64_t k
 
 template <int Rows>
 __attribute__((target("avx2,fma"))) void tileRows(int kc, const float* ap, const float* bp, float* c, int64_t ldc,
-                                                  int nr, bool accumulate) {
+                                                  int nr, bool accumulate, const TileEpilogue* epilogue) {
   __m256 acc[Rows][kVecs];
   startTile<Rows>(acc, c, ldc);
 #pragma GCC unroll 4
@@ -209,7 +224,7 @@ __attribute__((target("avx2,fma"))) void tileRows(int kc, const float* ap, const
       for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm256_fmadd_ps(x, b[v], acc[r][v]);
     }
   }
-  storeTile<Rows>(acc, c, ldc, nr, accumulate);
+  storeTile<Rows>(acc, c, ldc, nr, accumulate, epilogue);
 }
 
 /// The same tile on unpacked operands (DirectKernelFn): the A scalars
@@ -220,7 +235,7 @@ __attribute__((target("avx2,fma"))) void tileRows(int kc, const float* ap, const
 template <int Rows, bool Masked, bool ColumnMajorA>
 __attribute__((target("avx2,fma"))) void directTileRows(int kc, const float* a, int64_t lda, const float* b,
                                                         int64_t ldb, float* c, int64_t ldc, int nr,
-                                                        bool accumulate) {
+                                                        bool accumulate, const TileEpilogue* epilogue) {
   __m256 acc[Rows][kVecs];
   startTile<Rows>(acc, c, ldc);
   __m256i mask[kVecs] = {};
@@ -245,38 +260,38 @@ __attribute__((target("avx2,fma"))) void directTileRows(int kc, const float* a, 
       for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm256_fmadd_ps(x, bv[v], acc[r][v]);
     }
   }
-  storeTile<Rows>(acc, c, ldc, nr, accumulate);
+  storeTile<Rows>(acc, c, ldc, nr, accumulate, epilogue);
 }
 
 template <bool Masked, bool ColumnMajorA, int... R>
 constexpr std::array<DirectKernelFn, sizeof...(R)> directTilesByRows(std::integer_sequence<int, R...>) {
   return {[](int kc, const float* a, int64_t lda, bool, const float* b, int64_t ldb, float* c, int64_t ldc, int,
-             int nr, bool accumulate) {
-    directTileRows<R + 1, Masked, ColumnMajorA>(kc, a, lda, b, ldb, c, ldc, nr, accumulate);
+             int nr, bool accumulate, const TileEpilogue* epilogue) {
+    directTileRows<R + 1, Masked, ColumnMajorA>(kc, a, lda, b, ldb, c, ldc, nr, accumulate, epilogue);
   }...};
 }
 
 void directKernelAvx2(int kc, const float* a, int64_t lda, bool columnMajorA, const float* b, int64_t ldb, float* c,
-                      int64_t ldc, int mr, int nr, bool accumulate) {
+                      int64_t ldc, int mr, int nr, bool accumulate, const TileEpilogue* epilogue) {
   using Rows = std::make_integer_sequence<int, kMR>;
   static constexpr std::array<std::array<DirectKernelFn, kMR>, 4> kTiles = {
       directTilesByRows<false, false>(Rows{}), directTilesByRows<true, false>(Rows{}),
       directTilesByRows<false, true>(Rows{}), directTilesByRows<true, true>(Rows{})};
   kTiles[(nr == kNR ? 0 : 1) + (columnMajorA ? 2 : 0)][mr - 1](kc, a, lda, columnMajorA, b, ldb, c, ldc, mr, nr,
-                                                               accumulate);
+                                                               accumulate, epilogue);
 }
 
 template <int... R>
 constexpr std::array<MicroKernelFn, sizeof...(R)> tilesByRows(std::integer_sequence<int, R...>) {
-  return {[](int kc, const float* ap, const float* bp, float* c, int64_t ldc, int, int nr, bool accumulate) {
-    tileRows<R + 1>(kc, ap, bp, c, ldc, nr, accumulate);
+  return {[](int kc, const float* ap, const float* bp, float* c, int64_t ldc, int, int nr, bool accumulate,
+             const TileEpilogue* epilogue) { tileRows<R + 1>(kc, ap, bp, c, ldc, nr, accumulate, epilogue);
   }...};
 }
 
 void microKernelAvx2(int kc, const float* ap, const float* bp, float* c, int64_t ldc, int mr, int nr,
-                     bool accumulate) {
+                     bool accumulate, const TileEpilogue* epilogue) {
   static constexpr auto kTiles = tilesByRows(std::make_integer_sequence<int, kMR>{});
-  kTiles[mr - 1](kc, ap, bp, c, ldc, mr, nr, accumulate);
+  kTiles[mr - 1](kc, ap, bp, c, ldc, mr, nr, accumulate, epilogue);
 }
 
 }  // namespace

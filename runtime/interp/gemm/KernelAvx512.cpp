@@ -42,12 +42,19 @@ __attribute__((target("avx512f"))) inline void startTile(__m512 (&acc)[Rows][Vec
   }
 }
 
-/// Stores (or adds, `accumulate`) a tile's first nr columns to C.
+/// Stores (or adds, `accumulate`) a tile's first nr columns to C, with the
+/// epilogue if one is given: the bias of each column (not read past nr),
+/// then relu as `x < 0 ? 0 : x` (a NaN compares false and stays).
 template <int Rows, int Vecs>
 __attribute__((target("avx512f"))) inline void storeTile(__m512 (&acc)[Rows][Vecs], float* c, int64_t ldc, int nr,
-                                                         bool accumulate) {
+                                                         bool accumulate, const TileEpilogue* epilogue) {
   __mmask16 mask[Vecs];
   columnMasks<Vecs>(nr, mask);
+  __m512 bias[Vecs];
+  const bool addBias = epilogue && epilogue->bias, relu = epilogue && epilogue->relu;
+#pragma GCC unroll 4
+  for (int v = 0; v < Vecs; ++v)
+    bias[v] = addBias ? _mm512_maskz_loadu_ps(mask[v], epilogue->bias + 16 * v) : _mm512_setzero_ps();
 #pragma GCC unroll 16
   for (int r = 0; r < Rows; ++r) {
     float* cr = c + r * ldc;
@@ -55,6 +62,8 @@ __attribute__((target("avx512f"))) inline void storeTile(__m512 (&acc)[Rows][Vec
     for (int v = 0; v < Vecs; ++v) {
       __m512 x = acc[r][v];
       if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], cr + 16 * v));
+      if (addBias) x = _mm512_add_ps(x, bias[v]);
+      if (relu) x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
       _mm512_mask_storeu_ps(cr + 16 * v, mask[v], x);
     }
   }
@@ -65,7 +74,7 @@ __attribute__((target("avx512f"))) inline void storeTile(__m512 (&acc)[Rows][Vec
 /// FMAs with Vecs = 1, reading only the first half of each packed B step.
 template <int Rows, int Vecs>
 __attribute__((target("avx512f"))) void tileRows(int kc, const float* ap, const float* bp, float* c, int64_t ldc,
-                                                 int nr, bool accumulate) {
+                                                 int nr, bool accumulate, const TileEpilogue* epilogue) {
   __m512 acc[Rows][Vecs];
   startTile<Rows, Vecs>(acc, c, ldc);
 #pragma GCC unroll 2
@@ -81,7 +90,7 @@ __attribute__((target("avx512f"))) void tileRows(int kc, const float* ap, const 
       for (int v = 0; v < Vecs; ++v) acc[r][v] = _mm512_fmadd_ps(x, b[v], acc[r][v]);
     }
   }
-  storeTile<Rows, Vecs>(acc, c, ldc, nr, accumulate);
+  storeTile<Rows, Vecs>(acc, c, ldc, nr, accumulate, epilogue);
 }
 
 /// The same tile on unpacked operands (DirectKernelFn): the A scalars
@@ -91,7 +100,8 @@ __attribute__((target("avx512f"))) void tileRows(int kc, const float* ap, const 
 /// FMAs and their order are the packed tile's, so are the bits.
 template <int Rows, int Vecs, bool ColumnMajorA>
 __attribute__((target("avx512f"))) void directTileRows(int kc, const float* a, int64_t lda, const float* b,
-                                                       int64_t ldb, float* c, int64_t ldc, int nr, bool accumulate) {
+                                                       int64_t ldb, float* c, int64_t ldc, int nr, bool accumulate,
+                                                       const TileEpilogue* epilogue) {
   __m512 acc[Rows][Vecs];
   startTile<Rows, Vecs>(acc, c, ldc);
   __mmask16 mask[Vecs];
@@ -109,7 +119,7 @@ __attribute__((target("avx512f"))) void directTileRows(int kc, const float* a, i
       for (int v = 0; v < Vecs; ++v) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
     }
   }
-  storeTile<Rows, Vecs>(acc, c, ldc, nr, accumulate);
+  storeTile<Rows, Vecs>(acc, c, ldc, nr, accumulate, epilogue);
 }
 
 // GCC 12's shuffle intrinsics start from _mm512_undefined_ps() and warn about
@@ -240,34 +250,34 @@ __attribute__((target("avx512f"))) void packColumnMajorB(StridedMatrix b, int64_
 
 template <int Vecs, int... R>
 constexpr std::array<MicroKernelFn, sizeof...(R)> tilesByRows(std::integer_sequence<int, R...>) {
-  return {[](int kc, const float* ap, const float* bp, float* c, int64_t ldc, int, int nr, bool accumulate) {
-    tileRows<R + 1, Vecs>(kc, ap, bp, c, ldc, nr, accumulate);
+  return {[](int kc, const float* ap, const float* bp, float* c, int64_t ldc, int, int nr, bool accumulate,
+             const TileEpilogue* epilogue) { tileRows<R + 1, Vecs>(kc, ap, bp, c, ldc, nr, accumulate, epilogue);
   }...};
 }
 
 void microKernelAvx512(int kc, const float* ap, const float* bp, float* c, int64_t ldc, int mr, int nr,
-                       bool accumulate) {
+                       bool accumulate, const TileEpilogue* epilogue) {
   static constexpr auto kTiles = tilesByRows<kVecs>(std::make_integer_sequence<int, kMR>{});
   static constexpr auto kHalfTiles = tilesByRows<1>(std::make_integer_sequence<int, kMR>{});
-  (nr <= 16 ? kHalfTiles : kTiles)[mr - 1](kc, ap, bp, c, ldc, mr, nr, accumulate);
+  (nr <= 16 ? kHalfTiles : kTiles)[mr - 1](kc, ap, bp, c, ldc, mr, nr, accumulate, epilogue);
 }
 
 template <int Vecs, bool ColumnMajorA, int... R>
 constexpr std::array<DirectKernelFn, sizeof...(R)> directTilesByRows(std::integer_sequence<int, R...>) {
   return {[](int kc, const float* a, int64_t lda, bool, const float* b, int64_t ldb, float* c, int64_t ldc, int,
-             int nr, bool accumulate) {
-    directTileRows<R + 1, Vecs, ColumnMajorA>(kc, a, lda, b, ldb, c, ldc, nr, accumulate);
+             int nr, bool accumulate, const TileEpilogue* epilogue) {
+    directTileRows<R + 1, Vecs, ColumnMajorA>(kc, a, lda, b, ldb, c, ldc, nr, accumulate, epilogue);
   }...};
 }
 
 void directKernelAvx512(int kc, const float* a, int64_t lda, bool columnMajorA, const float* b, int64_t ldb,
-                        float* c, int64_t ldc, int mr, int nr, bool accumulate) {
+                        float* c, int64_t ldc, int mr, int nr, bool accumulate, const TileEpilogue* epilogue) {
   using Rows = std::make_integer_sequence<int, kMR>;
   static constexpr std::array<std::array<DirectKernelFn, kMR>, 4> kTiles = {
       directTilesByRows<kVecs, false>(Rows{}), directTilesByRows<1, false>(Rows{}),
       directTilesByRows<kVecs, true>(Rows{}), directTilesByRows<1, true>(Rows{})};
   kTiles[(nr <= 16 ? 1 : 0) + (columnMajorA ? 2 : 0)][mr - 1](kc, a, lda, columnMajorA, b, ldb, c, ldc, mr, nr,
-                                                              accumulate);
+                                                              accumulate, epilogue);
 }
 
 }  // namespace

@@ -8,13 +8,18 @@ namespace {
 constexpr int kMR = 6, kNR = 16;
 
 void microKernelScalar(int kc, const float* ap, const float* bp, float* c, int64_t ldc, int mr, int nr,
-                       bool accumulate) {
+                       bool accumulate, const TileEpilogue* epilogue) {
   float acc[kMR * kNR] = {};
   for (int k = 0; k < kc; ++k)
     for (int i = 0; i < kMR; ++i)
       for (int j = 0; j < kNR; ++j) acc[i * kNR + j] += ap[k * kMR + i] * bp[k * kNR + j];
   for (int i = 0; i < mr; ++i)
-    for (int j = 0; j < nr; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i * kNR + j] : acc[i * kNR + j];
+    for (int j = 0; j < nr; ++j) {
+      float x = accumulate ? c[i * ldc + j] + acc[i * kNR + j] : acc[i * kNR + j];
+      if (epilogue && epilogue->bias) x += epilogue->bias[j];
+      if (epilogue && epilogue->relu) x = x < 0.0f ? 0.0f : x;
+      c[i * ldc + j] = x;
+    }
 }
 
 }  // namespace

@@ -8,12 +8,23 @@
 
 namespace kiln::interp::gemm {
 
+/// What a tile's store applies to its sums on the product's last depth pass
+/// (Sgemm.h's Epilogue, fused): bias[j] added to column j (the tile's own
+/// columns, contiguous), then relu (x < 0 ? 0 : x: NaN stays NaN). The
+/// same operations in the same order as applyEpilogue on the stored tile,
+/// so the same bits, without reading the tile back.
+struct TileEpilogue {
+  const float* bias = nullptr;
+  bool relu = false;
+};
+
 /// C[0:mr, 0:nr] (=, or += with `accumulate`) Ap * Bp over depth kc, where Ap
 /// is a packed A micro-panel (kc steps of MR floats, rows >= mr zero) and Bp a
 /// packed B micro-panel (kc steps of NR floats, 64-byte aligned, columns >= nr
 /// zero). C's rows are ldc apart. 1 <= mr <= MR, 1 <= nr <= NR, kc >= 1.
+/// A non-null `epilogue` is applied before the store.
 using MicroKernelFn = void (*)(int kc, const float* ap, const float* bp, float* c, int64_t ldc, int mr, int nr,
-                               bool accumulate);
+                               bool accumulate, const TileEpilogue* epilogue);
 
 /// Packs rows [i0, i0+mc) x depth [k0, k0+kc) of A, whose rows are
 /// contiguous (cs == 1), into MR-high panels (kc steps of MR floats each, rows
@@ -38,7 +49,8 @@ using PackRowMajorBFn = void (*)(StridedMatrix b, int64_t k0, int kc, int64_t j0
 /// element past row mr of A or column nr of B, and gives the packed tile's
 /// bits (the same FMAs in the same order).
 using DirectKernelFn = void (*)(int kc, const float* a, int64_t lda, bool columnMajorA, const float* b, int64_t ldb,
-                                float* c, int64_t ldc, int mr, int nr, bool accumulate);
+                                float* c, int64_t ldc, int mr, int nr, bool accumulate,
+                                const TileEpilogue* epilogue);
 
 /// A register tile and the cache blocking tuned for it.
 struct MicroKernel {

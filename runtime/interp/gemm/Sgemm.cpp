@@ -111,6 +111,17 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void applyEpilogue(
 
 namespace {
 
+/// Whether the micro-kernels apply `e` as they store the tiles
+/// (TileEpilogue): a bias with contiguous columns or none. A strided bias
+/// is added to the stored tile (applyEpilogue).
+bool fusesEpilogue(const Epilogue* e) { return e && (!e->bias || e->biasStride == 1); }
+
+/// `e` for the tile whose first column is column j0 of the product.
+TileEpilogue fusedFor(const Epilogue* e, int64_t j0) {
+  if (!e) return {};
+  return {e->bias ? e->bias + j0 : nullptr, e->relu};
+}
+
 /// The depth of each pass over C for depth K in passes of at most kc: equal
 /// passes rather than full ones and a sliver (K = 1100 runs as two passes of
 /// 550, not 1024 + 76: each pass costs a pass over C).
@@ -179,10 +190,14 @@ void directProduct(const MicroKernel& mk, int threads, int64_t M, int64_t N, int
           const int mr = std::min(MR, mc - ir);
           // The packed product's depth passes, so its roundings: each pass
           // sums in registers and adds to C.
-          for (int64_t pc = 0; pc < K; pc += kcStep)
+          const TileEpilogue fused = fusedFor(epilogue, j0);
+          for (int64_t pc = 0; pc < K; pc += kcStep) {
+            const bool last = pc + kcStep >= K;
             mk.runDirect(static_cast<int>(std::min<int64_t>(kcStep, K - pc)), a.p + (ic + ir) * a.rs + pc * a.cs, lda,
-                         columnMajorA, bAt + p * panelStep + pc * ldb, ldb, tile, ldc, mr, nr, accumulate || pc > 0);
-          if (epilogue) applyEpilogue(*epilogue, tile, ldc, mr, nr, j0);
+                         columnMajorA, bAt + p * panelStep + pc * ldb, ldb, tile, ldc, mr, nr, accumulate || pc > 0,
+                         last && fusesEpilogue(epilogue) ? &fused : nullptr);
+          }
+          if (epilogue && !fusesEpilogue(epilogue)) applyEpilogue(*epilogue, tile, ldc, mr, nr, j0);
         }
       }
     }
@@ -243,10 +258,12 @@ void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M,
             const int nr = std::min(NR, nc - p * NR);
             const float* bp = bBlock.as<float>() + static_cast<int64_t>(p) * kc * NR;
             float* cp = c + ic * ldc + jc + static_cast<int64_t>(p) * NR;
+            const bool fusedEpilogue = tileEpilogue && fusesEpilogue(tileEpilogue);
+            const TileEpilogue panelEpilogue = fusedFor(tileEpilogue, jc + static_cast<int64_t>(p) * NR);
             for (int ir = 0; ir < mc; ir += MR) {
               mk.run(kc, aBlock.as<float>() + static_cast<int64_t>(ir) * kc, bp, cp + ir * ldc, ldc, std::min(MR, mc - ir),
-                     nr, addToC);
-              if (tileEpilogue)
+                     nr, addToC, fusedEpilogue ? &panelEpilogue : nullptr);
+              if (tileEpilogue && !fusedEpilogue)
                 applyEpilogue(*tileEpilogue, cp + ir * ldc, ldc, std::min(MR, mc - ir), nr,
                               jc + static_cast<int64_t>(p) * NR);
             }

@@ -235,15 +235,17 @@ TEST_P(GemmIsaTest, UnpackedSmallProductsGiveThePackedBits) {
 }
 
 TEST_P(GemmIsaTest, EpilogueAddsTheBiasAndRectifiesEveryTileOnce) {
-  // The epilogue runs on each tile after the last depth pass: with K past
-  // one panel (two passes), M and N past the blocks and ragged, a strided
-  // bias, and a NaN in A (ReLU keeps it), it must equal the product followed
-  // by a separate bias + ReLU pass, bit for bit.
+  // The epilogue runs on each tile after the last depth pass, in the
+  // micro-kernel's store (a contiguous bias) or on the stored tile (a
+  // strided one): with K past one panel (two passes), M and N past the
+  // blocks and ragged, products small enough to run unpacked, a strided
+  // bias, and a NaN in A (ReLU keeps it), it must equal the product
+  // followed by a separate bias + ReLU pass, bit for bit.
   const MicroKernel& k = kernel();
   std::mt19937 rng(500);
   for (auto [M, N, K, biasStride, relu] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>>{
            {k.mc + 5, k.nc + 3, k.kc + 9, 1, true}, {37, 2 * k.nr + 5, 77, 3, true}, {5, 7, 3, 1, false},
-           {9, 11, 0, 2, true}}) {
+           {13, 2 * k.nr + 7, 40, 1, true}, {9, 11, 0, 2, true}}) {
     SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
     Operand a(M, K, false, 0, rng), b(K, N, false, 0, rng);
     if (K > 0) a.storage[0] = std::numeric_limits<float>::quiet_NaN();
