@@ -200,10 +200,11 @@ struct RestorePrefetches : llvm::PassInfoMixin<RestorePrefetches> {
   llvm::PreservedAnalyses run(llvm::Function &f, llvm::FunctionAnalysisManager &) {
     llvm::Module &module = *f.getParent();
     llvm::SmallVector<llvm::CallInst *> markers;
-    for (llvm::Instruction &inst : llvm::instructions(f))
-      if (auto *call = llvm::dyn_cast<llvm::CallInst>(&inst); call && call->getCalledFunction() &&
-                                                               call->getCalledFunction()->getName().starts_with(kMarker))
+    for (llvm::Instruction &inst : llvm::instructions(f)) {
+      auto *call = llvm::dyn_cast<llvm::CallInst>(&inst);
+      if (call && call->getCalledFunction() && call->getCalledFunction()->getName().starts_with(kMarker))
         markers.push_back(call);
+    }
     if (markers.empty())
       return llvm::PreservedAnalyses::all();
     for (llvm::CallInst *call : markers) {

@@ -41,20 +41,27 @@ uint64_t vectorBits(llvm::Type *vectorType) {
   return vectorType->getPrimitiveSizeInBits().getFixedValue();
 }
 
+/// The intrinsic of `ids` (f32 forms of 512, 256 and 128 bits, then the
+/// f64 forms) for vectors of `type`.
+llvm::Intrinsic::ID formFor(llvm::Type *type, const llvm::Intrinsic::ID (&ids)[6]) {
+  const int width = vectorBits(type) == 512 ? 0 : vectorBits(type) == 256 ? 1 : 2;
+  return ids[(isF32(type) ? 0 : 3) + width];
+}
+
 llvm::Intrinsic::ID rangeIntrinsic(llvm::Type *type) {
-  switch (vectorBits(type)) {
-  case 512: return isF32(type) ? llvm::Intrinsic::x86_avx512_mask_range_ps_512 : llvm::Intrinsic::x86_avx512_mask_range_pd_512;
-  case 256: return isF32(type) ? llvm::Intrinsic::x86_avx512_mask_range_ps_256 : llvm::Intrinsic::x86_avx512_mask_range_pd_256;
-  default: return isF32(type) ? llvm::Intrinsic::x86_avx512_mask_range_ps_128 : llvm::Intrinsic::x86_avx512_mask_range_pd_128;
-  }
+  using namespace llvm::Intrinsic;
+  static constexpr ID kForms[6] = {x86_avx512_mask_range_ps_512, x86_avx512_mask_range_ps_256,
+                                   x86_avx512_mask_range_ps_128, x86_avx512_mask_range_pd_512,
+                                   x86_avx512_mask_range_pd_256, x86_avx512_mask_range_pd_128};
+  return formFor(type, kForms);
 }
 
 llvm::Intrinsic::ID scalefIntrinsic(llvm::Type *type) {
-  switch (vectorBits(type)) {
-  case 512: return isF32(type) ? llvm::Intrinsic::x86_avx512_mask_scalef_ps_512 : llvm::Intrinsic::x86_avx512_mask_scalef_pd_512;
-  case 256: return isF32(type) ? llvm::Intrinsic::x86_avx512_mask_scalef_ps_256 : llvm::Intrinsic::x86_avx512_mask_scalef_pd_256;
-  default: return isF32(type) ? llvm::Intrinsic::x86_avx512_mask_scalef_ps_128 : llvm::Intrinsic::x86_avx512_mask_scalef_pd_128;
-  }
+  using namespace llvm::Intrinsic;
+  static constexpr ID kForms[6] = {x86_avx512_mask_scalef_ps_512, x86_avx512_mask_scalef_ps_256,
+                                   x86_avx512_mask_scalef_ps_128, x86_avx512_mask_scalef_pd_512,
+                                   x86_avx512_mask_scalef_pd_256, x86_avx512_mask_scalef_pd_128};
+  return formFor(type, kForms);
 }
 
 /// The all-lanes write mask of the masked intrinsics: i16 for 16 lanes,
