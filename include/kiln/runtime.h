@@ -91,7 +91,8 @@ struct Stats {
     const uint64_t total = compiled_ops + interpreted_ops;
     return total ? static_cast<double>(compiled_ops) / static_cast<double>(total) : 0.0;
   }
-  /// One line per counter, "name value".
+  /// One line per counter, "name value" (KILN_STATS_FIELDS order), then the
+  /// compiled share of executed ops.
   std::string str() const;
 };
 /// Every Stats field as X(name), in declaration order: the one list that the

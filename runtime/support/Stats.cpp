@@ -112,54 +112,14 @@ static_assert(sizeof(Stats) == 0 KILN_STATS_FIELDS(KILN_STAT_SIZE), "KILN_STATS_
 #undef KILN_STAT_SIZE
 
 std::string Stats::str() const {
+  // From KILN_STATS_FIELDS, like the C ABI's JSON: a new counter shows here
+  // without another list to keep.
   std::ostringstream o;
-  o << "traces_recorded " << traces_recorded << "\n"
-    << "ops_recorded " << ops_recorded << "\n"
-    << "ops_eliminated " << ops_eliminated << "\n"
-    << "interpreted_runs " << interpreted_runs << "\n"
-    << "interpreted_ops " << interpreted_ops << "\n"
-    << "distinct_trace_keys " << distinct_trace_keys << "\n"
-    << "bytes_allocated " << bytes_allocated << "\n"
-    << "allocator_cache_hits " << allocator_cache_hits << "\n"
-    << "allocator_bytes_reserved " << allocator_bytes_reserved << "\n"
-    << "allocator_bytes_peak " << allocator_bytes_peak << "\n"
-    << "flushes_size_limit " << flushes_size_limit << "\n"
-    << "flushes_cross_thread " << flushes_cross_thread << "\n"
-    << "compiles " << compiles << "\n"
-    << "compile_failures " << compile_failures << "\n"
-    << "urgent_compiles " << urgent_compiles << "\n"
-    << "quick_compiles " << quick_compiles << "\n"
-    << "full_recompiles " << full_recompiles << "\n"
-    << "compile_ms " << compile_ms << " (import " << compile_import_ms << ", lower " << compile_lower_ms
-    << ", llvm " << compile_llvm_ms << ", jit " << compile_jit_ms << ")\n"
-    << "compiled_runs " << compiled_runs << "\n"
-    << "kernel_launches " << kernel_launches << "\n"
-    << "donated_buffers " << donated_buffers << "\n"
-    << "cache_memory_hits " << cache_memory_hits << "\n"
-    << "cache_disk_hits " << cache_disk_hits << "\n"
-    << "cache_misses " << cache_misses << "\n"
-    << "cache_rejected " << cache_rejected << "\n"
-    << "cache_stores " << cache_stores << "\n"
-    << "cache_load_ms " << cache_load_ms << "\n"
-    << "replay_misses " << replay_misses << "\n"
-    << "compiled_ops " << compiled_ops << " (" << 100.0 * compiled_op_share() << "% of executed ops)\n"
-    << "mixed_runs " << mixed_runs << "\n"
-    << "region_launches " << region_launches << "\n"
-    << "region_compiles " << region_compiles << "\n"
-    << "region_compile_failures " << region_compile_failures << "\n"
-    << "region_compile_ms " << region_compile_ms << "\n"
-    << "distinct_region_keys " << distinct_region_keys << "\n"
-    << "regions_deferred " << regions_deferred << "\n"
-    << "trace_keys_evicted " << trace_keys_evicted << "\n"
-    << "tune_sites " << tune_sites << " (" << tune_sites_settled << " settled)\n"
-    << "tune_trials " << tune_trials << "\n"
-    << "tune_records_used " << tune_records_used << "\n"
-    << "warm_start_kernels " << warm_start_kernels << "\n"
-    << "warm_start_bytes " << warm_start_bytes << "\n"
-    << "device_bytes_active " << device_bytes_active << "\n"
-    << "device_kernel_launches " << device_kernel_launches << "\n"
-    << "device_graph_launches " << device_graph_launches << "\n"
-    << "device_copy_bytes " << device_copy_bytes << "\n";
+#define KILN_STAT_LINE(name) o << #name " " << name << "\n";
+  KILN_STATS_FIELDS(KILN_STAT_LINE)
+#undef KILN_STAT_LINE
+  o << "compiled_op_share " << compiled_op_share() << " (of executed ops, compiled_ops / (compiled_ops + "
+    << "interpreted_ops))\n";
   return o.str();
 }
 
