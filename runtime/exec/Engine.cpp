@@ -574,7 +574,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   if (repeated) WarmStart::instance().noteRepeat();  // the process's start is over
   if (preload && !compilerLoaded()) {
     log().info("trace {:016x} ({} ops) is large: loading the compiler in the background", tLastKey.hash, neededOps);
-    compiles_.submit(CompileService::Lane::Traces, false, [] { loadCompiler(); });
+    compiles_.submit(CompileService::Lane::Traces, false, [] { loadCompiler(); }, JobRank::Urgent);
   }
   const bool replay = settings().jit == JitMode::Replay;
   // Warm start: a kernel an earlier process cached runs from the first run.

@@ -133,12 +133,16 @@ CodegenEffort chooseCodegenEffort(double estimatedCompileMs, bool background,
                                   double quickFromMs = kQuickCodegenFromMs);
 
 // The compiler library (MLIR and LLVM: 100-125 ms to load and warm up on a
-// 2-core Zen 3) loads on the compile thread, at the lowest priority, as soon
-// as a trace this large runs for the first time: likely a step of a loop,
-// whose first compile would otherwise wait for the load (the transformer
-// bench's first 40 async steps: 1.24 -> 1.18 of their interpreted time,
-// medians of 8 alternating runs). Programs of smaller traces load it at
-// their first compile.
+// 2-core Zen 3) loads on the compile thread as soon as a trace this large
+// runs for the first time: likely a step of a loop, whose first compile
+// would otherwise wait for the load (the transformer bench's first 40 async
+// steps: 1.24 -> 1.18 of their interpreted time, medians of 8 alternating
+// runs). It loads urgent (a core of its own, CompilePriority::Urgent), as
+// that compile will: at the lowest priority the load took 112-147 ms beside
+// the interpreter's first steps and held the urgent compile up, urgent
+// 66-89 ms (2-core Xeon; the first 40 steps 0.02-0.04 of their interpreted
+// time sooner, paired medians of 16 alternating runs, noisy). Programs of
+// smaller traces load it at their first compile.
 inline constexpr uint32_t kPreloadCompilerFromOps = 64;
 
 /// Compile time of a trace from its size, learnt from this process's
