@@ -96,13 +96,16 @@ inline constexpr int64_t kSerialPartOps = 400;
 /// IndVarSimplify (its SCEV queries walk every dominating condition of the
 /// function that holds a trace's serial loops).
 /// kiln-hide/restore-nontemporal and kiln-align-streaming-stores: see
-/// StreamingStores.h; kiln-hide/restore-prefetches: NextRowPrefetch.h;
-/// kiln-x86-vector-idioms (after the vectoriser, which
+/// StreamingStores.h; kiln-hide/restore-prefetches: NextRowPrefetch.h
+/// (hidden for the vectoriser only: the earlier passes know llvm.prefetch,
+/// while the marker, which may not return, would keep LICM from hoisting
+/// what follows it); kiln-x86-vector-idioms (after the vectoriser, which
 /// makes the vectors it rewrites): X86VectorIdioms.h.
 inline constexpr const char *kKernelPassPipeline =
-    "cgscc(inline,function(kiln-hide-nontemporal,kiln-hide-prefetches,sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
+    "cgscc(inline,function(kiln-hide-nontemporal,sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
     "loop-mssa(licm),loop-rotate)),"
-    "function(loop-vectorize,kiln-restore-prefetches,kiln-x86-vector-idioms,instcombine<no-verify-fixpoint>,simplifycfg,kiln-restore-nontemporal),"
+    "function(kiln-hide-prefetches,loop-vectorize,kiln-restore-prefetches,kiln-x86-vector-idioms,"
+    "instcombine<no-verify-fixpoint>,simplifycfg,kiln-restore-nontemporal),"
     "kiln-align-streaming-stores,globaldce";
 
 /// Whether a CPU with `features` (LLVM's "+name,-name" list) has AVX-512F:
