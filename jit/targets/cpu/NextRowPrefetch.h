@@ -32,9 +32,12 @@ class PassBuilder;
 
 namespace kiln::jit::cpu {
 
-/// Rows of at least this many bytes get their next row prefetched: half a
-/// page, so that at least every other row starts on a page of its own.
-inline constexpr int64_t kPrefetchMinRowBytes = 2048;
+/// Rows of at least this many bytes get their next row prefetched. Softmax
+/// (2 threads, Xeon, prefetch off -> on): rows of 256 and 512 bytes level,
+/// [32768, 256] 1.64-1.67 -> 1.51-1.54 ms, [16384, 512] 1.51-1.63 ->
+/// 1.19-1.27, [8192, 1024] 1.42-1.50 -> 1.20-1.28, rows of 16 and 64 KiB
+/// level (the streamer is well into each row by then).
+inline constexpr int64_t kPrefetchMinRowBytes = 1024;
 
 /// In `fn`'s loops over rows (a one-dimensional scf.parallel whose body
 /// holds two or more scf.for nests, its passes over the row): in the

@@ -804,7 +804,7 @@ TEST(OpDifferential, RowKernels) {
                        return std::vector<Tensor>{softmax(in.make(t, {256, 300}, Values::Plain)),
                                                   softmax(in.make(t, {24, 70})), softmax(in.make(t, {40, 6})),
                                                   log_softmax(in.make(t, {64, 33})),
-                                                  // rows of >= 2 KiB: the next row prefetched (NextRowPrefetch.h)
+                                                  // rows of >= 1 KiB: the next row prefetched (NextRowPrefetch.h)
                                                   softmax(in.make(t, {40, 1030})), log_softmax(in.make(t, {9, 1100}))};
                      }});
     cases.push_back({nameOf("layer_norm rows", {t}), kComposite, [=](InputMaker& in) {

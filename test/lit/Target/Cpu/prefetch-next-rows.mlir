@@ -53,9 +53,9 @@ func.func @softmax_rows(%x: memref<64x1024xf32>, %out: memref<64x1024xf32>, %lo:
 
 // -----
 
-// Rows of 256 bytes (below min-row-bytes: the next row is on the same
-// page, which the hardware prefetcher follows) and a loop with one pass
-// over each row: nothing to prefetch.
+// Rows of 256 bytes (below min-row-bytes: several rows share a page, and
+// the hardware prefetcher follows them) and a loop with one pass over each
+// row: nothing to prefetch.
 // CHECK-LABEL: func.func @short_rows
 // CHECK-NOT: memref.prefetch
 // CHECK-LABEL: func.func @one_pass
