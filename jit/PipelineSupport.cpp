@@ -13,18 +13,20 @@
 
 namespace kiln::jit {
 
+bool passTimingRequested() {
+  static const bool timing = [] {
+    const char *v = std::getenv("KILN_MLIR_TIMING");
+    return v && *v && std::string_view(v) != "0";
+  }();
+  return timing;
+}
+
 bool runPassPipeline(mlir::ModuleOp module, const char *pipeline) {
   mlir::PassManager pm(module.getContext());
   // The IR is verified once per pipeline, not after each of its passes: a
   // JIT pipeline runs ~20 passes over modules of 10^5 lines.
   pm.enableVerifier(false);
-  // KILN_MLIR_TIMING=1: each pipeline's pass timings on stderr, to see
-  // where a kernel's lowering spends its time.
-  static const bool timing = [] {
-    const char *v = std::getenv("KILN_MLIR_TIMING");
-    return v && *v && std::string_view(v) != "0";
-  }();
-  if (timing)
+  if (passTimingRequested())
     pm.enableTiming();
   if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
     return false;

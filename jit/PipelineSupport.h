@@ -40,6 +40,11 @@ private:
 /// gpu-module-to-binary made); empty when there is none.
 std::string gpuBinaryObject(mlir::ModuleOp module);
 
+/// KILN_MLIR_TIMING is set (not "0"): each MLIR pipeline, and each LLVM
+/// module's optimisation and code generation, print their passes' timings
+/// on stderr, to see where a compile spends its time.
+bool passTimingRequested();
+
 /// Parses and runs a textual pass pipeline on `module`; false when either
 /// fails (the diagnostics went to the context's handler).
 bool runPassPipeline(mlir::ModuleOp module, const char *pipeline);

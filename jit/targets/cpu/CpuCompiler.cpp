@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -45,6 +46,7 @@
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Passes/StandardInstrumentations.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -517,7 +519,17 @@ class CpuCompiler final : public TargetPipeline {
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(&targetMachine);
+    // KILN_MLIR_TIMING: LLVM's pass timers (TimePassesIsEnabled also times
+    // the code generator's passes, reported when its pass manager ends).
+    llvm::PassInstrumentationCallbacks instrumentation;
+    std::optional<llvm::StandardInstrumentations> timers;
+    if (passTimingRequested()) {
+      llvm::TimePassesIsEnabled = true;
+      timers.emplace(module.getContext(), /*DebugLogging=*/false);
+      timers->registerCallbacks(instrumentation, &mam);
+    }
+    llvm::PassBuilder pb(&targetMachine, llvm::PipelineTuningOptions(), std::nullopt,
+                         timers ? &instrumentation : nullptr);
     registerStreamingStorePasses(pb);
     registerPrefetchPasses(pb);
     registerX86VectorIdiomPasses(pb);
@@ -530,6 +542,8 @@ class CpuCompiler final : public TargetPipeline {
     if (llvm::Error err = pb.parsePassPipeline(mpm, kKernelPassPipeline))
       llvm::report_fatal_error(std::move(err));
     mpm.run(module, mam);
+    if (timers)
+      timers->getTimePasses().print();
   }
 
   mlir::DialectRegistry registry_;
