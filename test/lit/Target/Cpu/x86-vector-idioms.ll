@@ -26,6 +26,15 @@ define <4 x double> @min4(<4 x double> %a, <4 x double> %b) #0 {
   ret <4 x double> %m
 }
 
+; f64 on zmm: eight lanes, so an i8 mask, and the rounding argument.
+; CHECK-LABEL: define <8 x double> @max8d(
+; CHECK: call <8 x double> @llvm.x86.avx512.mask.range.pd.512(<8 x double> %a, <8 x double> %b, i32 5, <8 x double> poison, i8 -1, i32 4)
+; CHECK: fcmp uno <8 x double> %a, %b
+define <8 x double> @max8d(<8 x double> %a, <8 x double> %b) #0 {
+  %m = call <8 x double> @llvm.maximum.v8f64(<8 x double> %a, <8 x double> %b)
+  ret <8 x double> %m
+}
+
 ; ldexp(x, fptosi(roundeven(y))): vscalef(x, roundeven(y)).
 ; CHECK-LABEL: define <16 x float> @scale16(
 ; CHECK: %r = call <16 x float> @llvm.roundeven.v16f32(<16 x float> %y)
@@ -61,6 +70,7 @@ define <8 x float> @avx2(<8 x float> %a, <8 x float> %b) #1 {
 }
 
 declare <16 x float> @llvm.maximum.v16f32(<16 x float>, <16 x float>)
+declare <8 x double> @llvm.maximum.v8f64(<8 x double>, <8 x double>)
 declare <4 x double> @llvm.minimum.v4f64(<4 x double>, <4 x double>)
 declare <8 x float> @llvm.maximum.v8f32(<8 x float>, <8 x float>)
 declare <16 x float> @llvm.roundeven.v16f32(<16 x float>)
