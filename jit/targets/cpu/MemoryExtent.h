@@ -56,6 +56,26 @@ inline Extent extentOf(mlir::Value memref) {
   return {memref};
 }
 
+/// Whether `accept` takes every use of `root` and of each view of it
+/// (through view-like ops, whose source operand is the only use they may
+/// make of it): false at the first other use.
+inline bool allUsesThroughViews(mlir::Value root, llvm::function_ref<bool(mlir::OpOperand &)> accept) {
+  llvm::SmallVector<mlir::Value> work{root};
+  while (!work.empty()) {
+    mlir::Value v = work.pop_back_val();
+    for (mlir::OpOperand &use : v.getUses()) {
+      if (accept(use))
+        continue;
+      auto view = llvm::dyn_cast<mlir::ViewLikeOpInterface>(use.getOwner());
+      if (!view || view.getViewSource() != v)
+        return false;
+      for (mlir::Value result : use.getOwner()->getResults())
+        work.push_back(result);
+    }
+  }
+  return true;
+}
+
 /// Distinct function arguments are distinct buffers (the kernel ABI; the
 /// runtime's donated pairs never involve an accumulator, which an
 /// all-parallel writer cannot be), as are distinct allocations.

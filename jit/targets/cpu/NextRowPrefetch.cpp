@@ -2,10 +2,10 @@
 
 #include "jit/targets/cpu/NextRowPrefetch.h"
 
+#include "jit/targets/cpu/MemoryExtent.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/IR/IRBuilder.h"
@@ -19,33 +19,20 @@ namespace kiln::jit::cpu {
 
 namespace {
 
-/// The function argument `memref` views (through view-like ops), or null.
+/// The function argument `memref` views (MemoryExtent.h), or null.
 mlir::BlockArgument rootArgument(mlir::Value memref) {
-  while (auto view = memref.getDefiningOp<mlir::ViewLikeOpInterface>())
-    memref = view.getViewSource();
-  auto arg = llvm::dyn_cast<mlir::BlockArgument>(memref);
+  auto arg = llvm::dyn_cast<mlir::BlockArgument>(extentOf(memref).base);
   if (!arg || !llvm::isa<mlir::func::FuncOp>(arg.getOwner()->getParentOp()))
     return {};
   return arg;
 }
 
-/// Whether anything but loads and views uses `root` or a view of it (a
-/// store, a copy, a call: anything that may write it).
+/// Whether anything but loads and prefetches uses `root` or a view of it
+/// (a store, a copy, a call: anything that may write it).
 bool maybeWritten(mlir::Value root) {
-  llvm::SmallVector<mlir::Value> work{root};
-  while (!work.empty()) {
-    mlir::Value v = work.pop_back_val();
-    for (mlir::Operation *user : v.getUsers()) {
-      if (llvm::isa<mlir::memref::LoadOp, mlir::memref::PrefetchOp>(user))
-        continue;
-      auto view = llvm::dyn_cast<mlir::ViewLikeOpInterface>(user);
-      if (!view || view.getViewSource() != v)
-        return true;
-      for (mlir::Value result : user->getResults())
-        work.push_back(result);
-    }
-  }
-  return false;
+  return !allUsesThroughViews(root, [](mlir::OpOperand &use) {
+    return llvm::isa<mlir::memref::LoadOp, mlir::memref::PrefetchOp>(use.getOwner());
+  });
 }
 
 bool hasNestedLoop(mlir::scf::ForOp loop) {

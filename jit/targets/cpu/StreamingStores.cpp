@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "jit/targets/cpu/MemoryExtent.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/Analysis/ValueTracking.h"
@@ -26,25 +27,13 @@ namespace {
 /// The stores into `root` and every view of it; false when anything else
 /// uses one of them.
 bool collectStores(mlir::Value root, llvm::SmallVectorImpl<mlir::memref::StoreOp> &stores) {
-  llvm::SmallVector<mlir::Value> work{root};
-  while (!work.empty()) {
-    mlir::Value v = work.pop_back_val();
-    for (mlir::OpOperand &use : v.getUses()) {
-      mlir::Operation *user = use.getOwner();
-      if (auto store = llvm::dyn_cast<mlir::memref::StoreOp>(user)) {
-        if (use.get() != store.getMemRef())
-          return false;  // the buffer's address is the stored value
-        stores.push_back(store);
-        continue;
-      }
-      auto view = llvm::dyn_cast<mlir::ViewLikeOpInterface>(user);
-      if (!view || view.getViewSource() != v)
-        return false;
-      for (mlir::Value result : user->getResults())
-        work.push_back(result);
-    }
-  }
-  return true;
+  return allUsesThroughViews(root, [&](mlir::OpOperand &use) {
+    auto store = llvm::dyn_cast<mlir::memref::StoreOp>(use.getOwner());
+    if (!store || use.get() != store.getMemRef())
+      return false;  // not a store, or the buffer's address is the stored value
+    stores.push_back(store);
+    return true;
+  });
 }
 
 /// Whether the loop around `store` computes enough per element that the
