@@ -3,6 +3,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 #include <string>
 
 #include "kiln/error.h"
@@ -47,6 +48,17 @@ Tensor operandAs(const Operand& o, DType dtype, Device device);
 /// The device of the tensor among two operands (the default device if none).
 Device deviceOf(const Operand& a, const Operand& b);
 Shape operandShape(const Operand& o);
+
+/// A zero tensor that exists now, in memory of its own, rather than a
+/// recorded fill: state that a later trace reads as an input (Adam's
+/// moments) then makes a first trace of the same ops as every later one.
+Tensor zerosNow(const Shape& shape, DType dtype, Device device);
+
+/// Gives each tensor of `tensors` a dense buffer of its own, in place, where
+/// it has a strided view or shares its storage with an earlier one (zeros()
+/// and ones() are one element broadcast, in a block shared with other
+/// constants). Pending tensors are computed first. Same values.
+void giveOwnDenseBuffers(std::span<Tensor* const> tensors);
 
 std::string dtypeList(std::initializer_list<DType> ts);
 

@@ -286,6 +286,17 @@ Tensor fromHost(const void* data, std::size_t count, DType dtype, const Shape& s
 }
 }  // namespace detail
 
+Tensor api::zerosNow(const Shape& shape, DType dtype, Device device) {
+  checkCreation("zeros", shape, device);
+  if (device.kind != Device::CPU) return zerosNow(shape, dtype, Device::cpu()).to(device);
+  const size_t bytes = core::requireDenseBytes("zeros", shape, dtype);
+  detail::TensorImpl* impl = detail::TensorImpl::create(dtype, shape, device);
+  impl->view.storage = core::Storage::allocate(hal::hostAllocator(), bytes);
+  if (bytes) std::memset(impl->view.storage->data(), 0, bytes);
+  core::contiguousStrides(shape, impl->view.strides);
+  return Tensor(impl);
+}
+
 Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device, std::function<void(void*)> deleter,
                  std::vector<int64_t> strides) {
   checkCreation("from_blob", shape, device);

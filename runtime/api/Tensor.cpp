@@ -1,9 +1,14 @@
 // kiln::Tensor: handle management, reads (which flush) and method sugar.
 #include <cstring>
 #include <mutex>
+#include <cstddef>
+#include <span>
+#include <unordered_set>
+#include <vector>
 
 #include "kiln/error.h"
 #include "kiln/ops.h"
+#include "runtime/api/OpSupport.h"
 #include "runtime/autograd/GradInfo.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/core/TensorImpl.h"
@@ -157,6 +162,30 @@ const void* Tensor::data() const {
     i->view = dense;
   }
   return i->view.bytes(i->dtype);
+}
+
+void api::giveOwnDenseBuffers(std::span<Tensor* const> tensors) {
+  std::unordered_set<const core::Storage*> seen;
+  for (Tensor* t : tensors) {
+    detail::TensorImpl* i = materialized(t->impl(), "giveOwnDenseBuffers");
+    const bool shared = !seen.insert(i->view.storage.get()).second;
+    if (!shared && core::isContiguous(i->shape, i->view.strides)) continue;
+    // Through a dense host copy of the values, which fromHost puts on any
+    // device (once per parameter, when an optimizer takes it).
+    std::vector<std::byte> values(static_cast<std::size_t>(i->shape.numel()) * dtype_size(i->dtype));
+    if (!values.empty()) {
+      const Tensor host = i->device.kind == Device::CPU ? *t : t->to(Device::cpu());
+      const detail::TensorImpl* h = host.impl();
+      interp::copyKernel(interp::argOf(h->view, h->dtype, h->shape), reinterpret_cast<char*>(values.data()));
+    }
+    Tensor dense = detail::fromHost(values.data(), static_cast<std::size_t>(i->shape.numel()), i->dtype, i->shape,
+                                    i->device);
+    {
+      std::lock_guard<std::mutex> lock(gDensifyMutex);
+      i->view = dense.impl()->view;
+    }
+    seen.insert(i->view.storage.get());
+  }
 }
 
 Tensor Tensor::to(Device d) const {
