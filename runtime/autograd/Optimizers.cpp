@@ -68,6 +68,11 @@ Tensor SGD::update(size_t i, const Tensor& p, const Tensor& grad) {
   if (o.weight_decay != 0) g = add(g, mul(p, o.weight_decay));
   if (o.momentum != 0) {
     Tensor& buf = momentum_[i];
+    // PyTorch's first buffer is g itself. Without dampening a buffer that
+    // starts as zeros gives the same values (momentum * 0 + g), so it starts
+    // as a buffer and the first step records the same trace as every later
+    // one (see Adam::update); with dampening the first step stays apart.
+    if (!buf.defined() && o.dampening == 0) buf = api::zerosNow(p.shape(), p.dtype(), p.device());
     buf = buf.defined() ? add(mul(buf, o.momentum), o.dampening == 0 ? g : mul(g, 1 - o.dampening)) : g;
     g = o.nesterov ? add(g, mul(buf, o.momentum)) : buf;
   }

@@ -153,6 +153,28 @@ TEST(Optimizer, StepsRepeatOneTraceKey) {
   EXPECT_EQ(stats().distinct_trace_keys, keysAfterFirst);
 }
 
+TEST(Optimizer, MomentumStepsRepeatOneTraceKeyWithoutDampening) {
+  // SGD's momentum buffer starts as zeros (momentum * 0 + g is PyTorch's
+  // first buffer, g): the first step records the trace of every later one.
+  Tensor p = from_vector<float>({1, 2, 3, 4}, {2, 2});
+  Tensor x = from_vector<float>({1, 0, 0, 1}, {2, 2});
+  sync();
+  SGDOptions o;
+  o.lr = 0.01;
+  o.momentum = 0.9;
+  optim::SGD opt({&p}, o);
+  const uint64_t keysBefore = stats().distinct_trace_keys;
+  uint64_t keysAfterFirst = 0;
+  for (int s = 0; s < 4; ++s) {
+    sum(square(matmul(matmul(x, p), x))).backward();
+    opt.step();
+    kiln::step();
+    if (s == 0) keysAfterFirst = stats().distinct_trace_keys;
+  }
+  EXPECT_LE(keysAfterFirst, keysBefore + 1);
+  EXPECT_EQ(stats().distinct_trace_keys, keysAfterFirst);
+}
+
 TEST(Optimizer, RejectsBadParameters) {
   Tensor i = from_vector<int64_t>({1}, {1});
   EXPECT_THROW(optim::SGD({&i}), Error);
