@@ -7,7 +7,11 @@
 // Parameters are values (see tensor.h): other copies of an old handle keep
 // the old value. Optimizer state (momentum, Adam moments and bias-correction
 // powers) lives in tensors, so every step records the same ops with the same
-// constants and its trace key repeats (and tiers up).
+// constants and its trace key repeats (and tiers up). The state starts as
+// buffers, and the constructor gives each parameter a dense buffer of its own
+// (computing pending ones), so the first step's trace is the same as every
+// later one's: the step is hot at its second run (SGD with dampening keeps
+// a first step of its own: PyTorch's first momentum buffer is the gradient).
 //
 // Parameter buffers are not updated in place (no buffer donation yet): each
 // step produces new parameter buffers, recycled by the caching allocator.
