@@ -1,7 +1,7 @@
 // kiln::Tensor: handle management, reads (which flush) and method sugar.
+#include <cstddef>
 #include <cstring>
 #include <mutex>
-#include <cstddef>
 #include <span>
 #include <unordered_set>
 #include <vector>

@@ -296,7 +296,8 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
   if (exe && exe->dynamicSizes == 0 && exe->scratchBytes() > 0 && graph->device.kind == Device::CPU)
     if (auto* host = dynamic_cast<hal::CachingHostAllocator*>(&hal::hostAllocator()))
       host->prefaultOne(exe->scratchBytes());
-  const double faultMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - faultStart).count();
+  const double faultMs =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - faultStart).count();
   Counters& c = counters();
   std::lock_guard<std::mutex> lock(mutex_);
   if (profile->region) {  // a hot region (RegionExecutor.cpp): counted apart
