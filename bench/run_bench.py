@@ -25,6 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 BIG = 1 << 24
+# Fresh processes per KILN_JIT mode and round for the transformer loop's rows (see transformer_round).
+TRANSFORMER_PROCESSES_PER_ROUND = 3
 ROWS, COLS = 4096, 1024
 MLP_PARAMS = 784 * 512 + 512 * 512 + 512 * 10
 # name: (title, bytes per iteration or None, flops per iteration or None)
@@ -406,13 +408,15 @@ def main():
     if mpirun and os.path.exists(dist_bench) and os.path.exists(digits):
         procs.append(("dist", None, None, None))
 
-    # Transformer-block training loop (issue 20): one fresh process per KILN_JIT mode and round.
+    # Transformer-block training loop (issue 20): fresh processes, the KILN_JIT modes alternating,
+    # TRANSFORMER_PROCESSES_PER_ROUND of each per round: a process gives one sample of its first
+    # 40 and 200 steps, and two samples moved that row's ratio by 5 % between runs.
     transformer = os.path.join(build, "bench", "kiln_bench_transformer")
     transformer_steps = 40 if a.quick else 200
 
     def transformer_round():
         modes = ("off", "async", "sync") if have_jit else ("off",)
-        for mode in modes:
+        for mode in modes * TRANSFORMER_PROCESSES_PER_ROUND:
             label = "kiln-interp" if mode == "off" else f"kiln-{mode}"
             try:
                 p = subprocess.run([transformer, f"--jit={mode}", f"--steps={transformer_steps}"], env=base_env,
@@ -630,6 +634,9 @@ def write_md(path, meta, table, goal_list, quick):
              "code (`KILN_JIT=sync`, threshold 1), otherwise it reports an error; then the row's hot GEMM shapes finish "
              "their tier-2 blocking trials (`KILN_TUNE`; at most 64 more runs, confirming runs included), as in a long-running loop. jax.jit and "
              "torch.compile compile during warm-up. Wall-clock time everywhere.")
+    L.append(f"- The transformer loop's rows come from {TRANSFORMER_PROCESSES_PER_ROUND} fresh processes per "
+             "KILN_JIT mode and round, the modes alternating (one sample each of a process's step time, first 40 "
+             "and first 200 steps).")
     L.append("- Median: the median of all repetitions of all rounds. Spread: (max − min) / median over the same "
              "samples. Ratio to best peer: best non-Kiln median / this row's median (> 1: faster than every peer). "
              "Fraction of machine limit: GB/s over the best 2-thread STREAM bandwidth (copy or triad, best "
