@@ -170,19 +170,28 @@ void api::giveOwnDenseBuffers(std::span<Tensor* const> tensors) {
     detail::TensorImpl* i = materialized(t->impl(), "giveOwnDenseBuffers");
     const bool shared = !seen.insert(i->view.storage.get()).second;
     if (!shared && core::isContiguous(i->shape, i->view.strides)) continue;
-    // Through a dense host copy of the values, which fromHost puts on any
-    // device (once per parameter, when an optimizer takes it).
-    std::vector<std::byte> values(static_cast<std::size_t>(i->shape.numel()) * dtype_size(i->dtype));
-    if (!values.empty()) {
-      const Tensor host = i->device.kind == Device::CPU ? *t : t->to(Device::cpu());
-      const detail::TensorImpl* h = host.impl();
-      interp::copyKernel(interp::argOf(h->view, h->dtype, h->shape), reinterpret_cast<char*>(values.data()));
+    core::View dense;
+    if (i->device.kind == Device::CPU) {
+      dense = interp::allocDense(hal::hostAllocator(), i->dtype, i->shape, "optimizer parameter");
+      if (i->shape.numel() > 0)
+        interp::copyKernel(interp::argOf(i->view, i->dtype, i->shape), static_cast<char*>(dense.storage->data()));
+    } else {
+      // Through a dense host copy of the values, which fromHost puts on the
+      // device (once per parameter, when an optimizer takes it).
+      std::vector<std::byte> values(static_cast<std::size_t>(i->shape.numel()) * dtype_size(i->dtype));
+      if (!values.empty()) {
+        const Tensor host = t->to(Device::cpu());
+        const detail::TensorImpl* h = host.impl();
+        interp::copyKernel(interp::argOf(h->view, h->dtype, h->shape), reinterpret_cast<char*>(values.data()));
+      }
+      dense = detail::fromHost(values.data(), static_cast<std::size_t>(i->shape.numel()), i->dtype, i->shape,
+                               i->device)
+                  .impl()
+                  ->view;
     }
-    Tensor dense = detail::fromHost(values.data(), static_cast<std::size_t>(i->shape.numel()), i->dtype, i->shape,
-                                    i->device);
     {
       std::lock_guard<std::mutex> lock(gDensifyMutex);
-      i->view = dense.impl()->view;
+      i->view = dense;
     }
     seen.insert(i->view.storage.get());
   }
