@@ -32,6 +32,15 @@ detail::TensorImpl* materialized(const detail::TensorImpl* impl, const char* wha
 }
 std::mutex gDensifyMutex;
 
+/// A dense row-major copy, in new host memory, of the values of `i` (a CPU
+/// tensor).
+core::View denseHostCopy(const detail::TensorImpl* i, const char* what) {
+  core::View dense = interp::allocDense(hal::hostAllocator(), i->dtype, i->shape, what);
+  if (i->shape.numel() > 0)
+    interp::copyKernel(interp::argOf(i->view, i->dtype, i->shape), static_cast<char*>(dense.storage->data()));
+  return dense;
+}
+
 /// A copy of `view` (of `shape` elements of `t`) on `to`: the bytes it spans,
 /// elements [lo, hi] relative to its element 0 (core::stridedExtent), with
 /// its strides kept (a non-contiguous view stays one). Copies are
@@ -157,9 +166,7 @@ const void* Tensor::data() const {
   if (!core::isContiguous(i->shape, i->view.strides)) {
     // data() promises a dense row-major buffer: replace the strided view by a
     // dense copy of the same values.
-    core::View dense = interp::allocDense(hal::hostAllocator(), i->dtype, i->shape, "Tensor::data");
-    copyOut(dense.storage->data(), i->dtype);
-    i->view = dense;
+    i->view = denseHostCopy(i, "Tensor::data");
   }
   return i->view.bytes(i->dtype);
 }
@@ -172,19 +179,13 @@ void api::giveOwnDenseBuffers(std::span<Tensor* const> tensors) {
     if (!shared && core::isContiguous(i->shape, i->view.strides)) continue;
     core::View dense;
     if (i->device.kind == Device::CPU) {
-      dense = interp::allocDense(hal::hostAllocator(), i->dtype, i->shape, "optimizer parameter");
-      if (i->shape.numel() > 0)
-        interp::copyKernel(interp::argOf(i->view, i->dtype, i->shape), static_cast<char*>(dense.storage->data()));
+      dense = denseHostCopy(i, "optimizer parameter");
     } else {
-      // Through a dense host copy of the values, which fromHost puts on the
-      // device (once per parameter, when an optimizer takes it).
-      std::vector<std::byte> values(static_cast<std::size_t>(i->shape.numel()) * dtype_size(i->dtype));
-      if (!values.empty()) {
-        const Tensor host = t->to(Device::cpu());
-        const detail::TensorImpl* h = host.impl();
-        interp::copyKernel(interp::argOf(h->view, h->dtype, h->shape), reinterpret_cast<char*>(values.data()));
-      }
-      dense = detail::fromHost(values.data(), static_cast<std::size_t>(i->shape.numel()), i->dtype, i->shape,
+      // Through a dense host copy, which fromHost puts on the device (once
+      // per parameter, when an optimizer takes it).
+      const Tensor host = t->to(Device::cpu());
+      const core::View values = denseHostCopy(host.impl(), "optimizer parameter");
+      dense = detail::fromHost(values.storage->data(), static_cast<std::size_t>(i->shape.numel()), i->dtype, i->shape,
                                i->device)
                   .impl()
                   ->view;
