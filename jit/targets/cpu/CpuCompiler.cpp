@@ -253,7 +253,8 @@ class CpuCompiler final : public TargetPipeline {
                              " part-ops=" + std::to_string(kSerialPartOps) + "}," + kCpuIeeeMinMax + "," +
                              kCpuMarkParallelLoops +
                              "{f32-lanes=" + std::to_string(f32VectorLanes(*targetMachine)) + "}," +
-                             kCpuPrefetchNextRows;
+                             kCpuPrefetchNextRows + "," + kCpuVectorizeParallelLoops +
+                             "{lanes=" + std::to_string(f32VectorLanes(*targetMachine)) + "}";
     if (!runPassPipeline(*module, rows.c_str()))
       return fail("loops");
     const int loopNests = static_cast<int>(kernel->getAttrOfType<mlir::IntegerAttr>(kLoopNestsAttr).getInt());

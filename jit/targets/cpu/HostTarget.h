@@ -58,6 +58,9 @@ inline constexpr const char *kCpuRowBuffersIntoOutputs =
 inline constexpr const char *kCpuIeeeMinMax = "kiln-cpu-ieee-min-max";
 /// After the parallel bodies are outlined and marked: NextRowPrefetch.h.
 inline constexpr const char *kCpuPrefetchNextRows = "func.func(kiln-cpu-prefetch-next-rows)";
+/// Then `{lanes=N}`, the f32 lanes (CpuCompiler.cpp): the marked loops LLVM's
+/// vectoriser would take become vector loops (VectorizeLoops.h).
+inline constexpr const char *kCpuVectorizeParallelLoops = "kiln-cpu-vectorize-parallel-loops";
 /// Last on the loops (after outlining); kToLLVM ends with its second half.
 inline constexpr const char *kCpuMarkParallelLoops = "kiln-cpu-mark-parallel-loops";
 /// Before kToLLVM in dynamic-shape kernels: MLIR 22's expand-strided-metadata

@@ -16,6 +16,7 @@
 #include "jit/targets/cpu/SplitReduction.h"
 #include "jit/targets/cpu/StreamingStores.h"
 #include "jit/targets/cpu/TransposeFolding.h"
+#include "jit/targets/cpu/VectorizeLoops.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
@@ -23,6 +24,7 @@
 #include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -62,6 +64,7 @@ namespace kiln::jit::cpu {
 #define GEN_PASS_DEF_KILNCPUSTRIDEDCOPIES
 #define GEN_PASS_DEF_KILNCPUFOLDMATMULTRANSPOSES
 #define GEN_PASS_DEF_KILNCPUMARKPARALLELLOOPS
+#define GEN_PASS_DEF_KILNCPUVECTORIZEPARALLELLOOPS
 #define GEN_PASS_DEF_KILNCPUTAGPARALLELACCESSES
 #define GEN_PASS_DEF_KILNCPUSTREAMINGSTORES
 #define GEN_PASS_DEF_KILNCPUPREFETCHNEXTROWS
@@ -340,6 +343,11 @@ struct MarkParallelLoops : impl::KilnCpuMarkParallelLoopsBase<MarkParallelLoops>
   void runOnOperation() override { markParallelLoops(getOperation(), f32Lanes); }
 };
 
+struct VectorizeParallelLoops : impl::KilnCpuVectorizeParallelLoopsBase<VectorizeParallelLoops> {
+  using Base::Base;
+  void runOnOperation() override { vectorizeParallelLoops(getOperation(), lanes); }
+};
+
 struct ConvertToLLVM : impl::KilnCpuConvertToLLVMBase<ConvertToLLVM> {
   void runOnOperation() override {
     mlir::MLIRContext *context = &getContext();
@@ -350,6 +358,8 @@ struct ConvertToLLVM : impl::KilnCpuConvertToLLVMBase<ConvertToLLVM> {
     mlir::arith::populateArithToLLVMConversionPatterns(converter, patterns);
     mlir::index::populateIndexToLLVMConversionPatterns(converter, patterns);
     mlir::populateFinalizeMemRefToLLVMConversionPatterns(converter, patterns);
+    // The vector loops of kiln-cpu-vectorize-parallel-loops.
+    mlir::populateVectorToLLVMConversionPatterns(converter, patterns);
     mlir::populateFuncToLLVMConversionPatterns(converter, patterns);
     mlir::cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
     mlir::LLVMConversionTarget target(*context);
