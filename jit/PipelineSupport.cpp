@@ -21,7 +21,15 @@ bool passTimingRequested() {
   return timing;
 }
 
-bool runPassPipeline(mlir::ModuleOp module, const char *pipeline) {
+bool verifyEachPipelineRequested() {
+  static const bool each = [] {
+    const char *v = std::getenv("KILN_MLIR_VERIFY");
+    return v && *v && std::string_view(v) != "0";
+  }();
+  return each;
+}
+
+bool runPassPipeline(mlir::ModuleOp module, const char *pipeline, bool verify) {
   mlir::PassManager pm(module.getContext());
   // The IR is verified once per pipeline, not after each of its passes: a
   // JIT pipeline runs ~20 passes over modules of 10^5 lines.
@@ -30,7 +38,9 @@ bool runPassPipeline(mlir::ModuleOp module, const char *pipeline) {
     pm.enableTiming();
   if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
     return false;
-  return mlir::succeeded(pm.run(module)) && mlir::succeeded(mlir::verify(module));
+  if (mlir::failed(pm.run(module)))
+    return false;
+  return !(verify || verifyEachPipelineRequested()) || mlir::succeeded(mlir::verify(module));
 }
 
 void dumpModule(const std::string &dumpDir, const std::string &name, const char *stage, mlir::ModuleOp module) {

@@ -183,13 +183,14 @@ class CpuCompiler final : public TargetPipeline {
     };
     // The module holds the one kernel function until the runtime calls add
     // their declarations, so the function passes run on the kernel alone.
-    if (!runPassPipeline(*module, kCpuToLinalg))
+    // The IR is verified after the last pipeline only (PipelineSupport.h).
+    if (!runPassPipeline(*module, kCpuToLinalg, /*verify=*/false))
       return fail("kiln-to-linalg");
     dumpModule(dumpDir, name, "1-linalg", *module);
     // Distinct results; every fill-initialised op (reductions, matmuls,
     // convolutions) gets its own fill: a shared one costs a copy and splits
     // row loops.
-    if (!runPassPipeline(*module, kCpuBufferize))
+    if (!runPassPipeline(*module, kCpuBufferize, /*verify=*/false))
       return fail("bufferize");
     auto kernel = module->lookupSymbol<mlir::func::FuncOp>(kernelName);
     if (!kernel)
@@ -208,7 +209,7 @@ class CpuCompiler final : public TargetPipeline {
                                 ",func.func(kiln-cpu-assign-scratch" + (numSizes > 0 ? "{dynamic-sizes}" : "") +
                                 ")," + kCpuMatmulCallsAndMath +
                                 (hasAvx512(targetMachine->getTargetFeatureString()) ? "{scalef=true}" : "");
-    if (!runPassPipeline(*module, scratch.c_str()))
+    if (!runPassPipeline(*module, scratch.c_str(), /*verify=*/false))
       return fail("scratch/matmul/math");
     for (auto pair : kernel->getAttrOfType<mlir::ArrayAttr>(kDonationsAttr).getAsRange<mlir::DenseI64ArrayAttr>())
       result.donations.emplace_back(static_cast<uint32_t>(pair[0]), static_cast<uint32_t>(pair[1]));
@@ -227,7 +228,7 @@ class CpuCompiler final : public TargetPipeline {
     }
     if (numSizes > 0 && mlir::failed(bindDynamicArguments(kernel, graph, numSizes)))
       return fail("dynamic arguments");
-    if (!runPassPipeline(*module, kCpuStridedCopies))
+    if (!runPassPipeline(*module, kCpuStridedCopies, /*verify=*/false))
       return fail("copies");
     dumpModule(dumpDir, name, "2-bufferized", *module);
     // Loops, accumulators and invariant loads, then row fusion (donated
@@ -237,7 +238,7 @@ class CpuCompiler final : public TargetPipeline {
     std::string toLoops = std::string(kCpuToLoops) + ",func.func(kiln-cpu-fuse-row-loops)";
     if (scratchBytes > 0 && numSizes == 0)
       toLoops += ",func.func(kiln-cpu-localize-row-scratch)";
-    if (!runPassPipeline(*module, toLoops.c_str()))
+    if (!runPassPipeline(*module, toLoops.c_str(), /*verify=*/false))
       return fail("loops");
     scratchBytes = kernel->getAttrOfType<mlir::IntegerAttr>(kScratchBytesAttr).getInt();
     // Streaming stores once the rows are fused and before row buffers
@@ -255,7 +256,7 @@ class CpuCompiler final : public TargetPipeline {
                              "{f32-lanes=" + std::to_string(f32VectorLanes(*targetMachine)) + "}," +
                              kCpuPrefetchNextRows + "," + kCpuVectorizeParallelLoops +
                              "{lanes=" + std::to_string(f32VectorLanes(*targetMachine)) + "}";
-    if (!runPassPipeline(*module, rows.c_str()))
+    if (!runPassPipeline(*module, rows.c_str(), /*verify=*/false))
       return fail("loops");
     const int loopNests = static_cast<int>(kernel->getAttrOfType<mlir::IntegerAttr>(kLoopNestsAttr).getInt());
     ParallelDispatches dispatches;
@@ -272,7 +273,7 @@ class CpuCompiler final : public TargetPipeline {
                              kLoopNestsAttr, kSerialPartsAttr})
       kernel->removeAttr(attr);
     dumpModule(dumpDir, name, "3-loops", *module);
-    if (numSizes > 0 && !runPassPipeline(*module, kResolveDynamicReshapes))
+    if (numSizes > 0 && !runPassPipeline(*module, kResolveDynamicReshapes, /*verify=*/false))
       return fail("to-llvm");
     if (!runPassPipeline(*module, kToLLVM))
       return fail("to-llvm");
