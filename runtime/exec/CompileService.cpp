@@ -31,7 +31,7 @@ void CompileService::makeUrgent(Lane lane) {
 
 BuiltKernel CompileService::kernelFor(const trace::TraceKey& key, const trace::TraceGraph& graph,
                                       const std::string& name, int dynamicSizes, CodegenEffort effort,
-                                      const CompileResult* quick) {
+                                      const CompileResult* quick, std::function<void(std::size_t)> scratchKnown) {
   BuiltKernel built;
   built.executable = KernelCache::instance().find(key, KernelCache::Probe::Always);
   if (built.executable && built.executable->codegen == CodegenEffort::Quick && effort == CodegenEffort::Full)
@@ -39,7 +39,8 @@ BuiltKernel CompileService::kernelFor(const trace::TraceKey& key, const trace::T
   built.fromCache = built.executable != nullptr;
   if (built.fromCache) return built;
   const bool fromQuick = effort == CodegenEffort::Full && quick && !quick->optimizedModules.empty();
-  built.result = fromQuick ? codegenTraceFull(graph, *quick, name) : compileTrace(graph, name, effort);
+  built.result = fromQuick ? codegenTraceFull(graph, *quick, name)
+                            : compileTrace(graph, name, effort, std::move(scratchKnown));
   if (built.result.ok() && dynamicSizes >= 0 && built.result.dynamicSizes != dynamicSizes) {
     built.result.object.clear();
     built.result.error = "the compiler did not produce a dynamic-shape kernel";

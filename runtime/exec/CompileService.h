@@ -43,10 +43,12 @@ class CompileService {
   /// compiled kernel must take that many dynamic sizes (a dynamic-shape
   /// kernel). A Full request is not served by a cached Quick kernel; given
   /// `quick`, the Quick compile it replaces, it needs only machine code
-  /// (codegenTraceFull) when that kept its optimised modules.
+  /// (codegenTraceFull) when that kept its optimised modules. A compile
+  /// calls `scratchKnown` (CompileTarget::scratchKnown) when it knows the
+  /// kernel's scratch size.
   BuiltKernel kernelFor(const trace::TraceKey& key, const trace::TraceGraph& graph, const std::string& name,
                         int dynamicSizes = -1, CodegenEffort effort = CodegenEffort::Full,
-                        const CompileResult* quick = nullptr);
+                        const CompileResult* quick = nullptr, std::function<void(std::size_t)> scratchKnown = {});
   /// Waits for every submitted job (tests, KILN_JIT=sync's drain).
   void drain();
   /// Drops queued jobs and joins the threads (exit).

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +52,12 @@ struct CompileTarget {
   /// A GPU's identity (name, device id, driver version): part of the
   /// fingerprint, so a kernel cached for one device is not loaded on another.
   std::string device;
+  /// Set by the runtime for one compilation, not part of what the target is
+  /// (operator==, the fingerprint): a host compile calls it once, on the
+  /// compiling thread, when the kernel's scratch size is known (before LLVM),
+  /// so that the runtime backs that memory while LLVM runs
+  /// (Engine::compileJob).
+  std::function<void(std::size_t bytes)> scratchKnown;
 
   static CompileTarget hostCpu() { return {}; }
   static CompileTarget nvptx(int sm, int ptx = 80) {

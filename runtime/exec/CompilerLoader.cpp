@@ -217,9 +217,13 @@ CompileResult withCompiler(const trace::TraceGraph& graph,
 }
 }  // namespace
 
-CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& name, CodegenEffort effort) {
+CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& name, CodegenEffort effort,
+                           std::function<void(std::size_t)> scratchKnown) {
   return withCompiler(graph, [&](TraceCompiler& compiler, const CompileTarget& target) {
-    return compiler.compile(graph, name, target, effort);
+    if (!scratchKnown) return compiler.compile(graph, name, target, effort);
+    CompileTarget withHook = target;
+    withHook.scratchKnown = std::move(scratchKnown);
+    return compiler.compile(graph, name, withHook, effort);
   });
 }
 

@@ -171,8 +171,10 @@ void prepareBackgroundCompile();
 /// graph's device. Refused (an error result) once the process has begun to
 /// exit: the exit handler waits for the compilations in flight, then the
 /// compiler's statics may be destroyed.
+/// `scratchKnown`: CompileTarget::scratchKnown for this compilation.
 CompileResult compileTrace(const trace::TraceGraph& graph, const std::string& name,
-                           CodegenEffort effort = CodegenEffort::Full);
+                           CodegenEffort effort = CodegenEffort::Full,
+                           std::function<void(std::size_t)> scratchKnown = {});
 /// The Full kernel of `graph` from its Quick compile `quick` (which kept its
 /// optimizedModules): machine code only, under the same rules.
 CompileResult codegenTraceFull(const trace::TraceGraph& graph, const CompileResult& quick, const std::string& name);

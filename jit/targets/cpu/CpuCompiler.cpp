@@ -241,6 +241,8 @@ class CpuCompiler final : public TargetPipeline {
     if (!runPassPipeline(*module, toLoops.c_str(), /*verify=*/false))
       return fail("loops");
     scratchBytes = kernel->getAttrOfType<mlir::IntegerAttr>(kScratchBytesAttr).getInt();
+    if (target.scratchKnown && scratchBytes > 0 && numSizes == 0)
+      target.scratchKnown(static_cast<std::size_t>(scratchBytes));
     // Streaming stores once the rows are fused and before row buffers
     // become output rows: a row that streams out keeps its buffer (one
     // written into the output row would be read back).
