@@ -120,11 +120,15 @@ inline constexpr double kQuickCodegenFromMs = 200;
 /// Runs of a Quick kernel before its Full compile starts. The Full compile
 /// runs at the lowest priority, yet it slowed the compiled steps it ran
 /// beside (the transformer bench's steps 31-40: 8.8 ms with it running,
-/// 7.9 without, where the Full kernel's take 7.4):
-/// as the first compile waits for a trace to recur, the upgrade waits until
-/// the Quick kernel has stayed hot, and a loop that ends sooner never pays
-/// for it.
-inline constexpr uint32_t kFullRecompileAfterQuickRuns = 16;
+/// 7.9 without, where the Full kernel's take 7.4; on the Xeon its ~20
+/// steps beside it cost 12 ms more in all, the Full kernel then saves about
+/// 0.6 ms a step: it pays back some 40 steps after it starts). As the first
+/// compile waits for a trace to recur, the upgrade waits until the Quick
+/// kernel has stayed hot long enough that the loop is likely to run that
+/// much longer, and a loop that ends sooner never pays for it. After 16
+/// runs it started within the transformer bench's first 40 steps: their
+/// last 20 took 131-145 ms, 120-126 after 32 (10 runs each, Xeon).
+inline constexpr uint32_t kFullRecompileAfterQuickRuns = 32;
 /// The effort of a hot trace's first compile, from its estimated compile
 /// time (CompileCostModel, which learns from Full compiles), for a compile
 /// in the background; one the user's thread waits for (KILN_JIT=sync) is
