@@ -288,7 +288,12 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
   // step, which made its first compiled run 20 ms instead of 9. A thread of
   // its own starts on it as soon as the compiler knows its size, while LLVM
   // runs: on these VMs a fresh huge page's first write took 50-60 ms in one
-  // run of three, all of it between the compile and the kernel.
+  // run of three, all of it between the compile and the kernel (it now
+  // shares the cores with the compile and the user's threads instead). Only
+  // from a compile at normal priority (urgent, or in the user's thread): a
+  // helper inherits its thread's priority, and one at the lowest, which the
+  // governor never raises, could be starved for as long as the user's
+  // threads keep the cores busy, holding the kernel back at the join below.
   auto* host = graph->device.kind == Device::CPU ? dynamic_cast<hal::CachingHostAllocator*>(&hal::hostAllocator())
                                                  : nullptr;
   std::thread prefaulter;
@@ -301,7 +306,7 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
   std::function<void(std::size_t)> scratchKnown;
   if (host && !quick)
     scratchKnown = [&prefaulter, host](std::size_t bytes) {
-      if (prefaulter.joinable()) return;
+      if (prefaulter.joinable() || currentThreadIsIdlePriority()) return;
       try {
         prefaulter = std::thread([host, bytes] { host->prefaultOne(bytes); });
       } catch (const std::system_error&) {

@@ -644,10 +644,10 @@ def KilnCpuVectorizeParallelLoops : Pass<"kiln-cpu-vectorize-parallel-loops"> {
     whose body holds only loads and stores where the loop's variable
     indexes a dimension of unit stride followed only by dimensions of size 1
     (other indices uniform; elements of whole bytes; no `nontemporal`
-    store), loads of uniform indices, prefetches
-    indexed like the loads, and elementwise arith and math ops, becomes a loop over vectors of `lanes` elements
-    (times the annotation's interleave count where the length divides, and
-    the loop has no prefetch). Uniform values stay scalar and are
+    store), loads of uniform indices, prefetches indexed like the loads, and
+    elementwise arith and math ops, becomes a loop over vectors of `lanes`
+    elements (times the annotation's interleave count where the length
+    divides and the loop has no prefetch). Uniform values stay scalar and are
     broadcast; the loop's annotation gains `isVectorized`, so LLVM's
     vectoriser skips it. See `vectorizeParallelLoops` (VectorizeLoops.h).
 

@@ -4,7 +4,6 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -12,7 +11,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/OpDefinition.h"
-#include "llvm/ADT/DenseSet.h"
 
 using namespace mlir;
 
@@ -24,7 +22,13 @@ namespace {
 constexpr const char *kLoopAnnotation = "llvm.loop_annotation";
 
 /// How an op of the loop body is rewritten.
-enum class Kind { Uniform, Elementwise, VectorLoad, VectorStore, Prefetch };
+enum class Kind {
+  Uniform,     ///< the same in every iteration: stays scalar
+  Elementwise, ///< the same op on vectors
+  VectorLoad,
+  VectorStore,
+  Prefetch,    ///< stays scalar, at the vector's first element: one per vector
+};
 
 /// Elements of whole bytes: a vector of i1 is bit-packed, a memref of i1
 /// is not.
