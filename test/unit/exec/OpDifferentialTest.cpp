@@ -593,6 +593,67 @@ TEST(OpDifferential, Cast) {
   runCases(cases);
 }
 
+// Element loops whose length the vector lanes divide (16 with AVX-512, 8
+// with AVX2) are written as vector loops before LLVM
+// (kiln-cpu-vectorize-parallel-loops), which the small shapes above never
+// reach: rows of 32, 64 and 256 elements, a row operand and a per-row column
+// broadcast, a loop over the middle axis of [2, 48, 1] (trailing size-1
+// axis), long chains (wider vectors where the annotation interleaves),
+// casts between every pair of dtypes, comparisons into where, and arange
+// (the loop's index as a value).
+TEST(OpDifferential, VectorLoops) {
+  std::vector<Case> cases;
+  for (const UnaryOp& op : kUnaryOps) {
+    for (DType t : kAllTypes) {
+      auto fn = op.fn;
+      Values v = op.values;
+      // Rounding an integer records nothing: no trace to compile.
+      const bool integer = t != DType::f32 && t != DType::f64 && !isHalf(t);
+      cases.push_back({nameOf(op.name, {t}, " vector rows"), op.bound,
+                       [=](InputMaker& in) {
+                         return std::vector<Tensor>{fn(in.make(t, {3, 64}, v)), fn(in.make(t, {2, 48, 1}, v)),
+                                                    fn(in.make(t, {256}, v))};
+                       },
+                       /*mayStayInterpreted=*/integer});
+    }
+  }
+  for (const BinaryOp& op : kBinaryOps) {
+    auto fn = op.fn;
+    Values v = op.values;
+    for (DType t : kAllTypes) {
+      cases.push_back({nameOf(op.name, {t}, " vector rows"), op.bound, [=](InputMaker& in) {
+                         return std::vector<Tensor>{
+                             fn(in.make(t, {4, 32}, v), in.make(t, {4, 32}, v)),
+                             fn(in.make(t, {4, 32}, v), in.make(t, {32}, v)),
+                             fn(in.make(t, {3, 64}, v), in.make(t, {3, 1}, v)),
+                             fn(in.make(t, {2, 48, 1}, v), in.make(t, {2, 48, 1}, v)),
+                             fn(in.make(t, {2, 32}, v), 3),
+                         };
+                       }});
+    }
+  }
+  for (DType from : kAllTypes)
+    for (DType to : kAllTypes)
+      if (from != to)
+        cases.push_back({nameOf("cast", {from, to}, " vector rows"), kExact, [=](InputMaker& in) {
+                           return std::vector<Tensor>{cast(in.make(from, {2, 64}), to),
+                                                      cast(in.make(from, {2, 16, 1}), to)};
+                         }});
+  for (DType t : kFloatTypes) {
+    cases.push_back({nameOf("long chain", {t}, " vector rows"), kComposite, [=](InputMaker& in) {
+                       Tensor x = in.make(t, {2, 256}, Values::Plain);
+                       Tensor y = tanh(add(mul(x, 1.5), 0.5));
+                       return std::vector<Tensor>{add(mul(y, sigmoid(x)), mul(x, x)),
+                                                  where(gt(x, in.make(t, {256}, Values::Plain)), exp(x), neg(x))};
+                     }});
+    cases.push_back({nameOf("arange", {t}, " vector rows"), kExact, [=](InputMaker& in) {
+                       Tensor x = in.make(t, {4, 64}, Values::Plain);
+                       return std::vector<Tensor>{add(x, arange(0, 64, 1, t)), mul(x, arange(0, 64, 1, t))};
+                     }});
+  }
+  runCases(cases);
+}
+
 // ---- reductions ----------------------------------------------------------------
 
 TEST(OpDifferential, Reductions) {
