@@ -56,6 +56,33 @@ trace::TraceGraph smallGraph(core::OpKind f = core::OpKind::Exp) {
   return g;
 }
 
+/// m = exp(x) @ x on a [32, 32] f32 input: exp(x) is materialised for the
+/// GEMM call, in the kernel's scratch.
+trace::TraceGraph matmulOfExpGraph() {
+  trace::TraceGraph g;
+  trace::Node x;
+  x.op = core::OpKind::Param;
+  x.dtype = DType::f32;
+  x.shape = Shape{32, 32};
+  g.nodes.push_back(x);
+  g.inputs.push_back(0);
+  trace::Node e = x;
+  e.op = core::OpKind::Exp;
+  e.numInputs = 1;
+  e.inputs = 0;
+  g.operands.push_back(0);
+  g.nodes.push_back(e);
+  trace::Node m = x;
+  m.op = core::OpKind::Matmul;
+  m.numInputs = 2;
+  m.inputs = 1;
+  g.operands.push_back(1);
+  g.operands.push_back(0);
+  g.nodes.push_back(m);
+  g.outputs.push_back(2);
+  return g;
+}
+
 /// The DT_NEEDED entries of an ELF shared object's bytes (read through its
 /// section headers: .dynamic and the string table it links to).
 std::vector<std::string> neededLibraries(const std::string& elf) {
@@ -140,6 +167,28 @@ TEST(CompileTarget, HostPipelineReportsItsDispatch) {
   CompileResult viaDevice = compileTrace(g, "target_test_device");
   ASSERT_TRUE(viaDevice.ok()) << viaDevice.error;
   EXPECT_EQ(viaDevice.format, BinaryFormat::SharedObject);
+}
+
+// A host compile says its kernel's scratch size as soon as it knows it
+// (before LLVM), so that the runtime can back that memory meanwhile; the
+// hook is not part of what the target is.
+TEST(CompileTarget, HostCompileSaysItsScratchSizeBeforeItsMachineCode) {
+  TraceCompiler* compiler = loadCompiler();
+  ASSERT_NE(compiler, nullptr);
+  std::vector<std::size_t> told;
+  CompileTarget target = CompileTarget::hostCpu();
+  target.scratchKnown = [&](std::size_t bytes) { told.push_back(bytes); };
+  EXPECT_TRUE(target == CompileTarget::hostCpu());
+  EXPECT_EQ(target.fingerprint(), CompileTarget::hostCpu().fingerprint());
+  CompileResult r = compiler->compile(matmulOfExpGraph(), "scratch_test", target, exec::CodegenEffort::Quick);
+  ASSERT_TRUE(r.ok()) << r.error;
+  ASSERT_GT(r.scratchBytes, 0u) << "exp(x) should be materialised for the GEMM call";
+  EXPECT_EQ(told, std::vector<std::size_t>{r.scratchBytes});
+  // A kernel without temporaries has nothing to say.
+  told.clear();
+  r = compiler->compile(smallGraph(), "no_scratch_test", target, exec::CodegenEffort::Quick);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(told.size(), r.scratchBytes > 0 ? 1u : 0u);
 }
 
 TEST(CompileTarget, EachKindGoesToItsPipelineAndAnUnknownKindIsRefused) {
