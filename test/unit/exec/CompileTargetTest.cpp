@@ -29,58 +29,42 @@ extern char** environ;
 namespace kiln::exec {
 namespace {
 
-/// y = f(x) + x on a [4, 8] f32 input, f an elementwise op (exp unless
-/// named): one input, one output.
-trace::TraceGraph smallGraph(core::OpKind f = core::OpKind::Exp) {
-  trace::TraceGraph g;
+/// y = g(f(x), x) on an f32 input of `shape`: one input, one output.
+trace::TraceGraph unaryThenBinary(core::OpKind f, core::OpKind g, Shape shape) {
+  trace::TraceGraph graph;
   trace::Node x;
   x.op = core::OpKind::Param;
   x.dtype = DType::f32;
-  x.shape = Shape{4, 8};
-  g.nodes.push_back(x);
-  g.inputs.push_back(0);
+  x.shape = shape;
+  graph.nodes.push_back(x);
+  graph.inputs.push_back(0);
   trace::Node e = x;
   e.op = f;
   e.numInputs = 1;
   e.inputs = 0;
-  g.operands.push_back(0);
-  g.nodes.push_back(e);
+  graph.operands.push_back(0);
+  graph.nodes.push_back(e);
   trace::Node y = x;
-  y.op = core::OpKind::Add;
+  y.op = g;
   y.numInputs = 2;
   y.inputs = 1;
-  g.operands.push_back(1);
-  g.operands.push_back(0);
-  g.nodes.push_back(y);
-  g.outputs.push_back(2);
-  return g;
+  graph.operands.push_back(1);
+  graph.operands.push_back(0);
+  graph.nodes.push_back(y);
+  graph.outputs.push_back(2);
+  return graph;
+}
+
+/// y = f(x) + x on a [4, 8] f32 input, f an elementwise op (exp unless
+/// named).
+trace::TraceGraph smallGraph(core::OpKind f = core::OpKind::Exp) {
+  return unaryThenBinary(f, core::OpKind::Add, Shape{4, 8});
 }
 
 /// m = exp(x) @ x on a [32, 32] f32 input: exp(x) is materialised for the
 /// GEMM call, in the kernel's scratch.
 trace::TraceGraph matmulOfExpGraph() {
-  trace::TraceGraph g;
-  trace::Node x;
-  x.op = core::OpKind::Param;
-  x.dtype = DType::f32;
-  x.shape = Shape{32, 32};
-  g.nodes.push_back(x);
-  g.inputs.push_back(0);
-  trace::Node e = x;
-  e.op = core::OpKind::Exp;
-  e.numInputs = 1;
-  e.inputs = 0;
-  g.operands.push_back(0);
-  g.nodes.push_back(e);
-  trace::Node m = x;
-  m.op = core::OpKind::Matmul;
-  m.numInputs = 2;
-  m.inputs = 1;
-  g.operands.push_back(1);
-  g.operands.push_back(0);
-  g.nodes.push_back(m);
-  g.outputs.push_back(2);
-  return g;
+  return unaryThenBinary(core::OpKind::Exp, core::OpKind::Matmul, Shape{32, 32});
 }
 
 /// The DT_NEEDED entries of an ELF shared object's bytes (read through its
