@@ -13,19 +13,21 @@
 
 namespace kiln::jit {
 
+namespace {
+/// Whether the environment variable `name` is set and not "0".
+bool envFlagSet(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v && std::string_view(v) != "0";
+}
+} // namespace
+
 bool passTimingRequested() {
-  static const bool timing = [] {
-    const char *v = std::getenv("KILN_MLIR_TIMING");
-    return v && *v && std::string_view(v) != "0";
-  }();
+  static const bool timing = envFlagSet("KILN_MLIR_TIMING");
   return timing;
 }
 
 bool verifyEachPipelineRequested() {
-  static const bool each = [] {
-    const char *v = std::getenv("KILN_MLIR_VERIFY");
-    return v && *v && std::string_view(v) != "0";
-  }();
+  static const bool each = envFlagSet("KILN_MLIR_VERIFY");
   return each;
 }
 

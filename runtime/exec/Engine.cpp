@@ -296,19 +296,13 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
   // threads keep the cores busy, holding the kernel back at the join below.
   auto* host = graph->device.kind == Device::CPU ? dynamic_cast<hal::CachingHostAllocator*>(&hal::hostAllocator())
                                                  : nullptr;
-  std::thread prefaulter;
-  struct JoinOnExit {
-    std::thread& thread;
-    ~JoinOnExit() {
-      if (thread.joinable()) thread.join();
-    }
-  } joinPrefaulter{prefaulter};
+  std::jthread prefaulter;  // joined on every way out
   std::function<void(std::size_t)> scratchKnown;
   if (host && !quick)
     scratchKnown = [&prefaulter, host](std::size_t bytes) {
       if (prefaulter.joinable() || currentThreadIsIdlePriority()) return;
       try {
-        prefaulter = std::thread([host, bytes] { host->prefaultOne(bytes); });
+        prefaulter = std::jthread([host, bytes] { host->prefaultOne(bytes); });
       } catch (const std::system_error&) {
         // No thread: the compile thread faults it in after the compile.
       }

@@ -16,10 +16,6 @@ namespace kiln::jit::cpu {
 
 namespace {
 
-/// Where scf-to-cf and cf-to-llvm carry a loop's annotation: a discardable
-/// attribute of the loop's back edge.
-constexpr const char *kLoopAnnotation = "llvm.loop_annotation";
-
 /// Float operations in a loop body from which LLVM should interleave vector
 /// iterations (latencyBoundInterleave), and how many. Above the upper bound
 /// the body has its own independent work and the copies would multiply a

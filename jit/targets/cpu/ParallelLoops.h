@@ -39,6 +39,11 @@ namespace kiln::jit::cpu {
 /// Returns the number of loops marked parallel.
 int markParallelLoops(mlir::Operation *root, unsigned f32Lanes = 0);
 
+/// Where markParallelLoops puts a loop's annotation, and where scf-to-cf and
+/// cf-to-llvm carry it: a discardable attribute of the loop (then of its
+/// back edge).
+inline constexpr const char *kLoopAnnotation = "llvm.loop_annotation";
+
 /// The interleave count markParallelLoops gives the shortest latency-bound
 /// bodies (the most copies it asks for); codegen treats the functions that
 /// hold such a loop apart (CodegenGate.h).

@@ -2,6 +2,7 @@
 
 #include "jit/targets/cpu/VectorizeLoops.h"
 
+#include "jit/targets/cpu/ParallelLoops.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -17,9 +18,6 @@ using namespace mlir;
 namespace kiln::jit::cpu {
 
 namespace {
-
-/// Where kiln-cpu-mark-parallel-loops puts a loop's annotation.
-constexpr const char *kLoopAnnotation = "llvm.loop_annotation";
 
 /// How an op of the loop body is rewritten.
 enum class Kind {
