@@ -166,6 +166,54 @@ KILN_RT_EXPORT void kiln_rt_matmul_epilogue_f32(int64_t batch, int64_t M, int64_
   gemm::sgemm(M, N, K, {a, aRs, aCs}, {b, bRs, bCs}, c, cRs, /*accumulate=*/false, /*parallel=*/true, &e);
 }
 
+/// kiln_rt_matmul_epilogue_f32 with bf16 A and B: the bf16 GEMM, the
+/// epilogue (flags bits 0 and 1) applied to each block of C in f32, then,
+/// with flags bit 2, C rounded to bf16 block by block (C is a bf16 buffer:
+/// offset and row stride count bf16 elements), else stored as f32. The
+/// compiler calls it only where the CPU has bf16 units
+/// (kiln-cpu-matmul-to-runtime-calls{bf16-units}).
+KILN_RT_EXPORT void kiln_rt_matmul_epilogue_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
+                                                 int64_t aOff, int64_t aBs, int64_t aRs, int64_t aCs, int64_t bPtr,
+                                                 int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
+                                                 int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, int64_t biasPtr,
+                                                 int64_t biasOff, int64_t biasStride, int64_t flags) {
+  using namespace kiln::interp;
+  gemm::Epilogue e;
+  if (flags & 1) {
+    e.bias = reinterpret_cast<const float*>(biasPtr) + biasOff;
+    e.biasStride = biasStride;
+  }
+  e.relu = (flags & 2) != 0;
+  const gemm::Epilogue* epilogue = (flags & 3) ? &e : nullptr;
+  const gemm::Bf16Matrix a{reinterpret_cast<const uint16_t*>(aPtr) + aOff, aRs, aCs};
+  const gemm::Bf16Matrix b{reinterpret_cast<const uint16_t*>(bPtr) + bOff, bRs, bCs};
+  (void)batch, (void)aBs, (void)bBs, (void)cBs, (void)cCs;  // batch 1, cCs 1, as kiln_rt_matmul_epilogue_f32
+  const bool rounded = (flags & 4) != 0;
+  if (gemm::activeBf16Isa() != gemm::Bf16Isa::none) {
+    if (rounded)
+      gemm::gemmBf16RoundedOut(M, N, K, a, b, reinterpret_cast<uint16_t*>(cPtr) + cOff, cRs, /*parallel=*/true,
+                               epilogue);
+    else
+      gemm::gemmBf16(M, N, K, a, b, reinterpret_cast<float*>(cPtr) + cOff, cRs, /*accumulate=*/false,
+                     /*parallel=*/true, epilogue);
+    return;
+  }
+  // No bf16 units (or KILN_GEMM_BF16=none): the f32 GEMM of the widened
+  // operands, into C or into an f32 temporary then rounded.
+  const std::vector<float> af = widenBf16(a.p, M, K, aRs, aCs), bf = widenBf16(b.p, K, N, bRs, bCs);
+  if (!rounded) {
+    gemm::sgemm(M, N, K, {af.data(), K, 1}, {bf.data(), N, 1}, reinterpret_cast<float*>(cPtr) + cOff, cRs,
+                /*accumulate=*/false, /*parallel=*/true, epilogue);
+    return;
+  }
+  std::vector<float> cf(static_cast<size_t>(M * N));
+  gemm::sgemm(M, N, K, {af.data(), K, 1}, {bf.data(), N, 1}, cf.data(), N, /*accumulate=*/false, /*parallel=*/true,
+              epilogue);
+  uint16_t* c = reinterpret_cast<uint16_t*>(cPtr) + cOff;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) c[i * cRs + j] = kiln::core::floatToBf16(cf[static_cast<size_t>(i * N + j)]);
+}
+
 /// kiln_rt_matmul_f32 with bf16 A and B (f32 C): the bf16 GEMM where the
 /// CPU has bf16 units, else the f32 GEMM of the widened operands.
 KILN_RT_EXPORT void kiln_rt_matmul_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, int64_t aOff,

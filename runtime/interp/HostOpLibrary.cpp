@@ -35,6 +35,10 @@ class HostOpLibrary final : public OpLibrary {
     matmulKernel(a, b, outShape, out);
   }
   bool matmulTakesBf16() const override { return matmulKernelTakesBf16(); }
+  bool matmulHalf(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {
+    return matmulBf16RoundedKernel(a, b, outShape, out);
+  }
+  bool hasMatmulHalf(DType t) const override { return t == DType::bf16 && matmulKernelTakesBf16(); }
   void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) override {
     conv2dKernel(x, w, p, outShape, out);
   }

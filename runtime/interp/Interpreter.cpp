@@ -96,7 +96,7 @@ class NodeRunner {
 
   View compute(const Node& n, std::span<const uint32_t> ins) {
     const bool halfOut = isHalf(n.dtype);
-    if (halfOut && core::opCategory(n.op) == OpCategory::Matmul && ops_.hasMatmulHalf() &&
+    if (halfOut && core::opCategory(n.op) == OpCategory::Matmul && ops_.hasMatmulHalf(n.dtype) &&
         trace_.nodes[ins[0]].dtype == n.dtype && trace_.nodes[ins[1]].dtype == n.dtype) {
       // Half operands the library multiplies as they are (ops_.matmulHalf).
       View out = alloc(n.dtype, n.shape);

@@ -73,6 +73,11 @@ void argReduceKernel(OpKind op, const Arg& in, int axis, bool selectLast, char* 
 /// of `outShape` ([..., M, N]). Two bf16 operands (only when
 /// matmulKernelTakesBf16()) give an f32 result.
 void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out);
+/// out = bf16(a·b) for two bf16 operands on the CPU's bf16 GEMM, rounded from
+/// f32 as the cast kernel rounds, without an f32 result in memory; false
+/// (nothing done) where matmulKernelTakesBf16() is false or the operands are
+/// not both bf16.
+bool matmulBf16RoundedKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out);
 /// Whether matmulKernel multiplies bf16 operands natively (on the CPU's bf16
 /// GEMM, gemm/Bf16Gemm.h), so that widening them to f32 first is not needed.
 bool matmulKernelTakesBf16();

@@ -1,5 +1,6 @@
 // Matmul: batches and dtypes. f32 runs the packed GEMM (gemm/Sgemm.h), bf16
-// the bf16 GEMM (gemm/Bf16Gemm.h) into f32, the other dtypes a blocked loop.
+// the bf16 GEMM (gemm/Bf16Gemm.h) into f32 or rounded to bf16, the other
+// dtypes a blocked loop.
 #include <algorithm>
 #include <type_traits>
 
@@ -64,13 +65,21 @@ void sgemmStrided(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsA, 
     }
 }
 
-void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) {
+namespace {
+
+/// The batches of a matmul of outShape ([..., M, N]): calls
+/// one(bi, aOffset, bOffset, parallel) for each batch bi, where the offsets
+/// (elements) select batch bi of a and b. Small batched products
+/// (`smallOnesPerThread` and fewer than kSplitMultiplyAdds each) run one per
+/// thread, others one after the other, each split over the threads.
+template <class F>
+void forEachBatch(const Arg& a, const Arg& b, const Shape& outShape, bool smallOnesPerThread, F&& one) {
   const int r = outShape.rank();
   const int64_t M = outShape[r - 2], N = outShape[r - 1], K = a.shape[a.shape.rank() - 1];
   int64_t batches = 1;
   for (int d = 0; d < r - 2; ++d) batches *= outShape[d];
   if (batches == 0) return;
-  // Element offsets of batch `bi` in a and b (their batch dims equal outShape's).
+  // Element offsets of batch `bi` in x (its batch dims equal outShape's).
   auto batchOffset = [&](const Arg& x, int64_t bi) {
     int64_t off = 0;
     for (int d = r - 3; d >= 0; --d) {
@@ -79,25 +88,28 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
     }
     return off;
   };
-  const bool smallBatches = batches > 1 && M * N * K < gemm::kSplitMultiplyAdds;
-  // Runs one(bi, parallel) for every batch: small ones one per thread, large
-  // ones one after the other, each split over the threads.
-  auto forBatches = [&](bool onePerThread, auto&& one) {
-    if (onePerThread) {
-      tbb::parallel_for(tbb::blocked_range<int64_t>(0, batches, 1), [&](const tbb::blocked_range<int64_t>& rg) {
-        for (int64_t bi = rg.begin(); bi < rg.end(); ++bi) one(bi, false);
-      });
-    } else {
-      for (int64_t bi = 0; bi < batches; ++bi) one(bi, true);
-    }
-  };
+  const bool onePerThread = batches > 1 && (smallOnesPerThread || M * N * K < gemm::kSplitMultiplyAdds);
+  if (onePerThread) {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, batches, 1), [&](const tbb::blocked_range<int64_t>& rg) {
+      for (int64_t bi = rg.begin(); bi < rg.end(); ++bi) one(bi, batchOffset(a, bi), batchOffset(b, bi), false);
+    });
+  } else {
+    for (int64_t bi = 0; bi < batches; ++bi) one(bi, batchOffset(a, bi), batchOffset(b, bi), true);
+  }
+}
+
+}  // namespace
+
+void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) {
+  const int r = outShape.rank();
+  const int64_t M = outShape[r - 2], N = outShape[r - 1], K = a.shape[a.shape.rank() - 1];
   if (a.dtype == DType::bf16) {
     const auto* ap = reinterpret_cast<const uint16_t*>(a.data);
     const auto* bp = reinterpret_cast<const uint16_t*>(b.data);
     float* op = reinterpret_cast<float*>(out);
-    forBatches(smallBatches, [&](int64_t bi, bool parallel) {
-      gemm::gemmBf16(M, N, K, {ap + batchOffset(a, bi), a.strides[r - 2], a.strides[r - 1]},
-                     {bp + batchOffset(b, bi), b.strides[r - 2], b.strides[r - 1]}, op + bi * M * N, N,
+    forEachBatch(a, b, outShape, false, [&](int64_t bi, int64_t aOff, int64_t bOff, bool parallel) {
+      gemm::gemmBf16(M, N, K, {ap + aOff, a.strides[r - 2], a.strides[r - 1]},
+                     {bp + bOff, b.strides[r - 2], b.strides[r - 1]}, op + bi * M * N, N,
                      /*accumulate=*/false, parallel);
     });
     return;
@@ -106,18 +118,31 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
     const T* ap = reinterpret_cast<const T*>(a.data);
     const T* bp = reinterpret_cast<const T*>(b.data);
     T* op = reinterpret_cast<T*>(out);
-    auto one = [&](int64_t bi, bool parallel) {
-      Mat<T> am{ap + batchOffset(a, bi), a.strides[r - 2], a.strides[r - 1]};
-      Mat<T> bm{bp + batchOffset(b, bi), b.strides[r - 2], b.strides[r - 1]};
+    forEachBatch(a, b, outShape, !std::is_same_v<T, float>, [&](int64_t bi, int64_t aOff, int64_t bOff, bool parallel) {
+      Mat<T> am{ap + aOff, a.strides[r - 2], a.strides[r - 1]};
+      Mat<T> bm{bp + bOff, b.strides[r - 2], b.strides[r - 1]};
       T* c = op + bi * M * N;
       if constexpr (std::is_same_v<T, float>) {
         gemm::sgemm(M, N, K, {am.p, am.rs, am.cs}, {bm.p, bm.rs, bm.cs}, c, N, /*accumulate=*/false, parallel);
       } else {
         gemmGeneric<T>(M, N, K, am, bm, c);
       }
-    };
-    forBatches(smallBatches || !std::is_same_v<T, float>, one);
+    });
   });
+}
+
+bool matmulBf16RoundedKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) {
+  if (a.dtype != DType::bf16 || b.dtype != DType::bf16 || !matmulKernelTakesBf16()) return false;
+  const int r = outShape.rank();
+  const int64_t M = outShape[r - 2], N = outShape[r - 1], K = a.shape[a.shape.rank() - 1];
+  const auto* ap = reinterpret_cast<const uint16_t*>(a.data);
+  const auto* bp = reinterpret_cast<const uint16_t*>(b.data);
+  auto* op = reinterpret_cast<uint16_t*>(out);
+  forEachBatch(a, b, outShape, false, [&](int64_t bi, int64_t aOff, int64_t bOff, bool parallel) {
+    gemm::gemmBf16RoundedOut(M, N, K, {ap + aOff, a.strides[r - 2], a.strides[r - 1]},
+                             {bp + bOff, b.strides[r - 2], b.strides[r - 1]}, op + bi * M * N, N, parallel);
+  });
+  return true;
 }
 
 bool matmulKernelTakesBf16() { return gemm::activeBf16Isa() != gemm::Bf16Isa::none; }

@@ -51,13 +51,14 @@ class OpLibrary {
   /// Otherwise the interpreter widens them to f32 first.
   virtual bool matmulTakesBf16() const { return false; }
   /// Enqueues out = a·b for two operands of one half type (f16, bf16) and
-  /// writes that type, accumulating in f32 (a GPU's tensor-core GEMM).
+  /// writes that type, accumulating in f32 (a GPU's tensor-core GEMM, the
+  /// CPU's bf16 GEMM rounding each block of C as it finishes it).
   /// Returns false, enqueuing nothing, where the library has no such kernel
   /// for these operands: the interpreter then widens them to f32.
   virtual bool matmulHalf(const Arg& a, const Arg& b, const Shape& outShape, char* out) { return false; }
-  /// Has matmulHalf() a kernel at all? (If not, the interpreter does not
-  /// allocate a half output to offer it.)
-  virtual bool hasMatmulHalf() const { return false; }
+  /// Has matmulHalf() a kernel for operands of half type `t` at all? (If
+  /// not, the interpreter does not allocate a half output to offer it.)
+  virtual bool hasMatmulHalf(DType /*t*/) const { return false; }
   virtual void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) = 0;
   /// Indices are range-checked before these are called (the interpreter
   /// reads them on the host first when the device is not host-accessible).
@@ -118,6 +119,12 @@ class HostKernelLibrary final : public OpLibrary {
     enqueue_([=] { matmulKernel(a, b, outShape, out); });
   }
   bool matmulTakesBf16() const override { return matmulKernelTakesBf16(); }
+  bool matmulHalf(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {
+    if (a.dtype != DType::bf16 || b.dtype != DType::bf16 || !matmulKernelTakesBf16()) return false;
+    enqueue_([=] { matmulBf16RoundedKernel(a, b, outShape, out); });
+    return true;
+  }
+  bool hasMatmulHalf(DType t) const override { return t == DType::bf16 && matmulKernelTakesBf16(); }
   void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) override {
     enqueue_([=] { conv2dKernel(x, w, p, outShape, out); });
   }

@@ -42,6 +42,8 @@ constexpr const char *kMatmulSetFn = "kiln_rt_matmul_set_f32";
 /// C = relu?(A * B + bias?): the f32 GEMM applying an elementwise consumer
 /// to each tile as it finishes (see fusableEpilogue).
 constexpr const char *kMatmulEpilogueFn = "kiln_rt_matmul_epilogue_f32";
+/// The same with bf16 A and B, and C in f32 or rounded to bf16.
+constexpr const char *kMatmulEpilogueBf16Fn = "kiln_rt_matmul_epilogue_bf16";
 /// The same with bf16 A and B (an f32 C): the runtime's bf16 GEMM.
 constexpr const char *kMatmulBf16Fn = "kiln_rt_matmul_bf16";
 constexpr const char *kMatmulSetBf16Fn = "kiln_rt_matmul_set_bf16";
@@ -253,12 +255,13 @@ bool isRuntimeMatmulOperands(linalg::LinalgOp matmul) {
 
 namespace {
 /// An elementwise consumer of a matmul's result that the runtime's GEMM can
-/// apply to each tile of C as it finishes: out = relu?(c + bias[j]?).
+/// apply to each tile of C as it finishes: out = bf16?(relu?(c + bias[j]?)).
 struct FusableEpilogue {
   linalg::GenericOp op;
   Value out;
   Value bias;  ///< rank 1, indexed by the column; null without a bias
   bool relu = false;
+  bool roundToBf16 = false;  ///< out is bf16 (only after bf16 operands)
 };
 
 /// Is `v` the constant +-0.0?
@@ -268,11 +271,67 @@ bool isZeroConstant(Value v) {
   return f && f.getValue().isZero();
 }
 
+/// Is `v` the integer constant `n`?
+bool isIntConstant(Value v, int64_t n) {
+  auto c = v.getDefiningOp<arith::ConstantOp>();
+  auto i = c ? dyn_cast<IntegerAttr>(c.getValue()) : IntegerAttr();
+  return i && i.getValue().getSExtValue() == n;
+}
+
+/// The operand of the commutative `op` that is not `known` (null if neither
+/// is).
+Value otherOperand(Operation *op, Value known) {
+  if (op->getOperand(0) == known)
+    return op->getOperand(1);
+  return op->getOperand(1) == known ? op->getOperand(0) : Value();
+}
+
+/// The f32 value `y` rounds when `y` is the kiln lowering's rounding to
+/// bf16 (truncateToBf16 in KilnToLinalg's ScalarOps.cpp: to nearest even in
+/// integers, NaN made quiet), with its 11 ops; else null.
+Value bf16RoundingOf(Value y) {
+  auto toBf16 = y.getDefiningOp<arith::BitcastOp>();
+  auto trunc = toBf16 ? toBf16.getIn().getDefiningOp<arith::TruncIOp>() : arith::TruncIOp();
+  auto select = trunc ? trunc.getIn().getDefiningOp<arith::SelectOp>() : arith::SelectOp();
+  auto isNaN = select ? select.getCondition().getDefiningOp<arith::CmpFOp>() : arith::CmpFOp();
+  if (!isNaN || isNaN.getPredicate() != arith::CmpFPredicate::UNO || isNaN.getLhs() != isNaN.getRhs() ||
+      !isNaN.getLhs().getType().isF32() || !trunc.getType().isInteger(16))
+    return {};
+  const Value f = isNaN.getLhs();
+  // NaN: the high half with the quiet bit, high = bits >> 16.
+  auto quiet = select.getTrueValue().getDefiningOp<arith::OrIOp>();
+  Value high = quiet && isIntConstant(quiet.getRhs(), 0x40) ? quiet.getLhs() : Value();
+  auto highShift = high ? high.getDefiningOp<arith::ShRUIOp>() : arith::ShRUIOp();
+  auto bits = highShift ? highShift.getLhs().getDefiningOp<arith::BitcastOp>() : arith::BitcastOp();
+  if (!bits || bits.getIn() != f || !isIntConstant(highShift.getRhs(), 16))
+    return {};
+  // Otherwise (bits + ((high & 1) + 0x7fff)) >> 16.
+  auto shift = select.getFalseValue().getDefiningOp<arith::ShRUIOp>();
+  auto sum = shift && isIntConstant(shift.getRhs(), 16) ? shift.getLhs().getDefiningOp<arith::AddIOp>()
+                                                          : arith::AddIOp();
+  Value bias = sum ? otherOperand(sum, bits) : Value();
+  auto biasSum = bias ? bias.getDefiningOp<arith::AddIOp>() : arith::AddIOp();
+  if (!biasSum)
+    return {};
+  auto lsb = biasSum.getLhs().getDefiningOp<arith::AndIOp>();
+  Value half = biasSum.getRhs();
+  if (!lsb) {
+    lsb = biasSum.getRhs().getDefiningOp<arith::AndIOp>();
+    half = biasSum.getLhs();
+  }
+  if (!lsb || !isIntConstant(half, 0x7fff) || otherOperand(lsb, high) == Value() ||
+      !isIntConstant(otherOperand(lsb, high), 1))
+    return {};
+  return f;
+}
+
 /// The op right after `matmul` when it is the only reader of the matmul's
 /// result `c` (a temporary C = A * B, zero-filled before) and computes
 /// relu(c + bias), c + bias or relu(c) into a distinct f32 buffer whose
-/// columns are contiguous.
-std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c, linalg::FillOp fill) {
+/// columns are contiguous; after bf16 operands (`bf16Operands`) also any of
+/// these, or c itself, rounded into a bf16 buffer.
+std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c, linalg::FillOp fill,
+                                               bool bf16Operands) {
   auto g = dyn_cast_or_null<linalg::GenericOp>(matmul->getNextNode());
   if (!fill || !g || !g.hasPureBufferSemantics() || g.getNumLoops() != 2 || g.getNumParallelLoops() != 2 ||
       g.getNumDpsInits() != 1 || g.getNumDpsInputs() < 1 || g.getNumDpsInputs() > 2)
@@ -284,7 +343,8 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
   auto outType = dyn_cast<MemRefType>(e.out.getType());
   SmallVector<int64_t> strides;
   int64_t offset;
-  if (!outType || !outType.getElementType().isF32() || g.getMatchingIndexingMap(g.getDpsInitOperand(0)) != identity ||
+  if (!outType || !(outType.getElementType().isF32() || (bf16Operands && outType.getElementType().isBF16())) ||
+      g.getMatchingIndexingMap(g.getDpsInitOperand(0)) != identity ||
       failed(outType.getStridesAndOffset(strides, offset)) || strides.back() != 1)
     return std::nullopt;
   Block &body = g.getRegion().front();
@@ -307,10 +367,17 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
   }
   if (!cArg)
     return std::nullopt;
-  // The payload: [relu of] [c + bias], relu as select(x < 0, 0, x) (the
-  // lowering's, NaN-preserving) or maximumf(x, 0).
+  // The payload: [bf16 of] [relu of] [c + bias], relu as select(x < 0, 0,
+  // x) (the lowering's, NaN-preserving) or maximumf(x, 0).
   Value x = cast<linalg::YieldOp>(body.getTerminator()).getOperand(0);
   unsigned expectedOps = 1;  // the yield
+  if (outType.getElementType().isBF16()) {
+    x = bf16RoundingOf(x);
+    if (!x)
+      return std::nullopt;
+    e.roundToBf16 = true;
+    expectedOps += 11;
+  }
   if (auto sel = x.getDefiningOp<arith::SelectOp>()) {
     auto cmp = sel.getCondition().getDefiningOp<arith::CmpFOp>();
     if (!cmp || cmp.getPredicate() != arith::CmpFPredicate::OLT || cmp.getLhs() != sel.getFalseValue() ||
@@ -335,7 +402,7 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
   for (Operation &op : body.without_terminator())
     if (isa<arith::ConstantOp>(op))
       ++expectedOps;
-  if (x != cArg || !(e.relu || e.bias) || body.getOperations().size() != expectedOps)
+  if (x != cArg || !(e.relu || e.bias || e.roundToBf16) || body.getOperations().size() != expectedOps)
     return std::nullopt;
   // c is read by nothing else, and the GEMM may write out while it reads A,
   // B and the bias: distinct buffers, none shared with another argument.
@@ -402,11 +469,13 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
     };
     SmallVector<Value> args{batched ? extent(c, cType, 0) : konst(1), extent(c, cType, r - 2),
                             extent(c, cType, r - 1), extent(a, aType, r - 1)};
-    // An f32 bias add / ReLU reading only this result: into its output, in
-    // the GEMM's tile store (one pass over C instead of two).
+    // An f32 bias add / ReLU, or a rounding to bf16, reading only this
+    // result: into its output, in the GEMM's tile store (one pass over C
+    // instead of two, and no f32 C at all for a bf16 result).
+    const bool bf16 = aType.getElementType().isBF16();
     std::optional<FusableEpilogue> epilogue;
-    if (auto plain = dyn_cast<linalg::MatmulOp>(op.getOperation()); plain && aType.getElementType().isF32())
-      epilogue = fusableEpilogue(plain, c, fill);
+    if (auto plain = dyn_cast<linalg::MatmulOp>(op.getOperation()))
+      epilogue = fusableEpilogue(plain, c, fill, bf16);
     if (epilogue) {
       for (Value v : {a, bm, epilogue->out})
         llvm::append_range(args, describe(b, loc, v, false));
@@ -418,9 +487,10 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
       } else {
         args.append({konst(0), konst(0), konst(0)});
       }
-      args.push_back(konst((epilogue->bias ? 1 : 0) | (epilogue->relu ? 2 : 0)));
-      declare(kMatmulEpilogueFn, 23);
-      func::CallOp::create(b, loc, kMatmulEpilogueFn, TypeRange{}, args);
+      args.push_back(konst((epilogue->bias ? 1 : 0) | (epilogue->relu ? 2 : 0) | (epilogue->roundToBf16 ? 4 : 0)));
+      const char *fn = bf16 ? kMatmulEpilogueBf16Fn : kMatmulEpilogueFn;
+      declare(fn, 23);
+      func::CallOp::create(b, loc, fn, TypeRange{}, args);
       epilogue->op->erase();
       op->erase();
       fill->erase();
@@ -436,7 +506,6 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
     }
     for (Value v : {a, bm, c})
       llvm::append_range(args, describe(b, loc, v, batched));
-    const bool bf16 = cast<MemRefType>(a.getType()).getElementType().isBF16();
     const char *fn = bf16 ? (fill ? kMatmulSetBf16Fn : kMatmulBf16Fn) : (fill ? kMatmulSetFn : kMatmulFn);
     declare(fn);
     func::CallOp::create(b, loc, fn, TypeRange{}, args);

@@ -170,7 +170,11 @@ def KilnCpuMatmulToRuntimeCalls
     only reader is the next op, an elementwise bias add and/or ReLU into
     another buffer, is computed into that buffer by
     `kiln_rt_matmul_epilogue_f32`, which applies them to each tile as the
-    GEMM finishes it. See `matmulToRuntimeCalls` (CpuTransforms.h).
+    GEMM finishes it; after bf16 operands the next op may also round the
+    result (or its bias add / ReLU) to bf16, and
+    `kiln_rt_matmul_epilogue_bf16` rounds each block of C as it finishes it,
+    so that no f32 C is written. See `matmulToRuntimeCalls`
+    (CpuTransforms.h).
   }];
   let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::arith::ArithDialect",
                            "::mlir::memref::MemRefDialect"];

@@ -32,7 +32,7 @@ class CudaOpLibrary final : public Tier0OpLibrary {
 
   void matmul(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out) override;
   bool matmulHalf(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out) override;
-  bool hasMatmulHalf() const override { return true; }  // cuBLASLt's, where it loads
+  bool hasMatmulHalf(DType) const override { return true; }  // cuBLASLt's, where it loads
 
  protected:
   void dispatch(const std::string& entry, const std::vector<uint64_t>& params, int64_t workItems) override;

@@ -2,6 +2,7 @@
 // each block of B's columns and slice of depth, pack the B block once into
 // pair-ordered 16-column panels shared by all threads; each thread packs its
 // rows of A into 16-row panels and runs the kernel over every 32 x 32 block.
+// A bf16 result is rounded block by block from an L1 buffer (no f32 C).
 // Also: which bf16 units the CPU has, and KILN_GEMM_BF16.
 #include <cpuid.h>
 #include <immintrin.h>
@@ -88,7 +89,7 @@ std::atomic<Bf16Isa>& active() {
 
 // ---------------------------------------------------------------- packing
 
-thread_local ScratchSlot tlsBBlock, tlsABlock;
+thread_local ScratchSlot tlsBBlock, tlsABlock, tlsF32Result;
 
 /// Transposes a 16 x 16 matrix of 32-bit elements held as 16 rows.
 // (GCC 12 warns about the "undefined" pass-through operand inside its own
@@ -136,6 +137,25 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) __m512i interleaveRows(cons
 }
 
 __mmask16 firstLanes16(int n) { return static_cast<__mmask16>(n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1); }
+
+/// dst[r][0:cols] = bf16(src[r][0:cols]) for r < rows, rounded to nearest
+/// even in integers exactly as core::floatToBf16 (not VCVTNEPS2BF16, which
+/// flushes denormals): NaN keeps its top bits and becomes quiet.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void roundRowsToBf16(const float* src, int64_t lds, int64_t rows,
+                                                                         int64_t cols, uint16_t* dst, int64_t ldd) {
+  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 m = firstLanes16(static_cast<int>(std::min<int64_t>(cols - j, 16)));
+      const __m512 x = _mm512_maskz_loadu_ps(m, src + r * lds + j);
+      const __m512i bits = _mm512_castps_si512(x);
+      const __m512i high = _mm512_srli_epi32(bits, 16);
+      const __m512i bias = _mm512_add_epi32(_mm512_and_si512(high, one), half);
+      __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, bias), 16);
+      rounded = _mm512_mask_or_epi32(rounded, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), high, quiet);
+      _mm256_mask_storeu_epi16(dst + r * ldd + j, m, _mm512_cvtepi32_epi16(rounded));
+    }
+}
 
 /// Packs rows [i0, i0+rows) x depth [k0, k0+kc) of A into 16-row panels of
 /// kTiles tiles each (Bf16MicroKernel.h), zero past the matrix.
@@ -296,9 +316,20 @@ Bf16Isa setActiveBf16Isa(Bf16Isa isa) { return active().exchange(clampToCpu(isa)
 
 namespace {
 
+/// Where a product goes: f32 C (accumulated into with `accumulate`), or,
+/// with `rounded`, bf16 C (then K fits one depth pass); the epilogue, if
+/// any, applies to each block of C after the last pass.
+struct ResultOut {
+  float* c = nullptr;
+  uint16_t* rounded = nullptr;
+  int64_t ldc = 0;
+  bool accumulate = false;
+  const Epilogue* epilogue = nullptr;
+};
+
 /// The blocked product with blocking `blk` (gemmBf16's contract, K > 0).
 void blockedProduct(const Bf16MicroKernel& mk, Blocking blk, int threads, int64_t M, int64_t N, int64_t K,
-                    Bf16Matrix a, Bf16Matrix b, float* c, int64_t ldc, bool accumulate) {
+                    Bf16Matrix a, Bf16Matrix b, const ResultOut& out) {
   // Equal blocks rather than full ones and a sliver (as the f32 GEMM),
   // rounded to whole tiles of depth and whole 32-column blocks.
   const int64_t kPasses = (K + mk.kc - 1) / mk.kc;
@@ -326,21 +357,34 @@ void blockedProduct(const Bf16MicroKernel& mk, Blocking blk, int threads, int64_
           packBPanel(b, pc, kc, jc + static_cast<int64_t>(p) * kBf16TileRows,
                      std::min(kBf16TileRows, nc - p * kBf16TileRows), kTiles, bPanels + p * panelElems);
       });
-      const bool addToC = accumulate || pc > 0;
+      const bool addToC = out.accumulate || pc > 0;
+      const Epilogue* epilogue = pc + kc >= K ? out.epilogue : nullptr;  // after the last depth pass
       forEachShare(grid, colBlocks, kBf16BlockRows, M, blk.mc, [&](const TaskShare& share) {
         if (share.empty()) return;
         ScratchBuffer aBlock(tlsABlock, sizeof(uint16_t) * panelElems * (blk.mc / kBf16TileRows), "bf16 matmul (packing A)");
         const KernelScope scope(mk);
+        alignas(64) float block[kBf16BlockRows * kBf16BlockCols];  // a bf16 result's f32 block, in L1
         for (int64_t ic = share.i0; ic < share.i1; ic += blk.mc) {
           const int mc = static_cast<int>(std::min<int64_t>(blk.mc, share.i1 - ic));
           packA(a, ic, mc, pc, kc, kTiles, aBlock.as<uint16_t>());
           for (int q = share.p0; q < share.p1; ++q) {
             const int j = q * kBf16BlockCols;
             const uint16_t* bp = bPanels + (j / kBf16TileRows) * panelElems;
-            float* cp = c + ic * ldc + jc + j;
-            for (int ir = 0; ir < mc; ir += kBf16BlockRows)
-              mk.run(kTiles, aBlock.as<uint16_t>() + (ir / kBf16TileRows) * panelElems, bp, panelElems, cp + ir * ldc,
-                     ldc, std::min(kBf16BlockRows, mc - ir), std::min(kBf16BlockCols, nc - j), addToC);
+            const int nr = std::min(kBf16BlockCols, nc - j);
+            for (int ir = 0; ir < mc; ir += kBf16BlockRows) {
+              const uint16_t* ap = aBlock.as<uint16_t>() + (ir / kBf16TileRows) * panelElems;
+              const int mr = std::min(kBf16BlockRows, mc - ir);
+              const int64_t row = ic + ir, col = jc + j;
+              if (out.rounded) {
+                mk.run(kTiles, ap, bp, panelElems, block, kBf16BlockCols, mr, nr, false);
+                if (epilogue) applyEpilogue(*epilogue, block, kBf16BlockCols, mr, nr, col);
+                roundRowsToBf16(block, kBf16BlockCols, mr, nr, out.rounded + row * out.ldc + col, out.ldc);
+                continue;
+              }
+              float* cp = out.c + row * out.ldc + col;
+              mk.run(kTiles, ap, bp, panelElems, cp, out.ldc, mr, nr, addToC);
+              if (epilogue) applyEpilogue(*epilogue, cp, out.ldc, mr, nr, col);
+            }
           }
         }
       });
@@ -350,13 +394,13 @@ void blockedProduct(const Bf16MicroKernel& mk, Blocking blk, int threads, int64_
 
 }  // namespace
 
-void gemmBf16(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, float* c, int64_t ldc, bool accumulate,
-              bool parallel) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) return productOverEmptyDepth(M, N, c, ldc, accumulate);
-  const Bf16MicroKernel& mk = kernelFor(activeBf16Isa());
+namespace {
+
+/// gemmBf16 and gemmBf16RoundedOut once K > 0 (`kernel`: the tuning site's name).
+void runProduct(const Bf16MicroKernel& mk, const char* kernel, int64_t M, int64_t N, int64_t K, Bf16Matrix a,
+                Bf16Matrix b, bool parallel, const ResultOut& out) {
   const int threads = gemmThreads(M, N, K, parallel);
-  const TunableCall call{.kernel = "gemm_bf16",
+  const TunableCall call{.kernel = kernel,
                          .isa = bf16IsaName(mk.isa),
                          .aLayout = operandLayout(a.rs, a.cs),
                          .bLayout = operandLayout(b.rs, b.cs),
@@ -368,7 +412,39 @@ void gemmBf16(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, float
                          .byDefault = {mk.mc, mk.nc},
                          .mcUnit = kBf16BlockRows,
                          .ncUnit = kBf16BlockCols};
-  runWithTunedBlocking(call, [&](Blocking blk) { blockedProduct(mk, blk, threads, M, N, K, a, b, c, ldc, accumulate); });
+  runWithTunedBlocking(call, [&](Blocking blk) { blockedProduct(mk, blk, threads, M, N, K, a, b, out); });
+}
+
+}  // namespace
+
+void gemmBf16(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, float* c, int64_t ldc, bool accumulate,
+              bool parallel, const Epilogue* epilogue) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    productOverEmptyDepth(M, N, c, ldc, accumulate);
+    if (epilogue) applyEpilogue(*epilogue, c, ldc, M, N, 0);
+    return;
+  }
+  runProduct(kernelFor(activeBf16Isa()), "gemm_bf16", M, N, K, a, b, parallel,
+             {.c = c, .ldc = ldc, .accumulate = accumulate, .epilogue = epilogue});
+}
+
+void gemmBf16RoundedOut(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, uint16_t* c, int64_t ldc,
+                        bool parallel, const Epilogue* epilogue) {
+  if (M <= 0 || N <= 0) return;
+  const Bf16MicroKernel& mk = kernelFor(activeBf16Isa());
+  if (K > 0 && K <= mk.kc) {
+    runProduct(mk, "gemm_bf16_rounded", M, N, K, a, b, parallel, {.rounded = c, .ldc = ldc, .epilogue = epilogue});
+    return;
+  }
+  // Several depth passes (or none) sum into f32 first.
+  ScratchBuffer f32(tlsF32Result, sizeof(float) * M * N, "bf16 matmul (f32 result)");
+  gemmBf16(M, N, K, a, b, f32.as<float>(), N, /*accumulate=*/false, parallel, epilogue);
+  const int tasks = parallel ? std::max(1, std::min<int>(gemmThreads(M, N, K, true), static_cast<int>(M))) : 1;
+  forEachTask(tasks, [&](int t) {
+    const int64_t r0 = M * t / tasks, r1 = M * (t + 1) / tasks;
+    roundRowsToBf16(f32.as<float>() + r0 * N, N, r1 - r0, N, c + r0 * ldc, ldc);
+  });
 }
 
 }  // namespace kiln::interp::gemm

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "runtime/interp/gemm/Sgemm.h"
+
 namespace kiln::interp::gemm {
 
 /// The bf16 dot-product units the bf16 GEMM can run on, weakest first.
@@ -34,9 +36,19 @@ struct Bf16Matrix {
 };
 
 /// C[M,N] = A[M,K] * B[K,N] (or C += A * B with `accumulate`) in f32, on the
-/// active bf16 units (which must not be none). C's rows are `ldc` apart, its
-/// columns contiguous. `parallel`: split over the current TBB arena's threads.
+/// active bf16 units (which must not be none), then the epilogue if one is
+/// given. C's rows are `ldc` apart, its columns contiguous. `parallel`: split
+/// over the current TBB arena's threads.
 void gemmBf16(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, float* c, int64_t ldc, bool accumulate,
-              bool parallel);
+              bool parallel, const Epilogue* epilogue = nullptr);
+
+/// C = bf16(epilogue(A * B)) with C in bf16 (raw bits, rows `ldc` apart,
+/// columns contiguous), rounded to nearest even as core::floatToBf16 rounds
+/// (NaN stays a quiet NaN): the bits of gemmBf16 into f32 followed by a cast,
+/// without the f32 matrix. While K fits one depth pass of the kernel (K <=
+/// 1024 on AMX) each 32 x 32 block is rounded from L1 as it is finished;
+/// deeper products go through an f32 temporary.
+void gemmBf16RoundedOut(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, uint16_t* c, int64_t ldc,
+                        bool parallel, const Epilogue* epilogue = nullptr);
 
 }  // namespace kiln::interp::gemm

@@ -2,6 +2,7 @@
 // speed. Needs libkiln_jit (built with KILN_BUILD_COMPILER).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -583,8 +584,51 @@ TEST(Tiering, Bf16MatmulsCallTheRuntimeBf16Gemm) {
       EXPECT_NEAR(compiled[i], reference[i], std::fabs(reference[i]) * 0x1p-7f + 1e-6f) << "element " << i;
   }
   unsetenv("KILN_DUMP_IR");
-  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_bf16"), 2);
+  // Each rounds its result to bf16 in the GEMM (ABf16MatmulIsRoundedToBf16InTheGemm).
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_epilogue_bf16"), 2);
   EXPECT_EQ(countInDumps(dir, "2-bufferized", "kiln_rt_matmul_f32"), 0);
+}
+
+TEST(Tiering, ABf16MatmulIsRoundedToBf16InTheGemm) {
+  // A bf16 product (f32 sums rounded to bf16) compiles to one call of the
+  // bf16 epilogue GEMM, which rounds each block of C as it finishes it (no
+  // f32 C, no second loop), also past one depth pass of the kernel (K =
+  // 1100), and gives the interpreter's bits, NaN included.
+  DumpDirectory dir("kiln-dump-bf16-rounded-test");
+  std::vector<float> xs(37 * 50);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919) % 200) / 100.f - 1.f;
+  xs[5 * 50 + 7] = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = cast(from_vector(xs, {37, 50}), DType::bf16);
+  Tensor w = cast(rand({50, 70}, 61, DType::f32, -1, 1), DType::bf16);
+  Tensor x2 = cast(rand({20, 1100}, 62, DType::f32, -1, 1), DType::bf16);
+  Tensor w2 = cast(rand({1100, 30}, 63, DType::f32, -1, 1), DType::bf16);
+  kiln::sync();
+  auto run = [&] {
+    Tensor a = matmul(x, w), b = matmul(x2, w2);
+    return std::make_pair(cast(a, DType::f32).to_vector<float>(), cast(b, DType::f32).to_vector<float>());
+  };
+  std::pair<std::vector<float>, std::vector<float>> reference;
+  {
+    JitScope off(JitMode::Off);
+    reference = run();
+  }
+  setenv("KILN_DUMP_IR", dir.c_str(), 1);
+  {
+    JitScope sync(JitMode::Sync, 1);
+    const auto compiled = run();
+    for (const auto& [got, want] : {std::make_pair(compiled.first, reference.first),
+                                    std::make_pair(compiled.second, reference.second)}) {
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << "element " << i << ": " << got[i] << " vs " << want[i];
+    }
+  }
+  unsetenv("KILN_DUMP_IR");
+  EXPECT_TRUE(std::isnan(reference.first[5 * 70]));
+  EXPECT_FALSE(std::isnan(reference.first[4 * 70]));
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_epilogue_bf16"), 2);
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_bf16"), 0);
 }
 
 TEST(Tiering, ConvolutionsCallTheRuntimeGemmOnTheUnpaddedInput) {

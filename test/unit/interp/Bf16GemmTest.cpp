@@ -2,11 +2,14 @@
 // loop, once per set of bf16 units this CPU has (AMX, AVX-512 BF16): edge
 // shapes around the 32 x 32 block, the 16-row tiles and the 32-deep tile
 // rows, the cache blocks, transposed and strided operands, accumulation, and
-// C left alone outside its M x N window.
+// C left alone outside its M x N window; the bf16 result (gemmBf16RoundedOut)
+// against the f32 one rounded.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -169,6 +172,77 @@ TEST_P(Bf16GemmTest, ProductsOfBf16AreExactInTheSums) {
       for (int64_t k = 0; k < K; ++k)
         ref += core::bf16ToFloat(a[i * K + k]) * static_cast<double>(core::bf16ToFloat(b[k * N + j]));
       ASSERT_EQ(c[i * N + j], ref) << "C(" << i << "," << j << ")";
+    }
+}
+
+/// gemmBf16RoundedOut against gemmBf16 into f32 (same epilogue) rounded by
+/// core::floatToBf16: equal bits, and C's bf16 padding left alone.
+void checkRounded(const Case& cs, const Epilogue* e, uint32_t seed) {
+  SCOPED_TRACE(describe(cs) + (e && e->bias ? " bias" : "") + (e && e->relu ? " relu" : ""));
+  std::mt19937 rng(seed);
+  Operand a(cs.M, cs.K, cs.transA, cs.pad, rng), b(cs.K, cs.N, cs.transB, cs.pad, rng);
+  const int64_t ldc = cs.N + cs.pad;
+  std::vector<float> f32(static_cast<size_t>(std::max<int64_t>(1, cs.M * cs.N)));
+  gemmBf16(cs.M, cs.N, cs.K, a.view(), b.view(), f32.data(), cs.N, false, cs.parallel, e);
+  std::vector<uint16_t> c(static_cast<size_t>((cs.M + 1) * ldc), kSentinelBits);
+  gemmBf16RoundedOut(cs.M, cs.N, cs.K, a.view(), b.view(), c.data(), ldc, cs.parallel, e);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < cs.M + 1; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      const bool inside = i < cs.M && j < cs.N;
+      const uint16_t want = inside ? core::floatToBf16(f32[i * cs.N + j]) : kSentinelBits;
+      if (c[i * ldc + j] != want && bad++ < 5)
+        ADD_FAILURE() << "C(" << i << "," << j << ") = 0x" << std::hex << c[i * ldc + j] << ", expected 0x" << want
+                      << std::dec << (inside ? "" : " (outside the window)");
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST_P(Bf16GemmTest, RoundedResultIsTheF32ResultRoundedBitForBit) {
+  const Bf16MicroKernel& k = kernel();
+  std::vector<float> bias(2 * (k.nc + 40));
+  std::mt19937 rng(500);
+  std::uniform_real_distribution<float> d(-0.5f, 0.5f);
+  for (float& x : bias) x = d(rng);
+  const Epilogue biasRelu{bias.data(), 1, true}, stridedBias{bias.data(), 2, false}, relu{nullptr, 1, true};
+  uint32_t seed = 510;
+  for (const Epilogue* e : {static_cast<const Epilogue*>(nullptr), &biasRelu, &stridedBias, &relu}) {
+    checkRounded({1, 1, 1}, e, seed++);
+    checkRounded({33, 31, 9, false, false, 3}, e, seed++);  // edge blocks, padded rows of C
+    checkRounded({k.mc + 33, 2 * kBf16BlockCols + 3, 130, true, true, 2}, e, seed++);
+    checkRounded({70, k.nc + 39, 40}, e, seed++);                                 // past the B block
+    checkRounded({45, 70, k.kc + 33, false, true, 1}, e, seed++);                 // two depth passes: via f32
+    checkRounded({150, 90, 520, false, false, 0, false, false}, e, seed++);       // serial
+    checkRounded({6, 9, 0}, e, seed++);                                           // no depth: the epilogue of 0
+  }
+}
+
+TEST_P(Bf16GemmTest, RoundingTiesDenormalsInfinitiesAndNaN) {
+  // A is zero, so C is the bias: the f32 values of the bias are rounded as
+  // the cast rounds them (core::floatToBf16), NaN made quiet, not flushed.
+  const float tie = 1.0f + std::ldexp(1.0f, -8);        // halfway: to even (1.0)
+  const float tieUp = 1.0f + 3 * std::ldexp(1.0f, -8);  // halfway: to even (up)
+  const std::vector<float> values{tie,
+                                  tieUp,
+                                  -tie,
+                                  std::ldexp(1.0f, -140),  // a denormal
+                                  -std::ldexp(3.0f, -135),
+                                  3.3895e38f,  // rounds to infinity
+                                  std::numeric_limits<float>::infinity(),
+                                  -std::numeric_limits<float>::infinity(),
+                                  std::numeric_limits<float>::quiet_NaN(),
+                                  std::bit_cast<float>(0x7f800001u),  // signalling NaN
+                                  -0.0f,
+                                  1.0f / 3.0f};
+  const int64_t M = 3, N = static_cast<int64_t>(values.size()), K = 2;
+  std::vector<uint16_t> a(M * K, 0), b(K * N, core::floatToBf16(1.0f)), c(M * N);
+  const Epilogue e{values.data(), 1, false};
+  gemmBf16RoundedOut(M, N, K, {a.data(), K, 1}, {b.data(), N, 1}, c.data(), N, true, &e);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      // 0 + v: -0.0 + 0 is +0.0 in the GEMM's sum, as in any f32 one.
+      const float sum = 0.0f + values[j];
+      EXPECT_EQ(c[i * N + j], core::floatToBf16(sum)) << "C(" << i << "," << j << ") from " << values[j];
     }
 }
 

@@ -181,3 +181,116 @@ func.func @not_fused(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %bias: memref<4xf
   }
   return
 }
+
+// -----
+
+// bf16 operands whose f32 product is only rounded to bf16 (the kiln
+// lowering's rounding: to nearest even in integers, NaN made quiet), alone
+// (flags 4) or after a bias add and ReLU (flags 7): the bf16 epilogue GEMM
+// writes the bf16 output block by block, no f32 C.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func private @kiln_rt_matmul_epilogue_bf16
+// CHECK-LABEL: func.func @bf16_rounded
+// CHECK-SAME: (%[[A:.*]]: memref<4x8xbf16>, %[[B:.*]]: memref<8x2xbf16>, %[[BIAS:.*]]: memref<2xf32>, %[[OUT:.*]]: memref<4x2xbf16>, %[[OUT2:.*]]: memref<4x2xbf16>)
+// CHECK-NOT: memref.alloc
+// CHECK: memref.extract_strided_metadata %[[OUT]]
+// CHECK: %[[FLAGS:.*]] = arith.constant 4 : i64
+// CHECK: call @kiln_rt_matmul_epilogue_bf16({{.*}}, %[[FLAGS]])
+// CHECK: memref.extract_strided_metadata %[[OUT2]]
+// CHECK: memref.extract_strided_metadata %[[BIAS]]
+// CHECK: %[[FLAGS2:.*]] = arith.constant 7 : i64
+// CHECK: call @kiln_rt_matmul_epilogue_bf16({{.*}}, %[[FLAGS2]])
+// CHECK-NOT: linalg
+// CHECK-NOT: memref.dealloc
+func.func @bf16_rounded(%a: memref<4x8xbf16>, %b: memref<8x2xbf16>, %bias: memref<2xf32>, %out: memref<4x2xbf16>,
+                        %out2: memref<4x2xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %c16 = arith.constant 16 : i32
+  %c1 = arith.constant 1 : i32
+  %c7fff = arith.constant 32767 : i32
+  %c64 = arith.constant 64 : i32
+  %c = memref.alloc() : memref<4x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xbf16>, memref<8x2xbf16>) outs(%c : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x2xf32>) outs(%out : memref<4x2xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %bits = arith.bitcast %x : f32 to i32
+    %high = arith.shrui %bits, %c16 : i32
+    %lsb = arith.andi %high, %c1 : i32
+    %half = arith.addi %lsb, %c7fff : i32
+    %sum = arith.addi %bits, %half : i32
+    %rounded = arith.shrui %sum, %c16 : i32
+    %quiet = arith.ori %high, %c64 : i32
+    %nan = arith.cmpf uno, %x, %x : f32
+    %pick = arith.select %nan, %quiet, %rounded : i32
+    %t = arith.trunci %pick : i32 to i16
+    %r = arith.bitcast %t : i16 to bf16
+    linalg.yield %r : bf16
+  }
+  memref.dealloc %c : memref<4x2xf32>
+  %c2 = memref.alloc() : memref<4x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c2 : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xbf16>, memref<8x2xbf16>) outs(%c2 : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c2, %bias : memref<4x2xf32>, memref<2xf32>) outs(%out2 : memref<4x2xbf16>) {
+  ^bb0(%x: f32, %y: f32, %o: bf16):
+    %s = arith.addf %x, %y : f32
+    %neg = arith.cmpf olt, %s, %zero : f32
+    %v = arith.select %neg, %zero, %s : f32
+    %bits = arith.bitcast %v : f32 to i32
+    %high = arith.shrui %bits, %c16 : i32
+    %lsb = arith.andi %high, %c1 : i32
+    %half = arith.addi %c7fff, %lsb : i32
+    %sum = arith.addi %half, %bits : i32
+    %rounded = arith.shrui %sum, %c16 : i32
+    %quiet = arith.ori %high, %c64 : i32
+    %nan = arith.cmpf uno, %v, %v : f32
+    %pick = arith.select %nan, %quiet, %rounded : i32
+    %t = arith.trunci %pick : i32 to i16
+    %r = arith.bitcast %t : i16 to bf16
+    linalg.yield %r : bf16
+  }
+  memref.dealloc %c2 : memref<4x2xf32>
+  return
+}
+
+// -----
+
+// Not fused: a truncation that is not the lowering's rounding (here it
+// misses the NaN case), and a bf16 output after f32 operands.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @bf16_not_fused
+// CHECK-NOT: kiln_rt_matmul_epilogue
+// CHECK: call @kiln_rt_matmul_set_bf16
+// CHECK: linalg.generic
+// CHECK: call @kiln_rt_matmul_set_f32
+// CHECK: linalg.generic
+func.func @bf16_not_fused(%a: memref<4x8xbf16>, %b: memref<8x2xbf16>, %out: memref<4x2xbf16>,
+                          %fa: memref<4x8xf32>, %fb: memref<8x2xf32>, %out2: memref<4x2xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %c16 = arith.constant 16 : i32
+  %c = memref.alloc() : memref<4x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xbf16>, memref<8x2xbf16>) outs(%c : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x2xf32>) outs(%out : memref<4x2xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %bits = arith.bitcast %x : f32 to i32
+    %high = arith.shrui %bits, %c16 : i32
+    %t = arith.trunci %high : i32 to i16
+    %r = arith.bitcast %t : i16 to bf16
+    linalg.yield %r : bf16
+  }
+  %c2 = memref.alloc() : memref<4x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c2 : memref<4x2xf32>)
+  linalg.matmul ins(%fa, %fb : memref<4x8xf32>, memref<8x2xf32>) outs(%c2 : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c2 : memref<4x2xf32>) outs(%out2 : memref<4x2xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %t = arith.truncf %x : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
