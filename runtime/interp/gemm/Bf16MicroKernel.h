@@ -24,11 +24,27 @@ inline constexpr int kBf16BlockRows = 32, kBf16BlockCols = 32;
 //   B(32t + 2p + e, n) at panel[t*512 + p*32 + n*2 + e].
 // Rows, columns and depth past the matrix are zero.
 
+/// Where a kernel call reads A: row r (< 16) of panel j at depth 32t + k is
+/// p[j * panelStride + t * tileStep + r * rowStride + k]. A packed block
+/// (packed()) or, for a row-major A whose rows and depth fill whole tiles,
+/// A itself (inPlace(): no packing; AMX tile loads take a row stride).
+struct Bf16APanels {
+  const uint16_t* p;
+  int64_t tileStep, rowStride, panelStride;  // elements
+
+  static Bf16APanels packed(const uint16_t* panel, int64_t panelElems) {
+    return {panel, kBf16TileElems, kBf16TileDepth, panelElems};
+  }
+  static Bf16APanels inPlace(const uint16_t* firstRow, int64_t rs) {
+    return {firstRow, kBf16TileDepth, rs, kBf16TileRows * rs};
+  }
+};
+
 /// C[0:mr, 0:nr] (=, or += with `accumulate`) A * B over kTiles tiles of
-/// depth, where `a` is the first of two A panels and `b` the first of two B
-/// panels, each next panel `panelStride` elements after (only read when mr
+/// depth, from two A panels (`a`) and two B panels, the second B panel
+/// `bPanelStride` elements after `b` (a second panel is only read when mr
 /// resp. nr exceeds 16). 1 <= mr, nr <= 32.
-using Bf16KernelFn = void (*)(int kTiles, const uint16_t* a, const uint16_t* b, int64_t panelStride, float* c,
+using Bf16KernelFn = void (*)(int kTiles, Bf16APanels a, const uint16_t* b, int64_t bPanelStride, float* c,
                               int64_t ldc, int mr, int nr, bool accumulate);
 
 struct Bf16MicroKernel {

@@ -99,7 +99,7 @@ KILN_AMX_C_TILE(3)
 #undef KILN_AMX_C_TILE
 
 template <bool TwoRows, bool TwoCols>
-__attribute__((target("amx-tile,amx-bf16"))) void block(int kTiles, const uint16_t* a, const uint16_t* b,
+__attribute__((target("amx-tile,amx-bf16"))) void block(int kTiles, Bf16APanels a, const uint16_t* b,
                                                          int64_t panelStride, float* c, int64_t ldc, int mr, int nr,
                                                          bool accumulate) {
   alignas(64) float buf[256];
@@ -112,13 +112,15 @@ __attribute__((target("amx-tile,amx-bf16"))) void block(int kTiles, const uint16
   if constexpr (TwoCols) startTile1(c01, ldc, e01, accumulate, buf);
   if constexpr (TwoRows) startTile2(c10, ldc, e10, accumulate, buf);
   if constexpr (TwoRows && TwoCols) startTile3(c11, ldc, e11, accumulate, buf);
-  const uint16_t* a1 = a + panelStride;
+  const uint16_t* a0 = a.p;
+  const uint16_t* a1 = a.p + a.panelStride;
+  const int64_t aStride = a.rowStride * static_cast<int64_t>(sizeof(uint16_t));
   const uint16_t* b1 = b + panelStride;
   for (int t = 0; t < kTiles; ++t) {
-    const int64_t off = static_cast<int64_t>(t) * kBf16TileElems;
-    _tile_loadd(4, a + off, 64);
+    const int64_t off = static_cast<int64_t>(t) * kBf16TileElems, aOff = t * a.tileStep;
+    _tile_loadd(4, a0 + aOff, aStride);
     _tile_loadd(6, b + off, 64);
-    if constexpr (TwoRows) _tile_loadd(5, a1 + off, 64);
+    if constexpr (TwoRows) _tile_loadd(5, a1 + aOff, aStride);
     if constexpr (TwoCols) _tile_loadd(7, b1 + off, 64);
     _tile_dpbf16ps(0, 4, 6);
     if constexpr (TwoCols) _tile_dpbf16ps(1, 4, 7);
@@ -131,7 +133,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void block(int kTiles, const uint16
   if constexpr (TwoRows && TwoCols) finishTile3(c11, ldc, e11, buf);
 }
 
-void run(int kTiles, const uint16_t* a, const uint16_t* b, int64_t panelStride, float* c, int64_t ldc, int mr, int nr,
+void run(int kTiles, Bf16APanels a, const uint16_t* b, int64_t panelStride, float* c, int64_t ldc, int mr, int nr,
          bool accumulate) {
   const bool twoRows = mr > 16, twoCols = nr > 16;
   if (twoRows && twoCols) return block<true, true>(kTiles, a, b, panelStride, c, ldc, mr, nr, accumulate);

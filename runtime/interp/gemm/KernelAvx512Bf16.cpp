@@ -16,9 +16,9 @@ namespace {
 
 constexpr int kGroupRows = 8;
 
-/// Rows [row0, row0 + rows) of the block, from A panel `a` (row0 < 16 is
-/// inside it), all 32 columns computed and `nr` stored.
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void rowGroup(int kTiles, const uint16_t* a,
+/// Rows [row0, row0 + rows) of the block, from the A panel at `a.p` (row0 <
+/// 16 is inside it), all 32 columns computed and `nr` stored.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void rowGroup(int kTiles, Bf16APanels a,
                                                                      const uint16_t* b, int64_t panelStride,
                                                                      int row0, float* c, int64_t ldc, int rows, int nr,
                                                                      bool accumulate) {
@@ -27,7 +27,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void rowGroup(int kTiles,
   for (int r = 0; r < kGroupRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   const uint16_t* b1 = b + panelStride;
   for (int t = 0; t < kTiles; ++t) {
-    const uint16_t* at = a + static_cast<int64_t>(t) * kBf16TileElems + row0 * kBf16TileDepth;
+    const uint16_t* at = a.p + t * a.tileStep + row0 * a.rowStride;
     const uint16_t* b0t = b + static_cast<int64_t>(t) * kBf16TileElems;
     const uint16_t* b1t = b1 + static_cast<int64_t>(t) * kBf16TileElems;
 #pragma GCC unroll 2
@@ -37,7 +37,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void rowGroup(int kTiles,
 #pragma GCC unroll 8
       for (int r = 0; r < kGroupRows; ++r) {
         int32_t pair;
-        std::memcpy(&pair, at + r * kBf16TileDepth + 2 * p, sizeof pair);
+        std::memcpy(&pair, at + r * a.rowStride + 2 * p, sizeof pair);
         const __m512bh x = (__m512bh)_mm512_set1_epi32(pair);
         acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, v0);
         acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, v1);
@@ -58,10 +58,11 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void rowGroup(int kTiles,
   }
 }
 
-void run(int kTiles, const uint16_t* a, const uint16_t* b, int64_t panelStride, float* c, int64_t ldc, int mr, int nr,
+void run(int kTiles, Bf16APanels a, const uint16_t* b, int64_t panelStride, float* c, int64_t ldc, int mr, int nr,
          bool accumulate) {
   for (int row0 = 0; row0 < mr; row0 += kGroupRows) {
-    const uint16_t* panel = a + (row0 / kBf16TileRows) * panelStride;
+    Bf16APanels panel = a;
+    panel.p += (row0 / kBf16TileRows) * a.panelStride;
     rowGroup(kTiles, panel, b, panelStride, row0 % kBf16TileRows, c + row0 * ldc, ldc, std::min(kGroupRows, mr - row0),
              nr, accumulate);
   }

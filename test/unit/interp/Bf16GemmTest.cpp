@@ -145,6 +145,22 @@ TEST_P(Bf16GemmTest, TransposedAndStridedOperands) {
       }
 }
 
+TEST_P(Bf16GemmTest, RowMajorAReadInPlace) {
+  // A row-major A is read without packing where its rows fill 16-row tiles
+  // and the depth whole tiles: whole blocks, a last block of other rows
+  // (packed), padded rows (an odd row stride), several depth passes, and a
+  // depth pass that is not whole tiles.
+  const Bf16MicroKernel& k = kernel();
+  uint32_t seed = 350;
+  check({64, 70, 64}, seed++);
+  check({48, 33, 96, false, false, 3}, seed++);
+  check({96, 40, 2 * k.kc, false, true, 1, true}, seed++);
+  check({2 * k.mc + 16, 50, 128, false, false, 0, false, false}, seed++);
+  check({2 * k.mc + 21, 65, 160, false, false, 1}, seed++);
+  check({80, 34, k.kc + 32}, seed++);
+  check({32, 32, k.kc + 40, false, false, 0, true}, seed++);
+}
+
 TEST_P(Bf16GemmTest, SerialAndParallelAgreeBitForBit) {
   // The split over threads changes which thread computes a block, never the
   // order of its sums.
