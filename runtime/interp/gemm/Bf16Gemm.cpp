@@ -15,6 +15,7 @@
 #include <string>
 
 #include "kiln/error.h"
+#include "runtime/backends/Hal.h"
 #include "runtime/interp/ScratchBuffer.h"
 #include "runtime/interp/gemm/Bf16MicroKernel.h"
 #include "runtime/interp/gemm/BlockingTuner.h"
@@ -89,7 +90,7 @@ std::atomic<Bf16Isa>& active() {
 
 // ---------------------------------------------------------------- packing
 
-thread_local ScratchSlot tlsBBlock, tlsABlock, tlsF32Result;
+thread_local ScratchSlot tlsBBlock, tlsABlock;
 
 /// Transposes a 16 x 16 matrix of 32-bit elements held as 16 rows.
 // (GCC 12 warns about the "undefined" pass-through operand inside its own
@@ -444,13 +445,20 @@ void gemmBf16RoundedOut(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matri
     runProduct(mk, "gemm_bf16_rounded", M, N, K, a, b, parallel, {.rounded = c, .ldc = ldc, .epilogue = epilogue});
     return;
   }
-  // Several depth passes (or none) sum into f32 first.
-  ScratchBuffer f32(tlsF32Result, sizeof(float) * M * N, "bf16 matmul (f32 result)");
-  gemmBf16(M, N, K, a, b, f32.as<float>(), N, /*accumulate=*/false, parallel, epilogue);
+  // Several depth passes (or none) sum into f32 first: a temporary from the
+  // host allocator (cached while calls come, given back when they stop),
+  // not a thread's kept scratch, which would hold M x N floats for good.
+  struct HostTemporary {
+    hal::Allocator& host;
+    std::size_t bytes;
+    float* p = static_cast<float*>(host.allocate(bytes));
+    ~HostTemporary() { host.deallocate(p, bytes); }
+  } f32{hal::hostAllocator(), sizeof(float) * static_cast<std::size_t>(M * N)};
+  gemmBf16(M, N, K, a, b, f32.p, N, /*accumulate=*/false, parallel, epilogue);
   const int tasks = parallel ? std::max(1, std::min<int>(gemmThreads(M, N, K, true), static_cast<int>(M))) : 1;
   forEachTask(tasks, [&](int t) {
     const int64_t r0 = M * t / tasks, r1 = M * (t + 1) / tasks;
-    roundRowsToBf16(f32.as<float>() + r0 * N, N, r1 - r0, N, c + r0 * ldc, ldc);
+    roundRowsToBf16(f32.p + r0 * N, N, r1 - r0, N, c + r0 * ldc, ldc);
   });
 }
 
