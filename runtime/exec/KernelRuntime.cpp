@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include <tbb/blocked_range.h>
@@ -141,54 +142,88 @@ KILN_RT_EXPORT void kiln_rt_matmul_set_f32(int64_t batch, int64_t M, int64_t N, 
   matmulF32(batch, M, N, K, aPtr, aOff, aBs, aRs, aCs, bPtr, bOff, bBs, bRs, bCs, cPtr, cOff, cBs, cRs, cCs, false);
 }
 
+namespace {
+/// The epilogue of kiln_rt_matmul_epilogue_*'s flags for an M x N result
+/// at [cBegin, cEnd): bit 0 adds bias[j * biasStride] (bias at biasPtr +
+/// biasOff), bit 3 then residual[i * residualRs + j] (at residualPtr +
+/// residualOff), bit 1 then takes max(c, 0); null for none of them. A
+/// residual in C's bytes (the output was given its buffer: buffer donation)
+/// is copied into `residualCopy` first: the GEMM writes C's partial sums
+/// before its last depth pass reads the residual.
+const kiln::interp::gemm::Epilogue* epilogueOf(kiln::interp::gemm::Epilogue& e, int64_t flags, int64_t biasPtr,
+                                               int64_t biasOff, int64_t biasStride, int64_t residualPtr,
+                                               int64_t residualOff, int64_t residualRs, int64_t M, int64_t N,
+                                               const void* cBegin, const void* cEnd,
+                                               std::vector<float>& residualCopy) {
+  if (flags & 1) {
+    e.bias = reinterpret_cast<const float*>(biasPtr) + biasOff;
+    e.biasStride = biasStride;
+  }
+  if ((flags & 8) && M > 0 && N > 0) {
+    e.residual = reinterpret_cast<const float*>(residualPtr) + residualOff;
+    e.residualRs = residualRs;
+    const void* rBegin = e.residual;
+    const void* rEnd = e.residual + (M - 1) * residualRs + N;
+    if (std::less<const void*>()(rBegin, cEnd) && std::less<const void*>()(cBegin, rEnd)) {
+      residualCopy.resize(static_cast<size_t>(M * N));
+      for (int64_t i = 0; i < M; ++i)
+        std::memcpy(residualCopy.data() + i * N, e.residual + i * residualRs, sizeof(float) * N);
+      e.residual = residualCopy.data();
+      e.residualRs = N;
+    }
+  }
+  e.relu = (flags & 2) != 0;
+  return (flags & 11) ? &e : nullptr;
+}
+}  // namespace
+
 /// C = epilogue(A * B) for one f32 GEMM (batch 1), the epilogue applied to
-/// each tile of C as the GEMM finishes it (gemm::Epilogue): flags bit 0 adds
-/// bias[j * biasStride] (bias at biasPtr + biasOff), bit 1 then takes
-/// max(c, 0). The compiler calls it for a 2-D matmul whose only reader was
-/// an elementwise bias add and/or ReLU (kiln-cpu-matmul-to-runtime-calls),
-/// into an output whose columns are contiguous (cCs == 1).
+/// each tile of C as the GEMM finishes it (gemm::Epilogue; `flags` as
+/// epilogueOf reads them). The compiler calls it for a 2-D matmul whose only
+/// reader was an elementwise bias add, residual add and/or ReLU
+/// (kiln-cpu-matmul-to-runtime-calls), into an output whose columns are
+/// contiguous (cCs == 1); the residual's columns are contiguous too.
 KILN_RT_EXPORT void kiln_rt_matmul_epilogue_f32(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
                                                 int64_t aOff, int64_t aBs, int64_t aRs, int64_t aCs, int64_t bPtr,
                                                 int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
                                                 int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, int64_t biasPtr,
-                                                int64_t biasOff, int64_t biasStride, int64_t flags) {
+                                                int64_t biasOff, int64_t biasStride, int64_t residualPtr,
+                                                int64_t residualOff, int64_t residualRs, int64_t flags) {
   using namespace kiln::interp;
-  gemm::Epilogue e;
-  if (flags & 1) {
-    e.bias = reinterpret_cast<const float*>(biasPtr) + biasOff;
-    e.biasStride = biasStride;
-  }
-  e.relu = (flags & 2) != 0;
   const float* a = reinterpret_cast<const float*>(aPtr) + aOff;
   const float* b = reinterpret_cast<const float*>(bPtr) + bOff;
   float* c = reinterpret_cast<float*>(cPtr) + cOff;
+  gemm::Epilogue e;
+  std::vector<float> residualCopy;
+  const gemm::Epilogue* epilogue = epilogueOf(e, flags, biasPtr, biasOff, biasStride, residualPtr, residualOff,
+                                              residualRs, M, N, c, c + (M - 1) * cRs + N, residualCopy);
   (void)batch, (void)aBs, (void)bBs, (void)cBs, (void)cCs;  // batch 1, cCs 1: see above
-  gemm::sgemm(M, N, K, {a, aRs, aCs}, {b, bRs, bCs}, c, cRs, /*accumulate=*/false, /*parallel=*/true, &e);
+  gemm::sgemm(M, N, K, {a, aRs, aCs}, {b, bRs, bCs}, c, cRs, /*accumulate=*/false, /*parallel=*/true, epilogue);
 }
 
 /// kiln_rt_matmul_epilogue_f32 with bf16 A and B: the bf16 GEMM, the
-/// epilogue (flags bits 0 and 1) applied to each block of C in f32, then,
-/// with flags bit 2, C rounded to bf16 block by block (C is a bf16 buffer:
-/// offset and row stride count bf16 elements), else stored as f32. The
-/// compiler calls it only where the CPU has bf16 units
-/// (kiln-cpu-matmul-to-runtime-calls{bf16-units}).
+/// epilogue applied to each block of C in f32, then, with flags bit 2, C
+/// rounded to bf16 block by block (C is a bf16 buffer: offset and row stride
+/// count bf16 elements), else stored as f32. On a CPU without bf16 units (or
+/// with KILN_GEMM_BF16=none) the f32 GEMM of the widened operands.
 KILN_RT_EXPORT void kiln_rt_matmul_epilogue_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
                                                  int64_t aOff, int64_t aBs, int64_t aRs, int64_t aCs, int64_t bPtr,
                                                  int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
                                                  int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, int64_t biasPtr,
-                                                 int64_t biasOff, int64_t biasStride, int64_t flags) {
+                                                 int64_t biasOff, int64_t biasStride, int64_t residualPtr,
+                                                 int64_t residualOff, int64_t residualRs, int64_t flags) {
   using namespace kiln::interp;
-  gemm::Epilogue e;
-  if (flags & 1) {
-    e.bias = reinterpret_cast<const float*>(biasPtr) + biasOff;
-    e.biasStride = biasStride;
-  }
-  e.relu = (flags & 2) != 0;
-  const gemm::Epilogue* epilogue = (flags & 3) ? &e : nullptr;
   const gemm::Bf16Matrix a{reinterpret_cast<const uint16_t*>(aPtr) + aOff, aRs, aCs};
   const gemm::Bf16Matrix b{reinterpret_cast<const uint16_t*>(bPtr) + bOff, bRs, bCs};
   (void)batch, (void)aBs, (void)bBs, (void)cBs, (void)cCs;  // batch 1, cCs 1, as kiln_rt_matmul_epilogue_f32
   const bool rounded = (flags & 4) != 0;
+  const int64_t cElement = rounded ? sizeof(uint16_t) : sizeof(float);
+  const char* cBegin = reinterpret_cast<const char*>(cPtr) + cOff * cElement;
+  gemm::Epilogue e;
+  std::vector<float> residualCopy;
+  const gemm::Epilogue* epilogue =
+      epilogueOf(e, flags, biasPtr, biasOff, biasStride, residualPtr, residualOff, residualRs, M, N, cBegin,
+                 cBegin + ((M - 1) * cRs + N) * cElement, residualCopy);
   if (gemm::activeBf16Isa() != gemm::Bf16Isa::none) {
     if (rounded)
       gemm::gemmBf16RoundedOut(M, N, K, a, b, reinterpret_cast<uint16_t*>(cPtr) + cOff, cRs, /*parallel=*/true,

@@ -207,7 +207,8 @@ class CpuCompiler final : public TargetPipeline {
     const std::string scratch = std::string(kCpuFoldMatmulTransposes) + ",func.func(kiln-cpu-buffer-donation{num-inputs=" + std::to_string(graph.inputs.size()) +
                                 " num-outputs=" + std::to_string(graph.outputs.size()) + "})," + kCpuConvCalls +
                                 ",func.func(kiln-cpu-assign-scratch" + (numSizes > 0 ? "{dynamic-sizes}" : "") +
-                                ")," + kCpuMatmulCallsAndMath +
+                                ")," + kCpuMatmulCalls + "{num-inputs=" + std::to_string(graph.inputs.size()) + "}," +
+                                kCpuApproximateMath +
                                 (hasAvx512(targetMachine->getTargetFeatureString()) ? "{scalef=true}" : "");
     if (!runPassPipeline(*module, scratch.c_str(), /*verify=*/false))
       return fail("scratch/matmul/math");

@@ -255,11 +255,13 @@ bool isRuntimeMatmulOperands(linalg::LinalgOp matmul) {
 
 namespace {
 /// An elementwise consumer of a matmul's result that the runtime's GEMM can
-/// apply to each tile of C as it finishes: out = bf16?(relu?(c + bias[j]?)).
+/// apply to each tile of C as it finishes:
+/// out = bf16?(relu?((c + bias[j]?) + residual[i, j]?)).
 struct FusableEpilogue {
   linalg::GenericOp op;
   Value out;
-  Value bias;  ///< rank 1, indexed by the column; null without a bias
+  Value bias;      ///< rank 1, indexed by the column; null without a bias
+  Value residual;  ///< C's shape, contiguous columns; null without one
   bool relu = false;
   bool roundToBf16 = false;  ///< out is bf16 (only after bf16 operands)
 };
@@ -327,19 +329,21 @@ Value bf16RoundingOf(Value y) {
 
 /// The op right after `matmul` when it is the only reader of the matmul's
 /// result `c` (a temporary C = A * B, zero-filled before) and computes
-/// relu(c + bias), c + bias or relu(c) into a distinct f32 buffer whose
-/// columns are contiguous; after bf16 operands (`bf16Operands`) also any of
-/// these, or c itself, rounded into a bf16 buffer.
+/// relu?((c + bias?) + residual?), with at least one of the three, into a
+/// distinct f32 buffer whose columns are contiguous (the residual's too);
+/// after bf16 operands (`bf16Operands`) also any of these, or c itself,
+/// rounded into a bf16 buffer. The order of the additions is the payload's
+/// (f32 sums are not associative), up to the operands of each.
 std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c, linalg::FillOp fill,
-                                               bool bf16Operands) {
+                                               bool bf16Operands, unsigned numInputs) {
   auto g = dyn_cast_or_null<linalg::GenericOp>(matmul->getNextNode());
   if (!fill || !g || !g.hasPureBufferSemantics() || g.getNumLoops() != 2 || g.getNumParallelLoops() != 2 ||
-      g.getNumDpsInits() != 1 || g.getNumDpsInputs() < 1 || g.getNumDpsInputs() > 2)
+      g.getNumDpsInits() != 1 || g.getNumDpsInputs() < 1 || g.getNumDpsInputs() > 3)
     return std::nullopt;
   MLIRContext *ctx = g.getContext();
   const AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
   const AffineMap column = AffineMap::get(2, 0, {getAffineDimExpr(1, ctx)}, ctx);
-  FusableEpilogue e{g, g.getDpsInits()[0], Value(), false};
+  FusableEpilogue e{g, g.getDpsInits()[0], Value(), Value(), false};
   auto outType = dyn_cast<MemRefType>(e.out.getType());
   SmallVector<int64_t> strides;
   int64_t offset;
@@ -350,17 +354,23 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
   Block &body = g.getRegion().front();
   if (!body.getArguments().back().use_empty())
     return std::nullopt;  // the payload reads the output
-  Value cArg, biasArg;
+  Value cArg, biasArg, residualArg;
   for (OpOperand *in : g.getDpsInputOperands()) {
     const AffineMap map = g.getMatchingIndexingMap(in);
     auto type = dyn_cast<MemRefType>(in->get().getType());
     if (!type || !type.getElementType().isF32())
       return std::nullopt;
+    SmallVector<int64_t> inStrides;
+    int64_t inOffset;
     if (in->get() == c && map == identity && !cArg) {
       cArg = body.getArgument(in->getOperandNumber());
     } else if (map == column && type.getRank() == 1 && !biasArg) {
       biasArg = body.getArgument(in->getOperandNumber());
       e.bias = in->get();
+    } else if (map == identity && type.getRank() == 2 && !residualArg &&
+               succeeded(type.getStridesAndOffset(inStrides, inOffset)) && inStrides.back() == 1) {
+      residualArg = body.getArgument(in->getOperandNumber());
+      e.residual = in->get();
     } else {
       return std::nullopt;
     }
@@ -391,6 +401,14 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
     e.relu = true;
     expectedOps += 1;
   }
+  if (residualArg) {
+    auto add = x.getDefiningOp<arith::AddFOp>();
+    Value rest = add ? otherOperand(add, residualArg) : Value();
+    if (!rest)
+      return std::nullopt;
+    x = rest;
+    expectedOps += 1;
+  }
   if (biasArg) {
     auto add = x.getDefiningOp<arith::AddFOp>();
     if (!add || !((add.getLhs() == cArg && add.getRhs() == biasArg) || (add.getLhs() == biasArg && add.getRhs() == cArg)))
@@ -402,7 +420,7 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
   for (Operation &op : body.without_terminator())
     if (isa<arith::ConstantOp>(op))
       ++expectedOps;
-  if (x != cArg || !(e.relu || e.bias || e.roundToBf16) || body.getOperations().size() != expectedOps)
+  if (x != cArg || !(e.relu || e.bias || e.residual || e.roundToBf16) || body.getOperations().size() != expectedOps)
     return std::nullopt;
   // c is read by nothing else, and the GEMM may write out while it reads A,
   // B and the bias: distinct buffers, none shared with another argument.
@@ -411,19 +429,30 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
         !isa<memref::DeallocOp>(user))
       return std::nullopt;
   const Value outBuffer = extentOf(e.out).base;
-  for (Value v : {matmul.getDpsInputs()[0], matmul.getDpsInputs()[1], e.bias})
+  for (Value v : {matmul.getDpsInputs()[0], matmul.getDpsInputs()[1], e.bias, e.residual})
     if (v && extentOf(v).base == outBuffer)
       return std::nullopt;
+  // An output that may be given an input's buffer (buffer donation): only
+  // when that input can only be the residual, whose elements the runtime
+  // reads before C's (it copies a residual that shares C's buffer first).
   auto fn = g->getParentOfType<func::FuncOp>();
   if (auto arg = dyn_cast<BlockArgument>(outBuffer); arg && fn)
     if (auto shared = fn->getAttrOfType<DenseI64ArrayAttr>(kSharedArgsAttr))
-      if (llvm::is_contained(shared.asArrayRef(), static_cast<int64_t>(arg.getArgNumber())))
-        return std::nullopt;
+      if (llvm::is_contained(shared.asArrayRef(), static_cast<int64_t>(arg.getArgNumber()))) {
+        auto residual = e.residual ? dyn_cast<BlockArgument>(e.residual) : BlockArgument();
+        auto donations = fn->getAttrOfType<ArrayAttr>(kDonationsAttr);
+        if (!residual || numInputs == 0 || !donations)
+          return std::nullopt;
+        for (auto pair : donations.getAsRange<DenseI64ArrayAttr>())
+          if (pair.asArrayRef()[0] + numInputs == arg.getArgNumber() &&
+              pair.asArrayRef()[1] != static_cast<int64_t>(residual.getArgNumber()))
+            return std::nullopt;
+      }
   return e;
 }
 } // namespace
 
-LogicalResult matmulToRuntimeCalls(ModuleOp module) {
+LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
   SmallVector<linalg::LinalgOp> matmuls;
   module.walk([&](linalg::LinalgOp op) {
     if (!isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op.getOperation()) || !op.hasPureBufferSemantics())
@@ -469,13 +498,13 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
     };
     SmallVector<Value> args{batched ? extent(c, cType, 0) : konst(1), extent(c, cType, r - 2),
                             extent(c, cType, r - 1), extent(a, aType, r - 1)};
-    // An f32 bias add / ReLU, or a rounding to bf16, reading only this
-    // result: into its output, in the GEMM's tile store (one pass over C
-    // instead of two, and no f32 C at all for a bf16 result).
+    // An f32 bias add / residual add / ReLU, or a rounding to bf16, reading
+    // only this result: into its output, in the GEMM's tile store (one pass
+    // over C instead of two, and no f32 C at all for a bf16 result).
     const bool bf16 = aType.getElementType().isBF16();
     std::optional<FusableEpilogue> epilogue;
     if (auto plain = dyn_cast<linalg::MatmulOp>(op.getOperation()))
-      epilogue = fusableEpilogue(plain, c, fill, bf16);
+      epilogue = fusableEpilogue(plain, c, fill, bf16, numInputs);
     if (epilogue) {
       for (Value v : {a, bm, epilogue->out})
         llvm::append_range(args, describe(b, loc, v, false));
@@ -487,9 +516,18 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module) {
       } else {
         args.append({konst(0), konst(0), konst(0)});
       }
-      args.push_back(konst((epilogue->bias ? 1 : 0) | (epilogue->relu ? 2 : 0) | (epilogue->roundToBf16 ? 4 : 0)));
+      if (epilogue->residual) {  // pointer, offset, row stride (its columns are contiguous)
+        auto md = memref::ExtractStridedMetadataOp::create(b, loc, epilogue->residual);
+        Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, md.getBaseBuffer());
+        for (Value v : {ptr, Value(md.getOffset()), Value(md.getStrides()[0])})
+          args.push_back(arith::IndexCastOp::create(b, loc, b.getI64Type(), v));
+      } else {
+        args.append({konst(0), konst(0), konst(0)});
+      }
+      args.push_back(konst((epilogue->bias ? 1 : 0) | (epilogue->relu ? 2 : 0) | (epilogue->roundToBf16 ? 4 : 0) |
+                           (epilogue->residual ? 8 : 0)));
       const char *fn = bf16 ? kMatmulEpilogueBf16Fn : kMatmulEpilogueFn;
-      declare(fn, 23);
+      declare(fn, 26);
       func::CallOp::create(b, loc, fn, TypeRange{}, args);
       epilogue->op->erase();
       op->erase();

@@ -42,8 +42,10 @@ inline constexpr const char *kCpuBufferize =
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},canonicalize,cse";
 inline constexpr const char *kCpuFoldMatmulTransposes = "func.func(kiln-cpu-fold-matmul-transposes)";
 inline constexpr const char *kCpuConvCalls = "kiln-cpu-conv-to-runtime-calls";
-/// Then `{scalef=true}` where the target hasAvx512 (CpuCompiler.cpp).
-inline constexpr const char *kCpuMatmulCallsAndMath = "kiln-cpu-matmul-to-runtime-calls,kiln-cpu-approximate-math";
+/// Then `{num-inputs=N}` on the first and `{scalef=true}` on the second
+/// where the target hasAvx512 (CpuCompiler.cpp).
+inline constexpr const char *kCpuMatmulCalls = "kiln-cpu-matmul-to-runtime-calls";
+inline constexpr const char *kCpuApproximateMath = "kiln-cpu-approximate-math";
 inline constexpr const char *kCpuStridedCopies = "func.func(kiln-cpu-strided-copies)";
 /// Then func.func(kiln-cpu-fuse-row-loops) (the donated pairs from the
 /// kernel's kiln.shared_args) and, with scratch, kiln-cpu-localize-row-scratch.

@@ -162,8 +162,9 @@ struct AssignScratch : impl::KilnCpuAssignScratchBase<AssignScratch> {
 };
 
 struct MatmulToRuntimeCalls : impl::KilnCpuMatmulToRuntimeCallsBase<MatmulToRuntimeCalls> {
+  using Base::Base;
   void runOnOperation() override {
-    if (mlir::failed(matmulToRuntimeCalls(getOperation())))
+    if (mlir::failed(matmulToRuntimeCalls(getOperation(), numInputs)))
       signalPassFailure();
   }
 };

@@ -167,8 +167,9 @@ def KilnCpuMatmulToRuntimeCalls
     bf16 operands into f32) into calls of `kiln_rt_matmul_f32`
     (`kiln_rt_matmul_bf16`), declared once in the module; other element types
     stay linalg ops (they become loops). A zero-filled f32 2-D result whose
-    only reader is the next op, an elementwise bias add and/or ReLU into
-    another buffer, is computed into that buffer by
+    only reader is the next op, an elementwise bias add, residual add (a
+    matrix of C's shape) and/or ReLU into another buffer, is computed into
+    that buffer by
     `kiln_rt_matmul_epilogue_f32`, which applies them to each tile as the
     GEMM finishes it; after bf16 operands the next op may also round the
     result (or its bias add / ReLU) to bf16, and
@@ -176,6 +177,11 @@ def KilnCpuMatmulToRuntimeCalls
     so that no f32 C is written. See `matmulToRuntimeCalls`
     (CpuTransforms.h).
   }];
+  let options = [
+    Option<"numInputs", "num-inputs", "unsigned", "0",
+           "The kernel's input buffers, its first arguments (kiln.donations counts outputs after them); "
+           "0: unknown, and an output that may take an input's buffer gets no residual epilogue">,
+  ];
   let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::arith::ArithDialect",
                            "::mlir::memref::MemRefDialect"];
 }

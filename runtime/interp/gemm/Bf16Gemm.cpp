@@ -385,13 +385,13 @@ void blockedProduct(const Bf16MicroKernel& mk, Blocking blk, int threads, int64_
               const int64_t row = ic + ir, col = jc + j;
               if (out.rounded) {
                 mk.run(kTiles, ap, bp, panelElems, block, kBf16BlockCols, mr, nr, false);
-                if (epilogue) applyEpilogue(*epilogue, block, kBf16BlockCols, mr, nr, col);
+                if (epilogue) applyEpilogue(*epilogue, block, kBf16BlockCols, mr, nr, row, col);
                 roundRowsToBf16(block, kBf16BlockCols, mr, nr, out.rounded + row * out.ldc + col, out.ldc);
                 continue;
               }
               float* cp = out.c + row * out.ldc + col;
               mk.run(kTiles, ap, bp, panelElems, cp, out.ldc, mr, nr, addToC);
-              if (epilogue) applyEpilogue(*epilogue, cp, out.ldc, mr, nr, col);
+              if (epilogue) applyEpilogue(*epilogue, cp, out.ldc, mr, nr, row, col);
             }
           }
         }
@@ -430,7 +430,7 @@ void gemmBf16(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, float
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     productOverEmptyDepth(M, N, c, ldc, accumulate);
-    if (epilogue) applyEpilogue(*epilogue, c, ldc, M, N, 0);
+    if (epilogue) applyEpilogue(*epilogue, c, ldc, M, N, 0, 0);
     return;
   }
   runProduct(kernelFor(activeBf16Isa()), "gemm_bf16", M, N, K, a, b, parallel,

@@ -36,15 +36,20 @@ __attribute__((target("avx2"))) inline void startTile(__m256 (&acc)[Rows][kVecs]
   }
 }
 
-/// The epilogue on the vector of sums of the tile's columns [first, first
-/// + 8): their bias (`mask`: the lanes that are columns of the tile; the
-/// bias is not read past them), then relu as `x < 0 ? 0 : x` (a NaN
+/// The epilogue on the vector of sums of row r's columns [first, first +
+/// 8): their bias and residual (`mask`: the lanes that are columns of the
+/// tile; neither is read past them), then relu as `x < 0 ? 0 : x` (a NaN
 /// compares false and stays).
 template <bool Masked>
-__attribute__((target("avx2"))) inline __m256 finishVector(__m256 x, const TileEpilogue* e, int first, __m256i mask) {
+__attribute__((target("avx2"))) inline __m256 finishVector(__m256 x, const TileEpilogue* e, int r, int first,
+                                                           __m256i mask) {
   if (!e) return x;
   if (e->bias)
     x = _mm256_add_ps(x, Masked ? _mm256_maskload_ps(e->bias + first, mask) : _mm256_loadu_ps(e->bias + first));
+  if (e->residual) {
+    const float* res = e->residual + r * e->residualRs + first;
+    x = _mm256_add_ps(x, Masked ? _mm256_maskload_ps(res, mask) : _mm256_loadu_ps(res));
+  }
   if (e->relu) x = _mm256_blendv_ps(x, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
   return x;
 }
@@ -62,7 +67,7 @@ __attribute__((target("avx2"))) inline void storeTile(const __m256 (&acc)[Rows][
       for (int v = 0; v < kVecs; ++v) {
         __m256 x = acc[r][v];
         if (accumulate) x = _mm256_add_ps(x, _mm256_loadu_ps(cr + 8 * v));
-        x = finishVector<false>(x, epilogue, 8 * v, __m256i{});
+        x = finishVector<false>(x, epilogue, r, 8 * v, __m256i{});
         _mm256_storeu_ps(cr + 8 * v, x);
       }
     }
@@ -79,7 +84,7 @@ __attribute__((target("avx2"))) inline void storeTile(const __m256 (&acc)[Rows][
       if (nr <= 8 * v) break;
       __m256 x = acc[r][v];
       if (accumulate) x = _mm256_add_ps(x, _mm256_maskload_ps(cr + 8 * v, mask[v]));
-      x = finishVector<true>(x, epilogue, 8 * v, mask[v]);
+      x = finishVector<true>(x, epilogue, r, 8 * v, mask[v]);
       _mm256_maskstore_ps(cr + 8 * v, mask[v], x);
     }
   }

@@ -43,8 +43,9 @@ __attribute__((target("avx512f"))) inline void startTile(__m512 (&acc)[Rows][Vec
 }
 
 /// Stores (or adds, `accumulate`) a tile's first nr columns to C, with the
-/// epilogue if one is given: the bias of each column (not read past nr),
-/// then relu as `x < 0 ? 0 : x` (a NaN compares false and stays).
+/// epilogue if one is given: the bias of each column and the residual's
+/// element (neither read past nr), then relu as `x < 0 ? 0 : x` (a NaN
+/// compares false and stays).
 template <int Rows, int Vecs>
 __attribute__((target("avx512f"))) inline void storeTile(__m512 (&acc)[Rows][Vecs], float* c, int64_t ldc, int nr,
                                                          bool accumulate, const TileEpilogue* epilogue) {
@@ -63,6 +64,8 @@ __attribute__((target("avx512f"))) inline void storeTile(__m512 (&acc)[Rows][Vec
       __m512 x = acc[r][v];
       if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], cr + 16 * v));
       if (addBias) x = _mm512_add_ps(x, bias[v]);
+      if (epilogue && epilogue->residual)
+        x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], epilogue->residual + r * epilogue->residualRs + 16 * v));
       if (relu) x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
       _mm512_mask_storeu_ps(cr + 16 * v, mask[v], x);
     }

@@ -10,12 +10,17 @@ namespace kiln::interp::gemm {
 
 /// What a tile's store applies to its sums on the product's last depth pass
 /// (Sgemm.h's Epilogue, fused): bias[j] added to column j (the tile's own
-/// columns, contiguous), then relu (x < 0 ? 0 : x: NaN stays NaN). The
+/// columns, contiguous), then the residual's element, then relu (x < 0 ? 0
+/// : x: NaN stays NaN). The
 /// same operations in the same order as applyEpilogue on the stored tile,
 /// so the same bits, without reading the tile back.
 struct TileEpilogue {
   const float* bias = nullptr;
   bool relu = false;
+  /// The residual's element for the tile's first row and column; its rows
+  /// residualRs apart, its columns contiguous.
+  const float* residual = nullptr;
+  int64_t residualRs = 0;
 };
 
 /// C[0:mr, 0:nr] (=, or += with `accumulate`) Ap * Bp over depth kc, where Ap

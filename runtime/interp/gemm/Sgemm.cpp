@@ -89,7 +89,8 @@ void packBPanel(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, int n
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void applyEpilogue(const Epilogue& e, float* c,
                                                                                   int64_t ldc, int64_t rows,
-                                                                                  int64_t cols, int64_t j0) {
+                                                                                  int64_t cols, int64_t i0,
+                                                                                  int64_t j0) {
   for (int64_t i = 0; i < rows; ++i) {
     float* __restrict row = c + i * ldc;
     if (e.bias) {
@@ -100,6 +101,11 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void applyEpilogue(
       } else {
         for (int64_t j = 0; j < cols; ++j) row[j] += bias[j * e.biasStride];
       }
+    }
+    if (e.residual) {
+      const float* residual = e.residual + (i0 + i) * e.residualRs + j0;
+#pragma GCC ivdep
+      for (int64_t j = 0; j < cols; ++j) row[j] += residual[j];
     }
     if (e.relu) {
       // x < 0 ? 0 : x, so that NaN stays NaN (the interpreter's relu).
@@ -116,10 +122,12 @@ namespace {
 /// is added to the stored tile (applyEpilogue).
 bool fusesEpilogue(const Epilogue* e) { return e && (!e->bias || e->biasStride == 1); }
 
-/// `e` for the tile whose first column is column j0 of the product.
-TileEpilogue fusedFor(const Epilogue* e, int64_t j0) {
+/// `e` for the tile whose first row and column are row i0 and column j0 of
+/// the product.
+TileEpilogue fusedFor(const Epilogue* e, int64_t i0, int64_t j0) {
   if (!e) return {};
-  return {e->bias ? e->bias + j0 : nullptr, e->relu};
+  return {e->bias ? e->bias + j0 : nullptr, e->relu, e->residual ? e->residual + i0 * e->residualRs + j0 : nullptr,
+          e->residualRs};
 }
 
 /// The depth of each pass over C for depth K in passes of at most kc: equal
@@ -190,14 +198,14 @@ void directProduct(const MicroKernel& mk, int threads, int64_t M, int64_t N, int
           const int mr = std::min(MR, mc - ir);
           // The packed product's depth passes, so its roundings: each pass
           // sums in registers and adds to C.
-          const TileEpilogue fused = fusedFor(epilogue, j0);
+          const TileEpilogue fused = fusedFor(epilogue, ic + ir, j0);
           for (int64_t pc = 0; pc < K; pc += kcStep) {
             const bool last = pc + kcStep >= K;
             mk.runDirect(static_cast<int>(std::min<int64_t>(kcStep, K - pc)), a.p + (ic + ir) * a.rs + pc * a.cs, lda,
                          columnMajorA, bAt + p * panelStep + pc * ldb, ldb, tile, ldc, mr, nr, accumulate || pc > 0,
                          last && fusesEpilogue(epilogue) ? &fused : nullptr);
           }
-          if (epilogue && !fusesEpilogue(epilogue)) applyEpilogue(*epilogue, tile, ldc, mr, nr, j0);
+          if (epilogue && !fusesEpilogue(epilogue)) applyEpilogue(*epilogue, tile, ldc, mr, nr, ic + ir, j0);
         }
       }
     }
@@ -259,13 +267,13 @@ void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M,
             const float* bp = bBlock.as<float>() + static_cast<int64_t>(p) * kc * NR;
             float* cp = c + ic * ldc + jc + static_cast<int64_t>(p) * NR;
             const bool fusedEpilogue = tileEpilogue && fusesEpilogue(tileEpilogue);
-            const TileEpilogue panelEpilogue = fusedFor(tileEpilogue, jc + static_cast<int64_t>(p) * NR);
+            const int64_t j0 = jc + static_cast<int64_t>(p) * NR;
             for (int ir = 0; ir < mc; ir += MR) {
+              const TileEpilogue fused = fusedFor(tileEpilogue, ic + ir, j0);
               mk.run(kc, aBlock.as<float>() + static_cast<int64_t>(ir) * kc, bp, cp + ir * ldc, ldc, std::min(MR, mc - ir),
-                     nr, addToC, fusedEpilogue ? &panelEpilogue : nullptr);
+                     nr, addToC, fusedEpilogue ? &fused : nullptr);
               if (tileEpilogue && !fusedEpilogue)
-                applyEpilogue(*tileEpilogue, cp + ir * ldc, ldc, std::min(MR, mc - ir), nr,
-                              jc + static_cast<int64_t>(p) * NR);
+                applyEpilogue(*tileEpilogue, cp + ir * ldc, ldc, std::min(MR, mc - ir), nr, ic + ir, j0);
             }
           }
         }
@@ -282,7 +290,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     productOverEmptyDepth(M, N, c, ldc, accumulate);
-    if (epilogue) applyEpilogue(*epilogue, c, ldc, M, N, 0);
+    if (epilogue) applyEpilogue(*epilogue, c, ldc, M, N, 0, 0);
     return;
   }
   const MicroKernel& mk = microKernelFor(activeIsa());

@@ -35,11 +35,16 @@ inline constexpr int64_t kSplitMultiplyAdds = int64_t{1} << 20;
 
 /// What the GEMM applies to each finished tile of C while it is still in L1,
 /// instead of a second pass over C: c = c + bias[j * biasStride] (with a
-/// bias), then max(c, 0) (with `relu`; NaN stays NaN).
+/// bias), then c + residual[i * residualRs + j] (with a residual: a
+/// matrix with contiguous columns, e.g. a layer's input added back), then
+/// max(c, 0) (with `relu`; NaN stays NaN). In that order, each a rounded f32
+/// operation: the bits of the separate ops.
 struct Epilogue {
   const float* bias = nullptr;
   int64_t biasStride = 1;
   bool relu = false;
+  const float* residual = nullptr;
+  int64_t residualRs = 0;
 };
 
 /// C[M,N] = A[M,K] * B[K,N], or C += A * B with `accumulate`, then the
@@ -49,8 +54,8 @@ struct Epilogue {
 void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, float* c, int64_t ldc, bool accumulate,
            bool parallel, const Epilogue* epilogue = nullptr);
 
-/// Applies `e` to C[0:rows, 0:cols] (rows ldc apart), whose columns are
-/// columns [j0, j0 + cols) of the product.
-void applyEpilogue(const Epilogue& e, float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t j0);
+/// Applies `e` to C[0:rows, 0:cols] (rows ldc apart), which is rows [i0,
+/// i0 + rows) and columns [j0, j0 + cols) of the product.
+void applyEpilogue(const Epilogue& e, float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t i0, int64_t j0);
 
 }  // namespace kiln::interp::gemm

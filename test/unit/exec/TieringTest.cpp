@@ -532,6 +532,49 @@ TEST(Tiering, BiasAndReluAfterAMatmulRunInTheGemmsTileStore) {
   EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_f32"), 0);
 }
 
+TEST(Tiering, AResidualAddAfterAMatmulRunsInTheGemmsTileStore) {
+  // relu((x @ w + b) + t) and r2 + h @ w2, a residual block's adds: one call
+  // of the epilogue GEMM each, the residual read in the tile store, and the
+  // interpreter's bits. t is dead once recorded, so h takes its buffer
+  // (buffer donation): with K = 1100 (two depth passes) the runtime copies
+  // the residual before the GEMM writes partial sums over it.
+  DumpDirectory dir("kiln-dump-residual-test");
+  Tensor x = rand({37, 1100}, 71, DType::f32, -1, 1), w = rand({1100, 70}, 72, DType::f32, -1, 1);
+  Tensor b = rand({70}, 73, DType::f32, -1, 1), r = rand({37, 70}, 74, DType::f32, -2, 2);
+  Tensor w2 = rand({70, 40}, 75, DType::f32, -1, 1), r2 = rand({37, 40}, 76, DType::f32, -2, 2);
+  kiln::sync();
+  auto run = [&] {
+    Tensor t = r * 2.0f;
+    kiln::sync();
+    Tensor h = relu((matmul(x, w) + b) + t);
+    t = Tensor();
+    Tensor y = r2 + matmul(h, w2);
+    return std::make_pair(h.to_vector<float>(), y.to_vector<float>());
+  };
+  std::pair<std::vector<float>, std::vector<float>> reference;
+  {
+    JitScope off(JitMode::Off);
+    reference = run();
+  }
+  setenv("KILN_DUMP_IR", dir.c_str(), 1);
+  {
+    JitScope sync(JitMode::Sync, 1);
+    const uint64_t donatedBefore = kiln::stats().donated_buffers;
+    const auto compiled = run();
+    EXPECT_GT(kiln::stats().donated_buffers, donatedBefore) << "h did not take t's buffer";
+    for (const auto& [got, want] : {std::make_pair(compiled.first, reference.first),
+                                    std::make_pair(compiled.second, reference.second)}) {
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << "element " << i << ": " << got[i] << " vs " << want[i];
+    }
+  }
+  unsetenv("KILN_DUMP_IR");
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_epilogue_f32"), 2);
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_f32"), 0);
+}
+
 TEST(Tiering, ALargeStepCompilesInPartsOnSeveralThreadsAndAgrees) {
   // 60 small layers: every loop stays serial, so the kernel's serial code
   // is thousands of operations. It is cut into parts (SerialParts.h), which

@@ -194,7 +194,8 @@ TEST_P(Bf16GemmTest, ProductsOfBf16AreExactInTheSums) {
 /// gemmBf16RoundedOut against gemmBf16 into f32 (same epilogue) rounded by
 /// core::floatToBf16: equal bits, and C's bf16 padding left alone.
 void checkRounded(const Case& cs, const Epilogue* e, uint32_t seed) {
-  SCOPED_TRACE(describe(cs) + (e && e->bias ? " bias" : "") + (e && e->relu ? " relu" : ""));
+  SCOPED_TRACE(describe(cs) + (e && e->bias ? " bias" : "") + (e && e->residual ? " residual" : "") +
+               (e && e->relu ? " relu" : ""));
   std::mt19937 rng(seed);
   Operand a(cs.M, cs.K, cs.transA, cs.pad, rng), b(cs.K, cs.N, cs.transB, cs.pad, rng);
   const int64_t ldc = cs.N + cs.pad;
@@ -220,9 +221,14 @@ TEST_P(Bf16GemmTest, RoundedResultIsTheF32ResultRoundedBitForBit) {
   std::mt19937 rng(500);
   std::uniform_real_distribution<float> d(-0.5f, 0.5f);
   for (float& x : bias) x = d(rng);
-  const Epilogue biasRelu{bias.data(), 1, true}, stridedBias{bias.data(), 2, false}, relu{nullptr, 1, true};
+  // A residual as wide as the widest case, its rows padded.
+  const int64_t residualRs = k.nc + 45;
+  std::vector<float> residual(static_cast<size_t>((2 * k.mc + 40) * residualRs));
+  for (float& x : residual) x = 2.0f * d(rng);
+  const Epilogue biasRelu{bias.data(), 1, true}, stridedBias{bias.data(), 2, false}, relu{nullptr, 1, true},
+      biasResidualRelu{bias.data(), 1, true, residual.data(), residualRs};
   uint32_t seed = 510;
-  for (const Epilogue* e : {static_cast<const Epilogue*>(nullptr), &biasRelu, &stridedBias, &relu}) {
+  for (const Epilogue* e : {static_cast<const Epilogue*>(nullptr), &biasRelu, &stridedBias, &relu, &biasResidualRelu}) {
     checkRounded({1, 1, 1}, e, seed++);
     checkRounded({33, 31, 9, false, false, 3}, e, seed++);  // edge blocks, padded rows of C
     checkRounded({k.mc + 33, 2 * kBf16BlockCols + 3, 130, true, true, 2}, e, seed++);

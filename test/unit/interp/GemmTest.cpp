@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <tbb/task_arena.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -268,6 +269,45 @@ TEST_P(GemmIsaTest, EpilogueAddsTheBiasAndRectifiesEveryTileOnce) {
     if (K > 0) {
       EXPECT_TRUE(std::isnan(fused[0]));  // row 0 of a NaN A
     }
+  }
+}
+
+TEST_P(GemmIsaTest, EpilogueAddsAResidualAfterTheBias) {
+  // relu?((c + bias) + residual): a residual matrix with padded rows, with a
+  // contiguous bias (in the tile's store), a strided one (on the stored
+  // tile), or none; packed and unpacked products, two depth passes, no
+  // depth. Bit for bit the separate passes in that order.
+  const MicroKernel& k = kernel();
+  std::mt19937 rng(600);
+  for (auto [M, N, K, biasStride, relu] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>>{
+           {k.mc + 5, k.nc + 3, k.kc + 9, 1, true}, {37, 2 * k.nr + 5, 77, 3, false}, {5, 7, 3, 0, true},
+           {13, 2 * k.nr + 7, 40, 1, false}, {9, 11, 0, 2, true}, {2 * k.mr + 1, k.nr - 1, 19, 0, false}}) {
+    SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " bias stride " +
+                 std::to_string(biasStride) + (relu ? " relu" : ""));
+    Operand a(M, K, false, 0, rng), b(K, N, false, 0, rng);
+    std::uniform_real_distribution<float> d(-1.f, 1.f);
+    std::vector<float> bias(static_cast<size_t>(std::max<int64_t>(1, N * biasStride)));
+    for (float& x : bias) x = d(rng);
+    const int64_t residualRs = N + 3;
+    std::vector<float> residual(static_cast<size_t>(M * residualRs), std::numeric_limits<float>::quiet_NaN());
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) residual[i * residualRs + j] = 4.0f * d(rng);  // NaN padding: read past N shows
+    std::vector<float> fused(M * N, kSentinel), separate(M * N, kSentinel);
+    Epilogue e{biasStride ? bias.data() : nullptr, std::max<int64_t>(1, biasStride), relu};
+    e.residual = residual.data();
+    e.residualRs = residualRs;
+    sgemm(M, N, K, a.view(), b.view(), fused.data(), N, false, true, &e);
+    sgemm(M, N, K, a.view(), b.view(), separate.data(), N, false, true);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        float& x = separate[i * N + j];
+        if (biasStride) x += bias[j * biasStride];
+        x += residual[i * residualRs + j];
+        if (relu) x = x < 0.0f ? 0.0f : x;
+      }
+    for (int64_t i = 0; i < M * N; ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(fused[i]), std::bit_cast<uint32_t>(separate[i]))
+          << "element " << i << ": " << fused[i] << " vs " << separate[i];
   }
 }
 

@@ -294,3 +294,90 @@ func.func @bf16_not_fused(%a: memref<4x8xbf16>, %b: memref<8x2xbf16>, %out: memr
   }
   return
 }
+
+// -----
+
+// relu((A * B + bias) + residual) (flags 1 | 2 | 8), and residual + A * B
+// alone (flags 8): the residual's pointer, offset and row stride follow the
+// bias's; its rows may be padded (a strided view).
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @residuals
+// CHECK-SAME: (%[[A:.*]]: memref<4x8xf32>, %[[B:.*]]: memref<8x2xf32>, %[[BIAS:.*]]: memref<2xf32>, %[[RES:.*]]: memref<4x2xf32, strided<[5, 1]>>, %[[OUT:.*]]: memref<4x2xf32>, %[[OUT2:.*]]: memref<4x2xf32>)
+// CHECK-NOT: memref.alloc
+// CHECK: memref.extract_strided_metadata %[[BIAS]]
+// CHECK: %{{.*}}, %[[OFF:.*]], %{{.*}}:2, %[[STRIDES:.*]]:2 = memref.extract_strided_metadata %[[RES]]
+// CHECK: arith.index_cast %[[STRIDES]]#0
+// CHECK: %[[FLAGS:.*]] = arith.constant 11 : i64
+// CHECK: call @kiln_rt_matmul_epilogue_f32({{.*}}, %[[FLAGS]])
+// CHECK: memref.extract_strided_metadata %[[RES]]
+// CHECK: %[[FLAGS2:.*]] = arith.constant 8 : i64
+// CHECK: call @kiln_rt_matmul_epilogue_f32({{.*}}, %[[FLAGS2]])
+// CHECK-NOT: linalg
+func.func @residuals(%a: memref<4x8xf32>, %b: memref<8x2xf32>, %bias: memref<2xf32>,
+                     %res: memref<4x2xf32, strided<[5, 1]>>, %out: memref<4x2xf32>, %out2: memref<4x2xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<4x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%c : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias, %res : memref<4x2xf32>, memref<2xf32>, memref<4x2xf32, strided<[5, 1]>>)
+      outs(%out : memref<4x2xf32>) {
+  ^bb0(%x: f32, %y: f32, %r: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    %t = arith.addf %r, %s : f32
+    %neg = arith.cmpf olt, %t, %zero : f32
+    %v = arith.select %neg, %zero, %t : f32
+    linalg.yield %v : f32
+  }
+  memref.dealloc %c : memref<4x2xf32>
+  %c2 = memref.alloc() : memref<4x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c2 : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%c2 : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%res, %c2 : memref<4x2xf32, strided<[5, 1]>>, memref<4x2xf32>) outs(%out2 : memref<4x2xf32>) {
+  ^bb0(%r: f32, %x: f32, %o: f32):
+    %s = arith.addf %r, %x : f32
+    linalg.yield %s : f32
+  }
+  memref.dealloc %c2 : memref<4x2xf32>
+  return
+}
+
+// -----
+
+// Not fused: the residual added before the bias (another rounding order),
+// and a residual that is the output itself (the GEMM's partial sums would
+// overwrite it).
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @residuals_not_fused
+// CHECK-NOT: kiln_rt_matmul_epilogue_f32
+// CHECK: call @kiln_rt_matmul_set_f32
+// CHECK: linalg.generic
+// CHECK: call @kiln_rt_matmul_set_f32
+// CHECK: linalg.generic
+func.func @residuals_not_fused(%a: memref<4x8xf32>, %b: memref<8x2xf32>, %bias: memref<2xf32>,
+                               %res: memref<4x2xf32>, %out: memref<4x2xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<4x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%c : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias, %res : memref<4x2xf32>, memref<2xf32>, memref<4x2xf32>) outs(%out : memref<4x2xf32>) {
+  ^bb0(%x: f32, %y: f32, %r: f32, %o: f32):
+    %s = arith.addf %x, %r : f32
+    %t = arith.addf %s, %y : f32
+    linalg.yield %t : f32
+  }
+  %c2 = memref.alloc() : memref<4x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c2 : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%c2 : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c2, %out : memref<4x2xf32>, memref<4x2xf32>) outs(%out : memref<4x2xf32>) {
+  ^bb0(%x: f32, %r: f32, %o: f32):
+    %s = arith.addf %x, %r : f32
+    linalg.yield %s : f32
+  }
+  return
+}
