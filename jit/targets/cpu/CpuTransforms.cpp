@@ -508,21 +508,17 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
     if (epilogue) {
       for (Value v : {a, bm, epilogue->out})
         llvm::append_range(args, describe(b, loc, v, false));
-      if (epilogue->bias) {  // pointer, offset, stride of its one dimension
-        auto md = memref::ExtractStridedMetadataOp::create(b, loc, epilogue->bias);
+      // The bias's pointer, offset and stride, then the residual's pointer,
+      // offset and row stride (its columns are contiguous); zeros for none.
+      for (Value v : {epilogue->bias, epilogue->residual}) {
+        if (!v) {
+          args.append({konst(0), konst(0), konst(0)});
+          continue;
+        }
+        auto md = memref::ExtractStridedMetadataOp::create(b, loc, v);
         Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, md.getBaseBuffer());
-        for (Value v : {ptr, Value(md.getOffset()), Value(md.getStrides()[0])})
-          args.push_back(arith::IndexCastOp::create(b, loc, b.getI64Type(), v));
-      } else {
-        args.append({konst(0), konst(0), konst(0)});
-      }
-      if (epilogue->residual) {  // pointer, offset, row stride (its columns are contiguous)
-        auto md = memref::ExtractStridedMetadataOp::create(b, loc, epilogue->residual);
-        Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, md.getBaseBuffer());
-        for (Value v : {ptr, Value(md.getOffset()), Value(md.getStrides()[0])})
-          args.push_back(arith::IndexCastOp::create(b, loc, b.getI64Type(), v));
-      } else {
-        args.append({konst(0), konst(0), konst(0)});
+        for (Value x : {ptr, Value(md.getOffset()), Value(md.getStrides()[0])})
+          args.push_back(arith::IndexCastOp::create(b, loc, b.getI64Type(), x));
       }
       args.push_back(konst((epilogue->bias ? 1 : 0) | (epilogue->relu ? 2 : 0) | (epilogue->roundToBf16 ? 4 : 0) |
                            (epilogue->residual ? 8 : 0)));

@@ -428,11 +428,7 @@ void runProduct(const Bf16MicroKernel& mk, const char* kernel, int64_t M, int64_
 void gemmBf16(int64_t M, int64_t N, int64_t K, Bf16Matrix a, Bf16Matrix b, float* c, int64_t ldc, bool accumulate,
               bool parallel, const Epilogue* epilogue) {
   if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    productOverEmptyDepth(M, N, c, ldc, accumulate);
-    if (epilogue) applyEpilogue(*epilogue, c, ldc, M, N, 0, 0);
-    return;
-  }
+  if (K <= 0) return productOverEmptyDepth(M, N, c, ldc, accumulate, epilogue);
   runProduct(kernelFor(activeBf16Isa()), "gemm_bf16", M, N, K, a, b, parallel,
              {.c = c, .ldc = ldc, .accumulate = accumulate, .epilogue = epilogue});
 }

@@ -288,11 +288,7 @@ void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M,
 void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, float* c, int64_t ldc, bool accumulate,
            bool parallel, const Epilogue* epilogue) {
   if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    productOverEmptyDepth(M, N, c, ldc, accumulate);
-    if (epilogue) applyEpilogue(*epilogue, c, ldc, M, N, 0, 0);
-    return;
-  }
+  if (K <= 0) return productOverEmptyDepth(M, N, c, ldc, accumulate, epilogue);
   const MicroKernel& mk = microKernelFor(activeIsa());
   const int threads = gemmThreads(M, N, K, parallel);
   // Not tuned: small (below kTunedMultiplyAdds) or one column panel wide.

@@ -12,9 +12,10 @@ int gemmThreads(int64_t M, int64_t N, int64_t K, bool parallel) {
   return parallel && M * N * K >= kSplitMultiplyAdds ? std::max(1, tbb::this_task_arena::max_concurrency()) : 1;
 }
 
-void productOverEmptyDepth(int64_t M, int64_t N, float* c, int64_t ldc, bool accumulate) {
+void productOverEmptyDepth(int64_t M, int64_t N, float* c, int64_t ldc, bool accumulate, const Epilogue* epilogue) {
   if (!accumulate)
     for (int64_t i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + N, 0.0f);
+  if (epilogue) applyEpilogue(*epilogue, c, ldc, M, N, 0, 0);
 }
 
 RowBlocks::RowBlocks(int64_t rows, int rowsPerPanel, int64_t blockRows, int threads)

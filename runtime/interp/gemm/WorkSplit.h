@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "runtime/interp/gemm/Sgemm.h"
+
 namespace kiln::interp::gemm {
 
 /// One task's share of a WorkSplit grid: rows [i0, i1) of C and column
@@ -56,8 +58,9 @@ inline constexpr double kRemotePanelCost = 0.25;
 /// else 1.
 int gemmThreads(int64_t M, int64_t N, int64_t K, bool parallel);
 
-/// C[M,N] = 0 unless `accumulate`: the product over an empty depth.
-void productOverEmptyDepth(int64_t M, int64_t N, float* c, int64_t ldc, bool accumulate);
+/// C[M,N] = 0 unless `accumulate`, then the epilogue if one is given: the
+/// product over an empty depth.
+void productOverEmptyDepth(int64_t M, int64_t N, float* c, int64_t ldc, bool accumulate, const Epilogue* epilogue);
 
 /// Runs f(t) for t in [0, tasks), one task per thread when there are several.
 template <class F>

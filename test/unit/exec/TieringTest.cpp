@@ -449,6 +449,20 @@ std::tuple<std::vector<float>, std::vector<float>, uint64_t> interpretedThenComp
   return {reference, compiled, compiledRuns};
 }
 
+/// Each element of `got` has the bits of `want`'s (NaN payloads included).
+void expectSameBits(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+        << "element " << i << ": " << got[i] << " vs " << want[i];
+}
+
+/// `a` then `b`.
+std::vector<float> concat(std::vector<float> a, const std::vector<float>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 TEST(Tiering, CompiledKernelsNeverCallMalloc) {
   DumpDirectory dir("kiln-dump-test");
   setenv("KILN_DUMP_IR", dir.c_str(), 1);  // read by the compiler when it loads
@@ -549,28 +563,12 @@ TEST(Tiering, AResidualAddAfterAMatmulRunsInTheGemmsTileStore) {
     Tensor h = relu((matmul(x, w) + b) + t);
     t = Tensor();
     Tensor y = r2 + matmul(h, w2);
-    return std::make_pair(h.to_vector<float>(), y.to_vector<float>());
+    return concat(h.to_vector<float>(), y.to_vector<float>());
   };
-  std::pair<std::vector<float>, std::vector<float>> reference;
-  {
-    JitScope off(JitMode::Off);
-    reference = run();
-  }
-  setenv("KILN_DUMP_IR", dir.c_str(), 1);
-  {
-    JitScope sync(JitMode::Sync, 1);
-    const uint64_t donatedBefore = kiln::stats().donated_buffers;
-    const auto compiled = run();
-    EXPECT_GT(kiln::stats().donated_buffers, donatedBefore) << "h did not take t's buffer";
-    for (const auto& [got, want] : {std::make_pair(compiled.first, reference.first),
-                                    std::make_pair(compiled.second, reference.second)}) {
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < got.size(); ++i)
-        EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-            << "element " << i << ": " << got[i] << " vs " << want[i];
-    }
-  }
-  unsetenv("KILN_DUMP_IR");
+  const uint64_t donatedBefore = kiln::stats().donated_buffers;
+  const auto [reference, compiled, compiledRuns] = interpretedThenCompiled(run, dir);
+  EXPECT_GT(kiln::stats().donated_buffers, donatedBefore) << "h did not take t's buffer";
+  expectSameBits(compiled, reference);
   EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_epilogue_f32"), 2);
   EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_f32"), 0);
 }
@@ -648,28 +646,12 @@ TEST(Tiering, ABf16MatmulIsRoundedToBf16InTheGemm) {
   kiln::sync();
   auto run = [&] {
     Tensor a = matmul(x, w), b = matmul(x2, w2);
-    return std::make_pair(cast(a, DType::f32).to_vector<float>(), cast(b, DType::f32).to_vector<float>());
+    return concat(cast(a, DType::f32).to_vector<float>(), cast(b, DType::f32).to_vector<float>());
   };
-  std::pair<std::vector<float>, std::vector<float>> reference;
-  {
-    JitScope off(JitMode::Off);
-    reference = run();
-  }
-  setenv("KILN_DUMP_IR", dir.c_str(), 1);
-  {
-    JitScope sync(JitMode::Sync, 1);
-    const auto compiled = run();
-    for (const auto& [got, want] : {std::make_pair(compiled.first, reference.first),
-                                    std::make_pair(compiled.second, reference.second)}) {
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < got.size(); ++i)
-        EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-            << "element " << i << ": " << got[i] << " vs " << want[i];
-    }
-  }
-  unsetenv("KILN_DUMP_IR");
-  EXPECT_TRUE(std::isnan(reference.first[5 * 70]));
-  EXPECT_FALSE(std::isnan(reference.first[4 * 70]));
+  const auto [reference, compiled, compiledRuns] = interpretedThenCompiled(run, dir);
+  expectSameBits(compiled, reference);
+  EXPECT_TRUE(std::isnan(reference[5 * 70]));
+  EXPECT_FALSE(std::isnan(reference[4 * 70]));
   EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_epilogue_bf16"), 2);
   EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_bf16"), 0);
 }
