@@ -39,8 +39,8 @@ constexpr int64_t kMinParallelWork = 1 << 16;
 constexpr const char *kMatmulFn = "kiln_rt_matmul_f32";
 /// C = A * B (no read of C): used where C was zero-filled just before.
 constexpr const char *kMatmulSetFn = "kiln_rt_matmul_set_f32";
-/// C = relu?(A * B + bias?): the f32 GEMM applying an elementwise consumer
-/// to each tile as it finishes (see fusableEpilogue).
+/// C = relu?((A * B + bias?) + residual?): the f32 GEMM applying an
+/// elementwise consumer to each tile as it finishes (see fusableEpilogue).
 constexpr const char *kMatmulEpilogueFn = "kiln_rt_matmul_epilogue_f32";
 /// The same with bf16 A and B, and C in f32 or rounded to bf16.
 constexpr const char *kMatmulEpilogueBf16Fn = "kiln_rt_matmul_epilogue_bf16";
@@ -377,8 +377,8 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
   }
   if (!cArg)
     return std::nullopt;
-  // The payload: [bf16 of] [relu of] [c + bias], relu as select(x < 0, 0,
-  // x) (the lowering's, NaN-preserving) or maximumf(x, 0).
+  // The payload: [bf16 of] [relu of] [[c + bias] + residual], relu as
+  // select(x < 0, 0, x) (the lowering's, NaN-preserving) or maximumf(x, 0).
   Value x = cast<linalg::YieldOp>(body.getTerminator()).getOperand(0);
   unsigned expectedOps = 1;  // the yield
   if (outType.getElementType().isBF16()) {

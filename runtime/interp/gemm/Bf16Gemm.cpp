@@ -400,10 +400,6 @@ void blockedProduct(const Bf16MicroKernel& mk, Blocking blk, int threads, int64_
   }
 }
 
-}  // namespace
-
-namespace {
-
 /// gemmBf16 and gemmBf16RoundedOut once K > 0 (`kernel`: the tuning site's name).
 void runProduct(const Bf16MicroKernel& mk, const char* kernel, int64_t M, int64_t N, int64_t K, Bf16Matrix a,
                 Bf16Matrix b, bool parallel, const ResultOut& out) {
