@@ -259,6 +259,9 @@ namespace {
 /// out = bf16?(relu?((c + bias[j]?) + residual[i, j]?)).
 struct FusableEpilogue {
   linalg::GenericOp op;
+  /// c expanded to the consumer's rank ([M, N] as [..., N]), or null when
+  /// the consumer reads c itself.
+  memref::ExpandShapeOp expandedC;
   Value out;
   Value bias;      ///< rank 1, indexed by the column; null without a bias
   Value residual;  ///< C's shape, contiguous columns; null without one
@@ -327,8 +330,45 @@ Value bf16RoundingOf(Value y) {
   return f;
 }
 
-/// The op right after `matmul` when it is the only reader of the matmul's
-/// result `c` (a temporary C = A * B, zero-filled before) and computes
+/// The consumer of `matmul`'s result `c`: the first op after it with memory
+/// effects (views, reshapes and constants in between have none, so the
+/// GEMM may as well run where the consumer is), when it is a linalg.generic.
+linalg::GenericOp consumerAfter(linalg::MatmulOp matmul) {
+  Operation *next = matmul->getNextNode();
+  while (next && isMemoryEffectFree(next) && next->getNumRegions() == 0)
+    next = next->getNextNode();
+  return dyn_cast_or_null<linalg::GenericOp>(next);
+}
+
+/// [[0, ..., rank - 2], [rank - 1]]: the leading dimensions as C's rows.
+SmallVector<ReassociationIndices> rowsThenColumns(int64_t rank) {
+  ReassociationIndices rows;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    rows.push_back(d);
+  return {rows, {rank - 1}};
+}
+
+/// Whether `v`, a memref of C's elements laid out over `rank` dimensions,
+/// can be read as a 2-D matrix of its leading dimensions by its last
+/// (contiguous columns, rows at one stride).
+bool viewableAsMatrix(Value v, int64_t rank) {
+  auto type = dyn_cast<MemRefType>(v.getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  return type && type.getRank() == rank && succeeded(type.getStridesAndOffset(strides, offset)) &&
+         strides.back() == 1 &&
+         (rank == 2 || memref::CollapseShapeOp::isGuaranteedCollapsible(type, rowsThenColumns(rank)));
+}
+
+/// `v` (viewableAsMatrix) as a 2-D memref, built at `b`.
+Value asMatrix(OpBuilder &b, Location loc, Value v) {
+  const int64_t rank = cast<MemRefType>(v.getType()).getRank();
+  return rank == 2 ? v : memref::CollapseShapeOp::create(b, loc, v, rowsThenColumns(rank)).getResult();
+}
+
+/// The consumer of `matmul` (consumerAfter) when it is the only reader of the matmul's
+/// result `c` (a temporary C = A * B, zero-filled before), directly or as
+/// an expand_shape of its rows ([M, N] as [..., N]), and computes
 /// relu?((c + bias?) + residual?), with at least one of the three, into a
 /// distinct f32 buffer whose columns are contiguous (the residual's too);
 /// after bf16 operands (`bf16Operands`) also any of these, or c itself,
@@ -336,20 +376,30 @@ Value bf16RoundingOf(Value y) {
 /// (f32 sums are not associative), up to the operands of each.
 std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c, linalg::FillOp fill,
                                                bool bf16Operands, unsigned numInputs) {
-  auto g = dyn_cast_or_null<linalg::GenericOp>(matmul->getNextNode());
-  if (!fill || !g || !g.hasPureBufferSemantics() || g.getNumLoops() != 2 || g.getNumParallelLoops() != 2 ||
+  linalg::GenericOp g = consumerAfter(matmul);
+  if (!fill || !g || !g.hasPureBufferSemantics() || g.getNumLoops() < 2 || g.getNumParallelLoops() != g.getNumLoops() ||
       g.getNumDpsInits() != 1 || g.getNumDpsInputs() < 1 || g.getNumDpsInputs() > 3)
     return std::nullopt;
+  const int64_t rank = g.getNumLoops();
   MLIRContext *ctx = g.getContext();
-  const AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
-  const AffineMap column = AffineMap::get(2, 0, {getAffineDimExpr(1, ctx)}, ctx);
-  FusableEpilogue e{g, g.getDpsInits()[0], Value(), Value(), false};
+  const AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  const AffineMap column = AffineMap::get(rank, 0, {getAffineDimExpr(rank - 1, ctx)}, ctx);
+  FusableEpilogue e{g, memref::ExpandShapeOp(), g.getDpsInits()[0], Value(), Value(), false};
+  // What the consumer reads as C: c itself, or its rows expanded.
+  Value cRead = c;
+  if (rank > 2) {
+    auto expanded = llvm::find_if(c.getUsers(), [](Operation *u) { return isa<memref::ExpandShapeOp>(u); });
+    if (expanded == c.getUsers().end())
+      return std::nullopt;
+    e.expandedC = cast<memref::ExpandShapeOp>(*expanded);
+    if (e.expandedC.getReassociationIndices() != rowsThenColumns(rank) || !e.expandedC->hasOneUse() ||
+        *e.expandedC->user_begin() != g.getOperation())
+      return std::nullopt;
+    cRead = e.expandedC.getResult();
+  }
   auto outType = dyn_cast<MemRefType>(e.out.getType());
-  SmallVector<int64_t> strides;
-  int64_t offset;
   if (!outType || !(outType.getElementType().isF32() || (bf16Operands && outType.getElementType().isBF16())) ||
-      g.getMatchingIndexingMap(g.getDpsInitOperand(0)) != identity ||
-      failed(outType.getStridesAndOffset(strides, offset)) || strides.back() != 1)
+      g.getMatchingIndexingMap(g.getDpsInitOperand(0)) != identity || !viewableAsMatrix(e.out, rank))
     return std::nullopt;
   Block &body = g.getRegion().front();
   if (!body.getArguments().back().use_empty())
@@ -360,15 +410,12 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
     auto type = dyn_cast<MemRefType>(in->get().getType());
     if (!type || !type.getElementType().isF32())
       return std::nullopt;
-    SmallVector<int64_t> inStrides;
-    int64_t inOffset;
-    if (in->get() == c && map == identity && !cArg) {
+    if (in->get() == cRead && map == identity && !cArg) {
       cArg = body.getArgument(in->getOperandNumber());
     } else if (map == column && type.getRank() == 1 && !biasArg) {
       biasArg = body.getArgument(in->getOperandNumber());
       e.bias = in->get();
-    } else if (map == identity && type.getRank() == 2 && !residualArg &&
-               succeeded(type.getStridesAndOffset(inStrides, inOffset)) && inStrides.back() == 1) {
+    } else if (map == identity && !residualArg && viewableAsMatrix(in->get(), rank)) {
       residualArg = body.getArgument(in->getOperandNumber());
       e.residual = in->get();
     } else {
@@ -423,14 +470,16 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
   if (x != cArg || !(e.relu || e.bias || e.residual || e.roundToBf16) || body.getOperations().size() != expectedOps)
     return std::nullopt;
   // c is read by nothing else, and the GEMM may write out while it reads A,
-  // B and the bias: distinct buffers, none shared with another argument.
+  // B, the bias and the residual: disjoint bytes (distinct buffers, or
+  // distinct ranges of the scratch), none shared with another argument.
   for (Operation *user : c.getUsers())
     if (user != matmul.getOperation() && user != g.getOperation() && user != fill.getOperation() &&
-        !isa<memref::DeallocOp>(user))
+        user != e.expandedC.getOperation() && !isa<memref::DeallocOp>(user))
       return std::nullopt;
-  const Value outBuffer = extentOf(e.out).base;
+  const Extent outExtent = extentOf(e.out);
+  const Value outBuffer = outExtent.base;
   for (Value v : {matmul.getDpsInputs()[0], matmul.getDpsInputs()[1], e.bias, e.residual})
-    if (v && extentOf(v).base == outBuffer)
+    if (v && !disjoint(extentOf(v), outExtent))
       return std::nullopt;
   // An output that may be given an input's buffer (buffer donation): only
   // when that input can only be the residual, whose elements the runtime
@@ -478,7 +527,6 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
     decl.setPrivate();
   };
   for (linalg::LinalgOp op : matmuls) {
-    OpBuilder b(op);
     Location loc = op.getLoc();
     const bool batched = isa<linalg::BatchMatmulOp>(op.getOperation());
     Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1], c = op.getDpsInits()[0];
@@ -487,6 +535,16 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
     linalg::FillOp fill = zeroFillBefore(op, c);
     auto cType = cast<MemRefType>(c.getType());
     auto aType = cast<MemRefType>(a.getType());
+    // An f32 bias add / residual add / ReLU, or a rounding to bf16, reading
+    // only this result: into its output, in the GEMM's tile store (one pass
+    // over C instead of two, and no f32 C at all for a bf16 result). The
+    // call then runs where the consumer ran (its output may be a view made
+    // after the matmul).
+    const bool bf16 = aType.getElementType().isBF16();
+    std::optional<FusableEpilogue> epilogue;
+    if (auto plain = dyn_cast<linalg::MatmulOp>(op.getOperation()))
+      epilogue = fusableEpilogue(plain, c, fill, bf16, numInputs);
+    OpBuilder b(epilogue ? epilogue->op.getOperation() : op.getOperation());
     const int r = cType.getRank();
     auto konst = [&](int64_t v) -> Value { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)); };
     // Extents as i64: constants, or memref.dim in dynamic-shape kernels.
@@ -498,19 +556,14 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
     };
     SmallVector<Value> args{batched ? extent(c, cType, 0) : konst(1), extent(c, cType, r - 2),
                             extent(c, cType, r - 1), extent(a, aType, r - 1)};
-    // An f32 bias add / residual add / ReLU, or a rounding to bf16, reading
-    // only this result: into its output, in the GEMM's tile store (one pass
-    // over C instead of two, and no f32 C at all for a bf16 result).
-    const bool bf16 = aType.getElementType().isBF16();
-    std::optional<FusableEpilogue> epilogue;
-    if (auto plain = dyn_cast<linalg::MatmulOp>(op.getOperation()))
-      epilogue = fusableEpilogue(plain, c, fill, bf16, numInputs);
     if (epilogue) {
-      for (Value v : {a, bm, epilogue->out})
+      // An output or residual of the consumer's rank ([..., N]) as C's
+      // [M, N] matrix.
+      for (Value v : {a, bm, asMatrix(b, loc, epilogue->out)})
         llvm::append_range(args, describe(b, loc, v, false));
       // The bias's pointer, offset and stride, then the residual's pointer,
       // offset and row stride (its columns are contiguous); zeros for none.
-      for (Value v : {epilogue->bias, epilogue->residual}) {
+      for (Value v : {epilogue->bias, epilogue->residual ? asMatrix(b, loc, epilogue->residual) : Value()}) {
         if (!v) {
           args.append({konst(0), konst(0), konst(0)});
           continue;
@@ -526,6 +579,8 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
       declare(fn, 26);
       func::CallOp::create(b, loc, fn, TypeRange{}, args);
       epilogue->op->erase();
+      if (epilogue->expandedC)
+        epilogue->expandedC->erase();
       op->erase();
       fill->erase();
       // The temporary C is left unused (but for its deallocations).

@@ -381,3 +381,92 @@ func.func @residuals_not_fused(%a: memref<4x8xf32>, %b: memref<8x2xf32>, %bias: 
   }
   return
 }
+
+// -----
+
+// The consumer a few views after the matmul (its output a scratch view made
+// there), reading C's rows expanded ([8, 2] as [2, 4, 2]): the call runs
+// where the consumer was, on the output and the residual collapsed to
+// [8, 2]; the residual is scratch bytes disjoint from the output's.
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#col3 = affine_map<(d0, d1, d2) -> (d2)>
+// CHECK-LABEL: func.func @expanded_consumer
+// CHECK-NOT: linalg.matmul
+// CHECK: %[[O:.*]] = memref.view %{{.*}}[%c64]
+// CHECK: %[[R:.*]] = memref.view %{{.*}}[%c128]
+// CHECK: memref.collapse_shape %[[O]] {{\[}}[0, 1], [2]] : memref<2x4x2xf32> into memref<8x2xf32>
+// CHECK: memref.collapse_shape %[[R]] {{\[}}[0, 1], [2]] : memref<2x4x2xf32> into memref<8x2xf32>
+// CHECK: %[[FLAGS:.*]] = arith.constant 9 : i64
+// CHECK: call @kiln_rt_matmul_epilogue_f32({{.*}}, %[[FLAGS]])
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: memref.expand_shape
+// CHECK: memref.copy %[[O]]
+func.func @expanded_consumer(%a: memref<8x4xf32>, %b: memref<4x2xf32>, %bias: memref<2xf32>,
+                             %scratch: memref<256xi8>, %out: memref<2x4x2xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %c128 = arith.constant 128 : index
+  %c = memref.view %scratch[%c0][] : memref<256xi8> to memref<8x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<8x2xf32>)
+  linalg.matmul ins(%a, %b : memref<8x4xf32>, memref<4x2xf32>) outs(%c : memref<8x2xf32>)
+  %e = memref.expand_shape %c [[0, 1], [2]] output_shape [2, 4, 2] : memref<8x2xf32> into memref<2x4x2xf32>
+  %o = memref.view %scratch[%c64][] : memref<256xi8> to memref<2x4x2xf32>
+  %r = memref.view %scratch[%c128][] : memref<256xi8> to memref<2x4x2xf32>
+  linalg.generic {indexing_maps = [#id3, #col3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%e, %bias, %r : memref<2x4x2xf32>, memref<2xf32>, memref<2x4x2xf32>) outs(%o : memref<2x4x2xf32>) {
+  ^bb0(%x: f32, %y: f32, %z: f32, %w: f32):
+    %s = arith.addf %x, %y : f32
+    %t = arith.addf %s, %z : f32
+    linalg.yield %t : f32
+  }
+  memref.copy %o, %out : memref<2x4x2xf32> to memref<2x4x2xf32>
+  return
+}
+
+// -----
+
+// Not fused: the residual's scratch bytes overlap the output's (the GEMM
+// would write the output while it still reads the residual), and an op
+// with memory effects between the matmul and its consumer.
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @expanded_not_fused
+// CHECK-NOT: kiln_rt_matmul_epilogue_f32
+// CHECK: call @kiln_rt_matmul_set_f32
+// CHECK: linalg.generic
+// CHECK: call @kiln_rt_matmul_set_f32
+// CHECK: linalg.fill
+// CHECK: linalg.generic
+func.func @expanded_not_fused(%a: memref<8x4xf32>, %b: memref<4x2xf32>, %scratch: memref<256xi8>,
+                              %other: memref<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %c96 = arith.constant 96 : index
+  %c192 = arith.constant 192 : index
+  %c = memref.view %scratch[%c0][] : memref<256xi8> to memref<8x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<8x2xf32>)
+  linalg.matmul ins(%a, %b : memref<8x4xf32>, memref<4x2xf32>) outs(%c : memref<8x2xf32>)
+  %e = memref.expand_shape %c [[0, 1], [2]] output_shape [2, 4, 2] : memref<8x2xf32> into memref<2x4x2xf32>
+  %o = memref.view %scratch[%c64][] : memref<256xi8> to memref<2x4x2xf32>
+  %r = memref.view %scratch[%c96][] : memref<256xi8> to memref<2x4x2xf32>
+  linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%e, %r : memref<2x4x2xf32>, memref<2x4x2xf32>) outs(%o : memref<2x4x2xf32>) {
+  ^bb0(%x: f32, %z: f32, %w: f32):
+    %t = arith.addf %x, %z : f32
+    linalg.yield %t : f32
+  }
+  %c2 = memref.view %scratch[%c192][] : memref<256xi8> to memref<8x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c2 : memref<8x2xf32>)
+  linalg.matmul ins(%a, %b : memref<8x4xf32>, memref<4x2xf32>) outs(%c2 : memref<8x2xf32>)
+  linalg.fill ins(%zero : f32) outs(%other : memref<4xf32>)
+  %e2 = memref.expand_shape %c2 [[0, 1], [2]] output_shape [2, 4, 2] : memref<8x2xf32> into memref<2x4x2xf32>
+  linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%e2 : memref<2x4x2xf32>) outs(%o : memref<2x4x2xf32>) {
+  ^bb0(%x: f32, %w: f32):
+    %neg = arith.cmpf olt, %x, %zero : f32
+    %v = arith.select %neg, %zero, %x : f32
+    linalg.yield %v : f32
+  }
+  return
+}
