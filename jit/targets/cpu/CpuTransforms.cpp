@@ -470,15 +470,17 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
   if (x != cArg || !(e.relu || e.bias || e.residual || e.roundToBf16) || body.getOperations().size() != expectedOps)
     return std::nullopt;
   // c is read by nothing else, and the GEMM may write out while it reads A,
-  // B, the bias and the residual: disjoint bytes (distinct buffers, or
-  // distinct ranges of the scratch), none shared with another argument.
+  // B and the bias: disjoint bytes (distinct buffers, or distinct ranges of
+  // the scratch), none shared with another argument. The residual may share
+  // the output's bytes (a dead temporary's range reused, a donated input):
+  // the runtime then reads it from a copy.
   for (Operation *user : c.getUsers())
     if (user != matmul.getOperation() && user != g.getOperation() && user != fill.getOperation() &&
         user != e.expandedC.getOperation() && !isa<memref::DeallocOp>(user))
       return std::nullopt;
   const Extent outExtent = extentOf(e.out);
   const Value outBuffer = outExtent.base;
-  for (Value v : {matmul.getDpsInputs()[0], matmul.getDpsInputs()[1], e.bias, e.residual})
+  for (Value v : {matmul.getDpsInputs()[0], matmul.getDpsInputs()[1], e.bias})
     if (v && !disjoint(extentOf(v), outExtent))
       return std::nullopt;
   // An output that may be given an input's buffer (buffer donation): only

@@ -346,23 +346,24 @@ func.func @residuals(%a: memref<4x8xf32>, %b: memref<8x2xf32>, %bias: memref<2xf
 
 // -----
 
-// Not fused: the residual added before the bias (another rounding order),
-// and a residual that is the output itself (the GEMM's partial sums would
+// Not fused: the residual added before the bias (another rounding order).
+// Fused: a residual that is the output itself (updated in place; the
+// runtime reads it from a copy, since the GEMM's partial sums would
 // overwrite it).
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #col = affine_map<(d0, d1) -> (d1)>
 // CHECK-LABEL: func.func @residuals_not_fused
-// CHECK-NOT: kiln_rt_matmul_epilogue_f32
 // CHECK: call @kiln_rt_matmul_set_f32
 // CHECK: linalg.generic
-// CHECK: call @kiln_rt_matmul_set_f32
-// CHECK: linalg.generic
-func.func @residuals_not_fused(%a: memref<4x8xf32>, %b: memref<8x2xf32>, %bias: memref<2xf32>,
+// CHECK: %[[FLAGS:.*]] = arith.constant 8 : i64
+// CHECK-NEXT: call @kiln_rt_matmul_epilogue_f32({{.*}}, %[[FLAGS]])
+// CHECK-NOT: linalg.generic
+func.func @residuals_not_fused(%a: memref<4x6xf32>, %b: memref<6x2xf32>, %bias: memref<2xf32>,
                                %res: memref<4x2xf32>, %out: memref<4x2xf32>) {
   %zero = arith.constant 0.0 : f32
   %c = memref.alloc() : memref<4x2xf32>
   linalg.fill ins(%zero : f32) outs(%c : memref<4x2xf32>)
-  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%c : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x6xf32>, memref<6x2xf32>) outs(%c : memref<4x2xf32>)
   linalg.generic {indexing_maps = [#id, #col, #id, #id], iterator_types = ["parallel", "parallel"]}
       ins(%c, %bias, %res : memref<4x2xf32>, memref<2xf32>, memref<4x2xf32>) outs(%out : memref<4x2xf32>) {
   ^bb0(%x: f32, %y: f32, %r: f32, %o: f32):
@@ -372,7 +373,7 @@ func.func @residuals_not_fused(%a: memref<4x8xf32>, %b: memref<8x2xf32>, %bias: 
   }
   %c2 = memref.alloc() : memref<4x2xf32>
   linalg.fill ins(%zero : f32) outs(%c2 : memref<4x2xf32>)
-  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%c2 : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x6xf32>, memref<6x2xf32>) outs(%c2 : memref<4x2xf32>)
   linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
       ins(%c2, %out : memref<4x2xf32>, memref<4x2xf32>) outs(%out : memref<4x2xf32>) {
   ^bb0(%x: f32, %r: f32, %o: f32):
@@ -426,10 +427,41 @@ func.func @expanded_consumer(%a: memref<8x4xf32>, %b: memref<4x2xf32>, %bias: me
 
 // -----
 
-// Not fused: the residual's scratch bytes overlap the output's (the GEMM
-// would write the output while it still reads the residual), and an op
-// with memory effects between the matmul and its consumer.
+// A residual whose scratch bytes are the output's (a dead temporary's range
+// reused): fused, the runtime reads the residual from a copy when they
+// overlap.
 #id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @residual_in_the_output
+// CHECK: memref.collapse_shape
+// CHECK: memref.collapse_shape
+// CHECK: %[[FLAGS:.*]] = arith.constant 8 : i64
+// CHECK: call @kiln_rt_matmul_epilogue_f32({{.*}}, %[[FLAGS]])
+// CHECK-NOT: linalg.generic
+func.func @residual_in_the_output(%a: memref<8x4xf32>, %b: memref<4x2xf32>, %scratch: memref<256xi8>) {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %c = memref.view %scratch[%c0][] : memref<256xi8> to memref<8x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<8x2xf32>)
+  linalg.matmul ins(%a, %b : memref<8x4xf32>, memref<4x2xf32>) outs(%c : memref<8x2xf32>)
+  %e = memref.expand_shape %c [[0, 1], [2]] output_shape [2, 4, 2] : memref<8x2xf32> into memref<2x4x2xf32>
+  %o = memref.view %scratch[%c64][] : memref<256xi8> to memref<2x4x2xf32>
+  linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%e, %o : memref<2x4x2xf32>, memref<2x4x2xf32>) outs(%o : memref<2x4x2xf32>) {
+  ^bb0(%x: f32, %z: f32, %w: f32):
+    %t = arith.addf %x, %z : f32
+    linalg.yield %t : f32
+  }
+  return
+}
+
+// -----
+
+// Not fused: the bias's scratch bytes overlap the output's (the GEMM would
+// write the output while it still reads the bias), and an op with memory
+// effects between the matmul and its consumer.
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#col3 = affine_map<(d0, d1, d2) -> (d2)>
 // CHECK-LABEL: func.func @expanded_not_fused
 // CHECK-NOT: kiln_rt_matmul_epilogue_f32
 // CHECK: call @kiln_rt_matmul_set_f32
@@ -449,11 +481,11 @@ func.func @expanded_not_fused(%a: memref<8x4xf32>, %b: memref<4x2xf32>, %scratch
   linalg.matmul ins(%a, %b : memref<8x4xf32>, memref<4x2xf32>) outs(%c : memref<8x2xf32>)
   %e = memref.expand_shape %c [[0, 1], [2]] output_shape [2, 4, 2] : memref<8x2xf32> into memref<2x4x2xf32>
   %o = memref.view %scratch[%c64][] : memref<256xi8> to memref<2x4x2xf32>
-  %r = memref.view %scratch[%c96][] : memref<256xi8> to memref<2x4x2xf32>
-  linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
-      ins(%e, %r : memref<2x4x2xf32>, memref<2x4x2xf32>) outs(%o : memref<2x4x2xf32>) {
-  ^bb0(%x: f32, %z: f32, %w: f32):
-    %t = arith.addf %x, %z : f32
+  %bias = memref.view %scratch[%c96][] : memref<256xi8> to memref<2xf32>
+  linalg.generic {indexing_maps = [#id3, #col3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%e, %bias : memref<2x4x2xf32>, memref<2xf32>) outs(%o : memref<2x4x2xf32>) {
+  ^bb0(%x: f32, %y: f32, %w: f32):
+    %t = arith.addf %x, %y : f32
     linalg.yield %t : f32
   }
   %c2 = memref.view %scratch[%c192][] : memref<256xi8> to memref<8x2xf32>
