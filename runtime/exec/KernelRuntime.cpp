@@ -144,7 +144,8 @@ KILN_RT_EXPORT void kiln_rt_matmul_set_f32(int64_t batch, int64_t M, int64_t N, 
 
 namespace {
 /// The epilogue of kiln_rt_matmul_epilogue_*'s flags for an M x N result
-/// at [cBegin, cEnd): bit 0 adds bias[j * biasStride] (bias at biasPtr +
+/// at [cBegin, cEnd): bit 4 multiplies by the float whose bits are the low
+/// 32 of scaleBits, bit 0 then adds bias[j * biasStride] (bias at biasPtr +
 /// biasOff), bit 3 then residual[i * residualRs + j] (at residualPtr +
 /// residualOff), bit 1 then takes max(c, 0); null for none of them. A
 /// residual in C's bytes (the output was given its buffer: buffer donation)
@@ -152,9 +153,14 @@ namespace {
 /// before its last depth pass reads the residual.
 const kiln::interp::gemm::Epilogue* epilogueOf(kiln::interp::gemm::Epilogue& e, int64_t flags, int64_t biasPtr,
                                                int64_t biasOff, int64_t biasStride, int64_t residualPtr,
-                                               int64_t residualOff, int64_t residualRs, int64_t M, int64_t N,
-                                               const void* cBegin, const void* cEnd,
+                                               int64_t residualOff, int64_t residualRs, int64_t scaleBits,
+                                               int64_t M, int64_t N, const void* cBegin, const void* cEnd,
                                                std::vector<float>& residualCopy) {
+  if (flags & 16) {
+    e.scaled = true;
+    const uint32_t bits = static_cast<uint32_t>(scaleBits);
+    std::memcpy(&e.scale, &bits, sizeof bits);
+  }
   if (flags & 1) {
     e.bias = reinterpret_cast<const float*>(biasPtr) + biasOff;
     e.biasStride = biasStride;
@@ -173,7 +179,7 @@ const kiln::interp::gemm::Epilogue* epilogueOf(kiln::interp::gemm::Epilogue& e, 
     }
   }
   e.relu = (flags & 2) != 0;
-  return (flags & 11) ? &e : nullptr;
+  return (flags & 27) ? &e : nullptr;
 }
 }  // namespace
 
@@ -188,7 +194,8 @@ KILN_RT_EXPORT void kiln_rt_matmul_epilogue_f32(int64_t batch, int64_t M, int64_
                                                 int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
                                                 int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, int64_t biasPtr,
                                                 int64_t biasOff, int64_t biasStride, int64_t residualPtr,
-                                                int64_t residualOff, int64_t residualRs, int64_t flags) {
+                                                int64_t residualOff, int64_t residualRs, int64_t scaleBits,
+                                                int64_t flags) {
   using namespace kiln::interp;
   const float* a = reinterpret_cast<const float*>(aPtr) + aOff;
   const float* b = reinterpret_cast<const float*>(bPtr) + bOff;
@@ -196,7 +203,7 @@ KILN_RT_EXPORT void kiln_rt_matmul_epilogue_f32(int64_t batch, int64_t M, int64_
   gemm::Epilogue e;
   std::vector<float> residualCopy;
   const gemm::Epilogue* epilogue = epilogueOf(e, flags, biasPtr, biasOff, biasStride, residualPtr, residualOff,
-                                              residualRs, M, N, c, c + (M - 1) * cRs + N, residualCopy);
+                                              residualRs, scaleBits, M, N, c, c + (M - 1) * cRs + N, residualCopy);
   (void)batch, (void)aBs, (void)bBs, (void)cBs, (void)cCs;  // batch 1, cCs 1: see above
   gemm::sgemm(M, N, K, {a, aRs, aCs}, {b, bRs, bCs}, c, cRs, /*accumulate=*/false, /*parallel=*/true, epilogue);
 }
@@ -211,7 +218,8 @@ KILN_RT_EXPORT void kiln_rt_matmul_epilogue_bf16(int64_t batch, int64_t M, int64
                                                  int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
                                                  int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, int64_t biasPtr,
                                                  int64_t biasOff, int64_t biasStride, int64_t residualPtr,
-                                                 int64_t residualOff, int64_t residualRs, int64_t flags) {
+                                                 int64_t residualOff, int64_t residualRs, int64_t scaleBits,
+                                                 int64_t flags) {
   using namespace kiln::interp;
   const gemm::Bf16Matrix a{reinterpret_cast<const uint16_t*>(aPtr) + aOff, aRs, aCs};
   const gemm::Bf16Matrix b{reinterpret_cast<const uint16_t*>(bPtr) + bOff, bRs, bCs};
@@ -222,8 +230,8 @@ KILN_RT_EXPORT void kiln_rt_matmul_epilogue_bf16(int64_t batch, int64_t M, int64
   gemm::Epilogue e;
   std::vector<float> residualCopy;
   const gemm::Epilogue* epilogue =
-      epilogueOf(e, flags, biasPtr, biasOff, biasStride, residualPtr, residualOff, residualRs, M, N, cBegin,
-                 cBegin + ((M - 1) * cRs + N) * cElement, residualCopy);
+      epilogueOf(e, flags, biasPtr, biasOff, biasStride, residualPtr, residualOff, residualRs, scaleBits, M, N,
+                 cBegin, cBegin + ((M - 1) * cRs + N) * cElement, residualCopy);
   if (gemm::activeBf16Isa() != gemm::Bf16Isa::none) {
     if (rounded)
       gemm::gemmBf16RoundedOut(M, N, K, a, b, reinterpret_cast<uint16_t*>(cPtr) + cOff, cRs, /*parallel=*/true,

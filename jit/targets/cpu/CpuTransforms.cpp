@@ -256,7 +256,7 @@ bool isRuntimeMatmulOperands(linalg::LinalgOp matmul) {
 namespace {
 /// An elementwise consumer of a matmul's result that the runtime's GEMM can
 /// apply to each tile of C as it finishes:
-/// out = bf16?(relu?((c + bias[j]?) + residual[i, j]?)).
+/// out = bf16?(relu?(((c * scale?) + bias[j]?) + residual[i, j]?)).
 struct FusableEpilogue {
   linalg::GenericOp op;
   /// c expanded to the consumer's rank ([M, N] as [..., N]), or null when
@@ -265,6 +265,7 @@ struct FusableEpilogue {
   Value out;
   Value bias;      ///< rank 1, indexed by the column; null without a bias
   Value residual;  ///< C's shape, contiguous columns; null without one
+  std::optional<float> scale;  ///< c * scale first (a constant)
   bool relu = false;
   bool roundToBf16 = false;  ///< out is bf16 (only after bf16 operands)
 };
@@ -369,8 +370,8 @@ Value asMatrix(OpBuilder &b, Location loc, Value v) {
 /// The consumer of `matmul` (consumerAfter) when it is the only reader of the matmul's
 /// result `c` (a temporary C = A * B, zero-filled before), directly or as
 /// an expand_shape of its rows ([M, N] as [..., N]), and computes
-/// relu?((c + bias?) + residual?), with at least one of the three, into a
-/// distinct f32 buffer whose columns are contiguous (the residual's too);
+/// relu?(((c * scale?) + bias?) + residual?), with at least one of them
+/// (the scale a constant), into a distinct f32 buffer whose columns are contiguous (the residual's too);
 /// after bf16 operands (`bf16Operands`) also any of these, or c itself,
 /// rounded into a bf16 buffer. The order of the additions is the payload's
 /// (f32 sums are not associative), up to the operands of each.
@@ -384,7 +385,7 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
   MLIRContext *ctx = g.getContext();
   const AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, ctx);
   const AffineMap column = AffineMap::get(rank, 0, {getAffineDimExpr(rank - 1, ctx)}, ctx);
-  FusableEpilogue e{g, memref::ExpandShapeOp(), g.getDpsInits()[0], Value(), Value(), false};
+  FusableEpilogue e{g, memref::ExpandShapeOp(), g.getDpsInits()[0], Value(), Value(), std::nullopt, false};
   // What the consumer reads as C: c itself, or its rows expanded.
   Value cRead = c;
   if (rank > 2) {
@@ -458,8 +459,20 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
   }
   if (biasArg) {
     auto add = x.getDefiningOp<arith::AddFOp>();
-    if (!add || !((add.getLhs() == cArg && add.getRhs() == biasArg) || (add.getLhs() == biasArg && add.getRhs() == cArg)))
+    Value rest = add ? otherOperand(add, biasArg) : Value();
+    if (!rest)
       return std::nullopt;
+    x = rest;
+    expectedOps += 1;
+  }
+  // c * scale by a constant (an attention score's 1 / sqrt(d), a loss scale).
+  if (auto mul = x.getDefiningOp<arith::MulFOp>(); mul && x != cArg) {
+    Value scale = otherOperand(mul, cArg);
+    auto constant = scale ? scale.getDefiningOp<arith::ConstantOp>() : arith::ConstantOp();
+    auto value = constant ? dyn_cast<FloatAttr>(constant.getValue()) : FloatAttr();
+    if (!value || !value.getType().isF32())
+      return std::nullopt;
+    e.scale = value.getValue().convertToFloat();
     x = cArg;
     expectedOps += 1;
   }
@@ -467,7 +480,8 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
   for (Operation &op : body.without_terminator())
     if (isa<arith::ConstantOp>(op))
       ++expectedOps;
-  if (x != cArg || !(e.relu || e.bias || e.residual || e.roundToBf16) || body.getOperations().size() != expectedOps)
+  if (x != cArg || !(e.relu || e.bias || e.residual || e.scale || e.roundToBf16) ||
+      body.getOperations().size() != expectedOps)
     return std::nullopt;
   // c is read by nothing else, and the GEMM may write out while it reads A,
   // B and the bias: disjoint bytes (distinct buffers, or distinct ranges of
@@ -575,10 +589,12 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
         for (Value x : {ptr, Value(md.getOffset()), Value(md.getStrides()[0])})
           args.push_back(arith::IndexCastOp::create(b, loc, b.getI64Type(), x));
       }
+      // The scale's f32 bits.
+      args.push_back(konst(epilogue->scale ? static_cast<int64_t>(llvm::bit_cast<uint32_t>(*epilogue->scale)) : 0));
       args.push_back(konst((epilogue->bias ? 1 : 0) | (epilogue->relu ? 2 : 0) | (epilogue->roundToBf16 ? 4 : 0) |
-                           (epilogue->residual ? 8 : 0)));
+                           (epilogue->residual ? 8 : 0) | (epilogue->scale ? 16 : 0)));
       const char *fn = bf16 ? kMatmulEpilogueBf16Fn : kMatmulEpilogueFn;
-      declare(fn, 26);
+      declare(fn, 27);
       func::CallOp::create(b, loc, fn, TypeRange{}, args);
       epilogue->op->erase();
       if (epilogue->expandedC)

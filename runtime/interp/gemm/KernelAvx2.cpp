@@ -37,13 +37,14 @@ __attribute__((target("avx2"))) inline void startTile(__m256 (&acc)[Rows][kVecs]
 }
 
 /// The epilogue on the vector of sums of row r's columns [first, first +
-/// 8): their bias and residual (`mask`: the lanes that are columns of the
+/// 8): the scale, their bias and residual (`mask`: the lanes that are columns of the
 /// tile; neither is read past them), then relu as `x < 0 ? 0 : x` (a NaN
 /// compares false and stays).
 template <bool Masked>
 __attribute__((target("avx2"))) inline __m256 finishVector(__m256 x, const TileEpilogue* e, int r, int first,
                                                            __m256i mask) {
   if (!e) return x;
+  if (e->scaled) x = _mm256_mul_ps(x, _mm256_set1_ps(e->scale));
   if (e->bias)
     x = _mm256_add_ps(x, Masked ? _mm256_maskload_ps(e->bias + first, mask) : _mm256_loadu_ps(e->bias + first));
   if (e->residual) {

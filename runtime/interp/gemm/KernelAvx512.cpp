@@ -43,7 +43,7 @@ __attribute__((target("avx512f"))) inline void startTile(__m512 (&acc)[Rows][Vec
 }
 
 /// Stores (or adds, `accumulate`) a tile's first nr columns to C, with the
-/// epilogue if one is given: the bias of each column and the residual's
+/// epilogue if one is given: the scale, the bias of each column and the residual's
 /// element (neither read past nr), then relu as `x < 0 ? 0 : x` (a NaN
 /// compares false and stays).
 template <int Rows, int Vecs>
@@ -63,6 +63,7 @@ __attribute__((target("avx512f"))) inline void storeTile(__m512 (&acc)[Rows][Vec
     for (int v = 0; v < Vecs; ++v) {
       __m512 x = acc[r][v];
       if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], cr + 16 * v));
+      if (epilogue && epilogue->scaled) x = _mm512_mul_ps(x, _mm512_set1_ps(epilogue->scale));
       if (addBias) x = _mm512_add_ps(x, bias[v]);
       if (epilogue && epilogue->residual)
         x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], epilogue->residual + r * epilogue->residualRs + 16 * v));

@@ -16,6 +16,7 @@ void microKernelScalar(int kc, const float* ap, const float* bp, float* c, int64
   for (int i = 0; i < mr; ++i)
     for (int j = 0; j < nr; ++j) {
       float x = accumulate ? c[i * ldc + j] + acc[i * kNR + j] : acc[i * kNR + j];
+      if (epilogue && epilogue->scaled) x *= epilogue->scale;
       if (epilogue && epilogue->bias) x += epilogue->bias[j];
       if (epilogue && epilogue->residual) x += epilogue->residual[i * epilogue->residualRs + j];
       if (epilogue && epilogue->relu) x = x < 0.0f ? 0.0f : x;

@@ -9,7 +9,7 @@
 namespace kiln::interp::gemm {
 
 /// What a tile's store applies to its sums on the product's last depth pass
-/// (Sgemm.h's Epilogue, fused): bias[j] added to column j (the tile's own
+/// (Sgemm.h's Epilogue, fused): the scale, bias[j] added to column j (the tile's own
 /// columns, contiguous), then the residual's element, then relu (x < 0 ? 0
 /// : x: NaN stays NaN). The
 /// same operations in the same order as applyEpilogue on the stored tile,
@@ -21,6 +21,8 @@ struct TileEpilogue {
   /// residualRs apart, its columns contiguous.
   const float* residual = nullptr;
   int64_t residualRs = 0;
+  bool scaled = false;
+  float scale = 1.0f;
 };
 
 /// C[0:mr, 0:nr] (=, or += with `accumulate`) Ap * Bp over depth kc, where Ap

@@ -93,6 +93,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void applyEpilogue(
                                                                                   int64_t j0) {
   for (int64_t i = 0; i < rows; ++i) {
     float* __restrict row = c + i * ldc;
+    if (e.scaled) {
+#pragma GCC ivdep
+      for (int64_t j = 0; j < cols; ++j) row[j] *= e.scale;
+    }
     if (e.bias) {
       const float* bias = e.bias + j0 * e.biasStride;
       if (e.biasStride == 1) {
@@ -127,7 +131,7 @@ bool fusesEpilogue(const Epilogue* e) { return e && (!e->bias || e->biasStride =
 TileEpilogue fusedFor(const Epilogue* e, int64_t i0, int64_t j0) {
   if (!e) return {};
   return {e->bias ? e->bias + j0 : nullptr, e->relu, e->residual ? e->residual + i0 * e->residualRs + j0 : nullptr,
-          e->residualRs};
+          e->residualRs, e->scaled, e->scale};
 }
 
 /// The depth of each pass over C for depth K in passes of at most kc: equal

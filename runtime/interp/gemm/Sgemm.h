@@ -34,8 +34,9 @@ struct StridedMatrix {
 inline constexpr int64_t kSplitMultiplyAdds = int64_t{1} << 20;
 
 /// What the GEMM applies to each finished tile of C while it is still in L1,
-/// instead of a second pass over C: c = c + bias[j * biasStride] (with a
-/// bias), then c + residual[i * residualRs + j] (with a residual: a
+/// instead of a second pass over C: c = c * scale (when `scaled`), then
+/// c + bias[j * biasStride] (with a bias), then c + residual[i *
+/// residualRs + j] (with a residual: a
 /// matrix with contiguous columns, e.g. a layer's input added back), then
 /// max(c, 0) (with `relu`; NaN stays NaN). In that order, each a rounded f32
 /// operation: the bits of the separate ops.
@@ -45,6 +46,8 @@ struct Epilogue {
   bool relu = false;
   const float* residual = nullptr;
   int64_t residualRs = 0;
+  bool scaled = false;
+  float scale = 1.0f;
 };
 
 /// C[M,N] = A[M,K] * B[K,N], or C += A * B with `accumulate`, then the

@@ -573,6 +573,21 @@ TEST(Tiering, AResidualAddAfterAMatmulRunsInTheGemmsTileStore) {
   EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_f32"), 0);
 }
 
+TEST(Tiering, AScaledMatmulRunsInTheGemmsTileStore) {
+  // relu(x @ w * 0.3 + b): the scale, then the bias and the ReLU, in the
+  // tile store (one call of the epilogue GEMM), the interpreter's bits (the
+  // scale and the bias round apart, as two ops do).
+  DumpDirectory dir("kiln-dump-scale-test");
+  Tensor x = rand({37, 50}, 81, DType::f32, -1, 1), w = rand({50, 70}, 82, DType::f32, -1, 1);
+  Tensor b = rand({70}, 83, DType::f32, -1, 1);
+  kiln::sync();
+  auto run = [&] { return relu(matmul(x, w) * 0.3f + b).to_vector<float>(); };
+  const auto [reference, compiled, compiledRuns] = interpretedThenCompiled(run, dir);
+  expectSameBits(compiled, reference);
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_epilogue_f32"), 1);
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_f32"), 0);
+}
+
 TEST(Tiering, ALargeStepCompilesInPartsOnSeveralThreadsAndAgrees) {
   // 60 small layers: every loop stays serial, so the kernel's serial code
   // is thousands of operations. It is cut into parts (SerialParts.h), which

@@ -273,17 +273,19 @@ TEST_P(GemmIsaTest, EpilogueAddsTheBiasAndRectifiesEveryTileOnce) {
 }
 
 TEST_P(GemmIsaTest, EpilogueAddsAResidualAfterTheBias) {
-  // relu?((c + bias) + residual): a residual matrix with padded rows, with a
-  // contiguous bias (in the tile's store), a strided one (on the stored
-  // tile), or none; packed and unpacked products, two depth passes, no
-  // depth. Bit for bit the separate passes in that order.
+  // relu?(((c * scale?) + bias) + residual): a residual matrix with padded
+  // rows, with a contiguous bias (in the tile's store), a strided one (on
+  // the stored tile), or none, scaled or not; packed and unpacked products,
+  // two depth passes, no depth. Bit for bit the separate passes in that
+  // order (each its own loop here, so none becomes a fused multiply-add).
   const MicroKernel& k = kernel();
   std::mt19937 rng(600);
+  int caseIndex = 0;
   for (auto [M, N, K, biasStride, relu] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>>{
            {k.mc + 5, k.nc + 3, k.kc + 9, 1, true}, {37, 2 * k.nr + 5, 77, 3, false}, {5, 7, 3, 0, true},
            {13, 2 * k.nr + 7, 40, 1, false}, {9, 11, 0, 2, true}, {2 * k.mr + 1, k.nr - 1, 19, 0, false}}) {
     SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " bias stride " +
-                 std::to_string(biasStride) + (relu ? " relu" : ""));
+                 std::to_string(biasStride) + (relu ? " relu" : "") + (caseIndex % 2 == 0 ? " scaled" : ""));
     Operand a(M, K, false, 0, rng), b(K, N, false, 0, rng);
     std::uniform_real_distribution<float> d(-1.f, 1.f);
     std::vector<float> bias(static_cast<size_t>(std::max<int64_t>(1, N * biasStride)));
@@ -296,8 +298,12 @@ TEST_P(GemmIsaTest, EpilogueAddsAResidualAfterTheBias) {
     Epilogue e{biasStride ? bias.data() : nullptr, std::max<int64_t>(1, biasStride), relu};
     e.residual = residual.data();
     e.residualRs = residualRs;
+    e.scaled = (caseIndex++) % 2 == 0;  // every other case
+    e.scale = 0.37f;
     sgemm(M, N, K, a.view(), b.view(), fused.data(), N, false, true, &e);
     sgemm(M, N, K, a.view(), b.view(), separate.data(), N, false, true);
+    if (e.scaled)
+      for (float& x : separate) x *= e.scale;
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         float& x = separate[i * N + j];

@@ -502,3 +502,44 @@ func.func @expanded_not_fused(%a: memref<8x4xf32>, %b: memref<4x2xf32>, %scratch
   }
   return
 }
+
+// -----
+
+// relu(A * B * 0.5 + bias): the constant scale first (flags 16 | 1 | 2),
+// its f32 bits (0x3F000000) an argument; a scale that is not a constant
+// stays a separate loop.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @scaled
+// CHECK: %[[BITS:.*]] = arith.constant 1056964608 : i64
+// CHECK-NEXT: %[[FLAGS:.*]] = arith.constant 19 : i64
+// CHECK-NEXT: call @kiln_rt_matmul_epilogue_f32({{.*}}, %[[BITS]], %[[FLAGS]])
+// CHECK: call @kiln_rt_matmul_set_f32
+// CHECK: linalg.generic
+func.func @scaled(%a: memref<4x6xf32>, %b: memref<6x2xf32>, %bias: memref<2xf32>, %s: memref<4x2xf32>,
+                  %out: memref<4x2xf32>, %out2: memref<4x2xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant 0.5 : f32
+  %c = memref.alloc() : memref<4x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x6xf32>, memref<6x2xf32>) outs(%c : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : memref<4x2xf32>, memref<2xf32>) outs(%out : memref<4x2xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %half, %x : f32
+    %t = arith.addf %m, %y : f32
+    %neg = arith.cmpf olt, %t, %zero : f32
+    %v = arith.select %neg, %zero, %t : f32
+    linalg.yield %v : f32
+  }
+  %c2 = memref.alloc() : memref<4x2xf32>
+  linalg.fill ins(%zero : f32) outs(%c2 : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x6xf32>, memref<6x2xf32>) outs(%c2 : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c2, %s : memref<4x2xf32>, memref<4x2xf32>) outs(%out2 : memref<4x2xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %x, %y : f32
+    linalg.yield %m : f32
+  }
+  return
+}
