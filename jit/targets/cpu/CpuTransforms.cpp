@@ -449,22 +449,18 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
     e.relu = true;
     expectedOps += 1;
   }
-  if (residualArg) {
+  // x = rest + arg (either order): x becomes rest; false if x is no such sum.
+  auto peelAdd = [&](Value arg) {
     auto add = x.getDefiningOp<arith::AddFOp>();
-    Value rest = add ? otherOperand(add, residualArg) : Value();
+    Value rest = add ? otherOperand(add, arg) : Value();
     if (!rest)
-      return std::nullopt;
+      return false;
     x = rest;
     expectedOps += 1;
-  }
-  if (biasArg) {
-    auto add = x.getDefiningOp<arith::AddFOp>();
-    Value rest = add ? otherOperand(add, biasArg) : Value();
-    if (!rest)
-      return std::nullopt;
-    x = rest;
-    expectedOps += 1;
-  }
+    return true;
+  };
+  if ((residualArg && !peelAdd(residualArg)) || (biasArg && !peelAdd(biasArg)))
+    return std::nullopt;
   // c * scale by a constant (an attention score's 1 / sqrt(d), a loss scale).
   if (auto mul = x.getDefiningOp<arith::MulFOp>(); mul && x != cArg) {
     Value scale = otherOperand(mul, cArg);
