@@ -120,7 +120,7 @@ class HostKernelLibrary final : public OpLibrary {
   }
   bool matmulTakesBf16() const override { return matmulKernelTakesBf16(); }
   bool matmulHalf(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {
-    if (a.dtype != DType::bf16 || b.dtype != DType::bf16 || !matmulKernelTakesBf16()) return false;
+    if (a.dtype != b.dtype || !hasMatmulHalf(a.dtype)) return false;
     enqueue_([=] { matmulBf16RoundedKernel(a, b, outShape, out); });
     return true;
   }

@@ -39,7 +39,7 @@ constexpr int64_t kMinParallelWork = 1 << 16;
 constexpr const char *kMatmulFn = "kiln_rt_matmul_f32";
 /// C = A * B (no read of C): used where C was zero-filled just before.
 constexpr const char *kMatmulSetFn = "kiln_rt_matmul_set_f32";
-/// C = relu?((A * B + bias?) + residual?): the f32 GEMM applying an
+/// C = relu?(((A * B * scale?) + bias?) + residual?): the f32 GEMM applying an
 /// elementwise consumer to each tile as it finishes (see fusableEpilogue).
 constexpr const char *kMatmulEpilogueFn = "kiln_rt_matmul_epilogue_f32";
 /// The same with bf16 A and B, and C in f32 or rounded to bf16.
@@ -547,8 +547,8 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
     linalg::FillOp fill = zeroFillBefore(op, c);
     auto cType = cast<MemRefType>(c.getType());
     auto aType = cast<MemRefType>(a.getType());
-    // An f32 bias add / residual add / ReLU, or a rounding to bf16, reading
-    // only this result: into its output, in the GEMM's tile store (one pass
+    // An f32 scale / bias add / residual add / ReLU, or a rounding to bf16,
+    // reading only this result: into its output, in the GEMM's tile store (one pass
     // over C instead of two, and no f32 C at all for a bf16 result). The
     // call then runs where the consumer ran (its output may be a view made
     // after the matmul).

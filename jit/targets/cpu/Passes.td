@@ -167,12 +167,13 @@ def KilnCpuMatmulToRuntimeCalls
     bf16 operands into f32) into calls of `kiln_rt_matmul_f32`
     (`kiln_rt_matmul_bf16`), declared once in the module; other element types
     stay linalg ops (they become loops). A zero-filled f32 2-D result whose
-    only reader is the next op, an elementwise bias add, residual add (a
-    matrix of C's shape) and/or ReLU into another buffer, is computed into
-    that buffer by
+    only reader is its consumer (the next op with memory effects, reading C
+    or C's rows expanded to a higher rank), an elementwise constant scale,
+    bias add, residual add (a matrix of C's shape) and/or ReLU into another
+    buffer, is computed into that buffer by
     `kiln_rt_matmul_epilogue_f32`, which applies them to each tile as the
-    GEMM finishes it; after bf16 operands the next op may also round the
-    result (or its bias add / ReLU) to bf16, and
+    GEMM finishes it; after bf16 operands the consumer may also round the
+    result (or its epilogue) to bf16, and
     `kiln_rt_matmul_epilogue_bf16` rounds each block of C as it finishes it,
     so that no f32 C is written. See `matmulToRuntimeCalls`
     (CpuTransforms.h).

@@ -37,9 +37,9 @@ __attribute__((target("avx2"))) inline void startTile(__m256 (&acc)[Rows][kVecs]
 }
 
 /// The epilogue on the vector of sums of row r's columns [first, first +
-/// 8): the scale, their bias and residual (`mask`: the lanes that are columns of the
-/// tile; neither is read past them), then relu as `x < 0 ? 0 : x` (a NaN
-/// compares false and stays).
+/// 8): the scale, their bias and residual (`mask`: the lanes that are
+/// columns of the tile; neither is read past them), then relu as `x < 0 ? 0
+/// : x` (a NaN compares false and stays).
 template <bool Masked>
 __attribute__((target("avx2"))) inline __m256 finishVector(__m256 x, const TileEpilogue* e, int r, int first,
                                                            __m256i mask) {

@@ -43,9 +43,9 @@ __attribute__((target("avx512f"))) inline void startTile(__m512 (&acc)[Rows][Vec
 }
 
 /// Stores (or adds, `accumulate`) a tile's first nr columns to C, with the
-/// epilogue if one is given: the scale, the bias of each column and the residual's
-/// element (neither read past nr), then relu as `x < 0 ? 0 : x` (a NaN
-/// compares false and stays).
+/// epilogue if one is given: the scale, the bias of each column and the
+/// residual's element (neither read past nr), then relu as `x < 0 ? 0 : x`
+/// (a NaN compares false and stays).
 template <int Rows, int Vecs>
 __attribute__((target("avx512f"))) inline void storeTile(__m512 (&acc)[Rows][Vecs], float* c, int64_t ldc, int nr,
                                                          bool accumulate, const TileEpilogue* epilogue) {
@@ -53,6 +53,9 @@ __attribute__((target("avx512f"))) inline void storeTile(__m512 (&acc)[Rows][Vec
   columnMasks<Vecs>(nr, mask);
   __m512 bias[Vecs];
   const bool addBias = epilogue && epilogue->bias, relu = epilogue && epilogue->relu;
+  const bool scaled = epilogue && epilogue->scaled;
+  const __m512 scale = _mm512_set1_ps(scaled ? epilogue->scale : 1.0f);
+  const float* residual = epilogue ? epilogue->residual : nullptr;
 #pragma GCC unroll 4
   for (int v = 0; v < Vecs; ++v)
     bias[v] = addBias ? _mm512_maskz_loadu_ps(mask[v], epilogue->bias + 16 * v) : _mm512_setzero_ps();
@@ -63,10 +66,9 @@ __attribute__((target("avx512f"))) inline void storeTile(__m512 (&acc)[Rows][Vec
     for (int v = 0; v < Vecs; ++v) {
       __m512 x = acc[r][v];
       if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], cr + 16 * v));
-      if (epilogue && epilogue->scaled) x = _mm512_mul_ps(x, _mm512_set1_ps(epilogue->scale));
+      if (scaled) x = _mm512_mul_ps(x, scale);
       if (addBias) x = _mm512_add_ps(x, bias[v]);
-      if (epilogue && epilogue->residual)
-        x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], epilogue->residual + r * epilogue->residualRs + 16 * v));
+      if (residual) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], residual + r * epilogue->residualRs + 16 * v));
       if (relu) x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
       _mm512_mask_storeu_ps(cr + 16 * v, mask[v], x);
     }
