@@ -87,7 +87,9 @@ struct AdamOptions {
 
 /// PyTorch's Adam (weight decay as an L2 term added to the gradient):
 /// m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
-/// p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps).
+/// p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps), the rank-0
+/// factors computed once per step (one division and one square root per
+/// element, as torch.optim.Adam arranges it).
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor*> params, AdamOptions options = {});
