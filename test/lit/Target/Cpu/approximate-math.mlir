@@ -115,7 +115,8 @@ func.func @erf(%x: f32) -> f32 {
 // CHECK: %[[SCALE:.*]] = arith.bitcast %[[SH]] : i32 to f32
 // CHECK: %[[R:.*]] = arith.mulf %[[P6]], %[[SCALE]] : f32
 // CHECK-NOT: arith.fptosi
-// CHECK: return %[[R]]
+// CHECK: %[[OUT:.*]] = arith.select %{{.*}}, %{{.*}}, %[[R]] : f32
+// CHECK: return %[[OUT]]
 // SCALEF-LABEL: func.func @nonpositive
 // SCALEF-NOT: 8.880000e+01
 // SCALEF: math.roundeven
@@ -123,5 +124,32 @@ func.func @erf(%x: f32) -> f32 {
 // SCALEF: return
 func.func @nonpositive(%x: f32) -> f32 {
   %e = math.exp %x {kiln.nonpositive_operand} : f32
+  return %e : f32
+}
+
+// -----
+
+// Below -104 (where exp is 0 in f32) a lane computes exp(0) and takes 0 at
+// the end, so no lane's result underflows (an underflow costs a microcode
+// assist on Intel cores: softmax rows masked with -1e9). The test is ordered:
+// NaN computes on and comes out NaN.
+// CHECK-LABEL: func.func @underflow
+// CHECK-SAME: (%[[X:.*]]: f32)
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[LOW:.*]] = arith.constant -1.040000e+02 : f32
+// CHECK: %[[UNDER:.*]] = arith.cmpf olt, %[[X]], %[[LOW]] : f32
+// CHECK: %[[IN:.*]] = arith.select %[[UNDER]], %[[ZERO]], %[[X]] : f32
+// CHECK-NOT: arith.cmpf uge
+// CHECK: %[[OUT:.*]] = arith.select %[[UNDER]], %[[ZERO]], %{{.*}} : f32
+// CHECK-NEXT: return %[[OUT]]
+// SCALEF-LABEL: func.func @underflow
+// SCALEF-SAME: (%[[X:.*]]: f32)
+// SCALEF: %[[UNDER:.*]] = arith.cmpf olt, %[[X]], %{{.*}} : f32
+// SCALEF: arith.select %[[UNDER]], %{{.*}}, %[[X]] : f32
+// SCALEF: %[[E:.*]] = llvm.intr.ldexp
+// SCALEF-NEXT: %[[OUT:.*]] = arith.select %[[UNDER]], %{{.*}}, %[[E]] : f32
+// SCALEF-NEXT: return %[[OUT]]
+func.func @underflow(%x: f32) -> f32 {
+  %e = math.exp %x : f32
   return %e : f32
 }
