@@ -138,7 +138,7 @@ func.func @nonpositive(%x: f32) -> f32 {
 // CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-DAG: %[[LOW:.*]] = arith.constant -1.040000e+02 : f32
 // CHECK: %[[UNDER:.*]] = arith.cmpf olt, %[[X]], %[[LOW]] : f32
-// CHECK: %[[IN:.*]] = arith.select %[[UNDER]], %[[ZERO]], %[[X]] : f32
+// CHECK: arith.select %[[UNDER]], %[[ZERO]], %[[X]] : f32
 // CHECK-NOT: arith.cmpf uge
 // CHECK: %[[OUT:.*]] = arith.select %[[UNDER]], %[[ZERO]], %{{.*}} : f32
 // CHECK-NEXT: return %[[OUT]]
