@@ -19,6 +19,7 @@
 #include "dialects/kiln/InitAll.h"
 #include "jit/Importer.h"
 #include "jit/PipelineSupport.h"
+#include "jit/targets/cpu/BoolBytes.h"
 #include "jit/targets/cpu/CodegenGate.h"
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/DynamicKernel.h"
@@ -535,6 +536,7 @@ class CpuCompiler final : public TargetPipeline {
     }
     llvm::PassBuilder pb(&targetMachine, llvm::PipelineTuningOptions(), std::nullopt,
                          timers ? &instrumentation : nullptr);
+    registerBoolBytesPasses(pb);
     registerStreamingStorePasses(pb);
     registerPrefetchPasses(pb);
     registerX86VectorIdiomPasses(pb);

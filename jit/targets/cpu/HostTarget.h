@@ -105,11 +105,12 @@ inline constexpr int64_t kSerialPartOps = 400;
 /// (hidden for the vectoriser only: the earlier passes know llvm.prefetch,
 /// while the marker, which may not return, would keep LICM from hoisting
 /// what follows it); kiln-x86-vector-idioms (after the vectoriser, which
-/// makes the vectors it rewrites): X86VectorIdioms.h.
+/// makes the vectors it rewrites): X86VectorIdioms.h; kiln-bool-bytes (bool
+/// elements as bytes, which the vectoriser widens): BoolBytes.h.
 inline constexpr const char *kKernelPassPipeline =
     "cgscc(inline,function(kiln-hide-nontemporal,sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
     "loop-mssa(licm),loop-rotate)),"
-    "function(kiln-hide-prefetches,loop-vectorize,kiln-restore-prefetches,kiln-x86-vector-idioms,"
+    "function(kiln-bool-bytes,kiln-hide-prefetches,loop-vectorize,kiln-restore-prefetches,kiln-x86-vector-idioms,"
     "instcombine<no-verify-fixpoint>,simplifycfg,kiln-restore-nontemporal),"
     "kiln-align-streaming-stores,globaldce";
 
