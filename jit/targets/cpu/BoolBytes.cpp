@@ -16,10 +16,13 @@ struct BoolBytes : llvm::PassInfoMixin<BoolBytes> {
   llvm::PreservedAnalyses run(llvm::Function &fn, llvm::FunctionAnalysisManager &) {
     llvm::SmallVector<llvm::Instruction *> accesses;
     for (llvm::Instruction &inst : llvm::instructions(fn)) {
-      if (auto *load = llvm::dyn_cast<llvm::LoadInst>(&inst); load && load->getType()->isIntegerTy(1))
+      // Atomic accesses keep their type (none are generated; their ordering
+      // would have to be carried over).
+      if (auto *load = llvm::dyn_cast<llvm::LoadInst>(&inst);
+          load && load->getType()->isIntegerTy(1) && !load->isAtomic())
         accesses.push_back(load);
       else if (auto *store = llvm::dyn_cast<llvm::StoreInst>(&inst);
-               store && store->getValueOperand()->getType()->isIntegerTy(1))
+               store && store->getValueOperand()->getType()->isIntegerTy(1) && !store->isAtomic())
         accesses.push_back(store);
     }
     if (accesses.empty())
