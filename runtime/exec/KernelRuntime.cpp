@@ -10,6 +10,7 @@
 #include <tbb/parallel_for.h>
 
 #include "runtime/core/Half.h"
+#include "runtime/exec/MatmulEpilogueFlags.h"
 #include "runtime/exec/ParallelChunks.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/interp/gemm/Bf16Gemm.h"
@@ -143,12 +144,10 @@ KILN_RT_EXPORT void kiln_rt_matmul_set_f32(int64_t batch, int64_t M, int64_t N, 
 }
 
 namespace {
-/// The epilogue of kiln_rt_matmul_epilogue_*'s flags for an M x N result
-/// at [cBegin, cEnd): bit 4 multiplies by the float whose bits are the low
-/// 32 of scaleBits, bit 0 then adds bias[j * biasStride] (bias at biasPtr +
-/// biasOff), bit 3 then residual[i * residualRs + j] (at residualPtr +
-/// residualOff), bit 1 then takes max(c, 0); null for none of them. A
-/// residual in C's bytes (the output was given its buffer: buffer donation)
+/// The epilogue of kiln_rt_matmul_epilogue_*'s flags (MatmulEpilogueFlags.h)
+/// for an M x N result at [cBegin, cEnd): the scale, the bias (at biasPtr +
+/// biasOff), the residual (at residualPtr + residualOff), relu; null for
+/// none of them. A residual in C's bytes (the output was given its buffer: buffer donation)
 /// is copied into `residualCopy` first: the GEMM writes C's partial sums
 /// before its last depth pass reads the residual.
 const kiln::interp::gemm::Epilogue* epilogueOf(kiln::interp::gemm::Epilogue& e, int64_t flags, int64_t biasPtr,
@@ -156,16 +155,17 @@ const kiln::interp::gemm::Epilogue* epilogueOf(kiln::interp::gemm::Epilogue& e, 
                                                int64_t residualOff, int64_t residualRs, int64_t scaleBits,
                                                int64_t M, int64_t N, const void* cBegin, const void* cEnd,
                                                std::vector<float>& residualCopy) {
-  if (flags & 16) {
+  using namespace kiln::exec;
+  if (flags & kEpilogueScale) {
     e.scaled = true;
     const uint32_t bits = static_cast<uint32_t>(scaleBits);
     std::memcpy(&e.scale, &bits, sizeof bits);
   }
-  if (flags & 1) {
+  if (flags & kEpilogueBias) {
     e.bias = reinterpret_cast<const float*>(biasPtr) + biasOff;
     e.biasStride = biasStride;
   }
-  if ((flags & 8) && M > 0 && N > 0) {
+  if ((flags & kEpilogueResidual) && M > 0 && N > 0) {
     e.residual = reinterpret_cast<const float*>(residualPtr) + residualOff;
     e.residualRs = residualRs;
     const void* rBegin = e.residual;
@@ -178,8 +178,8 @@ const kiln::interp::gemm::Epilogue* epilogueOf(kiln::interp::gemm::Epilogue& e, 
       e.residualRs = N;
     }
   }
-  e.relu = (flags & 2) != 0;
-  return (flags & 27) ? &e : nullptr;
+  e.relu = (flags & kEpilogueRelu) != 0;
+  return e.scaled || e.bias || e.residual || e.relu ? &e : nullptr;
 }
 }  // namespace
 
@@ -209,9 +209,9 @@ KILN_RT_EXPORT void kiln_rt_matmul_epilogue_f32(int64_t batch, int64_t M, int64_
 }
 
 /// kiln_rt_matmul_epilogue_f32 with bf16 A and B: the bf16 GEMM, the
-/// epilogue applied to each block of C in f32, then, with flags bit 2, C
-/// rounded to bf16 block by block (C is a bf16 buffer: offset and row stride
-/// count bf16 elements), else stored as f32. On a CPU without bf16 units (or
+/// epilogue applied to each block of C in f32, then, with
+/// kEpilogueRoundToBf16, C rounded to bf16 block by block (C is a bf16
+/// buffer: offset and row stride count bf16 elements), else stored as f32. On a CPU without bf16 units (or
 /// with KILN_GEMM_BF16=none) the f32 GEMM of the widened operands.
 KILN_RT_EXPORT void kiln_rt_matmul_epilogue_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
                                                  int64_t aOff, int64_t aBs, int64_t aRs, int64_t aCs, int64_t bPtr,
@@ -224,7 +224,7 @@ KILN_RT_EXPORT void kiln_rt_matmul_epilogue_bf16(int64_t batch, int64_t M, int64
   const gemm::Bf16Matrix a{reinterpret_cast<const uint16_t*>(aPtr) + aOff, aRs, aCs};
   const gemm::Bf16Matrix b{reinterpret_cast<const uint16_t*>(bPtr) + bOff, bRs, bCs};
   (void)batch, (void)aBs, (void)bBs, (void)cBs, (void)cCs;  // batch 1, cCs 1, as kiln_rt_matmul_epilogue_f32
-  const bool rounded = (flags & 4) != 0;
+  const bool rounded = (flags & kiln::exec::kEpilogueRoundToBf16) != 0;
   const int64_t cElement = rounded ? sizeof(uint16_t) : sizeof(float);
   const char* cBegin = reinterpret_cast<const char*>(cPtr) + cOff * cElement;
   gemm::Epilogue e;

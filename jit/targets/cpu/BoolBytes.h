@@ -23,7 +23,8 @@ namespace kiln::jit::cpu {
 /// Registers `kiln-bool-bytes` (a function pass: every scalar, non-atomic
 /// i1 load becomes an i8 load truncated to i1, every such i1 store a zext
 /// and an i8 store, with the access's alignment, volatility and metadata)
-/// with `pb`'s pipeline parser. Run before the loop vectoriser (kKernelPassPipeline, HostTarget.h).
+/// with `pb`'s pipeline parser. Run before the loop vectoriser
+/// (kKernelPassPipeline, HostTarget.h).
 void registerBoolBytesPasses(llvm::PassBuilder &pb);
 
 } // namespace kiln::jit::cpu

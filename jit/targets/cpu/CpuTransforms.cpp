@@ -6,6 +6,7 @@
 #include "jit/targets/cpu/MemoryExtent.h"
 #include "jit/targets/cpu/Passes.h"
 #include "jit/targets/cpu/RowScratch.h"
+#include "runtime/exec/MatmulEpilogueFlags.h"
 #include "runtime/exec/ParallelChunks.h"
 
 #include <functional>
@@ -587,8 +588,10 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
       }
       // The scale's f32 bits.
       args.push_back(konst(epilogue->scale ? static_cast<int64_t>(llvm::bit_cast<uint32_t>(*epilogue->scale)) : 0));
-      args.push_back(konst((epilogue->bias ? 1 : 0) | (epilogue->relu ? 2 : 0) | (epilogue->roundToBf16 ? 4 : 0) |
-                           (epilogue->residual ? 8 : 0) | (epilogue->scale ? 16 : 0)));
+      using namespace ::kiln::exec;
+      args.push_back(konst((epilogue->bias ? kEpilogueBias : 0) | (epilogue->relu ? kEpilogueRelu : 0) |
+                           (epilogue->roundToBf16 ? kEpilogueRoundToBf16 : 0) |
+                           (epilogue->residual ? kEpilogueResidual : 0) | (epilogue->scale ? kEpilogueScale : 0)));
       const char *fn = bf16 ? kMatmulEpilogueBf16Fn : kMatmulEpilogueFn;
       declare(fn, 27);
       func::CallOp::create(b, loc, fn, TypeRange{}, args);

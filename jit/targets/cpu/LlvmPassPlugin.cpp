@@ -1,7 +1,8 @@
 //===- LlvmPassPlugin.cpp - Kiln's LLVM passes for LLVM's opt -------------===//
 //
-// Kiln's own LLVM IR passes (BoolBytes.h, StreamingStores.h, NextRowPrefetch.h, X86VectorIdioms.h) as an `opt` pass plugin, so
-// that their lit tests run them alone on IR written for the test:
+// Kiln's own LLVM IR passes (BoolBytes.h, StreamingStores.h, NextRowPrefetch.h,
+// X86VectorIdioms.h) as an `opt` pass plugin, so that their lit tests run them
+// alone on IR written for the test:
 //   opt -load-pass-plugin=libkiln_llvm_passes.so -passes=kiln-align-streaming-stores
 //
 //===----------------------------------------------------------------------===//
