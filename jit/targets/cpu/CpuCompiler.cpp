@@ -26,6 +26,7 @@
 #include "jit/targets/cpu/HostTarget.h"
 #include "jit/targets/cpu/ModulePartition.h"
 #include "jit/targets/cpu/Passes.h"
+#include "jit/targets/cpu/ScratchLayout.h"
 #include "jit/targets/cpu/SharedObjectLinker.h"
 #include "jit/targets/cpu/NextRowPrefetch.h"
 #include "jit/targets/cpu/StreamingStores.h"
@@ -207,7 +208,8 @@ class CpuCompiler final : public TargetPipeline {
     // padded copy they no longer read frees its scratch); matmuls and math.
     const std::string scratch = std::string(kCpuFoldMatmulTransposes) + ",func.func(kiln-cpu-buffer-donation{num-inputs=" + std::to_string(graph.inputs.size()) +
                                 " num-outputs=" + std::to_string(graph.outputs.size()) + "})," + kCpuConvCalls +
-                                ",func.func(kiln-cpu-assign-scratch" + (numSizes > 0 ? "{dynamic-sizes}" : "") +
+                                ",func.func(kiln-cpu-assign-scratch{share-distance=" + std::to_string(kScratchReuseDistance) +
+                                (numSizes > 0 ? " dynamic-sizes" : "") + "}" +
                                 ")," + kCpuMatmulCalls + "{num-inputs=" + std::to_string(graph.inputs.size()) + "}," +
                                 kCpuApproximateMath +
                                 (hasAvx512(targetMachine->getTargetFeatureString()) ? "{scalef=true}" : "");

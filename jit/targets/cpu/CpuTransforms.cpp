@@ -6,6 +6,7 @@
 #include "jit/targets/cpu/MemoryExtent.h"
 #include "jit/targets/cpu/Passes.h"
 #include "jit/targets/cpu/RowScratch.h"
+#include "jit/targets/cpu/ScratchLayout.h"
 #include "runtime/exec/MatmulEpilogueFlags.h"
 #include "runtime/exec/ParallelChunks.h"
 
@@ -68,7 +69,8 @@ int64_t elementBytes(Type t) {
 }
 } // namespace
 
-LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes, std::vector<int64_t> *dynamicScratch) {
+LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes, std::vector<int64_t> *dynamicScratch,
+                            int64_t shareDistance) {
   scratchBytes = 0;
   if (dynamicScratch)
     dynamicScratch->clear();
@@ -99,7 +101,7 @@ LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes, std::vec
       return decompose(mul.getLhs(), factor, sizes) && decompose(mul.getRhs(), factor, sizes);
     return false;
   };
-  SmallVector<int64_t> offsets;
+  SmallVector<int64_t> offsets, slotBytes;
   SmallVector<memref::AllocOp> dynamicAllocs;
   for (memref::AllocOp a : allocs) {
     MemRefType type = a.getType();
@@ -127,6 +129,19 @@ LogicalResult assignScratch(func::FuncOp kernel, int64_t &scratchBytes, std::vec
         __builtin_add_overflow(scratchBytes, (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment,
                                &scratchBytes))
       return a.emitError("kiln: the kernel's temporaries need more bytes than a 64-bit address space holds");
+    slotBytes.push_back(bytes);
+  }
+  if (shareDistance >= 0 && offsets.size() > 1) {
+    // Bytes of temporaries whose lives do not meet are shared (ScratchLayout.h);
+    // never more bytes than one slot each, so the check above still bounds it.
+    const llvm::DenseMap<Operation *, int64_t> position = scratchPositions(kernel);
+    SmallVector<ScratchLife> lives;
+    for (memref::AllocOp a : allocs)
+      if (a.getType().hasStaticShape())
+        lives.push_back(
+            scratchLife(a.getResult(), slotBytes[lives.size()], position.lookup(a.getOperation()), kernel, position));
+    std::vector<int64_t> shared = packScratch(lives, kScratchAlignment, shareDistance, scratchBytes);
+    offsets.assign(shared.begin(), shared.end());
   }
   MLIRContext *ctx = kernel.getContext();
   auto scratchType = MemRefType::get({scratchBytes}, IntegerType::get(ctx, 8));

@@ -31,8 +31,12 @@ namespace kiln::jit::cpu {
 /// follow the static part; `dynamicScratch` receives, per allocation, its
 /// bytes per element of the dynamic extents, the number of those extents and
 /// their size numbers (the runtime adds up each product, rounded up to 64).
+/// With `shareDistance` >= 0, static temporaries whose lives do not come
+/// within that many operations of each other share bytes (ScratchLayout.h),
+/// for kernels that run their operations in program order; else each has
+/// its own.
 mlir::LogicalResult assignScratch(mlir::func::FuncOp kernel, int64_t &scratchBytes,
-                                  std::vector<int64_t> *dynamicScratch = nullptr);
+                                  std::vector<int64_t> *dynamicScratch = nullptr, int64_t shareDistance = -1);
 
 /// Gives every result of `kernel` its own tensor: a value returned twice, a
 /// returned argument or a returned constant becomes a linalg.copy, so each

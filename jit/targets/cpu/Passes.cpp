@@ -152,7 +152,7 @@ struct AssignScratch : impl::KilnCpuAssignScratchBase<AssignScratch> {
       return;
     int64_t bytes = 0;
     std::vector<int64_t> dynamicScratch;
-    if (mlir::failed(assignScratch(fn, bytes, dynamicSizes ? &dynamicScratch : nullptr)))
+    if (mlir::failed(assignScratch(fn, bytes, dynamicSizes ? &dynamicScratch : nullptr, shareDistance)))
       return signalPassFailure();
     mlir::Builder b(fn.getContext());
     fn->setAttr(kScratchBytesAttr, b.getI64IntegerAttr(bytes));

@@ -155,6 +155,11 @@ def KilnCpuAssignScratch
   let options = [
     Option<"dynamicSizes", "dynamic-sizes", "bool", "false",
            "A dynamic-shape kernel: temporaries may be sized by its size arguments">,
+    Option<"shareDistance", "share-distance", "int64_t", "-1",
+           "When >= 0: static temporaries whose lives (their top-level "
+           "operations from first to last use, through views and taken "
+           "addresses) do not come within this many operations with memory "
+           "effects of each other share bytes">,
   ];
   let dependentDialects = ["::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect"];
 }
