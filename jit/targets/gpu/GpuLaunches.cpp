@@ -178,6 +178,8 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToGpuLaunches(mlir::MLIRContext &context,
     forwardDynamicResults(kernel, graph.inputs.size(), graph.outputs.size());
   splatGlobalsToFills(*module, kernel);
   int64_t scratchBytes = 0;
+  // One slot per temporary: the row kernels' exactness test (rowByRowIsExact)
+  // and the launches have not been checked with shared bytes on a GPU.
   if (mlir::failed(cpu::assignScratch(kernel, scratchBytes, numSizes > 0 ? &result.dynamicScratch : nullptr)))
     return fail("scratch");
   if (numSizes > 0) {
