@@ -32,6 +32,7 @@ std::vector<int64_t> packScratch(llvm::ArrayRef<ScratchLife> lives, int64_t alig
       return lives[a].bytes > lives[b].bytes;
     return lives[a].first < lives[b].first;
   });
+  distance = std::clamp<int64_t>(distance, 0, kLivesToTheEnd);  // no overflow below
   auto meet = [&](const ScratchLife &a, const ScratchLife &b) {
     // [first, last] widened by `distance` on one side meets the other.
     return a.first <= b.last + distance && b.first <= a.last + distance;
