@@ -8,6 +8,7 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -75,10 +76,11 @@ ScratchLife scratchLife(Value root, int64_t bytes, int64_t allocPosition, func::
                         const llvm::DenseMap<Operation *, int64_t> &position) {
   ScratchLife life{bytes, INT64_MAX, INT64_MIN};
   Block &entry = kernel.getBody().front();
-  // What may carry the buffer's address on: memrefs (views, casts), and
-  // indices, integers and pointers (an address taken for a runtime call).
+  // What may carry the buffer's address on: memrefs (views, casts), tensors
+  // made of it, and indices, integers and pointers (an address taken for a
+  // runtime call).
   auto carriesAddress = [](Type t) {
-    return isa<BaseMemRefType, IndexType, IntegerType, LLVM::LLVMPointerType>(t);
+    return isa<BaseMemRefType, TensorType, IndexType, IntegerType, LLVM::LLVMPointerType>(t);
   };
   llvm::SmallVector<Value> work{root};
   llvm::SmallPtrSet<Operation *, 16> seen;
@@ -89,7 +91,16 @@ ScratchLife scratchLife(Value root, int64_t bytes, int64_t allocPosition, func::
         continue;
       Operation *top = entry.findAncestorOpInBlock(*user);
       auto at = top ? position.find(top) : position.end();
-      if (at == position.end() || isa<func::ReturnOp>(user)) {
+      // Returned, or its address stored to memory (read back later, who
+      // knows where): it escapes.
+      auto storedValue = [&]() -> Value {
+        if (auto store = dyn_cast<memref::StoreOp>(user))
+          return store.getValueToStore();
+        if (auto store = dyn_cast<LLVM::StoreOp>(user))
+          return store.getValue();
+        return {};
+      };
+      if (at == position.end() || isa<func::ReturnOp>(user) || storedValue() == v) {
         life.first = std::min(life.first, allocPosition);
         life.last = kLivesToTheEnd;  // escapes: shares no bytes after its first use
         continue;
@@ -98,7 +109,9 @@ ScratchLife scratchLife(Value root, int64_t bytes, int64_t allocPosition, func::
       life.last = std::max(life.last, at->second);
       if (isa<memref::LoadOp>(user))
         continue;  // an element's value, not an address
-      for (Value result : user->getResults())
+      // A value yielded out of a region (scf.yield) goes on as its parent's result.
+      Operation *producer = user->hasTrait<OpTrait::IsTerminator>() ? user->getParentOp() : user;
+      for (Value result : producer->getResults())
         if (carriesAddress(result.getType()))
           work.push_back(result);
     }

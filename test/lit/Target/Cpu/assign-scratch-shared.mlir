@@ -119,3 +119,42 @@ func.func @largest_first(%x: memref<4xf32>, %y: memref<32xf32>, %out: memref<4xf
   memref.copy %big, %out2 : memref<32xf32> to memref<32xf32>
   return
 }
+
+// -----
+
+// A temporary yielded out of a region lives on as the region op's result:
+// %t, read through %r after %u is written, stays apart from it.
+// CHECK-LABEL: func.func @live_through_a_yield
+// CHECK-SAME: kiln.scratch_bytes = 128 : i64
+func.func @live_through_a_yield(%x: memref<4xf32>, %out: memref<4xf32>, %c: i1) {
+  %t = memref.alloc() : memref<4xf32>
+  memref.copy %x, %t : memref<4xf32> to memref<4xf32>
+  %r = scf.if %c -> memref<4xf32> {
+    scf.yield %t : memref<4xf32>
+  } else {
+    scf.yield %x : memref<4xf32>
+  }
+  memref.copy %x, %out : memref<4xf32> to memref<4xf32>
+  %u = memref.alloc() : memref<4xf32>
+  memref.copy %x, %u : memref<4xf32> to memref<4xf32>
+  memref.copy %u, %out : memref<4xf32> to memref<4xf32>
+  memref.copy %r, %out : memref<4xf32> to memref<4xf32>
+  return
+}
+
+// -----
+
+// An address stored to memory may be read back anywhere: %t never shares.
+// CHECK-LABEL: func.func @address_stored
+// CHECK-SAME: kiln.scratch_bytes = 128 : i64
+func.func @address_stored(%x: memref<4xf32>, %out: memref<4xf32>, %slot: memref<index>) {
+  %t = memref.alloc() : memref<4xf32>
+  memref.copy %x, %t : memref<4xf32> to memref<4xf32>
+  %p = memref.extract_aligned_pointer_as_index %t : memref<4xf32> -> index
+  memref.store %p, %slot[] : memref<index>
+  memref.copy %x, %out : memref<4xf32> to memref<4xf32>
+  %u = memref.alloc() : memref<4xf32>
+  memref.copy %x, %u : memref<4xf32> to memref<4xf32>
+  memref.copy %u, %out : memref<4xf32> to memref<4xf32>
+  return
+}
