@@ -21,6 +21,16 @@ namespace {
 /// The last position of a temporary that escapes the kernel: far past any
 /// operation, with room for the reuse distance.
 constexpr int64_t kLivesToTheEnd = INT64_MAX / 4;
+
+/// Whether `user` stores `v` itself (an address) to memory, from where it
+/// may be read back anywhere.
+bool storesValue(Operation *user, Value v) {
+  if (auto store = dyn_cast<memref::StoreOp>(user))
+    return store.getValueToStore() == v;
+  if (auto store = dyn_cast<LLVM::StoreOp>(user))
+    return store.getValue() == v;
+  return false;
+}
 } // namespace
 
 std::vector<int64_t> packScratch(llvm::ArrayRef<ScratchLife> lives, int64_t alignment, int64_t distance,
@@ -38,15 +48,16 @@ std::vector<int64_t> packScratch(llvm::ArrayRef<ScratchLife> lives, int64_t alig
     // [first, last] widened by `distance` on one side meets the other.
     return a.first <= b.last + distance && b.first <= a.last + distance;
   };
+  auto slotBytes = [&](int64_t i) { return (lives[i].bytes + alignment - 1) / alignment * alignment; };
   totalBytes = 0;
   std::vector<int64_t> placed;
   llvm::SmallVector<std::pair<int64_t, int64_t>> taken;  // [begin, end) of placed lives that meet this one
   for (int64_t i : order) {
-    const int64_t size = (lives[i].bytes + alignment - 1) / alignment * alignment;
+    const int64_t size = slotBytes(i);
     taken.clear();
     for (int64_t j : placed)
       if (meet(lives[i], lives[j]))
-        taken.push_back({offsets[j], offsets[j] + (lives[j].bytes + alignment - 1) / alignment * alignment});
+        taken.push_back({offsets[j], offsets[j] + slotBytes(j)});
     llvm::sort(taken);
     int64_t offset = 0;
     for (auto [begin, end] : taken) {
@@ -91,16 +102,7 @@ ScratchLife scratchLife(Value root, int64_t bytes, int64_t allocPosition, func::
         continue;
       Operation *top = entry.findAncestorOpInBlock(*user);
       auto at = top ? position.find(top) : position.end();
-      // Returned, or its address stored to memory (read back later, who
-      // knows where): it escapes.
-      auto storedValue = [&]() -> Value {
-        if (auto store = dyn_cast<memref::StoreOp>(user))
-          return store.getValueToStore();
-        if (auto store = dyn_cast<LLVM::StoreOp>(user))
-          return store.getValue();
-        return {};
-      };
-      if (at == position.end() || isa<func::ReturnOp>(user) || storedValue() == v) {
+      if (at == position.end() || isa<func::ReturnOp>(user) || storesValue(user, v)) {
         life.first = std::min(life.first, allocPosition);
         life.last = kLivesToTheEnd;  // escapes: shares no bytes after its first use
         continue;

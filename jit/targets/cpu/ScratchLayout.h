@@ -60,9 +60,10 @@ llvm::DenseMap<mlir::Operation *, int64_t> scratchPositions(mlir::func::FuncOp k
 /// The life of a temporary `root` (a memref.alloc's result at the top level
 /// of `kernel`) from its uses and those of everything derived from it
 /// (views, casts, pointers taken from it), each counted at its top-level
-/// ancestor; `position` is scratchPositions(kernel). A
-/// temporary that escapes (returned) lives to the end. An unused one lives
-/// at `allocPosition` only.
+/// ancestor (a value yielded out of a region goes on as the region op's
+/// result); `position` is scratchPositions(kernel). A temporary that
+/// escapes (returned, or its address stored to memory) lives to the end.
+/// An unused one lives at `allocPosition` only.
 ScratchLife scratchLife(mlir::Value root, int64_t bytes, int64_t allocPosition, mlir::func::FuncOp kernel,
                         const llvm::DenseMap<mlir::Operation *, int64_t> &position);
 
