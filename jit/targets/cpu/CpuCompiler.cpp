@@ -208,9 +208,9 @@ class CpuCompiler final : public TargetPipeline {
     // padded copy they no longer read frees its scratch); matmuls and math.
     const std::string scratch = std::string(kCpuFoldMatmulTransposes) + ",func.func(kiln-cpu-buffer-donation{num-inputs=" + std::to_string(graph.inputs.size()) +
                                 " num-outputs=" + std::to_string(graph.outputs.size()) + "})," + kCpuConvCalls +
-                                ",func.func(kiln-cpu-assign-scratch{share-distance=" + std::to_string(kScratchReuseDistance) +
-                                (numSizes > 0 ? " dynamic-sizes" : "") + "}" +
-                                ")," + kCpuMatmulCalls + "{num-inputs=" + std::to_string(graph.inputs.size()) + "}," +
+                                ",func.func(kiln-cpu-assign-scratch{share-distance=" +
+                                std::to_string(kScratchReuseDistance) + (numSizes > 0 ? " dynamic-sizes" : "") +
+                                "})," + kCpuMatmulCalls + "{num-inputs=" + std::to_string(graph.inputs.size()) + "}," +
                                 kCpuApproximateMath +
                                 (hasAvx512(targetMachine->getTargetFeatureString()) ? "{scalef=true}" : "");
     if (!runPassPipeline(*module, scratch.c_str(), /*verify=*/false))
