@@ -140,6 +140,10 @@ class CpuCompiler final : public TargetPipeline {
     static std::once_flag registered;
     std::call_once(registered, [] { registerKilnCpuPasses(); });
     prepareSharedObjectLinker();
+    if (auto host = llvm::orc::JITTargetMachineBuilder::detectHost())
+      host_ = std::move(*host);
+    else
+      hostError_ = llvm::toString(host.takeError());
     warmUp();
   }
 
@@ -495,12 +499,11 @@ class CpuCompiler final : public TargetPipeline {
   /// A target machine for the host (one per compilation: they are not
   /// thread-safe, and cheap next to the pipeline).
   bool createTargetMachine(std::unique_ptr<llvm::TargetMachine> &out, std::string &error, bool quick) {
-    auto jtmb = hostTargetMachineBuilder(quick);
-    if (!jtmb) {
-      error = llvm::toString(jtmb.takeError());
+    if (!host_) {
+      error = hostError_;
       return false;
     }
-    auto tm = jtmb->createTargetMachine();
+    auto tm = hostTargetMachineBuilder(*host_, quick).createTargetMachine();
     if (!tm) {
       error = llvm::toString(tm.takeError());
       return false;
@@ -556,6 +559,10 @@ class CpuCompiler final : public TargetPipeline {
   }
 
   mlir::DialectRegistry registry_;
+  /// The host CPU, detected once in the constructor (read-only after), or
+  /// why it could not be.
+  std::optional<llvm::orc::JITTargetMachineBuilder> host_;
+  std::string hostError_;
   /// False only during warmUp() (in the constructor, before any other use).
   bool linkKernels_ = true;
 };

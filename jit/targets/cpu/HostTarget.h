@@ -139,13 +139,15 @@ inline const char *preferredVectorWidth(const std::string &features) {
 /// and the training steps, whose time is mostly in GEMM calls, ran as fast;
 /// but chain8's long bodies of math spill and ran 2.4x slower, softmax's
 /// 1.4x: a first tier only (TieringPolicy.h, chooseCodegenEffort).
-inline llvm::Expected<llvm::orc::JITTargetMachineBuilder> hostTargetMachineBuilder(bool quick = false) {
-  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!jtmb)
-    return jtmb.takeError();
-  jtmb->setCodeGenOptLevel(quick ? llvm::CodeGenOptLevel::None : llvm::CodeGenOptLevel::Default);
-  jtmb->setRelocationModel(llvm::Reloc::PIC_);
-  jtmb->setCodeModel(llvm::CodeModel::Small);
+/// `host` is JITTargetMachineBuilder::detectHost(), which a compiler reads
+/// once: it asks the CPU its name and features with cpuid, which a VM traps
+/// (0.15 ms of each compile here).
+inline llvm::orc::JITTargetMachineBuilder hostTargetMachineBuilder(const llvm::orc::JITTargetMachineBuilder &host,
+                                                                   bool quick = false) {
+  llvm::orc::JITTargetMachineBuilder jtmb = host;
+  jtmb.setCodeGenOptLevel(quick ? llvm::CodeGenOptLevel::None : llvm::CodeGenOptLevel::Default);
+  jtmb.setRelocationModel(llvm::Reloc::PIC_);
+  jtmb.setCodeModel(llvm::CodeModel::Small);
   return jtmb;
 }
 
