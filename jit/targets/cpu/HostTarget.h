@@ -141,7 +141,7 @@ inline const char *preferredVectorWidth(const std::string &features) {
 /// 1.4x: a first tier only (TieringPolicy.h, chooseCodegenEffort).
 /// `host` is JITTargetMachineBuilder::detectHost(), which a compiler reads
 /// once: it asks the CPU its name and features with cpuid, which a VM traps
-/// (0.15 ms of each compile here).
+/// (read for each target machine, it made a 10-op compile 0.5-5 ms slower).
 inline llvm::orc::JITTargetMachineBuilder hostTargetMachineBuilder(const llvm::orc::JITTargetMachineBuilder &host,
                                                                    bool quick = false) {
   llvm::orc::JITTargetMachineBuilder jtmb = host;
