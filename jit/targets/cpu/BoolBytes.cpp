@@ -1,6 +1,7 @@
 //===- BoolBytes.cpp - Bool elements loaded and stored as bytes -----------===//
 
 #include "jit/targets/cpu/BoolBytes.h"
+#include "jit/targets/cpu/LlvmPassRegistration.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/IR/IRBuilder.h"
@@ -53,13 +54,7 @@ struct BoolBytes : llvm::PassInfoMixin<BoolBytes> {
 } // namespace
 
 void registerBoolBytesPasses(llvm::PassBuilder &pb) {
-  pb.registerPipelineParsingCallback(
-      [](llvm::StringRef name, llvm::FunctionPassManager &fpm, llvm::ArrayRef<llvm::PassBuilder::PipelineElement>) {
-        if (name != "kiln-bool-bytes")
-          return false;
-        fpm.addPass(BoolBytes());
-        return true;
-      });
+  registerPass<BoolBytes>(pb, "kiln-bool-bytes");
 }
 
 } // namespace kiln::jit::cpu

@@ -1,6 +1,7 @@
 //===- NextRowPrefetch.cpp - Fetch a row kernel's next row ahead ----------===//
 
 #include "jit/targets/cpu/NextRowPrefetch.h"
+#include "jit/targets/cpu/LlvmPassRegistration.h"
 
 #include "jit/targets/cpu/MemoryExtent.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -231,18 +232,8 @@ int prefetchNextRows(mlir::func::FuncOp fn, int64_t minRowBytes) {
 }
 
 void registerPrefetchPasses(llvm::PassBuilder &pb) {
-  pb.registerPipelineParsingCallback(
-      [](llvm::StringRef name, llvm::FunctionPassManager &fpm, llvm::ArrayRef<llvm::PassBuilder::PipelineElement>) {
-        if (name == "kiln-hide-prefetches") {
-          fpm.addPass(HidePrefetches());
-          return true;
-        }
-        if (name == "kiln-restore-prefetches") {
-          fpm.addPass(RestorePrefetches());
-          return true;
-        }
-        return false;
-      });
+  registerPass<HidePrefetches>(pb, "kiln-hide-prefetches");
+  registerPass<RestorePrefetches>(pb, "kiln-restore-prefetches");
 }
 
 } // namespace kiln::jit::cpu

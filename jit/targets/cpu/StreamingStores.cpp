@@ -1,6 +1,7 @@
 //===- StreamingStores.cpp - Large outputs written past the caches -------===//
 
 #include "jit/targets/cpu/StreamingStores.h"
+#include "jit/targets/cpu/LlvmPassRegistration.h"
 
 #include <algorithm>
 
@@ -283,26 +284,9 @@ struct AlignStreamingStores : llvm::PassInfoMixin<AlignStreamingStores> {
 } // namespace
 
 void registerStreamingStorePasses(llvm::PassBuilder &pb) {
-  pb.registerPipelineParsingCallback(
-      [](llvm::StringRef name, llvm::FunctionPassManager &fpm, llvm::ArrayRef<llvm::PassBuilder::PipelineElement>) {
-        if (name == "kiln-hide-nontemporal") {
-          fpm.addPass(HideNontemporal());
-          return true;
-        }
-        if (name == "kiln-restore-nontemporal") {
-          fpm.addPass(RestoreNontemporal());
-          return true;
-        }
-        return false;
-      });
-  pb.registerPipelineParsingCallback(
-      [](llvm::StringRef name, llvm::ModulePassManager &mpm, llvm::ArrayRef<llvm::PassBuilder::PipelineElement>) {
-        if (name == "kiln-align-streaming-stores") {
-          mpm.addPass(AlignStreamingStores());
-          return true;
-        }
-        return false;
-      });
+  registerPass<HideNontemporal>(pb, "kiln-hide-nontemporal");
+  registerPass<RestoreNontemporal>(pb, "kiln-restore-nontemporal");
+  registerPass<AlignStreamingStores, llvm::ModulePassManager>(pb, "kiln-align-streaming-stores");
 }
 
 /// Bytes of a memref of static shape and int or float elements; -1 otherwise.

@@ -1,6 +1,7 @@
 //===- X86VectorIdioms.cpp - AVX-512 forms of two vector idioms -----------===//
 
 #include "jit/targets/cpu/X86VectorIdioms.h"
+#include "jit/targets/cpu/LlvmPassRegistration.h"
 
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/InstIterator.h"
@@ -186,13 +187,7 @@ struct X86VectorIdioms : llvm::PassInfoMixin<X86VectorIdioms> {
 } // namespace
 
 void registerX86VectorIdiomPasses(llvm::PassBuilder &pb) {
-  pb.registerPipelineParsingCallback(
-      [](llvm::StringRef name, llvm::FunctionPassManager &fpm, llvm::ArrayRef<llvm::PassBuilder::PipelineElement>) {
-        if (name != "kiln-x86-vector-idioms")
-          return false;
-        fpm.addPass(X86VectorIdioms());
-        return true;
-      });
+  registerPass<X86VectorIdioms>(pb, "kiln-x86-vector-idioms");
 }
 
 } // namespace kiln::jit::cpu
