@@ -574,10 +574,14 @@ def main():
         cpu = info.get("model name", cpu)
         flags = info.get("flags", "").split()
         isa = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "scalar"
+        amx = "amx_bf16" in flags
     except OSError:
-        pass
+        amx = False
     meta = {
         "isa": isa,
+        # The kind of machine a full run's copy is kept for: AVX-512 machines with and without AMX
+        # run different bf16 kernels and have different cache sizes (Sapphire Rapids, Zen 4).
+        "machine_kind": isa + ("-amx" if amx else ""),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit + (" (with uncommitted changes)" if dirty else ""),
         "mode": "quick" if a.quick else "full", "rounds": rounds, "repetitions_per_round": reps,
@@ -595,9 +599,10 @@ def main():
     with open(a.json, "w") as f:
         json.dump({"meta": meta, "rows": table}, f, indent=1)
     write_md(a.md, meta, table, goal_list, a.quick)
-    # Machines of our kind differ in ISA, and the goals must hold on both: the latest full
-    # run of each kind stays beside RESULTS.md (RESULTS-avx2.md, RESULTS-avx512.md).
-    by_isa = os.path.join(os.path.dirname(os.path.abspath(a.md)), f"RESULTS-{meta['isa']}.md")
+    # Machines of our kind differ in ISA, and the goals must hold on each: the latest full
+    # run of each kind stays beside RESULTS.md (RESULTS-avx2.md, RESULTS-avx512.md,
+    # RESULTS-avx512-amx.md).
+    by_isa = os.path.join(os.path.dirname(os.path.abspath(a.md)), f"RESULTS-{meta['machine_kind']}.md")
     if not a.quick and os.path.abspath(a.md) == os.path.join(HERE, "RESULTS.md"):
         shutil.copyfile(a.md, by_isa)
         print(f"wrote {a.md} (and {by_isa}) and {a.json} in {meta['duration_s']} s")
@@ -613,9 +618,11 @@ def write_md(path, meta, table, goal_list, quick):
              f"{meta['commit']}, in {meta['duration_s']} s. Do not edit by hand: rerun the command.\n")
     L.append("## Methodology\n")
     lb, la = meta["load_before"], meta["load_after"]
-    other = {"avx2": "avx512", "avx512": "avx2"}.get(meta.get("isa"), "avx512")
-    L.append(f"- Machine: {meta['cpu']}, {meta['cores']} cores, widest vector ISA {meta.get('isa', '?').upper()} "
-             f"(the latest full run on the other kind of machine: `bench/RESULTS-{other}.md`). It is shared with other engineers' builds: "
+    kind = meta.get("machine_kind", meta.get("isa", "?"))
+    others = ", ".join(f"`bench/RESULTS-{k}.md`" for k in ("avx2", "avx512", "avx512-amx") if k != kind)
+    L.append(f"- Machine: {meta['cpu']}, {meta['cores']} cores, widest vector ISA {meta.get('isa', '?').upper()}"
+             f"{' with AMX' if kind.endswith('-amx') else ''} (the latest full runs on the other kinds of machine: "
+             f"{others}). It is shared with other engineers' builds: "
              f"load average (1/5/15 min) was {lb[0]:.2f}/{lb[1]:.2f}/{lb[2]:.2f} at the start and "
              f"{la[0]:.2f}/{la[1]:.2f}/{la[2]:.2f} at the end, so absolute figures carry that noise; ratios between "
              "rows measured in the same rounds are the trustworthy reading.")
