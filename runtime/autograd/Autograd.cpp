@@ -1,5 +1,6 @@
 // The autograd graph (GradInfo attached by the recording hook), the backward
 // pass, grad mode, and the autograd members of kiln::Tensor.
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "kiln/error.h"
 #include "kiln/ops.h"
 #include "runtime/autograd/GradInfo.h"
+#include "runtime/autograd/GradientSum.h"
 
 namespace kiln {
 
@@ -51,6 +53,22 @@ std::vector<Tensor> topologicalOrder(const Tensor& root) {
   return order;
 }
 
+/// The axis along which slice node `n` (result `out`) takes a block of its
+/// input, the other axes whole; nullopt for a strided slice, one that cuts
+/// several axes, or one that takes the whole input.
+std::optional<int> blockAxis(const GradInfo& n, const Tensor& out) {
+  const Shape& in = n.inputs[0].shape();
+  const int rank = in.rank();
+  std::optional<int> axis;
+  for (int d = 0; d < rank; ++d) {
+    if (n.attrs[rank + d] != 1) return std::nullopt;
+    if (n.attrs[d] == 0 && out.shape()[d] == in[d]) continue;
+    if (axis) return std::nullopt;
+    axis = d;
+  }
+  return axis;
+}
+
 /// Runs the backward pass from `root` seeded with `seed`; returns the
 /// gradient of every tensor reached (undefined where none flowed) and the
 /// visiting order.
@@ -84,23 +102,35 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
   if (!root.impl()->autograd) return r;  // the loss depends on nothing that requires grad
   NoGradGuard noGrad;
   r.order = topologicalOrder(root);
-  r.grads[root.impl()] = seed;
+  // The contributions to each tensor's gradient, summed when it is reached.
+  std::unordered_map<detail::TensorImpl*, GradientSum> pending;
+  pending[root.impl()].add(seed);
   std::vector<bool> needs;
   for (auto it = r.order.rbegin(); it != r.order.rend(); ++it) {
     const Tensor& t = *it;
     GradInfo& info = *t.impl()->autograd;
-    auto found = r.grads.find(t.impl());
     // Topological order: every reader of t came before it in this walk.
-    if (final && found != r.grads.end() && found->second.defined()) final(t, found->second);
-    if (info.leaf) continue;
-    if (found == r.grads.end() || !found->second.defined()) continue;
+    Tensor g;
+    if (auto found = pending.find(t.impl()); found != pending.end()) {
+      g = found->second.take(t.shape());
+      pending.erase(found);
+      r.grads[t.impl()] = g;
+    }
+    if (final && g.defined()) final(t, g);
+    if (info.leaf || !g.defined()) continue;
     if (info.freed)
       fail(what, "the graph behind this tensor was already freed by an earlier backward pass; pass "
                  "retain_graph = true to the first one to walk it twice");
-    Tensor g = found->second;
     needs.assign(info.inputs.size(), false);
     for (size_t i = 0; i < info.inputs.size(); ++i)
       needs[i] = info.inputs[i].impl()->autograd != nullptr && is_floating(info.inputs[i].dtype());
+    if (info.op == core::OpKind::Slice && needs[0]) {
+      if (auto block = blockAxis(info, t)) {
+        const Tensor& in = info.inputs[0];
+        pending[in.impl()].addPiece(*block, info.attrs[*block], cast(g, in.dtype()));
+        continue;
+      }
+    }
     std::vector<Tensor> contributions = vjp(info, t, g, needs);
     for (size_t i = 0; i < info.inputs.size(); ++i) {
       if (!needs[i] || i >= contributions.size() || !contributions[i].defined()) continue;
@@ -110,9 +140,7 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
         throw Error(std::string(what) + ": internal error: the gradient rule of " +
                     std::string(core::opName(info.op)) + " gave shape " + c.shape().str() + " for an input of shape " +
                     in.shape().str());
-      c = cast(c, in.dtype());
-      Tensor& slot = r.grads[in.impl()];
-      slot = slot.defined() ? add(slot, c) : c;
+      pending[in.impl()].add(cast(c, in.dtype()));
     }
   }
   if (!retainGraph) {

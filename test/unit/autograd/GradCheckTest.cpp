@@ -287,6 +287,34 @@ TEST(GradCheck, Slice) {
             {{Shape{5, 4}}});
 }
 
+// Several slices of one tensor: their gradients are laid side by side
+// (GradientSum), with zeros in the gaps, overlaps added and other axes'
+// pieces and direct uses summed on top.
+TEST(GradCheck, SlicesOfOneTensor) {
+  auto flat = [](std::vector<Tensor> parts) {
+    for (Tensor& p : parts) p = reshape(p, {-1});
+    return concat(parts, 0);
+  };
+  gradcheck("three slices tiling an axis (a QKV split)",
+            [&](const std::vector<Tensor>& x) {
+              Tensor q = slice(x[0], 1, 0, 2), k = slice(x[0], 1, 2, 4), v = slice(x[0], 1, 4, 6);
+              return flat({mul(q, k), v});
+            },
+            {{Shape{3, 6}}});
+  gradcheck("gaps and overlaps",
+            [&](const std::vector<Tensor>& x) {
+              Tensor a = slice(x[0], 1, 1, 3), b = slice(x[0], 1, 2, 5), c = slice(x[0], 1, 5, 6);
+              return flat({a, mul(b, b), c, slice(x[0], 1, 1, 3)});
+            },
+            {{Shape{2, 7}}});
+  gradcheck("two axes, a direct use and an empty slice",
+            [&](const std::vector<Tensor>& x) {
+              Tensor rows = slice(x[0], 0, 1, 3), cols = slice(x[0], 2, 0, 1), none = slice(x[0], 1, 2, 2);
+              return flat({mul(rows, rows), cols, mul(x[0], x[0]), none});
+            },
+            {{Shape{3, 2, 4}}});
+}
+
 TEST(GradCheck, Concat) {
   gradcheck("axis 0", [](const std::vector<Tensor>& x) { return concat({x[0], x[1], x[0]}, 0); },
             {{Shape{2, 3}}, {Shape{1, 3}}});
