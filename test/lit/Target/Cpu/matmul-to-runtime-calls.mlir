@@ -184,6 +184,31 @@ func.func @not_fused(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %bias: memref<4xf
 
 // -----
 
+// Not fused: the product is itself a kernel output (a function argument,
+// read by the caller), so it must be written; the fused call would only
+// write relu of it (the fuzzer's seed 5194).
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @product_is_an_output
+// CHECK-NOT: kiln_rt_matmul_epilogue_f32
+// CHECK: call @kiln_rt_matmul_set_f32
+// CHECK: linalg.generic
+func.func @product_is_an_output(%a: memref<4x8xf32>, %b: memref<8x2xf32>, %c: memref<4x2xf32>,
+                                %out: memref<4x2xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%c : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x2xf32>) outs(%out : memref<4x2xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %neg = arith.cmpf olt, %x, %zero : f32
+    %r = arith.select %neg, %zero, %x : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
 // bf16 operands whose f32 product is only rounded to bf16 (the kiln
 // lowering's rounding: to nearest even in integers, NaN made quiet), alone
 // (flags 4) or after a bias add and ReLU (flags 7): the bf16 epilogue GEMM
