@@ -102,8 +102,13 @@ bool jitEnabled() {
   return mode == JitMode::Async || mode == JitMode::Sync;
 }
 
+/// Modes that run compiled kernels: KILN_JIT=off interprets everything,
+/// also a trace compiled while another mode was set (the fuzzer's seed 6637
+/// came back one ulp off the interpreter's result under off).
+bool kernelsEnabled() { return settings().jit != JitMode::Off; }
+
 /// Modes that run kernels from the cache.
-bool cacheEnabled() { return settings().jit != JitMode::Off; }
+bool cacheEnabled() { return kernelsEnabled(); }
 
 std::string opsOf(const trace::Trace& trace, const std::vector<uint8_t>& needed) {
   std::string ops;
@@ -584,7 +589,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       compilerPreloadSubmitted_ = compilerPreloadSubmitted_ || preload;
     }
     repeated = ++profile->runs > 1;
-    exe = profile->executable;
+    exe = kernelsEnabled() ? profile->executable : nullptr;
     if (profile->replayMiss && jitEnabled()) {  // left replay mode: compile it after all
       profile->replayMiss = false;
       profile->tier = Tier::Interpreted;
@@ -614,7 +619,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   if (!exe && jitEnabled() && neededOps > 0) exe = bindDynamic(trace, tNeeded, tLastKey, profile);
   if (!exe) {
     std::lock_guard<std::mutex> lock(mutex_);
-    exe = profile->executable;
+    exe = kernelsEnabled() ? profile->executable : nullptr;
     if (!exe && profile->tier == Tier::Interpreted && neededOps > 0 && traceCompiles_ &&
         profile->runs >= static_cast<uint64_t>(settings().jit_threshold)) {
       // Recompilation-storm guard: a structure run at many sizes (varying

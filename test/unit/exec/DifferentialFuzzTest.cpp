@@ -384,7 +384,8 @@ TEST(DifferentialFuzz, TraceTemplatesReplayRandomPrograms) {
       for (size_t e = 0; e < reference[o].size(); ++e)
         EXPECT_TRUE(interpreted[o][e] == reference[o][e] ||
                     (std::isnan(interpreted[o][e]) && std::isnan(reference[o][e])))
-            << "seed " << seed << " output " << o << " element " << e;
+            << "seed " << seed << " output " << o << " element " << e << ": " << interpreted[o][e] << " replayed, "
+            << reference[o][e] << " recorded";
     }
     if (!cpuCompiles) continue;  // a process without the compiler (scripts/gpu-check.sh ships none)
     JitScope sync(JitMode::Sync, 1);
