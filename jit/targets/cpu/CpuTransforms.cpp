@@ -495,15 +495,16 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
   if (x != cArg || !(e.relu || e.bias || e.residual || e.scale || e.roundToBf16) ||
       body.getOperations().size() != expectedOps)
     return std::nullopt;
-  // c is a temporary read by nothing else (the fused call never writes it:
-  // a kernel output, a function argument, would keep whatever its bytes
-  // held; the fuzzer's seed 5194 returned matmul(a, b) and relu of it, and
-  // the product came back as garbage), and the GEMM may write out while it
-  // reads A, B and the bias: disjoint bytes (distinct buffers, or distinct
-  // ranges of the scratch), none shared with another argument. The residual
-  // may share the output's bytes (a dead temporary's range reused, a donated
-  // input): the runtime then reads it from a copy.
-  if (!isa_and_nonnull<memref::AllocOp, memref::ViewOp>(c.getDefiningOp()))
+  // c is read by nothing else, and is a temporary or the consumer's own
+  // output (computed in place): the fused call writes only the output, so a
+  // kernel output (a function argument) that is not also the consumer's
+  // would keep whatever its bytes held (the fuzzer's seed 5194 returned
+  // matmul(a, b) and relu of it: the product came back as garbage). The GEMM
+  // may write out while it reads A, B and the bias: disjoint bytes (distinct
+  // buffers, or distinct ranges of the scratch), none shared with another
+  // argument. The residual may share the output's bytes (a dead temporary's
+  // range reused, a donated input): the runtime then reads it from a copy.
+  if (!isa_and_nonnull<memref::AllocOp, memref::ViewOp>(c.getDefiningOp()) && e.out != cRead)
     return std::nullopt;
   for (Operation *user : c.getUsers())
     if (user != matmul.getOperation() && user != g.getOperation() && user != fill.getOperation() &&
