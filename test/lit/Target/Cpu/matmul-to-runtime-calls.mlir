@@ -209,6 +209,29 @@ func.func @product_is_an_output(%a: memref<4x8xf32>, %b: memref<8x2xf32>, %c: me
 
 // -----
 
+// Fused: the product is a kernel output that the consumer overwrites in
+// place (its ReLU is the value the caller reads).
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @product_relu_in_place
+// CHECK-NOT: linalg
+// CHECK: call @kiln_rt_matmul_epilogue_f32
+// CHECK-NOT: linalg
+func.func @product_relu_in_place(%a: memref<4x8xf32>, %b: memref<8x2xf32>, %c: memref<4x2xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x2xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%c : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x2xf32>) outs(%c : memref<4x2xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %neg = arith.cmpf olt, %x, %zero : f32
+    %r = arith.select %neg, %zero, %x : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
 // bf16 operands whose f32 product is only rounded to bf16 (the kiln
 // lowering's rounding: to nearest even in integers, NaN made quiet), alone
 // (flags 4) or after a bias add and ReLU (flags 7): the bf16 epilogue GEMM
