@@ -573,6 +573,30 @@ TEST(Tiering, AResidualAddAfterAMatmulRunsInTheGemmsTileStore) {
   EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_f32"), 0);
 }
 
+TEST(Tiering, ADonatedInputReadAsTheGemmsAAndResidualIsNotOverwritten) {
+  // x = relu(x @ w + x), x's old buffer given to the new x (buffer
+  // donation): x is both A and the residual, so fusing the add into the
+  // GEMM's tile store would write early tiles over A while later tiles read
+  // it (found by review: 2.4 from the interpreter after 6 steps).
+  DumpDirectory dir("kiln-dump-donated-a-test");
+  Tensor w = rand({256, 256}, 91, DType::f32, -0.05, 0.05);
+  auto run = [&] {
+    Tensor x = rand({256, 256}, 92, DType::f32, -1, 1);
+    kiln::sync();
+    for (int i = 0; i < 4; ++i) {
+      Tensor y = relu(matmul(x, w) + x);
+      x = y;
+      kiln::sync();
+    }
+    return x.to_vector<float>();
+  };
+  const uint64_t donatedBefore = kiln::stats().donated_buffers;
+  const auto [reference, compiled, compiledRuns] = interpretedThenCompiled(run, dir);
+  EXPECT_GT(kiln::stats().donated_buffers, donatedBefore) << "y did not take x's buffer";
+  EXPECT_GT(compiledRuns, 0u);
+  expectSameBits(compiled, reference);
+}
+
 TEST(Tiering, AScaledMatmulRunsInTheGemmsTileStore) {
   // relu(x @ w * 0.3 + b): the scale, then the bias and the ReLU, in the
   // tile store (one call of the epilogue GEMM), the interpreter's bits (the
