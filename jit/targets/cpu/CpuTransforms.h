@@ -52,8 +52,9 @@ bool isRuntimeMatmulOperands(mlir::linalg::LinalgOp matmul);
 
 /// Rewrites linalg.matmul / linalg.batch_matmul on memrefs of f32 (or bf16
 /// operands into f32) into calls of the runtime's packed GEMMs,
-/// kiln_rt_matmul_f32 (kiln_rt_matmul_bf16); a 2-D matmul whose result
-/// only feeds its consumer (the next op with memory effects, on C or C's
+/// kiln_rt_matmul_f32 (kiln_rt_matmul_bf16); a 2-D matmul whose result is a
+/// temporary (or the consumer's own output) that only feeds its consumer
+/// (the next op with memory effects, on C or C's
 /// rows expanded), a constant scale, bias add, residual add and/or ReLU (for
 /// bf16 operands also a rounding to bf16, alone or after them), becomes one
 /// call of kiln_rt_matmul_epilogue_f32 (kiln_rt_matmul_epilogue_bf16) into

@@ -171,7 +171,8 @@ def KilnCpuMatmulToRuntimeCalls
     Rewrites `linalg.matmul` and `linalg.batch_matmul` on memrefs of f32 (or
     bf16 operands into f32) into calls of `kiln_rt_matmul_f32`
     (`kiln_rt_matmul_bf16`), declared once in the module; other element types
-    stay linalg ops (they become loops). A zero-filled f32 2-D result whose
+    stay linalg ops (they become loops). A zero-filled f32 2-D result that is
+    a temporary (or the consumer's own output, computed in place) and whose
     only reader is its consumer (the next op with memory effects, reading C
     or C's rows expanded to a higher rank), an elementwise constant scale,
     bias add, residual add (a matrix of C's shape) and/or ReLU into another
