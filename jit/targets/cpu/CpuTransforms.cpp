@@ -663,6 +663,34 @@ struct PaddedInput {
   SmallVector<Operation *> ops;  ///< the copy, subview, fill and alloc, to erase
 };
 
+/// Whether `from` precedes `to` in one block and no operation between them
+/// (nested ones included) may write a byte of `source`: each one's memory
+/// effects are known and none is a write to a memref that may overlap it
+/// (donated arguments counted as one buffer, MemoryExtent.h).
+bool sourceUnwrittenBetween(Value source, Operation *from, Operation *to) {
+  if (from->getBlock() != to->getBlock() || !from->isBeforeInBlock(to))
+    return false;
+  auto fn = to->getParentOfType<func::FuncOp>();
+  std::set<unsigned> sharedArgs;
+  if (fn)
+    if (auto shared = fn->getAttrOfType<DenseI64ArrayAttr>(kSharedArgsAttr))
+      for (int64_t a : shared.asArrayRef())
+        sharedArgs.insert(static_cast<unsigned>(a));
+  for (Operation *op = from->getNextNode(); op != to; op = op->getNextNode()) {
+    std::optional<SmallVector<MemoryEffects::EffectInstance>> effects = getEffectsRecursively(op);
+    if (!effects)
+      return false;
+    for (const MemoryEffects::EffectInstance &e : *effects) {
+      if (!isa<MemoryEffects::Write>(e.getEffect()))
+        continue;
+      Value written = e.getValue();
+      if (!written || !isa<MemRefType>(written.getType()) || mayOverlap(written, source, fn, sharedArgs))
+        return false;
+    }
+  }
+  return true;
+}
+
 std::optional<PaddedInput> paddedInput(Value x, Operation *conv) {
   auto alloc = x.getDefiningOp<memref::AllocOp>();
   if (!alloc)
@@ -693,6 +721,10 @@ std::optional<PaddedInput> paddedInput(Value x, Operation *conv) {
     return std::nullopt;
   auto copy = dyn_cast<memref::CopyOp>(*sub->getUsers().begin());
   if (!copy || copy.getTarget() != sub.getResult() || !sub.hasUnitStride())
+    return std::nullopt;
+  // The call reads the source where the convolution stood, not where the
+  // copy did: only sound if nothing in between may write the source.
+  if (!sourceUnwrittenBetween(copy.getSource(), copy, conv))
     return std::nullopt;
   // Padding only on the two spatial axes (the last two of five).
   ArrayRef<int64_t> offsets = sub.getStaticOffsets(), sizes = sub.getStaticSizes();
@@ -777,13 +809,18 @@ LogicalResult convToRuntimeCalls(ModuleOp module) {
     auto decl = func::FuncOp::create(b, module.getLoc(), kConvFn, FunctionType::get(ctx, args, {}));
     decl.setPrivate();
   }
-  for (linalg::Conv2DNgchwGfchwOp op : convs) {
+  // The runtime pads while it unfolds: each convolution reads its unpadded
+  // input directly. Found before any rewrite: a call has no memory effects
+  // to check, so another convolution's call between a copy and its
+  // convolution would keep the copy.
+  SmallVector<std::optional<PaddedInput>> paddings;
+  for (linalg::Conv2DNgchwGfchwOp op : convs)
+    paddings.push_back(paddedInput(op.getDpsInputs()[0], op));
+  for (auto [op, padded] : llvm::zip_equal(convs, paddings)) {
     OpBuilder b(op);
     Location loc = op.getLoc();
     Value x = op.getDpsInputs()[0], w = op.getDpsInputs()[1], out = op.getDpsInits()[0];
     linalg::FillOp fill = zeroFilledOutput(op, out);
-    // The runtime pads while it unfolds: read the unpadded input directly.
-    std::optional<PaddedInput> padded = paddedInput(x, op);
     if (padded)
       x = padded->source;
     auto i64 = b.getI64Type();
