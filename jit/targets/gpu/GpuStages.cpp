@@ -1,6 +1,7 @@
 //===- GpuStages.cpp - The GPU pipelines' front-half stages --------------===//
 
 #include "jit/targets/gpu/GpuStages.h"
+#include "jit/targets/cpu/MemoryExtent.h"
 
 #include <functional>
 #include <optional>
@@ -736,6 +737,30 @@ void splatGlobalsToFills(mlir::ModuleOp module, mlir::func::FuncOp kernel) {
 }
 
 
+namespace {
+
+/// Whether `op` (with what it nests) may write a byte that `memref` views:
+/// an effect without a value, or on a memref whose bytes are not provably
+/// disjoint from it (distinct arguments, distinct allocations, distinct
+/// ranges of the scratch buffer; GPU kernels take no donated buffers),
+/// counts as writing it.
+bool mayWrite(mlir::Operation *op, mlir::Value memref) {
+  std::optional<llvm::SmallVector<mlir::MemoryEffects::EffectInstance>> effects = mlir::getEffectsRecursively(op);
+  if (!effects)
+    return true;
+  const cpu::Extent read = cpu::extentOf(memref);
+  for (const mlir::MemoryEffects::EffectInstance &e : *effects) {
+    if (!llvm::isa<mlir::MemoryEffects::Write>(e.getEffect()))
+      continue;
+    mlir::Value written = e.getValue();
+    if (!written || !llvm::isa<mlir::MemRefType>(written.getType()) || !cpu::disjoint(cpu::extentOf(written), read))
+      return true;
+  }
+  return false;
+}
+
+} // namespace
+
 /// Views, reshapes and index arithmetic move into the kernels that use them,
 /// so a launch passes its base buffers (identity layouts, as bare pointers);
 /// views into the scratch buffer only with `sinkScratchViews`.
@@ -749,14 +774,34 @@ void sinkIntoLaunches(mlir::func::FuncOp kernel, bool sinkScratchViews) {
     // A scalar an earlier kernel wrote (a full reduction: a loss, a norm)
     // is read, and computed with, inside the kernels that use it: the host
     // cannot read device memory, and the stream orders the read after the
-    // write. Reading later reads the same value: no later kernel writes the
-    // buffer (temporaries do not share scratch, each output is written by
-    // its own kernels, and GPU kernels take no donated buffers).
+    // write. Reading later must read the same value: checked by
+    // loadStillValidAt for each launch (nothing from the load to the launch,
+    // the launch itself included, may write the buffer).
     if (llvm::isa<mlir::memref::LoadOp>(op))
       return true;
     const llvm::StringRef dialect = op->getDialect() ? op->getDialect()->getNamespace() : "";
     return (dialect == "arith" || dialect == "math") && op->getNumRegions() == 0 &&
            llvm::all_of(op->getResultTypes(), [](mlir::Type t) { return t.isIntOrIndexOrFloat(); });
+  };
+  // A load moved into `launch` reads what the host would have read: both
+  // in one block, nothing between them writes its buffer, and neither does
+  // the launch, unless it is one thread (serial work: its copy of the load
+  // comes first, before its own stores; an accumulation reads and writes
+  // one slot so). Otherwise the load stays on the host, where lowering
+  // rejects it (the host cannot read device memory) rather than computing
+  // with a later value.
+  auto oneThread = [](mlir::gpu::LaunchOp launch) {
+    mlir::gpu::KernelDim3 grid = launch.getGridSizeOperandValues(), block = launch.getBlockSizeOperandValues();
+    return llvm::all_of(llvm::ArrayRef<mlir::Value>{grid.x, grid.y, grid.z, block.x, block.y, block.z},
+                        [](mlir::Value v) { return mlir::isConstantIntValue(v, 1); });
+  };
+  auto loadStillValidAt = [&](mlir::memref::LoadOp load, mlir::gpu::LaunchOp launch) {
+    if (load->getBlock() != launch->getBlock() || !load->isBeforeInBlock(launch))
+      return false;
+    for (mlir::Operation *op = load->getNextNode(); op != launch.getOperation(); op = op->getNextNode())
+      if (mayWrite(op, load.getMemRef()))
+        return false;
+    return oneThread(launch) || !mayWrite(launch, load.getMemRef());
   };
   // (upstream's sinkOperationsIntoLaunchOp keeps an op whose operand is a
   // function argument the launch does not use already: a view of the scratch
@@ -771,6 +816,8 @@ void sinkIntoLaunches(mlir::func::FuncOp kernel, bool sinkScratchViews) {
       for (mlir::Value v : captured) {
         mlir::Operation *def = v.getDefiningOp();
         if (!def || def->getNumResults() != 1 || !sinkable(def))
+          continue;
+        if (auto load = llvm::dyn_cast<mlir::memref::LoadOp>(def); load && !loadStillValidAt(load, launch))
           continue;
         mlir::OpBuilder b = mlir::OpBuilder::atBlockBegin(&body.front());
         mlir::Operation *clone = b.clone(*def);
