@@ -9,7 +9,7 @@
 //    16.4-20.3 ms with, 16.5-19.8 ms without) nor the tests' results: the
 //    loops index memrefs with x86's base+index*scale addressing either way.
 //  - The machine scheduler (before register allocation) in functions that
-//    hold a latency-bound element loop (ParallelLoops.h: four vector
+//    hold a latency-bound element loop (ParallelLoops.h: four or eight vector
 //    iterations interleaved). It spreads the four copies' long chains of
 //    math over more live registers than the target has, and the spills cost
 //    more than its schedule gains on an out-of-order core: chain8 (2^24 f32,

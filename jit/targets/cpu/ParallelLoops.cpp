@@ -23,7 +23,8 @@ namespace {
 /// instructions more per copy). Bodies up to kFourCopiesMaxOps interleave
 /// four iterations: chain8 (about 40 float operations) ran 13 % faster with
 /// four than with two (AVX2, Zen 3: 20.7 against 24.5 ms on one thread,
-/// 11.4 against 13.2 ms on two), and eight spilled (27 ms on one thread).
+/// 11.4 against 13.2 ms on two), and eight spilled (27 ms on one thread);
+/// with AVX-512's 32 registers eight ran fastest (kLatencyBoundCopiesWide).
 /// Larger bodies keep two, which they were measured with.
 constexpr int64_t kLatencyBoundOps = 32;
 constexpr int64_t kLatencyBoundMaxOps = 200;
@@ -115,15 +116,19 @@ int64_t straightLineFloatOps(Block &body) {
 /// Interleaving vector iterations gives the core independent work
 /// (chain8: 66 -> 44 cycles per 16 floats with two; see kFourCopiesMaxOps).
 /// Loops that carry a value keep LLVM's choice, which keeps their float sums
-/// in order. Returns how many vector iterations LLVM should interleave in
-/// `loop`; 0 for its own choice.
-int64_t latencyBoundInterleave(scf::ForOp loop) {
+/// in order. With 512-bit vectors (`f32Lanes` 16: 32 vector registers)
+/// short bodies interleave eight iterations (kLatencyBoundCopiesWide).
+/// Returns how many vector iterations LLVM should interleave in `loop`; 0
+/// for its own choice.
+int64_t latencyBoundInterleave(scf::ForOp loop, unsigned f32Lanes) {
   if (loop.getNumRegionIterArgs() != 0)
     return 0;
   const int64_t arithmetic = straightLineFloatOps(*loop.getBody());
   if (arithmetic < kLatencyBoundOps || arithmetic > kLatencyBoundMaxOps)
     return 0;
-  return arithmetic <= kFourCopiesMaxOps ? kLatencyBoundCopies : 2;
+  if (arithmetic > kFourCopiesMaxOps)
+    return 2;
+  return f32Lanes >= 16 ? kLatencyBoundCopiesWide : kLatencyBoundCopies;
 }
 
 /// Rewrites an innermost scf.parallel without reductions (the element loop
@@ -163,7 +168,7 @@ int markParallelLoops(Operation *root, unsigned f32Lanes) {
     if (loop->hasAttr(kLoopAnnotation))
       return;
     const bool parallel = iterationsIndependent(loop);
-    const int64_t interleave = latencyBoundInterleave(loop);
+    const int64_t interleave = latencyBoundInterleave(loop, f32Lanes);
     if (!parallel && interleave == 0)
       return;
     MLIRContext *ctx = loop.getContext();

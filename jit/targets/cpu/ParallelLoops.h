@@ -33,8 +33,8 @@ namespace kiln::jit::cpu {
 /// width; LLVM would size the vectors by the f64 sum, halving the f32 work's
 /// width: softmax and layer_norm rows). An innermost loop without
 /// loop-carried values whose body is one long chain of float operations
-/// also asks LLVM to interleave four vector iterations, or two for a body of
-/// more than 64 of them (an scf.parallel of
+/// also asks LLVM to interleave four vector iterations (eight with
+/// `f32Lanes` 16), or two for a body of more than 64 of them (an scf.parallel of
 /// that kind is first rewritten as the scf.for nest scf-to-cf would make).
 /// Returns the number of loops marked parallel.
 int markParallelLoops(mlir::Operation *root, unsigned f32Lanes = 0);
@@ -45,9 +45,16 @@ int markParallelLoops(mlir::Operation *root, unsigned f32Lanes = 0);
 inline constexpr const char *kLoopAnnotation = "llvm.loop_annotation";
 
 /// The interleave count markParallelLoops gives the shortest latency-bound
-/// bodies (the most copies it asks for); codegen treats the functions that
-/// hold such a loop apart (CodegenGate.h).
+/// bodies; codegen treats the functions that hold such a loop apart
+/// (CodegenGate.h).
 inline constexpr int64_t kLatencyBoundCopies = 4;
+
+/// ... and with 512-bit vectors (32 registers; f32-lanes 16): chain8
+/// (2^24 f32, 2 threads, AVX-512 Zen 4) ran in 5.85-5.99 ms with eight
+/// copies against 6.31-6.48 with four (4 alternating runs of 3 repetitions
+/// each: 0.99-1.02 of Eigen instead of 0.92-0.94), 7.1-7.4 with two or
+/// three, 7.2 with six. Eight spilled on AVX2 (16 registers).
+inline constexpr int64_t kLatencyBoundCopiesWide = 8;
 
 /// After the lowering to the LLVM dialect: moves each branch's
 /// `llvm.loop_annotation` (where scf-to-cf leaves a loop's annotation) into

@@ -629,7 +629,8 @@ def KilnCpuMarkParallelLoops : Pass<"kiln-cpu-mark-parallel-loops"> {
     asks for that vector width, which LLVM would otherwise size by the f64
     sum. An element loop whose body is one long dependence chain (32 to
     200 float operations, no loop-carried value) also asks LLVM to
-    interleave four vector iterations (two above 64 operations). An innermost scf.parallel without
+    interleave four vector iterations (eight with `f32-lanes` 16, two above
+    64 operations). An innermost scf.parallel without
     reductions (the element loop of an outlined parallel body) first
     becomes the scf.for nest that convert-scf-to-cf would make of it, so
     that it can be annotated (scf-to-cf drops a parallel loop's

@@ -116,6 +116,8 @@ func.func @exp_and_sum(%x: memref<8xf32>, %e: memref<8xf32>) -> f64 {
 // CHECK: #[[G:.*]] = #llvm.access_group<id = distinct[0]<>>
 // CHECK: #[[G1:.*]] = #llvm.access_group<id = distinct[1]<>>
 // CHECK: #[[I4:.*]] = #llvm.loop_interleave<count = 4 : i32>
+// With 512-bit vectors (32 registers), eight.
+// LANES: #llvm.loop_interleave<count = 8 : i32>
 // CHECK: #[[L:.*]] = #llvm.loop_annotation<interleave = #[[I4]], parallelAccesses = #[[G]]>
 // CHECK: #[[L1:.*]] = #llvm.loop_annotation<parallelAccesses = #[[G1]]>
 // CHECK-LABEL: func.func @latency_bound
