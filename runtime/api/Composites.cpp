@@ -138,6 +138,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
                               targets.shape().str());
   if (!is_integral(targets.dtype()))
     fail("cross_entropy", "targets must hold integer class ids, got " + std::string(dtype_name(targets.dtype())));
+  // Materialized targets are checked here, so that the error names this
+  // call (gather would name itself); pending ones when the trace runs.
+  if (targets.is_materialized()) {
+    const int64_t classes = logits.shape()[1];
+    for (int64_t t : targets.to_vector<int64_t>())
+      if (t < 0 || t >= classes)
+        fail("cross_entropy", "target class id " + std::to_string(t) + " is out of range for logits " +
+                                  logits.shape().str() + " (" + std::to_string(classes) + " classes: valid ids 0 to " +
+                                  std::to_string(classes - 1) + ")");
+  }
   Tensor lp = log_softmax(logits, 1);
   Tensor picked = gather(lp, 1, unsqueeze(targets, 1));
   return neg(mean(picked));

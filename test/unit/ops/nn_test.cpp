@@ -197,6 +197,11 @@ TEST(OpsNN, BadInputThrowsAndKeepsEarlierTensors) {
   expectKilnError([&] { return kiln::cross_entropy(x, tg); }, "cross_entropy");
   expectKilnError([&] { return kiln::cross_entropy(x, kiln::zeros({2}, DType::f32)); }, "cross_entropy");
   expectKilnError([&] { return kiln::cross_entropy(kiln::ones({6}), tg); }, "cross_entropy");
+  // A class id past the logits' classes: named at this call (not gather).
+  Tensor logits = kiln::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2});
+  expectKilnError([&] { return kiln::cross_entropy(logits, tg); }, "cross_entropy");
+  expectKilnError([&] { return kiln::cross_entropy(logits, kiln::from_vector(std::vector<int64_t>{0, -1, 1}, {3})); },
+                  "cross_entropy");
   Ref xr({2, 3}, {1, 2, 3, 4, 5, 6});
   EXPECT_TRUE(near(pending, softmaxRef(xr, 1, false), compositeTolFor(DType::f32)));
   EXPECT_TRUE(near(kiln::log_softmax(x, 0), softmaxRef(xr, 0, true), compositeTolFor(DType::f32)));
