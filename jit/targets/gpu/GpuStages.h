@@ -76,7 +76,10 @@ void launchSerialWork(mlir::func::FuncOp kernel);
 
 /// Views, reshapes and index arithmetic move into the kernels that use them,
 /// so a launch passes its base buffers (identity layouts, as bare pointers);
-/// views into the scratch buffer only with `sinkScratchViews`.
+/// views into the scratch buffer only with `sinkScratchViews`. Scalar loads
+/// move where they still read the same value (no write of their bytes in
+/// between, nor in the launch unless it is one thread); others stay on the
+/// host, which the launch program then refuses.
 void sinkIntoLaunches(mlir::func::FuncOp kernel, bool sinkScratchViews);
 
 /// Moves every kernel into the first gpu.module (one PTX module for the whole

@@ -111,8 +111,10 @@ def KilnGpuSinkIntoLaunches : Pass<"kiln-gpu-sink-into-launches", "::mlir::func:
   let description = [{
     So that each launch passes base buffers (bare pointers) and integers.
     Views of the scratch buffer move only with `sink-scratch-views`
-    (NVPTX; SPIR-V passes them as arguments of their own type). See
-    `sinkIntoLaunches`.
+    (NVPTX; SPIR-V passes them as arguments of their own type). A scalar
+    load (a value an earlier launch wrote) moves too, where it reads the
+    same value in the launch: nothing between them may write its bytes, nor
+    the launch itself unless it is one thread. See `sinkIntoLaunches`.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect"];
   let options = [
