@@ -19,9 +19,11 @@ namespace {
 
 constexpr unsigned kNoArgument = ~0u;
 
-/// Which kernel arguments one top-level op reads and writes (through any view).
+/// Which kernel arguments one top-level op reads and writes (through any
+/// view), and which its payload reads itself (a gather or index_select
+/// fused into a linalg op loads its source at computed elements).
 struct Access {
-  llvm::SmallBitVector reads, writes;
+  llvm::SmallBitVector reads, writes, payloadReads;
 };
 
 } // namespace
@@ -57,10 +59,11 @@ std::vector<std::pair<uint32_t, uint32_t>> findDonations(func::FuncOp kernel, un
           argOf[result] = a;
       continue;
     }
-    Access a{llvm::SmallBitVector(numArgs), llvm::SmallBitVector(numArgs)};
-    // Linalg payloads never touch memory; any other op with regions, or with
-    // effects we cannot attribute to a value, counts as reading and writing
-    // every argument it can reach.
+    Access a{llvm::SmallBitVector(numArgs), llvm::SmallBitVector(numArgs), llvm::SmallBitVector(numArgs)};
+    // A linalg op's own effects are its operands'; what its payload reads
+    // (tensor.extract became memref.load) is found below. Any other op with
+    // regions, or with effects we cannot attribute to a value, counts as
+    // reading and writing every argument it can reach.
     std::optional<SmallVector<MemoryEffects::EffectInstance>> effects;
     if (op.getNumRegions() == 0 || isa<linalg::LinalgOp>(op))
       effects = getEffectsRecursively(&op);
@@ -89,6 +92,19 @@ std::vector<std::pair<uint32_t, uint32_t>> findDonations(func::FuncOp kernel, un
             a.writes.set(arg);
           }
       });
+    } else if (isa<linalg::LinalgOp>(op)) {
+      // Payload operations that use an argument's memory (a load of a
+      // gathered element): reads, and writes unless they are pure reads.
+      for (Region &region : op.getRegions())
+        region.walk([&](Operation *inner) {
+          for (Value v : inner->getOperands())
+            if (unsigned arg = rootArg(v); arg != kNoArgument) {
+              a.reads.set(arg);
+              a.payloadReads.set(arg);
+              if (!isa<memref::LoadOp>(inner))
+                a.writes.set(arg);
+            }
+        });
     }
     ops.push_back(&op);
     access.push_back(std::move(a));
@@ -126,7 +142,11 @@ std::vector<std::pair<uint32_t, uint32_t>> findDonations(func::FuncOp kernel, un
     auto donatable = [&](unsigned in) {
       if (in >= numInputs || taken.test(in) || body.getArgument(in).getType() != body.getArgument(out).getType())
         return false;
-      // The writer reads the input only element-for-element with what it writes...
+      // The writer reads the input only element-for-element with what it
+      // writes (not in its payload: x + index_select(x, 1, perm) read
+      // elements it had already overwritten)...
+      if (access[writer].payloadReads.test(in))
+        return false;
       for (OpOperand &operand : linalgOp->getOpOperands())
         if (rootArg(operand.get()) == in &&
             (operand.get() != body.getArgument(in) || !linalgOp.isDpsInput(&operand) ||

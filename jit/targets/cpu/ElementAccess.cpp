@@ -2,7 +2,6 @@
 
 #include "jit/targets/cpu/ElementAccess.h"
 
-#include "jit/targets/cpu/MemoryExtent.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -22,10 +21,6 @@ bool elementAccesses(Block &body, SmallVector<ElementAccess> &out) {
       return false;
   }
   return true;
-}
-
-bool mayConflict(const ElementAccess &x, const ElementAccess &y) {
-  return (x.write || y.write) && !disjoint(extentOf(x.memref), extentOf(y.memref));
 }
 
 std::optional<CanonicalAccess> canonical(const ElementAccess &x) {

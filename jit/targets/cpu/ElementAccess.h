@@ -30,10 +30,6 @@ struct ElementAccess {
 /// holds a nested region or another op with memory effects.
 bool elementAccesses(mlir::Block &body, llvm::SmallVector<ElementAccess> &out);
 
-/// One of the two writes and their buffers' bytes may overlap (distinct
-/// function arguments count as distinct buffers: see MemoryExtent.h).
-bool mayConflict(const ElementAccess &x, const ElementAccess &y);
-
 /// An access in a form that views of the same bytes share: the buffer it
 /// views (through views at constant offsets and reshapes), the byte offset,
 /// the element type, and the shape and indices without unit dimensions

@@ -265,9 +265,10 @@ struct LocalizeRowScratch : impl::KilnCpuLocalizeRowScratchBase<LocalizeRowScrat
 };
 
 struct FuseLoopsInRows : impl::KilnCpuFuseLoopsInRowsBase<FuseLoopsInRows> {
+  using Base::Base;
   void runOnOperation() override {
     if (!getOperation().isExternal())
-      fuseLoopsInRows(getOperation());
+      fuseLoopsInRows(getOperation(), sharedArgsOf(getOperation(), sharedArgs));
   }
 };
 

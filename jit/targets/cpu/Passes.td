@@ -432,7 +432,9 @@ def KilnCpuFuseLoopsInRows
     uses no result of the first and every conflicting pair of accesses is to
     the same element in the same iteration (exp then sum of a softmax row;
     centre then sum of squares of a layer_norm row): one pass over the row
-    instead of two. See `fuseLoopsInRows` (RowFusion.h).
+    instead of two. Arguments listed in `shared-args` or in the function's
+    `kiln.shared_args` (donated pairs) may be one buffer: their accesses
+    conflict too. See `fuseLoopsInRows` (RowFusion.h).
 
     Example:
 
@@ -442,6 +444,10 @@ def KilnCpuFuseLoopsInRows
     // becomes one scf.for storing and summing
     ```
   }];
+  let options = [
+    ListOption<"sharedArgs", "shared-args", "unsigned",
+               "Kernel arguments that the runtime may pass one buffer for">,
+  ];
 }
 
 def KilnCpuRowBuffersIntoOutputs

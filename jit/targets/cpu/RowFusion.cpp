@@ -114,12 +114,19 @@ bool candidate(Operation &op) {
 }
 
 /// Iteration j of `a` and iteration j of `b` touch the same element, and
-/// different iterations touch different ones: the same memref, each index
-/// either the loops' variable in both or one value from outside both.
-bool sameElementAtSameIteration(const ElementAccess &x, scf::ForOp a, const ElementAccess &y, scf::ForOp b) {
+/// different iterations touch different ones: the same memref (or two
+/// shared arguments of one type, which are one buffer when they alias at
+/// all), each index either the loops' variable in both or one value from
+/// outside both.
+bool sameElementAtSameIteration(const ElementAccess &x, scf::ForOp a, const ElementAccess &y, scf::ForOp b,
+                                func::FuncOp kernel, const std::set<unsigned> &shared) {
   std::optional<CanonicalAccess> cx = canonical(x), cy = canonical(y);
-  if (!cx || !cy || cx->root != cy->root || cx->offset != cy->offset || cx->element != cy->element ||
-      cx->shape != cy->shape)
+  if (!cx || !cy)
+    return false;
+  const bool sameRoot = cx->root == cy->root || (isSharedArg(cx->root, kernel, shared) &&
+                                                 isSharedArg(cy->root, kernel, shared) &&
+                                                 mayShareOneBuffer(cx->root, cy->root));
+  if (!sameRoot || cx->offset != cy->offset || cx->element != cy->element || cx->shape != cy->shape)
     return false;
   bool usesIv = false;
   for (auto [i, j] : llvm::zip(cx->indices, cy->indices)) {
@@ -141,8 +148,14 @@ bool sameBounds(scf::ForOp a, scf::ForOp b) {
 }
 
 /// Whether `b` can run in the iterations of `a` (after `a`'s body), the ops
-/// `between` them moving before `a`.
-bool fusibleInner(scf::ForOp a, scf::ForOp b, ArrayRef<Operation *> between) {
+/// `between` them moving before `a`. Accesses conflict as mayOverlap says:
+/// donated pairs (`shared`) are one buffer (a reader of x[i, perm[j]] fused
+/// with the writer of y[i, j] in x's buffer read overwritten elements).
+bool fusibleInner(scf::ForOp a, scf::ForOp b, ArrayRef<Operation *> between, func::FuncOp kernel,
+                  const std::set<unsigned> &shared) {
+  auto conflict = [&](const ElementAccess &x, const ElementAccess &y) {
+    return (x.write || y.write) && mayOverlap(x.memref, y.memref, kernel, shared);
+  };
   if (!sameBounds(a, b))
     return false;
   SmallVector<ElementAccess> xa, xb;
@@ -172,12 +185,12 @@ bool fusibleInner(scf::ForOp a, scf::ForOp b, ArrayRef<Operation *> between) {
       return false;
     for (const ElementAccess &e : one)
       for (const ElementAccess &x : xa)
-        if (mayConflict(e, x))
+        if (conflict(e, x))
           return false;
   }
   for (const ElementAccess &x : xa)
     for (const ElementAccess &y : xb)
-      if (mayConflict(x, y) && !sameElementAtSameIteration(x, a, y, b))
+      if (conflict(x, y) && !sameElementAtSameIteration(x, a, y, b, kernel, shared))
         return false;
   return true;
 }
@@ -215,7 +228,7 @@ scf::ForOp mergeInner(scf::ForOp a, scf::ForOp b) {
 
 } // namespace
 
-int fuseLoopsInRows(func::FuncOp kernel) {
+int fuseLoopsInRows(func::FuncOp kernel, const std::set<unsigned> &sharedArgs) {
   int merged = 0;
   SmallVector<scf::ParallelOp> rows;
   kernel.walk([&](scf::ParallelOp p) {
@@ -236,7 +249,7 @@ int fuseLoopsInRows(func::FuncOp kernel) {
           next = next->getNextNode();
         }
         auto second = dyn_cast_or_null<scf::ForOp>(next);
-        if (!second || !fusibleInner(first, second, between))
+        if (!second || !fusibleInner(first, second, between, kernel, sharedArgs))
           break;
         for (Operation *op : between)
           op->moveBefore(first);

@@ -36,8 +36,11 @@ int fuseRowLoops(mlir::func::FuncOp kernel, const std::set<unsigned> &sharedArgs
 /// the same iteration; ops between them without effects on the first
 /// loop's memory move before it. A softmax row then takes three passes
 /// (max; exp, store and sum; scale), a layer_norm row three (sum; centre,
-/// store and sum of squares; scale). Returns the number of loops merged away.
-int fuseLoopsInRows(mlir::func::FuncOp kernel);
+/// store and sum of squares; scale). Arguments in `sharedArgs` (donated
+/// buffer pairs) may be one buffer: a read of one and a write of the other
+/// conflict unless they are the same element in the same iteration. Returns
+/// the number of loops merged away.
+int fuseLoopsInRows(mlir::func::FuncOp kernel, const std::set<unsigned> &sharedArgs);
 
 } // namespace kiln::jit::cpu
 

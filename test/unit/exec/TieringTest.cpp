@@ -597,6 +597,60 @@ TEST(Tiering, ADonatedInputReadAsTheGemmsAAndResidualIsNotOverwritten) {
   expectSameBits(compiled, reference);
 }
 
+TEST(Tiering, ADonatedInputGatheredByItsWriterIsNotOverwrittenFirst) {
+  // x = x + index_select(x, 1, reversed): the gather fuses into the add,
+  // whose payload then loads x at other elements than it writes. Given x's
+  // buffer (donation), the add overwrote elements its later iterations
+  // still gathered (found by review: sums 4438.9 against 1981.4).
+  DumpDirectory dir("kiln-dump-donated-gather-test");
+  std::vector<int64_t> reversed(64);
+  for (int j = 0; j < 64; ++j) reversed[j] = 63 - j;
+  Tensor perm = from_vector(reversed, {64});
+  auto run = [&] {
+    Tensor x = rand({32, 64}, 95, DType::f32, -1, 1);
+    kiln::sync();
+    for (int i = 0; i < 4; ++i) {
+      Tensor y = x + index_select(x, 1, perm);
+      x = y;
+      kiln::sync();
+    }
+    return x.to_vector<float>();
+  };
+  const auto [reference, compiled, compiledRuns] = interpretedThenCompiled(run, dir);
+  EXPECT_GT(compiledRuns, 0u);
+  expectSameBits(compiled, reference);
+}
+
+TEST(Tiering, RowLoopsOverADonatedPairMergeOnlyAtTheSameElement) {
+  // z = index_select(x, 1, reversed) and y = -x in one kernel, x's buffer
+  // given to y: the row's two inner loops (read x reversed; write y) are one
+  // buffer's, and merged, iteration j wrote y[i, j] = x[i, j] before
+  // iteration 63 - j read it (found by review: half of z negated).
+  DumpDirectory dir("kiln-dump-donated-rows-test");
+  std::vector<int64_t> reversed(64);
+  for (int j = 0; j < 64; ++j) reversed[j] = 63 - j;
+  Tensor perm = from_vector(reversed, {64});
+  auto run = [&] {
+    Tensor x = rand({32, 64}, 96, DType::f32, -1, 1);
+    kiln::sync();
+    std::vector<float> out;
+    for (int i = 0; i < 4; ++i) {
+      Tensor z = index_select(x, 1, perm);
+      Tensor y = -x;
+      x = y;
+      kiln::sync();
+      const std::vector<float> zs = z.to_vector<float>();
+      out.insert(out.end(), zs.begin(), zs.end());
+    }
+    return out;
+  };
+  const uint64_t donatedBefore = kiln::stats().donated_buffers;
+  const auto [reference, compiled, compiledRuns] = interpretedThenCompiled(run, dir);
+  EXPECT_GT(kiln::stats().donated_buffers, donatedBefore) << "y did not take x's buffer";
+  EXPECT_GT(compiledRuns, 0u);
+  expectSameBits(compiled, reference);
+}
+
 TEST(Tiering, AScaledMatmulRunsInTheGemmsTileStore) {
   // relu(x @ w * 0.3 + b): the scale, then the bias and the ReLU, in the
   // tile store (one call of the epilogue GEMM), the interpreter's bits (the

@@ -81,3 +81,45 @@ func.func @with_sizes(%w: memref<4xf32>, %g: memref<4xf32>, %out: memref<4xf32>,
   }
   return
 }
+
+// -----
+
+// out = w + w[3 - i], the reversed read a load in the payload (a gather
+// fused into the add): computed in place, element 3 would read element 0
+// already overwritten. No pair.
+#id = affine_map<(d0) -> (d0)>
+// CHECK-LABEL: func.func @payload_reads_the_input
+// CHECK-SAME: kiln.donations = [], kiln.shared_args = array<i64>
+func.func @payload_reads_the_input(%w: memref<4xf32>, %g: memref<4xf32>, %out: memref<4xf32>) {
+  %c3 = arith.constant 3 : index
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%w : memref<4xf32>) outs(%out : memref<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %i = linalg.index 0 : index
+    %j = arith.subi %c3, %i : index
+    %r = memref.load %w[%j] : memref<4xf32>
+    %d = arith.addf %a, %r : f32
+    linalg.yield %d : f32
+  }
+  return
+}
+
+// -----
+
+// The payload loads g (another input): w may still be given to the output.
+#id = affine_map<(d0) -> (d0)>
+// CHECK-LABEL: func.func @payload_reads_another_input
+// CHECK-SAME: kiln.donations = [array<i64: 0, 0>]
+func.func @payload_reads_another_input(%w: memref<4xf32>, %g: memref<4xf32>, %out: memref<4xf32>) {
+  %c3 = arith.constant 3 : index
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%w : memref<4xf32>) outs(%out : memref<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %i = linalg.index 0 : index
+    %j = arith.subi %c3, %i : index
+    %r = memref.load %g[%j] : memref<4xf32>
+    %d = arith.addf %a, %r : f32
+    linalg.yield %d : f32
+  }
+  return
+}

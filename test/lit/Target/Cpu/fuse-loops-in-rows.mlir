@@ -88,3 +88,68 @@ func.func @shifted(%x: memref<2x5xf32>, %out: memref<2x4xf32>) {
   }
   return
 }
+
+// -----
+
+// x (argument 0) is donated to y (argument 2, kiln.shared_args): one buffer
+// at run time. The first loop reads x reversed, the second writes y: merged,
+// iteration j would write element j before iteration 3 - j reads it. Both
+// loops stay.
+// CHECK-LABEL: func.func @donated_pair_read_reversed
+// CHECK: scf.parallel
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: scf.reduce
+func.func @donated_pair_read_reversed(%x: memref<2x4xf32>, %z: memref<2x4xf32>, %y: memref<2x4xf32>)
+    attributes {kiln.shared_args = array<i64: 0, 2>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c4 = arith.constant 4 : index
+  scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+    scf.for %j = %c0 to %c4 step %c1 {
+      %r = arith.subi %c3, %j : index
+      %v = memref.load %x[%i, %r] : memref<2x4xf32>
+      memref.store %v, %z[%i, %j] : memref<2x4xf32>
+    }
+    scf.for %j = %c0 to %c4 step %c1 {
+      %v = memref.load %x[%i, %j] : memref<2x4xf32>
+      %n = arith.negf %v : f32
+      memref.store %n, %y[%i, %j] : memref<2x4xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// The same pair read and written at the same element in the same
+// iteration (an in-place update): the loops merge.
+// CHECK-LABEL: func.func @donated_pair_same_element
+// CHECK: scf.parallel
+// CHECK: scf.for
+// CHECK-NOT: scf.for
+// CHECK: scf.reduce
+func.func @donated_pair_same_element(%x: memref<2x4xf32>, %z: memref<2x4xf32>, %y: memref<2x4xf32>)
+    attributes {kiln.shared_args = array<i64: 0, 2>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+    scf.for %j = %c0 to %c4 step %c1 {
+      %v = memref.load %x[%i, %j] : memref<2x4xf32>
+      %d = arith.addf %v, %v : f32
+      memref.store %d, %z[%i, %j] : memref<2x4xf32>
+    }
+    scf.for %j = %c0 to %c4 step %c1 {
+      %v = memref.load %x[%i, %j] : memref<2x4xf32>
+      %n = arith.negf %v : f32
+      memref.store %n, %y[%i, %j] : memref<2x4xf32>
+    }
+    scf.reduce
+  }
+  return
+}
