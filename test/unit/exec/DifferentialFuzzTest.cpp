@@ -59,6 +59,33 @@ class ProgramGenerator {
     return outs;
   }
 
+  /// Records one step of a loop that updates `state` in place: random ops
+  /// over the state and fresh inputs (with gathers, flips and transposes:
+  /// reads of the state at other elements than the update writes), some
+  /// values kept live in `keep`, then the new state, of the old one's shape,
+  /// whose last op reads the old state element for element. Once the
+  /// caller drops the old state, its buffer may be donated to the new one.
+  /// Generators with one seed record identical steps.
+  Tensor inPlaceStep(const Tensor& state, std::vector<Tensor>* keep) {
+    pool_.clear();
+    gathers_ = true;
+    pool_.push_back(state);
+    int ops = pick(1, 8);
+    for (int i = 0; i < ops; ++i) step();
+    for (size_t i = 1; i < pool_.size(); ++i)
+      if (pick(0, 3) == 0) keep->push_back(pool_[i]);
+    Tensor r = pool_.back();
+    // Broadcast into the state where it can, else through its mean.
+    Shape partner = r.shape();
+    bool broadcasts = partner.rank() <= state.rank() && r.dtype() == state.dtype();
+    for (int d = 1; broadcasts && d <= partner.rank(); ++d)
+      broadcasts = partner[partner.rank() - d] == 1 || partner[partner.rank() - d] == state.size(-d);
+    if (!broadcasts || r.numel() == 0) r = tanh(mean(cast(r, DType::f32)) * 0.25f);
+    Tensor next = pick(0, 1) ? state * 0.5f + r * 0.25f : r - state * 0.75f;
+    pool_.clear();  // holds the old state: it must die with the caller's
+    return next;
+  }
+
   /// Records one loop body: y = h @ w, random ops over y and fresh inputs,
   /// then a new h shaped like the old one. Some intermediate values are kept
   /// live in `keep`. Generators with one seed record identical bodies.
@@ -165,7 +192,17 @@ class ProgramGenerator {
         break;
       }
       case 6: {
-        if (x.rank() >= 2 && pick(0, 1)) {
+        if (gathers_ && x.rank() >= 1 && x.numel() > 0 && pick(0, 1)) {
+          // Reads at other elements: a random index_select or a flip.
+          const int a = pick(0, x.rank() - 1);
+          if (pick(0, 1)) {
+            std::vector<int64_t> index(static_cast<size_t>(x.size(a)));
+            for (int64_t& v : index) v = pick(0, static_cast<int>(x.size(a)) - 1);
+            y = index_select(x, a, from_vector(index, {x.size(a)}));
+          } else {
+            y = flip(x, {a}) * 0.5f;
+          }
+        } else if (x.rank() >= 2 && pick(0, 1)) {
           y = transpose(x) * 1.5f;  // a view consumed by compute
         } else if (x.rank() >= 1 && pick(0, 1)) {
           int a = pick(0, x.rank() - 1);
@@ -199,6 +236,7 @@ class ProgramGenerator {
   }
 
   std::mt19937_64 rng_;
+  bool gathers_ = false;  // index_select and flip among the ops (inPlaceStep)
   std::vector<Tensor> pool_;
   std::vector<Tensor> inputs_, replacements_;
   size_t nextInput_ = 0;
@@ -404,6 +442,72 @@ TEST(DifferentialFuzz, TraceTemplatesReplayRandomPrograms) {
   // Programs with zero-size tensors stay interpreted by design; most compile.
   if (cpuCompiles) {
     EXPECT_GE(compiledPrograms, iterations / 2) << compiledPrograms << " of " << iterations << " ran compiled";
+  }
+}
+
+/// A random step that updates its state in place, run 4 times: each step
+/// drops the old state, so a compiled step may compute the new one in its
+/// buffer (donation). Every pass that reorders, fuses or elides reads and
+/// writes must then treat the pair as one buffer: x + index_select(x, ...)
+/// and a row loop reading x reversed next to one writing y = -x were both
+/// miscompiled so (found by review, not by the other fuzz tests, whose
+/// inputs stay live).
+std::vector<std::vector<double>> runInPlace(uint64_t seed, std::vector<DType>* dtypes) {
+  dtypes->clear();
+  std::mt19937_64 rng(seed * 104729 + 3);
+  Shape shape;
+  const int rank = std::uniform_int_distribution<int>(1, 3)(rng);
+  for (int d = 0; d < rank; ++d) shape.push_back(std::uniform_int_distribution<int64_t>(1, 9)(rng));
+  std::vector<float> v(static_cast<size_t>(shape.numel()));
+  for (float& x : v) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+  Tensor state = from_vector(v, shape);
+  step();
+  std::vector<Tensor> keep;
+  std::vector<std::vector<double>> values;
+  for (int k = 0; k < 4; ++k) {
+    std::vector<Tensor> kept;
+    ProgramGenerator gen(seed);
+    state = gen.inPlaceStep(state, &kept);  // the old state is now dropped
+    step();
+    for (const Tensor& t : kept) {
+      values.push_back(t.to_vector<double>());
+      dtypes->push_back(t.dtype());
+    }
+  }
+  values.push_back(state.to_vector<double>());
+  dtypes->push_back(state.dtype());
+  return values;
+}
+
+TEST(DifferentialFuzz, InPlaceStepsDonateTheirState) {
+  int iterations = kDefaultIterations;
+  if (const char* env = std::getenv("KILN_FUZZ_ITERATIONS")) iterations = std::atoi(env);
+  uint64_t base = 7000;
+  if (const char* env = std::getenv("KILN_FUZZ_FIRST_SEED")) base = std::strtoull(env, nullptr, 10);
+  uint64_t donated = 0;
+  for (int i = 0; i < iterations && !HasFailure(); ++i) {
+    const uint64_t seed = base + static_cast<uint64_t>(i);
+    std::vector<std::vector<double>> reference, compiled;
+    std::vector<DType> refTypes, jitTypes;
+    {
+      DefaultDevice cpu(Device::cpu());
+      JitScope off(JitMode::Off);
+      reference = runInPlace(seed, &refTypes);
+    }
+    const uint64_t donatedBefore = stats().donated_buffers;
+    {
+      DefaultDevice device(deviceUnderTest());
+      JitScope sync(JitMode::Sync, 1);
+      compiled = runInPlace(seed, &jitTypes);
+    }
+    donated += stats().donated_buffers - donatedBefore;
+    ASSERT_EQ(refTypes, jitTypes) << "seed " << seed;
+    ASSERT_EQ(reference.size(), compiled.size()) << "seed " << seed;
+    if (deviceUnderTestComputesCompiledKernels()) expectOutputsAgree(reference, compiled, refTypes, seed);
+  }
+  // The test is about donation: most programs must have donated.
+  if (deviceUnderTestCompiles() && exec::loadCompiler() != nullptr && deviceUnderTest() == Device::cpu()) {
+    EXPECT_GE(donated, static_cast<uint64_t>(iterations)) << donated << " buffers donated in " << iterations << " programs";
   }
 }
 
