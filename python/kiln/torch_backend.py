@@ -696,7 +696,7 @@ class KilnGraph:
                 for i in captured.inputs:
                     t = passed[i]
                     inputs.append(_capsule_to_kiln(_to_capsule(t.detach() if t.requires_grad else t)))
-                results = [_capsule_to_torch(r.__dlpack__()) for r in captured.template.run(inputs)]
+                results = [_capsule_to_torch(r.__dlpack__()) for r in captured.template._run_exclusive(inputs)]
         except kiln.Error as e:
             log.info("kiln: graph replay stopped for these inputs, walking the graph instead: %s", e)
             self.templates[key] = None
@@ -819,10 +819,17 @@ class KilnGraph:
             self._capture(capture_key, kiln_values)
         # One trace per graph call: run it now (once), then hand the results over.
         kiln.step()
+        # The caller owns its outputs and may write them: one whose memory
+        # something else reaches (a tensor constant passed through or viewed,
+        # the same value twice) is cloned (a clone of a tensor constant came
+        # back as the constant, and writing it changed later calls').
+        returned = [n for n in self.output.args[0]
+                    if isinstance(n, torch.fx.Node) and isinstance(kiln_values.get(n), kiln.Tensor)]
+        shared = {n for n, s in zip(returned, kiln._kiln._shares_memory([kiln_values[n] for n in returned])) if s}
         outputs = []
         for node in self.output.args[0]:
             value = torch.fx.node.map_arg(node, as_torch)
-            if self._copies_an_input(node, kiln_values) is not None:
+            if node in shared or self._copies_an_input(node, kiln_values) is not None:
                 value = value.clone()
             outputs.append(value)
         return tuple(outputs)

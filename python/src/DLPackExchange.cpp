@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "python/src/Convert.h"
+#include "runtime/api/OpSupport.h"
 #include "runtime/capi/DLPackInterop.h"
 
 namespace kiln::python {
@@ -63,7 +64,8 @@ Tensor importTensor(const ExchangeApi* api, nb::handle object) {
 /// The framework's tensor viewing `t`'s buffer (no copy). Not flagged
 /// read-only: the caller owns a graph's outputs from here on (AOTAutograd
 /// accumulates gradients into them), and no Kiln value reads the buffer
-/// after the run that produced it.
+/// after the run that produced it (api::giveExclusiveBuffers copied the
+/// outputs whose memory something else reaches).
 nb::object exportTensor(const ExchangeApi* api, DLManagedTensorVersioned* m) {
   m->flags &= ~DLPACK_FLAG_BITMASK_READ_ONLY;
   void* out = nullptr;
@@ -86,6 +88,12 @@ void bindDLPackExchange(nb::module_& m) {
           nb::gil_scoped_release release;
           std::vector<Tensor> results = t.run(inputs);
           inputs.clear();
+          // A template constant passed through or viewed, a view of an
+          // input, a value returned twice: the caller may write its
+          // outputs, so each gets memory of its own (a tensor constant's
+          // clone came back as the constant, and writing it changed every
+          // later call's).
+          api::giveExclusiveBuffers(results);
           exported.reserve(results.size());
           try {
             for (const Tensor& r : results) exported.push_back(capi::exportDLPackVersioned(r));

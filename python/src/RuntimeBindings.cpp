@@ -8,6 +8,7 @@
 #include <string>
 
 #include "python/src/Convert.h"
+#include "runtime/api/OpSupport.h"
 #include "runtime/support/Settings.h"
 
 namespace kiln::python {
@@ -88,6 +89,15 @@ void bindRuntime(nb::module_& m) {
     nb::gil_scoped_release release;
     step();
   }, "Training-loop boundary: runs this thread's trace, so each iteration records one trace that repeats.");
+  m.def(
+      "_shares_memory",
+      [](const std::vector<Tensor>& tensors) {
+        nb::gil_scoped_release release;
+        return api::sharedMemory(tensors);
+      },
+      nb::arg("tensors"),
+      "For each tensor: whether something else may reach its memory (an imported buffer or a view of one, a "
+      "storage other views share, or an earlier tensor's): a caller that writes it must copy it first.");
   nb::class_<TraceTemplate>(m, "TraceTemplate",
                             "The ops this thread recorded since its last flush, captured to run again on new "
                             "inputs of the same dtypes and shapes without recording them op by op.")
@@ -105,6 +115,17 @@ void bindRuntime(nb::module_& m) {
             return t.run(inputs);
           },
           nb::arg("inputs"), "Flushes this thread's trace, runs the captured ops on `inputs` and returns the outputs.")
+      .def(
+          "_run_exclusive",
+          [](const TraceTemplate& t, const std::vector<Tensor>& inputs) {
+            nb::gil_scoped_release release;
+            std::vector<Tensor> results = t.run(inputs);
+            api::giveExclusiveBuffers(results);
+            return results;
+          },
+          nb::arg("inputs"),
+          "run(), each output in memory nothing else reaches (copied where it is a constant, a view of an input "
+          "or a constant, or returned twice): for callers that write their outputs in place.")
       .def_prop_ro("num_ops", &TraceTemplate::num_ops)
       .def_prop_ro("num_inputs", &TraceTemplate::num_inputs)
       .def_prop_ro("num_outputs", &TraceTemplate::num_outputs);

@@ -290,6 +290,30 @@ def test_views_of_inputs_are_handed_back_as_views(crossing):
         assert copied.data_ptr() != w2.data_ptr() and torch.equal(copied, w2)
 
 
+def test_outputs_written_in_place_leave_constants_and_each_other_alone(crossing):
+    """The caller owns a graph's outputs and may write them. A clone of a
+    tensor constant is the constant itself to Kiln (values are immutable),
+    and a view of it shares its memory: handed over as they were, writing
+    them changed the constant for every later call (walked and replayed)."""
+
+    def f(x):
+        c = torch.tensor([1.0, 2.0, 3.0])
+        y = x * 2
+        return y, c.clone(), c.view(3, 1), y
+
+    compiled = torch.compile(f, backend=torch_backend.make_backend())
+    x = torch.ones(3)
+    for _ in range(4):  # the first calls walk the graph, the later ones replay it
+        y, cloned, viewed, again = compiled(x)
+        torch.testing.assert_close(cloned, torch.tensor([1.0, 2.0, 3.0]))
+        torch.testing.assert_close(viewed.flatten(), torch.tensor([1.0, 2.0, 3.0]))
+        assert cloned.data_ptr() != viewed.data_ptr()
+        torch.testing.assert_close(again, x * 2)
+        cloned.add_(100)
+        viewed.mul_(-1)
+        y.add_(1)
+
+
 def test_custom_op_mlp_in_an_eager_model():
     """torch.ops.kiln.mlp: one fused Kiln op (forward and backward) inside eager
     PyTorch, with a fake kernel for tracing."""

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kiln/error.h"
 #include "kiln/ops.h"
@@ -59,6 +60,23 @@ Tensor zerosNow(const Shape& shape, DType dtype, Device device);
 /// and ones() are one element broadcast, in a block shared with other
 /// constants). Pending tensors are computed first. Same values.
 void giveOwnDenseBuffers(std::span<Tensor* const> tensors);
+
+/// For each of `tensors` (pending ones are computed first): whether
+/// something else may reach its memory: memory Kiln does not own (an
+/// imported buffer, or a view of one), a storage other views share (a view
+/// of a constant or of another tensor), or the storage of an earlier one of
+/// the list. Zero-size tensors have no memory to share.
+std::vector<bool> sharedMemory(std::span<const Tensor> tensors);
+
+/// Replaces each of `tensors` whose memory something else may reach by a
+/// dense copy on its device (a new tensor; the old one is left as it was):
+/// memory Kiln does not own (an imported buffer, or a view of one), a
+/// storage other views share (a view of a constant or of another tensor),
+/// a tensor another handle holds too (a template constant passed through),
+/// or one listed twice. For callers that take the memory over and may
+/// write it (a framework's compiled-graph outputs). Pending tensors are
+/// computed first. Returns how many it copied.
+int giveExclusiveBuffers(std::span<Tensor> tensors);
 
 std::string dtypeList(std::initializer_list<DType> ts);
 

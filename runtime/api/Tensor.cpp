@@ -3,6 +3,7 @@
 #include <cstring>
 #include <mutex>
 #include <span>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -171,25 +172,61 @@ const void* Tensor::data() const {
   return i->view.bytes(i->dtype);
 }
 
+namespace {
+/// A dense copy of materialized tensor `t`'s values on its device (a device
+/// tensor through a dense host copy, which fromHost puts back on it).
+core::View denseCopy(const Tensor& t, const char* what) {
+  const detail::TensorImpl* i = t.impl();
+  if (i->device.kind == Device::CPU) return denseHostCopy(i, what);
+  const Tensor host = t.to(Device::cpu());
+  const core::View values = denseHostCopy(host.impl(), what);
+  return detail::fromHost(values.storage->data(), static_cast<std::size_t>(i->shape.numel()), i->dtype, i->shape,
+                          i->device)
+      .impl()
+      ->view;
+}
+}  // namespace
+
+std::vector<bool> api::sharedMemory(std::span<const Tensor> tensors) {
+  std::vector<bool> shared;
+  shared.reserve(tensors.size());
+  std::unordered_set<const core::Storage*> seen;
+  for (const Tensor& t : tensors) {
+    const detail::TensorImpl* i = materialized(t.impl(), "sharedMemory");
+    const std::shared_ptr<core::Storage>& s = i->view.storage;
+    shared.push_back(i->shape.numel() > 0 &&
+                     (!s || !s->ownedByKiln() || s.use_count() > 1 || !seen.insert(s.get()).second));
+  }
+  return shared;
+}
+
+int api::giveExclusiveBuffers(std::span<Tensor> tensors) {
+  const std::vector<bool> shared = sharedMemory(tensors);
+  std::unordered_map<const detail::TensorImpl*, int> listed;
+  for (const Tensor& t : tensors) ++listed[t.impl()];
+  int copied = 0;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    Tensor& t = tensors[k];
+    const detail::TensorImpl* i = t.impl();
+    if (i->shape.numel() == 0) continue;  // no memory to write
+    // Another handle holds the tensor itself: a template constant.
+    if (!shared[k] && i->refCount() == listed[i]) continue;
+    detail::TensorImpl* own = detail::TensorImpl::create(i->dtype, i->shape, i->device);
+    Tensor copy(own);
+    own->view = denseCopy(t, "a graph output");
+    t = std::move(copy);
+    ++copied;
+  }
+  return copied;
+}
+
 void api::giveOwnDenseBuffers(std::span<Tensor* const> tensors) {
   std::unordered_set<const core::Storage*> seen;
   for (Tensor* t : tensors) {
     detail::TensorImpl* i = materialized(t->impl(), "giveOwnDenseBuffers");
     const bool shared = !seen.insert(i->view.storage.get()).second;
     if (!shared && core::isContiguous(i->shape, i->view.strides)) continue;
-    core::View dense;
-    if (i->device.kind == Device::CPU) {
-      dense = denseHostCopy(i, "optimizer parameter");
-    } else {
-      // Through a dense host copy, which fromHost puts on the device (once
-      // per parameter, when an optimizer takes it).
-      const Tensor host = t->to(Device::cpu());
-      const core::View values = denseHostCopy(host.impl(), "optimizer parameter");
-      dense = detail::fromHost(values.storage->data(), static_cast<std::size_t>(i->shape.numel()), i->dtype, i->shape,
-                               i->device)
-                  .impl()
-                  ->view;
-    }
+    core::View dense = denseCopy(*t, "optimizer parameter");
     {
       std::lock_guard<std::mutex> lock(gDensifyMutex);
       i->view = dense;

@@ -51,6 +51,8 @@ class TensorImpl {
 
   void retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void release();
+  /// Handles (kiln::Tensor) holding this tensor now.
+  int refCount() const { return refs_.load(std::memory_order_acquire); }
 
   DType dtype;
   Shape shape;

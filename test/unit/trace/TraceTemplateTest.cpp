@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "kiln/kiln.h"
+#include "runtime/api/OpSupport.h"
 #include "runtime/trace/Recorder.h"
 #include "test/unit/exec/JitScope.h"
 
@@ -183,6 +184,43 @@ TEST_F(TraceTemplateTest, RunRefusesOtherInputsBeforeRecordingAnything) {
   expectError({}, "takes 1 input(s), got 0");
   EXPECT_FALSE(pending.is_materialized());  // refused before anything was flushed or recorded
   EXPECT_EQ(pending.to_vector<float>(), (std::vector<float>{6, 7}));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST_F(TraceTemplateTest, GraphOutputsGetMemoryNothingElseReaches) {
+  // What a framework's compiled graph hands back the caller may write
+  // (api::giveExclusiveBuffers): a constant passed through, a view of it,
+  // a value returned twice and a view of an input are copied; a fresh
+  // result keeps its buffer.
+  Tensor constant = randomTensor({2, 3}, 7);
+  Tensor x = randomTensor({2, 3}, 8);
+  Tensor fresh = x * 2.0f;
+  TraceTemplate t = TraceTemplate::capture(std::vector<Tensor>{x}, std::vector<Tensor>{constant},
+                                           std::vector<Tensor>{fresh, constant, reshape(constant, {6}),
+                                                               reshape(x, {3, 2}), fresh});
+  sync();
+  Tensor x2 = randomTensor({2, 3}, 9);
+  std::vector<Tensor> outputs = t.run(std::vector<Tensor>{x2});
+  // The fresh result's memory is its own; the views and the repeat share.
+  const std::vector<bool> shared = api::sharedMemory(outputs);
+  EXPECT_FALSE(shared[0]);
+  EXPECT_TRUE(shared[2] && shared[3] && shared[4]);
+  std::vector<const void*> before;
+  for (const Tensor& o : outputs) before.push_back(o.data());
+  EXPECT_EQ(api::giveExclusiveBuffers(outputs), 4);  // the constant too: another handle holds it
+  EXPECT_EQ(outputs[0].data(), before[0]);
+  for (size_t k = 1; k < outputs.size(); ++k) EXPECT_NE(outputs[k].data(), before[k]) << k;
+  for (bool s : api::sharedMemory(outputs)) EXPECT_FALSE(s);
+  expectSame(outputs[1], constant);
+  expectSame(outputs[3], reshape(x2, {3, 2}));
+  expectSame(outputs[4], x2 * 2.0f);
+  // The constant itself is untouched, and still the template's.
+  EXPECT_EQ(constant.data(), before[1]);
 }
 
 }  // namespace
