@@ -18,7 +18,9 @@
 //   differentiable: no gradient flows through them.
 // - floor, ceil, round and sign have zero gradient everywhere.
 // - max/min reductions and maximum/minimum split the gradient evenly between
-//   tied extremes (as PyTorch's amax/amin and maximum/minimum do).
+//   tied extremes (as PyTorch's amax/amin and maximum/minimum do); clamp
+//   passes it whole at its bounds and max_pool2d to the window's first
+//   maximum (as PyTorch's clamp and max_pool2d do).
 // - relu has gradient 0 at 0; abs has gradient sign(x) (0 at 0).
 // - pow(a, b): d/db is taken as 0 where a == 0; d/da as 0 where b == 0.
 // - prod: d/dx_i = prod / x_i, which is not finite where some x_i == 0.

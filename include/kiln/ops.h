@@ -41,7 +41,12 @@ class Scalar {
     } else if constexpr (std::is_floating_point_v<T>) {
       kind_ = Kind::Floating;
       d_ = static_cast<double>(v);
-      i_ = static_cast<int64_t>(v);
+      // Truncated, saturating, NaN as 0: a plain cast of NaN, an infinity or
+      // a value beyond int64 is undefined behaviour.
+      i_ = d_ != d_ ? 0
+           : d_ >= 9223372036854775807.0 ? INT64_MAX
+           : d_ <= -9223372036854775808.0 ? INT64_MIN
+                                          : static_cast<int64_t>(d_);
     } else {
       kind_ = Kind::Integral;
       i_ = static_cast<int64_t>(v);
@@ -163,6 +168,8 @@ Tensor isinf(const Tensor& x);
 
 /// cond is cast to bool; a and b are promoted together.
 Tensor where(const Tensor& cond, const Operand& a, const Operand& b);
+/// min(max(x, low), high); NaN stays NaN. The gradient reaches x wherever
+/// low <= x <= high, bounds included (as PyTorch's clamp).
 Tensor clamp(const Tensor& x, const Operand& low, const Operand& high);
 Tensor cast(const Tensor& x, DType dtype);
 
@@ -266,8 +273,9 @@ struct Pool2dOptions {
   Layout layout = Layout::NCHW;
 };
 /// Maximum over each window; padding never wins (it acts as -inf) and NaN
-/// propagates. Recorded as strided slices and maximum (the compiler fuses
-/// them into one loop); ties share the gradient like maximum's.
+/// propagates. Recorded as strided slices and selects (the compiler fuses
+/// them into one loop); on a tie the window's first maximum (row-major)
+/// takes the whole gradient, as in PyTorch.
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);
 /// Mean over each window (see Pool2dOptions for the divisor).
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options);

@@ -20,6 +20,11 @@ Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
     if (mask & (1u << d)) count *= x.shape()[d];
   // An empty mean is NaN, as in NumPy and PyTorch.
   double scale = count == 0 ? std::nan("") : 1.0 / static_cast<double>(count);
+  // Half precision sums and scales in f32 and rounds once, as PyTorch: a
+  // half sum overflowed (mean of 4 x 60000 was inf) and rounded twice
+  // (mean of 2049 ones was 0.9995).
+  if (f.dtype() == DType::f16 || f.dtype() == DType::bf16)
+    return castTo(mul(sum(castTo(f, DType::f32), axes, keepdim), scale), f.dtype());
   return mul(sum(f, axes, keepdim), scale);
 }
 
@@ -67,7 +72,14 @@ Tensor clamp(const Tensor& x, const Operand& low, const Operand& high) {
   check("clamp", core::broadcastShapes(x.shape(), operandShape(low), &lowShape));
   check("clamp", core::broadcastShapes(lowShape, operandShape(high), &highShape));
   Tensor xt = castTo(x, t);
-  return minimum(maximum(xt, operandAs(low, t, x.device())), operandAs(high, t, x.device()));
+  const Tensor lo = operandAs(low, t, x.device()), hi = operandAs(high, t, x.device());
+  // Two selects rather than maximum then minimum: x at a bound keeps its
+  // whole gradient, as PyTorch's clamp gives it (maximum's tie rule gave it
+  // half, a quarter with lo == hi). The same values: NaN stays, a bound
+  // above the other ends at high, and -0 at low = 0 stays -0 (as
+  // std::max(x, lo), PyTorch's kernel, keeps it).
+  const Tensor raised = where(lt(xt, lo), lo, xt);
+  return where(gt(raised, hi), hi, raised);
 }
 
 Tensor one_hot(const Tensor& index, int64_t num_classes, DType dtype) {
@@ -91,6 +103,7 @@ Tensor softmax(const Tensor& x, int axis) {
   Tensor f = castTo(x, core::floatingResult(x.dtype()));
   int a = 0;
   if (f.rank() > 0) check("softmax", core::normalizeAxis(axis, f.rank(), &a));
+  if (f.numel() == 0) return f;  // nothing to normalize (an empty axis has no maximum)
   Tensor e = exp(sub(f, max(f, {a}, true)));
   // One division per row, then a product per element (as PyTorch's kernel
   // and the hand-fused loop): the row sum is in [1, n] or NaN, so this is
@@ -104,6 +117,7 @@ Tensor log_softmax(const Tensor& x, int axis) {
   Tensor f = castTo(x, core::floatingResult(x.dtype()));
   int a = 0;
   if (f.rank() > 0) check("log_softmax", core::normalizeAxis(axis, f.rank(), &a));
+  if (f.numel() == 0) return f;  // nothing to normalize (an empty axis has no maximum)
   Tensor z = sub(f, max(f, {a}, true));
   return sub(z, log(sum(exp(z), {a}, true)));
 }

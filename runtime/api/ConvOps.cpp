@@ -164,7 +164,8 @@ Tensor padAxis(const Tensor& x, int axis, int64_t before, int64_t after, double 
 }
 
 /// Combines the kH*kW strided window taps of the padded input with
-/// `combine` (maximum or add). Padding only as far as some window reads.
+/// `combine` (firstMaximum or add), in row-major window order. Padding only
+/// as far as some window reads.
 Tensor windowTaps(const Tensor& x, const PoolGeometry& g, double padValue,
                   Tensor (*combine)(const Operand&, const Operand&)) {
   const int64_t h = x.shape()[2], w = x.shape()[3];
@@ -180,6 +181,16 @@ Tensor windowTaps(const Tensor& x, const PoolGeometry& g, double padValue,
     }
   }
   return acc;
+}
+
+/// The larger of `acc` (the taps before) and `tap`, keeping the earlier one
+/// on a tie and taking a NaN tap: the window's first maximum takes the whole
+/// gradient, as PyTorch's max_pool2d gives it (maximum split ties in halves
+/// down the chain: 1/8, 1/8, 1/4, 1/2 over four equal taps).
+Tensor firstMaximum(const Operand& acc, const Operand& tap) {
+  const Tensor& a = acc.tensor();
+  const Tensor& t = tap.tensor();
+  return where(logical_or(gt(t, a), isnan(t)), t, a);
 }
 
 /// Per output position of one axis, the window taps inside [lo, hi) (input
@@ -207,7 +218,7 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& o) {
   PoolGeometry g = poolGeometry(op, in, o);
   if (in.shape().numel() == 0 || g.ho == 0 || g.wo == 0)
     return fromNchw(zeros({in.shape()[0], in.shape()[1], g.ho, g.wo}, x.dtype(), x.device()), o.layout);
-  Tensor y = windowTaps(in, g, -std::numeric_limits<double>::infinity(), &maximum);
+  Tensor y = windowTaps(in, g, -std::numeric_limits<double>::infinity(), &firstMaximum);
   return fromNchw(y, o.layout);
 }
 

@@ -46,7 +46,7 @@ Tensor constant(const Scalar& v, DType dtype, Device device) {
   NodeSpec spec{OpKind::Full, dtype, Shape{}};
   spec.device = device;
   spec.f0 = v.to_double();
-  spec.i0 = v.kind() == Scalar::Kind::Floating ? static_cast<int64_t>(v.to_double()) : v.to_int();
+  spec.i0 = v.to_int();
   return record(spec, {});
 }
 
@@ -225,16 +225,42 @@ void checkIndexValues(const char* op, const Tensor& index, int axis, int64_t ext
   }
 }
 
+/// An integer tensor of `dtype` holds `value` (truncated toward zero when it
+/// is a float): else a clear error, as PyTorch's, rather than a wrapped value
+/// (full({1}, 300.0, u8) gave 44, where cast() saturates to 255).
+void checkFits(const char* op, const Scalar& value, DType dtype) {
+  if (!is_integral(dtype)) return;
+  const std::string name(dtype_name(dtype));
+  const bool floating = value.kind() == Scalar::Kind::Floating;
+  const double v = value.to_double();
+  if (floating && !std::isfinite(v)) fail(op, "value " + std::to_string(v) + " cannot be converted to " + name);
+  int64_t lo = INT64_MIN, hi = INT64_MAX;
+  switch (dtype) {
+    case DType::i8: lo = INT8_MIN, hi = INT8_MAX; break;
+    case DType::u8: lo = 0, hi = UINT8_MAX; break;
+    case DType::i32: lo = INT32_MIN, hi = INT32_MAX; break;
+    default: break;  // i64
+  }
+  // [-2^63, 2^63) as doubles: hi + 1.0 is exact where hi itself is not.
+  const bool fits = floating ? std::trunc(v) >= static_cast<double>(lo) && std::trunc(v) < static_cast<double>(hi) + 1.0
+                             : value.to_int() >= lo && value.to_int() <= hi;
+  if (!fits)
+    fail(op, "value " + (floating ? std::to_string(v) : std::to_string(value.to_int())) + " does not fit in " + name +
+                 " ([" + std::to_string(lo) + ", " + std::to_string(hi) +
+                 "]); pick a wider dtype, or cast() a tensor (which saturates)");
+}
+
 }  // namespace
 
 // ---- creation --------------------------------------------------------------
 
 Tensor full(const Shape& shape, Scalar value, DType dtype, Device device) {
   checkCreation("full", shape, device);
+  checkFits("full", value, dtype);
   NodeSpec spec{OpKind::Full, dtype, shape};
   spec.device = device;
   spec.f0 = value.to_double();
-  spec.i0 = value.kind() == Scalar::Kind::Floating ? static_cast<int64_t>(value.to_double()) : value.to_int();
+  spec.i0 = value.to_int();
   return record(spec, {});
 }
 Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }

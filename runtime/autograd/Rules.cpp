@@ -259,8 +259,11 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
           // A weight shared by every batch: its gradient sums over the
           // batches, so the batches' rows stack into one GEMM of K = rows
           // (one pass, no per-batch products to add up afterwards).
+          // Rows counted, not inferred (-1): K or N may be 0.
           const int64_t k = in[0].shape()[ra - 1], cols = g.shape()[g.rank() - 1];
-          r[1] = matmul(transpose(reshape(in[0], {-1, k})), reshape(g, {-1, cols}));
+          int64_t rows = 1;
+          for (int d = 0; d < ra - 1; ++d) rows *= in[0].shape()[d];
+          r[1] = matmul(transpose(reshape(in[0], {rows, k})), reshape(g, {rows, cols}));
         } else {
           r[1] = sumToShape(matmul(transpose(in[0]), g), in[1].shape());
         }
@@ -315,6 +318,10 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
       for (int d = 0; d < axis; ++d) pre *= x.shape()[d];
       for (int d = axis + 1; d < x.rank(); ++d) post *= x.shape()[d];
       const int64_t count = in[1].numel(), extent = x.shape()[axis];
+      if (x.numel() == 0) {  // nothing to scatter into (one_hot has no 0 classes)
+        r[0] = zeros(x.shape(), t, x.device());
+        break;
+      }
       Tensor hot = one_hot(reshape(in[1], Shape{count}), extent, t);  // [I, n]
       // Selected along the first axis (an embedding): a plain 2-D product,
       // whose transposed one-hot operand the compiled GEMM reads in place; as
@@ -330,6 +337,10 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
       const Tensor& x = in[0];
       const int axis = static_cast<int>(n.i0), rank = x.rank();
       const int64_t extent = x.shape()[axis];
+      if (x.numel() == 0) {  // nothing to scatter into (one_hot has no 0 classes)
+        r[0] = zeros(x.shape(), t, x.device());
+        break;
+      }
       Tensor hot = one_hot(in[1], extent, t);  // index.shape + [n]
       Tensor products = mul(unsqueeze(g, -1), hot);
       // index.shape - axis + [n]. One index along the axis (cross-entropy's

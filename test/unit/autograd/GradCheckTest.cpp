@@ -193,6 +193,47 @@ TEST(GradCheck, WhereAndClamp) {
   gradcheck("clamp", [](const std::vector<Tensor>& x) { return clamp(x[0], -0.5, 0.7); }, {{Shape{3, 4}, -2, 2, true}});
 }
 
+TEST(GradCheck, ClampPassesTheWholeGradientAtItsBounds) {
+  // As PyTorch's clamp: 1 wherever low <= x <= high (maximum's tie rule, which
+  // clamp was built on, gave 0.5 at a bound, 0.25 with low == high).
+  Tensor x = from_vector<double>({-1, 0, 0.5, 1, 2}, {5}).requires_grad();
+  EXPECT_EQ(grad(sum(clamp(x, 0.0, 1.0)), {x})[0].to_vector<double>(), (std::vector<double>{0, 1, 1, 1, 0}));
+  EXPECT_EQ(grad(sum(clamp(x, 1.0, 1.0)), {x})[0].to_vector<double>(), (std::vector<double>{0, 0, 0, 1, 0}));
+  // Tensor bounds take the gradient where they win.
+  Tensor lo = from_vector<double>({0, 0, 0, 0, 0}, {5}).requires_grad();
+  Tensor hi = from_vector<double>({1, 1, 1, 1, 1}, {5}).requires_grad();
+  std::vector<Tensor> g = grad(sum(clamp(x, lo, hi)), {x, lo, hi});
+  EXPECT_EQ(g[1].to_vector<double>(), (std::vector<double>{1, 0, 0, 0, 0}));
+  EXPECT_EQ(g[2].to_vector<double>(), (std::vector<double>{0, 0, 0, 0, 1}));
+  // The values: NaN stays NaN, -0 at a bound of 0 stays -0, and a low bound
+  // above the high one gives the high one (PyTorch's min(max(x, lo), hi)).
+  const std::vector<double> v =
+      clamp(from_vector<double>({std::nan(""), -0.0, 5}, {3}), 0.0, 1.0).to_vector<double>();
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_TRUE(v[1] == 0 && std::signbit(v[1]));
+  EXPECT_EQ(v[2], 1);
+  EXPECT_EQ(clamp(from_vector<double>({0.5}, {1}), 2.0, 1.0).to_vector<double>(), (std::vector<double>{1}));
+}
+
+TEST(GradCheck, EmptyOperandsHaveZeroGradients) {
+  // Size-0 extents in the backward pass: zeros of the operands' shapes, as
+  // in PyTorch (the shared-weight matmul rule inferred a -1 next to a 0;
+  // index_select and gather asked one_hot for 0 classes).
+  Tensor x = rand({2, 3, 4}, 1, DType::f64).requires_grad(), w = rand({4, 0}, 2, DType::f64).requires_grad();
+  std::vector<Tensor> g = grad(sum(matmul(x, w)), {x, w});
+  EXPECT_EQ(g[0].shape(), (Shape{2, 3, 4}));
+  for (double v : g[0].to_vector<double>()) EXPECT_EQ(v, 0);
+  EXPECT_EQ(g[1].shape(), (Shape{4, 0}));
+  Tensor xk = rand({2, 3, 0}, 3, DType::f64).requires_grad(), wk = rand({0, 5}, 4, DType::f64).requires_grad();
+  g = grad(sum(matmul(xk, wk)), {xk, wk});
+  EXPECT_EQ(g[0].shape(), (Shape{2, 3, 0}));
+  EXPECT_EQ(g[1].shape(), (Shape{0, 5}));
+  Tensor e = zeros({0, 3}, DType::f64).requires_grad();
+  Tensor none = from_vector<int64_t>({}, {0});
+  EXPECT_EQ(grad(sum(index_select(e, 0, none)), {e})[0].shape(), (Shape{0, 3}));
+  EXPECT_EQ(grad(sum(gather(e, 0, zeros({0, 3}, DType::i64))), {e})[0].shape(), (Shape{0, 3}));
+}
+
 TEST(GradCheck, CastBetweenFloats) {
   Tensor x = from_vector<float>({1, 2, 3}, {3}).requires_grad();
   Tensor w = from_vector<double>({0.5, -1, 2}, {3});
@@ -392,6 +433,22 @@ TEST(GradCheck, Pooling) {
             {{Shape{2, 2, 5, 5}}});
   gradcheck("adaptive_avg_pool2d global", [](const std::vector<Tensor>& x) { return adaptive_avg_pool2d(x[0], 1, 1); },
             {{Shape{2, 3, 4, 4}}});
+}
+
+TEST(GradCheck, MaxPoolTiesGoToTheWindowsFirstMaximum) {
+  // As PyTorch's max_pool2d: the first maximum in the window (row-major)
+  // takes the whole gradient (chained maximums split it 1/8, 1/8, 1/4, 1/2);
+  // a NaN wins its window.
+  Pool2dOptions o;
+  o.kernel = {2, 2};
+  Tensor x = ones({1, 1, 2, 2}, DType::f64).requires_grad();
+  EXPECT_EQ(grad(sum(max_pool2d(x, o)), {x})[0].to_vector<double>(), (std::vector<double>{1, 0, 0, 0}));
+  Tensor y = from_vector<double>({1, std::nan(""), 3, 3}, {1, 1, 2, 2}).requires_grad();
+  Tensor pooled = max_pool2d(y, o);
+  EXPECT_TRUE(std::isnan(pooled.to_vector<double>()[0]));
+  EXPECT_EQ(grad(sum(pooled), {y})[0].to_vector<double>(), (std::vector<double>{0, 1, 0, 0}));
+  Tensor z = from_vector<double>({1, 2, 3, 3}, {1, 1, 2, 2}).requires_grad();
+  EXPECT_EQ(grad(sum(max_pool2d(z, o)), {z})[0].to_vector<double>(), (std::vector<double>{0, 0, 1, 0}));
 }
 
 TEST(GradCheck, BatchNorm) {

@@ -1,5 +1,7 @@
 // Creation ops: zeros, ones, full, zeros_like, ones_like, scalar_tensor,
 // arange, from_vector, rand, randn.
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "test/unit/ops/op_test_util.h"
@@ -54,6 +56,30 @@ TEST(OpsCreation, FullRoundsToDType) {
   }
   Tensor big = kiln::full({2}, 1e30, DType::f32);
   EXPECT_TRUE(near(big, Ref({2}, castTo(1e30, DType::f32)), {0, 0}));
+}
+
+TEST(OpsCreation, FullOfAValueAnIntegerDTypeCannotHoldIsAnError) {
+  // As PyTorch: a clear error, not a wrapped value (300.0 as u8 was 44, 3e9
+  // as i32 -1294967296) nor a conversion with undefined behaviour (NaN,
+  // infinities, 1e19 into int64).
+  expectKilnError([] { return kiln::full({1}, 300.0, DType::u8); }, "full");
+  expectKilnError([] { return kiln::full({1}, -1, DType::u8); }, "full");
+  expectKilnError([] { return kiln::full({1}, 3e9, DType::i32); }, "full");
+  expectKilnError([] { return kiln::full({1}, 1e19, DType::i64); }, "full");
+  expectKilnError([] { return kiln::full({1}, std::nan(""), DType::i8); }, "full");
+  expectKilnError([] { return kiln::full({1}, -INFINITY, DType::i64); }, "full");
+  // The edges and truncation toward zero fit.
+  EXPECT_EQ(kiln::full({1}, 255.9, DType::u8).to_vector<int64_t>(), (std::vector<int64_t>{255}));
+  EXPECT_EQ(kiln::full({1}, -128, DType::i8).to_vector<int64_t>(), (std::vector<int64_t>{-128}));
+  EXPECT_EQ(kiln::full({1}, -2.9, DType::i32).to_vector<int64_t>(), (std::vector<int64_t>{-2}));
+  EXPECT_EQ(kiln::full({1}, INT64_MIN, DType::i64).to_vector<int64_t>(), (std::vector<int64_t>{INT64_MIN}));
+  // A bool holds any value (nonzero is true); float dtypes round.
+  EXPECT_EQ(kiln::full({1}, 300.0, DType::boolean).to_vector<int64_t>(), (std::vector<int64_t>{1}));
+  // A float scalar's integer view saturates (NaN as 0) instead of a cast
+  // with undefined behaviour.
+  EXPECT_EQ(kiln::Scalar(std::nan("")).to_int(), 0);
+  EXPECT_EQ(kiln::Scalar(1e300).to_int(), INT64_MAX);
+  EXPECT_EQ(kiln::Scalar(-INFINITY).to_int(), INT64_MIN);
 }
 
 TEST(OpsCreation, ScalarTensorEveryDType) {

@@ -125,6 +125,14 @@ void checkLayerNormOnce(Rng& rng, DType t) {
   EXPECT_TRUE(near(y, layerNormRef(x.r, k, mode >= 1 ? &w.r : nullptr, mode == 2 ? &b.r : nullptr, eps), tol));
 }
 
+TEST(OpsNN, SoftmaxOverAnEmptyAxisIsEmpty) {
+  // As PyTorch: a [2, 0] softmax is [2, 0] (the row maximum of nothing threw).
+  for (int axis : {1, 0}) {
+    EXPECT_EQ(kiln::softmax(kiln::zeros({2, 0}), axis).shape(), (kiln::Shape{2, 0}));
+    EXPECT_EQ(kiln::log_softmax(kiln::zeros({0, 3}), axis).shape(), (kiln::Shape{0, 3}));
+  }
+}
+
 TEST(OpsNN, LayerNormEveryFloatDType) {
   Rng rng(kSeed + 71);
   for (DType t : kFloatTypes)

@@ -335,6 +335,17 @@ TEST(OpsReduce, LargeSumAccuracy) {
   }
 }
 
+TEST(OpsReduce, HalfMeanSumsInF32AndRoundsOnce) {
+  // As PyTorch: the sum of 2049 ones is 2048 in f16 and 1/2049 rounds too,
+  // so the half mean came out 0.99951; four 60000s overflowed to inf.
+  for (DType t : {DType::f16, DType::bf16}) {
+    EXPECT_EQ(kiln::mean(kiln::ones({2049}, t)).to_vector<double>(), (std::vector<double>{1.0})) << tname(t);
+    Tensor m = kiln::mean(kiln::full({2, 4}, 60000.0, t), {1});
+    EXPECT_DTYPE(m, t);
+    EXPECT_EQ(m.to_vector<double>(), kiln::full({2}, 60000.0, t).to_vector<double>()) << tname(t);
+  }
+}
+
 TEST(OpsReduce, ConcurrentThreads) {
   runOnThreads(4, [](int tid) {
     Rng rng(kSeed + 400 + tid);
