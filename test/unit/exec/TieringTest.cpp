@@ -597,15 +597,20 @@ TEST(Tiering, ADonatedInputReadAsTheGemmsAAndResidualIsNotOverwritten) {
   expectSameBits(compiled, reference);
 }
 
+/// i64 indices n-1, ..., 0.
+Tensor reversedIndex(int64_t n) {
+  std::vector<int64_t> reversed(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) reversed[static_cast<size_t>(j)] = n - 1 - j;
+  return from_vector(reversed, {n});
+}
+
 TEST(Tiering, ADonatedInputGatheredByItsWriterIsNotOverwrittenFirst) {
   // x = x + index_select(x, 1, reversed): the gather fuses into the add,
   // whose payload then loads x at other elements than it writes. Given x's
   // buffer (donation), the add overwrote elements its later iterations
   // still gathered (found by review: sums 4438.9 against 1981.4).
   DumpDirectory dir("kiln-dump-donated-gather-test");
-  std::vector<int64_t> reversed(64);
-  for (int j = 0; j < 64; ++j) reversed[j] = 63 - j;
-  Tensor perm = from_vector(reversed, {64});
+  Tensor perm = reversedIndex(64);
   auto run = [&] {
     Tensor x = rand({32, 64}, 95, DType::f32, -1, 1);
     kiln::sync();
@@ -627,9 +632,7 @@ TEST(Tiering, RowLoopsOverADonatedPairMergeOnlyAtTheSameElement) {
   // buffer's, and merged, iteration j wrote y[i, j] = x[i, j] before
   // iteration 63 - j read it (found by review: half of z negated).
   DumpDirectory dir("kiln-dump-donated-rows-test");
-  std::vector<int64_t> reversed(64);
-  for (int j = 0; j < 64; ++j) reversed[j] = 63 - j;
-  Tensor perm = from_vector(reversed, {64});
+  Tensor perm = reversedIndex(64);
   auto run = [&] {
     Tensor x = rand({32, 64}, 96, DType::f32, -1, 1);
     kiln::sync();
