@@ -654,6 +654,31 @@ TEST(Tiering, RowLoopsOverADonatedPairMergeOnlyAtTheSameElement) {
   expectSameBits(compiled, reference);
 }
 
+TEST(Tiering, AnIndexThroughANarrowingCastIsCheckedAsTheInterpreterSeesIt) {
+  // index_select(x, 0, cast(i64 200, i8)): the index read is -56, out of
+  // range. The launch checks only the parameter's values (200 is in range),
+  // and the kernel clamps what it reads, so the compiled trace returned 0
+  // where the interpreter throws (found by review). A narrowing cast now
+  // makes the trace uncompilable: both tiers throw.
+  std::vector<float> xs(256);
+  for (int i = 0; i < 256; ++i) xs[static_cast<size_t>(i)] = static_cast<float>(i);
+  Tensor x = from_vector(xs, {256});
+  Tensor index = from_vector(std::vector<int64_t>{200}, {1});
+  kiln::sync();
+  for (JitMode mode : {JitMode::Off, JitMode::Sync}) {
+    JitScope scope(mode, 1);
+    for (int run = 0; run < 3; ++run)
+      EXPECT_THROW(index_select(x, 0, cast(index, DType::i8)).to_vector<float>(), Error) << to_string(mode) << run;
+  }
+  // A widening cast keeps the values: the trace compiles and checks them.
+  JitScope sync(JitMode::Sync, 1);
+  const uint64_t compiledBefore = stats().compiled_runs;
+  Tensor small = from_vector(std::vector<int32_t>{7}, {1});
+  for (int run = 0; run < 2; ++run)
+    EXPECT_EQ(index_select(x, 0, cast(small, DType::i64)).to_vector<float>(), (std::vector<float>{7}));
+  EXPECT_GT(stats().compiled_runs, compiledBefore);
+}
+
 TEST(Tiering, AScaledMatmulRunsInTheGemmsTileStore) {
   // relu(x @ w * 0.3 + b): the scale, then the bias and the ReLU, in the
   // tile store (one call of the epilogue GEMM), the interpreter's bits (the
