@@ -128,29 +128,27 @@ bool compilesTraces(Device device) { return hal::deviceContext(device).compileTa
 }  // namespace
 
 namespace {
-/// Whether casting integer dtype `from` to integer dtype `to` keeps every
-/// value: an index read through a narrowing cast (i64 200 as i8 is -56) is
-/// not the parameter's value, which is all the launch check sees.
-bool keepsEveryValue(DType from, DType to) {
-  auto range = [](DType t) -> std::pair<int64_t, int64_t> {
-    switch (t) {
-      case DType::i8: return {INT8_MIN, INT8_MAX};
-      case DType::u8: return {0, UINT8_MAX};
-      case DType::i32: return {INT32_MIN, INT32_MAX};
-      case DType::i64: return {INT64_MIN, INT64_MAX};
-      default: return {0, -1};  // not an integer type: holds nothing for sure
-    }
-  };
-  const auto [fromLo, fromHi] = range(from);
-  const auto [toLo, toHi] = range(to);
-  return fromLo <= fromHi && toLo <= fromLo && fromHi <= toHi;
+/// Whether an integer cast from `from` to `to` keeps every index the launch
+/// check lets through (those in [0, extent)): `to` holds them all. An index
+/// read through a cast that wraps it (i64 200 as i8 is -56) is not the
+/// parameter's value, which is all the check sees.
+bool keepsIndicesBelow(int64_t extent, DType from, DType to) {
+  int64_t max = 0;
+  switch (to) {
+    case DType::i8: max = INT8_MAX; break;
+    case DType::u8: max = UINT8_MAX; break;
+    case DType::i32: max = INT32_MAX; break;
+    case DType::i64: max = INT64_MAX; break;
+    default: return false;
+  }
+  return is_integral(from) && extent - 1 <= max;
 }
 }  // namespace
 
 /// An out-of-range index can be caught before launch when the index comes
-/// from a parameter through shape-only ops and casts that keep every value;
-/// an index computed inside the trace (a narrowing cast included) makes it
-/// uncompilable.
+/// from a parameter through shape-only ops and casts that keep the indices
+/// the check allows; an index computed inside the trace (a cast that may
+/// wrap one included) makes it uncompilable.
 bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                      std::vector<std::pair<uint32_t, int64_t>>* checks, std::string* reason) {
   std::vector<int64_t> inputPos(trace.nodes.size(), -1);
@@ -186,7 +184,8 @@ bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& need
       const trace::Node& s = trace.nodes[src];
       const bool passThrough = s.op == OpKind::Reshape || s.op == OpKind::Permute || s.op == OpKind::BroadcastTo ||
                                s.op == OpKind::Slice ||
-                               (s.op == OpKind::Cast && keepsEveryValue(trace.nodes[trace.inputsOf(s)[0]].dtype, s.dtype));
+                               (s.op == OpKind::Cast &&
+                                keepsIndicesBelow(extent, trace.nodes[trace.inputsOf(s)[0]].dtype, s.dtype));
       if (!passThrough) break;
       src = trace.inputsOf(s)[0];
     }

@@ -658,8 +658,10 @@ TEST(Tiering, AnIndexThroughANarrowingCastIsCheckedAsTheInterpreterSeesIt) {
   // index_select(x, 0, cast(i64 200, i8)): the index read is -56, out of
   // range. The launch checks only the parameter's values (200 is in range),
   // and the kernel clamps what it reads, so the compiled trace returned 0
-  // where the interpreter throws (found by review). A narrowing cast now
-  // makes the trace uncompilable: both tiers throw.
+  // where the interpreter throws (found by review). A cast into a type that
+  // cannot hold every index below the extent (i8, extent 256) now makes the
+  // trace uncompilable: both tiers throw. (i64 to i32 still compiles:
+  // IndexOutOfRangeStillReportedAfterTierUp.)
   std::vector<float> xs(256);
   for (int i = 0; i < 256; ++i) xs[static_cast<size_t>(i)] = static_cast<float>(i);
   Tensor x = from_vector(xs, {256});
