@@ -234,13 +234,7 @@ void checkFits(const char* op, const Scalar& value, DType dtype) {
   const bool floating = value.kind() == Scalar::Kind::Floating;
   const double v = value.to_double();
   if (floating && !std::isfinite(v)) fail(op, "value " + std::to_string(v) + " cannot be converted to " + name);
-  int64_t lo = INT64_MIN, hi = INT64_MAX;
-  switch (dtype) {
-    case DType::i8: lo = INT8_MIN, hi = INT8_MAX; break;
-    case DType::u8: lo = 0, hi = UINT8_MAX; break;
-    case DType::i32: lo = INT32_MIN, hi = INT32_MAX; break;
-    default: break;  // i64
-  }
+  const auto [lo, hi] = *core::integerRange(dtype);
   // [-2^63, 2^63) as doubles: hi + 1.0 is exact where hi itself is not.
   const bool fits = floating ? std::trunc(v) >= static_cast<double>(lo) && std::trunc(v) < static_cast<double>(hi) + 1.0
                              : value.to_int() >= lo && value.to_int() <= hi;

@@ -341,6 +341,16 @@ DType floatingResult(DType t) { return is_floating(t) ? t : DType::f32; }
 
 DType sumResult(DType t) { return is_floating(t) ? t : DType::i64; }
 
+std::optional<std::pair<int64_t, int64_t>> integerRange(DType t) {
+  switch (t) {
+    case DType::i8: return std::pair<int64_t, int64_t>{INT8_MIN, INT8_MAX};
+    case DType::u8: return std::pair<int64_t, int64_t>{0, UINT8_MAX};
+    case DType::i32: return std::pair<int64_t, int64_t>{INT32_MIN, INT32_MAX};
+    case DType::i64: return std::pair<int64_t, int64_t>{INT64_MIN, INT64_MAX};
+    default: return std::nullopt;
+  }
+}
+
 std::string checkArithmetic(const char* what, DType t) {
   if (t == DType::boolean)
     return std::string(what) + " is not defined for bool tensors; use logical_not/logical_xor or cast to an "

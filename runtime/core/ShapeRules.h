@@ -9,8 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "kiln/dtype.h"
 #include "kiln/shape.h"
@@ -94,6 +96,8 @@ DType resultType(std::span<const TypedOperand> operands);
 DType floatingResult(DType t);
 /// Result dtype of sum and prod.
 DType sumResult(DType t);
+/// The values an integer dtype holds, [lo, hi]; nullopt for other dtypes.
+std::optional<std::pair<int64_t, int64_t>> integerRange(DType t);
 /// Are the elements of this dtype allowed for arithmetic op `what`? Returns
 /// an error message for sub/neg on bool, ... (empty when allowed).
 std::string checkArithmetic(const char* what, DType t);

@@ -9,6 +9,7 @@
 
 #include "kiln/error.h"
 #include "kiln/runtime.h"
+#include "runtime/core/ShapeRules.h"
 #include "runtime/core/TensorImpl.h"
 #include "runtime/exec/CompileQueue.h"
 #include "runtime/cache/KernelCache.h"
@@ -133,15 +134,8 @@ namespace {
 /// read through a cast that wraps it (i64 200 as i8 is -56) is not the
 /// parameter's value, which is all the check sees.
 bool keepsIndicesBelow(int64_t extent, DType from, DType to) {
-  int64_t max = 0;
-  switch (to) {
-    case DType::i8: max = INT8_MAX; break;
-    case DType::u8: max = UINT8_MAX; break;
-    case DType::i32: max = INT32_MAX; break;
-    case DType::i64: max = INT64_MAX; break;
-    default: return false;
-  }
-  return is_integral(from) && extent - 1 <= max;
+  const auto range = core::integerRange(to);
+  return is_integral(from) && range && extent - 1 <= range->second;
 }
 }  // namespace
 

@@ -671,23 +671,10 @@ bool sourceUnwrittenBetween(Value source, Operation *from, Operation *to) {
   if (from->getBlock() != to->getBlock() || !from->isBeforeInBlock(to))
     return false;
   auto fn = to->getParentOfType<func::FuncOp>();
-  std::set<unsigned> sharedArgs;
-  if (fn)
-    if (auto shared = fn->getAttrOfType<DenseI64ArrayAttr>(kSharedArgsAttr))
-      for (int64_t a : shared.asArrayRef())
-        sharedArgs.insert(static_cast<unsigned>(a));
-  for (Operation *op = from->getNextNode(); op != to; op = op->getNextNode()) {
-    std::optional<SmallVector<MemoryEffects::EffectInstance>> effects = getEffectsRecursively(op);
-    if (!effects)
+  const std::set<unsigned> sharedArgs = fn ? sharedArgsOf(fn) : std::set<unsigned>{};
+  for (Operation *op = from->getNextNode(); op != to; op = op->getNextNode())
+    if (mayWriteBytesOf(op, source, fn, sharedArgs))
       return false;
-    for (const MemoryEffects::EffectInstance &e : *effects) {
-      if (!isa<MemoryEffects::Write>(e.getEffect()))
-        continue;
-      Value written = e.getValue();
-      if (!written || !isa<MemRefType>(written.getType()) || mayOverlap(written, source, fn, sharedArgs))
-        return false;
-    }
-  }
   return true;
 }
 

@@ -19,6 +19,7 @@
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace kiln::jit::cpu {
@@ -119,6 +120,25 @@ inline bool mayOverlap(mlir::Value a, mlir::Value b, mlir::Operation *kernel, co
       mayShareOneBuffer(ea.base, eb.base))
     return true;
   return !disjoint(ea, eb);
+}
+
+/// Whether `op` (with what it nests) may write a byte that `memref` may
+/// touch: its effects are unknown, or one is a write without a value or to
+/// a memref that may overlap it (mayOverlap; `sharedArgs` empty where no
+/// buffers are donated).
+inline bool mayWriteBytesOf(mlir::Operation *op, mlir::Value memref, mlir::Operation *kernel,
+                            const std::set<unsigned> &sharedArgs) {
+  std::optional<llvm::SmallVector<mlir::MemoryEffects::EffectInstance>> effects = mlir::getEffectsRecursively(op);
+  if (!effects)
+    return true;
+  for (const mlir::MemoryEffects::EffectInstance &e : *effects) {
+    if (!llvm::isa<mlir::MemoryEffects::Write>(e.getEffect()))
+      continue;
+    mlir::Value written = e.getValue();
+    if (!written || !llvm::isa<mlir::MemRefType>(written.getType()) || mayOverlap(written, memref, kernel, sharedArgs))
+      return true;
+  }
+  return false;
 }
 
 /// How a view splits its bytes into rows: (base argument, first byte, bytes,

@@ -38,6 +38,13 @@
 
 namespace kiln::jit::cpu {
 
+std::set<unsigned> sharedArgsOf(mlir::func::FuncOp fn, llvm::ArrayRef<unsigned> listed) {
+  std::set<unsigned> shared(listed.begin(), listed.end());
+  if (auto recorded = fn->getAttrOfType<mlir::DenseI64ArrayAttr>(kSharedArgsAttr))
+    shared.insert(recorded.asArrayRef().begin(), recorded.asArrayRef().end());
+  return shared;
+}
+
 #define GEN_PASS_DEF_KILNCPUFUSEELEMENTWISE
 #define GEN_PASS_DEF_KILNCPUCONVERTTOLLVM
 #define GEN_PASS_DEF_KILNCPUFOLDDESCRIPTORS
@@ -90,14 +97,6 @@ mlir::FailureOr<mlir::func::FuncOp> findKernel(mlir::ModuleOp module, llvm::Stri
   return mlir::func::FuncOp();
 }
 
-/// The arguments of `fn` that may share a buffer: those a pass option lists
-/// and those `kiln-cpu-buffer-donation` recorded (kiln.shared_args).
-std::set<unsigned> sharedArgsOf(mlir::func::FuncOp fn, llvm::ArrayRef<unsigned> listed) {
-  std::set<unsigned> shared(listed.begin(), listed.end());
-  if (auto recorded = fn->getAttrOfType<mlir::DenseI64ArrayAttr>(kSharedArgsAttr))
-    shared.insert(recorded.asArrayRef().begin(), recorded.asArrayRef().end());
-  return shared;
-}
 
 struct FuseElementwise : impl::KilnCpuFuseElementwiseBase<FuseElementwise> {
   void runOnOperation() override {

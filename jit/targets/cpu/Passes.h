@@ -10,6 +10,8 @@
 #ifndef KILN_JIT_TARGETS_CPU_PASSES_H
 #define KILN_JIT_TARGETS_CPU_PASSES_H
 
+#include <set>
+
 #include "jit/targets/cpu/NextRowPrefetch.h"
 #include "jit/targets/cpu/StreamingStores.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,6 +24,10 @@ namespace kiln::jit::cpu {
 /// those pairs, `array<i64: ...>`, which kiln-cpu-fuse-row-loops reads.
 inline constexpr const char *kDonationsAttr = "kiln.donations";
 inline constexpr const char *kSharedArgsAttr = "kiln.shared_args";
+
+/// The arguments of `fn` that may share a buffer: those `listed` (a pass
+/// option) and those kiln-cpu-buffer-donation recorded (kSharedArgsAttr).
+std::set<unsigned> sharedArgsOf(mlir::func::FuncOp fn, llvm::ArrayRef<unsigned> listed = {});
 /// kiln-cpu-assign-scratch (shrunk by kiln-cpu-localize-row-scratch): the
 /// static scratch bytes, i64; with dynamic-sizes, `array<i64: ...>` per
 /// dynamic temporary (see assignScratch).

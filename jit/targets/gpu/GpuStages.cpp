@@ -737,30 +737,6 @@ void splatGlobalsToFills(mlir::ModuleOp module, mlir::func::FuncOp kernel) {
 }
 
 
-namespace {
-
-/// Whether `op` (with what it nests) may write a byte that `memref` views:
-/// an effect without a value, or on a memref whose bytes are not provably
-/// disjoint from it (distinct arguments, distinct allocations, distinct
-/// ranges of the scratch buffer; GPU kernels take no donated buffers),
-/// counts as writing it.
-bool mayWrite(mlir::Operation *op, mlir::Value memref) {
-  std::optional<llvm::SmallVector<mlir::MemoryEffects::EffectInstance>> effects = mlir::getEffectsRecursively(op);
-  if (!effects)
-    return true;
-  const cpu::Extent read = cpu::extentOf(memref);
-  for (const mlir::MemoryEffects::EffectInstance &e : *effects) {
-    if (!llvm::isa<mlir::MemoryEffects::Write>(e.getEffect()))
-      continue;
-    mlir::Value written = e.getValue();
-    if (!written || !llvm::isa<mlir::MemRefType>(written.getType()) || !cpu::disjoint(cpu::extentOf(written), read))
-      return true;
-  }
-  return false;
-}
-
-} // namespace
-
 /// Views, reshapes and index arithmetic move into the kernels that use them,
 /// so a launch passes its base buffers (identity layouts, as bare pointers);
 /// views into the scratch buffer only with `sinkScratchViews`.
@@ -795,13 +771,14 @@ void sinkIntoLaunches(mlir::func::FuncOp kernel, bool sinkScratchViews) {
     return llvm::all_of(llvm::ArrayRef<mlir::Value>{grid.x, grid.y, grid.z, block.x, block.y, block.z},
                         [](mlir::Value v) { return mlir::isConstantIntValue(v, 1); });
   };
+  const std::set<unsigned> noDonations;  // GPU kernels take no donated buffers
   auto loadStillValidAt = [&](mlir::memref::LoadOp load, mlir::gpu::LaunchOp launch) {
     if (load->getBlock() != launch->getBlock() || !load->isBeforeInBlock(launch))
       return false;
     for (mlir::Operation *op = load->getNextNode(); op != launch.getOperation(); op = op->getNextNode())
-      if (mayWrite(op, load.getMemRef()))
+      if (cpu::mayWriteBytesOf(op, load.getMemRef(), kernel, noDonations))
         return false;
-    return oneThread(launch) || !mayWrite(launch, load.getMemRef());
+    return oneThread(launch) || !cpu::mayWriteBytesOf(launch, load.getMemRef(), kernel, noDonations);
   };
   // (upstream's sinkOperationsIntoLaunchOp keeps an op whose operand is a
   // function argument the launch does not use already: a view of the scratch
