@@ -384,6 +384,14 @@ void blockedProduct(const Bf16MicroKernel& mk, Blocking blk, int threads, int64_
               const int mr = std::min(kBf16BlockRows, mc - ir);
               const int64_t row = ic + ir, col = jc + j;
               if (out.rounded) {
+                // The block's bf16 rows on their way into L2 while it
+                // computes (as the kernels do for an f32 C): the rounding's
+                // stores otherwise wait for every line.
+                for (int r = 0; r < mr; ++r) {
+                  const uint16_t* line = out.rounded + (row + r) * out.ldc + col;
+                  _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+                  _mm_prefetch(reinterpret_cast<const char*>(line + nr - 1), _MM_HINT_T1);
+                }
                 mk.run(kTiles, ap, bp, panelElems, block, kBf16BlockCols, mr, nr, false);
                 if (epilogue) applyEpilogue(*epilogue, block, kBf16BlockCols, mr, nr, row, col);
                 roundRowsToBf16(block, kBf16BlockCols, mr, nr, out.rounded + row * out.ldc + col, out.ldc);
