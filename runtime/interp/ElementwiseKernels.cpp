@@ -440,12 +440,17 @@ void castKernel(const Arg& in, DType to, char* out) {
             return fromDouble<Dst>(static_cast<double>(x), to);
           }
         } else {
-          // Integer or bool source: integer destinations wrap like C++ casts.
+          // Integer or bool source: integer destinations wrap like C++ casts;
+          // floating ones round once (through f64, a 64-bit integer would
+          // round twice: 2^60 + 2^36 + 1 became 2^60, not 2^60 + 2^37), and
+          // half ones from that f32 (as PyTorch).
           (void)srcFloat;
           if constexpr (std::is_same_v<Dst, bool>) return x != 0;
-          else if constexpr (std::is_same_v<Dst, uint16_t>) return fromDouble<Dst>(static_cast<double>(x), to);
-          else if constexpr (std::is_integral_v<Dst>) return static_cast<Dst>(x);
-          else return fromDouble<Dst>(static_cast<double>(x), to);
+          else if constexpr (std::is_same_v<Dst, uint16_t>) {
+            const float f = static_cast<float>(x);
+            return to == DType::f16 ? core::floatToHalf(f) : core::floatToBf16(f);
+          } else if constexpr (std::is_integral_v<Dst>) return static_cast<Dst>(x);
+          else return static_cast<Dst>(x);
         }
       });
     });

@@ -238,12 +238,10 @@ static std::optional<Attribute> castElement(Attribute element, Type to) {
   APInt v = intAttr.getValue();
   bool isUnsigned = from.isUnsignedInteger() || from.isInteger(1);
   if (auto floatTo = dyn_cast<FloatType>(to)) {
-    // Integers convert to f64 first, then round to the destination.
-    APFloat d(APFloat::IEEEdouble());
+    // Integers round once, to f64 or to f32 (f16 and bf16 from that f32).
+    APFloat d(floatTo.isF64() ? APFloat::IEEEdouble() : APFloat::IEEEsingle());
     d.convertFromAPInt(v, /*IsSigned=*/!isUnsigned,
                        APFloat::rmNearestTiesToEven);
-    if (!floatTo.isF64())
-      d = convertFloat(d, APFloat::IEEEsingle());
     return FloatAttr::get(floatTo, roundTo(d, floatTo));
   }
   unsigned width = to.getIntOrFloatBitWidth();

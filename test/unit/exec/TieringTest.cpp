@@ -363,6 +363,22 @@ TEST(Tiering, SyncAndAsyncAgree) {
   EXPECT_GE(stats().compiled_runs, 2u);
 }
 
+TEST(Tiering, IntegerToFloatCastRoundsOnceInBothTiers) {
+  // 2^60 + 2^36 + 1 is 2^60 + 2^37 in f32 rounded once, 2^60 through f64.
+  const int64_t big = (int64_t{1} << 60) + (int64_t{1} << 36) + 1;
+  Tensor i = from_vector(std::vector<int64_t>{big, -big, 3}, {3});
+  kiln::sync();
+  for (JitMode mode : {JitMode::Off, JitMode::Sync}) {
+    JitScope scope(mode, 1);
+    reset_stats();
+    for (int run = 0; run < 2; ++run) {
+      std::vector<float> f = (cast(i, DType::f32) * 1.0f).to_vector<float>();
+      EXPECT_EQ(f, (std::vector<float>{0x1p60f + 0x1p37f, -(0x1p60f + 0x1p37f), 3.0f})) << to_string(mode) << run;
+    }
+    if (mode == JitMode::Sync) EXPECT_GT(stats().compiled_runs, 0u);
+  }
+}
+
 TEST(Tiering, IndexOutOfRangeStillReportedAfterTierUp) {
   JitScope m(JitMode::Sync, 1);
   Tensor table = rand({5, 3}, 7);

@@ -622,6 +622,27 @@ TEST(OpsCast, IntegerAndBoolToHalfPrecision) {
   EXPECT_TRUE(near(kiln::cast(u, DType::f16), Ref({2}, {7, 255}), {}));
 }
 
+TEST(OpsCast, IntegerToFloatRoundsOnce) {
+  // Through f64 first, 2^60 + 2^36 + 1 rounded to 2^60 + 2^36 (53 bits), a
+  // tie in f32 that went down to 2^60; rounded once it is 2^60 + 2^37. The
+  // reference rounds once from long double, which holds every i64.
+  const int64_t big = (int64_t{1} << 60) + (int64_t{1} << 36) + 1;
+  const std::vector<int64_t> values = {big, -big, (int64_t{1} << 53) + 1, (int64_t{1} << 24) + 1,
+                                       std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()};
+  Tensor i = kiln::from_vector(values, {static_cast<int64_t>(values.size())});
+  const std::vector<float> f = kiln::cast(i, DType::f32).to_vector<float>();
+  const std::vector<double> d = kiln::cast(i, DType::f64).to_vector<double>();
+  ASSERT_EQ(f.size(), values.size());
+  for (size_t k = 0; k < values.size(); ++k) {
+    SCOPED_TRACE(values[k]);
+    EXPECT_EQ(f[k], static_cast<float>(static_cast<long double>(values[k])));
+    EXPECT_EQ(d[k], static_cast<double>(static_cast<long double>(values[k])));
+  }
+  EXPECT_EQ(f[0], 0x1p60f + 0x1p37f);
+  // f16 and bf16 round from the f32 (as PyTorch): 2^60 + 2^37 is 2^60 in both.
+  EXPECT_EQ(kiln::cast(kiln::cast(i, DType::bf16), DType::f32).to_vector<float>()[0], 0x1p60f);
+}
+
 TEST(OpsCast, Explicit) {
   Tensor f = kiln::from_vector(std::vector<float>{-2.7f, -0.5f, 0.5f, 2.7f, 127.9f}, {5});
   EXPECT_TRUE(near(kiln::cast(f, DType::i32), Ref({5}, {-2, 0, 0, 2, 127}), {}));

@@ -502,9 +502,9 @@ Value ScalarBuilder::cast(Value x, Type from, Type to) {
   bool isUnsigned = from.isUnsignedInteger() || from.isInteger(1);
   unsigned fromWidth = from.getIntOrFloatBitWidth();
   if (auto floatTo = dyn_cast<FloatType>(to)) {
-    // The interpreter converts through f64; integers of <= 32 bits are exact
-    // in f64, so converting them straight to f32 rounds the same way.
-    Type first = floatTo.isF64() || fromWidth > 32 ? f64 : f32;
+    // One rounding, to f64 or to f32 (f16 and bf16 from that f32), as the
+    // interpreter: a 64-bit integer through f64 would round twice.
+    Type first = floatTo.isF64() ? f64 : f32;
     Value v = isUnsigned
                   ? Value(arith::UIToFPOp::create(builder, loc, first, x))
                   : Value(arith::SIToFPOp::create(builder, loc, first, x));

@@ -37,10 +37,11 @@ func.func @to_bool(%x: tensor<4xf16>, %i: tensor<4xi64>) {
 
 // -----
 
-// i64 goes through f64 like the interpreter; narrow integers go straight to f32.
+// Every integer converts straight to f32, rounding once like the
+// interpreter (i64 through f64 would round twice).
 // CHECK-LABEL: func.func @int_to_float
-// CHECK: %[[D:.*]] = arith.sitofp %{{.*}} : i64 to f64
-// CHECK: arith.truncf %[[D]] : f64 to f32
+// CHECK-NOT: f64
+// CHECK: arith.sitofp %{{.*}} : i64 to f32
 // CHECK: %[[F:.*]] = arith.uitofp %{{.*}} : i8 to f32
 // CHECK: arith.bitcast %[[F]] : f32 to i32
 // CHECK: arith.bitcast %{{.*}} : i16 to bf16

@@ -224,6 +224,18 @@ func.func @fold_casts() -> (tensor<3xi32>, tensor<3xi1>, tensor<3xf32>) {
 
 // -----
 
+// An i64 rounds to f32 once: 2^60 + 2^36 + 1 is 2^60 + 2^37 (through f64 it
+// was 2^60, 1.152921504606847E+18).
+// CHECK-LABEL: func.func @fold_big_int_cast
+// CHECK: kiln.full(1.1529216420458004E+18 : f64) : tensor<3xf32>
+func.func @fold_big_int_cast() -> tensor<3xf32> {
+  %big = kiln.full(1152921573326323713) : tensor<3xi64>
+  %0 = kiln.cast %big : tensor<3xi64> to tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @slice_of_slice
 // CHECK-SAME: (%[[X:.*]]: tensor<10x8xf32>)
 // CHECK-NEXT: %[[S:.*]] = kiln.slice %[[X]] starts [5, 2] steps [4, 1] : tensor<10x8xf32> -> tensor<2x3xf32>
