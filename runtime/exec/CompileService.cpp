@@ -39,6 +39,7 @@ BuiltKernel CompileService::kernelFor(const trace::TraceKey& key, const trace::T
   built.fromCache = built.executable != nullptr;
   if (built.fromCache) return built;
   const bool fromQuick = effort == CodegenEffort::Full && quick && !quick->optimizedModules.empty();
+  built.codegenOnly = fromQuick;
   built.result = fromQuick ? codegenTraceFull(graph, *quick, name)
                             : compileTrace(graph, name, effort, std::move(scratchKnown));
   if (built.result.ok() && dynamicSizes >= 0 && built.result.dynamicSizes != dynamicSizes) {

@@ -23,6 +23,9 @@ namespace kiln::exec {
 struct BuiltKernel {
   std::shared_ptr<Executable> executable;  ///< null when it failed (result.error says why)
   bool fromCache = false;                  ///< found in the disk cache, not compiled
+  /// Only machine code was made, from a Quick compile's optimised modules
+  /// (no import, lowering or LLVM optimisation).
+  bool codegenOnly = false;
   CompileResult result;                    ///< the compile's timings and error (empty when fromCache)
 };
 

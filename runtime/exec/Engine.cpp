@@ -242,6 +242,11 @@ void Engine::resetProfilesForTesting() {
   interpretedBefore_ = false;  // the next interpreted run is a new process's first
 }
 
+double Engine::compileMsPerOpForTesting() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return compileCost_.msPerOp();
+}
+
 std::pair<size_t, size_t> Engine::profileCountsForTesting() {
   std::lock_guard<std::mutex> lock(mutex_);
   return {profiles_.size(), scalarArgs_.size()};
@@ -359,8 +364,10 @@ void Engine::compileJob(std::shared_ptr<TraceProfile> profile, std::shared_ptr<c
     // The compile thread's CPU time, not its wall time (which depends on
     // its priority); a sync compile cuts the module into shares that
     // compile on other threads, so only background compiles teach it. The
-    // model estimates Full compiles (chooseCodegenEffort).
-    if (onCompileQueueThread() && exe->codegen == CodegenEffort::Full)
+    // model estimates Full compiles (chooseCodegenEffort) from the trace,
+    // which a Quick kernel's upgrade does not make: it only redoes machine
+    // code, and taught the model compiles several times cheaper than they are.
+    if (onCompileQueueThread() && exe->codegen == CodegenEffort::Full && !built.codegenOnly)
       compileCost_.noteCompile(profile->ops, 1e3 * static_cast<double>(cpu1.tv_sec - cpu0.tv_sec) +
                                                  1e-6 * static_cast<double>(cpu1.tv_nsec - cpu0.tv_nsec));
     c.compileUs.fetch_add(toUs(result.timings.totalMs()));

@@ -122,6 +122,8 @@ class Engine final : public trace::TraceRunner {
   /// Test hook: forgets every profile (with KernelCache::clearMemory(), a
   /// process as if freshly started).
   void resetProfilesForTesting();
+  /// Test hook: the compile-cost model's per-op estimate (TieringPolicy.h).
+  double compileMsPerOpForTesting();
   /// Test hook: profiles held (trace and region keys) and trace structures
   /// whose scalar slots are tracked (ScalarArgs.h).
   std::pair<size_t, size_t> profileCountsForTesting();

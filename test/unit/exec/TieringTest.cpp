@@ -222,9 +222,13 @@ TEST(Tiering, QuickCodegenKernelsAreReplacedByFullOnes) {
   for (uint32_t i = 1; i < quickRuns; ++i) expectClose(run(), reference);
   engine.drainCompiles();
   EXPECT_EQ(stats().full_recompiles, 0u) << "upgraded before the Quick kernel ran " << quickRuns << " times";
+  const double msPerOp = engine.compileMsPerOpForTesting();
   expectClose(run(), reference);  // its Full compile starts
   engine.drainCompiles();
   std::vector<float> viaFull = run();
+  // The upgrade only made machine code: the compile-cost model, which
+  // estimates whole compiles, learnt nothing from it.
+  EXPECT_EQ(engine.compileMsPerOpForTesting(), msPerOp);
   Stats first = stats();
   EXPECT_EQ(first.compiles, 1u) << first.str();
   EXPECT_EQ(first.full_recompiles, 1u) << first.str();
@@ -270,6 +274,9 @@ TEST(Tiering, QuickCodegenKernelsAreReplacedByFullOnes) {
   EXPECT_EQ(second.cache_disk_hits, 1u) << second.str();
   EXPECT_EQ(second.full_recompiles, 1u) << second.str();
   EXPECT_EQ(second.compiles, 0u) << second.str();
+  // Its Quick kernel came from the disk, so the upgrade compiled the trace
+  // whole: a Full compile the model learns from.
+  EXPECT_NE(engine.compileMsPerOpForTesting(), msPerOp);
   EXPECT_EQ(cachedCodegen(), "full");
   // And the one after runs the Full kernel and compiles nothing.
   newProcess();
