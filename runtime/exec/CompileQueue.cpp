@@ -52,8 +52,9 @@ int currentThreadNice() {
 
 CompileQueue::CompileQueue(int threads, int minSharePercent) : minSharePercent_(minSharePercent) {
   baseNice_ = currentThreadNice();
+  runningUrgent_.assign(static_cast<size_t>(std::max(threads, 0)), -1);
   for (int i = 0; i < threads; ++i)
-    threads_.emplace_back([this] {
+    threads_.emplace_back([this, i] {
       lowerThisThreadsPriority();
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -61,7 +62,7 @@ CompileQueue::CompileQueue(int threads, int minSharePercent) : minSharePercent_(
         if (pthread_getcpuclockid(pthread_self(), &clock) == 0)
           workers_.push_back({static_cast<pid_t>(syscall(SYS_gettid)), clock});
       }
-      serve();
+      serve(static_cast<size_t>(i));
     });
   if (minSharePercent_ > 0) governor_ = std::thread([this] { govern(); });
 }
@@ -95,7 +96,7 @@ bool CompileQueue::urgentNow() const {
 }
 
 void CompileQueue::updateUrgency() {
-  const bool urgent = minSharePercent_ > 0 && running_ > 0 && (urgentRunning_ > 0 || escalated_);
+  const bool urgent = minSharePercent_ > 0 && urgentRunning_ > 0;
   if (urgent == urgent_) return;
   urgent_ = urgent;
   if (urgent) {
@@ -121,10 +122,21 @@ void CompileQueue::releasePartition() {
   gPartitions.fetch_sub(1, std::memory_order_relaxed);
 }
 
+void CompileQueue::escalateRunning() {
+  for (int8_t& u : runningUrgent_)
+    if (u == 0) {
+      u = 1;
+      ++urgentRunning_;
+    }
+}
+
 void CompileQueue::makeUrgent() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (running_ == 0 && jobs_.empty()) return;
-  escalated_ = true;
+  escalateRunning();
+  // The queued first compiles, not the upgrades queued behind them: those
+  // make kernels that already run faster, at the lowest priority.
+  for (Job& job : jobs_)
+    if (job.rank != JobRank::Upgrade) job.escalated = true;
   updateUrgency();
 }
 
@@ -218,7 +230,7 @@ void CompileQueue::push(std::function<void()> job, JobRank rank) {
     // at the lowest priority it could hold the urgent one up for as long as
     // the user's threads keep the cores busy.
     if (urgent && running_ > 0) {
-      escalated_ = true;
+      escalateRunning();
       updateUrgency();
     }
   }
@@ -236,7 +248,7 @@ thread_local bool tOnCompileQueue = false;
 
 bool onCompileQueueThread() { return tOnCompileQueue; }
 
-void CompileQueue::serve() {
+void CompileQueue::serve(size_t w) {
   tOnCompileQueue = true;
   for (;;) {
     Job job;
@@ -247,6 +259,7 @@ void CompileQueue::serve() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
       ++running_;
+      runningUrgent_[w] = job.urgent() ? 1 : 0;
       urgentRunning_ += job.urgent();
       updateUrgency();
     }
@@ -255,8 +268,8 @@ void CompileQueue::serve() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       --running_;
-      urgentRunning_ -= job.urgent();
-      if (running_ == 0 && jobs_.empty()) escalated_ = false;
+      urgentRunning_ -= runningUrgent_[w];  // escalated while it ran, perhaps
+      runningUrgent_[w] = -1;
       updateUrgency();
     }
     idle_.notify_all();

@@ -64,7 +64,8 @@ class CompileQueue {
   /// Queues `job` behind the queued jobs of its rank and ahead of those of
   /// lower ranks (JobRank).
   void push(std::function<void()> job, JobRank rank = JobRank::Background);
-  /// The jobs queued or running now become urgent (until the queue is idle).
+  /// The jobs running now and those queued ahead of the upgrades become
+  /// urgent (jobs pushed later are not).
   void makeUrgent();
   /// Blocks until every job pushed so far has finished (tests, shutdown).
   void drain();
@@ -87,12 +88,16 @@ class CompileQueue {
   struct Job {
     std::function<void()> run;
     JobRank rank = JobRank::Background;
-    bool urgent() const { return rank == JobRank::Urgent; }
+    bool escalated = false;  ///< made urgent while queued (makeUrgent)
+    bool urgent() const { return rank == JobRank::Urgent || escalated; }
   };
-  void serve();
+  /// Worker `w`'s loop (w indexes runningUrgent_).
+  void serve(size_t w);
   void govern();
-  /// Enters or leaves urgent mode after urgentRunning_, escalated_ or
-  /// running_ changed; called with mutex_ held.
+  /// The jobs running now become urgent; called with mutex_ held.
+  void escalateRunning();
+  /// Enters or leaves urgent mode after urgentRunning_ or running_
+  /// changed; called with mutex_ held.
   void updateUrgency();
   void releasePartition();
   /// Normal priority (raised) or the lowest, for every compile thread;
@@ -103,8 +108,10 @@ class CompileQueue {
   std::condition_variable cv_, idle_, governorWake_;
   std::deque<Job> jobs_;
   int running_ = 0;
-  int urgentRunning_ = 0;   ///< running jobs pushed urgent
-  bool escalated_ = false;  ///< makeUrgent(): everything until the queue is idle
+  int urgentRunning_ = 0;  ///< running jobs that are urgent (pushed so or escalated)
+  /// Per worker: 1 while it runs an urgent job, 0 while it runs another,
+  /// -1 while it runs none.
+  std::vector<int8_t> runningUrgent_;
   bool urgent_ = false;     ///< urgent mode: raised threads and the partition
   /// While urgent: the TBB parallelism left to the user's threads.
   std::unique_ptr<tbb::global_control> partition_;

@@ -225,6 +225,69 @@ TEST(CompileQueue, AJobRunningAheadOfAnUrgentOneBecomesUrgent) {
   EXPECT_EQ(parallelism(), before);
 }
 
+// Only the job running ahead of the urgent one is hurried: the jobs queued
+// behind both (a background compile queued before, an upgrade) run as they
+// were pushed, and so does one pushed while the queue is still busy.
+TEST(CompileQueue, JobsBehindAnUrgentOneStayBackground) {
+  const size_t before = parallelism();
+  CompileQueue queue(1, 25);
+  std::atomic<bool> release{false};
+  holdTheThread(queue, release);
+  JobSight background, upgrade, later, urgent;
+  auto look = [](JobSight& sight) {
+    return [&sight] {
+      sight.parallelism = parallelism();
+      sight.partitioned = compilePartitionActive();
+    };
+  };
+  queue.push(look(background));
+  queue.push(look(upgrade), JobRank::Upgrade);
+  queue.push(look(urgent), JobRank::Urgent);
+  EXPECT_TRUE(queue.urgentNow()) << "the running job is hurried";
+  queue.push(look(later));
+  release = true;
+  queue.drain();
+  EXPECT_EQ(urgent.parallelism, before > 1 ? before - 1 : before);
+  for (const JobSight* sight : {&background, &upgrade, &later}) {
+    EXPECT_EQ(sight->parallelism, before);
+    EXPECT_FALSE(sight->partitioned);
+  }
+  EXPECT_EQ(parallelism(), before);
+}
+
+// makeUrgent hurries what runs and the first compiles queued, not the
+// upgrades behind them nor jobs pushed afterwards.
+TEST(CompileQueue, MakeUrgentHurriesFirstCompilesNotUpgrades) {
+  const size_t before = parallelism();
+  CompileQueue queue(1, 25);
+  std::atomic<bool> release{false};
+  std::atomic<bool> heldUrgent{false};
+  holdTheThread(queue, release, [&] { heldUrgent = queue.urgentNow(); });
+  JobSight background, upgrade, later;
+  auto look = [](JobSight& sight) {
+    return [&sight] {
+      sight.parallelism = parallelism();
+      sight.partitioned = compilePartitionActive();
+    };
+  };
+  queue.push(look(background));
+  queue.push(look(upgrade), JobRank::Upgrade);
+  queue.makeUrgent();
+  queue.push(look(later));
+  release = true;
+  queue.drain();
+  EXPECT_TRUE(heldUrgent.load());
+  if (before > 1) {
+    EXPECT_EQ(background.parallelism, before - 1);
+    EXPECT_TRUE(background.partitioned);
+  }
+  EXPECT_EQ(upgrade.parallelism, before);
+  EXPECT_FALSE(upgrade.partitioned);
+  EXPECT_EQ(later.parallelism, before);
+  EXPECT_FALSE(later.partitioned);
+  EXPECT_FALSE(queue.urgentNow());
+}
+
 // KILN_COMPILE_SHARE=0: a compile never takes a core, urgent or not.
 TEST(CompileQueue, WithoutAShareUrgentJobsStayAtTheLowestPriority) {
   CompileQueue queue(1, 0);
