@@ -3,17 +3,26 @@
 #include <chrono>
 
 #include "runtime/cache/KernelCache.h"
+#include "runtime/support/ProcessId.h"
 #include "kiln/runtime.h"
 
 namespace kiln::exec {
 
 CompileQueue& CompileService::queue(Lane lane) {
   const int i = static_cast<int>(lane);
-  std::call_once(once_[i], [&] {
-    const int threads = lane == Lane::Traces ? settings().compile_threads : 1;
-    queues_[i] = new CompileQueue(threads, settings().compile_share);
-  });
-  return *queues_[i].load();
+  if (CompileQueue* q = ownQueue(i)) return *q;
+  std::lock_guard<std::mutex> lock(createMutex_);
+  if (CompileQueue* q = ownQueue(i)) return *q;
+  const int threads = lane == Lane::Traces ? settings().compile_threads : 1;
+  auto* q = new CompileQueue(threads, settings().compile_share);
+  owners_[i].store(support::processId());
+  queues_[i].store(q);
+  return *q;
+}
+
+CompileQueue* CompileService::ownQueue(int lane) const {
+  CompileQueue* q = queues_[lane].load();
+  return q && owners_[lane].load() == support::processId() ? q : nullptr;
 }
 
 void CompileService::submit(Lane lane, bool now, std::function<void()> job, JobRank rank) {
@@ -26,7 +35,7 @@ void CompileService::submit(Lane lane, bool now, std::function<void()> job, JobR
 }
 
 void CompileService::makeUrgent(Lane lane) {
-  if (CompileQueue* q = queues_[static_cast<int>(lane)].load()) q->makeUrgent();
+  if (CompileQueue* q = ownQueue(static_cast<int>(lane))) q->makeUrgent();
 }
 
 BuiltKernel CompileService::kernelFor(const trace::TraceKey& key, const trace::TraceGraph& graph,
@@ -55,13 +64,13 @@ BuiltKernel CompileService::kernelFor(const trace::TraceKey& key, const trace::T
 }
 
 void CompileService::drain() {
-  for (auto& q : queues_)
-    if (CompileQueue* p = q.load()) p->drain();
+  for (int i = 0; i < 2; ++i)
+    if (CompileQueue* p = ownQueue(i)) p->drain();
 }
 
 void CompileService::shutdown() {
-  for (auto& q : queues_)
-    if (CompileQueue* p = q.load()) p->shutdown();
+  for (int i = 0; i < 2; ++i)
+    if (CompileQueue* p = ownQueue(i)) p->shutdown();
 }
 
 }  // namespace kiln::exec

@@ -59,11 +59,17 @@ class CompileService {
 
  private:
   CompileQueue& queue(Lane lane);
+  /// `lane`'s queue if this process made it, else null: a forked child
+  /// inherits the parent's queues but none of their threads.
+  CompileQueue* ownQueue(int lane) const;
 
-  std::once_flag once_[2];
-  /// Created once, never destroyed (threads may submit at exit); read
-  /// without a lock by the exit handler.
+  std::mutex createMutex_;
+  /// Created on first use, never destroyed (threads may submit at exit);
+  /// read without a lock by the exit handler. A forked child makes its own
+  /// and leaves the parent's as they are (a lock in them may be held).
   std::atomic<CompileQueue*> queues_[2] = {nullptr, nullptr};
+  /// The process each queue belongs to (support::processId()).
+  std::atomic<pid_t> owners_[2] = {0, 0};
 };
 
 }  // namespace kiln::exec

@@ -2,6 +2,7 @@
 // compiles never loads or initialises the compiler. Kernels, fresh or cached,
 // are mapped by the built-in shared-object loader, which needs no LLVM.
 #include <dlfcn.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 
@@ -35,21 +37,6 @@ bool gLoading = false;
 
 void waitForLoad(std::unique_lock<std::mutex>& lock) {
   gLoadDone.wait(lock, [] { return !gLoading; });
-}
-
-/// At process exit, before the compiler's static objects are destroyed:
-/// stop new loads and compilations, finish the load and the compilations
-/// running, stop the compile threads. Registered before the first background
-/// compile is queued (prepareBackgroundCompile) and again once the library
-/// is loaded, so that it runs before the compiler's statics are destroyed.
-void finishCompilesAtExit() {
-  {
-    std::unique_lock<std::mutex> lock(gLoadMutex);
-    gExiting = true;
-    waitForLoad(lock);
-  }
-  Engine::instance().shutdownCompiles();
-  while (gInFlight.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 /// Directory of libkiln itself: libkiln_jit is installed next to it.
@@ -86,12 +73,49 @@ void* openLibrary(const char* envVar, const char* file, const char* symbol, int 
 }
 }  // namespace
 
+namespace {
+/// Set in a forked child whose parent was loading the compiler or
+/// compiling when it forked: the compiler's state (a half-built static, a
+/// lock held by a thread the child does not have) cannot be trusted, so
+/// this process interprets (and replays cached kernels) instead.
+std::atomic<bool> gForkedMidCompile{false};
+
+/// In a forked child: the parent's compile threads are gone, and with them
+/// the loads and compilations they were counted for.
+void afterForkInChild() {
+  if (gLoading || gInFlight.load() > 0) gForkedMidCompile = true;
+  // A thread of the parent may have held these; none runs here to release them.
+  new (&gLoadMutex) std::mutex();
+  new (&gLoadDone) std::condition_variable();
+  gLoading = false;
+  gInFlight = 0;
+}
+
+const bool gForkHandled = [] {
+  pthread_atfork(nullptr, nullptr, afterForkInChild);
+  return true;
+}();
+}  // namespace
+
+// Registered before the first background compile is queued
+// (prepareBackgroundCompile) and again once the library is loaded, so that
+// it runs before the compiler's statics are destroyed.
+void finishCompilesAtExit() {
+  {
+    std::unique_lock<std::mutex> lock(gLoadMutex);
+    gExiting = true;
+    waitForLoad(lock);
+  }
+  Engine::instance().shutdownCompiles();
+  while (gInFlight.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 bool compilerLoaded() { return gLoaded.load(); }
 
 bool compilesStopped() { return gExiting.load(); }
 
 TraceCompiler* loadCompiler() {
-  if (gExiting.load()) return nullptr;
+  if (gExiting.load() || gForkedMidCompile.load()) return nullptr;
   static std::once_flag once;
   static TraceCompiler* compiler = nullptr;
   std::call_once(once, [] {
@@ -211,7 +235,11 @@ CompileResult withCompiler(const trace::TraceGraph& graph,
     static std::once_flag again;
     std::call_once(again, [] { std::atexit(finishCompilesAtExit); });
   }
-  else result.error = gExiting.load() ? "the process is exiting" : "the compiler library is not available";
+  else if (gExiting.load()) result.error = "the process is exiting";
+  else if (gForkedMidCompile.load())
+    result.error = "the process was forked while its parent was compiling; it does not compile (its hot traces "
+                   "run interpreted, or from the kernel cache)";
+  else result.error = "the compiler library is not available";
   --gInFlight;
   return result;
 }

@@ -22,6 +22,7 @@
 #include "runtime/backends/cpu/CachingHostAllocator.h"
 #include "runtime/exec/LaunchTarget.h"
 #include "runtime/support/LeastRecentlyUsed.h"
+#include "runtime/support/ProcessId.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/trace/Recorder.h"
 #include "runtime/trace/TraceGraph.h"
@@ -641,6 +642,12 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   if (!exe) {
     std::lock_guard<std::mutex> lock(mutex_);
     exe = kernelsEnabled() ? profile->executable : nullptr;
+    if (profile->tier == Tier::Compiling && profile->compilingIn != 0 &&
+        profile->compilingIn != support::processId()) {
+      // Forked while it compiled: the compile went with the parent's thread.
+      profile->tier = Tier::Interpreted;
+      profile->urgentCompile = false;
+    }
     if (!exe && profile->tier == Tier::Interpreted && neededOps > 0 && traceCompiles_ &&
         profile->runs >= static_cast<uint64_t>(settings().jit_threshold)) {
       // Recompilation-storm guard: a structure run at many sizes (varying
@@ -660,6 +667,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
       } else if (shapes) {
         ++*shapes;
         profile->tier = Tier::Compiling;
+        profile->compilingIn = support::processId();
         startCompile = true;
       } else if (replay) {
         profile->tier = Tier::Compiling;  // decided below, outside the lock

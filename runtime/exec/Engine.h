@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <sys/types.h>
+
 #include "kiln/runtime.h"
 #include "runtime/exec/CompileService.h"
 #include "runtime/exec/DynamicShapes.h"
@@ -67,6 +69,9 @@ struct TraceProfile {
   bool coldFirstSample = false;
   /// Its background compile runs urgent (TieringPolicy's CompilePriority).
   bool urgentCompile = false;
+  /// The process whose compile thread its compile was queued to (while
+  /// Tier::Compiling): a forked child has no such thread and compiles anew.
+  pid_t compilingIn = 0;
   /// Its kernel is a Quick one and the Full compile that replaces it was
   /// submitted (Engine::recompileFull; under KILN_JIT=replay, which compiles
   /// nothing: the warning that it runs a Quick kernel was given).

@@ -183,5 +183,10 @@ bool compilerLoaded();
 /// True once the process has begun to exit: compilations are refused, and
 /// their refusals are not worth a warning.
 bool compilesStopped();
+/// What exit does before the compiler's statics go (registered with
+/// atexit): no new load or compilation, the ones running finished, the
+/// compile threads stopped. Tests call it in a forked child that ends by
+/// _exit.
+void finishCompilesAtExit();
 
 }  // namespace kiln::exec

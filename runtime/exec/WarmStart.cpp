@@ -191,10 +191,15 @@ void WarmStart::joinThreads(bool exiting) {
   }
   for (Worker& w : workers) {
     if (!w.thread.joinable()) continue;
-    if (::getpid() == w.pid)
+    if (::getpid() == w.pid) {
       w.thread.join();
-    else
-      w.thread.detach();  // a forked child: the thread stayed in the parent
+    } else {
+      // A forked child: the thread stayed in the parent, and the child's C
+      // library took its stack back at the fork, so detaching it (as this
+      // did) or joining it touches freed memory (a crash at exit). The
+      // handle is left as it is, never destroyed.
+      new std::thread(std::move(w.thread));
+    }
   }
 }
 

@@ -16,6 +16,8 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kiln/kiln.h"
@@ -25,6 +27,7 @@
 #include "runtime/cache/HostFingerprint.h"
 #include "runtime/exec/CompileQueue.h"
 #include "runtime/exec/Engine.h"
+#include "runtime/exec/WarmStart.h"
 #include "runtime/support/HostCaches.h"
 #include "runtime/support/Log.h"
 
@@ -370,6 +373,113 @@ TEST(Tiering, SyncAndAsyncAgree) {
   EXPECT_GE(stats().compiled_runs, 2u);
 }
 
+/// Runs `child` in a forked child, which then does what exit() does for
+/// Kiln (its exit handlers: they waited for the parent's compile threads,
+/// and joined or detached them) and ends by _exit with child()'s status, as
+/// Python's multiprocessing ends its children: TBB's own static destructors
+/// are not fork-safe (after tbb::global_control changes in the parent they
+/// crashed in a child's exit()). The child's status, or -1 when it ran 30 s.
+int inForkedChild(const std::function<int()>& child) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int status = child();
+    exec::finishCompilesAtExit();
+    exec::WarmStart::instance().join();
+    std::fflush(nullptr);
+    std::_Exit(status);
+  }
+  for (int waited = 0; waited < 3000; ++waited) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+// A process forked after it compiled in the background has none of its
+// parent's compile threads: it compiles on threads of its own (a trace
+// whose compile was queued at the fork is compiled again), its kernels from
+// before the fork still run, and it exits without waiting for the parent's.
+TEST(Tiering, AForkedChildCompilesOnItsOwnThreads) {
+  // A device with threads of its own (a stream's) is not usable in a forked
+  // child, as CUDA is not: the fork contract is the CPU's.
+  if (default_device().kind != Device::CPU) GTEST_SKIP() << "fork: CPU tensors only";
+  JitScope async(JitMode::Async, 2);
+  exec::Engine& engine = exec::Engine::instance();
+  Tensor x = rand({64, 64}, 3);
+  auto chain = [&](int n) {
+    Tensor y = x;
+    for (int i = 0; i < n; ++i) y = tanh(y * 1.01f + 0.5f);
+    return sum(y).item<float>();
+  };
+  float expected[3];
+  {
+    JitScope off(JitMode::Off);
+    for (int n : {4, 5, 6}) expected[n - 4] = chain(n);
+  }
+  auto same = [](float a, float b) { return std::abs(a - b) <= 1e-3f * std::abs(b); };
+  chain(4);
+  chain(4);  // hot: compiled in the background
+  engine.drainCompiles();
+  ASSERT_EQ(chain(4), chain(4));
+  ASSERT_GT(stats().compiled_runs, 0u);
+  // Forked while chain(5)'s compile waits on the parent's compile thread.
+  engine.setCompileDelayForTesting(400);
+  chain(5);
+  chain(5);
+  const int status = inForkedChild([&] {
+    engine.setCompileDelayForTesting(0);
+    reset_stats();
+    if (!same(chain(4), expected[0])) return 1;
+    if (stats().compiled_runs != 1) return 2;  // the parent's kernel
+    for (int i = 0; i < 3; ++i)
+      if (!same(chain(6), expected[2])) return 3;
+    chain(5);  // its compile was lost with the parent's thread: compiled anew
+    engine.drainCompiles();
+    reset_stats();
+    if (!same(chain(5), expected[1]) || !same(chain(6), expected[2])) return 4;
+    if (stats().compiled_runs != 2) return 5;
+    return 0;
+  });
+  engine.setCompileDelayForTesting(0);
+  EXPECT_EQ(status, 0) << "1-4: a wrong result, 5: not compiled in the child, -1: the child hung, > 128: killed by a signal";
+  EXPECT_TRUE(same(chain(5), expected[1]));
+}
+
+// Forked right as a large trace gets hot, perhaps while the compiler loads
+// or compiles on the parent's thread: whichever, the child computes right
+// and exits (it may not compile: see CompilerLoader.cpp).
+TEST(Tiering, AForkedChildOfACompilingProcessExits) {
+  // A device with threads of its own (a stream's) is not usable in a forked
+  // child, as CUDA is not: the fork contract is the CPU's.
+  if (default_device().kind != Device::CPU) GTEST_SKIP() << "fork: CPU tensors only";
+  JitScope async(JitMode::Async, 2);
+  Tensor x = rand({64, 64}, 4);
+  auto chain = [&](int n) {
+    Tensor y = x;
+    for (int i = 0; i < n; ++i) y = tanh(y * 1.01f + 0.5f);
+    return sum(y).item<float>();
+  };
+  float expected = 0;
+  {
+    JitScope off(JitMode::Off);
+    expected = chain(90);
+  }
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    chain(90 + attempt);
+    chain(90 + attempt);  // hot: its compile starts now
+    const int status = inForkedChild([&] {
+      for (int i = 0; i < 4; ++i)
+        if (std::abs(chain(90) - expected) > 1e-3f * std::abs(expected)) return 1;
+      return 0;
+    });
+    EXPECT_EQ(status, 0) << "attempt " << attempt << ": 1: a wrong result, -1: the child hung, > 128: killed by a signal";
+  }
+}
+
 TEST(Tiering, IntegerToFloatCastRoundsOnceInBothTiers) {
   // 2^60 + 2^36 + 1 is 2^60 + 2^37 in f32 rounded once, 2^60 through f64.
   const int64_t big = (int64_t{1} << 60) + (int64_t{1} << 36) + 1;
@@ -382,7 +492,9 @@ TEST(Tiering, IntegerToFloatCastRoundsOnceInBothTiers) {
       std::vector<float> f = (cast(i, DType::f32) * 1.0f).to_vector<float>();
       EXPECT_EQ(f, (std::vector<float>{0x1p60f + 0x1p37f, -(0x1p60f + 0x1p37f), 3.0f})) << to_string(mode) << run;
     }
-    if (mode == JitMode::Sync) EXPECT_GT(stats().compiled_runs, 0u);
+    if (mode == JitMode::Sync) {
+      EXPECT_GT(stats().compiled_runs, 0u);
+    }
   }
 }
 
