@@ -53,6 +53,18 @@ int currentThreadNice() {
 CompileQueue::CompileQueue(int threads, int minSharePercent) : minSharePercent_(minSharePercent) {
   baseNice_ = currentThreadNice();
   runningUrgent_.assign(static_cast<size_t>(std::max(threads, 0)), -1);
+  try {
+    startThreads(threads);
+  } catch (...) {
+    // No thread (a process or cgroup limit): the ones started stop, and the
+    // caller learns it (a joinable std::thread destroyed by the unwinding
+    // would terminate the process).
+    shutdown();
+    throw;
+  }
+}
+
+void CompileQueue::startThreads(int threads) {
   for (int i = 0; i < threads; ++i)
     threads_.emplace_back([this, i] {
       lowerThisThreadsPriority();

@@ -55,7 +55,7 @@ class CompileQueue {
  public:
   /// `threads` compile threads; while a job runs they get at least
   /// `minSharePercent` of one core in total (0: no governor, lowest
-  /// priority only).
+  /// priority only). Throws std::system_error when a thread cannot start.
   explicit CompileQueue(int threads, int minSharePercent = 0);
   ~CompileQueue();
   CompileQueue(const CompileQueue&) = delete;
@@ -91,6 +91,9 @@ class CompileQueue {
     bool escalated = false;  ///< made urgent while queued (makeUrgent)
     bool urgent() const { return rank == JobRank::Urgent || escalated; }
   };
+  /// Starts the compile threads and the governor; throws std::system_error
+  /// when one cannot start.
+  void startThreads(int threads);
   /// Worker `w`'s loop (w indexes runningUrgent_).
   void serve(size_t w);
   void govern();

@@ -1,8 +1,10 @@
 #include "runtime/exec/CompileService.h"
 
 #include <chrono>
+#include <system_error>
 
 #include "runtime/cache/KernelCache.h"
+#include "runtime/support/Log.h"
 #include "runtime/support/ProcessId.h"
 #include "kiln/runtime.h"
 
@@ -30,8 +32,22 @@ void CompileService::submit(Lane lane, bool now, std::function<void()> job, JobR
     job();
     return;
   }
+  CompileQueue* q = nullptr;
+  try {
+    q = &queue(lane);
+  } catch (const std::system_error& e) {
+    // No compile thread could start (a process or cgroup limit on
+    // threads): the job runs now, in the caller's thread, as in sync mode,
+    // rather than failing the step that asked for it. A later submit tries
+    // to start the threads again.
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      log().warn("could not start a compile thread ({}): compiling in the calling thread", e.what());
+    job();
+    return;
+  }
   prepareBackgroundCompile();
-  queue(lane).push(std::move(job), rank);
+  q->push(std::move(job), rank);
 }
 
 void CompileService::makeUrgent(Lane lane) {
