@@ -150,6 +150,8 @@ int depthStep(int64_t K, int kc) {
 /// slower unpacked (B's rows, 512 bytes apart, fall into few L1 sets).
 /// Products this small also run on one thread (kSplitMultiplyAdds).
 constexpr int64_t kDirectMultiplyAdds = kSplitMultiplyAdds;
+/// The most floats a direct product packs column-major B into (4 MiB).
+constexpr int64_t kMaxDirectPanelFloats = int64_t{1} << 20;
 
 /// Whether the product runs unpacked (directProduct): small, or one column
 /// panel wide (each element of A then meets one tile: a packed copy of A
@@ -159,7 +161,12 @@ constexpr int64_t kDirectMultiplyAdds = kSplitMultiplyAdds;
 /// mk.packColumnMajorB).
 bool runsDirect(const MicroKernel& mk, int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b) {
   if (!mk.runDirect || (M * N > kDirectMultiplyAdds / K && N > mk.nr)) return false;
-  return (a.cs == 1 || a.rs == 1) && (b.cs == 1 || (b.rs == 1 && mk.packColumnMajorB));
+  // Column-major B is packed whole, K deep, into the thread's kept scratch:
+  // only while that stays as small as the blocked path's packed block (a
+  // matrix-vector product with K = 2^24 packed 2 GiB, 32 times B, and kept it).
+  const int64_t panelFloats = K * mk.nr * ((N + mk.nr - 1) / mk.nr);
+  return (a.cs == 1 || a.rs == 1) &&
+         (b.cs == 1 || (b.rs == 1 && mk.packColumnMajorB && panelFloats <= kMaxDirectPanelFloats));
 }
 
 /// The product on unpacked operands (runsDirect): the row panels of each

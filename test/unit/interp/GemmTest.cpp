@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <tuple>
 #include <random>
@@ -160,6 +161,46 @@ TEST_P(GemmIsaTest, ColumnMajorBGivesTheBitsOfItsRowMajorCopy) {
   sgemm(M, N, K, a.view(), columnMajor.view(), viaView.data(), N, false, true);
   sgemm(M, N, K, a.view(), StridedMatrix{rowMajor.data(), N, 1}, viaCopy.data(), N, false, true);
   EXPECT_EQ(viaView, viaCopy);
+}
+
+/// The process's resident memory in KiB (VmRSS), 0 where unknown.
+long residentKiB() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  long value = 0;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      status >> value;
+      return value;
+    }
+    status.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return 0;
+}
+
+TEST_P(GemmIsaTest, ADeepProductWithColumnMajorBKeepsNoDepthSizedScratch) {
+  // A matrix-vector product over 2^22 terms with B a transposed view: the
+  // unpacked path packed B's column whole into a panel NR wide (512 MiB for
+  // 16 MiB of B on AVX-512) and the thread kept it. The blocked path packs
+  // a block at a time.
+  const int64_t M = 1, N = 1, K = int64_t{1} << 22;
+  std::vector<float> a(static_cast<size_t>(K)), b(static_cast<size_t>(K));
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  double want = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    a[k] = dist(rng);
+    b[k] = dist(rng);
+    want += static_cast<double>(a[k]) * b[k];
+  }
+  const long before = residentKiB();
+  float c = 0;
+  sgemm(M, N, K, StridedMatrix{a.data(), K, 1}, StridedMatrix{b.data(), 1, K}, &c, 1, false, false);
+  const long grown = residentKiB() - before;
+  EXPECT_NEAR(c, want, 1e-3 * std::sqrt(static_cast<double>(K)));
+  if (before > 0) {
+    EXPECT_LT(grown, 64 * 1024) << "KiB more resident after one product";
+  }
 }
 
 TEST_P(GemmIsaTest, TransposedAndStridedOperands) {
