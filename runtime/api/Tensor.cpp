@@ -249,6 +249,11 @@ Tensor Tensor::to(Device d) const {
   detail::TensorImpl* out = detail::TensorImpl::create(i->dtype, i->shape, d);
   Tensor result(out);
   out->view = copyView(i->view, i->dtype, i->shape, lo, hi, i->device, d);
+  // Differentiable: in the graph as a same-shape reshape, whose VJP moves
+  // the gradient back to this tensor's device (the copy left the graph, and
+  // the gradient of whatever it fed was silently zero).
+  const Tensor* ins[] = {this};
+  autograd::onRecorded(result, trace::NodeSpec{core::OpKind::Reshape, i->dtype, i->shape}, ins);
   return result;
 }
 

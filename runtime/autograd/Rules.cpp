@@ -278,7 +278,11 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
     }
 
     // ---- shape --------------------------------------------------------------------
-    case OpKind::Reshape: r[0] = reshape(g, in[0].shape()); break;
+    case OpKind::Reshape:
+      r[0] = reshape(g, in[0].shape());
+      // Tensor::to records its copy to another device as a reshape.
+      if (r[0].device() != in[0].device()) r[0] = r[0].to(in[0].device());
+      break;
     case OpKind::Permute: {
       std::vector<int> inverse(n.attrs.size());
       for (size_t i = 0; i < n.attrs.size(); ++i) inverse[n.attrs[i]] = static_cast<int>(i);

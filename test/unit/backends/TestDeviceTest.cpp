@@ -134,6 +134,25 @@ TEST(TestDevice, CopiesKeepLayoutAndRoundTrip) {
   EXPECT_FLOAT_EQ(d.sum().item<float>(), 138.f);  // 0.5 * (0 + ... + 23)
 }
 
+// Gradients flow through copies between devices, each arriving on its
+// tensor's device: through a strided view's copy too, and both ways.
+TEST(TestDevice, GradientsFlowThroughDeviceCopies) {
+  Tensor x = from_vector(std::vector<float>{1, -2, 3, 4, 5, -6}, {2, 3}, Device::cpu());
+  x.requires_grad();
+  Tensor w = from_vector(std::vector<float>{0.5f, 2, -1}, {3}, kTest);
+  w.requires_grad();
+  // loss = sum((x^T on the device) * w broadcast) + sum(w back on the host)^2
+  Tensor onDevice = x.transpose().to(kTest);  // [3, 2], strided
+  Tensor loss = sum(onDevice * reshape(w, {3, 1})).to(Device::cpu()) + square(sum(w.to(Device::cpu())));
+  std::vector<Tensor> g = grad(loss, {x, w});
+  ASSERT_TRUE(g[0].defined() && g[1].defined());
+  EXPECT_EQ(g[0].device(), Device::cpu());
+  EXPECT_EQ(g[1].device(), kTest);
+  // d/dx[i][j] = w[j]; d/dw[j] = sum_i x[i][j] + 2 * sum(w) (sum(w) = 1.5).
+  EXPECT_EQ(g[0].to_vector<float>(), (std::vector<float>{0.5f, 2, -1, 0.5f, 2, -1}));
+  EXPECT_EQ(g[1].to_vector<float>(), (std::vector<float>{5 + 3, 3 + 3, -3 + 3}));
+}
+
 TEST(TestDevice, HostOnlyAccessIsRefused) {
   Tensor t = ones({3}, DType::f32, kTest);
   expectError([&] { t.data(); }, {"test:0", "to(Device::cpu())"});
