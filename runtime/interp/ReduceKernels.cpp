@@ -194,8 +194,11 @@ void reduceTyped(OpKind op, const Arg& in, core::AxisMask mask, T* out) {
   if (reduced.n <= 1) {
     const int64_t rs = reduced.n ? reduced.stride[0] : 1;
     if (outCount == 1) {
-      // Whole-range reduction: split the run over threads.
-      Acc total = tbb::parallel_reduce(
+      // Whole-range reduction: split the run over threads, always at the
+      // same points and joined in the same order (parallel_reduce's
+      // splits follow the threads' stealing, so a sum's bits varied from
+      // run to run).
+      Acc total = tbb::parallel_deterministic_reduce(
           tbb::blocked_range<int64_t>(0, redCount, 1 << 16), red.identity(),
           [&](const tbb::blocked_range<int64_t>& r, Acc acc) {
             return red.run(src + kept.offset(0) + r.begin() * rs, r.end() - r.begin(), rs, acc);

@@ -1,4 +1,6 @@
 // Reductions: sum, mean, max, min, prod (axes, keepdim), argmax, argmin.
+#include <bit>
+
 #include "test/unit/ops/op_test_util.h"
 
 namespace kt {
@@ -152,6 +154,30 @@ void checkReductionOnce(Rng& rng, Red r, DType t) {
   if (r == Red::Prod) tol.rtol *= 1 + n / 8;
   if (!isFloat(want)) ref.val = castRef(ref.val, want);
   EXPECT_TRUE(near(y, ref.val, tol, isFloat(want) ? &extra : nullptr));
+}
+
+TEST(OpsReduce, WholeTensorSumsGiveTheSameBitsEveryRun) {
+  // A whole-tensor sum splits its elements over threads; the splits and the
+  // order partial sums join in must not depend on which thread stole what.
+  // Each tier on its own (their orders differ): interpreted, and compiled
+  // from the first run.
+  const kiln::Settings saved = kiln::settings();
+  for (kiln::JitMode mode : {kiln::JitMode::Off, kiln::JitMode::Sync}) {
+    kiln::Settings s = saved;
+    s.jit = mode;
+    s.jit_threshold = 1;
+    kiln::set_settings(s);
+    for (DType t : {DType::f64, DType::f32}) {
+      Tensor x = kiln::randn({int64_t{1} << 22}, 11, t, 0, 1e6);
+      kiln::sync();
+      const double first = kiln::sum(x).cast(DType::f64).item<double>();
+      for (int run = 0; run < 30; ++run)
+        ASSERT_EQ(std::bit_cast<uint64_t>(kiln::sum(x).cast(DType::f64).item<double>()),
+                  std::bit_cast<uint64_t>(first))
+            << kiln::to_string(mode) << " " << tname(t) << " run " << run;
+    }
+  }
+  kiln::set_settings(saved);
 }
 
 TEST(OpsReduce, RandomAxesKeepdimEveryDType) {
