@@ -17,7 +17,7 @@ using UnaryOp = Tensor (*)(const Tensor&);
 using BinaryOp = Tensor (*)(const Operand&, const Operand&);
 
 /// Flattens nested Python lists of numbers; fills `shape` from the nesting.
-void flatten(nb::handle h, int depth, std::vector<int64_t>& shape, std::vector<double>& values, bool& anyFloat,
+void flatten(nb::handle h, int depth, std::vector<int64_t>& shape, std::vector<Scalar>& values, bool& anyFloat,
              bool& allBool) {
   if (PySequence_Check(h.ptr()) && !nb::isinstance<nb::str>(h)) {
     const auto n = static_cast<int64_t>(nb::len(h));
@@ -35,21 +35,30 @@ void flatten(nb::handle h, int depth, std::vector<int64_t>& shape, std::vector<d
   const Scalar& s = op.scalar();
   anyFloat = anyFloat || s.kind() == Scalar::Kind::Floating;
   allBool = allBool && s.kind() == Scalar::Kind::Bool;
-  values.push_back(s.to_double());
+  values.push_back(s);
 }
 
 /// kiln.tensor(data, dtype=None, device=None): a copy of nested numbers.
 Tensor tensorFromData(nb::handle data, nb::handle dtype, nb::handle device) {
   std::vector<int64_t> dims;
-  std::vector<double> values;
+  std::vector<Scalar> values;
   bool anyFloat = false, allBool = true;
   flatten(data, 0, dims, values, anyFloat, allBool);
   DType t = dtype.is_none() ? (anyFloat ? DType::f32 : (allBool && !values.empty() ? DType::boolean : DType::i64))
                             : nb::cast<DType>(dtype);
   Shape shape{std::span<const int64_t>(dims)};
   Device d = toDevice(device);
-  if (is_floating(t)) return cast(from_vector(values, shape, d), t);
-  std::vector<int64_t> ints(values.begin(), values.end());
+  if (is_floating(t)) {
+    std::vector<double> reals;
+    reals.reserve(values.size());
+    for (const Scalar& v : values) reals.push_back(v.to_double());
+    return cast(from_vector(reals, shape, d), t);
+  }
+  // Integers exactly (through double, 2^53 + 1 lost its last bit and
+  // 2^63 - 1 overflowed); numbers given as floats truncated, saturating.
+  std::vector<int64_t> ints;
+  ints.reserve(values.size());
+  for (const Scalar& v : values) ints.push_back(v.to_int());
   return cast(from_vector(ints, shape, d), t);
 }
 

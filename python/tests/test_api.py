@@ -21,6 +21,16 @@ def test_tensor_from_nested_lists_and_back():
         kiln.tensor([[1, 2], [3]])
 
 
+def test_integer_literals_are_exact():
+    # Through a double, 2**53 + 1 lost its last bit and 2**63 - 1 overflowed.
+    big = [2**53 + 1, 2**63 - 1, -(2**63), -(2**53) - 1]
+    assert kiln.tensor(big).tolist() == big
+    assert kiln.tensor(big, dtype=kiln.int64).tolist() == big
+    assert kiln.tensor([2**31 - 1, -(2**31)], dtype=kiln.DType.i32).tolist() == [2**31 - 1, -(2**31)]
+    # Floats given for an integer dtype truncate, as a cast does.
+    assert kiln.tensor([1.9, -1.9], dtype=kiln.int64).tolist() == [1, -1]
+
+
 def test_operators_promotion_and_laziness():
     a = kiln.tensor([1.0, 2.0, 3.0])
     b = kiln.tensor([10.0, 20.0, 30.0])
