@@ -299,8 +299,24 @@ Tensor adoptDLPack(DLManagedTensorVersioned* m, const DLPackView& v) {
   });
 }
 
+namespace {
+/// Whether every byte of host memory [p, p + n) is 0 or 1.
+bool bytesAreZeroOrOne(const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  uint8_t above = 0;
+  for (size_t i = 0; i < n; ++i) above |= static_cast<uint8_t>(b[i] & 0xFE);
+  return above == 0;
+}
+}  // namespace
+
 Tensor adoptView(const DLPackView& v, std::function<void()> release) {
-  detail::TensorImpl* impl = detail::TensorImpl::create(v.dtype, v.shape, v.device);
+  // Kiln's bools are one byte holding 0 or 1, which kernels read as C++
+  // bool; a producer's may hold any byte (a uint8 array viewed as bool): not
+  // 2 was 3, still true. Such bytes (or any device memory, which the host
+  // cannot scan) are read as u8 and normalised into a new tensor, != 0.
+  const bool normalise = v.dtype == DType::boolean && v.bytes > 0 &&
+                         (v.device != Device::cpu() || !bytesAreZeroOrOne(v.base, v.bytes));
+  detail::TensorImpl* impl = detail::TensorImpl::create(normalise ? DType::u8 : v.dtype, v.shape, v.device);
   Tensor t(impl);
   impl->view.offset = v.offset;
   for (int d = 0; d < v.shape.rank(); ++d) impl->view.strides[d] = v.strides[d];
@@ -308,7 +324,7 @@ Tensor adoptView(const DLPackView& v, std::function<void()> release) {
   // handles, trace parameters, exported DLPack tensors and views alike.
   impl->view.storage =
       core::Storage::wrap(v.base, v.bytes, v.device, [release = std::move(release)](void*) { release(); });
-  return t;
+  return normalise ? ne(t, 0) : t;
 }
 
 DLManagedTensor* exportDLPack(const Tensor& t) {

@@ -282,6 +282,37 @@ TEST(CApiDLPack, DTypes) {
   KILN_ASSERT_OK(kiln_tensor_release(nf));
 }
 
+// A producer's bool bytes other than 0 and 1 are true, like 1 (Kiln reads
+// bools as C++ bool: not 2 was 3, still true; as i32 2 stayed 2). Bytes
+// that are all 0 or 1 stay zero-copy.
+TEST(CApiDLPack, BoolBytesOtherThanOneAreTrue) {
+  alignas(8) uint8_t odd[4] = {2, 0, 1, 255};
+  std::atomic<int> deleted{0};
+  kiln_tensor t;
+  KILN_ASSERT_OK(kiln_tensor_from_dlpack(makeDL(odd, dl(6, 8), {4}, {}, 0, &deleted), &t));
+  kiln_value v = kiln_value_of_tensor(t);
+  kiln_tensor n;
+  KILN_ASSERT_OK(kiln_call(KILN_OP_LOGICAL_NOT, &v, 1, nullptr, 0, &n));
+  uint8_t negated[4];
+  KILN_ASSERT_OK(kiln_tensor_copy_to_host(n, negated, sizeof negated, KILN_DTYPE_BOOL));
+  EXPECT_EQ(std::vector<uint8_t>(negated, negated + 4), (std::vector<uint8_t>{0, 1, 0, 0}));
+  int32_t ints[4];
+  KILN_ASSERT_OK(kiln_tensor_copy_to_host(t, ints, sizeof ints, KILN_DTYPE_I32));
+  EXPECT_EQ(std::vector<int32_t>(ints, ints + 4), (std::vector<int32_t>{1, 0, 1, 1}));
+  KILN_ASSERT_OK(kiln_tensor_release(n));
+  KILN_ASSERT_OK(kiln_tensor_release(t));
+  EXPECT_EQ(deleted.load(), 1);
+
+  alignas(8) uint8_t plain[4] = {1, 0, 0, 1};
+  kiln_tensor p;
+  KILN_ASSERT_OK(kiln_tensor_from_dlpack(makeDL(plain, dl(6, 8), {4}), &p));
+  DLManagedTensor* out;
+  KILN_ASSERT_OK(kiln_tensor_to_dlpack(p, &out));
+  EXPECT_EQ(out->dl_tensor.data, static_cast<void*>(plain)) << "0/1 bytes are not copied";
+  out->deleter(out);
+  KILN_ASSERT_OK(kiln_tensor_release(p));
+}
+
 TEST(CApiDLPack, ExportFlushesAPendingTensor) {
   kiln_tensor x = fromFloats({1, 2, 3}, {3});
   kiln_value in = kiln_value_of_tensor(x);
