@@ -336,16 +336,32 @@ kiln_status kiln_function_call_dlpack(kiln_function function, DLManagedTensor* c
         throw;
       }
     }
-    std::vector<Tensor> outs = run(*fn, ins);
-    ins.clear();
-    std::vector<DLManagedTensor*> exported;
+    // The inputs are Kiln's now: whatever fails from here on fails while
+    // running, a status that tells the caller so (KILN_ERROR_OP, or
+    // KILN_ERROR_OUT_OF_MEMORY); an output that cannot be exported (on a
+    // device DLPack has no type for) said KILN_ERROR_DEVICE, and a caller
+    // following the header ran the inputs' deleters a second time.
     try {
-      for (const Tensor& t : outs) exported.push_back(exportDLPack(t));
-    } catch (...) {
-      for (DLManagedTensor* m : exported) m->deleter(m);
+      std::vector<Tensor> outs = run(*fn, ins);
+      ins.clear();
+      std::vector<DLManagedTensor*> exported;
+      try {
+        for (const Tensor& t : outs) exported.push_back(exportDLPack(t));
+      } catch (...) {
+        for (DLManagedTensor* m : exported) m->deleter(m);
+        throw;
+      }
+      for (size_t i = 0; i < exported.size(); ++i) outputs[i] = exported[i];
+    } catch (const StatusError& e) {
+      if (e.status() == KILN_ERROR_OP || e.status() == KILN_ERROR_OUT_OF_MEMORY) throw;
+      fail(KILN_ERROR_OP, std::string(e.what()) + " (the inputs were consumed)");
+    } catch (const kiln::Error&) {
       throw;
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail(KILN_ERROR_OP, std::string(e.what()) + " (the inputs were consumed)");
     }
-    for (size_t i = 0; i < exported.size(); ++i) outputs[i] = exported[i];
   });
 }
 

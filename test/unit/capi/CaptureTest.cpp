@@ -161,6 +161,32 @@ TEST_F(CApiCapture, DLPackInAndOut) {
   kiln_function_release(fn);
 }
 
+// An output that cannot be exported (it lives on the test device, which
+// DLPack has no type for) fails after the inputs were taken: the status
+// says so (KILN_ERROR_OP), so the caller does not run their deleters again.
+TEST_F(CApiCapture, DLPackExportFailureReportsTheInputsConsumed) {
+  kiln_tensor x = fromFloats({1, 2, 3, 4}, {4});
+  KILN_ASSERT_OK(kiln_capture_begin(&x, 1));
+  kiln_tensor onDevice;
+  if (kiln_tensor_to_device(x, kiln_device{KILN_DEVICE_TEST, 0}, &onDevice) != KILN_OK) {
+    kiln_function none;
+    kiln_capture_end(&x, 1, KILN_CAPTURE_DEFAULT, &none);
+    kiln_function_release(none);
+    kiln_tensor_release(x);
+    GTEST_SKIP() << "needs KILN_TEST_DEVICES (the kiln_capi_tests_test_device run)";
+  }
+  kiln_function fn;
+  KILN_ASSERT_OK(kiln_capture_end(&onDevice, 1, KILN_CAPTURE_DEFAULT, &fn));
+  std::atomic<int> deleted{0};
+  DLManagedTensor* in[1] = {makeOwnedDL({5, 6, 7, 8}, {4}, &deleted)};
+  DLManagedTensor* out = nullptr;
+  expectError(kiln_function_call_dlpack(fn, in, 1, &out, 1), KILN_ERROR_OP, {"the inputs were consumed"});
+  EXPECT_EQ(deleted.load(), 1) << "consumed: Kiln ran the deleter, once";
+  EXPECT_EQ(out, nullptr);
+  for (kiln_tensor t : {x, onDevice}) kiln_tensor_release(t);
+  kiln_function_release(fn);
+}
+
 TEST_F(CApiCapture, ConstantsAndScalarsAreCaptured) {
   kiln_tensor x = fromFloats({1, 2, 3}, {3});
   kiln_tensor c = fromFloats({10, 20, 30}, {3});  // not an input: a constant
