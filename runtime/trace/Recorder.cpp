@@ -1,6 +1,7 @@
 #include "runtime/trace/Recorder.h"
 
 #include <atomic>
+#include <iterator>
 #include <vector>
 
 #include "kiln/error.h"
@@ -112,9 +113,10 @@ Tensor Recorder::record(const NodeSpec& spec, std::span<const Tensor* const> inp
     Recorder* o = impl->owner.load(std::memory_order_acquire);
     if (o && o != this) o->flushFor(impl, FlushReason::CrossThread);
   }
+  Released released;  // destroyed after the lock is released
   std::lock_guard<SpinMutex> lock(mutex_);
   if (device != trace_.device) [[unlikely]] {
-    flushLocked();
+    flushLocked(released);
     trace_.device = device;
   }
   auto inputsBegin = static_cast<uint32_t>(trace_.operands.size());
@@ -147,21 +149,23 @@ Tensor Recorder::record(const NodeSpec& spec, std::span<const Tensor* const> inp
   Tensor result(impl);
   if (trace_.opCount >= settings().max_trace_ops) {
     exec::counters().flushesSizeLimit.fetch_add(1, std::memory_order_relaxed);
-    flushLocked();
+    flushLocked(released);
   }
   return result;
 }
 
 void Recorder::flush(FlushReason reason) {
+  Released released;
   std::lock_guard<SpinMutex> lock(mutex_);
-  flushLocked();
+  flushLocked(released);
 }
 
 void Recorder::flushFor(detail::TensorImpl* impl, FlushReason reason) {
+  Released released;
   std::lock_guard<SpinMutex> lock(mutex_);
   if (impl->owner.load(std::memory_order_relaxed) != this) return;
   if (reason == FlushReason::CrossThread) exec::counters().flushesCrossThread.fetch_add(1, std::memory_order_relaxed);
-  flushLocked();
+  flushLocked(released);
 }
 
 void Recorder::forget(detail::TensorImpl* impl) {
@@ -171,9 +175,14 @@ void Recorder::forget(detail::TensorImpl* impl) {
   impl->owner.store(nullptr, std::memory_order_relaxed);
 }
 
-void Recorder::flushLocked() {
+void Recorder::flushLocked(Released& released) {
   if (trace_.nodes.empty()) return;
-  NodeResults result;
+  NodeResults& result = released.results;
+  // The parameters go with `released` (moved: the trace keeps its capacity).
+  auto releaseParams = [&] {
+    released.params.insert(released.params.end(), std::make_move_iterator(trace_.params.begin()),
+                           std::make_move_iterator(trace_.params.end()));
+  };
   try {
     TraceRunner* runner = gRunner.load(std::memory_order_acquire);
     if (!runner) throw Error("no trace runner is installed (libkiln installs its engine when it is loaded)");
@@ -186,6 +195,7 @@ void Recorder::flushLocked() {
       h->error = msg;
       h->owner.store(nullptr, std::memory_order_release);
     }
+    releaseParams();
     trace_.clear();
     trace_.epoch = gNextEpoch.fetch_add(1);
     throw;
@@ -197,6 +207,7 @@ void Recorder::flushLocked() {
     h->error = std::move(result.errors[i]);
     h->owner.store(nullptr, std::memory_order_release);
   }
+  releaseParams();
   trace_.clear();
   trace_.epoch = gNextEpoch.fetch_add(1);
 }
@@ -226,8 +237,9 @@ void Recorder::inspectPending(const std::function<void(const Trace&)>& f) {
 
 std::vector<Tensor> Recorder::runCaptured(const Trace& captured, std::span<const core::View> params,
                                           std::span<const uint32_t> outputNodes) {
+  Released pendingReleased, capturedReleased;  // destroyed after the lock is released
   std::lock_guard<SpinMutex> lock(mutex_);
-  flushLocked();
+  flushLocked(pendingReleased);
   // Copies into the pools' kept capacity: no allocation in steady state.
   trace_.device = captured.device;
   trace_.nodes.assign(captured.nodes.begin(), captured.nodes.end());
@@ -252,7 +264,7 @@ std::vector<Tensor> Recorder::runCaptured(const Trace& captured, std::span<const
     trace_.holders[id] = impl;
     outputs.emplace_back(impl);
   }
-  flushLocked();
+  flushLocked(capturedReleased);
   return outputs;
 }
 

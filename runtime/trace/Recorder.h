@@ -12,6 +12,7 @@
 #include "kiln/tensor.h"
 #include "runtime/trace/Trace.h"
 #include "runtime/trace/TraceGraph.h"
+#include "runtime/trace/TraceRunner.h"
 #include "runtime/trace/TraceKey.h"
 
 namespace kiln::trace {
@@ -102,8 +103,16 @@ class Recorder {
   Recorder();
 
  private:
+  /// What a flush lets go of, destroyed by its caller after the lock is
+  /// released: a parameter's buffer may hold the last reference to a
+  /// producer's memory (DLPack), whose deleter may wait for a lock that a
+  /// thread waiting for this recorder holds (NumPy's takes Python's GIL).
+  struct Released {
+    std::vector<Param> params;
+    NodeResults results;
+  };
   uint32_t operandLocked(detail::TensorImpl* impl);
-  void flushLocked();
+  void flushLocked(Released& released);
 
   SpinMutex mutex_;
   Trace trace_;

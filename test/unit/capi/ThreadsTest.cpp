@@ -1,11 +1,73 @@
 // Several threads calling the C ABI at once: handles, imports/exports,
 // captured functions shared between threads, and per-thread errors.
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "CApiTestUtil.h"
 
 namespace kiln::capitest {
 namespace {
+
+/// Stands for Python's GIL, which NumPy's DLPack deleter takes.
+std::mutex gInterpreterLock;
+std::atomic<int> gDeleted{0};
+void deleterTakingTheLock(DLManagedTensor* m) {
+  std::lock_guard<std::mutex> hold(gInterpreterLock);
+  delete[] static_cast<float*>(m->dl_tensor.data);
+  delete[] m->dl_tensor.shape;
+  delete m;
+  ++gDeleted;
+}
+
+// This thread holds a lock (the GIL) and records; another thread reads its
+// pending result, which flushes this thread's trace and drops the last
+// reference to an import, whose deleter wants the lock. The deleter ran
+// under the recorder's lock, which this thread then waited for: neither
+// moved. It runs after the recorder's lock is released.
+TEST(CApiThreads, AnImportsDeleterRunsAfterTheRecordersLock) {
+  auto* m = new DLManagedTensor{};
+  m->dl_tensor.data = new float[4]{1, 2, 3, 4};
+  m->dl_tensor.device = {kDLCPU, 0};
+  m->dl_tensor.ndim = 1;
+  m->dl_tensor.dtype = f32();
+  m->dl_tensor.shape = new int64_t[1]{4};
+  m->deleter = deleterTakingTheLock;
+  kiln_tensor x, y;
+  KILN_ASSERT_OK(kiln_tensor_from_dlpack(m, &x));
+  kiln_value in[2] = {kiln_value_of_tensor(x), kiln_value_of_float(2.0)};
+  KILN_ASSERT_OK(kiln_call(KILN_OP_MUL, in, 2, nullptr, 0, &y));  // pending in this thread's trace
+  KILN_ASSERT_OK(kiln_tensor_release(x));  // the trace holds the import's last reference
+
+  std::unique_lock<std::mutex> held(gInterpreterLock);
+  std::atomic<bool> finished{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 2000 && !finished; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!finished) {
+      ADD_FAILURE() << "deadlock: the deleter waits for the lock, its holder for the recorder";
+      std::_Exit(1);
+    }
+  });
+  std::vector<float> read;
+  std::thread reader([&] { read = toFloats(y); });  // flushes this thread's trace
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // into the deleter, waiting for the lock
+  kiln_value in2[2] = {kiln_value_of_tensor(y), kiln_value_of_float(1.0)};
+  kiln_tensor z;
+  const kiln_status s = kiln_call(KILN_OP_ADD, in2, 2, nullptr, 0, &z);  // this thread's recorder
+  held.unlock();
+  reader.join();
+  finished = true;
+  watchdog.join();
+  ASSERT_EQ(s, KILN_OK);
+  EXPECT_EQ(read, (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_EQ(toFloats(z), (std::vector<float>{3, 5, 7, 9}));
+  EXPECT_EQ(gDeleted.load(), 1);
+  kiln_tensor_release(y);
+  kiln_tensor_release(z);
+}
 
 TEST(CApiThreads, ManyThreadsAtOnce) {
   constexpr int kThreads = 8, kIters = 60;
