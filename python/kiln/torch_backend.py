@@ -146,19 +146,23 @@ def _div(a, b):
 
 @_op(aten.div.Tensor_mode)
 def _div_mode(a, b, rounding_mode=None):
-    q = kiln.div(a, b)
     if rounding_mode is None:
-        return q
-    if rounding_mode == "floor":
-        return kiln.floor(q)
-    if rounding_mode == "trunc":
+        return kiln.div(a, b)
+    floating = all(kiln.is_floating(v.dtype) for v in (a, b) if isinstance(v, kiln.Tensor))
+    if rounding_mode == "trunc" and floating:
+        q = kiln.div(a, b)
         return kiln.mul(kiln.sign(q), kiln.floor(kiln.abs(q)))
-    raise Unsupported(f"div rounding_mode={rounding_mode!r}")
+    # Integers divide exactly in their own dtype (through kiln.div's f32
+    # quotient the dtype changed and 2**40 + 1 lost its last bit), and a
+    # float floor division is not floor(a / b) (1.0 // 0.1 is 9): torch's own.
+    raise Unsupported(f"div rounding_mode={rounding_mode!r} on these dtypes")
 
 
 @_op(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, aten.pow.Scalar)
 def _pow(a, b):
-    if isinstance(b, (int, float)) and b == 2:
+    # x * x for an exponent of 2, unless that changes the dtype: an integer
+    # tensor to a float power is a float (uint8 200 ** 2.0 is 40000.0).
+    if isinstance(b, (int, float)) and b == 2 and (isinstance(b, int) or kiln.is_floating(a.dtype)):
         return kiln.square(a)
     return kiln.pow(a, b)
 
@@ -293,8 +297,11 @@ def _convert(x, dtype):
 
 def _reduction(fn):
     def run(x, dims=None, keepdim=False, dtype=None):
-        y = fn(x, _dims(dims, x.ndim) if dims not in (None, []) else None, keepdim)
-        return kiln.cast(y, _TORCH_TO_KILN[dtype]) if dtype is not None else y
+        # dtype= converts the input first, as torch does: an f16 sum asked
+        # for in f32 accumulates in f32 (cast after, it overflowed to inf).
+        if dtype is not None:
+            x = kiln.cast(x, _TORCH_TO_KILN[dtype])
+        return fn(x, _dims(dims, x.ndim) if dims not in (None, []) else None, keepdim)
     return run
 
 
@@ -337,7 +344,10 @@ def _var_mean(x, dims=None, correction=None, keepdim=False):
     n = math.prod(x.shape[a] for a in axes)
     c = 1 if correction is None else correction
     m = kiln.mean(x, axes, True)
-    var = kiln.mul(kiln.sum(kiln.square(kiln.sub(x, m)), axes, keepdim), 1.0 / builtins.max(n - c, 0))
+    # No degrees of freedom left (one sample with the default correction, a
+    # size-0 axis): NaN as torch gives (a Python ZeroDivisionError escaped).
+    scale = 1.0 / (n - c) if n - c > 0 else math.nan
+    var = kiln.mul(kiln.sum(kiln.square(kiln.sub(x, m)), axes, keepdim), scale)
     return var, (m if keepdim else kiln.squeeze(m, axes))
 
 
@@ -804,6 +814,19 @@ class KilnGraph:
                     steps[i] = (node, "eager")
                     kind = "eager"
             if kind == "eager":
+                written = _written_inputs(node, self.placeholders)
+                if written:
+                    # It writes a caller's tensor (an input mutation kept in
+                    # the graph: copy_(arg, new value)). What Kiln computes
+                    # from that memory must be computed first, and values
+                    # that are the input itself (a clone: Kiln's clone is
+                    # the value) become copies: they came back changed.
+                    kiln.step()
+                    for p in written:
+                        source = kiln_values.get(p)
+                        for n in [n for n, v in kiln_values.items() if n is not p and v is source]:
+                            torch_values[n] = torch_values[p].clone()
+                            del kiln_values[n]
                 a = torch.fx.node.map_arg(node.args, as_torch)
                 kw = torch.fx.node.map_arg(node.kwargs, as_torch)
                 torch_values[node] = node.target(*a, **kw)
@@ -842,6 +865,22 @@ class KilnGraph:
             return None
         value = kiln_values[node]
         return next((i for i, p in enumerate(self.placeholders) if kiln_values.get(p) is value), None)
+
+
+def _written_inputs(node, placeholders):
+    """The graph inputs (placeholders) whose memory `node` writes: the
+    arguments its schema marks mutable (Tensor(a!))."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return []
+    written = []
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+        if isinstance(value, torch.fx.Node) and value in placeholders:
+            written.append(value)
+    return written
 
 
 def _limit_torch_threads(torch_threads):

@@ -335,3 +335,54 @@ def test_custom_op_mlp_in_an_eager_model():
                                   torch.empty(4))
     assert fake.shape == (3, 4)
     torch.library.opcheck(torch.ops.kiln.mlp.default, [t.detach().requires_grad_() for t in args])
+
+
+def test_clone_of_an_input_survives_the_inputs_mutation():
+    """A clone is Kiln's value itself; the graph's input mutation (an eager
+    copy_ into the caller's tensor) changed it before it was returned."""
+    def f(x):
+        y = x.clone()
+        z = x * 2
+        x.add_(1)
+        return y, z
+
+    x = torch.arange(3.0)
+    y, z = torch.compile(f, backend="kiln")(x)
+    torch.testing.assert_close(x, torch.tensor([1.0, 2.0, 3.0]))
+    torch.testing.assert_close(y, torch.tensor([0.0, 1.0, 2.0]))
+    torch.testing.assert_close(z, torch.tensor([0.0, 2.0, 4.0]))
+
+
+def test_reductions_with_a_dtype_accumulate_in_it():
+    x = torch.full((100,), 1000.0, dtype=torch.float16)
+    out = torch.compile(lambda x: torch.sum(x, 0, dtype=torch.float32), backend="kiln")(x)
+    assert out.dtype == torch.float32 and out.item() == 100000.0
+    b = torch.tensor([1.0, 2.0**-8], dtype=torch.bfloat16)
+    out = torch.compile(lambda b: b.mean(dtype=torch.float32), backend="kiln")(b)
+    assert out.item() == pytest.approx(0.501953125)
+
+
+def test_rounding_divisions_match_torch():
+    a, b = torch.tensor([7, -7, 2**40 + 1]), torch.tensor([2, 2, 1])
+    for mode in ("floor", "trunc"):
+        torch._dynamo.reset()
+        out = torch.compile(lambda a, b: torch.div(a, b, rounding_mode=mode), backend="kiln")(a, b)
+        want = torch.div(a, b, rounding_mode=mode)
+        assert out.dtype == want.dtype and out.tolist() == want.tolist()
+    x, y = torch.tensor([1.0, -7.5, 7.5]), torch.tensor([0.1, 2.0, -2.0])
+    for mode in ("floor", "trunc"):
+        torch._dynamo.reset()
+        out = torch.compile(lambda x, y: torch.div(x, y, rounding_mode=mode), backend="kiln")(x, y)
+        torch.testing.assert_close(out, torch.div(x, y, rounding_mode=mode))
+
+
+def test_an_integer_tensor_to_a_float_power_is_a_float():
+    x = torch.tensor([200], dtype=torch.uint8)
+    out = torch.compile(lambda x: x ** 2.0, backend="kiln")(x)
+    assert out.dtype == torch.float32 and out.item() == 40000.0
+
+
+def test_variance_without_degrees_of_freedom_is_nan():
+    x = torch.randn(1, 4)
+    out = torch.compile(lambda x: torch.var(x, dim=0), backend="kiln")(x)
+    assert torch.isnan(out).all()
