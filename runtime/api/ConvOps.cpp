@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "kiln/autograd.h"
 #include "runtime/api/OpSupport.h"
 
 namespace kiln {
@@ -311,6 +312,11 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& weight, const Tensor& 
     var = mean(mul(d, d), axes, true);
     r.y = mul(d, rsqrt(add(var, eps)));
     if (running_mean.defined()) {
+      // Buffers, not functions of the parameters: without the guard each
+      // step's statistics hung on the previous step's graph (growing for
+      // good, and a backward pass through an inference batch norm reached
+      // freed graphs).
+      NoGradGuard noGrad;
       r.running_mean = add(mul(running_mean, momentum), mul(castTo(reshape(mu, {c}), running_mean.dtype()), 1.0 - momentum));
       r.running_var = add(mul(running_var, momentum), mul(castTo(reshape(var, {c}), running_var.dtype()), 1.0 - momentum));
     }

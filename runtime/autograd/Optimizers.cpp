@@ -110,7 +110,9 @@ Tensor Adam::update(size_t i, const Tensor& param, const Tensor& grad) {
     beta2Power_[i] = from_vector<double>({1.0}, Shape{}, p.device());
   }
   m_[i] = add(mul(m_[i], o.beta1), mul(g, 1 - o.beta1));
-  v_[i] = add(mul(v_[i], o.beta2), mul(square(g), 1 - o.beta2));
+  // (1 - b2) * g * g in that order, as PyTorch's addcmul: squared first, an
+  // f16 gradient of 256 or more overflowed to inf and froze its element.
+  v_[i] = add(mul(v_[i], o.beta2), mul(mul(g, 1 - o.beta2), g));
   beta1Power_[i] = mul(beta1Power_[i], o.beta1);
   beta2Power_[i] = mul(beta2Power_[i], o.beta2);
   // PyTorch's arrangement: the bias corrections fold into rank-0 factors,

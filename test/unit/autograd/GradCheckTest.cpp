@@ -460,6 +460,27 @@ TEST(GradCheck, BatchNorm) {
             {{Shape{2, 3, 2}}, {Shape{3}}, {Shape{3}}, {Shape{3}}, {Shape{3}, 0.5, 2}}, 1, 1e-5);
 }
 
+// The running statistics are buffers: no graph hangs on them, so a model
+// trained for many steps keeps no old graphs, and a backward pass through
+// inference with them reaches no freed step.
+TEST(GradCheck, BatchNormRunningStatisticsCarryNoGraph) {
+  Tensor x = rand({4, 2}, 1, DType::f64);
+  x.requires_grad();
+  BatchNormResult t = batch_norm(x, {}, {}, zeros({2}, DType::f64), ones({2}, DType::f64), true);
+  EXPECT_FALSE(t.running_mean.requires_grad_enabled());
+  EXPECT_FALSE(t.running_var.requires_grad_enabled());
+  grad(sum(t.y), {x});  // frees the training step's graph
+  Tensor x2 = rand({4, 2}, 2, DType::f64);
+  x2.requires_grad();
+  BatchNormResult e = batch_norm(x2, {}, {}, t.running_mean, t.running_var, false);
+  std::vector<Tensor> g;
+  ASSERT_NO_THROW(g = grad(sum(e.y), {x2}));
+  // d/dx2 of sum((x2 - m) / sqrt(v + eps)) = 1 / sqrt(v + eps) per channel.
+  const std::vector<double> var = t.running_var.to_vector<double>(), got = g[0].to_vector<double>();
+  for (int i = 0; i < 4; ++i)
+    for (int ch = 0; ch < 2; ++ch) EXPECT_NEAR(got[i * 2 + ch], 1 / std::sqrt(var[ch] + 1e-5), 1e-12);
+}
+
 // ---- composites (through their primitives) --------------------------------------------
 
 TEST(GradCheck, Composites) {

@@ -117,6 +117,21 @@ TEST(Optimizer, Adam) {
   expectNear(runKiln<optim::Adam>(o, 10), referenceAdam(o, false, 10));
 }
 
+// f16 parameters and gradients: the second moment's (1 - b2) g^2 fits (90
+// for g = 300) though g^2 does not (65536 and up is inf in f16: v became inf
+// and the element never moved again). One step: m = 30, v = 90, and the
+// update lr * m_hat / sqrt(v_hat) = 0.1.
+TEST(Optimizer, AdamOnHalfParametersTakesLargeGradients) {
+  Tensor p = cast(from_vector<float>({1.f, 1.f}, {2}), DType::f16);
+  AdamOptions o;
+  o.lr = 0.1;
+  optim::Adam adam({&p}, o);
+  for (int step = 0; step < 2; ++step) adam.step({cast(from_vector<float>({300.f, 1000.f}, {2}), DType::f16)});
+  const std::vector<float> got = cast(p, DType::f32).to_vector<float>();
+  EXPECT_NEAR(got[0], 0.8f, 2e-3);  // two steps of 0.1
+  EXPECT_NEAR(got[1], 0.8f, 2e-3);
+}
+
 TEST(Optimizer, AdamW) {
   AdamOptions o = optim::AdamW::defaults();
   o.lr = 0.1;
