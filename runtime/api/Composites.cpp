@@ -135,10 +135,11 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   }
   std::vector<int> axes;
   for (int d = x.rank() - k; d < x.rank(); ++d) axes.push_back(d);
-  Tensor f = castTo(x, core::floatingResult(x.dtype()));
+  const DType out = core::floatingResult(x.dtype());
+  Tensor f = castTo(x, statisticsDType(out));
   Tensor d = sub(f, mean(f, axes, true));
   Tensor var = mean(mul(d, d), axes, true);
-  Tensor y = mul(d, rsqrt(add(var, eps)));
+  Tensor y = castTo(mul(d, rsqrt(add(var, eps))), out);
   if (weight.defined()) y = mul(y, weight);
   if (bias.defined()) y = add(y, bias);
   return y;

@@ -307,10 +307,11 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   BatchNormResult r;
   Tensor mu, var;
   if (training) {
-    mu = mean(x, axes, true);
-    Tensor d = sub(x, mu);
+    const Tensor f = castTo(x, statisticsDType(x.dtype()));
+    mu = mean(f, axes, true);
+    Tensor d = sub(f, mu);
     var = mean(mul(d, d), axes, true);
-    r.y = mul(d, rsqrt(add(var, eps)));
+    r.y = castTo(mul(d, rsqrt(add(var, eps))), x.dtype());
     if (running_mean.defined()) {
       // Buffers, not functions of the parameters: without the guard each
       // step's statistics hung on the previous step's graph (growing for

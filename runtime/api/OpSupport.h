@@ -40,6 +40,12 @@ inline Tensor record(const trace::NodeSpec& spec, std::initializer_list<const Te
 
 /// x converted to dtype (x itself when it already has it).
 Tensor castTo(const Tensor& x, DType dtype);
+/// The dtype a normalization of `dtype` data computes its statistics in:
+/// f32 for f16 and bf16 (as PyTorch's: in f16 the backward's 1/sigma^3
+/// overflowed for rows whose deviation is below 0.025), else `dtype`.
+inline DType statisticsDType(DType dtype) {
+  return dtype == DType::f16 || dtype == DType::bf16 ? DType::f32 : dtype;
+}
 /// A rank-0 constant on `device`.
 Tensor constant(const Scalar& v, DType dtype, Device device);
 /// The dtype Operand `o` promotes as (its category's dtype for a scalar).

@@ -481,6 +481,29 @@ TEST(GradCheck, BatchNormRunningStatisticsCarryNoGraph) {
     for (int ch = 0; ch < 2; ++ch) EXPECT_NEAR(got[i * 2 + ch], 1 / std::sqrt(var[ch] + 1e-5), 1e-12);
 }
 
+// f16 and bf16 normalizations compute their statistics in f32: in f16 the
+// backward's 1/sigma^3 overflowed to inf for a row whose deviation is below
+// 0.025 (GPT-2's initialisation, 0.02), and the gradient was NaN.
+TEST(GradCheck, HalfNormalizationsOfSmallDeviationsHaveFiniteGradients) {
+  const Tensor values = from_vector<float>({0.02f, -0.02f, 0.02f, -0.02f}, {4});
+  const Tensor w = from_vector<float>({1, 2, 3, 4}, {4});
+  for (DType t : {DType::f16, DType::bf16}) {
+    auto check = [&](const char* what, const std::function<Tensor(const Tensor&)>& norm, const Shape& shape) {
+      Tensor x = reshape(cast(values, t), shape);
+      x.requires_grad();
+      Tensor g = grad(sum(mul(cast(norm(x), DType::f32), reshape(w, shape))), {x})[0];
+      Tensor x64 = cast(reshape(cast(values, t), shape), DType::f64);
+      x64.requires_grad();
+      Tensor want = grad(sum(mul(norm(x64), cast(reshape(w, shape), DType::f64))), {x64})[0];
+      const std::vector<double> got = cast(g, DType::f64).to_vector<double>(), ref = want.to_vector<double>();
+      for (size_t i = 0; i < ref.size(); ++i)
+        EXPECT_NEAR(got[i], ref[i], 0.01 * std::abs(ref[i])) << what << " " << dtype_name(t) << " element " << i;
+    };
+    check("layer_norm", [](const Tensor& x) { return layer_norm(x); }, Shape{1, 4});
+    check("batch_norm", [](const Tensor& x) { return batch_norm(x, {}, {}, {}, {}, true).y; }, Shape{4, 1});
+  }
+}
+
 // ---- composites (through their primitives) --------------------------------------------
 
 TEST(GradCheck, Composites) {
