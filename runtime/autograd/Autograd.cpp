@@ -81,8 +81,13 @@ struct BackwardResult {
 /// before its own rule runs.
 using FinalFn = std::function<void(const Tensor&, const Tensor&)>;
 
+/// `wanted` (grad()): the tensors whose gradients are asked for; only the
+/// nodes on a path from the root to one of them run, and only they are freed
+/// (as PyTorch's autograd.grad: the rest of the graph stays for another
+/// pass). Null (backward()): every node that leads to a leaf.
 BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& gradOutput, bool retainGraph,
-                           const FinalFn& final = {}) {
+                           const FinalFn& final = {},
+                           const std::unordered_set<detail::TensorImpl*>* wanted = nullptr) {
   checkedImpl(root, what);
   if (!is_floating(root.dtype()))
     fail(what, "the loss has dtype " + std::string(dtype_name(root.dtype())) + "; gradients need a floating loss");
@@ -102,6 +107,23 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
   if (!root.impl()->autograd) return r;  // the loss depends on nothing that requires grad
   NoGradGuard noGrad;
   r.order = topologicalOrder(root);
+  // With `wanted`: a gradient flows into a tensor that is wanted or leads to
+  // one, and a node's rule runs when one of its inputs does (a wanted
+  // tensor's own rule does not, unless another wanted one lies behind it).
+  // Inputs come before their readers in r.order.
+  std::unordered_set<detail::TensorImpl*> leads, running;
+  if (wanted) {
+    for (const Tensor& t : r.order) {
+      // A freed node's inputs are gone: it may have led to one, and reaching
+      // it must say the graph was freed (not give zeros).
+      bool runsHere = t.impl()->autograd->freed;
+      for (const Tensor& in : t.impl()->autograd->inputs) runsHere = runsHere || leads.count(in.impl()) > 0;
+      if (runsHere) running.insert(t.impl());
+      if (runsHere || wanted->count(t.impl())) leads.insert(t.impl());
+    }
+  }
+  auto runs = [&](const Tensor& t) { return !wanted || running.count(t.impl()) > 0; };
+  auto flowsInto = [&](const Tensor& t) { return !wanted || leads.count(t.impl()) > 0; };
   // The contributions to each tensor's gradient, summed when it is reached.
   std::unordered_map<detail::TensorImpl*, GradientSum> pending;
   pending[root.impl()].add(seed);
@@ -117,13 +139,14 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
       r.grads[t.impl()] = g;
     }
     if (final && g.defined()) final(t, g);
-    if (info.leaf || !g.defined()) continue;
+    if (info.leaf || !g.defined() || !runs(t)) continue;
     if (info.freed)
       fail(what, "the graph behind this tensor was already freed by an earlier backward pass; pass "
                  "retain_graph = true to the first one to walk it twice");
     needs.assign(info.inputs.size(), false);
     for (size_t i = 0; i < info.inputs.size(); ++i)
-      needs[i] = info.inputs[i].impl()->autograd != nullptr && is_floating(info.inputs[i].dtype());
+      needs[i] = info.inputs[i].impl()->autograd != nullptr && is_floating(info.inputs[i].dtype()) &&
+                 flowsInto(info.inputs[i]);
     if (info.op == core::OpKind::Slice && needs[0]) {
       if (auto block = blockAxis(info, t)) {
         const Tensor& in = info.inputs[0];
@@ -146,7 +169,7 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
   if (!retainGraph) {
     for (const Tensor& t : r.order) {
       GradInfo& info = *t.impl()->autograd;
-      if (info.leaf) continue;
+      if (info.leaf || !runs(t)) continue;
       info.inputs.clear();
       info.inputs.shrink_to_fit();
       info.freed = true;
@@ -186,14 +209,19 @@ std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, con
   std::unordered_map<detail::TensorImpl*, std::vector<size_t>> positions;
   for (size_t i = 0; i < wrt.size(); ++i) positions[wrt[i].impl()].push_back(i);
   std::vector<Tensor> out(wrt.size());
-  autograd::runBackward("grad", loss, Tensor(), false, [&](const Tensor& t, const Tensor& g) {
-    auto it = positions.find(t.impl());
-    if (it == positions.end()) return;
-    for (size_t i : it->second) {
-      out[i] = g;
-      ready(i, g);
-    }
-  });
+  std::unordered_set<detail::TensorImpl*> wanted;
+  for (const Tensor& w : wrt) wanted.insert(w.impl());
+  autograd::runBackward(
+      "grad", loss, Tensor(), false,
+      [&](const Tensor& t, const Tensor& g) {
+        auto it = positions.find(t.impl());
+        if (it == positions.end()) return;
+        for (size_t i : it->second) {
+          out[i] = g;
+          ready(i, g);
+        }
+      },
+      &wanted);
   NoGradGuard noGrad;
   for (size_t i = 0; i < wrt.size(); ++i) {
     if (out[i].defined()) continue;
@@ -206,7 +234,9 @@ std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, con
 std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, const Tensor& grad_output,
                          bool retain_graph) {
   for (const Tensor& w : wrt) autograd::checkedImpl(w, "grad");
-  autograd::BackwardResult r = autograd::runBackward("grad", loss, grad_output, retain_graph);
+  std::unordered_set<detail::TensorImpl*> wanted;
+  for (const Tensor& w : wrt) wanted.insert(w.impl());
+  autograd::BackwardResult r = autograd::runBackward("grad", loss, grad_output, retain_graph, {}, &wanted);
   std::vector<Tensor> out;
   out.reserve(wrt.size());
   NoGradGuard noGrad;

@@ -13,6 +13,28 @@ namespace {
 
 std::vector<double> vec(const Tensor& t) { return t.to_vector<double>(); }
 
+// grad(loss, wrt) runs only the rules on paths to wrt and frees only them,
+// as PyTorch's autograd.grad: the rest of the graph stays for another pass
+// (a GAN's discriminator step leaves the generator's graph), and a wanted
+// intermediate's own rule does not run.
+TEST(Autograd, GradRunsAndFreesOnlyThePathsToWhatItIsAskedFor) {
+  Tensor x = from_vector<double>({1, 2}, {2});
+  x.requires_grad();
+  Tensor h = mul(x, x);
+  EXPECT_EQ(grad(sum(square(h)), {h})[0].to_vector<double>(), (std::vector<double>{2, 8}));
+  EXPECT_EQ(grad(sum(mul(h, 2.0)), {x})[0].to_vector<double>(), (std::vector<double>{4, 8}));
+
+  Tensor w = from_vector<double>({0.5, -1}, {2});
+  w.requires_grad();
+  Tensor a = mul(x, 3.0);  // shared: the "generator's" output
+  EXPECT_EQ(grad(sum(mul(a, w)), {w})[0].to_vector<double>(), (std::vector<double>{3, 6}));
+  EXPECT_EQ(grad(sum(a), {x})[0].to_vector<double>(), (std::vector<double>{3, 3}));
+  // A path that was walked is freed as before.
+  Tensor b = mul(x, 5.0);
+  grad(sum(b), {x});
+  EXPECT_THROW(grad(sum(b), {x}), Error);
+}
+
 TEST(Autograd, OnlyTensorsComputedFromGradLeavesCarryAGraph) {
   Tensor a = from_vector<float>({1, 2}, {2});
   Tensor b = exp(a) + 1.0f;
