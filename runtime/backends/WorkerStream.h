@@ -42,6 +42,10 @@ class WorkerStream final : public Stream {
   /// task of this stream failed since the last call.
   void synchronize() override;
 
+  /// Ends the worker thread once its queue is done; later tasks run in the
+  /// enqueuing thread (the exit handler, ~WorkerStream).
+  void stopWorker();
+
   /// Tasks enqueued so far (the id of the last one).
   uint64_t enqueuedCount();
   bool completed(uint64_t id);
@@ -50,9 +54,12 @@ class WorkerStream final : public Stream {
  private:
   void enqueue(std::function<void()> fn);
   void serve();
+  /// Registers the exit handler that stops the workers (once a task ran).
+  static void noteTbbUsed();
 
   DeviceAccess* access_;
   std::mutex mutex_;
+  std::mutex inlineMutex_;  ///< tasks run by enqueue() once the worker stopped, one at a time
   std::condition_variable cv_, doneCv_;
   std::deque<std::function<void()>> queue_;
   uint64_t enqueued_ = 0, completed_ = 0;
