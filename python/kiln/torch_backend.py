@@ -824,9 +824,15 @@ class KilnGraph:
                     kiln.step()
                     for p in written:
                         source = kiln_values.get(p)
-                        for n in [n for n, v in kiln_values.items() if n is not p and v is source]:
-                            torch_values[n] = torch_values[p].clone()
-                            del kiln_values[n]
+                        if not isinstance(source, kiln.Tensor):
+                            continue
+                        buffer = kiln._kiln._storage_id(source)
+                        for n, v in list(kiln_values.items()):
+                            # The input itself (a clone) or a view of it.
+                            if (n not in self.placeholders and isinstance(v, kiln.Tensor)
+                                    and kiln._kiln._storage_id(v) == buffer):
+                                torch_values[n] = as_torch(n).clone()
+                                del kiln_values[n]
                 a = torch.fx.node.map_arg(node.args, as_torch)
                 kw = torch.fx.node.map_arg(node.kwargs, as_torch)
                 torch_values[node] = node.target(*a, **kw)

@@ -90,6 +90,13 @@ void bindRuntime(nb::module_& m) {
     step();
   }, "Training-loop boundary: runs this thread's trace, so each iteration records one trace that repeats.");
   m.def(
+      "_storage_id",
+      [](const Tensor& t) {
+        nb::gil_scoped_release release;
+        return reinterpret_cast<uintptr_t>(api::storageOf(t));
+      },
+      nb::arg("tensor"), "The buffer the tensor's values live in (computed first), as a number: equal ones alias.");
+  m.def(
       "_shares_memory",
       [](const std::vector<Tensor>& tensors) {
         nb::gil_scoped_release release;

@@ -352,6 +352,17 @@ def test_clone_of_an_input_survives_the_inputs_mutation():
     torch.testing.assert_close(y, torch.tensor([0.0, 1.0, 2.0]))
     torch.testing.assert_close(z, torch.tensor([0.0, 2.0, 4.0]))
 
+    def g(x):  # a view of the clone: Kiln's is a view of the input's memory
+        y = x.clone().t()
+        x.mul_(10)
+        return y
+
+    torch._dynamo.reset()
+    x = torch.arange(6.0).view(2, 3)
+    y = torch.compile(g, backend="kiln")(x)
+    torch.testing.assert_close(y, torch.arange(6.0).view(2, 3).t())
+    torch.testing.assert_close(x, torch.arange(6.0).view(2, 3) * 10)
+
 
 def test_reductions_with_a_dtype_accumulate_in_it():
     x = torch.full((100,), 1000.0, dtype=torch.float16)

@@ -73,6 +73,9 @@ void giveOwnDenseBuffers(std::span<Tensor* const> tensors);
 /// of a constant or of another tensor), or the storage of an earlier one of
 /// the list. Zero-size tensors have no memory to share.
 std::vector<bool> sharedMemory(std::span<const Tensor> tensors);
+/// The buffer `t`'s values live in, computed first (views share their
+/// base's): two tensors with the same one alias.
+const void* storageOf(const Tensor& t);
 
 /// Replaces each of `tensors` whose memory something else may reach by a
 /// dense copy on its device (a new tensor; the old one is left as it was):

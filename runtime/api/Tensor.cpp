@@ -200,6 +200,8 @@ std::vector<bool> api::sharedMemory(std::span<const Tensor> tensors) {
   return shared;
 }
 
+const void* api::storageOf(const Tensor& t) { return materialized(t.impl(), "storageOf")->view.storage.get(); }
+
 int api::giveExclusiveBuffers(std::span<Tensor> tensors) {
   const std::vector<bool> shared = sharedMemory(tensors);
   std::unordered_map<const detail::TensorImpl*, int> listed;

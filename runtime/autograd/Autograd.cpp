@@ -75,7 +75,14 @@ std::optional<int> blockAxis(const GradInfo& n, const Tensor& out) {
 struct BackwardResult {
   std::vector<Tensor> order;
   std::unordered_map<detail::TensorImpl*, Tensor> grads;
+  /// A gradient reached a node whose graph an earlier pass freed, and its
+  /// rule did not run (grad(): it may have led to a wanted tensor).
+  bool freedReached = false;
 };
+
+constexpr const char* kFreedGraph =
+    "the graph behind this tensor was already freed by an earlier backward pass; pass retain_graph = true to "
+    "the first one to walk it twice";
 
 /// Called with each tensor whose gradient is final (all its consumers done),
 /// before its own rule runs.
@@ -114,12 +121,12 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
   std::unordered_set<detail::TensorImpl*> leads, running;
   if (wanted) {
     for (const Tensor& t : r.order) {
-      // A freed node's inputs are gone: it may have led to one, and reaching
-      // it must say the graph was freed (not give zeros).
-      bool runsHere = t.impl()->autograd->freed;
+      // A freed node's inputs are gone: whether it led to a wanted tensor is
+      // unknown (grad() says the graph was freed if one gets no gradient).
+      bool runsHere = false;
       for (const Tensor& in : t.impl()->autograd->inputs) runsHere = runsHere || leads.count(in.impl()) > 0;
       if (runsHere) running.insert(t.impl());
-      if (runsHere || wanted->count(t.impl())) leads.insert(t.impl());
+      if (runsHere || wanted->count(t.impl()) || t.impl()->autograd->freed) leads.insert(t.impl());
     }
   }
   auto runs = [&](const Tensor& t) { return !wanted || running.count(t.impl()) > 0; };
@@ -139,10 +146,12 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
       r.grads[t.impl()] = g;
     }
     if (final && g.defined()) final(t, g);
-    if (info.leaf || !g.defined() || !runs(t)) continue;
-    if (info.freed)
-      fail(what, "the graph behind this tensor was already freed by an earlier backward pass; pass "
-                 "retain_graph = true to the first one to walk it twice");
+    if (info.leaf || !g.defined()) continue;
+    if (!runs(t)) {
+      r.freedReached = r.freedReached || info.freed;
+      continue;
+    }
+    if (info.freed) fail(what, kFreedGraph);
     needs.assign(info.inputs.size(), false);
     for (size_t i = 0; i < info.inputs.size(); ++i)
       needs[i] = info.inputs[i].impl()->autograd != nullptr && is_floating(info.inputs[i].dtype()) &&
@@ -211,7 +220,7 @@ std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, con
   std::vector<Tensor> out(wrt.size());
   std::unordered_set<detail::TensorImpl*> wanted;
   for (const Tensor& w : wrt) wanted.insert(w.impl());
-  autograd::runBackward(
+  const bool freedReached = autograd::runBackward(
       "grad", loss, Tensor(), false,
       [&](const Tensor& t, const Tensor& g) {
         auto it = positions.find(t.impl());
@@ -221,10 +230,11 @@ std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, con
           ready(i, g);
         }
       },
-      &wanted);
+      &wanted).freedReached;
   NoGradGuard noGrad;
   for (size_t i = 0; i < wrt.size(); ++i) {
     if (out[i].defined()) continue;
+    if (freedReached) autograd::fail("grad", autograd::kFreedGraph);
     out[i] = zeros_like(wrt[i]);
     ready(i, out[i]);
   }
@@ -242,7 +252,9 @@ std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, con
   NoGradGuard noGrad;
   for (const Tensor& w : wrt) {
     auto it = r.grads.find(w.impl());
-    out.push_back(it != r.grads.end() && it->second.defined() ? it->second : zeros_like(w));
+    const bool reached = it != r.grads.end() && it->second.defined();
+    if (!reached && r.freedReached) autograd::fail("grad", autograd::kFreedGraph);
+    out.push_back(reached ? it->second : zeros_like(w));
   }
   return out;
 }

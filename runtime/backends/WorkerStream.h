@@ -54,8 +54,8 @@ class WorkerStream final : public Stream {
  private:
   void enqueue(std::function<void()> fn);
   void serve();
-  /// Registers the exit handler that stops the workers (once a task ran).
-  static void noteTbbUsed();
+  /// Registers the exit handler that stops the workers (at the first task).
+  static void registerExitStop();
 
   DeviceAccess* access_;
   std::mutex mutex_;

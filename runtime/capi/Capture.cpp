@@ -361,6 +361,8 @@ kiln_status kiln_function_call_dlpack(kiln_function function, DLManagedTensor* c
       throw;
     } catch (const std::exception& e) {
       fail(KILN_ERROR_OP, std::string(e.what()) + " (the inputs were consumed)");
+    } catch (...) {
+      fail(KILN_ERROR_OP, "unknown exception (the inputs were consumed)");
     }
   });
 }

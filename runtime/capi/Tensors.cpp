@@ -1,7 +1,9 @@
 // C ABI: errors, handles, tensors and DLPack interop.
 #include <dlpack/dlpack.h>
 
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <limits>
 
 #include "kiln/ops.h"
@@ -322,9 +324,17 @@ Tensor adoptView(const DLPackView& v, std::function<void()> release) {
   for (int d = 0; d < v.shape.rank(); ++d) impl->view.strides[d] = v.strides[d];
   // The producer's deleter runs when the last view of this storage is gone:
   // handles, trace parameters, exported DLPack tensors and views alike.
-  impl->view.storage =
-      core::Storage::wrap(v.base, v.bytes, v.device, [release = std::move(release)](void*) { release(); });
-  return normalise ? ne(t, 0) : t;
+  // Armed once the tensor is made: if normalising throws (recording can),
+  // the caller still owns the memory and must be the only one to free it.
+  auto armed = std::make_shared<std::atomic<bool>>(!normalise);
+  impl->view.storage = core::Storage::wrap(v.base, v.bytes, v.device,
+                                           [release = std::move(release), armed](void*) {
+                                             if (armed->load()) release();
+                                           });
+  if (!normalise) return t;
+  Tensor normalised = ne(t, 0);
+  armed->store(true);
+  return normalised;
 }
 
 DLManagedTensor* exportDLPack(const Tensor& t) {

@@ -1,5 +1,7 @@
 #include "runtime/exec/CompileQueue.h"
 
+#include "runtime/support/ProcessId.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -50,7 +52,8 @@ int currentThreadNice() {
 #endif
 }
 
-CompileQueue::CompileQueue(int threads, int minSharePercent) : minSharePercent_(minSharePercent) {
+CompileQueue::CompileQueue(int threads, int minSharePercent)
+    : minSharePercent_(minSharePercent), owner_(support::processId()) {
   baseNice_ = currentThreadNice();
   runningUrgent_.assign(static_cast<size_t>(std::max(threads, 0)), -1);
   try {

@@ -79,6 +79,9 @@ class CompileQueue {
   bool canRaise() const;
   /// Whether an urgent job is running (tests).
   bool urgentNow() const;
+  /// The process whose threads serve this queue (support::processId() at
+  /// construction): a forked child has none of them.
+  pid_t owner() const { return owner_; }
 
  private:
   struct Worker {
@@ -120,6 +123,7 @@ class CompileQueue {
   std::unique_ptr<tbb::global_control> partition_;
   bool stopping_ = false;
   const int minSharePercent_;
+  const pid_t owner_;
   int baseNice_ = 0;
   std::vector<Worker> workers_;
   bool raised_ = false;

@@ -17,14 +17,13 @@ CompileQueue& CompileService::queue(Lane lane) {
   if (CompileQueue* q = ownQueue(i)) return *q;
   const int threads = lane == Lane::Traces ? settings().compile_threads : 1;
   auto* q = new CompileQueue(threads, settings().compile_share);
-  owners_[i].store(support::processId());
   queues_[i].store(q);
   return *q;
 }
 
 CompileQueue* CompileService::ownQueue(int lane) const {
   CompileQueue* q = queues_[lane].load();
-  return q && owners_[lane].load() == support::processId() ? q : nullptr;
+  return q && q->owner() == support::processId() ? q : nullptr;
 }
 
 void CompileService::submit(Lane lane, bool now, std::function<void()> job, JobRank rank) {

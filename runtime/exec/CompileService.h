@@ -66,10 +66,9 @@ class CompileService {
   std::mutex createMutex_;
   /// Created on first use, never destroyed (threads may submit at exit);
   /// read without a lock by the exit handler. A forked child makes its own
-  /// and leaves the parent's as they are (a lock in them may be held).
+  /// (CompileQueue::owner) and leaves the parent's as they are (a lock in
+  /// them may be held).
   std::atomic<CompileQueue*> queues_[2] = {nullptr, nullptr};
-  /// The process each queue belongs to (support::processId()).
-  std::atomic<pid_t> owners_[2] = {0, 0};
 };
 
 }  // namespace kiln::exec

@@ -645,8 +645,11 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
     if (profile->tier == Tier::Compiling && profile->compilingIn != 0 &&
         profile->compilingIn != support::processId()) {
       // Forked while it compiled: the compile went with the parent's thread.
+      // It compiles again below, counted once among its structure's shapes.
       profile->tier = Tier::Interpreted;
       profile->urgentCompile = false;
+      if (auto it = shapesPerStructure_.find(tLastKey.structureHash); it != shapesPerStructure_.end() && it->second > 0)
+        --it->second;
     }
     if (!exe && profile->tier == Tier::Interpreted && neededOps > 0 && traceCompiles_ &&
         profile->runs >= static_cast<uint64_t>(settings().jit_threshold)) {

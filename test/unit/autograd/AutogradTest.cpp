@@ -33,6 +33,8 @@ TEST(Autograd, GradRunsAndFreesOnlyThePathsToWhatItIsAskedFor) {
   Tensor b = mul(x, 5.0);
   grad(sum(b), {x});
   EXPECT_THROW(grad(sum(b), {x}), Error);
+  // A wanted tensor whose own graph was freed is where the walk stops.
+  EXPECT_EQ(grad(sum(mul(b, 3.0)), {b})[0].to_vector<double>(), (std::vector<double>{3, 3}));
 }
 
 TEST(Autograd, OnlyTensorsComputedFromGradLeavesCarryAGraph) {

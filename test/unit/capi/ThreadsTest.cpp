@@ -15,7 +15,9 @@ namespace {
 /// Stands for Python's GIL, which NumPy's DLPack deleter takes.
 std::mutex gInterpreterLock;
 std::atomic<int> gDeleted{0};
+std::atomic<bool> gInDeleter{false};
 void deleterTakingTheLock(DLManagedTensor* m) {
+  gInDeleter = true;
   std::lock_guard<std::mutex> hold(gInterpreterLock);
   delete[] static_cast<float*>(m->dl_tensor.data);
   delete[] m->dl_tensor.shape;
@@ -53,7 +55,7 @@ TEST(CApiThreads, AnImportsDeleterRunsAfterTheRecordersLock) {
   });
   std::vector<float> read;
   std::thread reader([&] { read = toFloats(y); });  // flushes this thread's trace
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // into the deleter, waiting for the lock
+  while (!gInDeleter) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the deleter waits for the lock
   kiln_value in2[2] = {kiln_value_of_tensor(y), kiln_value_of_float(1.0)};
   kiln_tensor z;
   const kiln_status s = kiln_call(KILN_OP_ADD, in2, 2, nullptr, 0, &z);  // this thread's recorder

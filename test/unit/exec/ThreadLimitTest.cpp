@@ -10,10 +10,14 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <system_error>
+#include <thread>
 
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
 
 #include "kiln/kiln.h"
 #include "runtime/exec/CompileQueue.h"
@@ -65,8 +69,13 @@ TEST(ThreadLimit, AQueueWhoseThreadsCannotStartThrows) {
 // A background compile with no thread to run on runs in the step's thread:
 // the step's results come back and the trace runs compiled.
 TEST(ThreadLimit, ABackgroundCompileWithoutAThreadRunsInTheCaller) {
-  // TBB's workers first: the interpreter's parallel ops need them.
-  tbb::parallel_for(0, 1 << 16, [](int) {});
+  // TBB's workers first, every one of them (each takes a task that waits a
+  // while): the interpreter's parallel ops need them, and TBB starts them
+  // as it needs them.
+  const int workers = tbb::this_task_arena::max_concurrency();
+  tbb::parallel_for(
+      0, 4 * workers, [](int) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); },
+      tbb::simple_partitioner());
   JitScope async(JitMode::Async, 2);
   Tensor x = rand({256, 256}, 7);
   auto step = [&] {
