@@ -90,6 +90,18 @@ void WorkerStream::registerExitStop() {
 namespace {
 /// The stream whose task this thread runs in enqueue() (its worker stopped).
 thread_local WorkerStream* tRunningInline = nullptr;
+
+/// Runs a task; what it threw, as text ("" when it returned).
+std::string runCatching(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+  return {};
+}
 }  // namespace
 
 void WorkerStream::stopWorker() {
@@ -183,14 +195,7 @@ void WorkerStream::enqueue(std::function<void()> fn) {
   WorkerStream* const outer = tRunningInline;
   tRunningInline = this;
   if (access_ && !nested) access_->open();
-  std::string failure;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    failure = e.what();
-  } catch (...) {
-    failure = "unknown exception";
-  }
+  const std::string failure = runCatching(fn);
   fn = nullptr;
   if (access_ && !nested) access_->close();
   tRunningInline = outer;
@@ -224,14 +229,7 @@ void WorkerStream::serve() {
       access_->open();
       open = true;
     }
-    std::string failure;
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      failure = e.what();
-    } catch (...) {
-      failure = "unknown exception";
-    }
+    const std::string failure = runCatching(fn);
     registerExitStop();
     // Release what the task holds (buffers it keeps alive, a kernel, a host
     // buffer's storage) before it counts as complete: once synchronize()
