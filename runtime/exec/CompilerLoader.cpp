@@ -71,9 +71,7 @@ void* openLibrary(const char* envVar, const char* file, const char* symbol, int 
   }
   return nullptr;
 }
-}  // namespace
 
-namespace {
 /// Set in a forked child whose parent was loading the compiler or
 /// compiling when it forked: the compiler's state (a half-built static, a
 /// lock held by a thread the child does not have) cannot be trusted, so

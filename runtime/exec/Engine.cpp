@@ -127,9 +127,6 @@ uint64_t toUs(double ms) { return static_cast<uint64_t>(ms * 1000.0); }
 /// Does the device compile hot traces (for the host or for itself)?
 bool compilesTraces(Device device) { return hal::deviceContext(device).compileTarget().has_value(); }
 
-}  // namespace
-
-namespace {
 /// Whether an integer cast from `from` to `to` keeps every index the launch
 /// check lets through (those in [0, extent)): `to` holds them all. An index
 /// read through a cast that wraps it (i64 200 as i8 is -56) is not the

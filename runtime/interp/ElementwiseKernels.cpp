@@ -399,12 +399,15 @@ void dispatchStorage(DType t, F&& f) {
   dispatchAll(t, std::forward<F>(f));
 }
 
+/// The bits of `f` as `to`, f16 or bf16.
+inline uint16_t halfBits(float f, DType to) { return to == DType::f16 ? core::floatToHalf(f) : core::floatToBf16(f); }
+
 template <class Dst>
 inline Dst fromDouble(double v, DType dst) {
   if constexpr (std::is_same_v<Dst, bool>) {
     return v != 0;
   } else if constexpr (std::is_same_v<Dst, uint16_t>) {  // f16 / bf16
-    return dst == DType::f16 ? core::floatToHalf(static_cast<float>(v)) : core::floatToBf16(static_cast<float>(v));
+    return halfBits(static_cast<float>(v), dst);
   } else if constexpr (std::is_floating_point_v<Dst>) {
     return static_cast<Dst>(v);
   } else {
@@ -422,20 +425,17 @@ void castKernel(const Arg& in, DType to, char* out) {
   const DType from = in.dtype;
   dispatchStorage(from, [&]<class Src>() {
     dispatchStorage(to, [&]<class Dst>() {
-      const bool srcHalf = std::is_same_v<Src, uint16_t>;
-      const bool srcFloat = srcHalf || std::is_floating_point_v<Src>;
-      mapUnary<Src, Dst>(in, out, [from, to, srcFloat](Src x) -> Dst {
+      mapUnary<Src, Dst>(in, out, [=](Src x) -> Dst {
         if constexpr (std::is_same_v<Src, uint16_t>) {
           float f = from == DType::f16 ? core::halfToFloat(x) : core::bf16ToFloat(x);
           if constexpr (std::is_same_v<Dst, uint16_t>) {
-            return to == DType::f16 ? core::floatToHalf(f) : core::floatToBf16(f);
+            return halfBits(f, to);
           } else {
             return fromDouble<Dst>(f, to);
           }
         } else if constexpr (std::is_floating_point_v<Src>) {
           if constexpr (std::is_same_v<Dst, uint16_t>) {
-            float f = static_cast<float>(x);
-            return to == DType::f16 ? core::floatToHalf(f) : core::floatToBf16(f);
+            return halfBits(static_cast<float>(x), to);
           } else {
             return fromDouble<Dst>(static_cast<double>(x), to);
           }
@@ -444,12 +444,8 @@ void castKernel(const Arg& in, DType to, char* out) {
           // floating ones round once (through f64, a 64-bit integer would
           // round twice: 2^60 + 2^36 + 1 became 2^60, not 2^60 + 2^37), and
           // half ones from that f32 (as PyTorch).
-          (void)srcFloat;
           if constexpr (std::is_same_v<Dst, bool>) return x != 0;
-          else if constexpr (std::is_same_v<Dst, uint16_t>) {
-            const float f = static_cast<float>(x);
-            return to == DType::f16 ? core::floatToHalf(f) : core::floatToBf16(f);
-          } else if constexpr (std::is_integral_v<Dst>) return static_cast<Dst>(x);
+          else if constexpr (std::is_same_v<Dst, uint16_t>) return halfBits(static_cast<float>(x), to);
           else return static_cast<Dst>(x);
         }
       });

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <iterator>
+#include <optional>
 #include <vector>
 
 #include "kiln/error.h"
@@ -113,10 +114,10 @@ Tensor Recorder::record(const NodeSpec& spec, std::span<const Tensor* const> inp
     Recorder* o = impl->owner.load(std::memory_order_acquire);
     if (o && o != this) o->flushFor(impl, FlushReason::CrossThread);
   }
-  Released released;  // destroyed after the lock is released
+  std::optional<Released> released;  // a flush's, destroyed after the lock is released
   std::lock_guard<SpinMutex> lock(mutex_);
   if (device != trace_.device) [[unlikely]] {
-    flushLocked(released);
+    flushLocked(released.emplace());
     trace_.device = device;
   }
   auto inputsBegin = static_cast<uint32_t>(trace_.operands.size());
@@ -149,7 +150,7 @@ Tensor Recorder::record(const NodeSpec& spec, std::span<const Tensor* const> inp
   Tensor result(impl);
   if (trace_.opCount >= settings().max_trace_ops) {
     exec::counters().flushesSizeLimit.fetch_add(1, std::memory_order_relaxed);
-    flushLocked(released);
+    flushLocked(released ? *released : released.emplace());
   }
   return result;
 }
@@ -237,9 +238,9 @@ void Recorder::inspectPending(const std::function<void(const Trace&)>& f) {
 
 std::vector<Tensor> Recorder::runCaptured(const Trace& captured, std::span<const core::View> params,
                                           std::span<const uint32_t> outputNodes) {
-  Released pendingReleased, capturedReleased;  // destroyed after the lock is released
+  Released released;  // both flushes', destroyed after the lock is released
   std::lock_guard<SpinMutex> lock(mutex_);
-  flushLocked(pendingReleased);
+  flushLocked(released);
   // Copies into the pools' kept capacity: no allocation in steady state.
   trace_.device = captured.device;
   trace_.nodes.assign(captured.nodes.begin(), captured.nodes.end());
@@ -264,7 +265,7 @@ std::vector<Tensor> Recorder::runCaptured(const Trace& captured, std::span<const
     trace_.holders[id] = impl;
     outputs.emplace_back(impl);
   }
-  flushLocked(capturedReleased);
+  flushLocked(released);
   return outputs;
 }
 

@@ -102,15 +102,18 @@ struct JobSight {
   bool partitioned = false;
 };
 
+/// A job that records what it sees into `sight`.
+std::function<void()> lookInto(JobSight& sight) {
+  return [&sight] {
+    sight.parallelism = parallelism();
+    sight.idlePriority = currentThreadIsIdlePriority();
+    sight.partitioned = compilePartitionActive();
+  };
+}
+
 JobSight runOneJob(CompileQueue& queue, JobRank rank) {
   JobSight sight;
-  queue.push(
-      [&] {
-        sight.parallelism = parallelism();
-        sight.idlePriority = currentThreadIsIdlePriority();
-        sight.partitioned = compilePartitionActive();
-      },
-      rank);
+  queue.push(lookInto(sight), rank);
   queue.drain();
   return sight;
 }
@@ -234,17 +237,11 @@ TEST(CompileQueue, JobsBehindAnUrgentOneStayBackground) {
   std::atomic<bool> release{false};
   holdTheThread(queue, release);
   JobSight background, upgrade, later, urgent;
-  auto look = [](JobSight& sight) {
-    return [&sight] {
-      sight.parallelism = parallelism();
-      sight.partitioned = compilePartitionActive();
-    };
-  };
-  queue.push(look(background));
-  queue.push(look(upgrade), JobRank::Upgrade);
-  queue.push(look(urgent), JobRank::Urgent);
+  queue.push(lookInto(background));
+  queue.push(lookInto(upgrade), JobRank::Upgrade);
+  queue.push(lookInto(urgent), JobRank::Urgent);
   EXPECT_TRUE(queue.urgentNow()) << "the running job is hurried";
-  queue.push(look(later));
+  queue.push(lookInto(later));
   release = true;
   queue.drain();
   EXPECT_EQ(urgent.parallelism, before > 1 ? before - 1 : before);
@@ -264,16 +261,10 @@ TEST(CompileQueue, MakeUrgentHurriesFirstCompilesNotUpgrades) {
   std::atomic<bool> heldUrgent{false};
   holdTheThread(queue, release, [&] { heldUrgent = queue.urgentNow(); });
   JobSight background, upgrade, later;
-  auto look = [](JobSight& sight) {
-    return [&sight] {
-      sight.parallelism = parallelism();
-      sight.partitioned = compilePartitionActive();
-    };
-  };
-  queue.push(look(background));
-  queue.push(look(upgrade), JobRank::Upgrade);
+  queue.push(lookInto(background));
+  queue.push(lookInto(upgrade), JobRank::Upgrade);
   queue.makeUrgent();
-  queue.push(look(later));
+  queue.push(lookInto(later));
   release = true;
   queue.drain();
   EXPECT_TRUE(heldUrgent.load());
