@@ -163,7 +163,12 @@ Value ScalarBuilder::unary(OpKind kind, Type type, Value x,
       Value e = nonPositiveExp(negAbs);
       Value one = floatConstant(t, 1.0);
       Value denominator = arith::AddFOp::create(builder, loc, one, e);
-      Value s = arith::DivFOp::create(builder, loc, one, denominator);
+      // The denominator lies in [1, 2] (or is NaN): never 0 nor infinite,
+      // so the division may take a reciprocal estimate and a Newton step
+      // (arcp, ninf: on x86 vrcp14ps and two FMAs, within an ulp) instead
+      // of a full division, whose throughput bounded sigmoid-heavy loops.
+      Value s = arith::DivFOp::create(builder, loc, one, denominator,
+                                      arith::FastMathFlags::arcp | arith::FastMathFlags::ninf | arith::FastMathFlags::contract);
       Value negative = arith::CmpFOp::create(
           builder, loc, arith::CmpFPredicate::OLT, v, floatConstant(t, 0.0));
       r = arith::SelectOp::create(builder, loc, negative,

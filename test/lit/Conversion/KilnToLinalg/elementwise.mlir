@@ -90,12 +90,13 @@ func.func @sin_f32(%x: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK: arith.divf %{{.*}}, %[[SQ]]
 // CHECK: math.tanh
 // Sigmoid: e = exp(-|x|), marked as an exp of a non-positive operand;
-// 1 / (1 + e) for x >= 0, e / (1 + e) below.
+// 1 / (1 + e) for x >= 0, e / (1 + e) below; 1 + e is in [1, 2], so the
+// division may take a reciprocal estimate (arcp, ninf, contract).
 // CHECK: %[[AB:.*]] = math.absf %[[SX:[a-z0-9_]+]]
 // CHECK-NEXT: %[[N:.*]] = arith.negf %[[AB]]
 // CHECK-NEXT: %[[EX:.*]] = math.exp %[[N]] {kiln.nonpositive_operand} : f32
 // CHECK: %[[D:.*]] = arith.addf %{{.*}}, %[[EX]]
-// CHECK: %[[Q:.*]] = arith.divf %{{.*}}, %[[D]]
+// CHECK: %[[Q:.*]] = arith.divf %{{.*}}, %[[D]] fastmath<ninf,arcp,contract> : f32
 // CHECK: %[[NEG:.*]] = arith.cmpf olt, %[[SX]], %{{.*}}
 // CHECK: %[[EQ:.*]] = arith.mulf %[[EX]], %[[Q]]
 // CHECK: arith.select %[[NEG]], %[[EQ]], %[[Q]]

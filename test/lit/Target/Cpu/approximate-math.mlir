@@ -61,8 +61,8 @@ func.func @f64(%x: f64) -> (f64, f64) {
 // CHECK-LABEL: func.func @divisions
 // CHECK-SAME: (%[[X:.*]]: f32, %[[Y:.*]]: f32)
 // CHECK: arith.divf %[[X]], %[[Y]] : f32
-// CHECK: arith.divf {{.*}} fastmath<ninf,arcp> : f32
-// CHECK: arith.divf {{.*}} fastmath<ninf,arcp> : f32
+// CHECK: arith.divf {{.*}} fastmath<ninf,arcp,contract> : f32
+// CHECK: arith.divf {{.*}} fastmath<ninf,arcp,contract> : f32
 // CHECK-NOT: arith.divf
 // CHECK: return
 func.func @divisions(%x: f32, %y: f32) -> (f32, f32, f32) {
@@ -88,7 +88,7 @@ func.func @divisions(%x: f32, %y: f32) -> (f32, f32, f32) {
 // CHECK: %[[SQ:.*]] = arith.mulf %[[X2]], %[[X2]] : f32
 // CHECK-NOT: arith.select
 // CHECK: %[[XP:.*]] = arith.mulf %[[X2]], %{{.*}} : f32
-// CHECK: %[[R:.*]] = arith.divf %[[XP]], %{{.*}} fastmath<ninf,arcp> : f32
+// CHECK: %[[R:.*]] = arith.divf %[[XP]], %{{.*}} fastmath<ninf,arcp,contract> : f32
 // CHECK: return %[[R]]
 func.func @erf(%x: f32) -> f32 {
   %e = math.erf %x : f32
