@@ -27,8 +27,12 @@
 // - The gradient of a loss with respect to a tensor it does not depend on
 //   (including tensors that never required grad) is zeros of that tensor's
 //   shape and dtype.
-// - Gradients are first order: the backward ops do not build a graph of
-//   their own (no double backward).
+// - Gradients are first order unless create_graph is passed: then the
+//   backward ops record a graph of their own (whatever the grad mode), so a
+//   gradient can be differentiated again (gradient penalties, Hessian-vector
+//   products, higher derivatives), and the walked graph is kept. Without it
+//   a gradient is a constant: a loss built from it contributes nothing
+//   through it (as in PyTorch).
 // - The graph and the .grad() slots are not synchronized: run one backward
 //   pass over a given graph at a time (different threads may differentiate
 //   different graphs).
@@ -49,9 +53,11 @@ namespace kiln {
 /// intermediate results), in order, each with the shape and dtype of its
 /// tensor. `loss` must hold one element unless `grad_output` (the gradient
 /// of some scalar with respect to `loss`, of loss's shape) is given.
-/// Leaves' .grad() slots are not touched.
+/// Leaves' .grad() slots are not touched. With `create_graph` the gradients
+/// carry a graph (they can be differentiated again) and the graph behind
+/// `loss` is kept whatever `retain_graph` says.
 std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, const Tensor& grad_output = {},
-                         bool retain_graph = false);
+                         bool retain_graph = false, bool create_graph = false);
 
 /// Called by grad() with (i, gradient of wrt[i]) as soon as that gradient is
 /// final, while backward is still being recorded.

@@ -90,7 +90,9 @@ class Tensor {
   /// grad_output, of sum(grad_output * this)) and adds them to the .grad()
   /// of every leaf it depends on.
   void backward() const;
-  void backward(const Tensor& grad_output, bool retain_graph = false) const;
+  /// create_graph: the accumulated gradients carry a graph of their own
+  /// (see grad() in autograd.h).
+  void backward(const Tensor& grad_output, bool retain_graph = false, bool create_graph = false) const;
   /// The same value without autograd history.
   Tensor detach() const;
 

@@ -185,10 +185,13 @@ void bindRuntime(nb::module_& m) {
   // ---- autograd ----
   m.def(
       "grad",
-      [](const Tensor& loss, const std::vector<Tensor>& wrt, nb::handle gradOutput, bool retainGraph) {
-        return grad(loss, wrt, gradOutput.is_none() ? Tensor() : toTensor(gradOutput, "grad"), retainGraph);
+      [](const Tensor& loss, const std::vector<Tensor>& wrt, nb::handle gradOutput, bool retainGraph,
+         bool createGraph) {
+        return grad(loss, wrt, gradOutput.is_none() ? Tensor() : toTensor(gradOutput, "grad"), retainGraph,
+                    createGraph);
       },
-      nb::arg("loss"), nb::arg("wrt"), nb::arg("grad_output") = nb::none(), nb::arg("retain_graph") = false);
+      nb::arg("loss"), nb::arg("wrt"), nb::arg("grad_output") = nb::none(), nb::arg("retain_graph") = false,
+      nb::arg("create_graph") = false);
   m.def("grad_mode_enabled", &grad_mode_enabled);
   nb::class_<NoGrad>(m, "no_grad", "Context manager: ops inside record no autograd graph.")
       .def(nb::init<>())

@@ -159,15 +159,11 @@ void bindTensor(nb::module_& m) {
           nb::for_setter(nb::arg("grad").none()))
       .def(
           "backward",
-          [](const T& t, nb::handle gradOutput, bool retainGraph) {
-            if (gradOutput.is_none()) {
-              if (retainGraph) t.backward(Tensor(), true);
-              else t.backward();
-            } else {
-              t.backward(toTensor(gradOutput, "backward"), retainGraph);
-            }
+          [](const T& t, nb::handle gradOutput, bool retainGraph, bool createGraph) {
+            t.backward(gradOutput.is_none() ? Tensor() : toTensor(gradOutput, "backward"), retainGraph,
+                       createGraph);
           },
-          nb::arg("grad_output") = nb::none(), nb::arg("retain_graph") = false)
+          nb::arg("grad_output") = nb::none(), nb::arg("retain_graph") = false, nb::arg("create_graph") = false)
       .def("detach", &T::detach)
       // Operators (Python numbers take part in type promotion like C++ scalars).
       .def("__add__", bin(&add, "+"))

@@ -129,6 +129,23 @@ def test_autograd_and_no_grad():
     assert not y.requires_grad
 
 
+def test_gradients_of_gradients_with_create_graph():
+    x = kiln.tensor([1.0, -2.0], dtype=kiln.float64).requires_grad_()
+    (g,) = kiln.grad((x * x * x).sum(), [x], create_graph=True)
+    assert g.requires_grad and g.tolist() == [3, 12]
+    (h,) = kiln.grad(g.sum(), [x])
+    assert h.tolist() == [6, -12]
+    # backward(create_graph=True): .grad carries a graph of its own.
+    y = kiln.tensor([2.0], dtype=kiln.float64).requires_grad_()
+    (y * y * y).sum().backward(create_graph=True)
+    assert y.grad.requires_grad
+    (d2,) = kiln.grad(y.grad.sum(), [y])
+    assert d2.tolist() == [12]
+    # Without it the gradient is a constant.
+    (c,) = kiln.grad((x * x).sum(), [x])
+    assert not c.requires_grad
+
+
 def test_optimizer_updates_python_parameters_in_place():
     w = kiln.tensor([1.0, -1.0])
     opt = kiln.optim.SGD([w], lr=0.5)

@@ -19,6 +19,20 @@ namespace {
 
 thread_local bool tGradMode = true;
 
+/// Sets grad mode for its lifetime: off while a backward pass records its
+/// ops, on with create_graph (they then build a graph of their own, which a
+/// later pass differentiates), whatever the caller's mode.
+class GradModeScope {
+ public:
+  explicit GradModeScope(bool on) : previous_(tGradMode) { tGradMode = on; }
+  ~GradModeScope() { tGradMode = previous_; }
+  GradModeScope(const GradModeScope&) = delete;
+  GradModeScope& operator=(const GradModeScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 [[noreturn]] void fail(const char* what, const std::string& msg) { throw Error(std::string(what) + ": " + msg); }
 
 detail::TensorImpl* checkedImpl(const Tensor& t, const char* what) {
@@ -75,9 +89,6 @@ std::optional<int> blockAxis(const GradInfo& n, const Tensor& out) {
 struct BackwardResult {
   std::vector<Tensor> order;
   std::unordered_map<detail::TensorImpl*, Tensor> grads;
-  /// A gradient reached a node whose graph an earlier pass freed, and its
-  /// rule did not run (grad(): it may have led to a wanted tensor).
-  bool freedReached = false;
 };
 
 constexpr const char* kFreedGraph =
@@ -92,8 +103,11 @@ using FinalFn = std::function<void(const Tensor&, const Tensor&)>;
 /// nodes on a path from the root to one of them run, and only they are freed
 /// (as PyTorch's autograd.grad: the rest of the graph stays for another
 /// pass). Null (backward()): every node that leads to a leaf.
+/// `createGraph`: the rules' ops record a graph (the gradients can be
+/// differentiated again), and the walked graph is kept, as the new one
+/// reads its tensors.
 BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& gradOutput, bool retainGraph,
-                           const FinalFn& final = {},
+                           bool createGraph, const FinalFn& final = {},
                            const std::unordered_set<detail::TensorImpl*>* wanted = nullptr) {
   checkedImpl(root, what);
   if (!is_floating(root.dtype()))
@@ -112,7 +126,8 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
   }
   BackwardResult r;
   if (!root.impl()->autograd) return r;  // the loss depends on nothing that requires grad
-  NoGradGuard noGrad;
+  GradModeScope mode(createGraph);
+  retainGraph = retainGraph || createGraph;
   r.order = topologicalOrder(root);
   // With `wanted`: a gradient flows into a tensor that is wanted or leads to
   // one, and a node's rule runs when one of its inputs does (a wanted
@@ -120,13 +135,57 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
   // Inputs come before their readers in r.order.
   std::unordered_set<detail::TensorImpl*> leads, running;
   if (wanted) {
+    // Whether a freed node's edges lead to a wanted tensor: a depth-first
+    // walk of the nodes behind it (iterative, as deep graphs are), memoised.
+    std::unordered_set<const GradInfo*> wantedNodes;
+    for (detail::TensorImpl* w : *wanted)
+      if (w->autograd) wantedNodes.insert(w->autograd.get());
+    std::unordered_map<const GradInfo*, bool> leadsMemo;
+    auto edgesOf = [](const GradInfo& n) {
+      std::vector<const GradInfo*> edges;
+      for (const auto& e : n.freedEdges) edges.push_back(e.get());
+      for (const Tensor& in : n.inputs)
+        if (const GradInfo* e = in.impl()->autograd.get()) edges.push_back(e);
+      return edges;
+    };
+    auto leadsThrough = [&](const GradInfo& start) {
+      struct Frame {
+        const GradInfo* node;
+        std::vector<const GradInfo*> edges;
+        size_t next = 0;
+        bool found = false;
+      };
+      if (auto it = leadsMemo.find(&start); it != leadsMemo.end()) return it->second;
+      std::vector<Frame> stack;
+      stack.push_back({&start, edgesOf(start)});
+      while (!stack.empty()) {
+        Frame& f = stack.back();
+        if (f.found || f.next == f.edges.size()) {
+          const bool found = f.found;
+          leadsMemo[f.node] = found;
+          stack.pop_back();
+          if (!stack.empty()) stack.back().found = stack.back().found || found;
+          continue;
+        }
+        const GradInfo* e = f.edges[f.next++];
+        if (wantedNodes.count(e)) {
+          f.found = true;
+        } else if (auto it = leadsMemo.find(e); it != leadsMemo.end()) {
+          f.found = it->second;
+        } else {
+          stack.push_back({e, edgesOf(*e)});  // invalidates f
+        }
+      }
+      return leadsMemo[&start];
+    };
     for (const Tensor& t : r.order) {
-      // A freed node's inputs are gone: whether it led to a wanted tensor is
-      // unknown (grad() says the graph was freed if one gets no gradient).
-      bool runsHere = false;
-      for (const Tensor& in : t.impl()->autograd->inputs) runsHere = runsHere || leads.count(in.impl()) > 0;
+      // A freed node whose edges lead to a wanted tensor runs (and fails:
+      // its inputs are gone); one that leads to nothing wanted is passed by.
+      const GradInfo& info = *t.impl()->autograd;
+      bool runsHere = info.freed && leadsThrough(info);
+      for (const Tensor& in : info.inputs) runsHere = runsHere || leads.count(in.impl()) > 0;
       if (runsHere) running.insert(t.impl());
-      if (runsHere || wanted->count(t.impl()) || t.impl()->autograd->freed) leads.insert(t.impl());
+      if (runsHere || wanted->count(t.impl())) leads.insert(t.impl());
     }
   }
   auto runs = [&](const Tensor& t) { return !wanted || running.count(t.impl()) > 0; };
@@ -146,11 +205,7 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
       r.grads[t.impl()] = g;
     }
     if (final && g.defined()) final(t, g);
-    if (info.leaf || !g.defined()) continue;
-    if (!runs(t)) {
-      r.freedReached = r.freedReached || info.freed;
-      continue;
-    }
+    if (info.leaf || !g.defined() || !runs(t)) continue;
     if (info.freed) fail(what, kFreedGraph);
     needs.assign(info.inputs.size(), false);
     for (size_t i = 0; i < info.inputs.size(); ++i)
@@ -179,6 +234,8 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
     for (const Tensor& t : r.order) {
       GradInfo& info = *t.impl()->autograd;
       if (info.leaf || !runs(t)) continue;
+      for (const Tensor& in : info.inputs)
+        if (in.impl()->autograd) info.freedEdges.push_back(in.impl()->autograd);
       info.inputs.clear();
       info.inputs.shrink_to_fit();
       info.freed = true;
@@ -220,8 +277,8 @@ std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, con
   std::vector<Tensor> out(wrt.size());
   std::unordered_set<detail::TensorImpl*> wanted;
   for (const Tensor& w : wrt) wanted.insert(w.impl());
-  const bool freedReached = autograd::runBackward(
-      "grad", loss, Tensor(), false,
+  autograd::runBackward(
+      "grad", loss, Tensor(), false, false,
       [&](const Tensor& t, const Tensor& g) {
         auto it = positions.find(t.impl());
         if (it == positions.end()) return;
@@ -230,11 +287,10 @@ std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, con
           ready(i, g);
         }
       },
-      &wanted).freedReached;
+      &wanted);
   NoGradGuard noGrad;
   for (size_t i = 0; i < wrt.size(); ++i) {
     if (out[i].defined()) continue;
-    if (freedReached) autograd::fail("grad", autograd::kFreedGraph);
     out[i] = zeros_like(wrt[i]);
     ready(i, out[i]);
   }
@@ -242,18 +298,18 @@ std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, con
 }
 
 std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, const Tensor& grad_output,
-                         bool retain_graph) {
+                         bool retain_graph, bool create_graph) {
   for (const Tensor& w : wrt) autograd::checkedImpl(w, "grad");
   std::unordered_set<detail::TensorImpl*> wanted;
   for (const Tensor& w : wrt) wanted.insert(w.impl());
-  autograd::BackwardResult r = autograd::runBackward("grad", loss, grad_output, retain_graph, {}, &wanted);
+  autograd::BackwardResult r =
+      autograd::runBackward("grad", loss, grad_output, retain_graph, create_graph, {}, &wanted);
   std::vector<Tensor> out;
   out.reserve(wrt.size());
   NoGradGuard noGrad;
   for (const Tensor& w : wrt) {
     auto it = r.grads.find(w.impl());
     const bool reached = it != r.grads.end() && it->second.defined();
-    if (!reached && r.freedReached) autograd::fail("grad", autograd::kFreedGraph);
     out.push_back(reached ? it->second : zeros_like(w));
   }
   return out;
@@ -299,9 +355,11 @@ void Tensor::set_grad(const Tensor& g) {
 
 void Tensor::backward() const { backward(Tensor(), false); }
 
-void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
-  autograd::BackwardResult r = autograd::runBackward("Tensor::backward", *this, grad_output, retain_graph);
-  NoGradGuard noGrad;
+void Tensor::backward(const Tensor& grad_output, bool retain_graph, bool create_graph) const {
+  autograd::BackwardResult r =
+      autograd::runBackward("Tensor::backward", *this, grad_output, retain_graph, create_graph);
+  // With create_graph the accumulated .grad() keeps the gradients' graph.
+  autograd::GradModeScope mode(create_graph);
   for (const Tensor& t : r.order) {
     autograd::GradInfo& info = *t.impl()->autograd;
     if (!info.leaf) continue;

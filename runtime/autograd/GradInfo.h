@@ -21,6 +21,11 @@ struct GradInfo {
   bool leaf = false;
   /// Set once a backward pass freed this node's inputs.
   bool freed = false;
+  /// A freed node's edges: its inputs' nodes without their tensors (as
+  /// PyTorch frees saved tensors but keeps the graph), so that grad() knows
+  /// whether a gradient reaching it would have led to a wanted tensor (an
+  /// error: the graph was freed) or to nothing wanted (no gradient lost).
+  std::vector<std::shared_ptr<GradInfo>> freedEdges;
   Tensor grad;  ///< leaves: the accumulated gradient
 
   core::OpKind op = core::OpKind::Param;

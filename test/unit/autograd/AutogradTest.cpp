@@ -37,6 +37,26 @@ TEST(Autograd, GradRunsAndFreesOnlyThePathsToWhatItIsAskedFor) {
   EXPECT_EQ(grad(sum(mul(b, 3.0)), {b})[0].to_vector<double>(), (std::vector<double>{3, 3}));
 }
 
+// A freed node keeps its edges (not its tensors), so grad() knows where a
+// gradient reaching it would have gone: to a wanted tensor, which another
+// path also reaches, is an error (it gave that path's part alone, silently);
+// to nothing wanted, it is passed by.
+TEST(Autograd, GradThroughAFreedNodeFailsOnlyWhereItLedToAWantedTensor) {
+  Tensor x = from_vector<double>({1, 2}, {2}).requires_grad();
+  Tensor w = from_vector<double>({0.5, 4}, {2}).requires_grad();
+  Tensor h = mul(x, x);
+  grad(sum(mul(h, x)), {x});  // frees h's node
+  EXPECT_THROW(grad(sum(add(h, x)), {x}), Error);  // gave {1, 1}: d(h)/dx lost
+  EXPECT_THROW(sum(add(h, x)).backward(), Error);
+  // Nothing wanted lies behind h: w's gradient is whole.
+  EXPECT_EQ(grad(sum(add(mul(h, w), w)), {w})[0].to_vector<double>(), (std::vector<double>{2, 5}));
+  // Behind a chain of freed nodes too (b's edges lead through a to x).
+  Tensor a = mul(x, x), b = mul(a, 3.0);
+  grad(sum(b), {x});  // frees b's and a's nodes
+  EXPECT_THROW(grad(sum(add(b, x)), {x}), Error);
+  EXPECT_EQ(grad(sum(add(mul(b, w), w)), {w})[0].to_vector<double>(), (std::vector<double>{4, 13}));
+}
+
 TEST(Autograd, OnlyTensorsComputedFromGradLeavesCarryAGraph) {
   Tensor a = from_vector<float>({1, 2}, {2});
   Tensor b = exp(a) + 1.0f;
