@@ -8,6 +8,7 @@
 #include "kiln/ops.h"
 #include "kiln/optim.h"
 #include "runtime/api/OpSupport.h"
+#include "runtime/autograd/GradInfo.h"
 
 namespace kiln::optim {
 
@@ -19,6 +20,12 @@ Optimizer::Optimizer(std::vector<Tensor*> params) : params_(std::move(params)) {
     if (!is_floating(p->dtype()))
       throw Error("optimizer: parameter " + std::to_string(i) + " has dtype " + std::string(dtype_name(p->dtype())) +
                   "; only floating tensors can be optimized");
+    // A computed tensor (say w * 2 of a leaf w) never gets a .grad() from
+    // backward(), so step() would pass it by every time, silently.
+    if (p->impl()->autograd && !p->impl()->autograd->leaf)
+      throw Error("optimizer: parameter " + std::to_string(i) + " (shape " + p->shape().str() +
+                  ") is computed from tensors that require grad, not a leaf; optimize the leaf it comes from, "
+                  "or pass a leaf (detach() it, or make it with requires_grad())");
     if (!p->requires_grad_enabled()) p->requires_grad();
   }
   // Parameters initialised by zeros() or ones() are one element broadcast,

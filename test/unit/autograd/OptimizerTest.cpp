@@ -196,6 +196,17 @@ TEST(Optimizer, RejectsBadParameters) {
   Tensor p = from_vector<float>({1}, {1});
   optim::SGD opt({&p});
   EXPECT_THROW(opt.step({}), Error);
+  // A computed tensor gets no .grad() from backward(): it would never move.
+  Tensor w = from_vector<float>({1, 2}, {2}).requires_grad();
+  Tensor scaled = mul(w, 2.0f);
+  try {
+    optim::Adam({&scaled});
+    ADD_FAILURE() << "a non-leaf parameter was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a leaf"), std::string::npos) << e.what();
+  }
+  Tensor detached = scaled.detach();
+  EXPECT_NO_THROW(optim::Adam({&detached}));
 }
 
 }  // namespace
