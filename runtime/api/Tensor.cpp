@@ -163,13 +163,13 @@ const void* Tensor::data() const {
   detail::TensorImpl* i = materialized(impl_, "data");
   if (i->device.kind != Device::CPU)
     throw Error("Tensor::data: the tensor lives on " + i->device.str() + "; copy it with to(Device::cpu()) first");
+  if (core::isContiguous(i->shape, i->view.strides)) return i->view.bytes(i->dtype);
+  // data() promises a dense row-major buffer: a dense copy of the values,
+  // kept beside the strided view (replacing the view raced with threads
+  // reading it, a recorder or an interpreter reading this tensor).
   std::lock_guard<std::mutex> lock(gDensifyMutex);
-  if (!core::isContiguous(i->shape, i->view.strides)) {
-    // data() promises a dense row-major buffer: replace the strided view by a
-    // dense copy of the same values.
-    i->view = denseHostCopy(i, "Tensor::data");
-  }
-  return i->view.bytes(i->dtype);
+  if (!i->denseData) i->denseData = denseHostCopy(i, "Tensor::data").storage;
+  return i->denseData->data();
 }
 
 namespace {

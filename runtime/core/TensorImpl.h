@@ -60,6 +60,10 @@ class TensorImpl {
 
   // Materialized state.
   core::View view;
+  /// Tensor::data()'s dense row-major copy of a strided view, made at its
+  /// first call (under a lock) and then only read by it; the view itself
+  /// stays, as other threads may be reading it.
+  std::shared_ptr<core::Storage> denseData;
   /// Set when the computation producing this tensor failed; reading throws.
   std::shared_ptr<const std::string> error;
 

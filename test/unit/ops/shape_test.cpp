@@ -1,5 +1,8 @@
 // Shape ops: reshape, transpose, permute, broadcast_to, squeeze, unsqueeze,
 // slice, concat; chains of views; contiguous().
+#include <atomic>
+#include <chrono>
+
 #include "test/unit/ops/op_test_util.h"
 
 namespace kt {
@@ -335,6 +338,36 @@ TEST(OpsShape, ConcurrentThreads) {
       }
     }
   });
+}
+
+// data() of a strided view gives a dense row-major copy and leaves the view
+// as it was: it replaced the view, under a lock only data() took, while
+// other threads read it (here: ops on the same transpose).
+TEST(OpsShape, DataOfAStridedViewKeepsTheView) {
+  Tensor base = kiln::arange(0.0, 6.0, 1.0, DType::f32).reshape({2, 3});
+  Tensor t = kiln::transpose(base);
+  if (t.device().kind != kiln::Device::CPU) GTEST_SKIP() << "data() is for host tensors";
+  t.to_vector<float>();  // materialized: a strided view of base's buffer
+  ASSERT_FALSE(t.is_contiguous());
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> readers;
+  std::atomic<int> wrong{0};
+  for (int r = 0; r < 2; ++r)
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        if (kiln::sum(kiln::mul(t, 2.0f)).item<float>() != 30.0f) ++wrong;
+      }
+    });
+  const float* p = static_cast<const float*>(t.data());
+  std::vector<float> dense(p, p + 6);
+  EXPECT_EQ(dense, (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(t.data(), static_cast<const void*>(p));  // made once
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  stop = true;
+  for (auto& th : readers) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_FALSE(t.is_contiguous());  // still the view of base
+  EXPECT_EQ(t.to_vector<float>(), dense);
 }
 
 TEST(OpsShape, BadInputThrowsAndKeepsEarlierTensors) {
