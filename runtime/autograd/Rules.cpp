@@ -133,9 +133,11 @@ Tensor conv2dWeightGrad(const Tensor& g, const Tensor& x, const Shape& wShape, c
   return permute(r, {1, 0, 2, 3});
 }
 
-/// 1 where pick is true, 0.5 where a tie, 0 elsewhere (in dtype t).
-Tensor extremeShare(const Tensor& wins, const Tensor& ties, DType t) {
-  return add(cast(wins, t), mul(cast(ties, t), 0.5));
+/// An operand's share of maximum's/minimum's gradient: 0 where it loses,
+/// 0.5 at a tie, else 1, so that where either operand is NaN both get the
+/// whole gradient (as PyTorch's maximum/minimum; counting wins gave both 0).
+Tensor extremeShare(const Tensor& loses, const Tensor& ties, DType t) {
+  return sub(sub(1.0, cast(loses, t)), mul(cast(ties, t), 0.5));
 }
 
 }  // namespace
@@ -221,9 +223,9 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
       const bool isMax = n.op == OpKind::Maximum;
       Tensor ties = eq(in[0], in[1]);
       if (need(0))
-        r[0] = sumToShape(mul(g, extremeShare(isMax ? gt(in[0], in[1]) : lt(in[0], in[1]), ties, t)), in[0].shape());
+        r[0] = sumToShape(mul(g, extremeShare(isMax ? lt(in[0], in[1]) : gt(in[0], in[1]), ties, t)), in[0].shape());
       if (need(1))
-        r[1] = sumToShape(mul(g, extremeShare(isMax ? gt(in[1], in[0]) : lt(in[1], in[0]), ties, t)), in[1].shape());
+        r[1] = sumToShape(mul(g, extremeShare(isMax ? lt(in[1], in[0]) : gt(in[1], in[0]), ties, t)), in[1].shape());
       break;
     }
 

@@ -180,6 +180,16 @@ TEST(GradCheck, MaximumSplitsTiesEvenly) {
   std::vector<Tensor> g = grad(sum(maximum(a, b)), {a, b});
   EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{0.5, 0, 1}));
   EXPECT_EQ(g[1].to_vector<double>(), (std::vector<double>{0.5, 1, 0}));
+  // Where either operand is NaN (so is the result) both get the whole
+  // gradient, as in PyTorch; so for minimum.
+  const double nan = std::nan("");
+  Tensor c = from_vector<double>({nan, 1, nan}, {3}).requires_grad();
+  Tensor d = from_vector<double>({2, nan, nan}, {3}).requires_grad();
+  for (auto op : {maximum, minimum}) {
+    std::vector<Tensor> h = grad(sum(op(c, d)), {c, d});
+    EXPECT_EQ(h[0].to_vector<double>(), (std::vector<double>{1, 1, 1}));
+    EXPECT_EQ(h[1].to_vector<double>(), (std::vector<double>{1, 1, 1}));
+  }
 }
 
 TEST(GradCheck, WhereAndClamp) {
