@@ -18,7 +18,9 @@
 //   differentiable: no gradient flows through them.
 // - floor, ceil, round and sign have zero gradient everywhere.
 // - max/min reductions and maximum/minimum split the gradient evenly between
-//   tied extremes (as PyTorch's amax/amin and maximum/minimum do); clamp
+//   tied extremes (as PyTorch's amax/amin and maximum/minimum do); where an
+//   operand of maximum/minimum is NaN both get the whole gradient (PyTorch's
+//   rule); clamp
 //   passes it whole at its bounds and max_pool2d to the window's first
 //   maximum (as PyTorch's clamp and max_pool2d do).
 // - relu has gradient 0 at 0; abs has gradient sign(x) (0 at 0).
@@ -32,7 +34,9 @@
 //   gradient can be differentiated again (gradient penalties, Hessian-vector
 //   products, higher derivatives), and the walked graph is kept. Without it
 //   a gradient is a constant: a loss built from it contributes nothing
-//   through it (as in PyTorch).
+//   through it (as in PyTorch). backward() with create_graph stores in a
+//   leaf's .grad() a graph that reads the leaf: a reference cycle (as in
+//   PyTorch) until set_grad({}) or a backward pass that frees that graph.
 // - The graph and the .grad() slots are not synchronized: run one backward
 //   pass over a given graph at a time (different threads may differentiate
 //   different graphs).

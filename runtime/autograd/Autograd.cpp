@@ -112,6 +112,9 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
   checkedImpl(root, what);
   if (!is_floating(root.dtype()))
     fail(what, "the loss has dtype " + std::string(dtype_name(root.dtype())) + "; gradients need a floating loss");
+  // From the seed on: with create_graph a grad_output that requires grad
+  // stays in the new graph (its cast too).
+  GradModeScope mode(createGraph);
   Tensor seed;
   if (gradOutput.defined()) {
     if (gradOutput.shape() != root.shape())
@@ -126,7 +129,6 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
   }
   BackwardResult r;
   if (!root.impl()->autograd) return r;  // the loss depends on nothing that requires grad
-  GradModeScope mode(createGraph);
   retainGraph = retainGraph || createGraph;
   r.order = topologicalOrder(root);
   // With `wanted`: a gradient flows into a tensor that is wanted or leads to
@@ -141,9 +143,11 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
     for (detail::TensorImpl* w : *wanted)
       if (w->autograd) wantedNodes.insert(w->autograd.get());
     std::unordered_map<const GradInfo*, bool> leadsMemo;
-    auto edgesOf = [](const GradInfo& n) {
+    auto edgesOf = [&wantedNodes](const GradInfo& n) {
       std::vector<const GradInfo*> edges;
       for (const auto& e : n.freedEdges) edges.push_back(e.get());
+      for (const auto& weak : n.freedLeafEdges)
+        if (auto leaf = weak.lock(); leaf && wantedNodes.count(leaf.get())) edges.push_back(leaf.get());
       for (const Tensor& in : n.inputs)
         if (const GradInfo* e = in.impl()->autograd.get()) edges.push_back(e);
       return edges;
@@ -235,7 +239,10 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
       GradInfo& info = *t.impl()->autograd;
       if (info.leaf || !runs(t)) continue;
       for (const Tensor& in : info.inputs)
-        if (in.impl()->autograd) info.freedEdges.push_back(in.impl()->autograd);
+        if (const auto& node = in.impl()->autograd) {
+          if (node->leaf) info.freedLeafEdges.push_back(node);
+          else info.freedEdges.push_back(node);
+        }
       info.inputs.clear();
       info.inputs.shrink_to_fit();
       info.freed = true;
@@ -247,6 +254,20 @@ BackwardResult runBackward(const char* what, const Tensor& root, const Tensor& g
 }  // namespace
 
 bool gradModeEnabled() { return tGradMode; }
+
+GradInfo::~GradInfo() {
+  std::vector<std::shared_ptr<GradInfo>> release = std::move(freedEdges);
+  while (!release.empty()) {
+    std::shared_ptr<GradInfo> node = std::move(release.back());
+    release.pop_back();
+    // The last owner takes the node's edges before it goes, so its own
+    // destructor has none to release.
+    if (node.use_count() == 1) {
+      for (auto& e : node->freedEdges) release.push_back(std::move(e));
+      node->freedEdges.clear();
+    }
+  }
+}
 
 void attach(const Tensor& out, const trace::NodeSpec& spec, std::span<const Tensor* const> inputs) {
   if (!tGradMode || !is_floating(spec.dtype)) return;

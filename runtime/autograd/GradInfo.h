@@ -25,7 +25,19 @@ struct GradInfo {
   /// PyTorch frees saved tensors but keeps the graph), so that grad() knows
   /// whether a gradient reaching it would have led to a wanted tensor (an
   /// error: the graph was freed) or to nothing wanted (no gradient lost).
+  /// Computed inputs are held; leaves are not (a leaf leads nowhere, and a
+  /// wanted one is alive): holding them kept replaced parameters and their
+  /// gradients alive with any tensor of an old step, and made a cycle of a
+  /// leaf whose .grad() carries a graph (create_graph).
   std::vector<std::shared_ptr<GradInfo>> freedEdges;
+  std::vector<std::weak_ptr<GradInfo>> freedLeafEdges;
+
+  GradInfo() = default;
+  GradInfo(const GradInfo&) = delete;
+  GradInfo& operator=(const GradInfo&) = delete;
+  /// Releases a chain of freed nodes iteratively (a deep graph's would
+  /// otherwise unwind one nested destructor call per node).
+  ~GradInfo();
   Tensor grad;  ///< leaves: the accumulated gradient
 
   core::OpKind op = core::OpKind::Param;

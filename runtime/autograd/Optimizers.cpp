@@ -24,8 +24,8 @@ Optimizer::Optimizer(std::vector<Tensor*> params) : params_(std::move(params)) {
     // backward(), so step() would pass it by every time, silently.
     if (p->impl()->autograd && !p->impl()->autograd->leaf)
       throw Error("optimizer: parameter " + std::to_string(i) + " (shape " + p->shape().str() +
-                  ") is computed from tensors that require grad, not a leaf; optimize the leaf it comes from, "
-                  "or pass a leaf (detach() it, or make it with requires_grad())");
+                  ") is computed from tensors that require grad (by an op, or a to(device) copy), not a leaf; "
+                  "optimize the leaf it comes from, or pass a leaf (detach() it, or make it with requires_grad())");
     if (!p->requires_grad_enabled()) p->requires_grad();
   }
   // Parameters initialised by zeros() or ones() are one element broadcast,

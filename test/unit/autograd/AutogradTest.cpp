@@ -2,9 +2,13 @@
 // of a step, non-differentiable paths, freeing, grad mode.
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
 #include <cmath>
+#include <memory>
 
 #include "kiln/kiln.h"
+#include "runtime/autograd/GradInfo.h"
 #include "runtime/core/TensorImpl.h"
 #include "runtime/trace/Recorder.h"
 
@@ -154,6 +158,54 @@ TEST(Autograd, GraphIsFreedUnlessRetained) {
   std::vector<double> g = vec(x.grad());
   EXPECT_NEAR(g[0], 2 * std::exp(1.0), 1e-12);
   EXPECT_THROW(loss.backward(), Error);
+}
+
+// A freed graph keeps its edges to computed nodes only: a kept loss does not
+// keep the leaves it was computed from (an optimizer's replaced parameters
+// and their gradients), and a leaf whose .grad() carries a graph
+// (create_graph) is not kept by the freed graph of that gradient.
+TEST(Autograd, AFreedGraphKeepsNoLeafAlive) {
+  Tensor loss;
+  std::weak_ptr<autograd::GradInfo> oldLeaf;
+  {
+    Tensor w = from_vector<double>({1, 2}, {2}).requires_grad();
+    oldLeaf = w.impl()->autograd;
+    loss = sum(mul(exp(w), w));
+    loss.backward();
+  }
+  EXPECT_TRUE(oldLeaf.expired());
+  std::weak_ptr<autograd::GradInfo> cycle;
+  {
+    Tensor y = from_vector<double>({2}, {1}).requires_grad();
+    cycle = y.impl()->autograd;
+    sum(mul(mul(y, y), y)).backward(Tensor(), false, true);
+    EXPECT_EQ(grad(sum(y.grad()), {y})[0].to_vector<double>(), (std::vector<double>{12}));
+  }
+  EXPECT_TRUE(cycle.expired());
+}
+
+// Dropping a long freed chain releases it without one nested destructor
+// call per node: on a thread with a 256 KiB stack, 20,000 nodes.
+int gChainDone = 0;
+void* dropALongFreedChain(void*) {
+  Tensor x = from_vector<double>({1}, {1}).requires_grad();
+  Tensor h = x;
+  for (int i = 0; i < 20000; ++i) h = mul(h, 1.0);
+  sum(h).backward();
+  h = Tensor();  // the chain's last tensor goes: its freed chain with it
+  return x.grad().defined() ? &gChainDone : nullptr;
+}
+
+TEST(Autograd, DroppingALongFreedChainKeepsTheStack) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(&thread, &attr, &dropALongFreedChain, nullptr), 0);
+  pthread_attr_destroy(&attr);
+  void* result = nullptr;
+  pthread_join(thread, &result);
+  EXPECT_EQ(result, &gChainDone);
 }
 
 TEST(Autograd, NonScalarLossNeedsGradOutput) {

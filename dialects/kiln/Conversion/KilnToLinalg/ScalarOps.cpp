@@ -165,7 +165,8 @@ Value ScalarBuilder::unary(OpKind kind, Type type, Value x,
       Value denominator = arith::AddFOp::create(builder, loc, one, e);
       // The denominator lies in [1, 2] (or is NaN): never 0 nor infinite,
       // so the division may take a reciprocal estimate and a Newton step
-      // (arcp, ninf: on x86 vrcp14ps and two FMAs, within an ulp) instead
+      // (arcp, ninf, contract: on x86 an estimate and two FMAs, within an
+      // ulp from AVX-512's 14-bit one, two from AVX2's 12-bit one) instead
       // of a full division, whose throughput bounded sigmoid-heavy loops.
       Value s = arith::DivFOp::create(builder, loc, one, denominator,
                                       arith::FastMathFlags::arcp | arith::FastMathFlags::ninf | arith::FastMathFlags::contract);
