@@ -55,7 +55,9 @@ class Tensor {
   /// Flushes; the tensor must hold exactly one element.
   template <class T>
   T item() const;
-  /// Flushes; pointer to the first element of the materialized view. Host
+  /// Flushes; pointer to the tensor's elements in dense row-major order:
+  /// its buffer where its view is dense, else a dense copy made at the first
+  /// call (the view, which strides() describes, stays as it was). Host
   /// tensors only. Valid while this tensor (or a copy) lives.
   const void* data() const;
 
