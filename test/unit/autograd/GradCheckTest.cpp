@@ -10,28 +10,15 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "test/unit/autograd/GradCases.h"
 
 namespace kiln {
 namespace {
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-/// One differentiable input: shape and how its values are drawn.
-struct Input {
-  Shape shape;
-  double low = -2, high = 2;
-  bool awayFromZero = false;  ///< |v| >= 0.2 (kinks of relu/abs, poles of div/log)
-};
-
-std::vector<double> randomValues(const Input& in, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(in.low, in.high);
-  std::vector<double> v(static_cast<size_t>(in.shape.numel()));
-  for (double& x : v) {
-    do x = u(rng);
-    while (in.awayFromZero && std::abs(x) < 0.2);
-  }
-  return v;
-}
+using gradcases::Input;
+using gradcases::randomValues;
 
 /// Compares kiln::grad of sum(f(inputs) * w) with central differences.
 void gradcheck(const std::string& what, const Fn& f, const std::vector<Input>& inputs, uint64_t seed = 1,
@@ -100,29 +87,9 @@ Shape broadcastPartner(const Shape& s, std::mt19937_64& rng) {
 
 // ---- unary --------------------------------------------------------------------
 
-struct UnaryCase {
-  const char* name;
-  Tensor (*op)(const Tensor&);
-  double low, high;
-  bool awayFromZero;
-};
-
 TEST(GradCheck, UnaryOps) {
-  const UnaryCase cases[] = {
-      {"neg", neg, -2, 2, false},          {"abs", abs, -2, 2, true},
-      {"exp", exp, -2, 2, false},          {"log", log, 0.2, 3, false},
-      {"sqrt", sqrt, 0.2, 3, false},       {"rsqrt", rsqrt, 0.2, 3, false},
-      {"tanh", tanh, -2, 2, false},        {"sigmoid", sigmoid, -3, 3, false},
-      {"relu", relu, -2, 2, true},         {"sin", sin, -3, 3, false},
-      {"cos", cos, -3, 3, false},          {"reciprocal", reciprocal, -2, 2, true},
-      {"atan", atan, -3, 3, false},        {"log2", log2, 0.2, 3, false},
-      {"square", square, -2, 2, false},    {"gelu", gelu, -3, 3, false},
-      {"erf", erf, -2, 2, false},          {"expm1", expm1, -2, 2, false},
-      {"log1p", log1p, -0.5, 3, false},    {"gelu_exact", gelu_exact, -3, 3, false},
-      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.1); }, -2, 2, true},
-  };
   std::mt19937_64 rng(7);
-  for (const UnaryCase& c : cases) {
+  for (const gradcases::UnaryCase& c : gradcases::unaryCases()) {
     Shape s = randomShape(rng);
     gradcheck(c.name, [&](const std::vector<Tensor>& x) { return c.op(x[0]); }, {{s, c.low, c.high, c.awayFromZero}});
   }
@@ -141,27 +108,14 @@ TEST(GradCheck, PiecewiseConstantOpsHaveZeroGradient) {
 // ---- binary with broadcasting ---------------------------------------------------
 
 TEST(GradCheck, BinaryOpsBroadcast) {
-  struct Case {
-    const char* name;
-    Tensor (*op)(const Operand&, const Operand&);
-    double low, high;
-    bool away;
-  };
-  const Case cases[] = {
-      {"add", add, -2, 2, false}, {"sub", sub, -2, 2, false},         {"mul", mul, -2, 2, false},
-      {"div", div, -2, 2, true},  {"pow", pow, 0.3, 2, false},        {"maximum", maximum, -2, 2, false},
-      {"minimum", minimum, -2, 2, false},
-      // Piecewise: away from zero keeps the quotient's jumps rare.
-      {"fmod", fmod, -3, 3, true},  {"remainder", remainder, -3, 3, true},
-  };
   std::mt19937_64 rng(11);
-  for (const Case& c : cases) {
+  for (const gradcases::BinaryCase& c : gradcases::binaryCases()) {
     for (int trial = 0; trial < 3; ++trial) {
       Shape a = randomShape(rng), b = broadcastPartner(a, rng);
       if (trial == 1) std::swap(a, b);
       gradcheck(std::string(c.name) + " " + a.str() + " " + b.str(),
                 [&](const std::vector<Tensor>& x) { return c.op(x[0], x[1]); },
-                {{a, c.low, c.high, c.away}, {b, c.low, c.high, c.away}}, 100 + trial);
+                {{a, c.low, c.high, c.awayFromZero}, {b, c.low, c.high, c.awayFromZero}}, 100 + trial);
     }
   }
 }

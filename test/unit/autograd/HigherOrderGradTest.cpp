@@ -12,17 +12,14 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "test/unit/autograd/GradCases.h"
 
 namespace kiln {
 namespace {
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-struct Input {
-  Shape shape;
-  double low = -2, high = 2;
-  bool awayFromZero = false;  ///< |v| >= 0.2 (kinks and poles)
-};
+using gradcases::Input;
 
 /// With weights w and v drawn at random, G(x) = sum(v * d/dx sum(w * f(x)))
 /// (a scalar of the first-order gradient). Compares grad(G, x), where the
@@ -33,15 +30,7 @@ void gradgradcheck(const std::string& what, const Fn& f, const std::vector<Input
   SCOPED_TRACE(what);
   std::mt19937_64 rng(seed);
   std::vector<std::vector<double>> values;
-  for (const Input& in : inputs) {
-    std::uniform_real_distribution<double> u(in.low, in.high);
-    std::vector<double> v(static_cast<size_t>(in.shape.numel()));
-    for (double& x : v) {
-      do x = u(rng);
-      while (in.awayFromZero && std::abs(x) < 0.2);
-    }
-    values.push_back(std::move(v));
-  }
+  for (const Input& in : inputs) values.push_back(gradcases::randomValues(in, rng));
   auto leaves = [&]() {
     std::vector<Tensor> ts;
     for (size_t i = 0; i < inputs.size(); ++i) ts.push_back(from_vector<double>(values[i], inputs[i].shape).requires_grad());
@@ -195,46 +184,19 @@ Shape randomShape(std::mt19937_64& rng, int minRank = 1, int maxRank = 3) {
 }
 
 TEST(HigherOrderGrad, UnaryOps) {
-  struct Case {
-    const char* name;
-    Tensor (*op)(const Tensor&);
-    double low, high;
-    bool away;
-  };
-  const Case cases[] = {
-      {"neg", neg, -2, 2, false},        {"abs", abs, -2, 2, true},           {"exp", exp, -2, 2, false},
-      {"log", log, 0.2, 3, false},       {"sqrt", sqrt, 0.2, 3, false},       {"rsqrt", rsqrt, 0.2, 3, false},
-      {"tanh", tanh, -2, 2, false},      {"sigmoid", sigmoid, -3, 3, false},  {"relu", relu, -2, 2, true},
-      {"sin", sin, -3, 3, false},        {"cos", cos, -3, 3, false},          {"reciprocal", reciprocal, -2, 2, true},
-      {"atan", atan, -3, 3, false},      {"log2", log2, 0.2, 3, false},       {"square", square, -2, 2, false},
-      {"gelu", gelu, -3, 3, false},      {"erf", erf, -2, 2, false},          {"expm1", expm1, -2, 2, false},
-      {"log1p", log1p, -0.5, 3, false},  {"gelu_exact", gelu_exact, -3, 3, false},
-      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.1); }, -2, 2, true},
-  };
   std::mt19937_64 rng(7);
-  for (const Case& c : cases)
+  for (const gradcases::UnaryCase& c : gradcases::unaryCases())
     gradgradcheck(c.name, [&](const std::vector<Tensor>& x) { return c.op(x[0]); },
-                  {{randomShape(rng), c.low, c.high, c.away}});
+                  {{randomShape(rng), c.low, c.high, c.awayFromZero}});
 }
 
 TEST(HigherOrderGrad, BinaryOpsBroadcast) {
-  struct Case {
-    const char* name;
-    Tensor (*op)(const Operand&, const Operand&);
-    double low, high;
-    bool away;
-  };
-  const Case cases[] = {
-      {"add", add, -2, 2, false},         {"sub", sub, -2, 2, false},          {"mul", mul, -2, 2, false},
-      {"div", div, -2, 2, true},          {"pow", pow, 0.3, 2, false},         {"maximum", maximum, -2, 2, false},
-      {"minimum", minimum, -2, 2, false}, {"fmod", fmod, -3, 3, true},         {"remainder", remainder, -3, 3, true},
-  };
-  for (const Case& c : cases) {
+  for (const gradcases::BinaryCase& c : gradcases::binaryCases()) {
     gradgradcheck(std::string(c.name) + " [2, 3] [3]", [&](const std::vector<Tensor>& x) { return c.op(x[0], x[1]); },
-                  {{Shape{2, 3}, c.low, c.high, c.away}, {Shape{3}, c.low, c.high, c.away}}, 100);
+                  {{Shape{2, 3}, c.low, c.high, c.awayFromZero}, {Shape{3}, c.low, c.high, c.awayFromZero}}, 100);
     gradgradcheck(std::string(c.name) + " [2, 1] [1, 3]",
                   [&](const std::vector<Tensor>& x) { return c.op(x[0], x[1]); },
-                  {{Shape{2, 1}, c.low, c.high, c.away}, {Shape{1, 3}, c.low, c.high, c.away}}, 101);
+                  {{Shape{2, 1}, c.low, c.high, c.awayFromZero}, {Shape{1, 3}, c.low, c.high, c.awayFromZero}}, 101);
   }
   gradgradcheck("x ^ 3", [](const std::vector<Tensor>& x) { return pow(x[0], 3.0); }, {{Shape{4}}});
   gradgradcheck("2 ^ x", [](const std::vector<Tensor>& x) { return pow(2.0, x[0]); }, {{Shape{4}}});
