@@ -209,11 +209,14 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
     case OpKind::Fmod:
     case OpKind::Remainder: {
       // a - q * b with q the truncated (fmod) or floored (remainder) a / b,
-      // piecewise constant in a and b, as in PyTorch.
+      // piecewise constant in a and b, as in PyTorch. q is the quotient the
+      // result holds, (a - out) / b rounded to its integer: the rounded
+      // a / b can lie across an integer from it (fmod(1, 0.1) is 0.0999...,
+      // q = 9, where floor(1 / 0.1) is 10), as PyTorch's floor division,
+      // which derives it from fmod too.
       if (need(0)) r[0] = sumToShape(g, in[0].shape());
       if (need(1)) {
-        Tensor ratio = div(in[0], in[1]);
-        Tensor q = n.op == OpKind::Remainder ? floor(ratio) : where(lt(ratio, 0.0), ceil(ratio), floor(ratio));
+        Tensor q = round(div(sub(in[0], out), in[1]));
         r[1] = sumToShape(neg(mul(g, q)), in[1].shape());
       }
       break;

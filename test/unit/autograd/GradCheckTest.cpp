@@ -120,6 +120,16 @@ TEST(GradCheck, BinaryOpsBroadcast) {
   }
 }
 
+// d/db of fmod and remainder is minus the quotient their result holds: 9 for
+// (1, 0.1) and (-1, -0.1) (0.1 is above 1/10, so 1 = 9 * 0.1 + 0.0999...),
+// where floor(1 / 0.1) rounds to 10; remainder(-1, 0.1) holds -10.
+TEST(GradCheck, FmodAndRemainderUseTheQuotientOfTheirResult) {
+  Tensor a = from_vector<double>({1, -1, -1}, {3}).requires_grad();
+  Tensor b = from_vector<double>({0.1, -0.1, 0.1}, {3}).requires_grad();
+  EXPECT_EQ(grad(sum(fmod(a, b)), {b})[0].to_vector<double>(), (std::vector<double>{-9, -9, 9}));
+  EXPECT_EQ(grad(sum(remainder(a, b)), {b})[0].to_vector<double>(), (std::vector<double>{-9, -9, 10}));
+}
+
 TEST(GradCheck, ScalarOperands) {
   gradcheck("x*3 + 1 - x/2", [](const std::vector<Tensor>& x) { return sub(add(mul(x[0], 3.0), 1.0), div(x[0], 2.0)); },
             {{Shape{3, 2}}});
