@@ -91,6 +91,13 @@ struct BackwardResult {
   std::unordered_map<detail::TensorImpl*, Tensor> grads;
 };
 
+/// grad()'s `wrt`, checked, as runBackward's `wanted`.
+std::unordered_set<detail::TensorImpl*> wantedSet(const std::vector<Tensor>& wrt) {
+  std::unordered_set<detail::TensorImpl*> wanted;
+  for (const Tensor& w : wrt) wanted.insert(checkedImpl(w, "grad"));
+  return wanted;
+}
+
 constexpr const char* kFreedGraph =
     "the graph behind this tensor was already freed by an earlier backward pass; pass retain_graph = true to "
     "the first one to walk it twice";
@@ -292,12 +299,10 @@ NoGradGuard::~NoGradGuard() { autograd::tGradMode = previous_; }
 bool grad_mode_enabled() { return autograd::tGradMode; }
 
 std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, const GradReadyFn& ready) {
-  for (const Tensor& w : wrt) autograd::checkedImpl(w, "grad");
+  const std::unordered_set<detail::TensorImpl*> wanted = autograd::wantedSet(wrt);
   std::unordered_map<detail::TensorImpl*, std::vector<size_t>> positions;
   for (size_t i = 0; i < wrt.size(); ++i) positions[wrt[i].impl()].push_back(i);
   std::vector<Tensor> out(wrt.size());
-  std::unordered_set<detail::TensorImpl*> wanted;
-  for (const Tensor& w : wrt) wanted.insert(w.impl());
   autograd::runBackward(
       "grad", loss, Tensor(), false, false,
       [&](const Tensor& t, const Tensor& g) {
@@ -320,9 +325,7 @@ std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, con
 
 std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, const Tensor& grad_output,
                          bool retain_graph, bool create_graph) {
-  for (const Tensor& w : wrt) autograd::checkedImpl(w, "grad");
-  std::unordered_set<detail::TensorImpl*> wanted;
-  for (const Tensor& w : wrt) wanted.insert(w.impl());
+  const std::unordered_set<detail::TensorImpl*> wanted = autograd::wantedSet(wrt);
   autograd::BackwardResult r =
       autograd::runBackward("grad", loss, grad_output, retain_graph, create_graph, {}, &wanted);
   std::vector<Tensor> out;
@@ -330,8 +333,7 @@ std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt, con
   NoGradGuard noGrad;
   for (const Tensor& w : wrt) {
     auto it = r.grads.find(w.impl());
-    const bool reached = it != r.grads.end() && it->second.defined();
-    out.push_back(reached ? it->second : zeros_like(w));
+    out.push_back(it != r.grads.end() && it->second.defined() ? it->second : zeros_like(w));
   }
   return out;
 }
