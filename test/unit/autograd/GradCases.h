@@ -1,16 +1,23 @@
 // What the first-order (GradCheckTest) and second-order
-// (HigherOrderGradTest) gradient checks share: how an input's values are
-// drawn, and the differentiable elementwise ops they walk with the input
-// ranges where their derivatives are smooth.
+// (HigherOrderGradTest) gradient checks share: how inputs and shapes are
+// drawn, the comparison with central differences, and the differentiable
+// elementwise ops they walk with the input ranges where their derivatives
+// are smooth.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <functional>
 #include <random>
 #include <vector>
 
 #include "kiln/kiln.h"
 
 namespace kiln::gradcases {
+
+/// The function a check differentiates: its inputs to one tensor.
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 /// One differentiable input: shape and how its values are drawn.
 struct Input {
@@ -27,6 +34,38 @@ inline std::vector<double> randomValues(const Input& in, std::mt19937_64& rng) {
     while (in.awayFromZero && std::abs(x) < 0.2);
   }
   return v;
+}
+
+/// Seeded random shapes of rank minRank..maxRank with extents 1..maxExtent.
+inline Shape randomShape(std::mt19937_64& rng, int minRank = 1, int maxRank = 3, int maxExtent = 4) {
+  std::uniform_int_distribution<int> r(minRank, maxRank), e(1, maxExtent);
+  Shape s;
+  for (int d = r(rng); d > 0; --d) s.push_back(e(rng));
+  return s;
+}
+
+/// Expects analytic[i] (f64, of inputs[i]'s shape) to match the central
+/// differences, step h, of `scalarAt()`, a scalar function of the current
+/// `values` (which it reads): each element of each input moved by +-h.
+inline void expectCentralDifferences(const std::vector<Input>& inputs, std::vector<std::vector<double>>& values,
+                                     const std::vector<Tensor>& analytic, const std::function<double()>& scalarAt,
+                                     double h, double tol) {
+  ASSERT_EQ(analytic.size(), inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_EQ(analytic[i].shape(), inputs[i].shape) << "input " << i;
+    ASSERT_EQ(analytic[i].dtype(), DType::f64);
+    std::vector<double> a = analytic[i].to_vector<double>();
+    for (size_t j = 0; j < values[i].size(); ++j) {
+      const double saved = values[i][j];
+      values[i][j] = saved + h;
+      const double up = scalarAt();
+      values[i][j] = saved - h;
+      const double down = scalarAt();
+      values[i][j] = saved;
+      const double numeric = (up - down) / (2 * h);
+      EXPECT_NEAR(a[j], numeric, tol * (1 + std::abs(numeric))) << "input " << i << " element " << j;
+    }
+  }
 }
 
 struct UnaryCase {

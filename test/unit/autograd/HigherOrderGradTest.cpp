@@ -17,8 +17,7 @@
 namespace kiln {
 namespace {
 
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
+using gradcases::Fn;
 using gradcases::Input;
 
 /// With weights w and v drawn at random, G(x) = sum(v * d/dx sum(w * f(x)))
@@ -60,21 +59,8 @@ void gradgradcheck(const std::string& what, const Fn& f, const std::vector<Input
   // A first gradient that does not depend on x (linear ops) carries no
   // graph: its gradient is zeros, which the differences confirm.
   std::vector<Tensor> analytic = grad(g, xs);
-  const double h = 1e-5;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    ASSERT_EQ(analytic[i].shape(), inputs[i].shape) << "input " << i;
-    std::vector<double> a = analytic[i].to_vector<double>();
-    for (size_t j = 0; j < values[i].size(); ++j) {
-      const double saved = values[i][j];
-      values[i][j] = saved + h;
-      const double up = G(leaves(), false).item<double>();
-      values[i][j] = saved - h;
-      const double down = G(leaves(), false).item<double>();
-      values[i][j] = saved;
-      const double numeric = (up - down) / (2 * h);
-      EXPECT_NEAR(a[j], numeric, tol * (1 + std::abs(numeric))) << "input " << i << " element " << j;
-    }
-  }
+  gradcases::expectCentralDifferences(inputs, values, analytic, [&] { return G(leaves(), false).item<double>(); },
+                                      1e-5, tol);
 }
 
 // ---- closed forms and the API -----------------------------------------------------
@@ -176,18 +162,11 @@ TEST(HigherOrderGrad, GradientPenaltyOfACritic) {
 
 // ---- every rule, differentiated ---------------------------------------------------
 
-Shape randomShape(std::mt19937_64& rng, int minRank = 1, int maxRank = 3) {
-  std::uniform_int_distribution<int> r(minRank, maxRank), e(1, 3);
-  Shape s;
-  for (int d = r(rng); d > 0; --d) s.push_back(e(rng));
-  return s;
-}
-
 TEST(HigherOrderGrad, UnaryOps) {
   std::mt19937_64 rng(7);
   for (const gradcases::UnaryCase& c : gradcases::unaryCases())
     gradgradcheck(c.name, [&](const std::vector<Tensor>& x) { return c.op(x[0]); },
-                  {{randomShape(rng), c.low, c.high, c.awayFromZero}});
+                  {{gradcases::randomShape(rng, 1, 3, 3), c.low, c.high, c.awayFromZero}});
 }
 
 TEST(HigherOrderGrad, BinaryOpsBroadcast) {
