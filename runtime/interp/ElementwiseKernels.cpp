@@ -1,4 +1,5 @@
 // Unary, binary, comparison, select, cast, copy and fill kernels.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -9,6 +10,7 @@
 #include "runtime/interp/Dispatch.h"
 #include "runtime/interp/ElementwiseLoop.h"
 #include "runtime/interp/Kernels.h"
+#include "runtime/interp/VectorMath.h"
 
 namespace kiln::interp {
 
@@ -124,6 +126,29 @@ void mapUnary(const Arg& in, char* out, F f) {
   });
 }
 
+/// Runs an f32 array function (VectorMath.h) over one input into a dense
+/// output: unit-stride runs directly, strided ones through a small buffer,
+/// so every layout computes with the same code.
+void mapUnaryF32(const Arg& in, char* out, void (*fn)(const float*, float*, int64_t)) {
+  char* base[2] = {out, const_cast<char*>(in.data)};
+  int64_t st[2][Shape::kMaxRank];
+  denseByteStrides(in.shape, sizeof(float), st[0]);
+  for (int d = 0; d < in.shape.rank(); ++d) st[1][d] = in.strides[d] * static_cast<int64_t>(sizeof(float));
+  forEachStrided<2>(in.shape, base, st, [&](char* const* p, const int64_t* s, int64_t n) {
+    float* o = reinterpret_cast<float*>(p[0]);
+    const float* a = reinterpret_cast<const float*>(p[1]);
+    if (s[1] == sizeof(float)) return fn(a, o, n);
+    const int64_t sa = s[1] / static_cast<int64_t>(sizeof(float));
+    constexpr int64_t kChunk = 256;
+    float buffer[kChunk];
+    for (int64_t i = 0; i < n; i += kChunk) {
+      const int64_t m = std::min(kChunk, n - i);
+      for (int64_t j = 0; j < m; ++j) buffer[j] = a[(i + j) * sa];
+      fn(buffer, o + i, m);
+    }
+  });
+}
+
 /// Runs f elementwise over two inputs (already broadcast) into a dense output.
 template <class TIn, class TOut, class F>
 void mapBinary(const Arg& a, const Arg& b, const Shape& shape, char* out, F f) {
@@ -221,6 +246,11 @@ void unaryKernel(OpKind op, const Arg& in, char* out) {
     case OpKind::Round:
     case OpKind::Reciprocal:
       dispatchFloat(in.dtype, [&]<class T>() {
+        if constexpr (std::is_same_v<T, float>) {
+          if (op == OpKind::Exp) return mapUnaryF32(in, out, expF32);
+          if (op == OpKind::Tanh) return mapUnaryF32(in, out, tanhF32);
+          if (op == OpKind::Sigmoid) return mapUnaryF32(in, out, sigmoidF32);
+        }
         // Dedicated loops for the hot ops let the compiler inline them.
         if (op == OpKind::Exp) return mapUnary<T, T>(in, out, [](T x) { return std::exp(x); });
         if (op == OpKind::Tanh) return mapUnary<T, T>(in, out, [](T x) { return std::tanh(x); });

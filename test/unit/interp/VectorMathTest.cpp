@@ -1,0 +1,155 @@
+// The interpreter's f32 array math (runtime/interp/VectorMath.h) against
+// double precision: the largest error in ulps over a dense sweep of f32
+// inputs (every 257th bit pattern of each range, which reaches every
+// exponent), the thresholds where exp overflows, underflows and turns
+// denormal, and the special values. Through the public ops: every layout
+// of a tensor gives the same bits (strided runs go through the same loop).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "runtime/interp/VectorMath.h"
+
+namespace kiln::interp {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+/// |got - exact| in units of the last place of the f32 nearest to exact
+/// (2^-149 for denormal results).
+double ulpError(float got, double exact) {
+  if (std::isinf(exact) || std::isinf(got)) return got == static_cast<float>(exact) ? 0.0 : 1e30;
+  const float rounded = static_cast<float>(exact);
+  const double magnitude = std::fabs(static_cast<double>(rounded));
+  const double ulp = magnitude < std::numeric_limits<float>::min()
+                         ? std::ldexp(1.0, -149)
+                         : std::ldexp(1.0, std::ilogb(rounded) - 23);
+  return std::fabs(static_cast<double>(got) - exact) / ulp;
+}
+
+/// Every 257th f32 between lo and hi (same sign), in order.
+std::vector<float> sweep(float lo, float hi) {
+  std::vector<float> xs;
+  const bool negative = lo < 0;
+  uint32_t a = std::bit_cast<uint32_t>(negative ? hi : lo), b = std::bit_cast<uint32_t>(negative ? lo : hi);
+  for (uint32_t u = a; u <= b; u += 257) xs.push_back(std::bit_cast<float>(u));
+  return xs;
+}
+
+struct Worst {
+  double ulps = 0;
+  float at = 0;
+};
+
+Worst worstError(void (*fn)(const float*, float*, int64_t), double (*exact)(double), const std::vector<float>& xs) {
+  std::vector<float> ys(xs.size());
+  fn(xs.data(), ys.data(), static_cast<int64_t>(xs.size()));
+  Worst w;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double e = ulpError(ys[i], exact(xs[i]));
+    if (e > w.ulps) w = {e, xs[i]};
+  }
+  return w;
+}
+
+double exactExp(double x) { return std::exp(x); }
+double exactTanh(double x) { return std::tanh(x); }
+double exactSigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+float one(void (*fn)(const float*, float*, int64_t), float x) {
+  float y = 0;
+  fn(&x, &y, 1);
+  return y;
+}
+
+TEST(VectorMath, ExpWithinTwoUlpsDownToTheSmallestDenormal) {
+  for (auto [lo, hi] : {std::pair{0.0f, 88.72f}, std::pair{-0.0f, -103.9f}}) {
+    const Worst w = worstError(expF32, exactExp, sweep(lo, hi));
+    EXPECT_LE(w.ulps, 2.0) << "exp(" << w.at << ")";
+  }
+}
+
+TEST(VectorMath, ExpOverflowsAndUnderflowsWhereF32Does) {
+  EXPECT_EQ(one(expF32, 88.7228f), std::exp(88.7228f));  // the largest finite results
+  EXPECT_TRUE(std::isfinite(one(expF32, 88.7228f)));
+  EXPECT_EQ(one(expF32, 88.7230f), kInf);
+  EXPECT_EQ(one(expF32, 1e30f), kInf);
+  EXPECT_EQ(one(expF32, kInf), kInf);
+  // exp(-103.28) is the smallest denormal, 2^-149; exp(-104) rounds to 0.
+  EXPECT_EQ(one(expF32, -103.28f), std::numeric_limits<float>::denorm_min());
+  EXPECT_EQ(one(expF32, -104.0f), 0.0f);
+  EXPECT_EQ(one(expF32, -1e30f), 0.0f);
+  EXPECT_EQ(one(expF32, -kInf), 0.0f);
+  EXPECT_EQ(one(expF32, 0.0f), 1.0f);
+  EXPECT_EQ(one(expF32, -0.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(one(expF32, kNaN)));
+  // Denormal results keep their leading bits: one rounding, not two.
+  for (float x : {-87.5f, -90.0f, -95.0f, -100.0f, -102.5f})
+    EXPECT_LE(ulpError(one(expF32, x), std::exp(static_cast<double>(x))), 1.0) << "exp(" << x << ")";
+}
+
+// Without fused multiply-adds (the clones round alike) the rational
+// function's worst case is 6.2 ulps, near 5.85 (4.7 with them, in compiled code).
+TEST(VectorMath, TanhWithinSevenUlps) {
+  for (auto [lo, hi] : {std::pair{0.0f, 9.0f}, std::pair{-0.0f, -9.0f}}) {
+    const Worst w = worstError(tanhF32, exactTanh, sweep(lo, hi));
+    EXPECT_LE(w.ulps, 7.0) << "tanh(" << w.at << ")";
+  }
+}
+
+TEST(VectorMath, TanhSpecialValues) {
+  EXPECT_LE(ulpError(one(tanhF32, 7.9f), std::tanh(7.9)), 7.0);
+  EXPECT_EQ(one(tanhF32, 20.0f), 1.0f);
+  EXPECT_EQ(one(tanhF32, kInf), 1.0f);
+  EXPECT_EQ(one(tanhF32, -kInf), -1.0f);
+  EXPECT_TRUE(std::signbit(one(tanhF32, -0.0f)));
+  EXPECT_EQ(one(tanhF32, -0.0f), 0.0f);
+  const float denormal = std::numeric_limits<float>::denorm_min() * 5;
+  EXPECT_EQ(one(tanhF32, denormal), denormal);
+  EXPECT_TRUE(std::isnan(one(tanhF32, kNaN)));
+}
+
+TEST(VectorMath, SigmoidWithinFourUlps) {
+  for (auto [lo, hi] : {std::pair{0.0f, 20.0f}, std::pair{-0.0f, -103.0f}}) {
+    const Worst w = worstError(sigmoidF32, exactSigmoid, sweep(lo, hi));
+    EXPECT_LE(w.ulps, 4.0) << "sigmoid(" << w.at << ")";
+  }
+  EXPECT_EQ(one(sigmoidF32, 0.0f), 0.5f);
+  EXPECT_EQ(one(sigmoidF32, -0.0f), 0.5f);
+  EXPECT_EQ(one(sigmoidF32, kInf), 1.0f);
+  EXPECT_EQ(one(sigmoidF32, -kInf), 0.0f);
+  EXPECT_EQ(one(sigmoidF32, -200.0f), 0.0f);
+  EXPECT_GT(one(sigmoidF32, -100.0f), 0.0f);  // a denormal, not 0
+  EXPECT_TRUE(std::isnan(one(sigmoidF32, kNaN)));
+}
+
+/// The ops on a transposed view, on a strided slice and on a contiguous
+/// copy: the same bits (odd extents, so runs end mid-vector).
+TEST(VectorMath, EveryLayoutGivesTheSameBits) {
+  std::vector<float> values(37 * 23);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(static_cast<float>(i) * 0.7f) * 12.0f;
+  Tensor x = kiln::from_vector(values, {37, 23});
+  Tensor view = kiln::transpose(x, 0, 1);
+  Tensor sliced = kiln::slice(x, 1, 1, 23, 3);
+  using Op = Tensor (*)(const Tensor&);
+  for (auto [name, op] : {std::pair<const char*, Op>{"exp", kiln::exp}, {"tanh", kiln::tanh}, {"sigmoid", kiln::sigmoid}}) {
+    SCOPED_TRACE(name);
+    for (const Tensor& t : {view, sliced}) {
+      std::vector<float> fromView = op(t).to_vector<float>();
+      std::vector<float> fromCopy = op(t.contiguous()).to_vector<float>();
+      ASSERT_EQ(fromView.size(), fromCopy.size());
+      for (size_t i = 0; i < fromView.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(fromView[i]), std::bit_cast<uint32_t>(fromCopy[i])) << "element " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::interp
