@@ -250,6 +250,8 @@ void unaryKernel(OpKind op, const Arg& in, char* out) {
           if (op == OpKind::Exp) return mapUnaryF32(in, out, expF32);
           if (op == OpKind::Tanh) return mapUnaryF32(in, out, tanhF32);
           if (op == OpKind::Sigmoid) return mapUnaryF32(in, out, sigmoidF32);
+          if (op == OpKind::Erf) return mapUnaryF32(in, out, erfF32);
+          if (op == OpKind::Log) return mapUnaryF32(in, out, logF32);
         }
         // Dedicated loops for the hot ops let the compiler inline them.
         if (op == OpKind::Exp) return mapUnary<T, T>(in, out, [](T x) { return std::exp(x); });

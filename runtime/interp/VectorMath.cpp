@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define KILN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -71,6 +72,66 @@ inline float tanhOne(float x) {
   return std::fabs(x) < 0.0004f ? x : t;
 }
 
+/// erf(x): the rational function (degree 13/8 over [-4, 4], ±1 outside)
+/// of Eigen, XLA and TVM; below 2^-13, where erf(x) rounds to 2x/sqrt(pi),
+/// that product (denormals keep their bits, -0 stays -0).
+inline float erfOne(float x) {
+  const float xc = atMost(atLeast(x, -4.0f), 4.0f);
+  const float x2 = xc * xc;
+  float p = -2.72614225801306e-10f;
+  p = p * x2 + 2.77068142495902e-08f;
+  p = p * x2 + -2.10102402082508e-06f;
+  p = p * x2 + -5.69250639462346e-05f;
+  p = p * x2 + -7.34990630326855e-04f;
+  p = p * x2 + -2.95459980854025e-03f;
+  p = p * x2 + -1.60960333262415e-02f;
+  p = p * xc;
+  float q = -1.45660718464996e-05f;
+  q = q * x2 + -2.13374055278905e-04f;
+  q = q * x2 + -1.68282697438203e-03f;
+  q = q * x2 + -7.37332916720468e-03f;
+  q = q * x2 + -1.42647390514189e-02f;
+  const float e = atMost(atLeast(p / q, -1.0f), 1.0f);
+  return std::fabs(x) < 0x1p-13f ? x * 1.12837916709551257f : e;
+}
+
+/// log(x): x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) = log1p(m - 1)
+/// by Cephes' logf polynomial, plus e ln2 in two parts. Denormals are
+/// scaled into the normal range first; log(0) = -inf, log(x < 0) = NaN,
+/// log(+inf) = +inf.
+inline float logOne(float x) {
+  const bool denormal = x < 0x1p-126f;
+  const float xs = denormal ? x * 0x1p23f : x;
+  const uint32_t bits = std::bit_cast<uint32_t>(xs);
+  // The mantissa with exponent 0 (m in [1, 2)), then halved above sqrt(2).
+  int32_t e = static_cast<int32_t>(bits >> 23) - 127 - (denormal ? 23 : 0);
+  float m = std::bit_cast<float>((bits & 0x007fffffu) | 0x3f800000u);
+  const bool high = m > 1.41421356237309505f;
+  m = high ? m * 0.5f : m;
+  e = high ? e + 1 : e;
+  const float f = m - 1.0f;
+  const float ef = static_cast<float>(e);
+  const float z = f * f;
+  float p = 7.0376836292e-2f;
+  p = p * f + -1.1514610310e-1f;
+  p = p * f + 1.1676998740e-1f;
+  p = p * f + -1.2420140846e-1f;
+  p = p * f + 1.4249322787e-1f;
+  p = p * f + -1.6668057665e-1f;
+  p = p * f + 2.0000714765e-1f;
+  p = p * f + -2.4999993993e-1f;
+  p = p * f + 3.3333331174e-1f;
+  float y = f * z * p;
+  y = y + ef * -2.12194440e-4f;
+  y = y + z * -0.5f;
+  float r = (f + y) + ef * 0.693359375f;
+  // Special values (x > 0 finite takes none of these).
+  r = x == 0.0f ? -std::numeric_limits<float>::infinity() : r;
+  r = x < 0.0f ? std::numeric_limits<float>::quiet_NaN() : r;
+  r = x == std::numeric_limits<float>::infinity() ? x : r;
+  return x != x ? x : r;
+}
+
 }  // namespace
 
 KILN_VECTOR_CLONES
@@ -81,6 +142,16 @@ void expF32(const float* x, float* y, int64_t n) {
 KILN_VECTOR_CLONES
 void tanhF32(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = tanhOne(x[i]);
+}
+
+KILN_VECTOR_CLONES
+void erfF32(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = erfOne(x[i]);
+}
+
+KILN_VECTOR_CLONES
+void logF32(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = logOne(x[i]);
 }
 
 KILN_VECTOR_CLONES

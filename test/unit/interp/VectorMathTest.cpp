@@ -62,6 +62,8 @@ Worst worstError(void (*fn)(const float*, float*, int64_t), double (*exact)(doub
 double exactExp(double x) { return std::exp(x); }
 double exactTanh(double x) { return std::tanh(x); }
 double exactSigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double exactErf(double x) { return std::erf(x); }
+double exactLog(double x) { return std::log(x); }
 
 float one(void (*fn)(const float*, float*, int64_t), float x) {
   float y = 0;
@@ -130,6 +132,35 @@ TEST(VectorMath, SigmoidWithinFourUlps) {
   EXPECT_TRUE(std::isnan(one(sigmoidF32, kNaN)));
 }
 
+TEST(VectorMath, LogWithinTwoUlpsDenormalsIncluded) {
+  // Every binade: the smallest denormal to FLT_MAX.
+  const Worst w = worstError(logF32, exactLog, sweep(std::numeric_limits<float>::denorm_min(),
+                                                     std::numeric_limits<float>::max()));
+  EXPECT_LE(w.ulps, 2.0) << "log(" << w.at << ")";
+  EXPECT_EQ(one(logF32, 1.0f), 0.0f);
+  EXPECT_EQ(one(logF32, 0.0f), -kInf);
+  EXPECT_EQ(one(logF32, -0.0f), -kInf);
+  EXPECT_EQ(one(logF32, kInf), kInf);
+  EXPECT_TRUE(std::isnan(one(logF32, -1.0f)));
+  EXPECT_TRUE(std::isnan(one(logF32, -kInf)));
+  EXPECT_TRUE(std::isnan(one(logF32, kNaN)));
+}
+
+// The same family as tanh's: 6.4 ulps at worst, near 2.68, without fused
+// multiply-adds.
+TEST(VectorMath, ErfWithinSevenUlps) {
+  for (auto [lo, hi] : {std::pair{0.0f, 5.0f}, std::pair{-0.0f, -5.0f}}) {
+    const Worst w = worstError(erfF32, exactErf, sweep(lo, hi));
+    EXPECT_LE(w.ulps, 7.0) << "erf(" << w.at << ")";
+  }
+  EXPECT_EQ(one(erfF32, kInf), 1.0f);
+  EXPECT_EQ(one(erfF32, -kInf), -1.0f);
+  EXPECT_EQ(one(erfF32, 10.0f), 1.0f);
+  EXPECT_TRUE(std::signbit(one(erfF32, -0.0f)));
+  EXPECT_GT(one(erfF32, std::numeric_limits<float>::denorm_min()), 0.0f);
+  EXPECT_TRUE(std::isnan(one(erfF32, kNaN)));
+}
+
 /// The ops on a transposed view, on a strided slice and on a contiguous
 /// copy: the same bits (odd extents, so runs end mid-vector).
 TEST(VectorMath, EveryLayoutGivesTheSameBits) {
@@ -139,7 +170,8 @@ TEST(VectorMath, EveryLayoutGivesTheSameBits) {
   Tensor view = kiln::transpose(x, 0, 1);
   Tensor sliced = kiln::slice(x, 1, 1, 23, 3);
   using Op = Tensor (*)(const Tensor&);
-  for (auto [name, op] : {std::pair<const char*, Op>{"exp", kiln::exp}, {"tanh", kiln::tanh}, {"sigmoid", kiln::sigmoid}}) {
+  for (auto [name, op] : {std::pair<const char*, Op>{"exp", kiln::exp}, {"tanh", kiln::tanh}, {"sigmoid", kiln::sigmoid},
+                                        {"erf", kiln::erf}, {"log", kiln::log}}) {
     SCOPED_TRACE(name);
     for (const Tensor& t : {view, sliced}) {
       std::vector<float> fromView = op(t).to_vector<float>();
