@@ -26,10 +26,14 @@ inline float atMost(float x, float hi) { return x > hi ? hi : x; }
 /// exp(x): x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two so that n
 /// ln2's high part is exact), e^r by its Taylor series to r^7 (truncation
 /// under 6e-9 relative), times 2^n as two powers of two, so that results
-/// down to the smallest denormal round once.
+/// down to the smallest denormal round once. Below ln(2^-150), where exp
+/// rounds to 0, a lane computes exp(0) and selects 0, as compiled code does:
+/// an underflowing multiply costs a microcode assist on Intel cores, and a
+/// masked softmax's -1e9 scores would take one in every masked lane.
 inline float expOne(float x) {
-  // exp(89) overflows and exp(-104) rounds to 0; n stays within [-150, 129].
-  const float xc = atMost(atLeast(x, -104.0f), 89.0f);
+  const bool zero = x < -103.972084f;
+  // exp(89) overflows; n stays within [-150, 129]. NaN passes both.
+  const float xc = atMost(atLeast(zero ? 0.0f : x, -104.0f), 89.0f);
   // n = round(xc log2 e): adding 1.5 * 2^23 rounds to an integer held in
   // the low mantissa bits.
   constexpr float kShift = 12582912.0f;
@@ -48,7 +52,7 @@ inline float expOne(float x) {
   const int32_t half = ni >> 1;
   const float s1 = std::bit_cast<float>(static_cast<uint32_t>(half + 127) << 23);
   const float s2 = std::bit_cast<float>(static_cast<uint32_t>(ni - half + 127) << 23);
-  return p * s1 * s2;
+  return zero ? 0.0f : p * s1 * s2;
 }
 
 inline float tanhOne(float x) {
@@ -74,7 +78,8 @@ inline float tanhOne(float x) {
 
 /// erf(x): the rational function (degree 13/8 over [-4, 4], ±1 outside)
 /// of Eigen, XLA and TVM; below 2^-13, where erf(x) rounds to 2x/sqrt(pi),
-/// that product (denormals keep their bits, -0 stays -0).
+/// that product (one rounding, so tiny and denormal inputs keep their
+/// precision, and -0 stays -0).
 inline float erfOne(float x) {
   const float xc = atMost(atLeast(x, -4.0f), 4.0f);
   const float x2 = xc * xc;

@@ -975,8 +975,9 @@ struct ExpScaledExactly : OpRewritePattern<math::ExpOp> {
 
 /// f32 erf as XLA and Eigen compute it: x clamped to [-4, 4] (beyond, erf is
 /// +-1 in f32), then x * p(x^2) / q(x^2) with p of degree 6 and q of degree
-/// 4 in x^2: 3.7e-7 from erf at most (near |x| = 4; the interpreter's
-/// std::erf is the reference), in 11 FMAs and one division. Upstream's
+/// 4 in x^2: 3.7e-7 from erf at most (near |x| = 4, against std::erf), in
+/// 11 FMAs and one division (the interpreter's f32 erf is the same rational
+/// function, runtime/interp/VectorMath.h). Upstream's
 /// expansion takes three intervals, each with its own coefficients picked
 /// by 21 selects per element: GELU's forward and backward (erf-based, as
 /// PyTorch's default) were the slowest kernels of a transformer block's
