@@ -1,6 +1,7 @@
 // Unary, binary, comparison, select, cast, copy and fill kernels.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -369,11 +370,37 @@ void whereKernel(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape
     }
     forEachStrided<4>(shape, base, st, [&](char* const* p, const int64_t* s, int64_t n) {
       T* o = reinterpret_cast<T*>(p[0]);
-      const bool* c = reinterpret_cast<const bool*>(p[1]);
+      // Bytes, not bool: GCC vectorises a select on bytes, not on bools.
+      const uint8_t* c = reinterpret_cast<const uint8_t*>(p[1]);
       const int64_t sx = s[2] / static_cast<int64_t>(sizeof(T)), sy = s[3] / static_cast<int64_t>(sizeof(T));
       const T* x = reinterpret_cast<const T*>(p[2]);
       const T* y = reinterpret_cast<const T*>(p[3]);
-      for (int64_t i = 0; i < n; ++i) o[i] = c[i * s[1]] ? x[i * sx] : y[i * sy];
+      // Both branches loaded, then selected: the compiler vectorises it into
+      // blends, where a branch per element mispredicted on mixed masks
+      // (where(x > 0.5, x, y) on uniform x: 14x an add's time).
+      if (s[1] == 1 && sx == 1 && sy == 1) {
+        for (int64_t i = 0; i < n; ++i) {
+          const T xv = x[i], yv = y[i];
+          o[i] = c[i] ? xv : yv;
+        }
+      } else if (s[1] == 1 && sx == 1 && sy == 0) {
+        const T yv = *y;
+        for (int64_t i = 0; i < n; ++i) {
+          const T xv = x[i];
+          o[i] = c[i] ? xv : yv;
+        }
+      } else if (s[1] == 1 && sx == 0 && sy == 1) {
+        const T xv = *x;
+        for (int64_t i = 0; i < n; ++i) {
+          const T yv = y[i];
+          o[i] = c[i] ? xv : yv;
+        }
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          const T xv = x[i * sx], yv = y[i * sy];
+          o[i] = c[i * s[1]] ? xv : yv;
+        }
+      }
     });
   });
 }
