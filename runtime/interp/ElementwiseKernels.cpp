@@ -150,6 +150,35 @@ void mapUnaryF32(const Arg& in, char* out, void (*fn)(const float*, float*, int6
   });
 }
 
+/// An f32 add, sub, mul or div (already broadcast) into a dense output:
+/// runs whose strides are 0 or 1 element go to the vectorised arithF32,
+/// others elementwise (the same IEEE operations either way).
+void mapArithF32(ArithF32 op, const Arg& a, const Arg& b, const Shape& shape, char* out) {
+  char* base[3] = {out, const_cast<char*>(a.data), const_cast<char*>(b.data)};
+  int64_t st[3][Shape::kMaxRank];
+  denseByteStrides(shape, sizeof(float), st[0]);
+  for (int d = 0; d < shape.rank(); ++d) {
+    st[1][d] = a.strides[d] * static_cast<int64_t>(sizeof(float));
+    st[2][d] = b.strides[d] * static_cast<int64_t>(sizeof(float));
+  }
+  forEachStrided<3>(shape, base, st, [&](char* const* p, const int64_t* s, int64_t n) {
+    float* o = reinterpret_cast<float*>(p[0]);
+    const float* x = reinterpret_cast<const float*>(p[1]);
+    const float* y = reinterpret_cast<const float*>(p[2]);
+    const int64_t sx = s[1] / static_cast<int64_t>(sizeof(float)), sy = s[2] / static_cast<int64_t>(sizeof(float));
+    if ((sx == 0 || sx == 1) && (sy == 0 || sy == 1)) return arithF32(op, x, sx, y, sy, o, n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float u = x[i * sx], v = y[i * sy];
+      switch (op) {
+        case ArithF32::Add: o[i] = u + v; break;
+        case ArithF32::Sub: o[i] = u - v; break;
+        case ArithF32::Mul: o[i] = u * v; break;
+        case ArithF32::Div: o[i] = u / v; break;
+      }
+    }
+  });
+}
+
 /// Runs f elementwise over two inputs (already broadcast) into a dense output.
 template <class TIn, class TOut, class F>
 void mapBinary(const Arg& a, const Arg& b, const Shape& shape, char* out, F f) {
@@ -301,6 +330,14 @@ void unaryKernel(OpKind op, const Arg& in, char* out) {
 }
 
 void binaryKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) {
+  if (a.dtype == DType::f32 && b.dtype == DType::f32 &&
+      (op == OpKind::Add || op == OpKind::Sub || op == OpKind::Mul || op == OpKind::Div)) {
+    const ArithF32 arith = op == OpKind::Add   ? ArithF32::Add
+                           : op == OpKind::Sub ? ArithF32::Sub
+                           : op == OpKind::Mul ? ArithF32::Mul
+                                               : ArithF32::Div;
+    return mapArithF32(arith, a, b, shape, out);
+  }
   switch (op) {
     case OpKind::Add:
       dispatchNumeric(a.dtype, [&]<class T>() { mapBinary<T, T>(a, b, shape, out, [](T x, T y) { return wrapAdd(x, y); }); });
@@ -432,6 +469,7 @@ bool productThenAddKernel(OpKind op, const Arg& a, const Arg& b, const Arg& c, b
       // floating-point contraction): the two ops' results exactly. Negating
       // is exact, so c - x*y is (-x*y) + c and x*y - c is x*y + (-c).
       if (s[1] == E && s[2] == E && s[3] == E) {
+        if constexpr (std::is_same_v<T, float>) return productThenAddF32(x, y, z, pSign, cSign, o, n);
         for (int64_t i = 0; i < n; ++i) o[i] = pSign * (x[i] * y[i]) + cSign * z[i];
       } else {
         const int64_t sx = s[1] / E, sy = s[2] / E, sz = s[3] / E;

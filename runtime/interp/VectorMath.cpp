@@ -137,7 +137,41 @@ inline float logOne(float x) {
   return x != x ? x : r;
 }
 
+/// The four stride cases of arithF32 with the op inlined into each loop.
+template <class F>
+[[gnu::always_inline]] inline void stridedLoops(F f, const float* x, int64_t sx, const float* y, int64_t sy, float* o,
+                                                int64_t n) {
+  if (sx == 1 && sy == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+  } else if (sx == 1) {
+    const float b = *y;
+    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], b);
+  } else if (sy == 1) {
+    const float a = *x;
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a, y[i]);
+  } else {
+    const float v = f(*x, *y);
+    for (int64_t i = 0; i < n; ++i) o[i] = v;
+  }
+}
+
 }  // namespace
+
+KILN_VECTOR_CLONES
+void arithF32(ArithF32 op, const float* x, int64_t sx, const float* y, int64_t sy, float* o, int64_t n) {
+  switch (op) {
+    case ArithF32::Add: return stridedLoops([](float a, float b) { return a + b; }, x, sx, y, sy, o, n);
+    case ArithF32::Sub: return stridedLoops([](float a, float b) { return a - b; }, x, sx, y, sy, o, n);
+    case ArithF32::Mul: return stridedLoops([](float a, float b) { return a * b; }, x, sx, y, sy, o, n);
+    case ArithF32::Div: return stridedLoops([](float a, float b) { return a / b; }, x, sx, y, sy, o, n);
+  }
+}
+
+KILN_VECTOR_CLONES
+void productThenAddF32(const float* x, const float* y, const float* z, float pSign, float cSign, float* o,
+                       int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = pSign * (x[i] * y[i]) + cSign * z[i];
+}
 
 KILN_VECTOR_CLONES
 void expF32(const float* x, float* y, int64_t n) {

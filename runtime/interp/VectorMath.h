@@ -1,8 +1,9 @@
-// VectorMath: the interpreter's f32 exp, log, tanh, sigmoid and erf over
-// arrays, in loops the compiler vectorises for the CPU the library runs on
-// (AVX-512, AVX2 or the baseline, picked at load time). glibc's scalar
-// tanhf (with the expm1f it calls) took 11 % of the interpreted transformer
-// step, for its GELU; these take a few vector operations per 16 elements.
+// VectorMath: the interpreter's f32 exp, log, tanh, sigmoid and erf, and
+// its f32 add, sub, mul, div and product-then-add, over arrays, in loops the
+// compiler vectorises for the CPU the library runs on (AVX-512, AVX2 or the
+// baseline, picked at load time). glibc's scalar tanhf (with the expm1f it
+// calls) took 11 % of the interpreted transformer step, for its GELU; these
+// take a few vector operations per 16 elements.
 //
 // Every function computes each element on its own and rounds every
 // operation (no contraction), so an element's result does not depend on
@@ -29,5 +30,15 @@ void sigmoidF32(const float* x, float* y, int64_t n);
 /// The rational approximation (degree 13/8 over [-4, 4], ±1 outside) of
 /// Eigen and XLA; 2x/sqrt(pi) near 0.
 void erfF32(const float* x, float* y, int64_t n);
+
+// Arithmetic, which the library's baseline build (SSE2) ran 4 lanes wide:
+// the same IEEE operations, so the same bits on every ISA.
+enum class ArithF32 : uint8_t { Add, Sub, Mul, Div };
+/// o[i] = x[i * sx] op y[i * sy], each stride 0 (broadcast) or 1.
+void arithF32(ArithF32 op, const float* x, int64_t sx, const float* y, int64_t sy, float* o, int64_t n);
+/// o[i] = pSign * (x[i] * y[i]) + cSign * z[i], the product rounded first
+/// (signs ±1: x*y + z, x*y - z, z - x*y as the two ops give them).
+void productThenAddF32(const float* x, const float* y, const float* z, float pSign, float cSign, float* o,
+                       int64_t n);
 
 }  // namespace kiln::interp

@@ -172,6 +172,44 @@ TEST(VectorMath, ErfWithinSevenUlps) {
   EXPECT_TRUE(std::isnan(one(erfF32, kNaN)));
 }
 
+/// The vectorised arithmetic gives the bits of the scalar operations, in
+/// each stride case (both arrays, either one broadcast, both broadcast), on
+/// values that include NaN, infinities, zeros of both signs and denormals.
+TEST(VectorMath, ArithmeticIsTheScalarOperations) {
+  std::vector<float> x(203), y(203);
+  const float specials[] = {kNaN, kInf, -kInf, 0.0f, -0.0f, std::numeric_limits<float>::denorm_min(), 1e38f, -3.5f};
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = i % 11 < 8 ? specials[i % 11] : std::sin(static_cast<float>(i)) * 100.0f;
+    y[i] = i % 7 < 3 ? specials[(i * 5) % 8] : std::cos(static_cast<float>(i)) * 0.01f;
+  }
+  const int64_t n = static_cast<int64_t>(x.size());
+  auto same = [](float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (a != a && b != b); };
+  for (ArithF32 op : {ArithF32::Add, ArithF32::Sub, ArithF32::Mul, ArithF32::Div}) {
+    auto scalar = [op](float a, float b) {
+      switch (op) {
+        case ArithF32::Add: return a + b;
+        case ArithF32::Sub: return a - b;
+        case ArithF32::Mul: return a * b;
+        default: return a / b;
+      }
+    };
+    for (auto [sx, sy] : {std::pair<int64_t, int64_t>{1, 1}, {1, 0}, {0, 1}, {0, 0}}) {
+      SCOPED_TRACE("op " + std::to_string(static_cast<int>(op)) + " strides " + std::to_string(sx) + "," +
+                   std::to_string(sy));
+      std::vector<float> o(x.size());
+      arithF32(op, x.data() + 1, sx, y.data() + 2, sy, o.data(), n - 2);
+      for (int64_t i = 0; i < n - 2; ++i)
+        ASSERT_TRUE(same(o[i], scalar(x[1 + i * sx], y[2 + i * sy]))) << "element " << i;
+    }
+  }
+  std::vector<float> o(x.size());
+  productThenAddF32(x.data(), y.data(), y.data() + 1, -1.0f, 1.0f, o.data(), n - 1);
+  for (int64_t i = 0; i < n - 1; ++i) {
+    const float product = x[i] * y[i];  // rounded on its own (no contraction in this file either)
+    ASSERT_TRUE(same(o[i], -1.0f * product + y[i + 1])) << "element " << i;
+  }
+}
+
 /// The ops on a transposed view, on a strided slice and on a contiguous
 /// copy: the same bits (odd extents, so runs end mid-vector).
 TEST(VectorMath, EveryLayoutGivesTheSameBits) {
