@@ -13,6 +13,7 @@
 
 #include "runtime/interp/Dispatch.h"
 #include "runtime/interp/Kernels.h"
+#include "runtime/interp/VectorClones.h"
 
 namespace kiln::interp {
 
@@ -98,12 +99,10 @@ template <class T, class K, bool IsMax>
   return anyNan ? std::numeric_limits<T>::quiet_NaN() : fromOrderKey<T>(b);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) float extremeRunF32(const float* p, int64_t n,
-                                                                                 bool isMax) {
+KILN_VECTOR_CLONES float extremeRunF32(const float* p, int64_t n, bool isMax) {
   return isMax ? extremeLanes<float, int32_t, true>(p, n) : extremeLanes<float, int32_t, false>(p, n);
 }
-__attribute__((target_clones("avx512f", "avx2", "default"))) double extremeRunF64(const double* p, int64_t n,
-                                                                                  bool isMax) {
+KILN_VECTOR_CLONES double extremeRunF64(const double* p, int64_t n, bool isMax) {
   return isMax ? extremeLanes<double, int64_t, true>(p, n) : extremeLanes<double, int64_t, false>(p, n);
 }
 inline float extremeOfRun(const float* p, int64_t n, bool isMax) { return extremeRunF32(p, n, isMax); }

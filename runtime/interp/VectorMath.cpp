@@ -9,11 +9,7 @@
 #include <cstdint>
 #include <limits>
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define KILN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define KILN_VECTOR_CLONES
-#endif
+#include "runtime/interp/VectorClones.h"
 
 namespace kiln::interp {
 

@@ -20,16 +20,9 @@
 #include <algorithm>
 
 #include "runtime/interp/ScratchBuffer.h"
+#include "runtime/interp/VectorClones.h"
 #include "runtime/interp/gemm/Sgemm.h"
 #include "runtime/support/HostCaches.h"
-
-// The transforms' loops in AVX-512, AVX2 and baseline versions, picked at
-// load time (the library itself is built for the baseline ISA).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define KILN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define KILN_VECTOR_CLONES
-#endif
 
 namespace kiln::interp {
 
