@@ -15,9 +15,10 @@ namespace kiln::interp {
 
 namespace {
 
-// NaN passes both (the comparison is false, so the first operand is kept).
-inline float atLeast(float x, float lo) { return x < lo ? lo : x; }
-inline float atMost(float x, float hi) { return x > hi ? hi : x; }
+// Inlined into each clone (a call would run the baseline version). NaN
+// passes both (the comparison is false, so the first operand is kept).
+[[gnu::always_inline]] inline float atLeast(float x, float lo) { return x < lo ? lo : x; }
+[[gnu::always_inline]] inline float atMost(float x, float hi) { return x > hi ? hi : x; }
 
 /// exp(x): x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two so that n
 /// ln2's high part is exact), e^r by its Taylor series to r^7 (truncation
@@ -26,7 +27,7 @@ inline float atMost(float x, float hi) { return x > hi ? hi : x; }
 /// rounds to 0, a lane computes exp(0) and selects 0, as compiled code does:
 /// an underflowing multiply costs a microcode assist on Intel cores, and a
 /// masked softmax's -1e9 scores would take one in every masked lane.
-inline float expOne(float x) {
+[[gnu::always_inline]] inline float expOne(float x) {
   const bool zero = x < -103.972084f;
   // exp(89) overflows; n stays within [-150, 129]. NaN passes both.
   const float xc = atMost(atLeast(zero ? 0.0f : x, -104.0f), 89.0f);
@@ -51,7 +52,7 @@ inline float expOne(float x) {
   return zero ? 0.0f : p * s1 * s2;
 }
 
-inline float tanhOne(float x) {
+[[gnu::always_inline]] inline float tanhOne(float x) {
   constexpr float kClamp = 7.90531110763549805f;  // where p / q reaches 1
   const float xc = atMost(atLeast(x, -kClamp), kClamp);
   const float x2 = xc * xc;
@@ -76,7 +77,7 @@ inline float tanhOne(float x) {
 /// of Eigen, XLA and TVM; below 2^-13, where erf(x) rounds to 2x/sqrt(pi),
 /// that product (one rounding, so tiny and denormal inputs keep their
 /// precision, and -0 stays -0).
-inline float erfOne(float x) {
+[[gnu::always_inline]] inline float erfOne(float x) {
   const float xc = atMost(atLeast(x, -4.0f), 4.0f);
   const float x2 = xc * xc;
   float p = -2.72614225801306e-10f;
@@ -100,7 +101,7 @@ inline float erfOne(float x) {
 /// by Cephes' logf polynomial, plus e ln2 in two parts. Denormals are
 /// scaled into the normal range first; log(0) = -inf, log(x < 0) = NaN,
 /// log(+inf) = +inf.
-inline float logOne(float x) {
+[[gnu::always_inline]] inline float logOne(float x) {
   const bool denormal = x < 0x1p-126f;
   const float xs = denormal ? x * 0x1p23f : x;
   const uint32_t bits = std::bit_cast<uint32_t>(xs);
