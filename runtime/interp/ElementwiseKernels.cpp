@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "runtime/core/Half.h"
@@ -130,7 +131,8 @@ void mapUnary(const Arg& in, char* out, F f) {
 /// Runs an f32 array function (VectorMath.h) over one input into a dense
 /// output: unit-stride runs directly, strided ones through a small buffer,
 /// so every layout computes with the same code.
-void mapUnaryF32(const Arg& in, char* out, void (*fn)(const float*, float*, int64_t)) {
+template <class Fn>
+void mapUnaryF32(const Arg& in, char* out, Fn fn) {
   char* base[2] = {out, const_cast<char*>(in.data)};
   int64_t st[2][Shape::kMaxRank];
   denseByteStrides(in.shape, sizeof(float), st[0]);
@@ -148,6 +150,19 @@ void mapUnaryF32(const Arg& in, char* out, void (*fn)(const float*, float*, int6
       fn(buffer, o + i, m);
     }
   });
+}
+
+/// The correctly rounded unary ops VectorMath's exactF32 computes.
+std::optional<ExactF32> exactF32Of(OpKind op) {
+  switch (op) {
+    case OpKind::Sqrt: return ExactF32::Sqrt;
+    case OpKind::Rsqrt: return ExactF32::Rsqrt;
+    case OpKind::Reciprocal: return ExactF32::Reciprocal;
+    case OpKind::Floor: return ExactF32::Floor;
+    case OpKind::Ceil: return ExactF32::Ceil;
+    case OpKind::Round: return ExactF32::Round;
+    default: return std::nullopt;
+  }
 }
 
 /// An f32 add, sub, mul or div (already broadcast) into a dense output:
@@ -282,6 +297,8 @@ void unaryKernel(OpKind op, const Arg& in, char* out) {
           if (op == OpKind::Sigmoid) return mapUnaryF32(in, out, sigmoidF32);
           if (op == OpKind::Erf) return mapUnaryF32(in, out, erfF32);
           if (op == OpKind::Log) return mapUnaryF32(in, out, logF32);
+          if (std::optional<ExactF32> e = exactF32Of(op))
+            return mapUnaryF32(in, out, [e = *e](const float* x, float* y, int64_t n) { exactF32(e, x, y, n); });
         }
         // Dedicated loops for the hot ops let the compiler inline them.
         if (op == OpKind::Exp) return mapUnary<T, T>(in, out, [](T x) { return std::exp(x); });

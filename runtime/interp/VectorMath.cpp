@@ -155,6 +155,30 @@ template <class F>
 }  // namespace
 
 KILN_VECTOR_CLONES
+void exactF32(ExactF32 op, const float* x, float* y, int64_t n) {
+  switch (op) {
+    case ExactF32::Sqrt:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]);
+      return;
+    case ExactF32::Rsqrt:
+      for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / std::sqrt(x[i]);
+      return;
+    case ExactF32::Reciprocal:
+      for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / x[i];
+      return;
+    case ExactF32::Floor:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::floor(x[i]);
+      return;
+    case ExactF32::Ceil:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::ceil(x[i]);
+      return;
+    case ExactF32::Round:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::nearbyint(x[i]);
+      return;
+  }
+}
+
+KILN_VECTOR_CLONES
 void arithF32(ArithF32 op, const float* x, int64_t sx, const float* y, int64_t sy, float* o, int64_t n) {
   switch (op) {
     case ArithF32::Add: return stridedLoops([](float a, float b) { return a + b; }, x, sx, y, sy, o, n);

@@ -1,5 +1,6 @@
-// VectorMath: the interpreter's f32 exp, log, tanh, sigmoid and erf, and
-// its f32 add, sub, mul, div and product-then-add, over arrays, in loops the
+// VectorMath: the interpreter's f32 exp, log, tanh, sigmoid and erf, its
+// sqrt, rsqrt, reciprocal and rounding, and its f32 add, sub, mul, div and
+// product-then-add, over arrays, in loops the
 // compiler vectorises for the CPU the library runs on (AVX-512, AVX2 or the
 // baseline, picked at load time). glibc's scalar tanhf (with the expm1f it
 // calls) took 11 % of the interpreted transformer step, for its GELU; these
@@ -30,6 +31,12 @@ void sigmoidF32(const float* x, float* y, int64_t n);
 /// The rational approximation (degree 13/8 over [-4, 4], ±1 outside) of
 /// Eigen and XLA; 2x/sqrt(pi) near 0.
 void erfF32(const float* x, float* y, int64_t n);
+
+// Correctly rounded ones (sqrt; rsqrt as 1 / sqrt, two roundings;
+// reciprocal; floor, ceil and round, ties to even): the libm results, which
+// the interpreter's generic loop computed one element at a time.
+enum class ExactF32 : uint8_t { Sqrt, Rsqrt, Reciprocal, Floor, Ceil, Round };
+void exactF32(ExactF32 op, const float* x, float* y, int64_t n);
 
 // Arithmetic, which the library's baseline build (SSE2) ran 4 lanes wide:
 // the same IEEE operations, so the same bits on every ISA.

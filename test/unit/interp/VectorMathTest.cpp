@@ -80,6 +80,9 @@ float one(void (*fn)(const float*, float*, int64_t), float x) {
   return ys[0];
 }
 
+/// The same bits, or both NaN (a NaN's payload may differ).
+bool same(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (a != a && b != b); }
+
 TEST(VectorMath, ExpWithinTwoUlpsDownToTheSmallestDenormal) {
   for (auto [lo, hi] : {std::pair{0.0f, 88.72f}, std::pair{-0.0f, -103.9f}}) {
     const Worst w = worstError(expF32, exactExp, sweep(lo, hi));
@@ -172,6 +175,31 @@ TEST(VectorMath, ErfWithinSevenUlps) {
   EXPECT_TRUE(std::isnan(one(erfF32, kNaN)));
 }
 
+/// sqrt, rsqrt, reciprocal, floor, ceil and round give libm's bits (round:
+/// ties to even), on values that include NaN, infinities, signed zeros,
+/// denormals, negative values and halves.
+TEST(VectorMath, ExactFunctionsAreLibms) {
+  std::vector<float> x;
+  for (float v : {kNaN, kInf, -kInf, 0.0f, -0.0f, std::numeric_limits<float>::denorm_min(), -2.5f, -1.5f, -0.5f, 0.5f,
+                  1.5f, 2.5f, 3.49999976f, 8388609.0f, -1e30f, 1e30f})
+    x.push_back(v);
+  for (int i = 0; i < 200; ++i) x.push_back(std::sin(static_cast<float>(i) * 1.3f) * std::pow(10.0f, i % 9 - 4));
+  const int64_t n = static_cast<int64_t>(x.size());
+  const std::pair<ExactF32, float (*)(float)> cases[] = {
+      {ExactF32::Sqrt, [](float v) { return std::sqrt(v); }},
+      {ExactF32::Rsqrt, [](float v) { return 1.0f / std::sqrt(v); }},
+      {ExactF32::Reciprocal, [](float v) { return 1.0f / v; }},
+      {ExactF32::Floor, [](float v) { return std::floor(v); }},
+      {ExactF32::Ceil, [](float v) { return std::ceil(v); }},
+      {ExactF32::Round, [](float v) { return std::nearbyint(v); }}};
+  for (auto [op, ref] : cases) {
+    SCOPED_TRACE("op " + std::to_string(static_cast<int>(op)));
+    std::vector<float> y(x.size());
+    exactF32(op, x.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same(y[i], ref(x[i]))) << "input " << x[i];
+  }
+}
+
 /// The vectorised arithmetic gives the bits of the scalar operations, in
 /// each stride case (both arrays, either one broadcast, both broadcast), on
 /// values that include NaN, infinities, zeros of both signs and denormals.
@@ -183,7 +211,6 @@ TEST(VectorMath, ArithmeticIsTheScalarOperations) {
     y[i] = i % 7 < 3 ? specials[(i * 5) % 8] : std::cos(static_cast<float>(i)) * 0.01f;
   }
   const int64_t n = static_cast<int64_t>(x.size());
-  auto same = [](float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (a != a && b != b); };
   for (ArithF32 op : {ArithF32::Add, ArithF32::Sub, ArithF32::Mul, ArithF32::Div}) {
     auto scalar = [op](float a, float b) {
       switch (op) {
@@ -219,8 +246,10 @@ TEST(VectorMath, EveryLayoutGivesTheSameBits) {
   Tensor view = kiln::transpose(x, 0, 1);
   Tensor sliced = kiln::slice(x, 1, 1, 23, 3);
   using Op = Tensor (*)(const Tensor&);
-  for (auto [name, op] : {std::pair<const char*, Op>{"exp", kiln::exp}, {"tanh", kiln::tanh}, {"sigmoid", kiln::sigmoid},
-                                        {"erf", kiln::erf}, {"log", kiln::log}}) {
+  const std::pair<const char*, Op> ops[] = {{"exp", kiln::exp},     {"tanh", kiln::tanh}, {"sigmoid", kiln::sigmoid},
+                                             {"erf", kiln::erf},     {"log", kiln::log},   {"rsqrt", kiln::rsqrt},
+                                             {"round", kiln::round}, {"sqrt", kiln::sqrt}};
+  for (auto [name, op] : ops) {
     SCOPED_TRACE(name);
     for (const Tensor& t : {view, sliced}) {
       std::vector<float> fromView = op(t).to_vector<float>();
