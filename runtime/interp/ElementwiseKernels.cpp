@@ -109,20 +109,46 @@ inline T floorMod(T a, T b) {
   }
 }
 
-/// Runs f elementwise over one input into a dense output.
-template <class TIn, class TOut, class F>
-void mapUnary(const Arg& in, char* out, F f) {
+/// Calls run(o, a, sa, n) for every run of n elements of one input (`a`,
+/// sa elements apart) and the dense output (`o`).
+template <class TIn, class TOut, class Run>
+void unaryRuns(const Arg& in, char* out, Run run) {
   char* base[2] = {out, const_cast<char*>(in.data)};
   int64_t st[2][Shape::kMaxRank];
   denseByteStrides(in.shape, sizeof(TOut), st[0]);
   for (int d = 0; d < in.shape.rank(); ++d) st[1][d] = in.strides[d] * static_cast<int64_t>(sizeof(TIn));
   forEachStrided<2>(in.shape, base, st, [&](char* const* p, const int64_t* s, int64_t n) {
-    TOut* o = reinterpret_cast<TOut*>(p[0]);
-    const TIn* a = reinterpret_cast<const TIn*>(p[1]);
-    if (s[1] == sizeof(TIn)) {
+    run(reinterpret_cast<TOut*>(p[0]), reinterpret_cast<const TIn*>(p[1]), s[1] / static_cast<int64_t>(sizeof(TIn)),
+        n);
+  });
+}
+
+/// Calls run(o, x, sx, y, sy, n) for every run of n elements of two inputs
+/// (already broadcast; strides in elements, 0 for a broadcast one) and the
+/// dense output.
+template <class TIn, class TOut, class Run>
+void binaryRuns(const Arg& a, const Arg& b, const Shape& shape, char* out, Run run) {
+  char* base[3] = {out, const_cast<char*>(a.data), const_cast<char*>(b.data)};
+  int64_t st[3][Shape::kMaxRank];
+  denseByteStrides(shape, sizeof(TOut), st[0]);
+  for (int d = 0; d < shape.rank(); ++d) {
+    st[1][d] = a.strides[d] * static_cast<int64_t>(sizeof(TIn));
+    st[2][d] = b.strides[d] * static_cast<int64_t>(sizeof(TIn));
+  }
+  constexpr auto E = static_cast<int64_t>(sizeof(TIn));
+  forEachStrided<3>(shape, base, st, [&](char* const* p, const int64_t* s, int64_t n) {
+    run(reinterpret_cast<TOut*>(p[0]), reinterpret_cast<const TIn*>(p[1]), s[1] / E,
+        reinterpret_cast<const TIn*>(p[2]), s[2] / E, n);
+  });
+}
+
+/// Runs f elementwise over one input into a dense output.
+template <class TIn, class TOut, class F>
+void mapUnary(const Arg& in, char* out, F f) {
+  unaryRuns<TIn, TOut>(in, out, [&](TOut* o, const TIn* a, int64_t sa, int64_t n) {
+    if (sa == 1) {
       for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
     } else {
-      const int64_t sa = s[1] / static_cast<int64_t>(sizeof(TIn));
       for (int64_t i = 0; i < n; ++i) o[i] = f(a[i * sa]);
     }
   });
@@ -133,15 +159,8 @@ void mapUnary(const Arg& in, char* out, F f) {
 /// so every layout computes with the same code.
 template <class Fn>
 void mapUnaryF32(const Arg& in, char* out, Fn fn) {
-  char* base[2] = {out, const_cast<char*>(in.data)};
-  int64_t st[2][Shape::kMaxRank];
-  denseByteStrides(in.shape, sizeof(float), st[0]);
-  for (int d = 0; d < in.shape.rank(); ++d) st[1][d] = in.strides[d] * static_cast<int64_t>(sizeof(float));
-  forEachStrided<2>(in.shape, base, st, [&](char* const* p, const int64_t* s, int64_t n) {
-    float* o = reinterpret_cast<float*>(p[0]);
-    const float* a = reinterpret_cast<const float*>(p[1]);
-    if (s[1] == sizeof(float)) return fn(a, o, n);
-    const int64_t sa = s[1] / static_cast<int64_t>(sizeof(float));
+  unaryRuns<float, float>(in, out, [&](float* o, const float* a, int64_t sa, int64_t n) {
+    if (sa == 1) return fn(a, o, n);
     constexpr int64_t kChunk = 256;
     float buffer[kChunk];
     for (int64_t i = 0; i < n; i += kChunk) {
@@ -169,18 +188,7 @@ std::optional<ExactF32> exactF32Of(OpKind op) {
 /// runs whose strides are 0 or 1 element go to the vectorised arithF32,
 /// others elementwise (the same IEEE operations either way).
 void mapArithF32(ArithF32 op, const Arg& a, const Arg& b, const Shape& shape, char* out) {
-  char* base[3] = {out, const_cast<char*>(a.data), const_cast<char*>(b.data)};
-  int64_t st[3][Shape::kMaxRank];
-  denseByteStrides(shape, sizeof(float), st[0]);
-  for (int d = 0; d < shape.rank(); ++d) {
-    st[1][d] = a.strides[d] * static_cast<int64_t>(sizeof(float));
-    st[2][d] = b.strides[d] * static_cast<int64_t>(sizeof(float));
-  }
-  forEachStrided<3>(shape, base, st, [&](char* const* p, const int64_t* s, int64_t n) {
-    float* o = reinterpret_cast<float*>(p[0]);
-    const float* x = reinterpret_cast<const float*>(p[1]);
-    const float* y = reinterpret_cast<const float*>(p[2]);
-    const int64_t sx = s[1] / static_cast<int64_t>(sizeof(float)), sy = s[2] / static_cast<int64_t>(sizeof(float));
+  auto run = [op](float* o, const float* x, int64_t sx, const float* y, int64_t sy, int64_t n) {
     if ((sx == 0 || sx == 1) && (sy == 0 || sy == 1)) return arithF32(op, x, sx, y, sy, o, n);
     for (int64_t i = 0; i < n; ++i) {
       const float u = x[i * sx], v = y[i * sy];
@@ -191,34 +199,23 @@ void mapArithF32(ArithF32 op, const Arg& a, const Arg& b, const Shape& shape, ch
         case ArithF32::Div: o[i] = u / v; break;
       }
     }
-  });
+  };
+  binaryRuns<float, float>(a, b, shape, out, run);
 }
 
 /// Runs f elementwise over two inputs (already broadcast) into a dense output.
 template <class TIn, class TOut, class F>
 void mapBinary(const Arg& a, const Arg& b, const Shape& shape, char* out, F f) {
-  char* base[3] = {out, const_cast<char*>(a.data), const_cast<char*>(b.data)};
-  int64_t st[3][Shape::kMaxRank];
-  denseByteStrides(shape, sizeof(TOut), st[0]);
-  for (int d = 0; d < shape.rank(); ++d) {
-    st[1][d] = a.strides[d] * static_cast<int64_t>(sizeof(TIn));
-    st[2][d] = b.strides[d] * static_cast<int64_t>(sizeof(TIn));
-  }
-  constexpr auto E = static_cast<int64_t>(sizeof(TIn));
-  forEachStrided<3>(shape, base, st, [&](char* const* p, const int64_t* s, int64_t n) {
-    TOut* o = reinterpret_cast<TOut*>(p[0]);
-    const TIn* x = reinterpret_cast<const TIn*>(p[1]);
-    const TIn* y = reinterpret_cast<const TIn*>(p[2]);
-    if (s[1] == E && s[2] == E) {
+  binaryRuns<TIn, TOut>(a, b, shape, out, [&](TOut* o, const TIn* x, int64_t sx, const TIn* y, int64_t sy, int64_t n) {
+    if (sx == 1 && sy == 1) {
       for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
-    } else if (s[1] == E && s[2] == 0) {
+    } else if (sx == 1 && sy == 0) {
       const TIn yv = *y;
       for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
-    } else if (s[1] == 0 && s[2] == E) {
+    } else if (sx == 0 && sy == 1) {
       const TIn xv = *x;
       for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
     } else {
-      const int64_t sx = s[1] / E, sy = s[2] / E;
       for (int64_t i = 0; i < n; ++i) o[i] = f(x[i * sx], y[i * sy]);
     }
   });
