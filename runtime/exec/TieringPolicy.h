@@ -104,19 +104,25 @@ double paybackRuns(const TraceCompileFacts& facts);
 CompilePriority decideCompilePriority(const TraceCompileFacts& facts);
 
 // Codegen effort of a hot trace's first kernel. LLVM's quick code generator
-// (CodegenEffort::Quick) makes a large trace's kernel arrive sooner: on the
-// transformer bench's 889-op step (2-core Zen 3) machine code took 65 ms
-// instead of 260-275 of a 650 ms compile, and the first 40 steps of the
-// default async mode took 1.17 of their interpreted time instead of 1.44
-// (medians of 6 alternating runs). Its code may run slower (training steps,
-// which spend their time in GEMM calls, ran as fast; chain8's long bodies of
-// math 2.4x slower), so once it runs the engine compiles the trace again
+// (CodegenEffort::Quick) makes a large trace's kernel arrive sooner, but its
+// code runs slower, so once it runs the engine compiles the trace again
 // with Full effort in the background, at the lowest priority, from the
 // Quick compile's optimised modules, and swaps the kernels
-// (Engine::recompileFull). A small trace compiles fast either way: its first
-// kernel is Full, and its only one.
+// (Engine::recompileFull). It paid when machine code was most of a
+// compile: on the transformer bench's 889-op step (2-core Zen 3) it took
+// 65 ms instead of 260-275 of a 650 ms compile, and the first 40 async
+// steps took 1.17 of their interpreted time instead of 1.44. Since codegen
+// was partitioned it no longer does: on the 930-op step (2-core Zen 4)
+// Quick saves 27 ms of a 240 ms compile (machine code 45 instead of 73 ms),
+// its kernel's steps take 7.0 ms instead of 5.9, and the Full recompile
+// beside them costs more: Full first, the first 200 async steps took
+// 1.39-1.49 s instead of 1.55-1.75 (5 alternating pairs; the first 40
+// alike, 0.47-0.53 s against 0.46-0.63). So only a trace whose compile is
+// estimated this long, where codegen alone takes hundreds of milliseconds,
+// gets a Quick kernel first; the others get one Full kernel, no second
+// compile.
 /// Estimated compile time from which a trace's first kernel is Quick.
-inline constexpr double kQuickCodegenFromMs = 200;
+inline constexpr double kQuickCodegenFromMs = 1000;
 /// Runs of a Quick kernel before its Full compile starts. The Full compile
 /// runs at the lowest priority, yet it slowed the compiled steps it ran
 /// beside (the transformer bench's steps 31-40: 8.8 ms with it running,
