@@ -294,6 +294,12 @@ void unaryKernel(OpKind op, const Arg& in, char* out) {
           if (op == OpKind::Sigmoid) return mapUnaryF32(in, out, sigmoidF32);
           if (op == OpKind::Erf) return mapUnaryF32(in, out, erfF32);
           if (op == OpKind::Log) return mapUnaryF32(in, out, logF32);
+          if (op == OpKind::Log2) return mapUnaryF32(in, out, log2F32);
+          if (op == OpKind::Log1p) return mapUnaryF32(in, out, log1pF32);
+          if (op == OpKind::Expm1) return mapUnaryF32(in, out, expm1F32);
+          if (op == OpKind::Atan) return mapUnaryF32(in, out, atanF32);
+          if (op == OpKind::Sin) return mapUnaryF32(in, out, sinF32);
+          if (op == OpKind::Cos) return mapUnaryF32(in, out, cosF32);
           if (std::optional<ExactF32> e = exactF32Of(op))
             return mapUnaryF32(in, out, [e = *e](const float* x, float* y, int64_t n) { exactF32(e, x, y, n); });
         }

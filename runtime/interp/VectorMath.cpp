@@ -134,6 +134,155 @@ namespace {
   return x != x ? x : r;
 }
 
+/// log2(x) = e + log2(m) from logOne's decomposition x = m 2^e: exact at
+/// powers of two, where log2(m) is 0.
+[[gnu::always_inline]] inline float log2One(float x) {
+  const bool denormal = x < 0x1p-126f;
+  const float xs = denormal ? x * 0x1p23f : x;
+  const uint32_t bits = std::bit_cast<uint32_t>(xs);
+  int32_t e = static_cast<int32_t>(bits >> 23) - 127 - (denormal ? 23 : 0);
+  float m = std::bit_cast<float>((bits & 0x007fffffu) | 0x3f800000u);
+  const bool high = m > 1.41421356237309505f;
+  m = high ? m * 0.5f : m;
+  e = high ? e + 1 : e;
+  const float f = m - 1.0f;
+  const float z = f * f;
+  float p = 7.0376836292e-2f;
+  p = p * f + -1.1514610310e-1f;
+  p = p * f + 1.1676998740e-1f;
+  p = p * f + -1.2420140846e-1f;
+  p = p * f + 1.4249322787e-1f;
+  p = p * f + -1.6668057665e-1f;
+  p = p * f + 2.0000714765e-1f;
+  p = p * f + -2.4999993993e-1f;
+  p = p * f + 3.3333331174e-1f;
+  const float y = f * z * p + z * -0.5f;  // log(m) - f
+  // log2(m) = (f + y) log2(e), with log2(e) split so that f's product keeps
+  // its precision; e is added last, exactly where log2(m) is 0 (x = 2^e).
+  constexpr float kLog2eHigh = 1.4375f, kLog2eLow = 5.19504088896e-3f;  // high + low = log2(e)
+  const float lm2 = f * kLog2eHigh + (f * kLog2eLow + y * 1.44269504088896341f);
+  float r = lm2 + static_cast<float>(e);
+  r = x == 0.0f ? -std::numeric_limits<float>::infinity() : r;
+  r = x < 0.0f ? std::numeric_limits<float>::quiet_NaN() : r;
+  r = x == std::numeric_limits<float>::infinity() ? x : r;
+  return x != x ? x : r;
+}
+
+/// log1p(x) = log(u) x / (u - 1) with u = 1 + x rounded (Goldberg): the
+/// rounding of 1 + x cancels. x itself where u rounds to 1 (tiny x, -0).
+[[gnu::always_inline]] inline float log1pOne(float x) {
+  const float u = 1.0f + x;
+  const float d = u - 1.0f;
+  float r = d == 0.0f ? x : logOne(u) * (x / d);
+  r = x == std::numeric_limits<float>::infinity() ? x : r;
+  // Below -1 one NaN, whichever operand order the compiler picked.
+  r = x < -1.0f ? std::numeric_limits<float>::quiet_NaN() : r;
+  return x != x ? x : r;
+}
+
+/// expm1(x) = (u - 1) x / log(u) with u = e^x rounded (Kahan): the rounding
+/// of e^x cancels. x itself where u rounds to 1 (tiny x, -0); -1 where u
+/// is below half an ulp of 1; +inf where e^x overflows.
+[[gnu::always_inline]] inline float expm1One(float x) {
+  const float u = expOne(x);
+  const float um1 = u - 1.0f;
+  float r = um1 * (x / logOne(u));
+  r = u == 1.0f ? x : r;
+  r = um1 == -1.0f ? -1.0f : r;
+  r = u == std::numeric_limits<float>::infinity() ? u : r;
+  return x != x ? x : r;
+}
+
+/// atan(x) by Cephes' atanf: |x| reduced to [0, tan(pi/8)] through
+/// atan(x) = pi/2 + atan(-1/x) and pi/4 + atan((x - 1) / (x + 1)), a degree-9
+/// odd polynomial, the sign of x (-0 stays -0; +-inf gives +-pi/2).
+[[gnu::always_inline]] inline float atanOne(float x) {
+  const float a = std::fabs(x);
+  const bool big = a > 2.414213562373095f;  // tan(3 pi / 8)
+  const bool mid = !big && a > 0.4142135623730950f;  // tan(pi / 8)
+  const float t = big ? -1.0f / a : (mid ? (a - 1.0f) / (a + 1.0f) : a);
+  const float base = big ? 1.57079632679489662f : (mid ? 0.785398163397448310f : 0.0f);
+  const float z = t * t;
+  float p = 8.05374449538e-2f;
+  p = p * z - 1.38776856032e-1f;
+  p = p * z + 1.99777106478e-1f;
+  p = p * z - 3.33329491539e-1f;
+  const float r = base + (p * z * t + t);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(r) | (std::bit_cast<uint32_t>(x) & 0x80000000u));
+}
+
+/// sin and cos in double precision, then rounded once: x = k pi/2 + r with
+/// pi/2 in two parts (fdlibm's: 33 bits, so k times the first is exact for
+/// |k| < 2^20, and the rest), |r| <= pi/4, and Taylor series of sin r to
+/// r^11 and cos r to r^12 (truncation under 1e-11 relative). Valid while
+/// |x| <= kTrigLimit; sinF32/cosF32 give larger, infinite and NaN inputs to
+/// libm.
+constexpr float kTrigLimit = 100000.0f;
+struct QuarterTurns {
+  double sin, cos;
+  uint32_t quadrant;  ///< k mod 4
+};
+[[gnu::always_inline]] inline QuarterTurns quarterTurns(float xf) {
+  const double x = std::fabs(xf) <= kTrigLimit ? static_cast<double>(xf) : 0.0;
+  constexpr double kShift = 6755399441055744.0;  // 1.5 * 2^52: rounds to an integer in the low bits
+  const double shifted = x * 0.636619772367581343 + kShift;
+  const double k = shifted - kShift;
+  const auto quadrant = static_cast<uint32_t>(std::bit_cast<uint64_t>(shifted)) & 3u;
+  const double r = (x - k * 1.57079632673412561417) - k * 6.07710050650619224932e-11;
+  const double z = r * r;
+  double s = -1.0 / 39916800.0;
+  s = s * z + 1.0 / 362880.0;
+  s = s * z - 1.0 / 5040.0;
+  s = s * z + 1.0 / 120.0;
+  s = s * z - 1.0 / 6.0;
+  s = s * z * r + r;
+  double c = 1.0 / 479001600.0;
+  c = c * z - 1.0 / 3628800.0;
+  c = c * z + 1.0 / 40320.0;
+  c = c * z - 1.0 / 720.0;
+  c = c * z + 1.0 / 24.0;
+  c = c * z - 0.5;
+  c = c * z + 1.0;
+  return {s, c, quadrant};
+}
+
+[[gnu::always_inline]] inline float sinOne(float x) {
+  const QuarterTurns t = quarterTurns(x);
+  // sin(r + k pi/2) = sin r, cos r, -sin r, -cos r for k mod 4 = 0..3.
+  const double v = (t.quadrant & 1u) ? t.cos : t.sin;
+  const float r = static_cast<float>((t.quadrant & 2u) ? -v : v);
+  return x == 0.0f ? x : r;  // sin(-0) = -0
+}
+
+[[gnu::always_inline]] inline float cosOne(float x) {
+  const QuarterTurns t = quarterTurns(x);
+  // cos(r + k pi/2) = cos r, -sin r, -cos r, sin r.
+  const double v = (t.quadrant & 1u) ? t.sin : t.cos;
+  return static_cast<float>(((t.quadrant + 1u) & 2u) ? -v : v);
+}
+
+/// Runs `vector` over x in blocks, then gives the elements beyond
+/// kTrigLimit (and infinities and NaN) to `libm`; their inputs are kept
+/// first, so y may be x itself.
+template <class Vector, class Libm>
+[[gnu::always_inline]] inline void trigBlocks(const float* x, float* y, int64_t n, Vector vector, Libm libm) {
+  constexpr int64_t kBlock = 256;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = n - b < kBlock ? n - b : kBlock;
+    float kept[kBlock];
+    int32_t at[kBlock];
+    int32_t count = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      if (!(std::fabs(x[b + i]) <= kTrigLimit)) {
+        kept[count] = x[b + i];
+        at[count++] = static_cast<int32_t>(i);
+      }
+    }
+    for (int64_t i = 0; i < m; ++i) y[b + i] = vector(x[b + i]);
+    for (int32_t j = 0; j < count; ++j) y[b + at[j]] = libm(kept[j]);
+  }
+}
+
 /// The four stride cases of arithF32 with the op inlined into each loop.
 template <class F>
 [[gnu::always_inline]] inline void stridedLoops(F f, const float* x, int64_t sx, const float* y, int64_t sy, float* o,
@@ -222,6 +371,36 @@ void sigmoidF32(const float* x, float* y, int64_t n) {
     const float s = 1.0f / (1.0f + e);
     y[i] = v < 0.0f ? e * s : s;
   }
+}
+
+KILN_VECTOR_CLONES
+void log2F32(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = log2One(x[i]);
+}
+
+KILN_VECTOR_CLONES
+void log1pF32(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = log1pOne(x[i]);
+}
+
+KILN_VECTOR_CLONES
+void expm1F32(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = expm1One(x[i]);
+}
+
+KILN_VECTOR_CLONES
+void atanF32(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = atanOne(x[i]);
+}
+
+KILN_VECTOR_CLONES
+void sinF32(const float* x, float* y, int64_t n) {
+  trigBlocks(x, y, n, [](float v) { return sinOne(v); }, [](float v) { return std::sin(v); });
+}
+
+KILN_VECTOR_CLONES
+void cosF32(const float* x, float* y, int64_t n) {
+  trigBlocks(x, y, n, [](float v) { return cosOne(v); }, [](float v) { return std::cos(v); });
 }
 
 }  // namespace kiln::interp

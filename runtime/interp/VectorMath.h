@@ -1,4 +1,5 @@
-// VectorMath: the interpreter's f32 exp, log, tanh, sigmoid and erf, its
+// VectorMath: the interpreter's f32 exp, log, tanh, sigmoid and erf, log2,
+// log1p, expm1, atan, sin and cos, its
 // sqrt, rsqrt, reciprocal and rounding, and its f32 add, sub, mul, div and
 // product-then-add, over arrays, in loops the
 // compiler vectorises for the CPU the library runs on (AVX-512, AVX2 or the
@@ -10,9 +11,10 @@
 // operation (no contraction), so an element's result does not depend on
 // its neighbours, its layout or the ISA the loop ran on. Accuracy against
 // the exact value: exp within 2 ulp (denormal results as well, overflow to
-// +inf above 88.72, 0 below -103.98), log within 2, sigmoid within 4, tanh
-// and erf within 7 (test/unit/interp/VectorMathTest.cpp measures each); NaN
-// gives NaN.
+// +inf above 88.72, 0 below -103.972, ln 2^-150), log and log2 within 2,
+// atan, log1p and expm1 within 3, sigmoid within 4, tanh and erf within 7,
+// sin and cos within 1 (test/unit/interp/VectorMathTest.cpp measures each);
+// NaN gives NaN.
 #pragma once
 
 #include <cstdint>
@@ -25,12 +27,27 @@ void logF32(const float* x, float* y, int64_t n);
 /// x itself below 0.0004) that Eigen, XLA and MLIR's polynomial
 /// approximation use, and so Kiln's compiled tanh.
 void tanhF32(const float* x, float* y, int64_t n);
-/// 1 / (1 + exp(-x)) as e / (1 + e) below 0, e = exp(-|x|), so that it
-/// never overflows (the formula the scalar interpreter and compiled code use).
+/// 1 / (1 + exp(-x)), and e * (1 / (1 + e)) below 0, e = exp(-|x|), so that
+/// it never overflows (the formula the scalar interpreter and compiled code use).
 void sigmoidF32(const float* x, float* y, int64_t n);
 /// The rational approximation (degree 13/8 over [-4, 4], ±1 outside) of
 /// Eigen and XLA; 2x/sqrt(pi) near 0.
 void erfF32(const float* x, float* y, int64_t n);
+/// log2 from log's decomposition: within 2 ulp, exact at powers of two.
+void log2F32(const float* x, float* y, int64_t n);
+/// log1p and expm1 from log and exp, with the rounding of 1 + x (of e^x)
+/// cancelled (Goldberg's and Kahan's formulas): within 3 ulp, near 0 too.
+void log1pF32(const float* x, float* y, int64_t n);
+void expm1F32(const float* x, float* y, int64_t n);
+/// Cephes' atanf: the argument reduced to [0, tan(pi/8)], a degree-9 odd
+/// polynomial; within 3 ulp.
+void atanF32(const float* x, float* y, int64_t n);
+/// sin and cos computed in double precision (a two-part pi/2 reduction and
+/// Taylor series) and rounded once: within an ulp for |x| up to 1e5 (zeros
+/// of sin included, where single-precision reduction loses the digits);
+/// larger inputs, infinities and NaN get libm's sinf/cosf. y may be x.
+void sinF32(const float* x, float* y, int64_t n);
+void cosF32(const float* x, float* y, int64_t n);
 
 // Correctly rounded ones (sqrt; rsqrt as 1 / sqrt, two roundings;
 // reciprocal; floor, ceil and round, ties to even): the libm results, which

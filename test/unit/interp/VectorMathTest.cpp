@@ -12,6 +12,7 @@
 #include <limits>
 #include <utility>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -70,6 +71,12 @@ double exactTanh(double x) { return std::tanh(x); }
 double exactSigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double exactErf(double x) { return std::erf(x); }
 double exactLog(double x) { return std::log(x); }
+double exactLog2(double x) { return std::log2(x); }
+double exactLog1p(double x) { return std::log1p(x); }
+double exactExpm1(double x) { return std::expm1(x); }
+double exactAtan(double x) { return std::atan(x); }
+double exactSin(double x) { return std::sin(x); }
+double exactCos(double x) { return std::cos(x); }
 
 /// fn(x), computed in every lane of the vector loop and in its scalar tail
 /// (67 copies of x), which all agree.
@@ -175,6 +182,100 @@ TEST(VectorMath, ErfWithinSevenUlps) {
   EXPECT_TRUE(std::isnan(one(erfF32, kNaN)));
 }
 
+TEST(VectorMath, Log2WithinTwoUlpsAndExactAtPowersOfTwo) {
+  const Worst w = worstError(log2F32, exactLog2, sweep(std::numeric_limits<float>::denorm_min(),
+                                                       std::numeric_limits<float>::max()));
+  EXPECT_LE(w.ulps, 2.0) << "log2(" << w.at << ")";
+  for (int e = -149; e <= 127; ++e) EXPECT_EQ(one(log2F32, std::ldexp(1.0f, e)), static_cast<float>(e)) << e;
+  EXPECT_EQ(one(log2F32, 0.0f), -kInf);
+  EXPECT_EQ(one(log2F32, -0.0f), -kInf);
+  EXPECT_EQ(one(log2F32, kInf), kInf);
+  EXPECT_TRUE(std::isnan(one(log2F32, -3.0f)));
+  EXPECT_TRUE(std::isnan(one(log2F32, kNaN)));
+}
+
+TEST(VectorMath, Log1pWithinThreeUlpsNearZeroAsWell) {
+  for (auto [lo, hi] : {std::pair{0.0f, std::numeric_limits<float>::max()}, std::pair{-0.0f, -0.99999994f}}) {
+    const Worst w = worstError(log1pF32, exactLog1p, sweep(lo, hi));
+    EXPECT_LE(w.ulps, 3.0) << "log1p(" << w.at << ")";
+  }
+  const float denormal = std::numeric_limits<float>::denorm_min() * 7;
+  EXPECT_EQ(one(log1pF32, denormal), denormal);
+  EXPECT_EQ(one(log1pF32, 1e-30f), 1e-30f);
+  EXPECT_TRUE(std::signbit(one(log1pF32, -0.0f)));
+  EXPECT_EQ(one(log1pF32, -1.0f), -kInf);
+  EXPECT_EQ(one(log1pF32, kInf), kInf);
+  EXPECT_TRUE(std::isnan(one(log1pF32, -1.5f)));
+  EXPECT_TRUE(std::isnan(one(log1pF32, -kInf)));
+  EXPECT_TRUE(std::isnan(one(log1pF32, kNaN)));
+}
+
+TEST(VectorMath, Expm1WithinThreeUlpsNearZeroAsWell) {
+  for (auto [lo, hi] : {std::pair{0.0f, 88.72f}, std::pair{-0.0f, -104.0f}}) {
+    const Worst w = worstError(expm1F32, exactExpm1, sweep(lo, hi));
+    EXPECT_LE(w.ulps, 3.0) << "expm1(" << w.at << ")";
+  }
+  const float denormal = std::numeric_limits<float>::denorm_min() * 7;
+  EXPECT_EQ(one(expm1F32, denormal), denormal);
+  EXPECT_TRUE(std::signbit(one(expm1F32, -0.0f)));
+  EXPECT_EQ(one(expm1F32, -20.0f), -1.0f);
+  EXPECT_EQ(one(expm1F32, -kInf), -1.0f);
+  EXPECT_EQ(one(expm1F32, 89.0f), kInf);
+  EXPECT_EQ(one(expm1F32, kInf), kInf);
+  EXPECT_TRUE(std::isnan(one(expm1F32, kNaN)));
+}
+
+// 2.8 ulps at worst, near 0.43, where (x - 1) / (x + 1) reduces the argument.
+TEST(VectorMath, AtanWithinThreeUlps) {
+  for (auto [lo, hi] : {std::pair{0.0f, std::numeric_limits<float>::max()}, std::pair{-0.0f, -1e30f}}) {
+    const Worst w = worstError(atanF32, exactAtan, sweep(lo, hi));
+    EXPECT_LE(w.ulps, 3.0) << "atan(" << w.at << ")";
+  }
+  EXPECT_EQ(one(atanF32, kInf), static_cast<float>(M_PI / 2));
+  EXPECT_EQ(one(atanF32, -kInf), -static_cast<float>(M_PI / 2));
+  EXPECT_TRUE(std::signbit(one(atanF32, -0.0f)));
+  const float denormal = std::numeric_limits<float>::denorm_min() * 7;
+  EXPECT_EQ(one(atanF32, denormal), denormal);
+  EXPECT_TRUE(std::isnan(one(atanF32, kNaN)));
+}
+
+// Computed in double and rounded once: within an ulp up to 1e5 (the sweep
+// crosses zeros of sin and cos at every multiple of pi/2 it passes, where a
+// single-precision reduction would lose the leading digits), libm beyond.
+TEST(VectorMath, SinAndCosWithinOneUlpZerosIncluded) {
+  using Fn = void (*)(const float*, float*, int64_t);
+  using Exact = double (*)(double);
+  for (auto [fn, exact, name] : {std::tuple<Fn, Exact, const char*>{sinF32, exactSin, "sin"},
+                                 std::tuple<Fn, Exact, const char*>{cosF32, exactCos, "cos"}}) {
+    for (auto [lo, hi] : {std::pair{0.0f, 1e5f}, std::pair{-0.0f, -1e5f}}) {
+      const Worst w = worstError(fn, exact, sweep(lo, hi));
+      EXPECT_LE(w.ulps, 1.0) << name << "(" << w.at << ")";
+    }
+    // The closest floats to multiples of pi/2 up to the limit, and the limit.
+    for (int k = 1; k < 60000; k += 997) {
+      const float x = static_cast<float>(k * M_PI / 2);
+      EXPECT_LE(ulpError(one(fn, x), exact(x)), 1.0) << name << "(" << x << ")";
+    }
+    for (float x : {1e5f, 100000.01f, 1e6f, 3e38f, -7e20f})
+      EXPECT_TRUE(same(one(fn, x), name[0] == 's' ? std::sin(x) : std::cos(x))) << name << "(" << x << ")";
+    EXPECT_TRUE(std::isnan(one(fn, kInf)));
+    EXPECT_TRUE(std::isnan(one(fn, -kInf)));
+    EXPECT_TRUE(std::isnan(one(fn, kNaN)));
+  }
+  EXPECT_TRUE(std::signbit(one(sinF32, -0.0f)));
+  EXPECT_EQ(one(cosF32, -0.0f), 1.0f);
+  const float denormal = std::numeric_limits<float>::denorm_min() * 7;
+  EXPECT_EQ(one(sinF32, denormal), denormal);
+  // In place (y == x), with large values among small ones: each gets its own.
+  std::vector<float> xs = {0.5f, 2e5f, -1.0f, kInf, 3.0f, -4e9f, 0.25f};
+  std::vector<float> want(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) want[i] = static_cast<float>(std::sin(static_cast<double>(xs[i])));
+  want[1] = std::sin(2e5f);
+  want[5] = std::sin(-4e9f);
+  sinF32(xs.data(), xs.data(), static_cast<int64_t>(xs.size()));
+  for (size_t i = 0; i < xs.size(); ++i) EXPECT_TRUE(same(xs[i], want[i])) << i << ": " << xs[i] << " vs " << want[i];
+}
+
 /// sqrt, rsqrt, reciprocal, floor, ceil and round give libm's bits (round:
 /// ties to even), on values that include NaN, infinities, signed zeros,
 /// denormals, negative values and halves.
@@ -248,7 +349,9 @@ TEST(VectorMath, EveryLayoutGivesTheSameBits) {
   using Op = Tensor (*)(const Tensor&);
   const std::pair<const char*, Op> ops[] = {{"exp", kiln::exp},     {"tanh", kiln::tanh}, {"sigmoid", kiln::sigmoid},
                                              {"erf", kiln::erf},     {"log", kiln::log},   {"rsqrt", kiln::rsqrt},
-                                             {"round", kiln::round}, {"sqrt", kiln::sqrt}};
+                                             {"round", kiln::round}, {"sqrt", kiln::sqrt}, {"sin", kiln::sin},
+                                             {"cos", kiln::cos},     {"atan", kiln::atan}, {"log2", kiln::log2},
+                                             {"log1p", kiln::log1p}, {"expm1", kiln::expm1}};
   for (auto [name, op] : ops) {
     SCOPED_TRACE(name);
     for (const Tensor& t : {view, sliced}) {
