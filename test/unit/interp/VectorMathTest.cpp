@@ -6,6 +6,7 @@
 // of a tensor gives the same bits (strided runs go through the same loop).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +18,9 @@
 
 #include "kiln/kiln.h"
 #include "runtime/interp/VectorMath.h"
+#ifdef KILN_VECTOR_MATH_COPIES
+#include "test/unit/interp/VectorMathIsa.h"
+#endif
 
 namespace kiln::interp {
 namespace {
@@ -337,6 +341,70 @@ TEST(VectorMath, ArithmeticIsTheScalarOperations) {
     ASSERT_TRUE(same(o[i], -1.0f * product + y[i + 1])) << "element " << i;
   }
 }
+
+#ifdef KILN_VECTOR_MATH_COPIES
+/// Every 4099th f32 bit pattern: all binades of both signs, denormals,
+/// infinities and NaNs.
+std::vector<float> everyBinade() {
+  std::vector<float> xs;
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 4099) xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
+  for (float v : {0.0f, -0.0f, kInf, -kInf, kNaN, 1.0f, -1.0f, 0.5f, 2.5f, -2.5f}) xs.push_back(v);
+  return xs;
+}
+
+void expectSameBits(const std::vector<float>& want, const std::vector<float>& got, const std::vector<float>& xs,
+                    const char* isa, const char* fn) {
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_TRUE(same(want[i], got[i])) << fn << "(" << xs[i] << ") on " << isa << ": " << got[i]
+                                       << ", the library's clone gives " << want[i];
+}
+
+// The library's clones (AVX-512, AVX2, baseline; the machine picks one) round
+// every operation alike, so machines of different ISAs compute the same
+// bits: the clone this machine runs against VectorMath compiled again for
+// AVX2 alone and for the x86-64 baseline alone.
+TEST(VectorMath, EveryIsaGivesTheSameBits) {
+  const std::vector<float> xs = everyBinade();
+  const auto n = static_cast<int64_t>(xs.size());
+  std::vector<float> ys = xs;
+  std::reverse(ys.begin(), ys.end());
+  std::vector<float> zs(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) zs[i] = xs[(i * 7919) % xs.size()];
+  for (const VectorMathCopy* copy : {&kVectorMathAvx2, &kVectorMathBaseline}) {
+    if (copy == &kVectorMathAvx2 && !__builtin_cpu_supports("avx2")) continue;
+    SCOPED_TRACE(copy->isa);
+    const std::pair<const char*, std::pair<VectorMathCopy::Unary, VectorMathCopy::Unary>> unaries[] = {
+        {"exp", {expF32, copy->exp}},       {"log", {logF32, copy->log}},
+        {"tanh", {tanhF32, copy->tanh}},    {"sigmoid", {sigmoidF32, copy->sigmoid}},
+        {"erf", {erfF32, copy->erf}},       {"log2", {log2F32, copy->log2}},
+        {"log1p", {log1pF32, copy->log1p}}, {"expm1", {expm1F32, copy->expm1}},
+        {"atan", {atanF32, copy->atan}},    {"sin", {sinF32, copy->sin}},
+        {"cos", {cosF32, copy->cos}}};
+    std::vector<float> want(xs.size()), got(xs.size());
+    for (auto [name, fns] : unaries) {
+      fns.first(xs.data(), want.data(), n);
+      fns.second(xs.data(), got.data(), n);
+      expectSameBits(want, got, xs, copy->isa, name);
+    }
+    for (ExactF32 op : {ExactF32::Sqrt, ExactF32::Rsqrt, ExactF32::Reciprocal, ExactF32::Floor, ExactF32::Ceil,
+                        ExactF32::Round}) {
+      exactF32(op, xs.data(), want.data(), n);
+      copy->exact(op, xs.data(), got.data(), n);
+      expectSameBits(want, got, xs, copy->isa, "exact");
+    }
+    for (ArithF32 op : {ArithF32::Add, ArithF32::Sub, ArithF32::Mul, ArithF32::Div}) {
+      for (auto [sx, sy] : {std::pair<int64_t, int64_t>{1, 1}, {1, 0}, {0, 1}}) {
+        arithF32(op, xs.data(), sx, ys.data(), sy, want.data(), n);
+        copy->arith(op, xs.data(), sx, ys.data(), sy, got.data(), n);
+        expectSameBits(want, got, xs, copy->isa, "arith");
+      }
+    }
+    productThenAddF32(xs.data(), ys.data(), zs.data(), -1.0f, 1.0f, want.data(), n);
+    copy->productThenAdd(xs.data(), ys.data(), zs.data(), -1.0f, 1.0f, got.data(), n);
+    expectSameBits(want, got, xs, copy->isa, "productThenAdd");
+  }
+}
+#endif
 
 /// The ops on a transposed view, on a strided slice and on a contiguous
 /// copy: the same bits (odd extents, so runs end mid-vector).
