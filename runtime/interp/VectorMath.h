@@ -9,7 +9,8 @@
 //
 // Every function computes each element on its own and rounds every
 // operation (no contraction), so an element's result does not depend on
-// its neighbours, its layout or the ISA the loop ran on. Accuracy against
+// its neighbours, its layout or the ISA the loop ran on (but for sin and cos
+// beyond 1e5, which are glibc's, whose sinf picks its own FMA variant). Accuracy against
 // the exact value: exp within 2 ulp (denormal results as well, overflow to
 // +inf above 88.72, 0 below -103.972, ln 2^-150), log and log2 within 2,
 // atan, log1p and expm1 within 3, sigmoid within 4, tanh and erf within 7,

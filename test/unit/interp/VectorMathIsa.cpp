@@ -4,7 +4,9 @@
 // The standard headers and VectorMath.h come first, outside that namespace:
 // VectorMath.cpp's own includes of them are then skipped, and its
 // definitions find the enums of ::kiln::interp through the using
-// declarations below.
+// declarations below. A standard header VectorMath.cpp includes must be
+// listed here too (else it is included inside the namespace, and the build
+// of this file fails).
 #include <bit>
 #include <cmath>
 #include <cstdint>

@@ -260,7 +260,8 @@ TEST(VectorMath, SinAndCosWithinOneUlpZerosIncluded) {
       const float x = static_cast<float>(k * M_PI / 2);
       EXPECT_LE(ulpError(one(fn, x), exact(x)), 1.0) << name << "(" << x << ")";
     }
-    for (float x : {1e5f, 100000.01f, 1e6f, 3e38f, -7e20f})
+    EXPECT_LE(ulpError(one(fn, 1e5f), exact(1e5f)), 1.0) << name << "(1e5), the last computed in double";
+    for (float x : {100000.01f, 1e6f, 3e38f, -7e20f})
       EXPECT_TRUE(same(one(fn, x), name[0] == 's' ? std::sin(x) : std::cos(x))) << name << "(" << x << ")";
     EXPECT_TRUE(std::isnan(one(fn, kInf)));
     EXPECT_TRUE(std::isnan(one(fn, -kInf)));
