@@ -215,6 +215,15 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index);
 /// PyTorch's gather / NumPy's take_along_axis: index has x's rank and
 /// out[i..., j, k...] = x[i..., index[i..., j, k...], k...] along `axis`.
 Tensor gather(const Tensor& x, int axis, const Tensor& index);
+/// PyTorch's index_add: x with source's slices added along `axis` at the
+/// rows `index` names: out[.., index[i], ..] += source[.., i, ..], for i in
+/// order (a row named twice gets both, each addition rounded in x's dtype;
+/// the same bits on every tier and device). index is a 1-D integer tensor of
+/// values in [0, x.shape[axis]); source has x's shape but index.numel() along
+/// `axis`, and x's dtype. Gradients: out's to x, its rows at index to source
+/// (index_select). It is index_select's gradient: its cost follows the
+/// selected rows, not the table (an embedding of a 50k vocabulary).
+Tensor index_add(const Tensor& x, int axis, const Tensor& index, const Tensor& source);
 /// [..] integer class ids -> [.., num_classes] of dtype.
 Tensor one_hot(const Tensor& index, int64_t num_classes, DType dtype = DType::f32);
 

@@ -59,6 +59,7 @@ from kiln._kiln import (  # noqa: F401  (the public API)
     grad,
     grad_mode_enabled,
     gt,
+    index_add,
     index_select,
     is_floating,
     isinf,

@@ -418,6 +418,13 @@ def _index_select(x, dim, index):
     return kiln.index_select(x, dim, index)
 
 
+@_op(aten.index_add.default)
+def _index_add(x, dim, index, source, alpha=1):
+    if alpha != 1:
+        source = kiln.mul(source, alpha)
+    return kiln.index_add(x, dim, index, source)
+
+
 @_op(aten.gather.default)
 def _gather(x, dim, index, sparse_grad=False):
     return kiln.gather(x, dim, index)

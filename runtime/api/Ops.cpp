@@ -645,6 +645,25 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
   return record(spec, {&x, &idx});
 }
 
+Tensor index_add(const Tensor& x, int axis, const Tensor& index, const Tensor& source) {
+  checkTensor("index_add", x);
+  checkTensor("index_add", source, "source");
+  Tensor idx = indexTensor("index_add", index);
+  checkSameDevice("index_add", {&x, &index, &source});
+  if (!core::acceptsDType(OpKind::IndexAdd, x.dtype()))
+    fail("index_add", "x has dtype " + std::string(dtype_name(x.dtype())) + "; it adds numbers (not bool)");
+  if (source.dtype() != x.dtype())
+    fail("index_add", "source has dtype " + std::string(dtype_name(source.dtype())) + " but x has " +
+                          std::string(dtype_name(x.dtype())) + "; cast source to x's dtype");
+  check("index_add", core::indexAddShape(x.shape(), axis, index.shape(), source.shape()));
+  int a;
+  core::normalizeAxis(axis, x.rank(), &a);
+  checkIndexValues("index_add", index, a, x.shape()[a]);
+  NodeSpec spec{OpKind::IndexAdd, x.dtype(), x.shape()};
+  spec.i0 = a;
+  return record(spec, {&x, &idx, &source});
+}
+
 Tensor gather(const Tensor& x, int axis, const Tensor& index) {
   checkTensor("gather", x);
   Tensor idx = indexTensor("gather", index);

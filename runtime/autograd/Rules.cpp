@@ -317,10 +317,10 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
       break;
     }
 
-    // ---- indexing: scatter-add through a one-hot matrix ---------------------------------
+    // ---- indexing ------------------------------------------------------------------------
     case OpKind::IndexSelect: {
-      // out = x[:axis] + index.shape + x[axis+1:]: view g as [pre, I, post]
-      // and multiply by one_hot(index)^T [n, I].
+      // out = x[:axis] + index.shape + x[axis+1:]: g's rows added back into
+      // x's at the rows they came from.
       const Tensor& x = in[0];
       const int axis = static_cast<int>(n.i0);
       int64_t pre = 1, post = 1;
@@ -331,13 +331,32 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
         r[0] = zeros(x.shape(), t, x.device());
         break;
       }
-      Tensor hot = one_hot(reshape(in[1], Shape{count}), extent, t);  // [I, n]
+      Tensor flat = reshape(in[1], Shape{count});
+      const Device::Kind kind = x.device().kind;
+      if (kind == Device::CPU || kind == Device::Test) {
+        // index_add: work and memory follow the selected rows, not the
+        // table (an embedding of a 50k vocabulary took a [tokens, 50k]
+        // one-hot and a GEMM over it).
+        Shape rows = x.shape();
+        rows[axis] = count;
+        r[0] = index_add(zeros(x.shape(), t, x.device()), axis, flat, reshape(g, rows));
+        break;
+      }
+      // GPU tier 0 runs index_add as launches per index: there the gradient
+      // stays a product with one_hot(index)^T [n, I], one GEMM.
+      Tensor hot = one_hot(flat, extent, t);  // [I, n]
       // Selected along the first axis (an embedding): a plain 2-D product,
-      // whose transposed one-hot operand the compiled GEMM reads in place; as
-      // a batch of one it was copied twice first (the transformer bench's
-      // step: 80 us a step).
+      // whose transposed one-hot operand the GEMM reads in place.
       Tensor gi = pre == 1 ? reshape(g, Shape{count, post}) : reshape(g, Shape{pre, count, post});
       r[0] = reshape(matmul(transpose(hot), gi), x.shape());
+      break;
+    }
+    case OpKind::IndexAdd: {
+      // out = x + (source's rows added at index): g to x, g's rows at index
+      // to source.
+      const int axis = static_cast<int>(n.i0);
+      if (need(0)) r[0] = g;
+      if (need(2)) r[2] = index_select(g, axis, in[1]);
       break;
     }
     case OpKind::Gather: {

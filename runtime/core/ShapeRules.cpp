@@ -298,6 +298,18 @@ std::string indexSelectShape(const Shape& x, int axis, const Shape& index, Shape
   return {};
 }
 
+std::string indexAddShape(const Shape& x, int axis, const Shape& index, const Shape& source) {
+  int a;
+  if (auto e = normalizeAxis(axis, x.rank(), &a); !e.empty()) return e;
+  if (index.rank() != 1) return "index " + index.str() + " must be 1-D (flatten it with reshape)";
+  Shape want = x;
+  want[a] = index[0];
+  if (source != want)
+    return "source " + source.str() + " must be " + want.str() + ": x " + x.str() + " with index's " +
+           std::to_string(index[0]) + " along axis " + std::to_string(a);
+  return {};
+}
+
 std::string gatherShape(const Shape& x, int axis, const Shape& index, Shape* out) {
   int a;
   if (auto e = normalizeAxis(axis, x.rank(), &a); !e.empty()) return e;

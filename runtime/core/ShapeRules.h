@@ -50,6 +50,9 @@ std::string checkSlice(const Shape& in, std::span<const int64_t> starts, std::sp
 std::string concatShape(std::span<const Shape* const> ins, int axis, Shape* out);
 /// x.shape[:axis] + index.shape + x.shape[axis+1:].
 std::string indexSelectShape(const Shape& x, int axis, const Shape& index, Shape* out);
+/// index_add(x, axis, index, source): index is 1-D and source is x's shape
+/// with index's extent along axis; the result has x's shape.
+std::string indexAddShape(const Shape& x, int axis, const Shape& index, const Shape& source);
 /// take_along_axis: index has x's rank and index.shape[d] <= x.shape[d] for
 /// d != axis; the result has index's shape.
 std::string gatherShape(const Shape& x, int axis, const Shape& index, Shape* out);

@@ -367,3 +367,37 @@ KILN_RT_EXPORT void memrefCopy(int64_t elemSize, UnrankedDescriptor* src, Unrank
     }
   }
 }
+
+/// index_add in a compiled kernel (kiln-cpu-matmul-to-runtime-calls'
+/// indexAddToRuntimeCalls): out[.., index[j], ..] += source[.., j, ..] for j
+/// in order, in place (out already holds the input), by the interpreter's
+/// kernel: the same additions in the same order. `dtype` is kiln::DType's
+/// number; extents and strides come padded to 8 axes; pointers arrive as
+/// integers with element offsets. The engine checked the indices before the
+/// launch.
+KILN_RT_EXPORT void kiln_rt_index_add(int64_t dtype, int64_t rank, int64_t axis, int64_t n, int64_t e0, int64_t e1,
+                                      int64_t e2, int64_t e3, int64_t e4, int64_t e5, int64_t e6, int64_t e7,
+                                      int64_t outPtr, int64_t outOff, int64_t o0, int64_t o1, int64_t o2, int64_t o3,
+                                      int64_t o4, int64_t o5, int64_t o6, int64_t o7, int64_t indexPtr,
+                                      int64_t indexOff, int64_t indexStride, int64_t sourcePtr, int64_t sourceOff,
+                                      int64_t s0, int64_t s1, int64_t s2, int64_t s3, int64_t s4, int64_t s5,
+                                      int64_t s6, int64_t s7) {
+  using namespace kiln;
+  const int64_t extents[8] = {e0, e1, e2, e3, e4, e5, e6, e7}, outStrides[8] = {o0, o1, o2, o3, o4, o5, o6, o7},
+                sourceStrides[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+  const auto t = static_cast<DType>(dtype);
+  const auto size = static_cast<int64_t>(dtype_size(t));
+  Shape shape;
+  for (int64_t d = 0; d < rank; ++d) shape.push_back(extents[d]);
+  std::vector<int64_t> index(static_cast<size_t>(n));
+  const auto* indexBase = reinterpret_cast<const int64_t*>(indexPtr) + indexOff;
+  for (int64_t j = 0; j < n; ++j) index[static_cast<size_t>(j)] = indexBase[j * indexStride];
+  interp::Arg source;
+  source.data = reinterpret_cast<const char*>(sourcePtr) + sourceOff * size;
+  source.dtype = t;
+  source.shape = shape;
+  source.shape[static_cast<int>(axis)] = n;
+  std::copy(sourceStrides, sourceStrides + rank, source.strides);
+  interp::indexAddInto(reinterpret_cast<char*>(outPtr) + outOff * size, shape, outStrides, static_cast<int>(axis),
+                       index.data(), n, source);
+}

@@ -46,6 +46,9 @@ class HostOpLibrary final : public OpLibrary {
     indexSelectKernel(x, axis, index, outShape, out);
   }
   void gather(const Arg& x, int axis, const Arg& index, char* out) override { gatherKernel(x, axis, index, out); }
+  void indexAdd(const Arg& x, int axis, std::vector<int64_t> index, const Arg& source, char* out) override {
+    indexAddKernel(x, axis, index, source, out);
+  }
   void full(DType t, int64_t n, double f, int64_t i, char* out) override { fullKernel(t, n, f, i, out); }
   void arange(DType t, int64_t n, double start, double step, char* out) override {
     arangeKernel(t, n, start, step, out);

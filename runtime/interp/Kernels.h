@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kiln/dtype.h"
 #include "kiln/shape.h"
@@ -101,6 +102,15 @@ void conv2dF32(const float* x, const int64_t* xShape, const int64_t* xStrides, c
 /// Integer index (i64) ops; throw kiln::Error on an out-of-range index.
 void indexSelectKernel(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out);
 void gatherKernel(const Arg& x, int axis, const Arg& index, char* out);
+/// out[.., index[i], ..] += source[.., i, ..] for i = 0..n-1 in order, in
+/// place: `out` (of `shape`, element strides `outStrides`) already holds x.
+/// Each addition rounds in source's dtype (halves through f32, integers
+/// wrap). `index` (host memory) is already range-checked. index_add's
+/// kernel, the interpreter's and the compiled kernels' runtime call.
+void indexAddInto(char* out, const Shape& shape, const int64_t* outStrides, int axis, const int64_t* index,
+                  int64_t n, const Arg& source);
+/// index_add into a fresh dense `out`: x copied, then indexAddInto.
+void indexAddKernel(const Arg& x, int axis, const std::vector<int64_t>& index, const Arg& source, char* out);
 /// Throws the index kernels' kiln::Error when one of `n` index values is
 /// outside [0, extent).
 void checkIndexRange(const char* op, const int64_t* values, int64_t n, int axis, int64_t extent);

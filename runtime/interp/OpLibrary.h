@@ -64,6 +64,9 @@ class OpLibrary {
   /// reads them on the host first when the device is not host-accessible).
   virtual void indexSelect(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out) = 0;
   virtual void gather(const Arg& x, int axis, const Arg& index, char* out) = 0;
+  /// index_add: `index` holds the index values on the host (range-checked),
+  /// which a device's library may need to plan its launches.
+  virtual void indexAdd(const Arg& x, int axis, std::vector<int64_t> index, const Arg& source, char* out) = 0;
   virtual void full(DType t, int64_t n, double f, int64_t i, char* out) = 0;
   virtual void arange(DType t, int64_t n, double start, double step, char* out) = 0;
   virtual void random(OpKind op, DType t, int64_t n, uint64_t seed, char* out) = 0;
@@ -133,6 +136,9 @@ class HostKernelLibrary final : public OpLibrary {
   }
   void gather(const Arg& x, int axis, const Arg& index, char* out) override {
     enqueue_([=] { gatherKernel(x, axis, index, out); });
+  }
+  void indexAdd(const Arg& x, int axis, std::vector<int64_t> index, const Arg& source, char* out) override {
+    enqueue_([=, index = std::move(index)] { indexAddKernel(x, axis, index, source, out); });
   }
   void full(DType t, int64_t n, double f, int64_t i, char* out) override {
     enqueue_([=] { fullKernel(t, n, f, i, out); });

@@ -1,11 +1,13 @@
-// Data-movement kernels: strided copies, index_select and gather.
+// Data-movement kernels: strided copies, index_select, gather and index_add.
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include "kiln/error.h"
+#include "runtime/core/Half.h"
 #include "runtime/interp/ElementwiseLoop.h"
 #include "runtime/interp/Kernels.h"
 
@@ -91,6 +93,118 @@ void indexSelectKernel(const Arg& x, int axis, const Arg& index, const Shape& ou
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, pre, 1),
                       [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
   }
+}
+
+namespace {
+/// `dst += src` for one element of dtype `t`, rounded in `t` (halves through
+/// f32, integers wrapping).
+template <class T>
+[[gnu::always_inline]] inline void addInto(char* dst, const char* src) {
+  T a, b;
+  std::memcpy(&a, dst, sizeof(T));
+  std::memcpy(&b, src, sizeof(T));
+  if constexpr (std::is_floating_point_v<T>) {
+    a = a + b;
+  } else {
+    using U = std::make_unsigned_t<T>;
+    a = static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  }
+  std::memcpy(dst, &a, sizeof(T));
+}
+
+template <uint16_t (*ToHalf)(float), float (*FromHalf)(uint16_t)>
+[[gnu::always_inline]] inline void addIntoHalf(char* dst, const char* src) {
+  uint16_t a, b;
+  std::memcpy(&a, dst, 2);
+  std::memcpy(&b, src, 2);
+  a = ToHalf(FromHalf(a) + FromHalf(b));
+  std::memcpy(dst, &a, 2);
+}
+
+/// The element adder of dtype `t`.
+using AddFn = void (*)(char*, const char*);
+AddFn adderOf(DType t) {
+  switch (t) {
+    case DType::f32: return addInto<float>;
+    case DType::f64: return addInto<double>;
+    case DType::i64: return addInto<int64_t>;
+    case DType::i32: return addInto<int32_t>;
+    case DType::i8: return addInto<int8_t>;
+    case DType::u8: return addInto<uint8_t>;
+    case DType::f16: return addIntoHalf<core::floatToHalf, core::halfToFloat>;
+    case DType::bf16: return addIntoHalf<core::floatToBf16, core::bf16ToFloat>;
+    default: throw Error("index_add: dtype " + std::string(dtype_name(t)) + " does not add");
+  }
+}
+
+/// out[.., index[i], ..] += source[.., i, ..] with the post axes (after
+/// `axis`) as one strided run when both layouts allow it.
+template <class Add>
+void addRows(char* out, const Shape& shape, const int64_t* outStrides, int axis, const int64_t* index, int64_t n,
+             const Arg& source, Add add) {
+  const auto E = static_cast<int64_t>(dtype_size(source.dtype));
+  const int rank = shape.rank();
+  int64_t pre = 1;
+  for (int d = 0; d < axis; ++d) pre *= shape[d];
+  // The post axes as [outer..., run]: the last axis is the run; the others
+  // are walked by a counter.
+  const int postRank = rank - axis - 1;
+  const int64_t run = postRank > 0 ? shape[rank - 1] : 1;
+  const int64_t runOut = postRank > 0 ? outStrides[rank - 1] : 0, runSrc = postRank > 0 ? source.strides[rank - 1] : 0;
+  int64_t outerCount = 1;
+  for (int d = axis + 1; d < rank - 1; ++d) outerCount *= shape[d];
+  auto offsets = [&](int64_t lin, int from, int to, const int64_t* strides) {
+    int64_t off = 0;
+    for (int d = to - 1; d >= from; --d) {
+      off += (lin % shape[d]) * strides[d];
+      lin /= shape[d];
+    }
+    return off;
+  };
+  // Tasks own disjoint (pre, outer) pairs; each adds every i in order.
+  auto body = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t p = t / outerCount, o = t % outerCount;
+      const int64_t outBase = offsets(p, 0, axis, outStrides) + offsets(o, axis + 1, rank - 1, outStrides);
+      const int64_t srcBase = offsets(p, 0, axis, source.strides) + offsets(o, axis + 1, rank - 1, source.strides);
+      for (int64_t i = 0; i < n; ++i) {
+        char* dst = out + (outBase + index[i] * outStrides[axis]) * E;
+        const char* src = source.data + (srcBase + i * source.strides[axis]) * E;
+        for (int64_t j = 0; j < run; ++j) add(dst + j * runOut * E, src + j * runSrc * E);
+      }
+    }
+  };
+  const int64_t tasks = pre * outerCount;
+  if (tasks < 2 || tasks * n * run < kParallelGrain) {
+    body(0, tasks);
+  } else {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, tasks, 1),
+                      [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
+  }
+}
+}  // namespace
+
+void indexAddInto(char* out, const Shape& shape, const int64_t* outStrides, int axis, const int64_t* index,
+                  int64_t n, const Arg& source) {
+  if (shape.numel() == 0 || n == 0) return;
+  if (source.dtype == DType::f32) {
+    // The hot case (embedding gradients) with the add inlined.
+    addRows(out, shape, outStrides, axis, index, n, source,
+            [](char* dst, const char* src) { addInto<float>(dst, src); });
+    return;
+  }
+  addRows(out, shape, outStrides, axis, index, n, source, adderOf(source.dtype));
+}
+
+void indexAddKernel(const Arg& x, int axis, const std::vector<int64_t>& index, const Arg& source, char* out) {
+  copyKernel(x, out);
+  int64_t dense[Shape::kMaxRank];
+  int64_t stride = 1;
+  for (int d = x.shape.rank() - 1; d >= 0; --d) {
+    dense[d] = stride;
+    stride *= x.shape[d];
+  }
+  indexAddInto(out, x.shape, dense, axis, index.data(), static_cast<int64_t>(index.size()), source);
 }
 
 void gatherKernel(const Arg& x, int axis, const Arg& index, char* out) {

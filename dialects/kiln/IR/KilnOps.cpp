@@ -341,6 +341,18 @@ LogicalResult IndexSelectOp::verify() {
   return checkResultShape(*this, out);
 }
 
+LogicalResult IndexAddOp::verify() {
+  if (hasDynamicExtents(*this))
+    return success();
+  Shape in = shapeOf(getInput());
+  FailureOr<int> axis = normalizeAxis(*this, getAxis(), in.rank());
+  if (failed(axis))
+    return failure();
+  if (failed(checkRule(*this, core::indexAddShape(in, *axis, shapeOf(getIndex()), shapeOf(getSource())))))
+    return failure();
+  return checkResultShape(*this, in);
+}
+
 LogicalResult GatherOp::verify() {
   if (hasDynamicExtents(*this))
     return success();

@@ -563,4 +563,31 @@ def Kiln_GatherOp
   let hasVerifier = 1;
 }
 
+def Kiln_IndexAddOp
+    : Kiln_Op<"index_add", [AllTypesMatch<["input", "result"]>,
+                            AllElementTypesMatch<["input", "source"]>]> {
+  let summary = "add slices of a source at indexed positions along an axis";
+  let description = [{
+    `result = input`, then `result[i..., index[j], k...] += source[i..., j, k...]`
+    for every `j` in order (each addition rounded in the element type);
+    `index` is 1-D and `source` has the input's shape with `index`'s extent
+    at `axis`. Out-of-range indices are the runtime's to report before
+    launch (the lowering reads no other memory for them).
+
+    Example:
+
+    ```mlir
+    %0 = kiln.index_add %x, %i, %s axis 0 : tensor<5x3xf32>, tensor<2xi64>, tensor<2x3xf32> -> tensor<5x3xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$input, Kiln_IndexTensor:$index,
+                       Kiln_NumericTensor:$source, I64Attr:$axis);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $index `,` $source `axis` $axis attr-dict `:` type($input) `,`
+    type($index) `,` type($source) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // KILN_IR_KILNOPS_TD

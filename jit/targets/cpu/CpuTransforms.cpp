@@ -1,6 +1,7 @@
 //===- CpuTransforms.cpp - Kiln's own steps of the CPU pipeline -*- C++ -*-===//
 
 #include "jit/targets/cpu/CpuTransforms.h"
+#include "dialects/kiln/Conversion/KilnToLinalg/KilnToLinalg.h"
 #include "dialects/kiln/IR/KilnAttributes.h"
 #include "jit/targets/cpu/KernelArguments.h"
 #include "jit/targets/cpu/MemoryExtent.h"
@@ -39,6 +40,13 @@ constexpr int64_t kScratchAlignment = 64;
 /// Innermost iterations below which a loop nest is not worth parallelising.
 constexpr int64_t kMinParallelWork = 1 << 16;
 constexpr const char *kMatmulFn = "kiln_rt_matmul_f32";
+/// out[.., index[j], ..] += source[.., j, ..] in place (index_add): dtype,
+/// rank, axis, n, kMaxCallRank extents, then out's, the index's and the
+/// source's aligned pointer, offset and strides (kMaxCallRank, 1,
+/// kMaxCallRank; element units).
+constexpr const char *kIndexAddFn = "kiln_rt_index_add";
+constexpr int64_t kMaxCallRank = 8;
+constexpr int kIndexAddArgs = 4 + kMaxCallRank + (2 + kMaxCallRank) + 3 + (2 + kMaxCallRank);
 /// C = A * B (no read of C): used where C was zero-filled just before.
 constexpr const char *kMatmulSetFn = "kiln_rt_matmul_set_f32";
 /// C = relu?(((A * B * scale?) + bias?) + residual?): the f32 GEMM applying an
@@ -649,6 +657,76 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
     op->erase();
     if (fill)
       fill->erase();
+  }
+  return success();
+}
+
+namespace {
+/// kiln::DType's number of a buffer's element type (ui8 arrives as i8, which
+/// adds alike); -1 for one the runtime's scatter-add does not take.
+int64_t runtimeDTypeOf(Type t) {
+  if (t.isF32()) return 0;
+  if (t.isF64()) return 1;
+  if (t.isF16()) return 2;
+  if (t.isBF16()) return 3;
+  if (t.isInteger(64)) return 4;
+  if (t.isInteger(32)) return 5;
+  if (t.isInteger(8)) return 6;
+  return -1;
+}
+} // namespace
+
+LogicalResult indexAddToRuntimeCalls(ModuleOp module) {
+  SmallVector<linalg::GenericOp> adds;
+  module.walk([&](linalg::GenericOp g) {
+    auto axis = g->getAttrOfType<IntegerAttr>(mlir::kiln::kIndexAddAttr);
+    if (!axis || !g.hasPureBufferSemantics() || g.getNumDpsInputs() != 2 || g.getNumDpsInits() != 1)
+      return;
+    auto out = dyn_cast<MemRefType>(g.getDpsInits()[0].getType());
+    if (!out || out.getRank() > kMaxCallRank || runtimeDTypeOf(out.getElementType()) < 0)
+      return;
+    adds.push_back(g);
+  });
+  if (adds.empty())
+    return success();
+  MLIRContext *ctx = module.getContext();
+  if (!module.lookupSymbol(kIndexAddFn)) {
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    SmallVector<Type> args(kIndexAddArgs, IntegerType::get(ctx, 64));
+    func::FuncOp::create(b, module.getLoc(), kIndexAddFn, FunctionType::get(ctx, args, {})).setPrivate();
+  }
+  for (linalg::GenericOp g : adds) {
+    OpBuilder b(g);
+    Location loc = g.getLoc();
+    Value index = g.getDpsInputs()[0], source = g.getDpsInputs()[1], out = g.getDpsInits()[0];
+    auto outType = cast<MemRefType>(out.getType());
+    const int64_t rank = outType.getRank();
+    auto konst = [&](int64_t v) -> Value { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)); };
+    auto toI64 = [&](Value v) -> Value { return arith::IndexCastOp::create(b, loc, b.getI64Type(), v); };
+    auto extent = [&](Value v, int64_t d) -> Value {
+      auto type = cast<MemRefType>(v.getType());
+      if (!type.isDynamicDim(d))
+        return konst(type.getDimSize(d));
+      return toI64(memref::DimOp::create(b, loc, v, d));
+    };
+    // Pointer, offset and kMaxCallRank strides (or `rank` of them: the index's one).
+    auto describeBuffer = [&](Value v, SmallVector<Value> &args, int64_t strides) {
+      auto md = memref::ExtractStridedMetadataOp::create(b, loc, v);
+      args.push_back(toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, md.getBaseBuffer())));
+      args.push_back(toI64(md.getOffset()));
+      for (int64_t d = 0; d < strides; ++d)
+        args.push_back(d < static_cast<int64_t>(md.getStrides().size()) ? toI64(md.getStrides()[d]) : konst(0));
+    };
+    SmallVector<Value> args{konst(runtimeDTypeOf(outType.getElementType())), konst(rank),
+                            konst(g->getAttrOfType<IntegerAttr>(mlir::kiln::kIndexAddAttr).getInt()),
+                            extent(index, 0)};
+    for (int64_t d = 0; d < kMaxCallRank; ++d)
+      args.push_back(d < rank ? extent(out, d) : konst(1));
+    describeBuffer(out, args, kMaxCallRank);
+    describeBuffer(index, args, 1);
+    describeBuffer(source, args, kMaxCallRank);
+    func::CallOp::create(b, loc, kIndexAddFn, TypeRange{}, args);
+    g->erase();
   }
   return success();
 }

@@ -63,6 +63,13 @@ bool isRuntimeMatmulOperands(mlir::linalg::LinalgOp matmul);
 /// donation pairs of kiln.donations need; 0 when unknown.
 mlir::LogicalResult matmulToRuntimeCalls(mlir::ModuleOp module, unsigned numInputs = 0);
 
+/// Each bufferized index_add generic (mlir::kiln::kIndexAddAttr), whose
+/// output already holds the input, becomes a call of kiln_rt_index_add: the
+/// runtime's scatter-add (the interpreter's kernel), which visits only the
+/// indexed rows where the generic's loops would visit every row of the
+/// result for every index.
+mlir::LogicalResult indexAddToRuntimeCalls(mlir::ModuleOp module);
+
 /// Rewrites f32 linalg.conv_2d_ngchw_gfchw on memrefs (what kiln.conv2d
 /// lowers to) into calls of the runtime's implicit-GEMM convolution,
 /// kiln_rt_conv2d_f32; a zero fill of the output just before is dropped,

@@ -2,6 +2,7 @@
 
 #include "jit/targets/cpu/ElementwiseFusion.h"
 
+#include "dialects/kiln/Conversion/KilnToLinalg/KilnToLinalg.h"
 #include "jit/targets/cpu/ReductionOrder.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -18,8 +19,12 @@ namespace kiln::jit::cpu {
 
 namespace {
 
-/// Named linalg ops keep their identity: the runtime's GEMM takes matmuls.
-bool isNamedLinalgOp(Operation *op) { return op && isa<linalg::LinalgOp>(op) && !isa<linalg::GenericOp>(op); }
+/// Named linalg ops keep their identity: the runtime's GEMM takes matmuls;
+/// so do index_add's generics (mlir::kiln::kIndexAddAttr), which the
+/// runtime's scatter-add takes.
+bool isNamedLinalgOp(Operation *op) {
+  return op && isa<linalg::LinalgOp>(op) && (!isa<linalg::GenericOp>(op) || op->hasAttr(mlir::kiln::kIndexAddAttr));
+}
 
 /// Single-use producers only (upstream's default), never a named op.
 bool fusibleProducer(OpOperand *fused) {
@@ -211,7 +216,7 @@ void mergeSiblingReductions(ModuleOp module) {
     merged = false;
     SmallVector<linalg::GenericOp> reductions;
     module.walk([&](linalg::GenericOp g) {
-      if (g.getNumReductionLoops() > 0)
+      if (g.getNumReductionLoops() > 0 && !g->hasAttr(mlir::kiln::kIndexAddAttr))
         reductions.push_back(g);
     });
     for (size_t i = 0; i < reductions.size() && !merged; ++i)

@@ -163,7 +163,8 @@ struct AssignScratch : impl::KilnCpuAssignScratchBase<AssignScratch> {
 struct MatmulToRuntimeCalls : impl::KilnCpuMatmulToRuntimeCallsBase<MatmulToRuntimeCalls> {
   using Base::Base;
   void runOnOperation() override {
-    if (mlir::failed(matmulToRuntimeCalls(getOperation(), numInputs)))
+    if (mlir::failed(matmulToRuntimeCalls(getOperation(), numInputs)) ||
+        mlir::failed(indexAddToRuntimeCalls(getOperation())))
       signalPassFailure();
   }
 };

@@ -166,7 +166,7 @@ def KilnCpuAssignScratch
 
 def KilnCpuMatmulToRuntimeCalls
     : Pass<"kiln-cpu-matmul-to-runtime-calls", "::mlir::ModuleOp"> {
-  let summary = "f32 and bf16 matmuls as calls of the runtime's packed GEMMs";
+  let summary = "f32 and bf16 matmuls as calls of the runtime's packed GEMMs (and index_adds of its scatter-add)";
   let description = [{
     Rewrites `linalg.matmul` and `linalg.batch_matmul` on memrefs of f32 (or
     bf16 operands into f32) into calls of `kiln_rt_matmul_f32`
@@ -182,7 +182,9 @@ def KilnCpuMatmulToRuntimeCalls
     result (or its epilogue) to bf16, and
     `kiln_rt_matmul_epilogue_bf16` rounds each block of C as it finishes it,
     so that no f32 C is written. See `matmulToRuntimeCalls`
-    (CpuTransforms.h).
+    (CpuTransforms.h). The generics of kiln.index_add (marked
+    `kiln.index_add = axis`) become calls of `kiln_rt_index_add` (see
+    `indexAddToRuntimeCalls`).
   }];
   let options = [
     Option<"numInputs", "num-inputs", "unsigned", "0",

@@ -265,6 +265,76 @@ void Tier0OpLibrary::gather(const interp::Arg& x, int axis, const interp::Arg& i
   launchTake(x, index, index.shape, xs, index.strides, x.strides[axis], out);
 }
 
+void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_t> index,
+                              const interp::Arg& source, char* out) {
+  // Tier 0 as launches of the existing kernels: x copied, then for each
+  // index in order its row and the source's added into a temporary and
+  // copied back (strided) into the row: the additions in the host kernel's
+  // order, each rounded in x's dtype (halves through f32, as the host's).
+  const Shape& shape = x.shape;
+  if (shape.numel() == 0) return;
+  copy(x, out);
+  if (index.empty()) return;
+  const DType t = x.dtype;
+  const bool half = t == DType::f16 || t == DType::bf16;
+  const DType work = half ? DType::f32 : t;
+  const auto size = static_cast<int64_t>(dtype_size(t));
+  int64_t outStrides[Shape::kMaxRank];
+  for (int64_t d = shape.rank() - 1, stride = 1; d >= 0; --d) {
+    outStrides[d] = stride;
+    stride *= shape[d];
+  }
+  Shape row = shape;
+  row[axis] = 1;
+  const auto rowBytes = [&](DType dt) { return static_cast<std::size_t>(row.numel()) * dtype_size(dt); };
+  auto denseArg = [&](const core::Storage& storage, DType dt) {
+    interp::Arg a;
+    a.data = static_cast<const char*>(storage.data());
+    a.dtype = dt;
+    a.shape = row;
+    for (int64_t d = row.rank() - 1, stride = 1; d >= 0; --d) {
+      a.strides[d] = stride;
+      stride *= row[d];
+    }
+    return a;
+  };
+  // Temporaries are Storage: freed to the stream-ordered allocator when this
+  // returns, reused only after the launches queued before.
+  Allocator& memory = deviceContext(device_).allocator();
+  auto sum = core::Storage::allocate(memory, rowBytes(work));
+  std::shared_ptr<core::Storage> wideRow, wideSource, rounded;
+  if (half) {
+    wideRow = core::Storage::allocate(memory, rowBytes(DType::f32));
+    wideSource = core::Storage::allocate(memory, rowBytes(DType::f32));
+    rounded = core::Storage::allocate(memory, rowBytes(t));
+  }
+  for (size_t i = 0; i < index.size(); ++i) {
+    char* dst = out + index[i] * outStrides[axis] * size;
+    interp::Arg target;
+    target.data = dst;
+    target.dtype = t;
+    target.shape = row;
+    std::copy(outStrides, outStrides + shape.rank(), target.strides);
+    interp::Arg slice = source;
+    slice.data = source.data + static_cast<int64_t>(i) * source.strides[axis] * size;
+    slice.shape = row;
+    interp::Arg a = target, b = slice;
+    if (half) {
+      cast(target, DType::f32, static_cast<char*>(wideRow->data()));
+      cast(slice, DType::f32, static_cast<char*>(wideSource->data()));
+      a = denseArg(*wideRow, DType::f32);
+      b = denseArg(*wideSource, DType::f32);
+    }
+    binary(core::OpKind::Add, a, b, row, static_cast<char*>(sum->data()));
+    interp::Arg result = denseArg(*sum, work);
+    if (half) {
+      cast(result, t, static_cast<char*>(rounded->data()));
+      result = denseArg(*rounded, t);
+    }
+    copyInto(result, dst, outStrides);
+  }
+}
+
 void Tier0OpLibrary::argReduce(core::OpKind op, const interp::Arg& in, int axis, bool selectLast, char* out) {
   int64_t keptExtent[Shape::kMaxRank], keptStride[Shape::kMaxRank];
   int kept = 0;

@@ -1,6 +1,7 @@
 // Tier0OpLibrary: the tier-0 op library shared by the GPU backends (CUDA,
 // Level Zero). Elementwise ops, casts, copies, fills, arange, rand/randn,
 // sum/prod/max/min reductions, argmax/argmin, index_select, gather,
+// index_add (a copy, then an add and a strided copy per index, in order),
 // matmul (one dot product per output element) and conv2d (padding and
 // im2col copies, then a batched matmul) become launches of the tier-0
 // kernels (Tier0Kernels.h): this class collapses axes, picks the kernel and
@@ -38,6 +39,8 @@ class Tier0OpLibrary : public interp::OpLibrary {
   void indexSelect(const interp::Arg& x, int axis, const interp::Arg& index, const Shape& outShape,
                    char* out) override;
   void gather(const interp::Arg& x, int axis, const interp::Arg& index, char* out) override;
+  void indexAdd(const interp::Arg& x, int axis, std::vector<int64_t> index, const interp::Arg& source,
+                char* out) override;
   void full(DType t, int64_t n, double f, int64_t i, char* out) override;
   void arange(DType t, int64_t n, double start, double step, char* out) override;
   void random(core::OpKind op, DType t, int64_t n, uint64_t seed, char* out) override;

@@ -326,6 +326,20 @@ TEST(GradCheck, IndexSelectAndGather) {
   gradcheck("gather axis 1", [&](const std::vector<Tensor>& x) { return gather(x[0], 1, cidx); }, {{Shape{3, 4}}});
 }
 
+TEST(GradCheck, IndexAdd) {
+  Tensor idx = from_vector<int64_t>({2, 0, 2}, {3});  // row 2 twice
+  gradcheck("index_add axis 0", [&](const std::vector<Tensor>& x) { return index_add(x[0], 0, idx, x[1]); },
+            {{Shape{3, 2}}, {Shape{3, 2}}});
+  gradcheck("index_add axis -1", [&](const std::vector<Tensor>& x) { return index_add(x[0], -1, idx, x[1]); },
+            {{Shape{2, 4}}, {Shape{2, 3}}});
+  // Twice through it: the second derivative of index_select goes through
+  // index_add's gradient, index_select again.
+  gradcheck("index_select of index_add", [&](const std::vector<Tensor>& x) {
+    Tensor y = index_add(mul(x[0], x[0]), 0, idx, x[1]);
+    return index_select(mul(y, y), 0, idx);
+  }, {{Shape{3, 2}}, {Shape{3, 2}}});
+}
+
 // ---- convolution and pooling ------------------------------------------------------
 
 TEST(GradCheck, Conv2dStridePaddingDilationGroups) {

@@ -50,7 +50,7 @@ TEST_F(CApiOps, NamesRoundTrip) {
     KILN_ASSERT_OK(kiln_op_from_name(name, &back));
     EXPECT_EQ(back, op) << name;
   }
-  EXPECT_EQ(count, 85);  // every public op
+  EXPECT_EQ(count, 86);  // every public op
 }
 
 TEST_F(CApiOps, EveryOpRuns) {
@@ -91,6 +91,10 @@ TEST_F(CApiOps, EveryOpRuns) {
   C(KILN_OP_CONCAT, {X, X, X}, {kiln_attr_int("axis", 0)}, {6, 3});
   C(KILN_OP_INDEX_SELECT, {X, kiln_value_of_tensor(index)}, {kiln_attr_int("axis", 1)}, {2, 2});
   C(KILN_OP_GATHER, {X, kiln_value_of_tensor(gindex)}, {kiln_attr_int("axis", 1)}, {2, 3});
+  C(KILN_OP_INDEX_ADD,
+    {X, kiln_value_of_tensor(index),
+     kiln_value_of_tensor(run(KILN_OP_INDEX_SELECT, {X, kiln_value_of_tensor(index)}, {kiln_attr_int("axis", 1)}))},
+    {kiln_attr_int("axis", 1)}, {2, 3});
   C(KILN_OP_ONE_HOT, {kiln_value_of_tensor(index)}, {kiln_attr_int("num_classes", 4)}, {2, 4});
   C(KILN_OP_CONTIGUOUS, {kiln_value_of_tensor(run(KILN_OP_TRANSPOSE, {X}))}, {}, {3, 2});
   C(KILN_OP_SOFTMAX, {X}, {}, {2, 3});
@@ -138,7 +142,7 @@ TEST_F(CApiOps, EveryOpRuns) {
     kiln_tensor_release(byName);
     ++covered;
   }
-  EXPECT_EQ(covered, 85);
+  EXPECT_EQ(covered, 86);
   for (Case& c : cases)
     for (kiln_value& v : c.in)
       if (v.kind == KILN_VALUE_TENSOR && v.tensor != x && v.tensor != w && v.tensor != index && v.tensor != gindex)
@@ -186,6 +190,11 @@ TEST_F(CApiOps, NewOpsMatchTheCppApi) {
        cast(isnan(cx), DType::f32));
   kiln_tensor_release(absX);
   kiln_tensor_release(nanX);
+  // index_add: x's columns 2 and 0 get source's two columns.
+  kiln_tensor src = fromFloats({10, 20, 30, 40}, {2, 2});
+  same(run(KILN_OP_INDEX_ADD, {X, kiln_value_of_tensor(index), kiln_value_of_tensor(src)}, {kiln_attr_int("axis", 1)}),
+       index_add(cx, 1, from_vector<int64_t>({2, 0}, {2}), from_vector<float>({10, 20, 30, 40}, {2, 2})));
+  kiln_tensor_release(src);
   // Ties: 2 appears twice; the last index is 3.
   kiln_tensor t = fromFloats({2, 1, 0, 2}, {4});
   kiln_value T = kiln_value_of_tensor(t);

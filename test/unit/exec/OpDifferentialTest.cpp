@@ -821,6 +821,24 @@ TEST(OpDifferential, IndexOps) {
                        }});
     }
   }
+  // index_add: duplicate indices (more than rows), every axis, strided and
+  // transposed operands, none at all.
+  for (DType t : kAllTypes) {
+    if (t == DType::boolean) continue;
+    for (DType it : kIntTypes) {
+      cases.push_back({nameOf("index_add", {t, it}), kExact, [=](InputMaker& in) {
+                         Tensor x = in.make(t, {5, 4, 3});
+                         return std::vector<Tensor>{
+                             index_add(x, 0, in.index(it, {9}, 5), in.make(t, {9, 4, 3})),
+                             index_add(x, 1, in.index(it, {6}, 4), in.make(t, {5, 6, 3}, Values::Mixed, Layout::Strided)),
+                             index_add(x, -1, in.index(it, {2}, 3), in.make(t, {5, 4, 2})),
+                             index_add(in.make(t, {6, 4}, Values::Mixed, Layout::Transposed), 1, in.index(it, {5}, 4),
+                                       in.make(t, {6, 5}, Values::Mixed, Layout::Transposed)),
+                             index_add(in.make(t, {7}), 0, in.index(it, {12}, 7), in.make(t, {12})),
+                         };
+                       }});
+    }
+  }
   for (DType it : kIntTypes) {
     for (DType t : kAllTypes) {
       cases.push_back({nameOf("one_hot", {it, t}), kExact, [=](InputMaker& in) {

@@ -1,4 +1,4 @@
-// Indexing: index_select, gather, one_hot.
+// Indexing: index_select, gather, index_add, one_hot.
 #include "test/unit/ops/op_test_util.h"
 
 namespace kt {
@@ -79,6 +79,94 @@ TEST(OpsIndex, GatherEveryDType) {
   Rng rng(kSeed + 61);
   for (DType t : kAllTypes)
     for (int it = 0; it < 20; ++it) checkGatherOnce(rng, t);
+}
+
+/// x with source's slices added at idx along axis, in index order (in
+/// double: the inputs are small integers, exact in every dtype and sum).
+Ref indexAddRef(const Ref& x, int axis, const Ref& idx, const Ref& source) {
+  axis = normAxis(axis, x.rank());
+  Ref out = x;
+  for (int64_t i = 0; i < source.numel(); ++i) {
+    Dims at = unravel(i, source.shape);
+    at[axis] = static_cast<int64_t>(idx.v[at[axis]]);
+    int64_t flat = 0;
+    for (int d = 0; d < x.rank(); ++d) flat = flat * x.shape[d] + at[d];
+    out.v[flat] += source.v[i];
+  }
+  return out;
+}
+
+void checkIndexAddOnce(Rng& rng, DType t) {
+  Dims s = randomShape(rng, 1, 4, 5, 0.05);
+  int r = static_cast<int>(s.size());
+  int axis = static_cast<int>(rng.randint(0, r - 1));
+  if (s[axis] == 0) s[axis] = 3;
+  const int64_t extent = s[axis];
+  if (rng.coin(0.3)) axis -= r;
+  // Duplicates likely: more indices than rows, now and then none.
+  const int64_t n = rng.coin(0.1) ? 0 : rng.randint(1, 7);
+  Dims ss = s;
+  ss[normAxis(axis, r)] = n;
+  const Range small{-4, 4, 1};
+  Input x = makeInput(rng, s, t, t == DType::u8 ? Range{0, 4, 1} : small);
+  Input src = makeInput(rng, ss, t, t == DType::u8 ? Range{0, 4, 1} : small);
+  Input idx = makeInput(rng, {n}, rng.pick(kIndexTypes), {0, static_cast<double>(std::min<int64_t>(extent - 1, 127))});
+  SCOPED_TRACE("index_add(" + x.how + ", " + std::to_string(axis) + ", " + idx.how + ", " + src.how + ")");
+  Tensor y = kiln::index_add(x.t, axis, idx.t, src.t);
+  EXPECT_DTYPE(y, t);
+  EXPECT_EQ(y.shape(), x.t.shape());
+  EXPECT_TRUE(near(y, indexAddRef(x.r, axis, idx.r, src.r), {}));
+}
+
+TEST(OpsIndex, IndexAddEveryNumericDType) {
+  Rng rng(kSeed + 63);
+  for (DType t : kNumericTypes)
+    for (int it = 0; it < 20; ++it) checkIndexAddOnce(rng, t);
+}
+
+TEST(OpsIndex, IndexAddExplicit) {
+  Tensor x = kiln::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor i = kiln::from_vector(std::vector<int64_t>{2, 0, 2}, {3});
+  Tensor src = kiln::from_vector(std::vector<float>{10, 20, 30, 40, 50, 60}, {3, 2});
+  // Row 2 gets rows 0 and 2 of src, row 0 gets row 1, row 1 keeps x's.
+  EXPECT_TRUE(near(kiln::index_add(x, 0, i, src), Ref({3, 2}, {31, 42, 3, 4, 65, 86}), {}));
+  // Along the last axis (negative), the source transposed.
+  Tensor cols = kiln::from_vector(std::vector<int64_t>{1, 1}, {2});
+  Tensor srcT = kiln::transpose(kiln::from_vector(std::vector<float>{7, 8, 9, 1, 2, 3}, {2, 3}), 0, 1);  // [3, 2]
+  EXPECT_TRUE(near(kiln::index_add(x, -1, cols, srcT), Ref({3, 2}, {1, 2 + 7 + 1, 3, 4 + 8 + 2, 5, 6 + 9 + 3}), {}));
+  // -0 where no index lands keeps its sign; NaN and inf in a row land only there.
+  Tensor z = kiln::from_vector(std::vector<float>{-0.0f, -0.0f, 0, 0}, {2, 2});
+  Tensor bad = kiln::from_vector(std::vector<float>{NAN, INFINITY}, {1, 2});
+  std::vector<float> out = kiln::index_add(z, 0, kiln::from_vector(std::vector<int64_t>{1}, {1}), bad).to_vector<float>();
+  EXPECT_TRUE(std::signbit(out[0]) && std::signbit(out[1]));
+  EXPECT_TRUE(std::isnan(out[2]));
+  EXPECT_EQ(out[3], INFINITY);
+  // No index: x itself.
+  Tensor none = kiln::from_vector(std::vector<int64_t>{}, {0});
+  EXPECT_TRUE(near(kiln::index_add(x, 0, none, kiln::zeros({0, 2})), Ref({3, 2}, {1, 2, 3, 4, 5, 6}), {}));
+  // Integers wrap, as their adds do.
+  Tensor u = kiln::from_vector(std::vector<uint8_t>{250}, {1});
+  EXPECT_TRUE(near(kiln::index_add(u, 0, kiln::from_vector(std::vector<int64_t>{0, 0}, {2}),
+                                   kiln::from_vector(std::vector<uint8_t>{3, 4}, {2})),
+                   Ref({1}, {1}), {}));
+}
+
+TEST(OpsIndex, IndexAddBadInputThrowsAndKeepsEarlierTensors) {
+  Tensor x = kiln::from_vector(std::vector<float>{0, 1, 2, 10, 11, 12}, {2, 3});
+  Tensor i = kiln::from_vector(std::vector<int64_t>{1, 0}, {2});
+  Tensor src = kiln::ones({2, 3});
+  Tensor pending = kiln::index_add(x, 0, i, src);
+  expectKilnError([&] { return kiln::index_add(x, 0, kiln::from_vector(std::vector<int64_t>{2}, {1}), kiln::ones({1, 3})); },
+                  "out of range");
+  expectKilnError([&] { return kiln::index_add(x, 0, i, kiln::ones({3, 3})); }, "source");
+  expectKilnError([&] { return kiln::index_add(x, 0, kiln::reshape(i, {1, 2}), src); }, "1-D");
+  expectKilnError([&] { return kiln::index_add(x, 0, i, kiln::ones({2, 3}, DType::f64)); }, "cast source");
+  expectKilnError([&] { return kiln::index_add(x, 2, i, src); }, "index_add");
+  expectKilnError([&] { return kiln::index_add(kiln::cast(x, DType::boolean), 0, i, kiln::cast(src, DType::boolean)); },
+                  "not bool");
+  expectKilnError([&] { return kiln::index_add(x, 0, kiln::from_vector(std::vector<float>{0}, {1}), kiln::ones({1, 3})); },
+                  "integer");
+  EXPECT_TRUE(near(pending, Ref({2, 3}, {1, 2, 3, 11, 12, 13}), {}));
 }
 
 void checkOneHotOnce(Rng& rng, DType t) {

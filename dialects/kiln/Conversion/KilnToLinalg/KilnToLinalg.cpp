@@ -1145,6 +1145,62 @@ public:
   }
 };
 
+class IndexAddLowering : public KilnPattern<IndexAddOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(IndexAddOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Location loc = op.getLoc();
+    Value input = adaptor.getInput(), index = adaptor.getIndex(),
+          source = adaptor.getSource();
+    RankedTensorType sourceType = tensorTypeOf(source);
+    const int64_t rank = type.getRank();
+    const int64_t axis = (op.getAxis() + rank) % rank;
+    if (ShapedType::isDynamic(type.getDimSize(axis)))
+      return rewriter.notifyMatchFailure(op, "dynamic indexed axis");
+    // Nothing to add: the input itself.
+    if ((type.hasStaticShape() && type.getNumElements() == 0) ||
+        (sourceType.hasStaticShape() && sourceType.getNumElements() == 0)) {
+      rewriter.replaceOp(op, input);
+      return success();
+    }
+    // Loops: the result's axes, then j over the index (the reduction).
+    MLIRContext *ctx = rewriter.getContext();
+    const unsigned loops = static_cast<unsigned>(rank) + 1;
+    SmallVector<AffineExpr> resultExprs, sourceExprs;
+    for (int64_t d = 0; d < rank; ++d) {
+      resultExprs.push_back(getAffineDimExpr(d, ctx));
+      sourceExprs.push_back(getAffineDimExpr(d == axis ? rank : d, ctx));
+    }
+    AffineMap indexMap = AffineMap::get(loops, 0, {getAffineDimExpr(rank, ctx)}, ctx);
+    AffineMap sourceMap = AffineMap::get(loops, 0, sourceExprs, ctx);
+    AffineMap resultMap = AffineMap::get(loops, 0, resultExprs, ctx);
+    SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+    iterators.push_back(utils::IteratorType::reduction);
+    Type elementType = getElementTypeOrSelf(op.getSource().getType());
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{type}, ValueRange{index, source}, ValueRange{input},
+        ArrayRef<AffineMap>{indexMap, sourceMap, resultMap}, iterators,
+        [&](OpBuilder &b, Location nloc, ValueRange args) {
+          // Only a row index names gets an addition: the others keep their
+          // bits (no + 0 that would turn -0 into +0).
+          Value row = linalg::IndexOp::create(b, nloc, axis);
+          Value target = arith::IndexCastOp::create(b, nloc, b.getIndexType(), args[0]);
+          Value hit = arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::eq, row, target);
+          ScalarBuilder s(b, nloc);
+          Value sum = s.binary(::kiln::core::OpKind::Add, elementType, args[2], args[1]);
+          linalg::YieldOp::create(b, nloc, ValueRange{arith::SelectOp::create(b, nloc, hit, sum, args[2])});
+        });
+    generic->setAttr(kIndexAddAttr, rewriter.getI64IntegerAttr(axis));
+    rewriter.replaceOp(op, generic.getResult(0));
+    return success();
+  }
+};
+
 class GatherLowering : public KilnPattern<GatherOp> {
 public:
   using KilnPattern::KilnPattern;
@@ -1322,8 +1378,8 @@ void mlir::kiln::populateKilnToLinalgConversionPatterns(
       typeConverter, context);
   patterns
       .add<ReshapeLowering, PermuteLowering, BroadcastToLowering, SliceLowering,
-           ConcatLowering, IndexSelectLowering, GatherLowering>(typeConverter,
-                                                                context);
+           ConcatLowering, IndexSelectLowering, GatherLowering,
+           IndexAddLowering>(typeConverter, context);
 }
 
 void mlir::kiln::configureKilnToLinalgTarget(

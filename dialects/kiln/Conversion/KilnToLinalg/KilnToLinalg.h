@@ -17,6 +17,15 @@ namespace mlir::kiln {
 inline constexpr llvm::StringLiteral kDynamicSizesAttr = "kiln.dynamic_sizes";
 inline constexpr llvm::StringLiteral kSizesAttr = "kiln.sizes";
 
+/// kiln.index_add lowers to a `linalg.generic` that states its meaning
+/// (result[.., v, ..] = input + the sum over j, in order, of source[.., j, ..]
+/// where index[j] == v: loops over the result and, innermost, a reduction
+/// over j) and carries `kiln.index_add = axis : i64`. A pipeline may run the
+/// op it marks another way: the CPU one calls the runtime's scatter-add,
+/// which visits only the indexed rows (kiln-cpu-matmul-to-runtime-calls);
+/// fusion leaves it alone.
+inline constexpr llvm::StringLiteral kIndexAddAttr = "kiln.index_add";
+
 /// Lowered types of kiln values: tensors of `ui8` become tensors of signless
 /// `i8` (the ops keep unsigned semantics); everything else is unchanged.
 class KilnTypeConverter : public TypeConverter {

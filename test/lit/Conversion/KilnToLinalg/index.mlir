@@ -46,3 +46,26 @@ func.func @gather_from_empty(%x: tensor<2x0xf32>, %i: tensor<2x0xi64>, %j: tenso
   %1 = kiln.permute %0 perm [1, 0] : tensor<2x3xf32> -> tensor<3x2xf32>
   return %1 : tensor<3x2xf32>
 }
+
+// -----
+
+// index_add: the result's loops and, innermost, a reduction over the
+// indices; a row an index names gets the source's element added, the others
+// keep theirs (a select, not + 0). Marked for the CPU's scatter-add call.
+// CHECK-DAG: #[[J:.*]] = affine_map<(d0, d1, d2) -> (d2)>
+// CHECK-DAG: #[[SRC:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
+// CHECK-DAG: #[[RES:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @index_add
+// CHECK-SAME: (%[[X:.*]]: tensor<5x3xf32>, %[[I:.*]]: tensor<4xi64>, %[[S:.*]]: tensor<4x3xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[J]], #[[SRC]], #[[RES]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[I]], %[[S]] : tensor<4xi64>, tensor<4x3xf32>) outs(%[[X]] : tensor<5x3xf32>) attrs = {kiln.index_add = 0 : i64}
+// CHECK: ^bb0(%[[V:.*]]: i64, %[[E:.*]]: f32, %[[ACC:.*]]: f32):
+// CHECK: %[[ROW:.*]] = linalg.index 0 : index
+// CHECK: %[[T:.*]] = arith.index_cast %[[V]] : i64 to index
+// CHECK: %[[HIT:.*]] = arith.cmpi eq, %[[ROW]], %[[T]] : index
+// CHECK: %[[SUM:.*]] = arith.addf %[[ACC]], %[[E]] : f32
+// CHECK: %[[R:.*]] = arith.select %[[HIT]], %[[SUM]], %[[ACC]] : f32
+// CHECK: linalg.yield %[[R]] : f32
+func.func @index_add(%x: tensor<5x3xf32>, %i: tensor<4xi64>, %s: tensor<4x3xf32>) -> tensor<5x3xf32> {
+  %0 = kiln.index_add %x, %i, %s axis 0 : tensor<5x3xf32>, tensor<4xi64>, tensor<4x3xf32> -> tensor<5x3xf32>
+  return %0 : tensor<5x3xf32>
+}

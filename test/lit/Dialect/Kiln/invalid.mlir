@@ -410,6 +410,30 @@ func.func @index_select_wrong_result(%x: tensor<5x3xf32>, %i: tensor<2xi64>) -> 
 
 // -----
 
+func.func @index_add_source_shape(%x: tensor<5x3xf32>, %i: tensor<2xi64>, %s: tensor<3x3xf32>) -> tensor<5x3xf32> {
+  // expected-error @+1 {{source [3, 3] must be [2, 3]}}
+  %0 = kiln.index_add %x, %i, %s axis 0 : tensor<5x3xf32>, tensor<2xi64>, tensor<3x3xf32> -> tensor<5x3xf32>
+  return %0 : tensor<5x3xf32>
+}
+
+// -----
+
+func.func @index_add_index_rank(%x: tensor<5x3xf32>, %i: tensor<1x2xi64>, %s: tensor<2x3xf32>) -> tensor<5x3xf32> {
+  // expected-error @+1 {{must be 1-D}}
+  %0 = kiln.index_add %x, %i, %s axis 0 : tensor<5x3xf32>, tensor<1x2xi64>, tensor<2x3xf32> -> tensor<5x3xf32>
+  return %0 : tensor<5x3xf32>
+}
+
+// -----
+
+func.func @index_add_bool(%x: tensor<5xi1>, %i: tensor<2xi64>, %s: tensor<2xi1>) -> tensor<5xi1> {
+  // expected-error @+1 {{operand #0 must be}}
+  %0 = kiln.index_add %x, %i, %s axis 0 : tensor<5xi1>, tensor<2xi64>, tensor<2xi1> -> tensor<5xi1>
+  return %0 : tensor<5xi1>
+}
+
+// -----
+
 func.func @index_select_rank(%x: tensor<1x1x1x1x1x1x1x5xf32>, %i: tensor<1x2xi64>) -> tensor<1x1x1x1x1x1x1x1xf32> {
   // expected-error @+1 {{result rank would exceed 8}}
   %0 = kiln.index_select %x, %i axis 7 : tensor<1x1x1x1x1x1x1x5xf32>, tensor<1x2xi64> -> tensor<1x1x1x1x1x1x1x1xf32>

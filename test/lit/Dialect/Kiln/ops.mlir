@@ -193,5 +193,9 @@ func.func @indexing(%x: tensor<5x3xf32>, %i: tensor<2x2xi64>, %g: tensor<5x2xi64
   %0 = kiln.index_select %x, %i axis 0 : tensor<5x3xf32>, tensor<2x2xi64> -> tensor<2x2x3xf32>
   // CHECK: kiln.gather %{{.*}}, %{{.*}} axis 1 : tensor<5x3xf32>, tensor<5x2xi64> -> tensor<5x2xf32>
   %1 = kiln.gather %x, %g axis 1 : tensor<5x3xf32>, tensor<5x2xi64> -> tensor<5x2xf32>
+  // CHECK: kiln.index_add %{{.*}}, %{{.*}}, %{{.*}} axis 0 : tensor<5x3xf32>, tensor<4xi64>, tensor<4x3xf32> -> tensor<5x3xf32>
+  %f = kiln.reshape %i : tensor<2x2xi64> -> tensor<4xi64>
+  %s = kiln.index_select %x, %f axis 0 : tensor<5x3xf32>, tensor<4xi64> -> tensor<4x3xf32>
+  %2 = kiln.index_add %x, %f, %s axis 0 : tensor<5x3xf32>, tensor<4xi64>, tensor<4x3xf32> -> tensor<5x3xf32>
   return
 }

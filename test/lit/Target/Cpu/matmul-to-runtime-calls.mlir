@@ -591,3 +591,54 @@ func.func @scaled(%a: memref<4x6xf32>, %b: memref<6x2xf32>, %bias: memref<2xf32>
   }
   return
 }
+
+// -----
+
+// A bufferized index_add generic (kiln.index_add = axis) becomes one call of
+// the runtime's scatter-add on its buffers: dtype 0 (f32), rank 2, axis 1,
+// 4 indices, the extents padded to 8 axes, then the output's, the index's
+// and the source's pointers, offsets and strides.
+// CHECK-LABEL: func.func private @kiln_rt_index_add
+// CHECK-SAME: (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// CHECK-LABEL: func.func @index_add
+// CHECK-NOT: linalg.generic
+// CHECK: call @kiln_rt_index_add
+// CHECK-NOT: linalg.generic
+#j = affine_map<(d0, d1, d2) -> (d2)>
+#src = affine_map<(d0, d1, d2) -> (d0, d2)>
+#res = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @index_add(%i: memref<4xi64>, %s: memref<2x4xf32>, %out: memref<2x5xf32>) {
+  linalg.generic {indexing_maps = [#j, #src, #res], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%i, %s : memref<4xi64>, memref<2x4xf32>) outs(%out : memref<2x5xf32>) attrs = {kiln.index_add = 1 : i64} {
+  ^bb0(%v: i64, %e: f32, %acc: f32):
+    %row = linalg.index 1 : index
+    %t = arith.index_cast %v : i64 to index
+    %hit = arith.cmpi eq, %row, %t : index
+    %sum = arith.addf %acc, %e : f32
+    %r = arith.select %hit, %sum, %acc : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// Without the mark it is an ordinary generic, left alone.
+// CHECK-LABEL: func.func @unmarked
+// CHECK-NOT: call
+// CHECK: linalg.generic
+#j2 = affine_map<(d0, d1) -> (d1)>
+#res2 = affine_map<(d0, d1) -> (d0)>
+func.func @unmarked(%i: memref<4xi64>, %s: memref<4xf32>, %out: memref<5xf32>) {
+  linalg.generic {indexing_maps = [#j2, #j2, #res2], iterator_types = ["parallel", "reduction"]}
+      ins(%i, %s : memref<4xi64>, memref<4xf32>) outs(%out : memref<5xf32>) {
+  ^bb0(%v: i64, %e: f32, %acc: f32):
+    %row = linalg.index 0 : index
+    %t = arith.index_cast %v : i64 to index
+    %hit = arith.cmpi eq, %row, %t : index
+    %sum = arith.addf %acc, %e : f32
+    %r = arith.select %hit, %sum, %acc : f32
+    linalg.yield %r : f32
+  }
+  return
+}
