@@ -1,4 +1,5 @@
 // Data-movement kernels: strided copies, index_select, gather and index_add.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -137,8 +138,11 @@ AddFn adderOf(DType t) {
   }
 }
 
-/// out[.., index[i], ..] += source[.., i, ..] with the post axes (after
-/// `axis`) as one strided run when both layouts allow it.
+/// Elements of a run below which it is not cut for threads.
+constexpr int64_t kRunPiece = 64;
+
+/// out[.., index[i], ..] += source[.., i, ..], the last axis (after `axis`)
+/// the inner run, the axes between walked by a counter.
 template <class Add>
 void addRows(char* out, const Shape& shape, const int64_t* outStrides, int axis, const int64_t* index, int64_t n,
              const Arg& source, Add add) {
@@ -161,21 +165,27 @@ void addRows(char* out, const Shape& shape, const int64_t* outStrides, int axis,
     }
     return off;
   };
-  // Tasks own disjoint (pre, outer) pairs; each adds every i in order.
+  // Tasks own disjoint (pre, outer, piece of the run) triples; each adds
+  // every i in order. The run is cut in pieces so that an embedding's
+  // gradient (one pre, one outer) is parallel too.
+  const int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(run / kRunPiece, kParallelGrain));
+  const int64_t pieceLen = (run + pieces - 1) / pieces;
   auto body = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t p = t / outerCount, o = t % outerCount;
+      const int64_t piece = t % pieces, po = t / pieces;
+      const int64_t p = po / outerCount, o = po % outerCount;
+      const int64_t j0 = piece * pieceLen, j1 = std::min(run, j0 + pieceLen);
       const int64_t outBase = offsets(p, 0, axis, outStrides) + offsets(o, axis + 1, rank - 1, outStrides);
       const int64_t srcBase = offsets(p, 0, axis, source.strides) + offsets(o, axis + 1, rank - 1, source.strides);
       for (int64_t i = 0; i < n; ++i) {
         char* dst = out + (outBase + index[i] * outStrides[axis]) * E;
         const char* src = source.data + (srcBase + i * source.strides[axis]) * E;
-        for (int64_t j = 0; j < run; ++j) add(dst + j * runOut * E, src + j * runSrc * E);
+        for (int64_t j = j0; j < j1; ++j) add(dst + j * runOut * E, src + j * runSrc * E);
       }
     }
   };
-  const int64_t tasks = pre * outerCount;
-  if (tasks < 2 || tasks * n * run < kParallelGrain) {
+  const int64_t tasks = pre * outerCount * pieces;
+  if (tasks < 2 || pre * outerCount * n * run < kParallelGrain) {
     body(0, tasks);
   } else {
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, tasks, 1),

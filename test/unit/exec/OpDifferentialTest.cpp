@@ -795,6 +795,22 @@ TEST(OpDifferential, ShapeOps) {
   runCases(cases);
 }
 
+// The compiled index_add starts from a copy of its input: with x's last use
+// in the trace the index_add, a kernel that wrote its result into x's
+// buffer changed the caller's x (found in review).
+TEST(OpDifferential, IndexAddNeverWritesItsInput) {
+  JitScope m(JitMode::Sync, 1);
+  Tensor w = from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor idx = from_vector<int64_t>({2, 0}, {2});
+  Tensor s = from_vector<float>({10, 20, 30, 40}, {2, 2});
+  const Stats before = stats();
+  for (int run = 0; run < 3; ++run) {
+    EXPECT_EQ(index_add(w, 0, idx, s).to_vector<float>(), (std::vector<float>{31, 42, 3, 4, 15, 26})) << run;
+    EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6})) << run;
+  }
+  EXPECT_GE(stats().compiled_runs, before.compiled_runs + 2) << "the index_add ran compiled";
+}
+
 TEST(OpDifferential, IndexOps) {
   std::vector<Case> cases;
   for (DType t : kAllTypes) {

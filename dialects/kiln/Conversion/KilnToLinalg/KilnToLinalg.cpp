@@ -1168,6 +1168,15 @@ public:
       rewriter.replaceOp(op, input);
       return success();
     }
+    // The result starts as a copy of the input in a tensor of its own: the
+    // input may be a kernel argument, which bufferization would otherwise
+    // let this op write in place (the caller's tensor).
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "result sizes");
+    Value init = linalg::CopyOp::create(rewriter, loc, input,
+                                        emptyTensor(rewriter, loc, type, *sizes))
+                     .getResult(0);
     // Loops: the result's axes, then j over the index (the reduction).
     MLIRContext *ctx = rewriter.getContext();
     const unsigned loops = static_cast<unsigned>(rank) + 1;
@@ -1183,7 +1192,7 @@ public:
     iterators.push_back(utils::IteratorType::reduction);
     Type elementType = getElementTypeOrSelf(op.getSource().getType());
     auto generic = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{type}, ValueRange{index, source}, ValueRange{input},
+        rewriter, loc, TypeRange{type}, ValueRange{index, source}, ValueRange{init},
         ArrayRef<AffineMap>{indexMap, sourceMap, resultMap}, iterators,
         [&](OpBuilder &b, Location nloc, ValueRange args) {
           // Only a row index names gets an addition: the others keep their

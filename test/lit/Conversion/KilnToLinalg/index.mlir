@@ -55,9 +55,13 @@ func.func @gather_from_empty(%x: tensor<2x0xf32>, %i: tensor<2x0xi64>, %j: tenso
 // CHECK-DAG: #[[J:.*]] = affine_map<(d0, d1, d2) -> (d2)>
 // CHECK-DAG: #[[SRC:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
 // CHECK-DAG: #[[RES:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// The result starts as a copy of the input (which may be the caller's
+// tensor: never written in place).
 // CHECK-LABEL: func.func @index_add
 // CHECK-SAME: (%[[X:.*]]: tensor<5x3xf32>, %[[I:.*]]: tensor<4xi64>, %[[S:.*]]: tensor<4x3xf32>)
-// CHECK: linalg.generic {indexing_maps = [#[[J]], #[[SRC]], #[[RES]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[I]], %[[S]] : tensor<4xi64>, tensor<4x3xf32>) outs(%[[X]] : tensor<5x3xf32>) attrs = {kiln.index_add = 0 : i64}
+// CHECK: %[[EMPTY:.*]] = tensor.empty() : tensor<5x3xf32>
+// CHECK: %[[INIT:.*]] = linalg.copy ins(%[[X]] : tensor<5x3xf32>) outs(%[[EMPTY]] : tensor<5x3xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[J]], #[[SRC]], #[[RES]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[I]], %[[S]] : tensor<4xi64>, tensor<4x3xf32>) outs(%[[INIT]] : tensor<5x3xf32>) attrs = {kiln.index_add = 0 : i64}
 // CHECK: ^bb0(%[[V:.*]]: i64, %[[E:.*]]: f32, %[[ACC:.*]]: f32):
 // CHECK: %[[ROW:.*]] = linalg.index 0 : index
 // CHECK: %[[T:.*]] = arith.index_cast %[[V]] : i64 to index
