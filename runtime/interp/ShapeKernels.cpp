@@ -209,11 +209,7 @@ void indexAddInto(char* out, const Shape& shape, const int64_t* outStrides, int 
 void indexAddKernel(const Arg& x, int axis, const std::vector<int64_t>& index, const Arg& source, char* out) {
   copyKernel(x, out);
   int64_t dense[Shape::kMaxRank];
-  int64_t stride = 1;
-  for (int d = x.shape.rank() - 1; d >= 0; --d) {
-    dense[d] = stride;
-    stride *= x.shape[d];
-  }
+  core::contiguousStrides(x.shape, dense);
   indexAddInto(out, x.shape, dense, axis, index.data(), static_cast<int64_t>(index.size()), source);
 }
 

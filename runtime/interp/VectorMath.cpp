@@ -97,11 +97,14 @@ namespace {
   return std::fabs(x) < 0x1p-13f ? x * 1.12837916709551257f : e;
 }
 
-/// log(x): x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) = log1p(m - 1)
-/// by Cephes' logf polynomial, plus e ln2 in two parts. Denormals are
-/// scaled into the normal range first; log(0) = -inf, log(x < 0) = NaN,
-/// log(+inf) = +inf.
-[[gnu::always_inline]] inline float logOne(float x) {
+/// x = m 2^e with m in [sqrt(1/2), sqrt(2)) (denormals scaled into the
+/// normal range first), f = m - 1, and the part of Cephes' logf polynomial
+/// that log and log2 share: log(m) = f - f^2/2 + f^3 p(f).
+struct LogParts {
+  float f, z, fzp;  ///< f, f^2, f^3 p(f)
+  int32_t e;
+};
+[[gnu::always_inline]] inline LogParts logParts(float x) {
   const bool denormal = x < 0x1p-126f;
   const float xs = denormal ? x * 0x1p23f : x;
   const uint32_t bits = std::bit_cast<uint32_t>(xs);
@@ -112,7 +115,6 @@ namespace {
   m = high ? m * 0.5f : m;
   e = high ? e + 1 : e;
   const float f = m - 1.0f;
-  const float ef = static_cast<float>(e);
   const float z = f * f;
   float p = 7.0376836292e-2f;
   p = p * f + -1.1514610310e-1f;
@@ -123,49 +125,37 @@ namespace {
   p = p * f + 2.0000714765e-1f;
   p = p * f + -2.4999993993e-1f;
   p = p * f + 3.3333331174e-1f;
-  float y = f * z * p;
-  y = y + ef * -2.12194440e-4f;
-  y = y + z * -0.5f;
-  float r = (f + y) + ef * 0.693359375f;
-  // Special values (x > 0 finite takes none of these).
+  return {f, z, f * z * p, e};
+}
+
+/// A logarithm's special values, which a positive finite x takes none of:
+/// -inf at 0, NaN below 0 and for NaN, +inf at +inf; r otherwise.
+[[gnu::always_inline]] inline float logSpecials(float x, float r) {
   r = x == 0.0f ? -std::numeric_limits<float>::infinity() : r;
   r = x < 0.0f ? std::numeric_limits<float>::quiet_NaN() : r;
   r = x == std::numeric_limits<float>::infinity() ? x : r;
   return x != x ? x : r;
 }
 
-/// log2(x) = e + log2(m) from logOne's decomposition x = m 2^e: exact at
-/// powers of two, where log2(m) is 0.
+/// log(x) = log(m) + e ln2, ln2 in two parts.
+[[gnu::always_inline]] inline float logOne(float x) {
+  const LogParts l = logParts(x);
+  const float ef = static_cast<float>(l.e);
+  float y = l.fzp;
+  y = y + ef * -2.12194440e-4f;
+  y = y + l.z * -0.5f;
+  return logSpecials(x, (l.f + y) + ef * 0.693359375f);
+}
+
+/// log2(x) = e + log2(m): exact at powers of two, where log2(m) is 0.
 [[gnu::always_inline]] inline float log2One(float x) {
-  const bool denormal = x < 0x1p-126f;
-  const float xs = denormal ? x * 0x1p23f : x;
-  const uint32_t bits = std::bit_cast<uint32_t>(xs);
-  int32_t e = static_cast<int32_t>(bits >> 23) - 127 - (denormal ? 23 : 0);
-  float m = std::bit_cast<float>((bits & 0x007fffffu) | 0x3f800000u);
-  const bool high = m > 1.41421356237309505f;
-  m = high ? m * 0.5f : m;
-  e = high ? e + 1 : e;
-  const float f = m - 1.0f;
-  const float z = f * f;
-  float p = 7.0376836292e-2f;
-  p = p * f + -1.1514610310e-1f;
-  p = p * f + 1.1676998740e-1f;
-  p = p * f + -1.2420140846e-1f;
-  p = p * f + 1.4249322787e-1f;
-  p = p * f + -1.6668057665e-1f;
-  p = p * f + 2.0000714765e-1f;
-  p = p * f + -2.4999993993e-1f;
-  p = p * f + 3.3333331174e-1f;
-  const float y = f * z * p + z * -0.5f;  // log(m) - f
+  const LogParts l = logParts(x);
+  const float y = l.fzp + l.z * -0.5f;  // log(m) - f
   // log2(m) = (f + y) log2(e), with log2(e) split so that f's product keeps
-  // its precision; e is added last, exactly where log2(m) is 0 (x = 2^e).
+  // its precision; e is added last.
   constexpr float kLog2eHigh = 1.4375f, kLog2eLow = 5.19504088896e-3f;  // high + low = log2(e)
-  const float lm2 = f * kLog2eHigh + (f * kLog2eLow + y * 1.44269504088896341f);
-  float r = lm2 + static_cast<float>(e);
-  r = x == 0.0f ? -std::numeric_limits<float>::infinity() : r;
-  r = x < 0.0f ? std::numeric_limits<float>::quiet_NaN() : r;
-  r = x == std::numeric_limits<float>::infinity() ? x : r;
-  return x != x ? x : r;
+  const float lm2 = l.f * kLog2eHigh + (l.f * kLog2eLow + y * 1.44269504088896341f);
+  return logSpecials(x, lm2 + static_cast<float>(l.e));
 }
 
 /// log1p(x) = log(u) x / (u - 1) with u = 1 + x rounded (Goldberg): the

@@ -280,33 +280,18 @@ void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_
   const DType work = half ? DType::f32 : t;
   const auto size = static_cast<int64_t>(dtype_size(t));
   int64_t outStrides[Shape::kMaxRank];
-  for (int64_t d = shape.rank() - 1, stride = 1; d >= 0; --d) {
-    outStrides[d] = stride;
-    stride *= shape[d];
-  }
+  core::contiguousStrides(shape, outStrides);
   Shape row = shape;
   row[axis] = 1;
-  const auto rowBytes = [&](DType dt) { return static_cast<std::size_t>(row.numel()) * dtype_size(dt); };
-  auto denseArg = [&](const core::Storage& storage, DType dt) {
-    interp::Arg a;
-    a.data = static_cast<const char*>(storage.data());
-    a.dtype = dt;
-    a.shape = row;
-    for (int64_t d = row.rank() - 1, stride = 1; d >= 0; --d) {
-      a.strides[d] = stride;
-      stride *= row[d];
-    }
-    return a;
-  };
-  // Temporaries are Storage: freed to the stream-ordered allocator when this
-  // returns, reused only after the launches queued before.
+  // Temporaries (dense rows) are Storage: freed to the stream-ordered
+  // allocator when this returns, reused only after the launches queued before.
   Allocator& memory = deviceContext(device_).allocator();
-  auto sum = core::Storage::allocate(memory, rowBytes(work));
-  std::shared_ptr<core::Storage> wideRow, wideSource, rounded;
+  const core::View sum = interp::allocDense(memory, work, row, "index_add");
+  core::View wideRow, wideSource, rounded;
   if (half) {
-    wideRow = core::Storage::allocate(memory, rowBytes(DType::f32));
-    wideSource = core::Storage::allocate(memory, rowBytes(DType::f32));
-    rounded = core::Storage::allocate(memory, rowBytes(t));
+    wideRow = interp::allocDense(memory, DType::f32, row, "index_add");
+    wideSource = interp::allocDense(memory, DType::f32, row, "index_add");
+    rounded = interp::allocDense(memory, t, row, "index_add");
   }
   for (size_t i = 0; i < index.size(); ++i) {
     char* dst = out + index[i] * outStrides[axis] * size;
@@ -320,16 +305,16 @@ void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_
     slice.shape = row;
     interp::Arg a = target, b = slice;
     if (half) {
-      cast(target, DType::f32, static_cast<char*>(wideRow->data()));
-      cast(slice, DType::f32, static_cast<char*>(wideSource->data()));
-      a = denseArg(*wideRow, DType::f32);
-      b = denseArg(*wideSource, DType::f32);
+      cast(target, DType::f32, wideRow.bytes(DType::f32));
+      cast(slice, DType::f32, wideSource.bytes(DType::f32));
+      a = interp::argOf(wideRow, DType::f32, row);
+      b = interp::argOf(wideSource, DType::f32, row);
     }
-    binary(core::OpKind::Add, a, b, row, static_cast<char*>(sum->data()));
-    interp::Arg result = denseArg(*sum, work);
+    binary(core::OpKind::Add, a, b, row, sum.bytes(work));
+    interp::Arg result = interp::argOf(sum, work, row);
     if (half) {
-      cast(result, t, static_cast<char*>(rounded->data()));
-      result = denseArg(*rounded, t);
+      cast(result, t, rounded.bytes(t));
+      result = interp::argOf(rounded, t, row);
     }
     copyInto(result, dst, outStrides);
   }
