@@ -47,7 +47,8 @@ Tensor constant(const Scalar& v, DType dtype, Device device) {
   spec.device = device;
   spec.f0 = v.to_double();
   spec.i0 = v.to_int();
-  return record(spec, {});
+  // No inputs, so no autograd node: only the recorder sees it.
+  return trace::Recorder::current().recordScalarConstant(spec);
 }
 
 core::TypedOperand typedOperand(const Operand& o) {

@@ -1,6 +1,7 @@
 #include "runtime/trace/Recorder.h"
 
 #include <atomic>
+#include <cstring>
 #include <iterator>
 #include <optional>
 #include <vector>
@@ -116,6 +117,11 @@ Tensor Recorder::record(const NodeSpec& spec, std::span<const Tensor* const> inp
   }
   std::optional<Released> released;  // a flush's, destroyed after the lock is released
   std::lock_guard<SpinMutex> lock(mutex_);
+  return appendLocked(spec, device, inputs, released);
+}
+
+Tensor Recorder::appendLocked(const NodeSpec& spec, Device device, std::span<const Tensor* const> inputs,
+                              std::optional<Released>& released) {
   if (device != trace_.device) [[unlikely]] {
     flushLocked(released.emplace());
     trace_.device = device;
@@ -153,6 +159,44 @@ Tensor Recorder::record(const NodeSpec& spec, std::span<const Tensor* const> inp
     flushLocked(released ? *released : released.emplace());
   }
   return result;
+}
+
+Tensor Recorder::recordScalarConstant(const NodeSpec& spec) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &spec.f0, sizeof bits);
+  const uint64_t hash = (bits ^ static_cast<uint64_t>(spec.i0) * 0x9e3779b97f4a7c15ull ^
+                         static_cast<uint64_t>(spec.dtype) << 56) * 0xff51afd7ed558ccdull;
+  std::optional<Released> released;  // a flush's, destroyed after the lock is released
+  std::lock_guard<SpinMutex> lock(mutex_);
+  const uint64_t epoch = trace_.epoch;
+  if (scalarConstantsEpoch_ != epoch) {
+    scalarConstantsEpoch_ = epoch;
+    scalarConstantCount_ = 0;
+  }
+  // The table is at most half full, so the probe ends at an empty slot.
+  size_t at = (hash >> 32) % kScalarConstantSlots;
+  for (; scalarConstants_[at].epoch == epoch; at = (at + 1) % kScalarConstantSlots) {
+    const ScalarConstant& c = scalarConstants_[at];
+    if (c.valueBits != bits || c.i0 != spec.i0 || c.dtype != spec.dtype || spec.device != trace_.device) continue;
+    // A second handle on a held constant (an autograd node keeps the
+    // operands it reads), or a new one on a node whose handles are gone.
+    if (detail::TensorImpl* held = trace_.holders[c.node]) {
+      held->retain();
+      return Tensor(held);
+    }
+    detail::TensorImpl* impl = detail::TensorImpl::create(spec.dtype, spec.shape, trace_.device);
+    impl->value = c.node;
+    impl->owner.store(this, std::memory_order_release);
+    trace_.holders[c.node] = impl;
+    return Tensor(impl);
+  }
+  Tensor t = appendLocked(spec, spec.device, {}, released);
+  // Unless recording it ran the trace (it was on another device, or full).
+  if (trace_.epoch == epoch && scalarConstantCount_ < kMaxScalarConstants) {
+    ++scalarConstantCount_;
+    scalarConstants_[at] = ScalarConstant{epoch, bits, spec.i0, spec.dtype, t.impl()->value};
+  }
+  return t;
 }
 
 void Recorder::flush(FlushReason reason) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -68,6 +69,13 @@ class Recorder {
   /// Records one node; inputs may be pending here, pending in another
   /// thread's trace (flushed first) or materialized (become parameters).
   Tensor record(const NodeSpec& spec, std::span<const Tensor* const> inputs);
+  /// Records a rank-0 Full (`spec`: a scalar operand of an op, as x * 2.0f
+  /// makes), or returns the node this trace already has for the same dtype
+  /// and value bits: a loop of scalar ops then records, keys and runs one
+  /// constant, not one per op. Only for the ops' scalar operands (api::
+  /// constant): a user's full() stays a tensor of its own, which an
+  /// optimizer may give a buffer and update in place.
+  Tensor recordScalarConstant(const NodeSpec& spec);
   /// Runs and clears the trace (no-op when empty).
   void flush(FlushReason reason);
   /// Flushes if `impl` is still pending in this recorder.
@@ -112,11 +120,35 @@ class Recorder {
     NodeResults results;
   };
   uint32_t operandLocked(detail::TensorImpl* impl);
+  /// record() after its checks, under the lock: appends the node on
+  /// `device` (flushing first when the trace is on another one).
+  Tensor appendLocked(const NodeSpec& spec, Device device, std::span<const Tensor* const> inputs,
+                      std::optional<Released>& released);
   void flushLocked(Released& released);
 
+  /// One remembered scalar constant of the trace of `epoch` (another
+  /// epoch: an empty slot).
+  struct ScalarConstant {
+    uint64_t epoch = 0;
+    uint64_t valueBits = 0;
+    int64_t i0 = 0;
+    DType dtype = DType::f32;
+    uint32_t node = 0;
+  };
+  /// An open-addressed table that never evicts: whether two constants share
+  /// a node must depend only on their being equal, or a loop whose constants
+  /// change every step (a decaying learning rate) would record a different
+  /// trace whenever two values happened to meet in one slot. Past
+  /// kMaxScalarConstants distinct values a trace records the rest as they
+  /// come.
+  static constexpr size_t kScalarConstantSlots = 256;
+  static constexpr uint32_t kMaxScalarConstants = 128;
   SpinMutex mutex_;
   Trace trace_;
   TraceKey lastKey_;
+  ScalarConstant scalarConstants_[kScalarConstantSlots];
+  uint64_t scalarConstantsEpoch_ = 0;  ///< the trace scalarConstantCount_ counts
+  uint32_t scalarConstantCount_ = 0;
 };
 
 }  // namespace kiln::trace

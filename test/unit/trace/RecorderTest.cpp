@@ -68,7 +68,7 @@ TEST_F(RecorderTest, SizeLimitFlushes) {
   reset_stats();
   const int64_t limit = settings().max_trace_ops;
   Tensor x = from_vector<float>({0}, {1});
-  for (int64_t i = 0; i < limit + 10; ++i) x = x + 1.0f;  // 2 nodes each
+  for (int64_t i = 0; i < limit + 10; ++i) x = x + 1.0f;  // one add each (and the constant once)
   EXPECT_GE(stats().flushes_size_limit, 1u);
   EXPECT_FLOAT_EQ(x.item<float>(), static_cast<float>(limit + 10));
 }
@@ -141,6 +141,78 @@ TEST_F(RecorderTest, ViewsShareStorage) {
   EXPECT_EQ(d[1], 4.0f);
   EXPECT_FALSE(t.is_contiguous());
   EXPECT_EQ(t.strides(), (std::vector<int64_t>{1, 3}));
+}
+
+/// Number of pending Full nodes (the listing names them "full").
+size_t pendingFulls() {
+  std::string listing = rec().traceListing();
+  size_t n = 0;
+  for (size_t at = listing.find("full"); at != std::string::npos; at = listing.find("full", at + 1)) ++n;
+  return n;
+}
+
+TEST_F(RecorderTest, EqualScalarOperandsShareOneConstant) {
+  Tensor x = from_vector<float>({1, 2}, {2});
+  Tensor y = x;
+  for (int i = 0; i < 64; ++i) y = y * 2.0f;
+  EXPECT_EQ(pendingFulls(), 1u) << rec().traceListing();
+  EXPECT_EQ(rec().pendingNodes(), 1u + 1u + 64u);  // the parameter, 2, the products
+  // Other values, dtypes and signs of zero are other constants; equal
+  // values later in the trace, after them, still find the first.
+  Tensor z = y + 0.0f;
+  z = z - (-0.0f);
+  z = z * 2.0;  // f32 result; the operand is an f64 scalar cast to the tensor's type: still 2
+  z = z + 2;
+  Tensor i = from_vector<int32_t>({3}, {1}) * 2;
+  EXPECT_EQ(pendingFulls(), 4u) << rec().traceListing();  // f32 2, 0 and -0; i32 2
+  std::vector<float> want{1, 2};
+  for (float& v : want) {
+    for (int k = 0; k < 64; ++k) v *= 2.0f;
+    v = (v + 0.0f - (-0.0f)) * 2.0f + 2.0f;
+  }
+  EXPECT_EQ(z.to_vector<float>(), want);
+  EXPECT_EQ(i.to_vector<int32_t>(), (std::vector<int32_t>{6}));
+  // A new trace starts without them.
+  Tensor w = x * 2.0f;
+  EXPECT_EQ(pendingFulls(), 1u);
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{2, 4}));
+}
+
+TEST_F(RecorderTest, ManyDistinctConstantsAllComputeRight) {
+  // Past the table's capacity the rest are recorded one per use; the first
+  // ones are still shared.
+  Tensor x = from_vector<float>({0}, {1});
+  float want = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (int k = 0; k < 300; ++k) {
+      x = x + static_cast<float>(k);
+      want += static_cast<float>(k);
+    }
+  }
+  EXPECT_EQ(pendingFulls(), 300u + (300u - 128u)) << "the first 128 values shared in the second round";
+  EXPECT_EQ(x.item<float>(), want);
+}
+
+TEST_F(RecorderTest, SharedConstantsKeepTheirGradientsApart) {
+  // mul's VJP keeps its constant operand: both products read one node, and
+  // each gradient is right.
+  Tensor a = from_vector<float>({1, 2}, {2}).requires_grad();
+  Tensor b = from_vector<float>({3, 4}, {2}).requires_grad();
+  Tensor loss = sum(a * 3.0f + b * 3.0f * 3.0f);
+  EXPECT_EQ(pendingFulls(), 1u) << rec().traceListing();
+  loss.backward();
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{3, 3}));
+  EXPECT_EQ(b.grad().to_vector<float>(), (std::vector<float>{9, 9}));
+}
+
+TEST_F(RecorderTest, FullTensorsAreNeverShared) {
+  // A user's full() may become a parameter that an optimizer updates in
+  // place: two equal ones stay two tensors.
+  Tensor p = full({}, 1.0f);
+  Tensor q = full({}, 1.0f);
+  EXPECT_EQ(pendingFulls(), 2u);
+  EXPECT_NE(p.impl(), q.impl());
+  sync();
 }
 
 TEST_F(RecorderTest, ListingShowsNodes) {
