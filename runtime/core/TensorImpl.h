@@ -10,6 +10,7 @@
 #include "kiln/dtype.h"
 #include "kiln/shape.h"
 #include "runtime/core/Storage.h"
+#include "runtime/core/TensorSize.h"
 
 namespace kiln::trace {
 class Recorder;
@@ -28,7 +29,7 @@ struct View {
   int64_t offset = 0;
   int64_t strides[Shape::kMaxRank] = {};
 
-  char* bytes(DType t) const { return static_cast<char*>(storage->data()) + offset * dtype_size(t); }
+  char* bytes(DType t) const { return static_cast<char*>(storage->data()) + offset * elementBytes(t); }
 };
 
 /// Dense row-major strides of a shape.
@@ -50,6 +51,13 @@ class TensorImpl {
   static TensorImpl* create(DType dtype, const Shape& shape, Device device);
 
   void retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  /// retain() unless the last handle is already gone (another thread is in
+  /// release(), about to delete it): false then, and nothing changed.
+  bool tryRetain() {
+    for (int n = refs_.load(std::memory_order_relaxed); n > 0;)
+      if (refs_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) return true;
+    return false;
+  }
   void release();
   /// Handles (kiln::Tensor) holding this tensor now.
   int refCount() const { return refs_.load(std::memory_order_acquire); }

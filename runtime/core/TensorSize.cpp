@@ -82,7 +82,7 @@ void requireElementCount(const char* op, const Shape& shape) {
   if (std::string e = checkElementCount(shape); !e.empty()) throw Error(std::string(op) + ": " + e);
 }
 
-std::size_t requireDenseBytes(const char* op, const Shape& shape, DType dtype) {
+std::size_t requireDenseBytesChecked(const char* op, const Shape& shape, DType dtype) {
   requireElementCount(op, shape);
   int64_t bytes = 0;
   if (std::string e = denseByteSize(shape, dtype, &bytes); !e.empty()) throw Error(std::string(op) + ": " + e);

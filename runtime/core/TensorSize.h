@@ -33,21 +33,49 @@ std::string denseByteSize(const Shape& shape, DType dtype, int64_t* bytes);
 /// more than fits (the strides reach outside the address space).
 std::string stridedExtent(const Shape& shape, const int64_t* strides, DType dtype, int64_t* lo, int64_t* hi);
 
+/// Bytes per element, as dtype_size, but inline: it is on every kernel
+/// argument's and every allocation's path.
+inline std::size_t elementBytes(DType t) {
+  switch (t) {
+    case DType::f64:
+    case DType::i64: return 8;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::f16:
+    case DType::bf16: return 2;
+    case DType::i8:
+    case DType::u8:
+    case DType::boolean: return 1;
+  }
+  return dtype_size(t);  // throws: not a DType
+}
+
 /// The common case without building messages: the element count (and the
 /// nonzero extents' product) and the dense bytes of `shape` with elements of
 /// `elementSize` bytes fit in int64.
-inline bool denseSizeFits(const Shape& shape, std::size_t elementSize) {
-  int64_t nonzero = 1, all = 1, bytes;
+inline bool denseSizeFits(const Shape& shape, std::size_t elementSize, int64_t* bytes) {
+  int64_t nonzero = 1, all = 1;
   for (int64_t d : shape) {
     if (d == 0) all = 0;
     else if (__builtin_mul_overflow(nonzero, d, &nonzero)) return false;
   }
-  return !__builtin_mul_overflow(all == 0 ? 0 : nonzero, static_cast<int64_t>(elementSize), &bytes);
+  return !__builtin_mul_overflow(all == 0 ? 0 : nonzero, static_cast<int64_t>(elementSize), bytes);
+}
+inline bool denseSizeFits(const Shape& shape, std::size_t elementSize) {
+  int64_t bytes;
+  return denseSizeFits(shape, elementSize, &bytes);
 }
 
 /// Throwing forms for the places that allocate or copy: kiln::Error
 /// "<op>: <message>".
 void requireElementCount(const char* op, const Shape& shape);
-std::size_t requireDenseBytes(const char* op, const Shape& shape, DType dtype);
+std::size_t requireDenseBytesChecked(const char* op, const Shape& shape, DType dtype);
+inline std::size_t requireDenseBytes(const char* op, const Shape& shape, DType dtype) {
+  // Fits nearly always: then no messages are built (two std::string returns
+  // were a tenth of a small op's allocation).
+  if (int64_t bytes; denseSizeFits(shape, elementBytes(dtype), &bytes)) [[likely]]
+    return static_cast<std::size_t>(bytes);
+  return requireDenseBytesChecked(op, shape, dtype);
+}
 
 }  // namespace kiln::core

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kiln/dtype.h"
@@ -43,7 +44,10 @@ inline Arg argOf(const core::View& v, DType t, const Shape& shape) {
   a.data = v.bytes(t);
   a.dtype = t;
   a.shape = shape;
-  for (int d = 0; d < shape.rank(); ++d) a.strides[d] = v.strides[d];
+  // All of them (those past the rank are unused), so that the compiler
+  // drops Arg's zero-fill: its `rep stos` and the reload it stalled cost
+  // a quarter of a small op's interpretation.
+  std::memcpy(a.strides, v.strides, sizeof a.strides);
   return a;
 }
 

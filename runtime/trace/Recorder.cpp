@@ -162,6 +162,9 @@ Tensor Recorder::appendLocked(const NodeSpec& spec, Device device, std::span<con
 }
 
 Tensor Recorder::recordScalarConstant(const NodeSpec& spec) {
+  // The table tells constants apart by dtype and value only.
+  if (spec.op != OpKind::Full || spec.shape.rank() != 0) [[unlikely]]
+    return record(spec, {});
   uint64_t bits = 0;
   std::memcpy(&bits, &spec.f0, sizeof bits);
   const uint64_t hash = (bits ^ static_cast<uint64_t>(spec.i0) * 0x9e3779b97f4a7c15ull ^
@@ -181,8 +184,11 @@ Tensor Recorder::recordScalarConstant(const NodeSpec& spec) {
     // A second handle on a held constant (an autograd node keeps the
     // operands it reads), or a new one on a node whose handles are gone.
     if (detail::TensorImpl* held = trace_.holders[c.node]) {
-      held->retain();
-      return Tensor(held);
+      if (held->tryRetain()) return Tensor(held);
+      // Its last handle went away on another thread, which waits for our
+      // lock to forget it, then deletes it: disowned, its forget() leaves
+      // the new holder alone.
+      held->owner.store(nullptr, std::memory_order_relaxed);
     }
     detail::TensorImpl* impl = detail::TensorImpl::create(spec.dtype, spec.shape, trace_.device);
     impl->value = c.node;

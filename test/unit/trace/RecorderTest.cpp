@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "kiln/kiln.h"
@@ -203,6 +205,39 @@ TEST_F(RecorderTest, SharedConstantsKeepTheirGradientsApart) {
   loss.backward();
   EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{3, 3}));
   EXPECT_EQ(b.grad().to_vector<float>(), (std::vector<float>{9, 9}));
+}
+
+TEST_F(RecorderTest, ConstantsDroppedOnAnotherThreadAreNotReused) {
+  // The only handle on a shared constant (kept by the mul's autograd node)
+  // goes away on another thread while this one records the same value: it
+  // must get a live handle, never the one being deleted (a sanitizer build
+  // sees a use after free otherwise), and every result stays right.
+  Tensor w = from_vector<float>({1, 2}, {2}).requires_grad();
+  std::vector<Tensor> handoff;
+  std::mutex m;
+  std::atomic<bool> done{false};
+  std::thread dropper([&] {
+    while (!done.load()) {
+      std::vector<Tensor> drop;
+      {
+        std::lock_guard<std::mutex> lock(m);
+        drop.swap(handoff);
+      }
+    }
+  });
+  std::vector<Tensor> kept;
+  for (int i = 0; i < 2000; ++i) {
+    Tensor y = w * 2.0f;
+    {
+      std::lock_guard<std::mutex> lock(m);
+      handoff.push_back(std::move(y));
+    }
+    kept.push_back(w * 2.0f + 1.0f);
+    if (i % 100 == 99) sync();
+  }
+  done = true;
+  dropper.join();
+  for (const Tensor& k : kept) EXPECT_EQ(k.to_vector<float>(), (std::vector<float>{3, 5}));
 }
 
 TEST_F(RecorderTest, FullTensorsAreNeverShared) {
