@@ -128,10 +128,37 @@ RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_
     plan.order.insert(plan.order.end(), r.nodes.begin(), r.nodes.end());
     plan.regions.emplace_back();
   };
+  // Scalar constants that several nodes read: the recorder keeps one node
+  // per value and trace (x * 0.5 in every step of a loop reads the node the
+  // first step recorded), so they run loose, as scalar arguments do, and
+  // every region reads them alike; in the region that recorded them, the
+  // first step's would differ from the others'. Pow exponents stay in their
+  // region, where the kernel specialises on them.
+  std::vector<uint8_t> sharedConstant(count, 0);
+  {
+    std::vector<uint8_t> readers(count, 0), exponent(count, 0);
+    for (uint32_t p = 0; p < count; ++p) {
+      const trace::Node& n = trace.nodes[ids[p]];
+      const auto ins = trace.inputsOf(n);
+      for (size_t k = 0; k < ins.size(); ++k) {
+        const trace::Node& in = trace.nodes[ins[k]];
+        if (in.op != OpKind::Full || in.shape.rank() != 0) continue;
+        const uint32_t q = planId[ins[k]];
+        readers[q] = static_cast<uint8_t>(std::min(readers[q] + 1, 2));
+        exponent[q] |= n.op == OpKind::Pow && k == 1;
+      }
+    }
+    for (uint32_t p = 0; p < count; ++p) sharedConstant[p] = readers[p] == 2 && !exponent[p];
+  }
   plan.regions.emplace_back();
   for (uint32_t p = 0; p < count; ++p) {
     const trace::Node& n = trace.nodes[ids[p]];
     if (n.op == OpKind::Param) continue;
+    if (sharedConstant[p]) {
+      regionOf[p] = kLoose;
+      loose.push_back(p);
+      continue;
+    }
     const int32_t open = static_cast<int32_t>(plan.regions.size()) - 1;
     auto ins = trace.inputsOf(n);
     if (boundaries.contains(trace, n)) {

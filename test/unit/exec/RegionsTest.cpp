@@ -170,6 +170,35 @@ TEST(RegionPartition, OperandOrderDoesNotShiftTheStepRegions) {
   }
 }
 
+TEST(RegionPartition, AScalarConstantSharedByEveryStepKeepsTheStepsAlike) {
+  // h = tanh(h @ W) * 0.5 with the recorder's one node for 0.5, recorded in
+  // the first step and read by all: it runs loose, before the first region,
+  // and every step's region reads it alike.
+  TraceBuilder b;
+  const int64_t B = 2, H = 3;
+  uint32_t h = b.param({B, H}), W = b.param({H, H});
+  uint32_t half = 0;
+  for (int t = 0; t < 4; ++t) {
+    uint32_t hw = b.add(OpKind::Matmul, {B, H}, {h, W});
+    uint32_t th = b.add(OpKind::Tanh, {B, H}, {hw});
+    if (t == 0) {
+      half = b.add(OpKind::Full, {}, {});
+      b.t.nodes[half].f0 = 0.5;
+    }
+    h = b.add(OpKind::Mul, {B, H}, {th, half});
+  }
+  b.live(h);
+  exec::RegionPlan plan = b.plan();
+  expectValidSchedule(b, plan);
+  ASSERT_EQ(plan.regions.size(), 4u);
+  for (const exec::Region& r : plan.regions) {
+    EXPECT_EQ(r.ops, 3u);
+    EXPECT_EQ(r.inputs.size(), 3u);  // h, W, the constant
+    EXPECT_EQ(r.outputs.size(), 1u);
+    EXPECT_TRUE(r.key == plan.regions[0].key);
+  }
+}
+
 TEST(RegionPartition, RegionKeysDoNotDependOnTheTripCount) {
   exec::RegionPlan a = recurrentTrace(3).plan(), b = recurrentTrace(7).plan();
   EXPECT_TRUE(a.regions[0].key == b.regions[0].key);
@@ -227,6 +256,9 @@ struct Recurrent {
   Tensor b = from_vector(hostData(kH, 0.9f, 0.2f), {kH}) * 0.1f;
   Tensor h0 = from_vector(hostData(kB * kH, 0.13f, 0.7f), {kB, kH});
   Tensor xs = from_vector(hostData(kMaxSteps * kB * kD, 0.05f, 0.3f), {kMaxSteps, kB, kD});
+  /// Each step's result is scaled by this scalar (an operand, one node in
+  /// the trace for all steps), unless 1.
+  float scale = 1;
   Recurrent() { kiln::sync(); }
 
   /// Runs `steps` steps; one trace, whose length is the trip count.
@@ -235,6 +267,7 @@ struct Recurrent {
     for (int t = 0; t < steps; ++t) {
       Tensor xt = reshape(slice(xs, 0, t, t + 1), {kB, kD});
       h = tanh(matmul(h, W) + matmul(xt, U) + b);
+      if (scale != 1) h = h * scale;
     }
     std::vector<float> r = h.to_vector<float>();
     step();
@@ -287,6 +320,30 @@ TEST(HotRegions, VaryingTripCountRunsTheBodyOnARegionKernel) {
   EXPECT_EQ(s.region_launches, steps) << s.str();
   EXPECT_GT(s.compiled_op_share(), 0.5) << s.str();
   EXPECT_NE(s.str().find("region_compiles 1"), std::string::npos);
+}
+
+TEST(HotRegions, AScalarInTheBodyStillGivesOneRegionKernel) {
+  // Every step multiplies by 0.9: one constant node for all of them, which
+  // must not make the first step's region differ from the others'.
+  Recurrent net;
+  net.scale = 0.9f;
+  std::vector<std::vector<float>> reference;
+  {
+    JitScope off(JitMode::Off);
+    for (int n : tripCounts()) reference.push_back(net.run(n));
+  }
+  freshProcess();
+  JitScope sync(JitMode::Sync, 2);
+  reset_stats();
+  uint64_t steps = 0;
+  std::vector<int> counts = tripCounts();
+  for (size_t i = 0; i < counts.size(); ++i) {
+    expectClose(net.run(counts[i]), reference[i]);
+    steps += static_cast<uint64_t>(counts[i]);
+  }
+  Stats s = stats();
+  EXPECT_EQ(s.region_compiles, 1u) << "one body, compiled once" << s.str();
+  EXPECT_EQ(s.region_launches, steps) << s.str();
 }
 
 /// The recurrent loop at batch size `batch` (rows of h0 and of each x_t).
