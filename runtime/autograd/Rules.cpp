@@ -8,6 +8,7 @@
 #include "kiln/ops.h"
 #include "runtime/autograd/GradInfo.h"
 #include "runtime/core/ShapeRules.h"
+#include "runtime/core/TensorImpl.h"
 
 namespace kiln::autograd {
 
@@ -369,6 +370,32 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
         r[0] = zeros(x.shape(), t, x.device());
         break;
       }
+      const Device::Kind kind = x.device().kind;
+      if (kind == Device::CPU || kind == Device::Test) {
+        // index_add into x flattened: each element of g is added at the
+        // offset of the element it was read from (its index along the axis,
+        // its own place along the others), in index order. Work and memory
+        // follow index's elements, not index x n (one_hot's: a gather of
+        // 64 of 32k columns per row took a [rows, 64, 32k] product).
+        int64_t strides[Shape::kMaxRank];
+        core::contiguousStrides(x.shape(), strides);
+        const Shape& is = in[1].shape();
+        Tensor offset = mul(cast(in[1], DType::i64), strides[axis]);
+        for (int d = 0; d < rank; ++d) {
+          if (d == axis || is[d] == 1) continue;
+          Shape along;
+          along.resize(rank, 1);
+          along[d] = is[d];
+          offset = add(offset, reshape(mul(arange(is[d], DType::i64, x.device()), strides[d]), along));
+        }
+        const int64_t count = in[1].numel();
+        r[0] = reshape(index_add(zeros(Shape{x.numel()}, t, x.device()), 0, reshape(offset, Shape{count}),
+                                 reshape(g, Shape{count})),
+                       x.shape());
+        break;
+      }
+      // GPU tier 0 runs index_add as launches per index: there it stays
+      // a product with one_hot(index), summed over the axis.
       Tensor hot = one_hot(in[1], extent, t);  // index.shape + [n]
       Tensor products = mul(unsqueeze(g, -1), hot);
       // index.shape - axis + [n]. One index along the axis (cross-entropy's

@@ -324,6 +324,14 @@ TEST(GradCheck, IndexSelectAndGather) {
             [&](const std::vector<Tensor>& x) { return gather(x[0], 0, gidx); }, {{Shape{3, 4}}});
   Tensor cidx = from_vector<int64_t>({3, 0, 1}, {3, 1});
   gradcheck("gather axis 1", [&](const std::vector<Tensor>& x) { return gather(x[0], 1, cidx); }, {{Shape{3, 4}}});
+  // Rank 3, i32 indices, several per row with repeats, and index smaller
+  // than x on both other axes: each gradient element lands at its own
+  // offset in x.
+  Tensor ridx = from_vector<int32_t>({4, 0, 4, 4, 1, 2, 0, 0, 3, 1, 1, 2}, {2, 3, 2});
+  gradcheck("gather axis 1 of rank 3", [&](const std::vector<Tensor>& x) { return gather(x[0], 1, ridx); },
+            {{Shape{3, 5, 4}}});
+  gradcheck("gather axis 2 of rank 3", [&](const std::vector<Tensor>& x) { return gather(x[0], 2, ridx); },
+            {{Shape{2, 4, 5}}});
 }
 
 TEST(GradCheck, IndexAdd) {
