@@ -363,6 +363,11 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
     case OpKind::Gather: {
       // out[.., j, ..] = x[.., index[.., j, ..], ..] along axis: sum over j of
       // g * one_hot(index) gives index's shape with the axis replaced by n.
+      // Indices per row along the axis from which the gradient is an
+      // index_add instead. Below it (one: cross-entropy's gather of each
+      // row's target) the one-hot is a few times x, and the step stays
+      // compilable.
+      constexpr int64_t kGatherIndexAddFrom = 8;
       const Tensor& x = in[0];
       const int axis = static_cast<int>(n.i0), rank = x.rank();
       const int64_t extent = x.shape()[axis];
@@ -371,12 +376,16 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
         break;
       }
       const Device::Kind kind = x.device().kind;
-      if (kind == Device::CPU || kind == Device::Test) {
+      if ((kind == Device::CPU || kind == Device::Test) && in[1].shape()[axis] >= kGatherIndexAddFrom) {
         // index_add into x flattened: each element of g is added at the
         // offset of the element it was read from (its index along the axis,
         // its own place along the others), in index order. Work and memory
         // follow index's elements, not index x n (one_hot's: a gather of
-        // 64 of 32k columns per row took a [rows, 64, 32k] product).
+        // 64 of 8192 columns per row took a [rows, 64, 8192] product).
+        // Those offsets are computed in the trace, which a compiled kernel
+        // cannot check before launch: the trace then stays interpreted
+        // (Engine's planIndexChecks), so only gathers of many indices per
+        // row, whose one-hot is that many times x, go this way.
         int64_t strides[Shape::kMaxRank];
         core::contiguousStrides(x.shape(), strides);
         const Shape& is = in[1].shape();

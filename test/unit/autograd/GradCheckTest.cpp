@@ -324,9 +324,18 @@ TEST(GradCheck, IndexSelectAndGather) {
             [&](const std::vector<Tensor>& x) { return gather(x[0], 0, gidx); }, {{Shape{3, 4}}});
   Tensor cidx = from_vector<int64_t>({3, 0, 1}, {3, 1});
   gradcheck("gather axis 1", [&](const std::vector<Tensor>& x) { return gather(x[0], 1, cidx); }, {{Shape{3, 4}}});
-  // Rank 3, i32 indices, several per row with repeats, and index smaller
-  // than x on both other axes: each gradient element lands at its own
-  // offset in x.
+  // Rank 3, i32 indices, many per row (index_add's gradient) with repeats,
+  // and index smaller than x on both other axes: each gradient element
+  // lands at its own offset in x.
+  std::vector<int32_t> many;
+  for (int i = 0; i < 2 * 3 * 9; ++i) many.push_back((i * 7 + i / 5) % 4);
+  Tensor midx = from_vector<int32_t>(many, {2, 9, 3});
+  gradcheck("gather axis 1 of rank 3, 9 indices per row",
+            [&](const std::vector<Tensor>& x) { return gather(x[0], 1, midx); }, {{Shape{3, 4, 5}}});
+  Tensor widx = permute(midx, {0, 2, 1});  // [2, 3, 9]
+  gradcheck("gather axis 2 of rank 3, 9 indices per row",
+            [&](const std::vector<Tensor>& x) { return gather(x[0], 2, widx); }, {{Shape{2, 4, 4}}});
+  // And a few per row (the one-hot product).
   Tensor ridx = from_vector<int32_t>({4, 0, 4, 4, 1, 2, 0, 0, 3, 1, 1, 2}, {2, 3, 2});
   gradcheck("gather axis 1 of rank 3", [&](const std::vector<Tensor>& x) { return gather(x[0], 1, ridx); },
             {{Shape{3, 5, 4}}});

@@ -71,6 +71,36 @@ TEST(Tiering, SyncModeTiersUpAndAgreesWithTheInterpreter) {
   EXPECT_GT(s.compile_ms, 0.0);
 }
 
+TEST(Tiering, ACrossEntropyStepCompilesWhole) {
+  // cross_entropy gathers each row's target; the gradient of that gather
+  // must keep the step compilable (an index_add over offsets computed in
+  // the trace would not be: its indices cannot be checked before launch).
+  const Tensor x = rand({16, 8}, 4, DType::f32, -1, 1);
+  std::vector<int64_t> labels;
+  for (int i = 0; i < 16; ++i) labels.push_back((i * 3) % 5);
+  const Tensor targets = from_vector<int64_t>(labels, {16});
+  std::vector<float> w0(8 * 5);
+  for (size_t i = 0; i < w0.size(); ++i) w0[i] = std::sin(static_cast<float>(i));
+  auto gradient = [&] {
+    Tensor w = from_vector<float>(w0, {8, 5}).requires_grad();
+    cross_entropy(matmul(x, w), targets).backward();
+    std::vector<float> g = w.grad().to_vector<float>();
+    step();
+    return g;
+  };
+  std::vector<float> reference;
+  {
+    JitScope off(JitMode::Off);
+    reference = gradient();
+  }
+  JitScope sync(JitMode::Sync, 2);
+  reset_stats();
+  for (int i = 0; i < 4; ++i) expectClose(gradient(), reference);
+  Stats s = stats();
+  EXPECT_EQ(s.compiles, 1u) << s.str();
+  EXPECT_GE(s.compiled_runs, 3u) << s.str();  // from the key's second run
+}
+
 TEST(Tiering, OffNeverCompiles) {
   Data d;
   JitScope off(JitMode::Off);
