@@ -46,12 +46,13 @@ Tensor castTo(const Tensor& x, DType dtype);
 inline DType statisticsDType(DType dtype) {
   return dtype == DType::f16 || dtype == DType::bf16 ? DType::f32 : dtype;
 }
-/// A rank-0 constant on `device`.
-Tensor constant(const Scalar& v, DType dtype, Device device);
+/// A rank-0 constant on `device`: the trace's node for the same value when
+/// `shared` (Recorder::recordScalarConstant), else a node of its own.
+Tensor constant(const Scalar& v, DType dtype, Device device, bool shared = true);
 /// The dtype Operand `o` promotes as (its category's dtype for a scalar).
 core::TypedOperand typedOperand(const Operand& o);
 /// o as a tensor of dtype (a rank-0 constant on `device` for a scalar).
-Tensor operandAs(const Operand& o, DType dtype, Device device);
+Tensor operandAs(const Operand& o, DType dtype, Device device, bool sharedConstant = true);
 /// The device of the tensor among two operands (the default device if none).
 Device deviceOf(const Operand& a, const Operand& b);
 Shape operandShape(const Operand& o);

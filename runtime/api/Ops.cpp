@@ -42,13 +42,13 @@ Tensor castTo(const Tensor& x, DType dtype) {
   return record(NodeSpec{OpKind::Cast, dtype, x.shape()}, {&x});
 }
 
-Tensor constant(const Scalar& v, DType dtype, Device device) {
+Tensor constant(const Scalar& v, DType dtype, Device device, bool shared) {
   NodeSpec spec{OpKind::Full, dtype, Shape{}};
   spec.device = device;
   spec.f0 = v.to_double();
   spec.i0 = v.to_int();
   // No inputs, so no autograd node: only the recorder sees it.
-  return trace::Recorder::current().recordScalarConstant(spec);
+  return shared ? trace::Recorder::current().recordScalarConstant(spec) : record(spec, {});
 }
 
 core::TypedOperand typedOperand(const Operand& o) {
@@ -62,8 +62,8 @@ core::TypedOperand typedOperand(const Operand& o) {
   return {d, core::OperandPriority::Scalar};
 }
 
-Tensor operandAs(const Operand& o, DType dtype, Device device) {
-  return o.is_tensor() ? castTo(o.tensor(), dtype) : constant(o.scalar(), dtype, device);
+Tensor operandAs(const Operand& o, DType dtype, Device device, bool sharedConstant) {
+  return o.is_tensor() ? castTo(o.tensor(), dtype) : constant(o.scalar(), dtype, device, sharedConstant);
 }
 
 Device deviceOf(const Operand& a, const Operand& b) {
@@ -111,7 +111,10 @@ Tensor binary(OpKind kind, const Operand& a, const Operand& b) {
   Shape shape;
   check(op, core::broadcastShapes(operandShape(a), operandShape(b), &shape));
   const Device device = deviceOf(a, b);
-  Tensor x = operandAs(a, t, device), y = operandAs(b, t, device);
+  // A scalar exponent is pow's own node: kernels specialise on it, and a
+  // region that shared it with other steps' pows would read it as an input
+  // in all steps but the first (Regions.cpp).
+  Tensor x = operandAs(a, t, device), y = operandAs(b, t, device, kind != OpKind::Pow);
   return record(NodeSpec{kind, t, shape}, {&x, &y});
 }
 

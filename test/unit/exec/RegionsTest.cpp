@@ -259,6 +259,8 @@ struct Recurrent {
   /// Each step's result is scaled by this scalar (an operand, one node in
   /// the trace for all steps), unless 1.
   float scale = 1;
+  /// And raised to this power (a scalar exponent), unless 1.
+  float power = 1;
   Recurrent() { kiln::sync(); }
 
   /// Runs `steps` steps; one trace, whose length is the trip count.
@@ -268,6 +270,7 @@ struct Recurrent {
       Tensor xt = reshape(slice(xs, 0, t, t + 1), {kB, kD});
       h = tanh(matmul(h, W) + matmul(xt, U) + b);
       if (scale != 1) h = h * scale;
+      if (power != 1) h = pow(h, power);
     }
     std::vector<float> r = h.to_vector<float>();
     step();
@@ -322,11 +325,7 @@ TEST(HotRegions, VaryingTripCountRunsTheBodyOnARegionKernel) {
   EXPECT_NE(s.str().find("region_compiles 1"), std::string::npos);
 }
 
-TEST(HotRegions, AScalarInTheBodyStillGivesOneRegionKernel) {
-  // Every step multiplies by 0.9: one constant node for all of them, which
-  // must not make the first step's region differ from the others'.
-  Recurrent net;
-  net.scale = 0.9f;
+void expectOneRegionKernel(const Recurrent& net) {
   std::vector<std::vector<float>> reference;
   {
     JitScope off(JitMode::Off);
@@ -344,6 +343,21 @@ TEST(HotRegions, AScalarInTheBodyStillGivesOneRegionKernel) {
   Stats s = stats();
   EXPECT_EQ(s.region_compiles, 1u) << "one body, compiled once" << s.str();
   EXPECT_EQ(s.region_launches, steps) << s.str();
+}
+
+TEST(HotRegions, AScalarInTheBodyStillGivesOneRegionKernel) {
+  // Every step multiplies by 0.9: one constant node for all of them, which
+  // must not make the first step's region differ from the others'.
+  Recurrent net;
+  net.scale = 0.9f;
+  expectOneRegionKernel(net);
+}
+
+TEST(HotRegions, AScalarExponentInTheBodyStillGivesOneRegionKernel) {
+  // pow(h, 2): each step's exponent is its own node, in its own region.
+  Recurrent net;
+  net.power = 2;
+  expectOneRegionKernel(net);
 }
 
 /// The recurrent loop at batch size `batch` (rows of h0 and of each x_t).

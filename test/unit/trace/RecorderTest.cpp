@@ -240,6 +240,14 @@ TEST_F(RecorderTest, ConstantsDroppedOnAnotherThreadAreNotReused) {
   for (const Tensor& k : kept) EXPECT_EQ(k.to_vector<float>(), (std::vector<float>{3, 5}));
 }
 
+TEST_F(RecorderTest, ScalarExponentsAreNotShared) {
+  // Kernels specialise on pow's exponent, and regions keep it with its pow.
+  Tensor x = from_vector<float>({1, 2}, {2});
+  Tensor y = pow(pow(x, 2.0f), 2.0f) * 2.0f;
+  EXPECT_EQ(pendingFulls(), 3u) << rec().traceListing();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{2, 32}));
+}
+
 TEST_F(RecorderTest, FullTensorsAreNeverShared) {
   // A user's full() may become a parameter that an optimizer updates in
   // place: two equal ones stay two tensors.
