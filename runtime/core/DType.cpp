@@ -1,21 +1,12 @@
 #include "kiln/device.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
+#include "runtime/core/TensorSize.h"
 
 namespace kiln {
 
 std::size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::f64:
-    case DType::i64: return 8;
-    case DType::f32:
-    case DType::i32: return 4;
-    case DType::f16:
-    case DType::bf16: return 2;
-    case DType::i8:
-    case DType::u8:
-    case DType::boolean: return 1;
-  }
+  if (std::size_t size = core::elementBytes(t)) return size;
   throw Error("dtype_size: invalid DType value");
 }
 

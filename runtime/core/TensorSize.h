@@ -33,8 +33,9 @@ std::string denseByteSize(const Shape& shape, DType dtype, int64_t* bytes);
 /// more than fits (the strides reach outside the address space).
 std::string stridedExtent(const Shape& shape, const int64_t* strides, DType dtype, int64_t* lo, int64_t* hi);
 
-/// Bytes per element, as dtype_size, but inline: it is on every kernel
-/// argument's and every allocation's path.
+/// Bytes per element (0 for a value that is no DType), inline: it is on
+/// every kernel argument's and every allocation's path. dtype_size is this,
+/// throwing for 0.
 inline std::size_t elementBytes(DType t) {
   switch (t) {
     case DType::f64:
@@ -47,7 +48,7 @@ inline std::size_t elementBytes(DType t) {
     case DType::u8:
     case DType::boolean: return 1;
   }
-  return dtype_size(t);  // throws: not a DType
+  return 0;
 }
 
 /// The common case without building messages: the element count (and the
@@ -73,7 +74,8 @@ std::size_t requireDenseBytesChecked(const char* op, const Shape& shape, DType d
 inline std::size_t requireDenseBytes(const char* op, const Shape& shape, DType dtype) {
   // Fits nearly always: then no messages are built (two std::string returns
   // were a tenth of a small op's allocation).
-  if (int64_t bytes; denseSizeFits(shape, elementBytes(dtype), &bytes)) [[likely]]
+  const std::size_t size = elementBytes(dtype);
+  if (int64_t bytes; size != 0 && denseSizeFits(shape, size, &bytes)) [[likely]]
     return static_cast<std::size_t>(bytes);
   return requireDenseBytesChecked(op, shape, dtype);
 }

@@ -293,8 +293,10 @@ void freshProcess() {
 /// Trip counts that never repeat: no whole trace is ever seen twice.
 std::vector<int> tripCounts() { return {11, 7, 23, 5, 17, 31, 9, 26, 13, 38}; }
 
-TEST(HotRegions, VaryingTripCountRunsTheBodyOnARegionKernel) {
-  Recurrent net;
+/// Runs the loop at every trip count of tripCounts() interpreted, then
+/// (after freshProcess) compiled in sync mode, each run matching the
+/// interpreted one; the compiled runs' stats, and their total step count.
+std::pair<Stats, uint64_t> runInterpretedThenCompiled(const Recurrent& net) {
   std::vector<std::vector<float>> reference;
   {
     JitScope off(JitMode::Off);
@@ -312,35 +314,25 @@ TEST(HotRegions, VaryingTripCountRunsTheBodyOnARegionKernel) {
     expectClose(net.run(counts[i]), reference[i]);
     steps += static_cast<uint64_t>(counts[i]);
   }
-  Stats s = stats();
+  return {stats(), steps};
+}
+
+TEST(HotRegions, VaryingTripCountRunsTheBodyOnARegionKernel) {
+  const auto [s, steps] = runInterpretedThenCompiled(Recurrent());
   EXPECT_EQ(s.compiles, 0u) << "no trace repeats" << s.str();
   EXPECT_EQ(s.compiled_runs, 0u) << s.str();
   EXPECT_EQ(s.region_compiles, 1u) << "one body, compiled once" << s.str();
   EXPECT_EQ(s.region_compile_failures, 0u) << s.str();
   // The body occurs many times in the first trace: hot at once (sync mode
   // compiles it before that run), so every step of every trace ran compiled.
-  EXPECT_EQ(s.mixed_runs, counts.size()) << s.str();
+  EXPECT_EQ(s.mixed_runs, tripCounts().size()) << s.str();
   EXPECT_EQ(s.region_launches, steps) << s.str();
   EXPECT_GT(s.compiled_op_share(), 0.5) << s.str();
   EXPECT_NE(s.str().find("region_compiles 1"), std::string::npos);
 }
 
 void expectOneRegionKernel(const Recurrent& net) {
-  std::vector<std::vector<float>> reference;
-  {
-    JitScope off(JitMode::Off);
-    for (int n : tripCounts()) reference.push_back(net.run(n));
-  }
-  freshProcess();
-  JitScope sync(JitMode::Sync, 2);
-  reset_stats();
-  uint64_t steps = 0;
-  std::vector<int> counts = tripCounts();
-  for (size_t i = 0; i < counts.size(); ++i) {
-    expectClose(net.run(counts[i]), reference[i]);
-    steps += static_cast<uint64_t>(counts[i]);
-  }
-  Stats s = stats();
+  const auto [s, steps] = runInterpretedThenCompiled(net);
   EXPECT_EQ(s.region_compiles, 1u) << "one body, compiled once" << s.str();
   EXPECT_EQ(s.region_launches, steps) << s.str();
 }
