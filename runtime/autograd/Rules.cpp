@@ -389,7 +389,7 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
         int64_t strides[Shape::kMaxRank];
         core::contiguousStrides(x.shape(), strides);
         const Shape& is = in[1].shape();
-        Tensor offset = mul(cast(in[1], DType::i64), strides[axis]);
+        Tensor offset = mul(in[1], strides[axis]);  // i64: gather records its index so
         for (int d = 0; d < rank; ++d) {
           if (d == axis || is[d] == 1) continue;
           Shape along;

@@ -229,19 +229,12 @@ class NodeRunner {
     }
   }
 
-  /// A host-memory index tensor's values in row-major order.
-  static std::vector<int64_t> hostIndexValues(const Arg& index) {
-    std::vector<int64_t> values(static_cast<size_t>(index.shape.numel()));
-    copyKernel(index, reinterpret_cast<char*>(values.data()));
-    return values;
-  }
-
   View indexOp(const Node& n, std::span<const uint32_t> ins) {
     const int axis = static_cast<int>(n.i0);
     const Arg x = input(ins[0]), index = input(ins[1]);
     if (n.op == core::OpKind::IndexAdd) {
       // The values on the host, checked: every library plans with them.
-      std::vector<int64_t> values = device_.hostAccessible() ? hostIndexValues(index) : readIndices(device_, index);
+      std::vector<int64_t> values = readIndices(device_, index);
       checkIndexRange("index_add", values.data(), static_cast<int64_t>(values.size()), axis, x.shape[axis]);
       View out = alloc(n.dtype, n.shape);
       ops_.indexAdd(x, axis, std::move(values), input(ins[2]), out.bytes(n.dtype));

@@ -3,6 +3,7 @@
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "dialects/kiln/Conversion/KilnToLinalg/KilnToLinalg.h"
 #include "dialects/kiln/IR/KilnAttributes.h"
+#include "dialects/kiln/IR/KilnTypes.h"
 #include "jit/targets/cpu/KernelArguments.h"
 #include "jit/targets/cpu/MemoryExtent.h"
 #include "jit/targets/cpu/Passes.h"
@@ -663,16 +664,12 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
 
 namespace {
 /// kiln::DType's number of a buffer's element type (ui8 arrives as i8, which
-/// adds alike); -1 for one the runtime's scatter-add does not take.
+/// adds alike); -1 for one the runtime's scatter-add does not take (bool).
 int64_t runtimeDTypeOf(Type t) {
-  if (t.isF32()) return 0;
-  if (t.isF64()) return 1;
-  if (t.isF16()) return 2;
-  if (t.isBF16()) return 3;
-  if (t.isInteger(64)) return 4;
-  if (t.isInteger(32)) return 5;
-  if (t.isInteger(8)) return 6;
-  return -1;
+  std::optional<::kiln::DType> dtype = mlir::kiln::getDType(t);
+  if (!dtype || *dtype == ::kiln::DType::boolean)
+    return -1;
+  return static_cast<int64_t>(*dtype);
 }
 } // namespace
 
