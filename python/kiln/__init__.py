@@ -103,6 +103,7 @@ from kiln._kiln import (  # noqa: F401  (the public API)
     round,
     rsqrt,
     scalar_tensor,
+    scatter_add,
     set_default_device,
     set_settings,
     settings,

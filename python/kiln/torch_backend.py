@@ -425,6 +425,15 @@ def _index_add(x, dim, index, source, alpha=1):
     return kiln.index_add(x, dim, index, source)
 
 
+@_op(aten.scatter_add.default)
+def _scatter_add(x, dim, index, src):
+    # torch reads src only where index has elements: its leading block.
+    for d, n in enumerate(index.shape):
+        if src.shape[d] != n:
+            src = kiln.slice(src, d, 0, n, 1)
+    return kiln.scatter_add(x, dim, index, src)
+
+
 @_op(aten.gather.default)
 def _gather(x, dim, index, sparse_grad=False):
     return kiln.gather(x, dim, index)
@@ -459,6 +468,29 @@ def _zeros(size, dtype=None, layout=None, device=None, pin_memory=None):
 @_op(aten.ones.default)
 def _ones(size, dtype=None, layout=None, device=None, pin_memory=None):
     return _creation(size, 1, dtype, device)
+
+
+def _new_creation(x, shape, value, dtype, device):
+    # dtype and device default to x's (gather's gradient: x.new_zeros, then
+    # scatter_add).
+    if dtype is None:
+        return kiln.full(list(shape), value, x.dtype)
+    return _creation(shape, value, dtype, device)
+
+
+@_op(aten.new_zeros.default)
+def _new_zeros(x, size, dtype=None, layout=None, device=None, pin_memory=None):
+    return _new_creation(x, size, 0, dtype, device)
+
+
+@_op(aten.new_ones.default)
+def _new_ones(x, size, dtype=None, layout=None, device=None, pin_memory=None):
+    return _new_creation(x, size, 1, dtype, device)
+
+
+@_op(aten.new_full.default)
+def _new_full(x, size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
+    return _new_creation(x, size, fill_value, dtype, device)
 
 
 @_op(aten.scalar_tensor.default)

@@ -209,6 +209,7 @@ void bindOps(nb::module_& m) {
   m.def("index_select", &index_select, nb::arg("x"), nb::arg("axis"), nb::arg("index"));
   m.def("gather", &gather, nb::arg("x"), nb::arg("axis"), nb::arg("index"));
   m.def("index_add", &index_add, nb::arg("x"), nb::arg("axis"), nb::arg("index"), nb::arg("source"));
+  m.def("scatter_add", &scatter_add, nb::arg("x"), nb::arg("axis"), nb::arg("index"), nb::arg("source"));
   m.def("one_hot", &one_hot, nb::arg("index"), nb::arg("num_classes"), nb::arg("dtype") = DType::f32);
 
   // ---- nn ----

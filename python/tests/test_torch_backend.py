@@ -163,6 +163,19 @@ def test_fallback_runs_in_eager_logs_once_and_is_explained(caplog):
     assert report.kiln_nodes > report.eager_nodes
 
 
+def test_gather_and_scatter_add_of_many_indices_match_eager():
+    # gather's gradient is a scatter_add; scatter_add's, a gather.
+    class Spread(nn.Module):
+        def forward(self, x, index):
+            picked = torch.gather(x, 1, index)
+            return torch.zeros(4, 16).scatter_add(1, index, picked * picked)
+
+    run_both(Spread(), torch.randn(4, 16), torch.randint(0, 16, (4, 9)))
+    report = kiln.explain(Spread(), torch.randn(4, 16, requires_grad=True), torch.randint(0, 16, (4, 9)))
+    assert report.graphs == 2  # forward and backward
+    assert report.eager_nodes == 0, str(report)
+
+
 def test_inference_without_grad():
     model = MLP()
     compiled = torch.compile(model, backend="kiln")

@@ -668,6 +668,25 @@ Tensor index_add(const Tensor& x, int axis, const Tensor& index, const Tensor& s
   return record(spec, {&x, &idx, &source});
 }
 
+Tensor scatter_add(const Tensor& x, int axis, const Tensor& index, const Tensor& source) {
+  checkTensor("scatter_add", x);
+  checkTensor("scatter_add", source, "source");
+  Tensor idx = indexTensor("scatter_add", index);
+  checkSameDevice("scatter_add", {&x, &index, &source});
+  if (!core::acceptsDType(OpKind::ScatterAdd, x.dtype()))
+    fail("scatter_add", "x has dtype " + std::string(dtype_name(x.dtype())) + "; it adds numbers (not bool)");
+  if (source.dtype() != x.dtype())
+    fail("scatter_add", "source has dtype " + std::string(dtype_name(source.dtype())) + " but x has " +
+                            std::string(dtype_name(x.dtype())) + "; cast source to x's dtype");
+  check("scatter_add", core::scatterAddShape(x.shape(), axis, index.shape(), source.shape()));
+  int a;
+  core::normalizeAxis(axis, x.rank(), &a);
+  checkIndexValues("scatter_add", index, a, x.shape()[a]);
+  NodeSpec spec{OpKind::ScatterAdd, x.dtype(), x.shape()};
+  spec.i0 = a;
+  return record(spec, {&x, &idx, &source});
+}
+
 Tensor gather(const Tensor& x, int axis, const Tensor& index) {
   checkTensor("gather", x);
   Tensor idx = indexTensor("gather", index);

@@ -360,14 +360,22 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
       if (need(2)) r[2] = index_select(g, axis, in[1]);
       break;
     }
+    case OpKind::ScatterAdd: {
+      // out = x + (source's elements added where index names them): g to
+      // x, g at those positions (gather) to source.
+      const int axis = static_cast<int>(n.i0);
+      if (need(0)) r[0] = g;
+      if (need(2)) r[2] = gather(g, axis, in[1]);
+      break;
+    }
     case OpKind::Gather: {
       // out[.., j, ..] = x[.., index[.., j, ..], ..] along axis: sum over j of
       // g * one_hot(index) gives index's shape with the axis replaced by n.
-      // Indices per row along the axis from which the gradient is an
-      // index_add instead. Below it (one: cross-entropy's gather of each
-      // row's target) the one-hot is a few times x, and the step stays
-      // compilable.
-      constexpr int64_t kGatherIndexAddFrom = 8;
+      // Indices per row along the axis from which the gradient is a
+      // scatter_add instead. Below it (one: cross-entropy's gather of each
+      // row's target) the one-hot is a few times x, and its product fuses
+      // with its neighbours in a compiled step.
+      constexpr int64_t kGatherScatterFrom = 8;
       const Tensor& x = in[0];
       const int axis = static_cast<int>(n.i0), rank = x.rank();
       const int64_t extent = x.shape()[axis];
@@ -376,34 +384,16 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
         break;
       }
       const Device::Kind kind = x.device().kind;
-      if ((kind == Device::CPU || kind == Device::Test) && in[1].shape()[axis] >= kGatherIndexAddFrom) {
-        // index_add into x flattened: each element of g is added at the
-        // offset of the element it was read from (its index along the axis,
-        // its own place along the others), in index order. Work and memory
-        // follow index's elements, not index x n (one_hot's: a gather of
-        // 64 of 8192 columns per row took a [rows, 64, 8192] product).
-        // Those offsets are computed in the trace, which a compiled kernel
-        // cannot check before launch: the trace then stays interpreted
-        // (Engine's planIndexChecks), so only gathers of many indices per
-        // row, whose one-hot is that many times x, go this way.
-        int64_t strides[Shape::kMaxRank];
-        core::contiguousStrides(x.shape(), strides);
-        const Shape& is = in[1].shape();
-        Tensor offset = mul(in[1], strides[axis]);  // i64: gather records its index so
-        for (int d = 0; d < rank; ++d) {
-          if (d == axis || is[d] == 1) continue;
-          Shape along;
-          along.resize(rank, 1);
-          along[d] = is[d];
-          offset = add(offset, reshape(mul(arange(is[d], DType::i64, x.device()), strides[d]), along));
-        }
-        const int64_t count = in[1].numel();
-        r[0] = reshape(index_add(zeros(Shape{x.numel()}, t, x.device()), 0, reshape(offset, Shape{count}),
-                                 reshape(g, Shape{count})),
-                       x.shape());
+      if ((kind == Device::CPU || kind == Device::Test) && in[1].shape()[axis] >= kGatherScatterFrom) {
+        // scatter_add: each element of g is added where it was read from.
+        // Work and memory follow index's elements, not index x n (one_hot's:
+        // a gather of 64 of 8192 columns per row took a [rows, 64, 8192]
+        // product), and its index is gather's own, which a compiled kernel
+        // checks before launch as gather's.
+        r[0] = scatter_add(zeros(x.shape(), t, x.device()), axis, in[1], g);
         break;
       }
-      // GPU tier 0 runs index_add as launches per index: there it stays
+      // GPU tier 0 runs scatter_add as launches per element: there it stays
       // a product with one_hot(index), summed over the axis.
       Tensor hot = one_hot(in[1], extent, t);  // index.shape + [n]
       Tensor products = mul(unsqueeze(g, -1), hot);

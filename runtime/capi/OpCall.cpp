@@ -576,6 +576,12 @@ Tensor dispatch(kiln_op op, std::span<const Value> values, std::span<const Attr>
       at.finish();
       return index_add(in.tensor(0, "x"), axis, in.tensor(1, "index"), in.tensor(2, "source"));
     }
+    case KILN_OP_SCATTER_ADD: {
+      in.expectCount(3, 3);
+      int axis = at.intAttr("axis", std::nullopt);
+      at.finish();
+      return scatter_add(in.tensor(0, "x"), axis, in.tensor(1, "index"), in.tensor(2, "source"));
+    }
     case KILN_OP_ONE_HOT: {
       in.expectCount(1, 1);
       int64_t n = at.integer("num_classes", std::nullopt);

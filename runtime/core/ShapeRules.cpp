@@ -323,6 +323,15 @@ std::string gatherShape(const Shape& x, int axis, const Shape& index, Shape* out
   return {};
 }
 
+std::string scatterAddShape(const Shape& x, int axis, const Shape& index, const Shape& source) {
+  Shape positions;
+  if (auto e = gatherShape(x, axis, index, &positions); !e.empty()) return e;
+  if (source != index)
+    return "source " + source.str() + " must have index's shape " + index.str() +
+           " (one source element per index; slice source to it)";
+  return {};
+}
+
 DType resultType(std::span<const TypedOperand> operands) {
   // Promote within each priority tier, then let a lower tier of a higher
   // category win, as PyTorch does.

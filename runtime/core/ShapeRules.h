@@ -53,6 +53,10 @@ std::string indexSelectShape(const Shape& x, int axis, const Shape& index, Shape
 /// index_add(x, axis, index, source): index is 1-D and source is x's shape
 /// with index's extent along axis; the result has x's shape.
 std::string indexAddShape(const Shape& x, int axis, const Shape& index, const Shape& source);
+/// scatter_add(x, axis, index, source): gather's index rule (x's rank, at
+/// most x's extents off the axis) and source of index's shape; the result
+/// has x's shape.
+std::string scatterAddShape(const Shape& x, int axis, const Shape& index, const Shape& source);
 /// take_along_axis: index has x's rank and index.shape[d] <= x.shape[d] for
 /// d != axis; the result has index's shape.
 std::string gatherShape(const Shape& x, int axis, const Shape& index, Shape* out);

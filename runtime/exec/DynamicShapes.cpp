@@ -166,6 +166,9 @@ std::string checkDynamicSupport(const trace::TraceGraph& g) {
       }
       case OpCategory::Index: {
         const trace::Node& in = g.nodes[ins[0]];
+        // Its lowering computes flat offsets from static strides.
+        if (n.op == OpKind::ScatterAdd && (dynamic(in.shape) || dynamic(g.nodes[ins[1]].shape)))
+          return at + ": scatter_add with dynamic extents";
         const int axis = static_cast<int>(n.i0 < 0 ? n.i0 + in.shape.rank() : n.i0);
         if (axis >= 0 && axis < in.shape.rank() && in.shape[axis] < 0)
           return at + ": the indexed axis has a dynamic extent";

@@ -168,7 +168,9 @@ bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& need
   }
   for (size_t i = 0; i < trace.nodes.size(); ++i) {
     const trace::Node& n = trace.nodes[i];
-    if (!needed[i] || (n.op != OpKind::IndexSelect && n.op != OpKind::Gather && n.op != OpKind::IndexAdd)) continue;
+    if (!needed[i] || (n.op != OpKind::IndexSelect && n.op != OpKind::Gather && n.op != OpKind::IndexAdd &&
+                       n.op != OpKind::ScatterAdd))
+      continue;
     auto ins = trace.inputsOf(n);
     const int64_t extent = trace.nodes[ins[0]].shape[static_cast<int>(n.i0)];
     uint32_t src = ins[1];

@@ -232,12 +232,22 @@ class NodeRunner {
   View indexOp(const Node& n, std::span<const uint32_t> ins) {
     const int axis = static_cast<int>(n.i0);
     const Arg x = input(ins[0]), index = input(ins[1]);
-    if (n.op == core::OpKind::IndexAdd) {
+    if (n.op == core::OpKind::IndexAdd || n.op == core::OpKind::ScatterAdd) {
       // The values on the host, checked: every library plans with them.
       std::vector<int64_t> values = readIndices(device_, index);
-      checkIndexRange("index_add", values.data(), static_cast<int64_t>(values.size()), axis, x.shape[axis]);
+      checkIndexRange(core::opName(n.op).data(), values.data(), static_cast<int64_t>(values.size()), axis,
+                      x.shape[axis]);
       View out = alloc(n.dtype, n.shape);
-      ops_.indexAdd(x, axis, std::move(values), input(ins[2]), out.bytes(n.dtype));
+      if (n.op == core::OpKind::IndexAdd) {
+        ops_.indexAdd(x, axis, std::move(values), input(ins[2]), out.bytes(n.dtype));
+        return out;
+      }
+      // scatter_add is index_add into x flattened: each source element at
+      // the flat offset of the position its index names (in index order).
+      toFlatOffsets(values, index.shape, x.shape, axis);
+      View denseX, denseSource;
+      const Arg flatX = flatDense(x, &denseX), flatSource = flatDense(input(ins[2]), &denseSource);
+      ops_.indexAdd(flatX, 0, std::move(values), flatSource, out.bytes(n.dtype));
       return out;
     }
     // The host cannot read this device's indices: bring them over first, so
@@ -249,6 +259,38 @@ class NodeRunner {
     if (n.op == core::OpKind::IndexSelect) ops_.indexSelect(x, axis, index, n.shape, out.bytes(n.dtype));
     else ops_.gather(x, axis, index, out.bytes(n.dtype));
     return out;
+  }
+
+  /// scatter_add's index values (row-major over `indexShape`) become offsets
+  /// into a dense tensor of `shape`: the value along `axis`, the element's
+  /// own place along the others.
+  static void toFlatOffsets(std::vector<int64_t>& values, const Shape& indexShape, const Shape& shape, int axis) {
+    const int rank = shape.rank();
+    int64_t strides[Shape::kMaxRank], at[Shape::kMaxRank] = {};
+    core::contiguousStrides(shape, strides);
+    int64_t base = 0;  // the offset of `at` with 0 along the axis
+    for (int64_t& v : values) {
+      v = base + v * strides[axis];
+      for (int d = rank - 1; d >= 0; --d) {  // the next position of index, row-major
+        if (d != axis) base += strides[d];
+        if (++at[d] < indexShape[d]) break;
+        if (d != axis) base -= at[d] * strides[d];
+        at[d] = 0;
+      }
+    }
+  }
+
+  /// `a` as a 1-D dense argument: itself when dense, else copied into `keep`.
+  Arg flatDense(const Arg& a, View* keep) {
+    Arg flat = a;
+    if (!core::isContiguous(a.shape, a.strides)) {
+      *keep = alloc(a.dtype, a.shape);
+      ops_.copy(a, keep->bytes(a.dtype));
+      flat = argOf(*keep, a.dtype, a.shape);
+    }
+    flat.shape = Shape{a.shape.numel()};
+    flat.strides[0] = 1;
+    return flat;
   }
 
   /// A collective on dense buffers: on host memory through the world

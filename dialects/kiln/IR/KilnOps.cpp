@@ -353,6 +353,18 @@ LogicalResult IndexAddOp::verify() {
   return checkResultShape(*this, in);
 }
 
+LogicalResult ScatterAddOp::verify() {
+  if (hasDynamicExtents(*this))
+    return success();
+  Shape in = shapeOf(getInput());
+  FailureOr<int> axis = normalizeAxis(*this, getAxis(), in.rank());
+  if (failed(axis))
+    return failure();
+  if (failed(checkRule(*this, core::scatterAddShape(in, *axis, shapeOf(getIndex()), shapeOf(getSource())))))
+    return failure();
+  return checkResultShape(*this, in);
+}
+
 LogicalResult GatherOp::verify() {
   if (hasDynamicExtents(*this))
     return success();

@@ -590,4 +590,32 @@ def Kiln_IndexAddOp
   let hasVerifier = 1;
 }
 
+def Kiln_ScatterAddOp
+    : Kiln_Op<"scatter_add", [AllTypesMatch<["input", "result"]>,
+                              AllElementTypesMatch<["input", "source"]>]> {
+  let summary = "add a source's elements at indexed positions along an axis";
+  let description = [{
+    `result = input`, then `result[p with p[axis] replaced by index[p]] +=
+    source[p]` for every position `p` of `index` in row-major order (each
+    addition rounded in the element type): gather's reverse. `index` has the
+    input's rank and extents at most the input's off `axis`; `source` has
+    `index`'s shape. Out-of-range indices are the runtime's to report before
+    launch (the lowering reads no other memory for them).
+
+    Example:
+
+    ```mlir
+    %0 = kiln.scatter_add %x, %i, %s axis 1 : tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32> -> tensor<2x5xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$input, Kiln_IndexTensor:$index,
+                       Kiln_NumericTensor:$source, I64Attr:$axis);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $index `,` $source `axis` $axis attr-dict `:` type($input) `,`
+    type($index) `,` type($source) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // KILN_IR_KILNOPS_TD

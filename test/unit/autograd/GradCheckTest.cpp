@@ -324,7 +324,7 @@ TEST(GradCheck, IndexSelectAndGather) {
             [&](const std::vector<Tensor>& x) { return gather(x[0], 0, gidx); }, {{Shape{3, 4}}});
   Tensor cidx = from_vector<int64_t>({3, 0, 1}, {3, 1});
   gradcheck("gather axis 1", [&](const std::vector<Tensor>& x) { return gather(x[0], 1, cidx); }, {{Shape{3, 4}}});
-  // Rank 3, i32 indices, many per row (index_add's gradient) with repeats,
+  // Rank 3, i32 indices, many per row (scatter_add's gradient) with repeats,
   // and index smaller than x on both other axes: each gradient element
   // lands at its own offset in x.
   std::vector<int32_t> many;
@@ -355,6 +355,25 @@ TEST(GradCheck, IndexAdd) {
     Tensor y = index_add(mul(x[0], x[0]), 0, idx, x[1]);
     return index_select(mul(y, y), 0, idx);
   }, {{Shape{3, 2}}, {Shape{3, 2}}});
+}
+
+TEST(GradCheck, ScatterAdd) {
+  Tensor idx = from_vector<int64_t>({2, 0, 2, 1, 1, 1}, {2, 3});  // positions named twice and three times
+  gradcheck("scatter_add axis 1", [&](const std::vector<Tensor>& x) { return scatter_add(x[0], 1, idx, x[1]); },
+            {{Shape{2, 4}}, {Shape{2, 3}}});
+  Tensor rows = from_vector<int64_t>({1, 0, 1}, {1, 3});  // smaller than x off the axis
+  gradcheck("scatter_add axis -2", [&](const std::vector<Tensor>& x) { return scatter_add(x[0], -2, rows, x[1]); },
+            {{Shape{2, 4}}, {Shape{1, 3}}});
+  // Twice through it: gather's second derivative goes through scatter_add's
+  // gradient (gather again); 9 indices per row make gather's gradient a
+  // scatter_add.
+  std::vector<int64_t> many;
+  for (int i = 0; i < 2 * 9; ++i) many.push_back((i * 5 + i / 4) % 4);
+  Tensor midx = from_vector<int64_t>(many, {2, 9});
+  gradcheck("scatter_add of gather", [&](const std::vector<Tensor>& x) {
+    Tensor y = gather(mul(x[0], x[0]), 1, midx);
+    return scatter_add(x[0], 1, midx, mul(y, y));
+  }, {{Shape{2, 4}}});
 }
 
 // ---- convolution and pooling ------------------------------------------------------

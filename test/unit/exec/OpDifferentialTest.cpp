@@ -811,6 +811,19 @@ TEST(OpDifferential, IndexAddNeverWritesItsInput) {
   EXPECT_GE(stats().compiled_runs, before.compiled_runs + 2) << "the index_add ran compiled";
 }
 
+TEST(OpDifferential, ScatterAddNeverWritesItsInput) {
+  JitScope m(JitMode::Sync, 1);
+  Tensor w = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor idx = from_vector<int64_t>({2, 2, 0, 1}, {2, 2});
+  Tensor s = from_vector<float>({10, 20, 30, 40}, {2, 2});
+  const Stats before = stats();
+  for (int run = 0; run < 3; ++run) {
+    EXPECT_EQ(scatter_add(w, 1, idx, s).to_vector<float>(), (std::vector<float>{1, 2, 33, 34, 45, 6})) << run;
+    EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6})) << run;
+  }
+  EXPECT_GE(stats().compiled_runs, before.compiled_runs + 2) << "the scatter_add ran compiled";
+}
+
 TEST(OpDifferential, IndexOps) {
   std::vector<Case> cases;
   for (DType t : kAllTypes) {
@@ -851,6 +864,25 @@ TEST(OpDifferential, IndexOps) {
                              index_add(in.make(t, {6, 4}, Values::Mixed, Layout::Transposed), 1, in.index(it, {5}, 4),
                                        in.make(t, {6, 5}, Values::Mixed, Layout::Transposed)),
                              index_add(in.make(t, {7}), 0, in.index(it, {12}, 7), in.make(t, {12})),
+                         };
+                       }});
+    }
+  }
+  // scatter_add: duplicate positions, every axis, an index smaller than x
+  // off the axis, strided and transposed operands.
+  for (DType t : kAllTypes) {
+    if (t == DType::boolean) continue;
+    for (DType it : kIntTypes) {
+      cases.push_back({nameOf("scatter_add", {t, it}), kExact, [=](InputMaker& in) {
+                         Tensor x = in.make(t, {5, 4, 3});
+                         return std::vector<Tensor>{
+                             scatter_add(x, 0, in.index(it, {9, 4, 3}, 5), in.make(t, {9, 4, 3})),
+                             scatter_add(x, 1, in.index(it, {3, 6, 2}, 4),
+                                         in.make(t, {3, 6, 2}, Values::Mixed, Layout::Strided)),
+                             scatter_add(x, -1, in.index(it, {5, 4, 2}, 3), in.make(t, {5, 4, 2})),
+                             scatter_add(in.make(t, {6, 4}, Values::Mixed, Layout::Transposed), 1,
+                                         in.index(it, {6, 5}, 4), in.make(t, {6, 5}, Values::Mixed, Layout::Transposed)),
+                             scatter_add(in.make(t, {7}), 0, in.index(it, {12}, 7), in.make(t, {12})),
                          };
                        }});
     }

@@ -117,6 +117,10 @@ const std::map<OpKind, Example>& examples() {
        [](const Tensor& x, const Tensor&) { return gather(x, 1, from_vector<int64_t>({0, 2, 1, 1, 0, 2}, {2, 3})); }},
       {OpKind::IndexAdd,
        [](const Tensor& x, const Tensor& y) { return index_add(x, 0, from_vector<int64_t>({1, 1}, {2}), y); }},
+      {OpKind::ScatterAdd,
+       [](const Tensor& x, const Tensor& y) {
+         return scatter_add(x, 1, from_vector<int64_t>({2, 2, 0, 1, 1, 0}, {2, 3}), y);
+       }},
       // Collectives over this process alone (no mpirun: the single-process
       // communicator); test/dist runs them on two ranks.
       {OpKind::AllReduce, [](const Tensor& x, const Tensor&) { return dist::all_reduce(twice(x), dist::ReduceOp::mean); }},
@@ -371,7 +375,7 @@ TEST(OpTableFacts, ArityMatchesTheCategory) {
       case OpCategory::Compare:
       case OpCategory::Matmul:
       case OpCategory::Conv: EXPECT_EQ(core::opArity(k), 2); break;
-      case OpCategory::Index: EXPECT_EQ(core::opArity(k), k == OpKind::IndexAdd ? 3 : 2); break;
+      case OpCategory::Index: EXPECT_EQ(core::opArity(k), k == OpKind::IndexAdd || k == OpKind::ScatterAdd ? 3 : 2); break;
       case OpCategory::Select: EXPECT_EQ(core::opArity(k), 3); break;
       case OpCategory::Collective: EXPECT_EQ(core::opArity(k), 1); break;
       case OpCategory::Shape: EXPECT_EQ(core::opArity(k), k == OpKind::Concat ? -1 : 1); break;

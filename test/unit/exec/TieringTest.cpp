@@ -75,6 +75,7 @@ TEST(Tiering, ACrossEntropyStepCompilesWhole) {
   // cross_entropy gathers each row's target; the gradient of that gather
   // must keep the step compilable (an index_add over offsets computed in
   // the trace would not be: its indices cannot be checked before launch).
+  // Its one-hot product fuses with the softmax's gradient.
   const Tensor x = rand({16, 8}, 4, DType::f32, -1, 1);
   std::vector<int64_t> labels;
   for (int i = 0; i < 16; ++i) labels.push_back((i * 3) % 5);
@@ -99,6 +100,36 @@ TEST(Tiering, ACrossEntropyStepCompilesWhole) {
   Stats s = stats();
   EXPECT_EQ(s.compiles, 1u) << s.str();
   EXPECT_GE(s.compiled_runs, 3u) << s.str();  // from the key's second run
+}
+
+TEST(Tiering, AStepWithAGatherOfManyIndicesCompilesWhole) {
+  // 12 of 40 columns per row: gather's gradient is a scatter_add, whose
+  // index (gather's own, a parameter) is checked before launch as gather's.
+  std::vector<float> w0(6 * 40);
+  for (size_t i = 0; i < w0.size(); ++i) w0[i] = std::sin(static_cast<float>(i));
+  std::vector<int64_t> picks;
+  for (int i = 0; i < 6 * 12; ++i) picks.push_back((i * 7 + i / 12) % 40);
+  const Tensor index = from_vector<int64_t>(picks, {6, 12});
+  auto gradient = [&] {
+    Tensor w = from_vector<float>(w0, {6, 40}).requires_grad();
+    Tensor picked = gather(tanh(w), 1, index);
+    sum(mul(picked, picked)).backward();
+    std::vector<float> g = w.grad().to_vector<float>();
+    step();
+    return g;
+  };
+  std::vector<float> reference;
+  {
+    JitScope off(JitMode::Off);
+    reference = gradient();
+  }
+  JitScope sync(JitMode::Sync, 2);
+  reset_stats();
+  for (int i = 0; i < 4; ++i) expectClose(gradient(), reference);
+  Stats s = stats();
+  EXPECT_EQ(s.compiles, 1u) << s.str();
+  EXPECT_EQ(s.compile_failures, 0u) << s.str();
+  EXPECT_GE(s.compiled_runs, 3u) << s.str();
 }
 
 TEST(Tiering, OffNeverCompiles) {

@@ -1,4 +1,4 @@
-// Indexing: index_select, gather, index_add, one_hot.
+// Indexing: index_select, gather, index_add, scatter_add, one_hot.
 #include "test/unit/ops/op_test_util.h"
 
 namespace kt {
@@ -149,6 +149,102 @@ TEST(OpsIndex, IndexAddExplicit) {
   EXPECT_TRUE(near(kiln::index_add(u, 0, kiln::from_vector(std::vector<int64_t>{0, 0}, {2}),
                                    kiln::from_vector(std::vector<uint8_t>{3, 4}, {2})),
                    Ref({1}, {1}), {}));
+}
+
+/// x with each element of source added where idx names it along axis, in
+/// row-major order of idx (in double: small integers, exact).
+Ref scatterAddRef(const Ref& x, int axis, const Ref& idx, const Ref& source) {
+  axis = normAxis(axis, x.rank());
+  Ref out = x;
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    Dims at = unravel(i, idx.shape);
+    at[axis] = static_cast<int64_t>(idx.v[i]);
+    int64_t flat = 0;
+    for (int d = 0; d < x.rank(); ++d) flat = flat * x.shape[d] + at[d];
+    out.v[flat] += source.v[i];
+  }
+  return out;
+}
+
+void checkScatterAddOnce(Rng& rng, DType t) {
+  Dims s = randomShape(rng, 1, 4, 5, 0.05);
+  int r = static_cast<int>(s.size());
+  int axis = static_cast<int>(rng.randint(0, r - 1));
+  if (s[axis] == 0) s[axis] = 3;
+  const int64_t extent = s[axis];
+  // Index: at most x's extents off the axis, any number along it (duplicate
+  // positions likely), now and then none.
+  Dims is = s;
+  for (int d = 0; d < r; ++d)
+    if (d != axis) is[d] = rng.randint(0, s[d]);
+  is[axis] = rng.coin(0.1) ? 0 : rng.randint(1, 7);
+  if (rng.coin(0.3)) axis -= r;
+  const Range small{-4, 4, 1};
+  Input x = makeInput(rng, s, t, t == DType::u8 ? Range{0, 4, 1} : small);
+  Input src = makeInput(rng, is, t, t == DType::u8 ? Range{0, 4, 1} : small);
+  Input idx = makeInput(rng, is, rng.pick(kIndexTypes), {0, static_cast<double>(std::min<int64_t>(extent - 1, 127))});
+  SCOPED_TRACE("scatter_add(" + x.how + ", " + std::to_string(axis) + ", " + idx.how + ", " + src.how + ")");
+  Tensor y = kiln::scatter_add(x.t, axis, idx.t, src.t);
+  EXPECT_DTYPE(y, t);
+  EXPECT_EQ(y.shape(), x.t.shape());
+  EXPECT_TRUE(near(y, scatterAddRef(x.r, axis, idx.r, src.r), {}));
+}
+
+TEST(OpsIndex, ScatterAddEveryNumericDType) {
+  Rng rng(kSeed + 64);
+  for (DType t : kNumericTypes)
+    for (int it = 0; it < 20; ++it) checkScatterAddOnce(rng, t);
+}
+
+TEST(OpsIndex, ScatterAddExplicit) {
+  Tensor x = kiln::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor i = kiln::from_vector(std::vector<int64_t>{2, 2, 0, 1}, {2, 2});
+  Tensor src = kiln::from_vector(std::vector<float>{10, 20, 30, 40}, {2, 2});
+  // Row 0: column 2 gets 10 and 20; row 1: columns 0 and 1 get 30 and 40.
+  EXPECT_TRUE(near(kiln::scatter_add(x, 1, i, src), Ref({2, 3}, {1, 2, 33, 34, 45, 6}), {}));
+  // Along axis 0 with an index smaller than x off the axis; source
+  // transposed (strided).
+  Tensor rows = kiln::from_vector(std::vector<int64_t>{1, 1}, {1, 2});
+  Tensor srcT = kiln::transpose(kiln::from_vector(std::vector<float>{7, 8}, {2, 1}), 0, 1);  // [1, 2]
+  EXPECT_TRUE(near(kiln::scatter_add(x, -2, rows, srcT), Ref({2, 3}, {1, 2, 3, 4 + 7, 5 + 8, 6}), {}));
+  // gather's reverse: scattering what gather read adds it back in place.
+  Tensor back = kiln::scatter_add(kiln::zeros({2, 3}), 1, i, kiln::gather(x, 1, i));
+  EXPECT_TRUE(near(back, Ref({2, 3}, {0, 0, 6, 4, 5, 0}), {}));
+  // -0 where no index lands keeps its sign; NaN and inf land only there.
+  Tensor z = kiln::from_vector(std::vector<float>{-0.0f, -0.0f, 0, 0}, {2, 2});
+  Tensor bad = kiln::from_vector(std::vector<float>{NAN, INFINITY}, {1, 2});
+  std::vector<float> out =
+      kiln::scatter_add(z, 0, kiln::from_vector(std::vector<int64_t>{1, 1}, {1, 2}), bad).to_vector<float>();
+  EXPECT_TRUE(std::signbit(out[0]) && std::signbit(out[1]));
+  EXPECT_TRUE(std::isnan(out[2]));
+  EXPECT_EQ(out[3], INFINITY);
+  // No index: x itself. Integers wrap.
+  EXPECT_TRUE(near(kiln::scatter_add(x, 0, kiln::zeros({0, 3}, DType::i64), kiln::zeros({0, 3})),
+                   Ref({2, 3}, {1, 2, 3, 4, 5, 6}), {}));
+  Tensor u = kiln::from_vector(std::vector<uint8_t>{250}, {1});
+  EXPECT_TRUE(near(kiln::scatter_add(u, 0, kiln::from_vector(std::vector<int64_t>{0, 0}, {2}),
+                                     kiln::from_vector(std::vector<uint8_t>{3, 4}, {2})),
+                   Ref({1}, {1}), {}));
+}
+
+TEST(OpsIndex, ScatterAddBadInputThrowsAndKeepsEarlierTensors) {
+  Tensor x = kiln::from_vector(std::vector<float>{0, 1, 2, 10, 11, 12}, {2, 3});
+  Tensor i = kiln::from_vector(std::vector<int64_t>{1, 0}, {2, 1});
+  Tensor src = kiln::ones({2, 1});
+  Tensor pending = kiln::scatter_add(x, 1, i, src);
+  expectKilnError([&] { return kiln::scatter_add(x, 1, kiln::from_vector(std::vector<int64_t>{3}, {1, 1}), kiln::ones({1, 1})); },
+                  "out of range");
+  expectKilnError([&] { return kiln::scatter_add(x, 1, i, kiln::ones({2, 2})); }, "index's shape");
+  expectKilnError([&] { return kiln::scatter_add(x, 1, kiln::reshape(i, {2}), kiln::ones({2})); }, "rank");
+  expectKilnError([&] { return kiln::scatter_add(x, 1, kiln::zeros({3, 1}, DType::i64), kiln::ones({3, 1})); },
+                  "larger");
+  expectKilnError([&] { return kiln::scatter_add(x, 1, i, kiln::ones({2, 1}, DType::f64)); }, "cast source");
+  expectKilnError([&] { return kiln::scatter_add(x, 2, i, src); }, "scatter_add");
+  expectKilnError([&] { return kiln::scatter_add(kiln::cast(x, DType::boolean), 1, i, kiln::cast(src, DType::boolean)); },
+                  "not bool");
+  expectKilnError([&] { return kiln::scatter_add(x, 1, kiln::from_vector(std::vector<float>{0, 0}, {2, 1}), src); },
+                  "integer");
+  EXPECT_TRUE(near(pending, Ref({2, 3}, {0, 2, 2, 11, 11, 12}), {}));
 }
 
 TEST(OpsIndex, IndexAddBadInputThrowsAndKeepsEarlierTensors) {

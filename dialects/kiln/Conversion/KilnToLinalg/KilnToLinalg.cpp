@@ -1145,6 +1145,48 @@ public:
   }
 };
 
+/// index_add's generic: `input` copied into a tensor of its own (the input
+/// may be a kernel argument, which bufferization would otherwise let this
+/// op write in place: the caller's tensor), then the masked reduction over
+/// j that adds source's slice j at row index[j], marked kIndexAddAttr.
+/// `elementType` is the kiln op's (the additions' semantics: signedness).
+static Value buildIndexAdd(OpBuilder &b, Location loc, RankedTensorType type,
+                           ValueRange sizes, Value input, Value index,
+                           Value source, int64_t axis, Type elementType) {
+  Value init = linalg::CopyOp::create(b, loc, input,
+                                      emptyTensor(b, loc, type, sizes))
+                   .getResult(0);
+  // Loops: the result's axes, then j over the index (the reduction).
+  MLIRContext *ctx = b.getContext();
+  const int64_t rank = type.getRank();
+  const unsigned loops = static_cast<unsigned>(rank) + 1;
+  SmallVector<AffineExpr> resultExprs, sourceExprs;
+  for (int64_t d = 0; d < rank; ++d) {
+    resultExprs.push_back(getAffineDimExpr(d, ctx));
+    sourceExprs.push_back(getAffineDimExpr(d == axis ? rank : d, ctx));
+  }
+  AffineMap indexMap = AffineMap::get(loops, 0, {getAffineDimExpr(rank, ctx)}, ctx);
+  AffineMap sourceMap = AffineMap::get(loops, 0, sourceExprs, ctx);
+  AffineMap resultMap = AffineMap::get(loops, 0, resultExprs, ctx);
+  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  iterators.push_back(utils::IteratorType::reduction);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, ValueRange{index, source}, ValueRange{init},
+      ArrayRef<AffineMap>{indexMap, sourceMap, resultMap}, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        // Only a row index names gets an addition: the others keep their
+        // bits (no + 0 that would turn -0 into +0).
+        Value row = linalg::IndexOp::create(nb, nloc, axis);
+        Value target = arith::IndexCastOp::create(nb, nloc, nb.getIndexType(), args[0]);
+        Value hit = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::eq, row, target);
+        ScalarBuilder s(nb, nloc);
+        Value sum = s.binary(::kiln::core::OpKind::Add, elementType, args[2], args[1]);
+        linalg::YieldOp::create(nb, nloc, ValueRange{arith::SelectOp::create(nb, nloc, hit, sum, args[2])});
+      });
+  generic->setAttr(kIndexAddAttr, b.getI64IntegerAttr(axis));
+  return generic.getResult(0);
+}
+
 class IndexAddLowering : public KilnPattern<IndexAddOp> {
 public:
   using KilnPattern::KilnPattern;
@@ -1154,9 +1196,7 @@ public:
     RankedTensorType type = convertType(op.getType());
     if (!type)
       return rewriter.notifyMatchFailure(op, "unsupported result type");
-    Location loc = op.getLoc();
-    Value input = adaptor.getInput(), index = adaptor.getIndex(),
-          source = adaptor.getSource();
+    Value input = adaptor.getInput(), source = adaptor.getSource();
     RankedTensorType sourceType = tensorTypeOf(source);
     const int64_t rank = type.getRank();
     const int64_t axis = (op.getAxis() + rank) % rank;
@@ -1168,44 +1208,89 @@ public:
       rewriter.replaceOp(op, input);
       return success();
     }
-    // The result starts as a copy of the input in a tensor of its own: the
-    // input may be a kernel argument, which bufferization would otherwise
-    // let this op write in place (the caller's tensor).
     FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
     if (failed(sizes))
       return rewriter.notifyMatchFailure(op, "result sizes");
-    Value init = linalg::CopyOp::create(rewriter, loc, input,
-                                        emptyTensor(rewriter, loc, type, *sizes))
-                     .getResult(0);
-    // Loops: the result's axes, then j over the index (the reduction).
-    MLIRContext *ctx = rewriter.getContext();
-    const unsigned loops = static_cast<unsigned>(rank) + 1;
-    SmallVector<AffineExpr> resultExprs, sourceExprs;
-    for (int64_t d = 0; d < rank; ++d) {
-      resultExprs.push_back(getAffineDimExpr(d, ctx));
-      sourceExprs.push_back(getAffineDimExpr(d == axis ? rank : d, ctx));
+    rewriter.replaceOp(op, buildIndexAdd(rewriter, op.getLoc(), type, *sizes, input,
+                                         adaptor.getIndex(), source, axis,
+                                         getElementTypeOrSelf(op.getSource().getType())));
+    return success();
+  }
+};
+
+/// scatter_add is index_add into the input flattened: each source element
+/// added at the flat offset of the position its index names (the index
+/// along the axis, the element's own place along the others), in index
+/// order. Static extents only (a dynamic one leaves the trace interpreted).
+class ScatterAddLowering : public KilnPattern<ScatterAddOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(ScatterAddOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Location loc = op.getLoc();
+    Value input = adaptor.getInput(), index = adaptor.getIndex(),
+          source = adaptor.getSource();
+    RankedTensorType indexType = tensorTypeOf(index);
+    if (!type.hasStaticShape() || !indexType.hasStaticShape())
+      return rewriter.notifyMatchFailure(op, "dynamic extents");
+    const int64_t rank = type.getRank();
+    if (rank == 0 || type.getNumElements() == 0 ||
+        indexType.getNumElements() == 0) {
+      rewriter.replaceOp(op, input);
+      return success();
     }
-    AffineMap indexMap = AffineMap::get(loops, 0, {getAffineDimExpr(rank, ctx)}, ctx);
-    AffineMap sourceMap = AffineMap::get(loops, 0, sourceExprs, ctx);
-    AffineMap resultMap = AffineMap::get(loops, 0, resultExprs, ctx);
-    SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
-    iterators.push_back(utils::IteratorType::reduction);
-    Type elementType = getElementTypeOrSelf(op.getSource().getType());
-    auto generic = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{type}, ValueRange{index, source}, ValueRange{init},
-        ArrayRef<AffineMap>{indexMap, sourceMap, resultMap}, iterators,
-        [&](OpBuilder &b, Location nloc, ValueRange args) {
-          // Only a row index names gets an addition: the others keep their
-          // bits (no + 0 that would turn -0 into +0).
-          Value row = linalg::IndexOp::create(b, nloc, axis);
-          Value target = arith::IndexCastOp::create(b, nloc, b.getIndexType(), args[0]);
-          Value hit = arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::eq, row, target);
-          ScalarBuilder s(b, nloc);
-          Value sum = s.binary(::kiln::core::OpKind::Add, elementType, args[2], args[1]);
-          linalg::YieldOp::create(b, nloc, ValueRange{arith::SelectOp::create(b, nloc, hit, sum, args[2])});
-        });
-    generic->setAttr(kIndexAddAttr, rewriter.getI64IntegerAttr(axis));
-    rewriter.replaceOp(op, generic.getResult(0));
+    const int64_t axis = (op.getAxis() + rank) % rank;
+    SmallVector<int64_t> strides(rank);
+    for (int64_t d = rank - 1, stride = 1; d >= 0; --d) {
+      strides[d] = stride;
+      stride *= type.getDimSize(d);
+    }
+    Type i64 = rewriter.getI64Type();
+    auto offsetsType = RankedTensorType::get(indexType.getShape(), i64);
+    AffineMap identity = rewriter.getMultiDimIdentityMap(rank);
+    SmallVector<utils::IteratorType> iterators(rank,
+                                               utils::IteratorType::parallel);
+    const int64_t extent = type.getDimSize(axis);
+    Value offsets =
+        linalg::GenericOp::create(
+            rewriter, loc, TypeRange{offsetsType}, ValueRange{index},
+            ValueRange{emptyTensor(rewriter, loc, offsetsType)},
+            ArrayRef<AffineMap>{identity, identity}, iterators,
+            [&](OpBuilder &b, Location nloc, ValueRange args) {
+              // Clamped as gather's: the runtime reports a bad index
+              // before launch, and none may write outside the result.
+              ScalarBuilder s(b, nloc);
+              Value at = arith::IndexCastOp::create(
+                  b, nloc, i64, clampIndex(b, nloc, args[0], extent));
+              Value offset = arith::MulIOp::create(
+                  b, nloc, at, s.intConstant(i64, strides[axis]));
+              for (int64_t d = 0; d < rank; ++d) {
+                if (d == axis)
+                  continue;
+                Value position = loopIndexI64(b, nloc, d);
+                Value along = arith::MulIOp::create(
+                    b, nloc, position, s.intConstant(i64, strides[d]));
+                offset = arith::AddIOp::create(b, nloc, offset, along);
+              }
+              linalg::YieldOp::create(b, nloc, offset);
+            })
+            .getResult(0);
+    const int64_t count = indexType.getNumElements();
+    Type elementType = type.getElementType();
+    auto flatType = RankedTensorType::get({type.getNumElements()}, elementType);
+    Value flatInput = reshapeTensor(rewriter, loc, input, flatType);
+    Value flatOffsets = reshapeTensor(rewriter, loc, offsets,
+                                      RankedTensorType::get({count}, i64));
+    Value flatSource = reshapeTensor(
+        rewriter, loc, source, RankedTensorType::get({count}, elementType));
+    Value flat = buildIndexAdd(rewriter, loc, flatType, {}, flatInput,
+                               flatOffsets, flatSource, /*axis=*/0,
+                               getElementTypeOrSelf(op.getSource().getType()));
+    rewriter.replaceOp(op, reshapeTensor(rewriter, loc, flat, type));
     return success();
   }
 };
@@ -1388,7 +1473,7 @@ void mlir::kiln::populateKilnToLinalgConversionPatterns(
   patterns
       .add<ReshapeLowering, PermuteLowering, BroadcastToLowering, SliceLowering,
            ConcatLowering, IndexSelectLowering, GatherLowering,
-           IndexAddLowering>(typeConverter, context);
+           IndexAddLowering, ScatterAddLowering>(typeConverter, context);
 }
 
 void mlir::kiln::configureKilnToLinalgTarget(

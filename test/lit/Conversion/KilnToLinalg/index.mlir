@@ -73,3 +73,33 @@ func.func @index_add(%x: tensor<5x3xf32>, %i: tensor<4xi64>, %s: tensor<4x3xf32>
   %0 = kiln.index_add %x, %i, %s axis 0 : tensor<5x3xf32>, tensor<4xi64>, tensor<4x3xf32> -> tensor<5x3xf32>
   return %0 : tensor<5x3xf32>
 }
+
+// -----
+
+// scatter_add: index_add into the input flattened. The offsets: the index
+// (clamped into the axis) times the axis' stride (1), plus the position
+// along the other axis times its stride (5).
+// CHECK-LABEL: func.func @scatter_add
+// CHECK-SAME: (%[[X:.*]]: tensor<2x5xf32>, %[[I:.*]]: tensor<2x3xi64>, %[[S:.*]]: tensor<2x3xf32>)
+// CHECK: %[[OFF:.*]] = linalg.generic {{.*}} ins(%[[I]] : tensor<2x3xi64>) outs(%{{.*}} : tensor<2x3xi64>)
+// CHECK: ^bb0(%[[V:.*]]: i64, %{{.*}}: i64):
+// CHECK: arith.minsi %[[V]]
+// CHECK: arith.maxsi
+// CHECK: %[[ONE:.*]] = arith.constant 1 : i64
+// CHECK: %[[AT:.*]] = arith.muli %{{.*}}, %[[ONE]] : i64
+// CHECK: %[[ROW:.*]] = linalg.index 0 : index
+// CHECK: %[[ROW64:.*]] = arith.index_cast %[[ROW]] : index to i64
+// CHECK: %[[FIVE:.*]] = arith.constant 5 : i64
+// CHECK: %[[ALONG:.*]] = arith.muli %[[ROW64]], %[[FIVE]] : i64
+// CHECK: %[[SUM:.*]] = arith.addi %[[AT]], %[[ALONG]] : i64
+// CHECK: linalg.yield %[[SUM]] : i64
+// CHECK-DAG: %[[FX:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1]] : tensor<2x5xf32> into tensor<10xf32>
+// CHECK-DAG: %[[FO:.*]] = tensor.collapse_shape %[[OFF]] {{\[\[}}0, 1]] : tensor<2x3xi64> into tensor<6xi64>
+// CHECK-DAG: %[[FS:.*]] = tensor.collapse_shape %[[S]] {{\[\[}}0, 1]] : tensor<2x3xf32> into tensor<6xf32>
+// CHECK: %[[INIT:.*]] = linalg.copy ins(%[[FX]] : tensor<10xf32>)
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[FO]], %[[FS]] : tensor<6xi64>, tensor<6xf32>) outs(%[[INIT]] : tensor<10xf32>) attrs = {kiln.index_add = 0 : i64}
+// CHECK: tensor.expand_shape %[[R]] {{\[\[}}0, 1]] output_shape [2, 5] : tensor<10xf32> into tensor<2x5xf32>
+func.func @scatter_add(%x: tensor<2x5xf32>, %i: tensor<2x3xi64>, %s: tensor<2x3xf32>) -> tensor<2x5xf32> {
+  %0 = kiln.scatter_add %x, %i, %s axis 1 : tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32> -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}

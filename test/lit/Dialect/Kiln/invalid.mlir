@@ -434,6 +434,30 @@ func.func @index_add_bool(%x: tensor<5xi1>, %i: tensor<2xi64>, %s: tensor<2xi1>)
 
 // -----
 
+func.func @scatter_add_source_shape(%x: tensor<5x3xf32>, %i: tensor<5x2xi64>, %s: tensor<5x3xf32>) -> tensor<5x3xf32> {
+  // expected-error @+1 {{source [5, 3] must have index's shape [5, 2]}}
+  %0 = kiln.scatter_add %x, %i, %s axis 1 : tensor<5x3xf32>, tensor<5x2xi64>, tensor<5x3xf32> -> tensor<5x3xf32>
+  return %0 : tensor<5x3xf32>
+}
+
+// -----
+
+func.func @scatter_add_index_rank(%x: tensor<5x3xf32>, %i: tensor<2xi64>, %s: tensor<2xf32>) -> tensor<5x3xf32> {
+  // expected-error @+1 {{must have the rank of the input}}
+  %0 = kiln.scatter_add %x, %i, %s axis 0 : tensor<5x3xf32>, tensor<2xi64>, tensor<2xf32> -> tensor<5x3xf32>
+  return %0 : tensor<5x3xf32>
+}
+
+// -----
+
+func.func @scatter_add_index_larger(%x: tensor<5x3xf32>, %i: tensor<6x2xi64>, %s: tensor<6x2xf32>) -> tensor<5x3xf32> {
+  // expected-error @+1 {{is larger than the input [5, 3] on axis 0}}
+  %0 = kiln.scatter_add %x, %i, %s axis 1 : tensor<5x3xf32>, tensor<6x2xi64>, tensor<6x2xf32> -> tensor<5x3xf32>
+  return %0 : tensor<5x3xf32>
+}
+
+// -----
+
 func.func @index_select_rank(%x: tensor<1x1x1x1x1x1x1x5xf32>, %i: tensor<1x2xi64>) -> tensor<1x1x1x1x1x1x1x1xf32> {
   // expected-error @+1 {{result rank would exceed 8}}
   %0 = kiln.index_select %x, %i axis 7 : tensor<1x1x1x1x1x1x1x5xf32>, tensor<1x2xi64> -> tensor<1x1x1x1x1x1x1x1xf32>

@@ -197,5 +197,7 @@ func.func @indexing(%x: tensor<5x3xf32>, %i: tensor<2x2xi64>, %g: tensor<5x2xi64
   %f = kiln.reshape %i : tensor<2x2xi64> -> tensor<4xi64>
   %s = kiln.index_select %x, %f axis 0 : tensor<5x3xf32>, tensor<4xi64> -> tensor<4x3xf32>
   %2 = kiln.index_add %x, %f, %s axis 0 : tensor<5x3xf32>, tensor<4xi64>, tensor<4x3xf32> -> tensor<5x3xf32>
+  // CHECK: kiln.scatter_add %{{.*}}, %{{.*}}, %{{.*}} axis 1 : tensor<5x3xf32>, tensor<5x2xi64>, tensor<5x2xf32> -> tensor<5x3xf32>
+  %3 = kiln.scatter_add %x, %g, %1 axis 1 : tensor<5x3xf32>, tensor<5x2xi64>, tensor<5x2xf32> -> tensor<5x3xf32>
   return
 }
