@@ -224,15 +224,18 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index);
 /// (index_select). It is index_select's gradient: its cost follows the
 /// selected rows, not the table (an embedding of a 50k vocabulary).
 Tensor index_add(const Tensor& x, int axis, const Tensor& index, const Tensor& source);
-/// PyTorch's scatter_add / ONNX ScatterElements with reduction "add",
-/// gather's reverse: x with each element of source added at the position
-/// its index names along `axis`: out[i.., index[i.., j, k..], k..] +=
-/// source[i.., j, k..], in row-major order of index (a position named twice
-/// gets both, each addition rounded in x's dtype; the same bits on every
-/// tier and device). index has x's rank, extents at most x's off the axis
-/// and values in [0, x.shape[axis]); source has index's shape and x's dtype.
-/// Gradients: out's to x, gather(g, axis, index) to source. It is gather's
-/// gradient when a row gathers many elements: its cost follows the index.
+/// PyTorch's scatter_add, gather's reverse: x with each element of source
+/// added at the position its index names along `axis`:
+/// out[i.., index[i.., j, k..], k..] += source[i.., j, k..], in row-major
+/// order of index (a position named twice gets both, each addition rounded
+/// in x's dtype; the same bits on every tier and device). index has x's
+/// rank, extents at most x's off the axis and values in [0, x.shape[axis])
+/// (ONNX ScatterElements' negative indices are refused); source has
+/// index's shape and x's dtype. Gradients: out's to x, gather(g, axis,
+/// index) to source. On the CPU its cost follows the index (it is gather's
+/// gradient when a row gathers many elements); on GPUs, for now, tier 0
+/// launches per element and a compiled kernel reads every index for each
+/// element of x.
 Tensor scatter_add(const Tensor& x, int axis, const Tensor& index, const Tensor& source);
 /// [..] integer class ids -> [.., num_classes] of dtype.
 Tensor one_hot(const Tensor& index, int64_t num_classes, DType dtype = DType::f32);

@@ -473,9 +473,11 @@ def _ones(size, dtype=None, layout=None, device=None, pin_memory=None):
 def _new_creation(x, shape, value, dtype, device):
     # dtype and device default to x's (gather's gradient: x.new_zeros, then
     # scatter_add).
+    if device is not None and torch.device(device).type != "cpu":
+        raise Unsupported(f"a tensor created on {device}")
     if dtype is None:
-        return kiln.full(list(shape), value, x.dtype)
-    return _creation(shape, value, dtype, device)
+        return kiln.full(list(shape), value, x.dtype, x.device)
+    return kiln.full(list(shape), value, _TORCH_TO_KILN[dtype], x.device)
 
 
 @_op(aten.new_zeros.default)

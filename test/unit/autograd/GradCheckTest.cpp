@@ -364,9 +364,8 @@ TEST(GradCheck, ScatterAdd) {
   Tensor rows = from_vector<int64_t>({1, 0, 1}, {1, 3});  // smaller than x off the axis
   gradcheck("scatter_add axis -2", [&](const std::vector<Tensor>& x) { return scatter_add(x[0], -2, rows, x[1]); },
             {{Shape{2, 4}}, {Shape{1, 3}}});
-  // Twice through it: gather's second derivative goes through scatter_add's
-  // gradient (gather again); 9 indices per row make gather's gradient a
-  // scatter_add.
+  // Through both: a scatter_add of a gather of 9 indices per row, whose
+  // gradient is a scatter_add (gather's) of a gather (scatter_add's).
   std::vector<int64_t> many;
   for (int i = 0; i < 2 * 9; ++i) many.push_back((i * 5 + i / 4) % 4);
   Tensor midx = from_vector<int64_t>(many, {2, 9});

@@ -233,6 +233,16 @@ TEST(HigherOrderGrad, Indexing) {
   Tensor gidx = from_vector<int64_t>({3, 0, 1}, {3, 1});
   gradgradcheck("gather", [&](const std::vector<Tensor>& x) { return square(gather(x[0], 1, gidx)); },
                 {{Shape{3, 4}}});
+  // 9 indices per row: gather's gradient is a scatter_add, whose gradient
+  // is a gather again.
+  std::vector<int64_t> many;
+  for (int i = 0; i < 2 * 9; ++i) many.push_back((i * 5 + i / 4) % 4);
+  Tensor midx = from_vector<int64_t>(many, {2, 9});
+  gradgradcheck("gather of 9 per row", [&](const std::vector<Tensor>& x) { return square(gather(x[0], 1, midx)); },
+                {{Shape{2, 4}}});
+  gradgradcheck("scatter_add", [&](const std::vector<Tensor>& x) {
+    return square(scatter_add(square(x[0]), 1, midx, mul(x[1], x[1])));
+  }, {{Shape{2, 4}}, {Shape{2, 9}}});
 }
 
 TEST(HigherOrderGrad, CompositesConvolutionAndPooling) {

@@ -187,18 +187,26 @@ class ProgramGenerator {
         if (x.rank() < 1) return;
         const int64_t k = x.size(-1), n = pick(1, 5);
         Shape ws{k, n};
-        if (x.rank() >= 3 && pick(0, 1)) ws = Shape{x.size(0), k, n};
+        if (x.rank() >= 3 && pick(0, 1)) ws = Shape{x.size(-3), k, n};  // batched (broadcast from the right)
         y = matmul(x.rank() == 1 ? x : x, input(ws));
         break;
       }
       case 6: {
         if (gathers_ && x.rank() >= 1 && x.numel() > 0 && pick(0, 1)) {
-          // Reads at other elements: a random index_select or a flip.
+          // Reads or writes at other elements: a random index_select,
+          // gather or scatter_add (x's shape of indices), or a flip.
           const int a = pick(0, x.rank() - 1);
-          if (pick(0, 1)) {
+          const int how = pick(0, 3);
+          if (how == 0) {
             std::vector<int64_t> index(static_cast<size_t>(x.size(a)));
             for (int64_t& v : index) v = pick(0, static_cast<int>(x.size(a)) - 1);
             y = index_select(x, a, from_vector(index, {x.size(a)}));
+          } else if (how <= 2) {
+            std::vector<int64_t> index(static_cast<size_t>(x.numel()));
+            for (int64_t& v : index) v = pick(0, static_cast<int>(x.size(a)) - 1);
+            const Tensor idx = from_vector(index, x.shape());
+            const bool scatter = how == 2 && is_floating(x.dtype());
+            y = scatter ? scatter_add(x * 0.25f, a, idx, x) : gather(x, a, idx);
           } else {
             y = flip(x, {a}) * 0.5f;
           }

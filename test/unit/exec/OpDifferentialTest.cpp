@@ -883,6 +883,11 @@ TEST(OpDifferential, IndexOps) {
                              scatter_add(in.make(t, {6, 4}, Values::Mixed, Layout::Transposed), 1,
                                          in.index(it, {6, 5}, 4), in.make(t, {6, 5}, Values::Mixed, Layout::Transposed)),
                              scatter_add(in.make(t, {7}), 0, in.index(it, {12}, 7), in.make(t, {12})),
+                             scatter_add(in.make(t, {2, 3, 4, 5}), 2, in.index(it, {2, 2, 6, 5}, 4),
+                                         in.make(t, {2, 2, 6, 5})),
+                             // The index through a permute: still the parameter's values.
+                             scatter_add(in.make(t, {4, 5}), 1, permute(in.index(it, {3, 4}, 5), {1, 0}),
+                                         in.make(t, {4, 3})),
                          };
                        }});
     }
