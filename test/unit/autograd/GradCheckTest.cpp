@@ -335,12 +335,19 @@ TEST(GradCheck, IndexSelectAndGather) {
   Tensor widx = permute(midx, {0, 2, 1});  // [2, 3, 9]
   gradcheck("gather axis 2 of rank 3, 9 indices per row",
             [&](const std::vector<Tensor>& x) { return gather(x[0], 2, widx); }, {{Shape{2, 4, 4}}});
-  // And a few per row (the one-hot product).
+  // A few per row (scatter_add too), and one per row along axes 1 and 2 of
+  // rank 3 (the one-hot product).
   Tensor ridx = from_vector<int32_t>({4, 0, 4, 4, 1, 2, 0, 0, 3, 1, 1, 2}, {2, 3, 2});
   gradcheck("gather axis 1 of rank 3", [&](const std::vector<Tensor>& x) { return gather(x[0], 1, ridx); },
             {{Shape{3, 5, 4}}});
   gradcheck("gather axis 2 of rank 3", [&](const std::vector<Tensor>& x) { return gather(x[0], 2, ridx); },
             {{Shape{2, 4, 5}}});
+  Tensor oneIdx = from_vector<int32_t>({4, 0, 4, 1, 2, 0}, {2, 1, 3});
+  gradcheck("gather axis 1 of rank 3, one per row", [&](const std::vector<Tensor>& x) { return gather(x[0], 1, oneIdx); },
+            {{Shape{2, 5, 3}}});
+  gradcheck("gather axis 2 of rank 3, one per row",
+            [&](const std::vector<Tensor>& x) { return gather(x[0], 2, permute(oneIdx, {0, 2, 1})); },
+            {{Shape{2, 3, 5}}});
 }
 
 TEST(GradCheck, IndexAdd) {
