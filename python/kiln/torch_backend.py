@@ -338,6 +338,23 @@ def _argmax(x, dim=None, keepdim=False):
     return kiln.argmax(x, dim, keepdim)
 
 
+@_op(aten.argmin.default)
+def _argmin(x, dim=None, keepdim=False):
+    if dim is None:
+        raise Unsupported("argmin without dim")
+    return kiln.argmin(x, dim, keepdim)
+
+
+@_op(aten.max.dim)
+def _max_dim(x, dim, keepdim=False):
+    return kiln.max(x, [dim], keepdim), kiln.argmax(x, dim, keepdim)
+
+
+@_op(aten.min.dim)
+def _min_dim(x, dim, keepdim=False):
+    return kiln.min(x, [dim], keepdim), kiln.argmin(x, dim, keepdim)
+
+
 @_op(aten.var_mean.correction)
 def _var_mean(x, dims=None, correction=None, keepdim=False):
     axes = _dims(dims, x.ndim) if dims not in (None, []) else list(range(x.ndim))
@@ -354,6 +371,11 @@ def _var_mean(x, dims=None, correction=None, keepdim=False):
 @_op(aten.var.correction)
 def _var(x, dims=None, correction=None, keepdim=False):
     return _var_mean(x, dims, correction=correction, keepdim=keepdim)[0]
+
+
+@_op(aten.std.correction)
+def _std(x, dims=None, correction=None, keepdim=False):
+    return kiln.sqrt(_var(x, dims, correction=correction, keepdim=keepdim))
 
 
 @_op(aten._softmax.default)
@@ -439,6 +461,90 @@ def _gather(x, dim, index, sparse_grad=False):
     return kiln.gather(x, dim, index)
 
 
+@_op(aten.scatter.value)
+def _scatter_value(x, dim, index, value):
+    # Every position index names becomes value (positions named twice get
+    # the same value): x where no index lands. cross_entropy's gradient
+    # (nll_loss_backward) writes its -1 this way.
+    hits = kiln.scatter_add(kiln.zeros(list(x.shape), kiln.float32, x.device), dim, index,
+                            kiln.ones(list(index.shape), kiln.float32, x.device))
+    return kiln.where(kiln.gt(hits, 0.0), kiln.full([], value, x.dtype, x.device), x)
+
+
+@_op(aten.scatter.src)
+def _scatter_src(x, dim, index, src):
+    # Only where no two index elements can name one position (index's extent
+    # along dim is 1: max/min along dim's gradient): torch leaves the order
+    # of two writes to one position unspecified.
+    dim = _dims(dim, x.ndim)[0]
+    if index.shape[dim] != 1:
+        raise Unsupported("scatter of a tensor with more than one index along dim")
+    for d, n in enumerate(index.shape):
+        if src.shape[d] != n:
+            src = kiln.slice(src, d, 0, n, 1)
+    hits = kiln.scatter_add(kiln.zeros(list(x.shape), kiln.float32, x.device), dim, index,
+                            kiln.ones(list(index.shape), kiln.float32, x.device))
+    placed = kiln.scatter_add(kiln.zeros(list(x.shape), x.dtype, x.device), dim, index, kiln.cast(src, x.dtype))
+    return kiln.where(kiln.gt(hits, 0.0), placed, x)
+
+
+def _zeros_around(grad, sizes, dim, start, stop):
+    # grad (extent stop - start along dim) inside zeros of `sizes`.
+    parts = []
+    for begin, end in ((0, start), (stop, sizes[dim])):
+        if end > begin:
+            shape = list(sizes)
+            shape[dim] = end - begin
+            parts.append((begin, kiln.zeros(shape, grad.dtype, grad.device)))
+    parts.append((start, grad))
+    return kiln.concat([t for _, t in sorted(parts, key=lambda p: p[0])], dim)
+
+
+@_op(aten.select_backward.default)
+def _select_backward(grad, sizes, dim, index):
+    dim = _dims(dim, len(sizes))[0]
+    index = index + sizes[dim] if index < 0 else index
+    return _zeros_around(kiln.unsqueeze(grad, dim), list(sizes), dim, index, index + 1)
+
+
+@_op(aten.slice_backward.default)
+def _slice_backward(grad, sizes, dim, start, end, step):
+    dim = _dims(dim, len(sizes))[0]
+    n = sizes[dim]
+    begin, stop, _ = builtins.slice(start, end, step).indices(n)
+    if step != 1:
+        raise Unsupported("the gradient of a strided slice")
+    return _zeros_around(grad, list(sizes), dim, begin, builtins.max(begin, stop))
+
+
+@_op(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def _masked_fill(x, mask, value):
+    if not isinstance(value, (int, float, bool)):
+        value = kiln.cast(value, x.dtype)
+    else:
+        value = kiln.full([], value, x.dtype, x.device)
+    return kiln.where(mask, value, x)
+
+
+@_op(aten.flip.default)
+def _flip(x, dims):
+    return kiln.flip(x, _dims(list(dims), x.ndim))
+
+
+@_op(aten.embedding_dense_backward.default)
+def _embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    # The rows of grad added at their tokens (index_add: work follows the
+    # tokens, not the vocabulary); padding_idx's row gets none.
+    if scale_grad_by_freq:
+        raise Unsupported("embedding with scale_grad_by_freq")
+    width = grad.shape[-1]
+    flat = kiln.reshape(indices, [-1])
+    rows = kiln.reshape(grad, [-1, width])
+    if padding_idx >= 0:
+        rows = kiln.where(kiln.unsqueeze(kiln.ne(flat, padding_idx), -1), rows, kiln.full([], 0, grad.dtype, grad.device))
+    return kiln.index_add(kiln.zeros([num_weights, width], grad.dtype, grad.device), 0, flat, rows)
+
+
 @_op(aten.embedding.default)
 def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     return kiln.index_select(weight, 0, indices)
@@ -478,6 +584,28 @@ def _new_creation(x, shape, value, dtype, device):
     if dtype is None:
         return kiln.full(list(shape), value, x.dtype, x.device)
     return kiln.full(list(shape), value, _TORCH_TO_KILN[dtype], x.device)
+
+
+def _like(x, value, dtype, device):
+    if device is not None and torch.device(device).type != "cpu":
+        raise Unsupported(f"a tensor created on {device}")
+    kd = x.dtype if dtype is None else _TORCH_TO_KILN[dtype]
+    return kiln.full(list(x.shape), value, kd, x.device)
+
+
+@_op(aten.zeros_like.default)
+def _zeros_like(x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return _like(x, 0, dtype, device)
+
+
+@_op(aten.ones_like.default)
+def _ones_like(x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return _like(x, 1, dtype, device)
+
+
+@_op(aten.full_like.default)
+def _full_like(x, fill_value, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return _like(x, fill_value, dtype, device)
 
 
 @_op(aten.new_zeros.default)
@@ -545,6 +673,9 @@ DECOMPOSITIONS = get_decompositions([
     aten._softmax_backward_data,
     aten.addcmul,
     aten.hardtanh_backward,
+    aten.softplus,
+    aten.softplus_backward,
+    aten.elu,
     aten.leaky_relu_backward,
     aten.elu_backward,
     aten.squeeze.default,

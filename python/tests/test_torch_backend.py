@@ -176,6 +176,46 @@ def test_gather_and_scatter_add_of_many_indices_match_eager():
     assert report.eager_nodes == 0, str(report)
 
 
+def test_language_model_with_a_padded_embedding_runs_entirely_on_kiln():
+    # embedding_dense_backward (index_add), cross_entropy's gradient
+    # (zeros_like, scatter of a value).
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(50, 16, padding_idx=0)
+            self.ln = nn.LayerNorm(16)
+            self.head = nn.Linear(16, 50)
+
+        def forward(self, tokens, targets):
+            return F.cross_entropy(self.head(self.ln(self.emb(tokens))).view(-1, 50), targets.view(-1))
+
+    tokens = torch.randint(0, 50, (4, 8))
+    tokens[0, :3] = 0  # padding: no gradient for row 0
+    targets = torch.randint(0, 50, (4, 8))
+    run_both(LM(), tokens, targets)
+    report = kiln.explain(LM(), tokens, targets)
+    assert report.graphs == 2
+    assert report.eager_nodes == 0, str(report)
+
+
+def test_reductions_with_indices_masks_and_fills_match_eager():
+    class Mixed(nn.Module):
+        def forward(self, x):
+            top, where_top = x.max(dim=1)
+            low, where_low = x.min(dim=0, keepdim=True)
+            masked = x.masked_fill(x < 0, -2.0)
+            filled = torch.zeros_like(x) + torch.ones_like(x) * torch.full_like(x, 0.5)
+            return (top.sum() + low.sum() + x.std(dim=0).sum() + torch.flip(masked, [1])[:, 0].sum()
+                    + (x[1:4] * x[1:4]).sum() + x[:, -2].sum()
+                    + filled.sum() + F.softplus(x).sum() + F.elu(x).sum()
+                    + where_top.float().sum() + where_low.float().sum() + torch.argmin(x, 1).float().sum())
+
+    x = torch.randn(5, 7)
+    run_both(Mixed(), x)
+    report = kiln.explain(Mixed(), x.clone().requires_grad_())
+    assert report.eager_nodes == 0, str(report)
+
+
 def test_inference_without_grad():
     model = MLP()
     compiled = torch.compile(model, backend="kiln")

@@ -222,7 +222,12 @@ class ProgramGenerator {
       }
       case 7: {
         if (x.rank() < 1 || x.numel() == 0) return;  // softmax of nothing has no maximum
-        y = pick(0, 1) ? softmax(x, -1) : layer_norm(x);
+        // eps 1e-3: layer_norm multiplies x's rounding (a few ulps apart
+        // between the tiers, from their approximations) by up to
+        // 1/sqrt(eps); with the default 1e-5, a nearly constant row (seed
+        // 60715's in-place state, values 0.6094-0.6129) came out 5e-4 apart,
+        // outside the bound for well-conditioned results.
+        y = pick(0, 1) ? softmax(x, -1) : layer_norm(x, {}, {}, 1e-3);
         break;
       }
       case 8: {
