@@ -104,6 +104,7 @@ std::string attributes(const trace::TraceGraph &g, const trace::Node &n) {
   case core::OpCategory::ArgReduce:
     return "axis = " + std::to_string(n.i0) + " : i64, keepdim = " + keepdim +
            (!attrs.empty() && attrs[0] ? ", select_last_index" : "");
+  case core::OpCategory::Scan:
   case core::OpCategory::Index: return "axis = " + std::to_string(n.i0) + " : i64";
   case core::OpCategory::Conv:
     return "strides = " + i64Array(attrs.subspan(0, 2)) + ", pads = " + i64Array(attrs.subspan(2, 4)) +

@@ -116,6 +116,7 @@ typedef struct kiln_device {
  *   CONCAT: inputs one or more tensors; attribute axis (0)
  *   INDEX_SELECT, GATHER: inputs x, index; attribute axis
  *   INDEX_ADD, SCATTER_ADD: inputs x, index, source; attribute axis
+ *   CUMSUM: input x; attribute axis
  *   CONV2D: inputs x, weight [C_out, C/group, kH, kW], bias (optional);
  *     attributes strides, pads, dilations, group (1), auto_pad,
  *     channels_last

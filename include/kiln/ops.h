@@ -132,6 +132,7 @@ Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32, double
 #define KILN_DECLARE_Cast(f)
 #define KILN_DECLARE_Reduce(f)
 #define KILN_DECLARE_ArgReduce(f)
+#define KILN_DECLARE_Scan(f)
 #define KILN_DECLARE_Matmul(f)
 #define KILN_DECLARE_Conv(f)
 #define KILN_DECLARE_Shape(f)
@@ -146,6 +147,7 @@ Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32, double
 #undef KILN_DECLARE_Cast
 #undef KILN_DECLARE_Reduce
 #undef KILN_DECLARE_ArgReduce
+#undef KILN_DECLARE_Scan
 #undef KILN_DECLARE_Matmul
 #undef KILN_DECLARE_Conv
 #undef KILN_DECLARE_Shape
@@ -179,6 +181,13 @@ Tensor mean(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = f
 Tensor max(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false);
 Tensor min(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false);
 Tensor prod(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false);
+/// PyTorch's cumsum: out[.., i, ..] = x[.., 0, ..] + ... + x[.., i, ..]
+/// along `axis`, added in order: f32 and f64 in their own type (PyTorch's
+/// CPU kernel keeps an f32 running sum in f64), f16 and bf16 in f32 with
+/// each result rounded (as PyTorch), integers and bool in i64 (as sum()).
+/// The same bits on every tier and device. Gradient: the reversed running
+/// sums of g.
+Tensor cumsum(const Tensor& x, int axis);
 /// Index of the first maximum along `axis` (i64); of the last one with
 /// select_last_index (ONNX's attribute). A NaN is the maximum (and minimum).
 Tensor argmax(const Tensor& x, int axis, bool keepdim = false, bool select_last_index = false);

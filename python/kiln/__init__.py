@@ -35,6 +35,7 @@ from kiln._kiln import (  # noqa: F401  (the public API)
     ceil,
     clamp,
     concat,
+    cumsum,
     conv2d,
     cos,
     cross_entropy,

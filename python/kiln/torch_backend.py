@@ -345,6 +345,15 @@ def _argmin(x, dim=None, keepdim=False):
     return kiln.argmin(x, dim, keepdim)
 
 
+@_op(aten.cumsum.default)
+def _cumsum(x, dim, dtype=None):
+    # dtype: the sums' type (Kiln's cumsum adds integers in i64 whatever
+    # their width, so the result is cast to it too).
+    if dtype is None:
+        return kiln.cumsum(x, dim)
+    return kiln.cast(kiln.cumsum(kiln.cast(x, _TORCH_TO_KILN[dtype]), dim), _TORCH_TO_KILN[dtype])
+
+
 @_op(aten.max.dim)
 def _max_dim(x, dim, keepdim=False):
     return kiln.max(x, [dim], keepdim), kiln.argmax(x, dim, keepdim)

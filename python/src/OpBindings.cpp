@@ -134,6 +134,7 @@ void bindOps(nb::module_& m) {
 #define KILN_PY_Cast(f)
 #define KILN_PY_Reduce(f)
 #define KILN_PY_ArgReduce(f)
+#define KILN_PY_Scan(f)
 #define KILN_PY_Matmul(f)
 #define KILN_PY_Conv(f)
 #define KILN_PY_Shape(f)
@@ -209,6 +210,7 @@ void bindOps(nb::module_& m) {
   m.def("index_select", &index_select, nb::arg("x"), nb::arg("axis"), nb::arg("index"));
   m.def("gather", &gather, nb::arg("x"), nb::arg("axis"), nb::arg("index"));
   m.def("index_add", &index_add, nb::arg("x"), nb::arg("axis"), nb::arg("index"), nb::arg("source"));
+  m.def("cumsum", &cumsum, nb::arg("x"), nb::arg("axis"));
   m.def("scatter_add", &scatter_add, nb::arg("x"), nb::arg("axis"), nb::arg("index"), nb::arg("source"));
   m.def("one_hot", &one_hot, nb::arg("index"), nb::arg("num_classes"), nb::arg("dtype") = DType::f32);
 

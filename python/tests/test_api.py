@@ -75,6 +75,7 @@ def test_op_set():
     assert kiln.one_hot(kiln.tensor([0, 2]), 3).tolist() == [[1, 0, 0], [0, 0, 1]]
     assert kiln.index_select(kiln.arange(5), 0, kiln.tensor([4, 0])).tolist() == [4, 0]
     assert kiln.index_add(kiln.zeros([3]), 0, kiln.tensor([2, 2]), kiln.tensor([1.0, 2.0])).tolist() == [0, 0, 3]
+    assert kiln.cumsum(kiln.tensor([[1, 2, 3], [4, 5, 6]]), 1).tolist() == [[1, 3, 6], [4, 9, 15]]
     assert kiln.scatter_add(kiln.zeros([2, 3]), 1, kiln.tensor([[2, 2], [0, 1]]),
                             kiln.tensor([[1.0, 2.0], [3.0, 4.0]])).tolist() == [[0, 0, 3], [3, 4, 0]]
     assert kiln.cast(kiln.tensor([1.7]), kiln.int32).tolist() == [1]

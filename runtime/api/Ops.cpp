@@ -398,6 +398,7 @@ static Tensor unaryOp(OpKind kind, const Tensor& x) {
 #define KILN_PUBLIC_Cast(Name, f)
 #define KILN_PUBLIC_Reduce(Name, f)
 #define KILN_PUBLIC_ArgReduce(Name, f)
+#define KILN_PUBLIC_Scan(Name, f)
 #define KILN_PUBLIC_Matmul(Name, f)
 #define KILN_PUBLIC_Conv(Name, f)
 #define KILN_PUBLIC_Shape(Name, f)
@@ -442,6 +443,22 @@ Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
 }
 Tensor min(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
   return reduction(OpKind::ReduceMin, x, axes, keepdim);
+}
+Tensor cumsum(const Tensor& x, int axis) {
+  checkTensor("cumsum", x);
+  if (x.rank() == 0) {  // one element: its own running sum (as PyTorch's)
+    if (axis != 0 && axis != -1) fail("cumsum", "axis " + std::to_string(axis) + " is out of range for a rank-0 tensor");
+    return reshape(cumsum(reshape(x, Shape{1}), 0), Shape{});
+  }
+  int a = 0;
+  check("cumsum", core::normalizeAxis(axis, x.rank(), &a));
+  // Halves keep an f32 running sum and round each result (as PyTorch).
+  if (x.dtype() == DType::f16 || x.dtype() == DType::bf16) return cast(cumsum(cast(x, DType::f32), a), x.dtype());
+  // Sums' dtype rule: integers and bool add up in i64.
+  Tensor in = castTo(x, core::sumResult(x.dtype()));
+  NodeSpec spec{OpKind::Cumsum, in.dtype(), in.shape()};
+  spec.i0 = a;
+  return record(spec, {&in});
 }
 Tensor argmax(const Tensor& x, int axis, bool keepdim, bool select_last_index) {
   return argReduction(OpKind::ArgMax, x, axis, keepdim, select_last_index);

@@ -360,6 +360,13 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
       if (need(2)) r[2] = index_select(g, axis, in[1]);
       break;
     }
+    case OpKind::Cumsum: {
+      // Each x[i] reaches every out[k] with k >= i: the running sums of g
+      // from the end.
+      const int axis = static_cast<int>(n.i0);
+      r[0] = flip(cumsum(flip(g, {axis}), axis), {axis});
+      break;
+    }
     case OpKind::ScatterAdd: {
       // out = x + (source's elements added where index names them): g to
       // x, g at those positions (gather) to source.

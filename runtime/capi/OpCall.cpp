@@ -39,6 +39,7 @@ constexpr kiln_op NoCAbi = static_cast<kiln_op>(0);
 #define KILN_CAPI_Cast(fn, c_abi) {c_abi, #fn},
 #define KILN_CAPI_Reduce(fn, c_abi) {c_abi, #fn},
 #define KILN_CAPI_ArgReduce(fn, c_abi) {c_abi, #fn},
+#define KILN_CAPI_Scan(fn, c_abi) {c_abi, #fn},
 #define KILN_CAPI_Matmul(fn, c_abi) {c_abi, #fn},
 #define KILN_CAPI_Conv(fn, c_abi) {c_abi, #fn},
 #define KILN_CAPI_Shape(fn, c_abi) {c_abi, #fn},
@@ -88,6 +89,7 @@ constexpr OpEntry kOps[] = {
 #undef KILN_CAPI_Cast
 #undef KILN_CAPI_Reduce
 #undef KILN_CAPI_ArgReduce
+#undef KILN_CAPI_Scan
 #undef KILN_CAPI_Matmul
 #undef KILN_CAPI_Conv
 #undef KILN_CAPI_Shape
@@ -575,6 +577,12 @@ Tensor dispatch(kiln_op op, std::span<const Value> values, std::span<const Attr>
       int axis = at.intAttr("axis", std::nullopt);
       at.finish();
       return index_add(in.tensor(0, "x"), axis, in.tensor(1, "index"), in.tensor(2, "source"));
+    }
+    case KILN_OP_CUMSUM: {
+      in.expectCount(1, 1);
+      int axis = at.intAttr("axis", std::nullopt);
+      at.finish();
+      return cumsum(in.tensor(0, "x"), axis);
     }
     case KILN_OP_SCATTER_ADD: {
       in.expectCount(3, 3);

@@ -9,7 +9,7 @@
 
 namespace kiln::core {
 
-enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Reduce, ArgReduce, Matmul, Conv, Shape, Index, Collective };
+enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Reduce, ArgReduce, Scan, Matmul, Conv, Shape, Index, Collective };
 
 /// Which element types an op's data operands (a leaf's result) may have.
 enum class OpTypes : uint8_t { Any, Numeric, Float, Bool };

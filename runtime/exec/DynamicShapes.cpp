@@ -164,6 +164,7 @@ std::string checkDynamicSupport(const trace::TraceGraph& g) {
         if (any) return at + ": conv2d with dynamic extents";
         continue;
       }
+      case OpCategory::Scan:
       case OpCategory::Index: {
         const trace::Node& in = g.nodes[ins[0]];
         // Its lowering computes flat offsets from static strides.

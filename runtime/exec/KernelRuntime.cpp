@@ -369,7 +369,7 @@ KILN_RT_EXPORT void memrefCopy(int64_t elemSize, UnrankedDescriptor* src, Unrank
 }
 
 /// index_add in a compiled kernel (kiln-cpu-matmul-to-runtime-calls'
-/// indexAddToRuntimeCalls): out[.., index[j], ..] += source[.., j, ..] for j
+/// runtimeCallGenericsToCalls): out[.., index[j], ..] += source[.., j, ..] for j
 /// in order, in place (out already holds the input), by the interpreter's
 /// kernel: the same additions in the same order. `dtype` is kiln::DType's
 /// number; extents and strides come padded to 8 axes; pointers arrive as
@@ -400,4 +400,33 @@ KILN_RT_EXPORT void kiln_rt_index_add(int64_t dtype, int64_t rank, int64_t axis,
   std::copy(sourceStrides, sourceStrides + rank, source.strides);
   interp::indexAddInto(reinterpret_cast<char*>(outPtr) + outOff * size, shape, outStrides, static_cast<int>(axis),
                        index.data(), n, source);
+}
+
+/// cumsum in a compiled kernel (runtimeCallGenericsToCalls): out = input,
+/// then out[.., i, ..] += out[.., i - 1, ..] for i in order, by the
+/// interpreter's kernels: the same additions in the same order. Arguments
+/// as kiln_rt_index_add's; out may be the input's buffer (a running sum in
+/// place reads each element before it writes it).
+KILN_RT_EXPORT void kiln_rt_cumsum(int64_t dtype, int64_t rank, int64_t axis, int64_t e0, int64_t e1, int64_t e2,
+                                   int64_t e3, int64_t e4, int64_t e5, int64_t e6, int64_t e7, int64_t outPtr,
+                                   int64_t outOff, int64_t o0, int64_t o1, int64_t o2, int64_t o3, int64_t o4,
+                                   int64_t o5, int64_t o6, int64_t o7, int64_t inPtr, int64_t inOff, int64_t i0,
+                                   int64_t i1, int64_t i2, int64_t i3, int64_t i4, int64_t i5, int64_t i6,
+                                   int64_t i7) {
+  using namespace kiln;
+  const int64_t extents[8] = {e0, e1, e2, e3, e4, e5, e6, e7}, outStrides[8] = {o0, o1, o2, o3, o4, o5, o6, o7},
+                inStrides[8] = {i0, i1, i2, i3, i4, i5, i6, i7};
+  const auto t = static_cast<DType>(dtype);
+  const auto size = static_cast<int64_t>(dtype_size(t));
+  Shape shape;
+  for (int64_t d = 0; d < rank; ++d) shape.push_back(extents[d]);
+  char* out = reinterpret_cast<char*>(outPtr) + outOff * size;
+  interp::Arg in;
+  in.data = reinterpret_cast<const char*>(inPtr) + inOff * size;
+  in.dtype = t;
+  in.shape = shape;
+  std::copy(inStrides, inStrides + rank, in.strides);
+  if (in.data != out || !std::equal(inStrides, inStrides + rank, outStrides))
+    interp::copyIntoKernel(in, out, outStrides);
+  interp::cumsumInto(out, shape, outStrides, static_cast<int>(axis), t);
 }

@@ -38,6 +38,7 @@ class NodeRunner {
       case OpCategory::Leaf: return leaf(n);
       case OpCategory::Shape: return shapeOp(n, ins);
       case OpCategory::Index: return indexOp(n, ins);
+      case OpCategory::Scan: return scanOp(n, ins);
       case OpCategory::Collective: return collective(n, ins);
       case OpCategory::Cast: {
         View out = alloc(n.dtype, n.shape);
@@ -258,6 +259,23 @@ class NodeRunner {
     View out = alloc(n.dtype, n.shape);
     if (n.op == core::OpKind::IndexSelect) ops_.indexSelect(x, axis, index, n.shape, out.bytes(n.dtype));
     else ops_.gather(x, axis, index, out.bytes(n.dtype));
+    return out;
+  }
+
+  /// cumsum as index_add of the result onto itself, one position along the
+  /// axis later: out = x, then out[.., i, ..] += out[.., i - 1, ..] for i in
+  /// order (each addition rounded in the dtype, as index_add's), so every
+  /// library (a GPU's tier 0 too) runs it with its index_add.
+  View scanOp(const Node& n, std::span<const uint32_t> ins) {
+    const int axis = static_cast<int>(n.i0);
+    const Arg x = input(ins[0]);
+    View out = alloc(n.dtype, n.shape);
+    const int64_t extent = n.shape[axis];
+    std::vector<int64_t> next;
+    for (int64_t i = 1; i < extent; ++i) next.push_back(i);
+    Arg previous = argOf(out, n.dtype, n.shape);  // out's positions 0 .. extent - 2 along the axis
+    previous.shape[axis] = extent > 0 ? extent - 1 : 0;
+    ops_.indexAdd(x, axis, std::move(next), previous, out.bytes(n.dtype));
     return out;
   }
 

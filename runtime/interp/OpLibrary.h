@@ -65,7 +65,10 @@ class OpLibrary {
   virtual void indexSelect(const Arg& x, int axis, const Arg& index, const Shape& outShape, char* out) = 0;
   virtual void gather(const Arg& x, int axis, const Arg& index, char* out) = 0;
   /// index_add: `index` holds the index values on the host (range-checked),
-  /// which a device's library may need to plan its launches.
+  /// which a device's library may need to plan its launches. Rows are added
+  /// strictly in index order, after x is copied into out, and `source` may
+  /// be `out` itself (cumsum adds each row of out to the next): a library
+  /// that scatters in parallel must keep that.
   virtual void indexAdd(const Arg& x, int axis, std::vector<int64_t> index, const Arg& source, char* out) = 0;
   virtual void full(DType t, int64_t n, double f, int64_t i, char* out) = 0;
   virtual void arange(DType t, int64_t n, double start, double step, char* out) = 0;

@@ -206,6 +206,20 @@ void indexAddInto(char* out, const Shape& shape, const int64_t* outStrides, int 
   addRows(out, shape, outStrides, axis, index, n, source, adderOf(source.dtype));
 }
 
+void cumsumInto(char* out, const Shape& shape, const int64_t* outStrides, int axis, DType t) {
+  const int64_t extent = shape[axis];
+  if (extent < 2 || shape.numel() == 0) return;
+  std::vector<int64_t> next(static_cast<size_t>(extent - 1));
+  for (int64_t i = 1; i < extent; ++i) next[static_cast<size_t>(i - 1)] = i;
+  Arg previous;  // out's positions 0 .. extent - 2 along the axis
+  previous.data = out;
+  previous.dtype = t;
+  previous.shape = shape;
+  previous.shape[axis] = extent - 1;
+  std::copy(outStrides, outStrides + shape.rank(), previous.strides);
+  indexAddInto(out, shape, outStrides, axis, next.data(), extent - 1, previous);
+}
+
 void indexAddKernel(const Arg& x, int axis, const std::vector<int64_t>& index, const Arg& source, char* out) {
   copyKernel(x, out);
   int64_t dense[Shape::kMaxRank];

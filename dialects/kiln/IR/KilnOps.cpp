@@ -214,6 +214,10 @@ template <typename OpTy> static LogicalResult verifyArgReduce(OpTy op) {
   return checkResultShape(op, out);
 }
 
+LogicalResult CumsumOp::verify() {
+  return normalizeAxis(*this, getAxis(), cast<RankedTensorType>(getInput().getType()).getRank());
+}
+
 LogicalResult ArgMaxOp::verify() { return verifyArgReduce(*this); }
 LogicalResult ArgMinOp::verify() { return verifyArgReduce(*this); }
 

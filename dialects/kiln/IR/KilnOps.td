@@ -334,6 +334,26 @@ class Kiln_ArgReduceOp<string mnemonic, string what> : Kiln_Op<mnemonic> {
   let hasVerifier = 1;
 }
 
+def Kiln_CumsumOp : Kiln_Op<"cumsum", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "running sums along an axis";
+  let description = [{
+    `result[.., i, ..] = input[.., 0, ..] + ... + input[.., i, ..]` along
+    `axis`, added in order, each addition rounded in the element type.
+
+    Example:
+
+    ```mlir
+    %0 = kiln.cumsum %x axis 1 : tensor<2x5xf32> -> tensor<2x5xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$input, I64Attr:$axis);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = [{
+    $input `axis` $axis attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Kiln_ArgMaxOp : Kiln_ArgReduceOp<"argmax", "maximum">;
 def Kiln_ArgMinOp : Kiln_ArgReduceOp<"argmin", "minimum">;
 

@@ -48,6 +48,11 @@ constexpr const char *kMatmulFn = "kiln_rt_matmul_f32";
 constexpr const char *kIndexAddFn = "kiln_rt_index_add";
 constexpr int64_t kMaxCallRank = 8;
 constexpr int kIndexAddArgs = 4 + kMaxCallRank + (2 + kMaxCallRank) + 3 + (2 + kMaxCallRank);
+/// out = input, then out[.., i, ..] += out[.., i - 1, ..] for i in order
+/// (cumsum): dtype, rank, axis, kMaxCallRank extents, then out's and the
+/// input's aligned pointer, offset and kMaxCallRank strides.
+constexpr const char *kCumsumFn = "kiln_rt_cumsum";
+constexpr int kCumsumArgs = 3 + kMaxCallRank + 2 * (2 + kMaxCallRank);
 /// C = A * B (no read of C): used where C was zero-filled just before.
 constexpr const char *kMatmulSetFn = "kiln_rt_matmul_set_f32";
 /// C = relu?(((A * B * scale?) + bias?) + residual?): the f32 GEMM applying an
@@ -673,29 +678,36 @@ int64_t runtimeDTypeOf(Type t) {
 }
 } // namespace
 
-LogicalResult indexAddToRuntimeCalls(ModuleOp module) {
-  SmallVector<linalg::GenericOp> adds;
+LogicalResult runtimeCallGenericsToCalls(ModuleOp module) {
+  // Generics marked kIndexAddAttr (inputs index and source; out already
+  // holds the input) or kCumsumAttr (the input), each over a buffer the
+  // runtime takes.
+  SmallVector<linalg::GenericOp> calls;
   module.walk([&](linalg::GenericOp g) {
-    auto axis = g->getAttrOfType<IntegerAttr>(mlir::kiln::kIndexAddAttr);
-    if (!axis || !g.hasPureBufferSemantics() || g.getNumDpsInputs() != 2 || g.getNumDpsInits() != 1)
+    const bool add = g->hasAttr(mlir::kiln::kIndexAddAttr), scan = g->hasAttr(mlir::kiln::kCumsumAttr);
+    if ((!add && !scan) || !g.hasPureBufferSemantics() || g.getNumDpsInputs() != (add ? 2 : 1) ||
+        g.getNumDpsInits() != 1)
       return;
     auto out = dyn_cast<MemRefType>(g.getDpsInits()[0].getType());
     if (!out || out.getRank() > kMaxCallRank || runtimeDTypeOf(out.getElementType()) < 0)
       return;
-    adds.push_back(g);
+    calls.push_back(g);
   });
-  if (adds.empty())
+  if (calls.empty())
     return success();
   MLIRContext *ctx = module.getContext();
-  if (!module.lookupSymbol(kIndexAddFn)) {
+  auto declare = [&](const char *name, int count) {
+    if (module.lookupSymbol(name))
+      return;
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-    SmallVector<Type> args(kIndexAddArgs, IntegerType::get(ctx, 64));
-    func::FuncOp::create(b, module.getLoc(), kIndexAddFn, FunctionType::get(ctx, args, {})).setPrivate();
-  }
-  for (linalg::GenericOp g : adds) {
+    SmallVector<Type> args(count, IntegerType::get(ctx, 64));
+    func::FuncOp::create(b, module.getLoc(), name, FunctionType::get(ctx, args, {})).setPrivate();
+  };
+  for (linalg::GenericOp g : calls) {
     OpBuilder b(g);
     Location loc = g.getLoc();
-    Value index = g.getDpsInputs()[0], source = g.getDpsInputs()[1], out = g.getDpsInits()[0];
+    const bool add = g->hasAttr(mlir::kiln::kIndexAddAttr);
+    Value out = g.getDpsInits()[0];
     auto outType = cast<MemRefType>(out.getType());
     const int64_t rank = outType.getRank();
     auto konst = [&](int64_t v) -> Value { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)); };
@@ -714,15 +726,23 @@ LogicalResult indexAddToRuntimeCalls(ModuleOp module) {
       for (int64_t d = 0; d < strides; ++d)
         args.push_back(d < static_cast<int64_t>(md.getStrides().size()) ? toI64(md.getStrides()[d]) : konst(0));
     };
-    SmallVector<Value> args{konst(runtimeDTypeOf(outType.getElementType())), konst(rank),
-                            konst(g->getAttrOfType<IntegerAttr>(mlir::kiln::kIndexAddAttr).getInt()),
-                            extent(index, 0)};
+    const int64_t axis =
+        g->getAttrOfType<IntegerAttr>(add ? mlir::kiln::kIndexAddAttr : mlir::kiln::kCumsumAttr).getInt();
+    SmallVector<Value> args{konst(runtimeDTypeOf(outType.getElementType())), konst(rank), konst(axis)};
+    if (add)
+      args.push_back(extent(g.getDpsInputs()[0], 0));
     for (int64_t d = 0; d < kMaxCallRank; ++d)
       args.push_back(d < rank ? extent(out, d) : konst(1));
     describeBuffer(out, args, kMaxCallRank);
-    describeBuffer(index, args, 1);
-    describeBuffer(source, args, kMaxCallRank);
-    func::CallOp::create(b, loc, kIndexAddFn, TypeRange{}, args);
+    if (add) {
+      describeBuffer(g.getDpsInputs()[0], args, 1);
+      describeBuffer(g.getDpsInputs()[1], args, kMaxCallRank);
+    } else {
+      describeBuffer(g.getDpsInputs()[0], args, kMaxCallRank);
+    }
+    const char *fn = add ? kIndexAddFn : kCumsumFn;
+    declare(fn, add ? kIndexAddArgs : kCumsumArgs);
+    func::CallOp::create(b, loc, fn, TypeRange{}, args);
     g->erase();
   }
   return success();

@@ -67,8 +67,11 @@ mlir::LogicalResult matmulToRuntimeCalls(mlir::ModuleOp module, unsigned numInpu
 /// output already holds the input, becomes a call of kiln_rt_index_add: the
 /// runtime's scatter-add (the interpreter's kernel), which visits only the
 /// indexed rows where the generic's loops would visit every row of the
-/// result for every index.
-mlir::LogicalResult indexAddToRuntimeCalls(mlir::ModuleOp module);
+/// result for every index. Each cumsum generic (kCumsumAttr) becomes a call
+/// of kiln_rt_cumsum, which copies its input into its output and sums in
+/// place: one pass where the generic's loops take the axis' extent per
+/// element.
+mlir::LogicalResult runtimeCallGenericsToCalls(mlir::ModuleOp module);
 
 /// Rewrites f32 linalg.conv_2d_ngchw_gfchw on memrefs (what kiln.conv2d
 /// lowers to) into calls of the runtime's implicit-GEMM convolution,

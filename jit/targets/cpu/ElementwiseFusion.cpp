@@ -20,10 +20,10 @@ namespace kiln::jit::cpu {
 namespace {
 
 /// Named linalg ops keep their identity: the runtime's GEMM takes matmuls;
-/// so do index_add's generics (mlir::kiln::kIndexAddAttr), which the
-/// runtime's scatter-add takes.
+/// so do index_add's and cumsum's generics, which runtime calls take
+/// (mlir::kiln::isRuntimeCallGeneric).
 bool isNamedLinalgOp(Operation *op) {
-  return op && isa<linalg::LinalgOp>(op) && (!isa<linalg::GenericOp>(op) || op->hasAttr(mlir::kiln::kIndexAddAttr));
+  return op && isa<linalg::LinalgOp>(op) && (!isa<linalg::GenericOp>(op) || mlir::kiln::isRuntimeCallGeneric(op));
 }
 
 /// Single-use producers only (upstream's default), never a named op.
@@ -216,7 +216,7 @@ void mergeSiblingReductions(ModuleOp module) {
     merged = false;
     SmallVector<linalg::GenericOp> reductions;
     module.walk([&](linalg::GenericOp g) {
-      if (g.getNumReductionLoops() > 0 && !g->hasAttr(mlir::kiln::kIndexAddAttr))
+      if (g.getNumReductionLoops() > 0 && !mlir::kiln::isRuntimeCallGeneric(g))
         reductions.push_back(g);
     });
     for (size_t i = 0; i < reductions.size() && !merged; ++i)

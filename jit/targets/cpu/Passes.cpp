@@ -164,7 +164,7 @@ struct MatmulToRuntimeCalls : impl::KilnCpuMatmulToRuntimeCallsBase<MatmulToRunt
   using Base::Base;
   void runOnOperation() override {
     if (mlir::failed(matmulToRuntimeCalls(getOperation(), numInputs)) ||
-        mlir::failed(indexAddToRuntimeCalls(getOperation())))
+        mlir::failed(runtimeCallGenericsToCalls(getOperation())))
       signalPassFailure();
   }
 };

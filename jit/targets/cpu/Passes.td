@@ -183,8 +183,9 @@ def KilnCpuMatmulToRuntimeCalls
     `kiln_rt_matmul_epilogue_bf16` rounds each block of C as it finishes it,
     so that no f32 C is written. See `matmulToRuntimeCalls`
     (CpuTransforms.h). The generics of kiln.index_add (marked
-    `kiln.index_add = axis`) become calls of `kiln_rt_index_add` (see
-    `indexAddToRuntimeCalls`).
+    `kiln.index_add = axis`) become calls of `kiln_rt_index_add`, those of
+    kiln.cumsum (`kiln.cumsum = axis`) calls of `kiln_rt_cumsum` (see
+    `runtimeCallGenericsToCalls`).
   }];
   let options = [
     Option<"numInputs", "num-inputs", "unsigned", "0",

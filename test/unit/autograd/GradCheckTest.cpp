@@ -199,6 +199,13 @@ TEST(GradCheck, CastBetweenFloats) {
 
 // ---- reductions ------------------------------------------------------------------
 
+TEST(GradCheck, Cumsum) {
+  gradcheck("cumsum axis 1", [](const std::vector<Tensor>& x) { return cumsum(x[0], 1); }, {{Shape{3, 4}}});
+  gradcheck("cumsum axis -3", [](const std::vector<Tensor>& x) { return cumsum(mul(x[0], x[0]), -3); },
+            {{Shape{3, 2, 2}}});
+  gradcheck("cumsum rank 0", [](const std::vector<Tensor>& x) { return cumsum(x[0], 0); }, {{Shape{}}});
+}
+
 TEST(GradCheck, ReductionsWithAxesAndKeepdim) {
   std::mt19937_64 rng(5);
   for (int trial = 0; trial < 6; ++trial) {

@@ -226,6 +226,11 @@ TEST(HigherOrderGrad, MatmulAndShapeOps) {
                 {{Shape{3, 5}}, {Shape{3, 2}}});
 }
 
+TEST(HigherOrderGrad, Cumsum) {
+  gradgradcheck("cumsum", [](const std::vector<Tensor>& x) { return square(cumsum(square(x[0]), 1)); },
+                {{Shape{2, 4}}});
+}
+
 TEST(HigherOrderGrad, Indexing) {
   Tensor idx = from_vector<int64_t>({2, 0, 2, 1}, {2, 2});
   gradgradcheck("index_select", [&](const std::vector<Tensor>& x) { return square(index_select(x[0], 0, idx)); },

@@ -50,7 +50,7 @@ TEST_F(CApiOps, NamesRoundTrip) {
     KILN_ASSERT_OK(kiln_op_from_name(name, &back));
     EXPECT_EQ(back, op) << name;
   }
-  EXPECT_EQ(count, 87);  // every public op
+  EXPECT_EQ(count, 88);  // every public op
 }
 
 TEST_F(CApiOps, EveryOpRuns) {
@@ -96,6 +96,7 @@ TEST_F(CApiOps, EveryOpRuns) {
      kiln_value_of_tensor(run(KILN_OP_INDEX_SELECT, {X, kiln_value_of_tensor(index)}, {kiln_attr_int("axis", 1)}))},
     {kiln_attr_int("axis", 1)}, {2, 3});
   C(KILN_OP_SCATTER_ADD, {X, kiln_value_of_tensor(gindex), X}, {kiln_attr_int("axis", 1)}, {2, 3});
+  C(KILN_OP_CUMSUM, {X}, {kiln_attr_int("axis", 1)}, {2, 3});
   C(KILN_OP_ONE_HOT, {kiln_value_of_tensor(index)}, {kiln_attr_int("num_classes", 4)}, {2, 4});
   C(KILN_OP_CONTIGUOUS, {kiln_value_of_tensor(run(KILN_OP_TRANSPOSE, {X}))}, {}, {3, 2});
   C(KILN_OP_SOFTMAX, {X}, {}, {2, 3});
@@ -143,7 +144,7 @@ TEST_F(CApiOps, EveryOpRuns) {
     kiln_tensor_release(byName);
     ++covered;
   }
-  EXPECT_EQ(covered, 87);
+  EXPECT_EQ(covered, 88);
   for (Case& c : cases)
     for (kiln_value& v : c.in)
       if (v.kind == KILN_VALUE_TENSOR && v.tensor != x && v.tensor != w && v.tensor != index && v.tensor != gindex)
@@ -200,6 +201,7 @@ TEST_F(CApiOps, NewOpsMatchTheCppApi) {
   // (doubled), row 1's in reverse order.
   same(run(KILN_OP_SCATTER_ADD, {X, kiln_value_of_tensor(gindex), X}, {kiln_attr_int("axis", 1)}),
        from_vector<float>({2, -4, 6, -10, 10, -10}, {2, 3}));
+  same(run(KILN_OP_CUMSUM, {X}, {kiln_attr_int("axis", -1)}), from_vector<float>({1, -1, 2, -4, 1, -5}, {2, 3}));
   // Ties: 2 appears twice; the last index is 3.
   kiln_tensor t = fromFloats({2, 1, 0, 2}, {4});
   kiln_value T = kiln_value_of_tensor(t);

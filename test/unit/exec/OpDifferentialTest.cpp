@@ -687,6 +687,17 @@ TEST(OpDifferential, Reductions) {
                        }});
     }
   }
+  // cumsum: the same additions in the same order in both tiers (the
+  // compiled kernel calls the interpreter's running sum): bit-exact.
+  for (DType t : kAllTypes) {
+    cases.push_back({nameOf("cumsum", {t}), kExact, [=](InputMaker& in) {
+                       Tensor x = in.make(t, {3, 4, 5});
+                       return std::vector<Tensor>{cumsum(x, 0), cumsum(x, 1), cumsum(x, -1),
+                                                  cumsum(in.make(t, {}), 0), cumsum(in.make(t, {9}), 0),
+                                                  cumsum(in.make(t, {4, 6}, Values::Mixed, Layout::Transposed), 1),
+                                                  cumsum(add(x, x), 2)};
+                     }});
+  }
   for (bool isMax : {true, false}) {
     for (bool last : {false, true}) {
       for (DType t : kAllTypes) {

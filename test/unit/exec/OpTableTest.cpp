@@ -117,6 +117,7 @@ const std::map<OpKind, Example>& examples() {
        [](const Tensor& x, const Tensor&) { return gather(x, 1, from_vector<int64_t>({0, 2, 1, 1, 0, 2}, {2, 3})); }},
       {OpKind::IndexAdd,
        [](const Tensor& x, const Tensor& y) { return index_add(x, 0, from_vector<int64_t>({1, 1}, {2}), y); }},
+      {OpKind::Cumsum, [](const Tensor& x, const Tensor&) { return cumsum(x, 1); }},
       {OpKind::ScatterAdd,
        [](const Tensor& x, const Tensor& y) {
          return scatter_add(x, 1, from_vector<int64_t>({2, 2, 0, 1, 1, 0}, {2, 3}), y);
@@ -370,7 +371,8 @@ TEST(OpTableFacts, ArityMatchesTheCategory) {
       case OpCategory::Unary:
       case OpCategory::Cast:
       case OpCategory::Reduce:
-      case OpCategory::ArgReduce: EXPECT_EQ(core::opArity(k), 1); break;
+      case OpCategory::ArgReduce:
+      case OpCategory::Scan: EXPECT_EQ(core::opArity(k), 1); break;
       case OpCategory::Binary:
       case OpCategory::Compare:
       case OpCategory::Matmul:

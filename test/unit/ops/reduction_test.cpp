@@ -383,6 +383,73 @@ TEST(OpsReduce, ConcurrentThreads) {
   });
 }
 
+/// Running sums along `axis`, in double (small integers: exact in every
+/// dtype and sum).
+Ref cumsumRef(const Ref& x, int axis) {
+  axis = normAxis(axis, x.rank());
+  Ref out = x;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    Dims at = unravel(i, x.shape);
+    if (at[axis] == 0) continue;
+    at[axis] -= 1;
+    int64_t previous = 0;
+    for (int d = 0; d < x.rank(); ++d) previous = previous * x.shape[d] + at[d];
+    out.v[i] += out.v[previous];  // row-major: the previous position is done
+  }
+  return out;
+}
+
+TEST(OpsReduce, CumsumEveryDType) {
+  Rng rng(kSeed + 90);
+  for (DType t : kAllTypes) {
+    for (int it = 0; it < 20; ++it) {
+      Dims s = randomShape(rng, 1, 4, 6, 0.05);
+      const int r = static_cast<int>(s.size());
+      int axis = static_cast<int>(rng.randint(0, r - 1));
+      if (rng.coin(0.3)) axis -= r;
+      Input x = makeInput(rng, s, t, t == DType::u8 || t == DType::boolean ? Range{0, 3, 1} : Range{-4, 4, 1});
+      SCOPED_TRACE("cumsum(" + x.how + ", " + std::to_string(axis) + ")");
+      Tensor y = kiln::cumsum(x.t, axis);
+      EXPECT_DTYPE(y, kiln::sum(x.t).dtype());  // sums' dtype rule
+      EXPECT_EQ(y.shape(), x.t.shape());
+      EXPECT_TRUE(near(y, cumsumRef(x.r, axis), {}));
+    }
+  }
+}
+
+TEST(OpsReduce, CumsumExplicit) {
+  Tensor x = kiln::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_TRUE(near(kiln::cumsum(x, 1), Ref({2, 3}, {1, 3, 6, 4, 9, 15}), {}));
+  EXPECT_TRUE(near(kiln::cumsum(x, -2), Ref({2, 3}, {1, 2, 3, 5, 7, 9}), {}));
+  // Along a transposed view.
+  EXPECT_TRUE(near(kiln::cumsum(kiln::transpose(x, 0, 1), 1), Ref({3, 2}, {1, 5, 2, 7, 3, 9}), {}));
+  // -0 keeps its sign (no + 0 before the first element); NaN and inf carry on.
+  std::vector<float> z = kiln::cumsum(kiln::from_vector(std::vector<float>{-0.0f, -0.0f, NAN, 1}, {4}), 0)
+                             .to_vector<float>();
+  EXPECT_TRUE(std::signbit(z[0]) && std::signbit(z[1]) && z[1] == 0);
+  EXPECT_TRUE(std::isnan(z[2]) && std::isnan(z[3]));
+  std::vector<float> inf = kiln::cumsum(kiln::from_vector(std::vector<float>{1, INFINITY, -INFINITY}, {3}), 0)
+                               .to_vector<float>();
+  EXPECT_EQ(inf[1], INFINITY);
+  EXPECT_TRUE(std::isnan(inf[2]));
+  // Integers and bool add up in i64: no u8 wrap.
+  Tensor u = kiln::cumsum(kiln::from_vector(std::vector<uint8_t>{200, 100}, {2}), 0);
+  EXPECT_DTYPE(u, DType::i64);
+  EXPECT_EQ(u.to_vector<int64_t>(), (std::vector<int64_t>{200, 300}));
+  EXPECT_EQ(kiln::cumsum(kiln::from_vector(std::vector<bool>{true, false, true}, {3}), 0).to_vector<int64_t>(),
+            (std::vector<int64_t>{1, 1, 2}));
+  // Halves: an f32 running sum, each result rounded (as PyTorch): 2049
+  // rounds to 2048 but the sum goes on to 2050; rounding each addition
+  // would stay at 2048.
+  std::vector<float> h = kiln::cast(kiln::cumsum(kiln::cast(kiln::from_vector(std::vector<float>{2048, 1, 1}, {3}),
+                                                            DType::f16), 0), DType::f32)
+                             .to_vector<float>();
+  EXPECT_EQ(h, (std::vector<float>{2048, 2048, 2050}));
+  // Rank 0 and size 0.
+  EXPECT_EQ(kiln::cumsum(kiln::full({}, 2.5), -1).item<float>(), 2.5f);
+  EXPECT_EQ(kiln::cumsum(kiln::zeros({3, 0}), 1).shape(), (Shape{3, 0}));
+}
+
 TEST(OpsReduce, BadInputThrowsAndKeepsEarlierTensors) {
   Tensor x = kiln::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor pending = kiln::sum(x, {1});
@@ -392,6 +459,8 @@ TEST(OpsReduce, BadInputThrowsAndKeepsEarlierTensors) {
   }
   expectKilnError([&] { return kiln::argmax(x, 2); }, "argmax");
   expectKilnError([&] { return kiln::argmin(x, -3); }, "argmin");
+  expectKilnError([&] { return kiln::cumsum(x, 2); }, "out of range for rank");
+  expectKilnError([&] { return kiln::cumsum(kiln::full({}, 1.0), 1); }, "rank-0");
   EXPECT_TRUE(near(pending, Ref({2}, {6, 15}), tolFor(DType::f32)));
   EXPECT_TRUE(near(kiln::max(x, {0}), Ref({3}, {4, 5, 6}), {}));
 }

@@ -1295,6 +1295,63 @@ public:
   }
 };
 
+/// cumsum: loops over the result and, innermost, j along the axis: j = 0
+/// takes input[.., 0, ..], 0 < j <= i add input[.., j, ..], in order (no
+/// + 0 that would turn a -0 into +0), so the result's initial values are
+/// never read. Marked kCumsumAttr for the CPU's runtime call, which takes
+/// the input and the result's buffer.
+class CumsumLowering : public KilnPattern<CumsumOp> {
+public:
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(CumsumOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "unsupported result type");
+    Location loc = op.getLoc();
+    Value input = adaptor.getInput();
+    const int64_t rank = type.getRank();
+    const int64_t axis = (op.getAxis() + rank) % rank;
+    if (type.hasStaticShape() && type.getNumElements() == 0) {
+      rewriter.replaceOp(op, input);
+      return success();
+    }
+    FailureOr<SmallVector<Value>> sizes = resultSizes(op, type);
+    if (failed(sizes))
+      return rewriter.notifyMatchFailure(op, "result sizes");
+    Value init = emptyTensor(rewriter, loc, type, *sizes);
+    MLIRContext *ctx = rewriter.getContext();
+    const unsigned loops = static_cast<unsigned>(rank) + 1;
+    SmallVector<AffineExpr> resultExprs, inputExprs;
+    for (int64_t d = 0; d < rank; ++d) {
+      resultExprs.push_back(getAffineDimExpr(d, ctx));
+      inputExprs.push_back(getAffineDimExpr(d == axis ? rank : d, ctx));
+    }
+    SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+    iterators.push_back(utils::IteratorType::reduction);
+    Type elementType = getElementTypeOrSelf(op.getInput().getType());
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{type}, ValueRange{input}, ValueRange{init},
+        ArrayRef<AffineMap>{AffineMap::get(loops, 0, inputExprs, ctx),
+                            AffineMap::get(loops, 0, resultExprs, ctx)},
+        iterators, [&](OpBuilder &b, Location nloc, ValueRange args) {
+          Value i = linalg::IndexOp::create(b, nloc, axis);
+          Value j = linalg::IndexOp::create(b, nloc, rank);
+          Value zero = arith::ConstantIndexOp::create(b, nloc, 0);
+          Value first = arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::eq, j, zero);
+          Value upTo = arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::ule, j, i);
+          ScalarBuilder s(b, nloc);
+          Value sum = s.binary(::kiln::core::OpKind::Add, elementType, args[1], args[0]);
+          Value kept = arith::SelectOp::create(b, nloc, upTo, sum, args[1]);
+          linalg::YieldOp::create(b, nloc, ValueRange{arith::SelectOp::create(b, nloc, first, args[0], kept)});
+        });
+    generic->setAttr(kCumsumAttr, rewriter.getI64IntegerAttr(axis));
+    rewriter.replaceOp(op, generic.getResult(0));
+    return success();
+  }
+};
+
 class GatherLowering : public KilnPattern<GatherOp> {
 public:
   using KilnPattern::KilnPattern;
@@ -1473,7 +1530,8 @@ void mlir::kiln::populateKilnToLinalgConversionPatterns(
   patterns
       .add<ReshapeLowering, PermuteLowering, BroadcastToLowering, SliceLowering,
            ConcatLowering, IndexSelectLowering, GatherLowering,
-           IndexAddLowering, ScatterAddLowering>(typeConverter, context);
+           IndexAddLowering, ScatterAddLowering, CumsumLowering>(typeConverter,
+                                                                 context);
 }
 
 void mlir::kiln::configureKilnToLinalgTarget(

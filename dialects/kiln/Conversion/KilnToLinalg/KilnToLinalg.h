@@ -26,6 +26,19 @@ inline constexpr llvm::StringLiteral kSizesAttr = "kiln.sizes";
 /// fusion leaves it alone.
 inline constexpr llvm::StringLiteral kIndexAddAttr = "kiln.index_add";
 
+/// kiln.cumsum lowers the same way: a `linalg.generic` over the result and,
+/// innermost, j along the axis (result[.., i, ..] = input[.., 0, ..], then
+/// + input[.., j, ..] for 0 < j <= i in order) that carries
+/// `kiln.cumsum = axis : i64`; the CPU pipeline calls the runtime's running
+/// sum (input to result) instead.
+inline constexpr llvm::StringLiteral kCumsumAttr = "kiln.cumsum";
+
+/// Generics a pipeline may replace by a runtime call: fusion leaves them
+/// alone.
+inline bool isRuntimeCallGeneric(Operation *op) {
+  return op->hasAttr(kIndexAddAttr) || op->hasAttr(kCumsumAttr);
+}
+
 /// Lowered types of kiln values: tensors of `ui8` become tensors of signless
 /// `i8` (the ops keep unsigned semantics); everything else is unchanged.
 class KilnTypeConverter : public TypeConverter {

@@ -151,3 +151,29 @@ func.func @argmin_last_int(%x: tensor<4xi32>) -> tensor<i64> {
   %0 = kiln.argmin %x axis 0 keepdim false select_last_index : tensor<4xi32> -> tensor<i64>
   return %0 : tensor<i64>
 }
+
+// -----
+
+// cumsum: the result's loops and, innermost, j along the axis; j = 0 takes
+// the input's first element, 0 < j <= i add in order (selects, no + 0).
+// The result's initial values are never read; marked for the CPU's
+// running-sum call.
+// CHECK-DAG: #[[IN:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG: #[[RES:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @cumsum
+// CHECK-SAME: (%[[X:.*]]: tensor<2x5xf32>)
+// CHECK: %[[INIT:.*]] = tensor.empty() : tensor<2x5xf32>
+// CHECK: linalg.generic {indexing_maps = [#[[IN]], #[[RES]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[X]] : tensor<2x5xf32>) outs(%[[INIT]] : tensor<2x5xf32>) attrs = {kiln.cumsum = 1 : i64}
+// CHECK: ^bb0(%[[E:.*]]: f32, %[[ACC:.*]]: f32):
+// CHECK: %[[I:.*]] = linalg.index 1 : index
+// CHECK: %[[J:.*]] = linalg.index 2 : index
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[J]], %{{.*}} : index
+// CHECK: %[[UPTO:.*]] = arith.cmpi ule, %[[J]], %[[I]] : index
+// CHECK: %[[SUM:.*]] = arith.addf %[[ACC]], %[[E]] : f32
+// CHECK: %[[KEPT:.*]] = arith.select %[[UPTO]], %[[SUM]], %[[ACC]] : f32
+// CHECK: %[[R:.*]] = arith.select %[[FIRST]], %[[E]], %[[KEPT]] : f32
+// CHECK: linalg.yield %[[R]] : f32
+func.func @cumsum(%x: tensor<2x5xf32>) -> tensor<2x5xf32> {
+  %0 = kiln.cumsum %x axis -1 : tensor<2x5xf32> -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}

@@ -567,3 +567,11 @@ func.func @conv2d_integer(%x: tensor<1x2x5x5xi32>, %w: tensor<4x2x3x3xi32>) -> t
   %0 = kiln.conv2d %x, %w strides [1, 1] pads [0, 0, 0, 0] dilations [1, 1] groups 1 : tensor<1x2x5x5xi32>, tensor<4x2x3x3xi32> -> tensor<1x4x3x3xi32>
   return %0 : tensor<1x4x3x3xi32>
 }
+
+// -----
+
+func.func @cumsum_axis(%x: tensor<5x3xf32>) -> tensor<5x3xf32> {
+  // expected-error @+1 {{axis 2 is out of range for rank 2}}
+  %0 = kiln.cumsum %x axis 2 : tensor<5x3xf32> -> tensor<5x3xf32>
+  return %0 : tensor<5x3xf32>
+}

@@ -199,5 +199,7 @@ func.func @indexing(%x: tensor<5x3xf32>, %i: tensor<2x2xi64>, %g: tensor<5x2xi64
   %2 = kiln.index_add %x, %f, %s axis 0 : tensor<5x3xf32>, tensor<4xi64>, tensor<4x3xf32> -> tensor<5x3xf32>
   // CHECK: kiln.scatter_add %{{.*}}, %{{.*}}, %{{.*}} axis 1 : tensor<5x3xf32>, tensor<5x2xi64>, tensor<5x2xf32> -> tensor<5x3xf32>
   %3 = kiln.scatter_add %x, %g, %1 axis 1 : tensor<5x3xf32>, tensor<5x2xi64>, tensor<5x2xf32> -> tensor<5x3xf32>
+  // CHECK: kiln.cumsum %{{.*}} axis 0 : tensor<5x3xf32> -> tensor<5x3xf32>
+  %4 = kiln.cumsum %x axis 0 : tensor<5x3xf32> -> tensor<5x3xf32>
   return
 }

@@ -623,6 +623,37 @@ func.func @index_add(%i: memref<4xi64>, %s: memref<2x4xf32>, %out: memref<2x5xf3
 
 // -----
 
+// A bufferized cumsum generic (kiln.cumsum = axis) becomes one call of the
+// runtime's running sum: dtype 0 (f32), rank 2, axis 1, the extents padded
+// to 8 axes, then the output's and the input's pointers, offsets and
+// strides.
+// CHECK-LABEL: func.func private @kiln_rt_cumsum
+// CHECK-SAME: (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// CHECK-LABEL: func.func @cumsum
+// CHECK-NOT: linalg.generic
+// CHECK: call @kiln_rt_cumsum
+// CHECK-NOT: linalg.generic
+#in = affine_map<(d0, d1, d2) -> (d0, d2)>
+#res = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @cumsum(%x: memref<2x5xf32>, %out: memref<2x5xf32>) {
+  linalg.generic {indexing_maps = [#in, #res], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x : memref<2x5xf32>) outs(%out : memref<2x5xf32>) attrs = {kiln.cumsum = 1 : i64} {
+  ^bb0(%e: f32, %acc: f32):
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %c0 = arith.constant 0 : index
+    %first = arith.cmpi eq, %j, %c0 : index
+    %upto = arith.cmpi ule, %j, %i : index
+    %sum = arith.addf %acc, %e : f32
+    %kept = arith.select %upto, %sum, %acc : f32
+    %r = arith.select %first, %e, %kept : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
 // Without the mark it is an ordinary generic, left alone.
 // CHECK-LABEL: func.func @unmarked
 // CHECK-NOT: call
