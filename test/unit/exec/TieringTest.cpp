@@ -71,6 +71,22 @@ TEST(Tiering, SyncModeTiersUpAndAgreesWithTheInterpreter) {
   EXPECT_GT(s.compile_ms, 0.0);
 }
 
+/// Runs `gradient` (a training step that returns a gradient) once
+/// interpreted for reference, then four times with synchronous compiles
+/// from the trace's second run, each against the reference; the stats of
+/// those four runs.
+Stats compiledRunsAgainstInterpreted(const std::function<std::vector<float>()>& gradient) {
+  std::vector<float> reference;
+  {
+    JitScope off(JitMode::Off);
+    reference = gradient();
+  }
+  JitScope sync(JitMode::Sync, 2);
+  reset_stats();
+  for (int i = 0; i < 4; ++i) expectClose(gradient(), reference);
+  return stats();
+}
+
 TEST(Tiering, ACrossEntropyStepCompilesWhole) {
   // cross_entropy gathers each row's target; the gradient of that gather
   // must keep the step compilable (an index_add over offsets computed in
@@ -82,22 +98,13 @@ TEST(Tiering, ACrossEntropyStepCompilesWhole) {
   const Tensor targets = from_vector<int64_t>(labels, {16});
   std::vector<float> w0(8 * 5);
   for (size_t i = 0; i < w0.size(); ++i) w0[i] = std::sin(static_cast<float>(i));
-  auto gradient = [&] {
+  Stats s = compiledRunsAgainstInterpreted([&] {
     Tensor w = from_vector<float>(w0, {8, 5}).requires_grad();
     cross_entropy(matmul(x, w), targets).backward();
     std::vector<float> g = w.grad().to_vector<float>();
     step();
     return g;
-  };
-  std::vector<float> reference;
-  {
-    JitScope off(JitMode::Off);
-    reference = gradient();
-  }
-  JitScope sync(JitMode::Sync, 2);
-  reset_stats();
-  for (int i = 0; i < 4; ++i) expectClose(gradient(), reference);
-  Stats s = stats();
+  });
   EXPECT_EQ(s.compiles, 1u) << s.str();
   EXPECT_GE(s.compiled_runs, 3u) << s.str();  // from the key's second run
 }
@@ -110,23 +117,14 @@ TEST(Tiering, AStepWithAGatherOfManyIndicesCompilesWhole) {
   std::vector<int64_t> picks;
   for (int i = 0; i < 6 * 12; ++i) picks.push_back((i * 7 + i / 12) % 40);
   const Tensor index = from_vector<int64_t>(picks, {6, 12});
-  auto gradient = [&] {
+  Stats s = compiledRunsAgainstInterpreted([&] {
     Tensor w = from_vector<float>(w0, {6, 40}).requires_grad();
     Tensor picked = gather(tanh(w), 1, index);
     sum(mul(picked, picked)).backward();
     std::vector<float> g = w.grad().to_vector<float>();
     step();
     return g;
-  };
-  std::vector<float> reference;
-  {
-    JitScope off(JitMode::Off);
-    reference = gradient();
-  }
-  JitScope sync(JitMode::Sync, 2);
-  reset_stats();
-  for (int i = 0; i < 4; ++i) expectClose(gradient(), reference);
-  Stats s = stats();
+  });
   EXPECT_EQ(s.compiles, 1u) << s.str();
   EXPECT_EQ(s.compile_failures, 0u) << s.str();
   EXPECT_GE(s.compiled_runs, 3u) << s.str();
