@@ -301,7 +301,12 @@ def _reduction(fn):
         # for in f32 accumulates in f32 (cast after, it overflowed to inf).
         if dtype is not None:
             x = kiln.cast(x, _TORCH_TO_KILN[dtype])
-        return fn(x, _dims(dims, x.ndim) if dims not in (None, []) else None, keepdim)
+        y = fn(x, _dims(dims, x.ndim) if dims not in (None, []) else None, keepdim)
+        # Kiln sums integers in i64 whatever their width; torch gives the
+        # dtype asked for (the low bits: the same as its wrapping sum).
+        if dtype is not None and y.dtype != _TORCH_TO_KILN[dtype]:
+            y = kiln.cast(y, _TORCH_TO_KILN[dtype])
+        return y
     return run
 
 

@@ -425,6 +425,12 @@ def test_reductions_with_a_dtype_accumulate_in_it():
     b = torch.tensor([1.0, 2.0**-8], dtype=torch.bfloat16)
     out = torch.compile(lambda b: b.mean(dtype=torch.float32), backend="kiln")(b)
     assert out.item() == pytest.approx(0.501953125)
+    # An integer dtype: torch's result has it (Kiln sums integers in i64).
+    i = torch.tensor([[2**31 - 1, 1], [5, 6]], dtype=torch.int32)
+    for f in (lambda i: torch.sum(i, 1, dtype=torch.int32), lambda i: torch.cumsum(i, 1, dtype=torch.int32)):
+        torch._dynamo.reset()
+        out = torch.compile(f, backend="kiln")(i)
+        assert out.dtype == torch.int32 and torch.equal(out, f(i))
 
 
 def test_rounding_divisions_match_torch():
