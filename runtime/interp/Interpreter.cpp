@@ -268,14 +268,10 @@ class NodeRunner {
   /// library (a GPU's tier 0 too) runs it with its index_add.
   View scanOp(const Node& n, std::span<const uint32_t> ins) {
     const int axis = static_cast<int>(n.i0);
-    const Arg x = input(ins[0]);
     View out = alloc(n.dtype, n.shape);
-    const int64_t extent = n.shape[axis];
-    std::vector<int64_t> next;
-    for (int64_t i = 1; i < extent; ++i) next.push_back(i);
-    Arg previous = argOf(out, n.dtype, n.shape);  // out's positions 0 .. extent - 2 along the axis
-    previous.shape[axis] = extent > 0 ? extent - 1 : 0;
-    ops_.indexAdd(x, axis, std::move(next), previous, out.bytes(n.dtype));
+    char* bytes = out.bytes(n.dtype);
+    RunningSumRows rows = runningSumRows(bytes, n.dtype, n.shape, out.strides, axis);
+    ops_.indexAdd(input(ins[0]), axis, std::move(rows.next), rows.previous, bytes);
     return out;
   }
 

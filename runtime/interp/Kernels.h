@@ -113,9 +113,17 @@ void gatherKernel(const Arg& x, int axis, const Arg& index, char* out);
 /// kernel, the interpreter's and the compiled kernels' runtime call.
 void indexAddInto(char* out, const Shape& shape, const int64_t* outStrides, int axis, const int64_t* index,
                   int64_t n, const Arg& source);
-/// out[.., i, ..] += out[.., i - 1, ..] for i in order along `axis`, in
-/// place (cumsum once `out` holds x): indexAddInto of `out` onto itself one
-/// position later, so each addition rounds as index_add's.
+/// cumsum as index_add of `out` onto itself one position later along
+/// `axis`: the rows 1 .. n-1 as the index and out's rows 0 .. n-2 (with its
+/// element strides) as the source, out[.., i, ..] += out[.., i - 1, ..] in
+/// order once out holds x.
+struct RunningSumRows {
+  std::vector<int64_t> next;
+  Arg previous;
+};
+RunningSumRows runningSumRows(char* out, DType t, const Shape& shape, const int64_t* outStrides, int axis);
+/// The running sum in place (cumsum once `out` holds x): indexAddInto of
+/// runningSumRows, so each addition rounds as index_add's.
 void cumsumInto(char* out, const Shape& shape, const int64_t* outStrides, int axis, DType t);
 /// index_add into a fresh dense `out`: x copied, then indexAddInto.
 void indexAddKernel(const Arg& x, int axis, const std::vector<int64_t>& index, const Arg& source, char* out);

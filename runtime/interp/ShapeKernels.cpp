@@ -206,18 +206,23 @@ void indexAddInto(char* out, const Shape& shape, const int64_t* outStrides, int 
   addRows(out, shape, outStrides, axis, index, n, source, adderOf(source.dtype));
 }
 
-void cumsumInto(char* out, const Shape& shape, const int64_t* outStrides, int axis, DType t) {
+RunningSumRows runningSumRows(char* out, DType t, const Shape& shape, const int64_t* outStrides, int axis) {
+  RunningSumRows rows;
   const int64_t extent = shape[axis];
-  if (extent < 2 || shape.numel() == 0) return;
-  std::vector<int64_t> next(static_cast<size_t>(extent - 1));
-  for (int64_t i = 1; i < extent; ++i) next[static_cast<size_t>(i - 1)] = i;
-  Arg previous;  // out's positions 0 .. extent - 2 along the axis
-  previous.data = out;
-  previous.dtype = t;
-  previous.shape = shape;
-  previous.shape[axis] = extent - 1;
-  std::copy(outStrides, outStrides + shape.rank(), previous.strides);
-  indexAddInto(out, shape, outStrides, axis, next.data(), extent - 1, previous);
+  for (int64_t i = 1; i < extent; ++i) rows.next.push_back(i);
+  rows.previous.data = out;
+  rows.previous.dtype = t;
+  rows.previous.shape = shape;
+  rows.previous.shape[axis] = extent > 0 ? extent - 1 : 0;
+  std::copy(outStrides, outStrides + shape.rank(), rows.previous.strides);
+  return rows;
+}
+
+void cumsumInto(char* out, const Shape& shape, const int64_t* outStrides, int axis, DType t) {
+  if (shape[axis] < 2 || shape.numel() == 0) return;
+  const RunningSumRows rows = runningSumRows(out, t, shape, outStrides, axis);
+  indexAddInto(out, shape, outStrides, axis, rows.next.data(), static_cast<int64_t>(rows.next.size()),
+               rows.previous);
 }
 
 void indexAddKernel(const Arg& x, int axis, const std::vector<int64_t>& index, const Arg& source, char* out) {

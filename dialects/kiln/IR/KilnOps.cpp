@@ -331,54 +331,45 @@ LogicalResult ConcatOp::verify() {
 // Index ops.
 //===----------------------------------------------------------------------===//
 
-LogicalResult IndexSelectOp::verify() {
-  if (hasDynamicExtents(*this))
+/// The index ops' verifier: static extents only, a valid axis of the
+/// input, then `rule(input shape, axis, &result shape)` (a core shape rule
+/// that sets the expected result shape and returns its error).
+template <class Rule>
+static LogicalResult verifyAlongAxis(Operation *op, Value input, int64_t axisAttr, Rule rule) {
+  if (hasDynamicExtents(op))
     return success();
-  Shape in = shapeOf(getInput());
-  FailureOr<int> axis = normalizeAxis(*this, getAxis(), in.rank());
+  Shape in = shapeOf(input);
+  FailureOr<int> axis = normalizeAxis(op, axisAttr, in.rank());
   if (failed(axis))
     return failure();
   Shape out;
-  if (failed(checkRule(
-          *this, core::indexSelectShape(in, *axis, shapeOf(getIndex()), &out))))
+  if (failed(checkRule(op, rule(in, *axis, &out))))
     return failure();
-  return checkResultShape(*this, out);
+  return checkResultShape(op, out);
+}
+
+LogicalResult IndexSelectOp::verify() {
+  return verifyAlongAxis(*this, getInput(), getAxis(), [&](const Shape &in, int axis, Shape *out) {
+    return core::indexSelectShape(in, axis, shapeOf(getIndex()), out);
+  });
 }
 
 LogicalResult IndexAddOp::verify() {
-  if (hasDynamicExtents(*this))
-    return success();
-  Shape in = shapeOf(getInput());
-  FailureOr<int> axis = normalizeAxis(*this, getAxis(), in.rank());
-  if (failed(axis))
-    return failure();
-  if (failed(checkRule(*this, core::indexAddShape(in, *axis, shapeOf(getIndex()), shapeOf(getSource())))))
-    return failure();
-  return checkResultShape(*this, in);
+  return verifyAlongAxis(*this, getInput(), getAxis(), [&](const Shape &in, int axis, Shape *out) {
+    *out = in;
+    return core::indexAddShape(in, axis, shapeOf(getIndex()), shapeOf(getSource()));
+  });
 }
 
 LogicalResult ScatterAddOp::verify() {
-  if (hasDynamicExtents(*this))
-    return success();
-  Shape in = shapeOf(getInput());
-  FailureOr<int> axis = normalizeAxis(*this, getAxis(), in.rank());
-  if (failed(axis))
-    return failure();
-  if (failed(checkRule(*this, core::scatterAddShape(in, *axis, shapeOf(getIndex()), shapeOf(getSource())))))
-    return failure();
-  return checkResultShape(*this, in);
+  return verifyAlongAxis(*this, getInput(), getAxis(), [&](const Shape &in, int axis, Shape *out) {
+    *out = in;
+    return core::scatterAddShape(in, axis, shapeOf(getIndex()), shapeOf(getSource()));
+  });
 }
 
 LogicalResult GatherOp::verify() {
-  if (hasDynamicExtents(*this))
-    return success();
-  Shape in = shapeOf(getInput());
-  FailureOr<int> axis = normalizeAxis(*this, getAxis(), in.rank());
-  if (failed(axis))
-    return failure();
-  Shape out;
-  if (failed(checkRule(
-          *this, core::gatherShape(in, *axis, shapeOf(getIndex()), &out))))
-    return failure();
-  return checkResultShape(*this, out);
+  return verifyAlongAxis(*this, getInput(), getAxis(), [&](const Shape &in, int axis, Shape *out) {
+    return core::gatherShape(in, axis, shapeOf(getIndex()), out);
+  });
 }

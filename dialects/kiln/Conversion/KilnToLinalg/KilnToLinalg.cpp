@@ -1145,6 +1145,29 @@ public:
   }
 };
 
+/// The loops of a generic that walks j along `axis` for each element of a
+/// rank-`rank` result (index_add's rows, cumsum's prefix): the result's
+/// loops, then j (the reduction); `j` maps a loop to j alone, `along` to
+/// the result's position with j at `axis`, `result` to the position.
+struct AlongAxisLoops {
+  AffineMap j, along, result;
+  SmallVector<utils::IteratorType> iterators;
+};
+
+static AlongAxisLoops alongAxisLoops(MLIRContext *ctx, int64_t rank, int64_t axis) {
+  const unsigned loops = static_cast<unsigned>(rank) + 1;
+  SmallVector<AffineExpr> resultExprs, alongExprs;
+  for (int64_t d = 0; d < rank; ++d) {
+    resultExprs.push_back(getAffineDimExpr(d, ctx));
+    alongExprs.push_back(getAffineDimExpr(d == axis ? rank : d, ctx));
+  }
+  AlongAxisLoops l{AffineMap::get(loops, 0, {getAffineDimExpr(rank, ctx)}, ctx),
+                   AffineMap::get(loops, 0, alongExprs, ctx), AffineMap::get(loops, 0, resultExprs, ctx),
+                   SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel)};
+  l.iterators.push_back(utils::IteratorType::reduction);
+  return l;
+}
+
 /// index_add's generic: `input` copied into a tensor of its own (the input
 /// may be a kernel argument, which bufferization would otherwise let this
 /// op write in place: the caller's tensor), then the masked reduction over
@@ -1157,22 +1180,10 @@ static Value buildIndexAdd(OpBuilder &b, Location loc, RankedTensorType type,
                                       emptyTensor(b, loc, type, sizes))
                    .getResult(0);
   // Loops: the result's axes, then j over the index (the reduction).
-  MLIRContext *ctx = b.getContext();
-  const int64_t rank = type.getRank();
-  const unsigned loops = static_cast<unsigned>(rank) + 1;
-  SmallVector<AffineExpr> resultExprs, sourceExprs;
-  for (int64_t d = 0; d < rank; ++d) {
-    resultExprs.push_back(getAffineDimExpr(d, ctx));
-    sourceExprs.push_back(getAffineDimExpr(d == axis ? rank : d, ctx));
-  }
-  AffineMap indexMap = AffineMap::get(loops, 0, {getAffineDimExpr(rank, ctx)}, ctx);
-  AffineMap sourceMap = AffineMap::get(loops, 0, sourceExprs, ctx);
-  AffineMap resultMap = AffineMap::get(loops, 0, resultExprs, ctx);
-  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
-  iterators.push_back(utils::IteratorType::reduction);
+  AlongAxisLoops l = alongAxisLoops(b.getContext(), type.getRank(), axis);
   auto generic = linalg::GenericOp::create(
       b, loc, TypeRange{type}, ValueRange{index, source}, ValueRange{init},
-      ArrayRef<AffineMap>{indexMap, sourceMap, resultMap}, iterators,
+      ArrayRef<AffineMap>{l.j, l.along, l.result}, l.iterators,
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
         // Only a row index names gets an addition: the others keep their
         // bits (no + 0 that would turn -0 into +0).
@@ -1321,21 +1332,11 @@ public:
     if (failed(sizes))
       return rewriter.notifyMatchFailure(op, "result sizes");
     Value init = emptyTensor(rewriter, loc, type, *sizes);
-    MLIRContext *ctx = rewriter.getContext();
-    const unsigned loops = static_cast<unsigned>(rank) + 1;
-    SmallVector<AffineExpr> resultExprs, inputExprs;
-    for (int64_t d = 0; d < rank; ++d) {
-      resultExprs.push_back(getAffineDimExpr(d, ctx));
-      inputExprs.push_back(getAffineDimExpr(d == axis ? rank : d, ctx));
-    }
-    SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
-    iterators.push_back(utils::IteratorType::reduction);
+    AlongAxisLoops l = alongAxisLoops(rewriter.getContext(), rank, axis);
     Type elementType = getElementTypeOrSelf(op.getInput().getType());
     auto generic = linalg::GenericOp::create(
         rewriter, loc, TypeRange{type}, ValueRange{input}, ValueRange{init},
-        ArrayRef<AffineMap>{AffineMap::get(loops, 0, inputExprs, ctx),
-                            AffineMap::get(loops, 0, resultExprs, ctx)},
-        iterators, [&](OpBuilder &b, Location nloc, ValueRange args) {
+        ArrayRef<AffineMap>{l.along, l.result}, l.iterators, [&](OpBuilder &b, Location nloc, ValueRange args) {
           Value i = linalg::IndexOp::create(b, nloc, axis);
           Value j = linalg::IndexOp::create(b, nloc, rank);
           Value zero = arith::ConstantIndexOp::create(b, nloc, 0);
