@@ -45,6 +45,8 @@
 #endif
 #ifdef KILN_BENCH_HAVE_DNNL
 #include <dnnl.h>
+
+#include "bench/resnet_onednn.h"
 #endif
 
 using namespace kiln;
@@ -568,12 +570,16 @@ struct ResnetBlockTrain : ResnetBlock {
     opt = std::make_unique<optim::SGD>(std::vector<Tensor*>{&w1, &w2, &g1, &b1, &g2, &b2},
                                        optim::SGDOptions{.lr = 1e-3});
   }
-  void step() {
+  /// The loss of the block's forward with batch statistics.
+  Tensor forwardLoss() {
     Conv2dOptions same;
     same.padding = {1};
     Tensor h = relu(batch_norm(conv2d(x, w1, {}, same), g1, b1, {}, {}, /*training=*/true).y);
     h = batch_norm(conv2d(h, w2, {}, same), g2, b2, {}, {}, /*training=*/true).y;
-    loss = mean(relu(add(h, x)));
+    return mean(relu(add(h, x)));
+  }
+  void step() {
+    loss = forwardLoss();
     loss.backward();
     opt->step();
     kiln::step();
@@ -595,6 +601,83 @@ void BM_ResnetBlockKiln(benchmark::State& state) {
   state.counters["gflop_per_iter"] = 2.0 * 2 * ResnetBlock::kBatch * ResnetBlock::kChannels * ResnetBlock::kChannels *
                                      9 * ResnetBlock::kSide * ResnetBlock::kSide / 1e9;
 }
+
+#ifdef KILN_BENCH_HAVE_DNNL
+/// The block's tensors as the oneDNN peer takes them (host copies).
+kiln_bench::ResnetBlockData resnetBlockData(const ResnetBlock& b) {
+  kiln_bench::ResnetBlockData d;
+  auto host = [](const Tensor& t) { return t.to_vector<float>(); };
+  d.x = host(b.x);
+  d.w1 = host(b.w1), d.w2 = host(b.w2);
+  d.g1 = host(b.g1), d.b1 = host(b.b1), d.m1 = host(b.m1), d.v1 = host(b.v1);
+  d.g2 = host(b.g2), d.b2 = host(b.b2), d.m2 = host(b.m2), d.v2 = host(b.v2);
+  return d;
+}
+
+/// The largest difference between `got` and `want` relative to want's
+/// largest magnitude: a peer that computes something else is not timed.
+double relativeError(const float* got, const std::vector<float>& want) {
+  double diff = 0, scale = 1e-30;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+  }
+  return diff / scale;
+}
+
+/// The ResNet block natively in oneDNN (bench/resnet_onednn.h), checked
+/// against Kiln's output on the same tensors before it is timed.
+void BM_ResnetBlockDnnl(benchmark::State& state) {
+  ResnetBlock reference;
+  reference.forward();
+  const std::vector<float> want = reference.out.to_vector<float>();
+  try {
+    kiln_bench::OnednnResnetBlock block(resnetBlockData(reference));
+    if (const double err = relativeError(block.forward(), want); !(err <= 1e-3)) {
+      state.SkipWithError(("oneDNN's block differs from Kiln's by " + std::to_string(err)).c_str());
+      return;
+    }
+    for (auto _ : state) benchmark::DoNotOptimize(block.forward());
+  } catch (const std::exception& e) {  // dnnl::error
+    state.SkipWithError((std::string("oneDNN: ") + e.what()).c_str());
+    return;
+  }
+  state.counters["gflop_per_iter"] = 2.0 * 2 * ResnetBlock::kBatch * ResnetBlock::kChannels * ResnetBlock::kChannels *
+                                     9 * ResnetBlock::kSide * ResnetBlock::kSide / 1e9;
+}
+
+/// The block's training step natively in oneDNN; its first step's loss and
+/// gradients are checked against Kiln's (autograd) on the same tensors.
+void BM_ResnetBlockTrainDnnl(benchmark::State& state) {
+  ResnetBlockTrain reference;
+  const kiln_bench::ResnetBlockData data = resnetBlockData(reference);
+  Tensor loss = reference.forwardLoss();
+  loss.backward();
+  const float wantLoss = loss.item<float>();
+  try {
+    kiln_bench::OnednnResnetBlock block(data);
+    const float gotLoss = block.trainStep();
+    const kiln_bench::ResnetBlockGrads got = block.lastGrads();
+    const std::pair<const std::vector<float>*, const Tensor*> grads[] = {
+        {&got.w1, &reference.w1}, {&got.w2, &reference.w2}, {&got.g1, &reference.g1},
+        {&got.b1, &reference.b1}, {&got.g2, &reference.g2}, {&got.b2, &reference.b2}};
+    double err = std::fabs(gotLoss - wantLoss) / std::max(std::fabs(wantLoss), 1e-30f);
+    for (const auto& [mine, param] : grads)
+      err = std::max(err, relativeError(mine->data(), param->grad().to_vector<float>()));
+    // Loose: weight and batch-norm gradients are sums of 50176 terms whose
+    // mean is near zero, where f32 leaves 1e-3 of their largest value (Kiln
+    // and oneDNN both, against float64 PyTorch); a wrong layout or mask
+    // errs by far more.
+    if (!(err <= 2e-2)) {
+      state.SkipWithError(("oneDNN's training step differs from Kiln's by " + std::to_string(err)).c_str());
+      return;
+    }
+    for (auto _ : state) benchmark::DoNotOptimize(block.trainStep());
+  } catch (const std::exception& e) {  // dnnl::error
+    state.SkipWithError((std::string("oneDNN: ") + e.what()).c_str());
+  }
+}
+#endif
 
 /// --first-step: the latency of the first MLP training step of a fresh
 /// process (recording, then interpreting, or loading its kernel from the disk
@@ -917,6 +1000,12 @@ void registerAll() {
   if (want("kiln")) reg("mm_bias_relu/" + k, BM_MatmulBiasReluKiln)->MinTime(t);
 #ifdef KILN_BENCH_HAVE_OPENBLAS
   if (want("openblas")) reg("mm_bias_relu/openblas+loop", BM_MatmulBiasReluOpenBlas)->MinTime(t);
+#endif
+#ifdef KILN_BENCH_HAVE_DNNL
+  if (want("onednn")) {
+    reg("resnet_block_fwd/onednn", BM_ResnetBlockDnnl)->MinTime(t);
+    reg("resnet_block_train_step/onednn", BM_ResnetBlockTrainDnnl)->MinTime(t);
+  }
 #endif
   if (want("kiln")) {
     reg("mlp_train_step/" + k, BM_MlpKiln)->MinTime(t);

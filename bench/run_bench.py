@@ -55,8 +55,11 @@ WORKLOADS = {
     "mlp_lr_schedule": ("the same MLP step with a learning rate that decays every step (set_lr): kiln-compiled "
                         "compiles in the warm-up only (the lr is a kernel argument)", None, MLP_STEP_FLOPS),
     "resnet_block_fwd": ("ResNet basic block forward, eval (two 3x3 convs 64 channels, batch norm, ReLU, identity), "
-                         "batch 16, 56x56, NCHW", None, 2 * 2 * 16 * 64 * 64 * 9 * 56 * 56),
-    "resnet_block_train_step": ("the same block's training step (batch statistics, backward, SGD)", None,
+                         "batch 16, 56x56, NCHW (onednn: the block written natively, bench/resnet_onednn.h: blocked layouts inside, batch "
+                         "norm folded into the convolutions, ReLU and the shortcut as post-ops; checked against Kiln's output)",
+                         None, 2 * 2 * 16 * 64 * 64 * 9 * 56 * 56),
+    "resnet_block_train_step": ("the same block's training step (batch statistics, backward, SGD; onednn: natively, "
+                                "its loss and gradients checked against Kiln's)", None,
                                 3 * 2 * 2 * 16 * 64 * 64 * 9 * 56 * 56),
     "rnn_varlen": ("recurrent loop h = tanh(h@W + x_t@U + b), B 64, H 256, D 128, 20-60 steps (new trip count every "
                    "iteration, mean 40): kiln-compiled runs the body on a hot-region kernel (whole-trace compiles off)",
@@ -94,7 +97,8 @@ WORKLOADS = {
 PEER_ROWS = {
     "eigen": ["chain8"],
     "openblas": ["sgemm_1024", "sgemm_4096x4096x1024", "mm_bias_relu"],
-    "onednn": ["sgemm_1024", "sgemm_4096x4096x1024", "gemm_bf16_1024", "gemm_bf16_4096x4096x1024"],
+    "onednn": ["sgemm_1024", "sgemm_4096x4096x1024", "gemm_bf16_1024", "gemm_bf16_4096x4096x1024", "resnet_block_fwd",
+               "resnet_block_train_step"],
     "torch1": ["chain8", "softmax", "layernorm", "sgemm_1024", "sgemm_4096x4096x1024", "gemm_bf16_1024",
                "gemm_bf16_4096x4096x1024", "mm_bias_relu",
                "mlp_train_step", "record_run_tiny_op", "resnet_block_fwd", "resnet_block_train_step",
@@ -210,7 +214,7 @@ def goals(med, rss=None, replay_system_s=None):
     versus("mm_bias_relu", "kiln-compiled", all_peers, "the best peer", 1.1)
     versus("mlp_train_step", "kiln-compiled", ("jax",), "jax.jit", 1.2)
     for w in ("resnet_block_fwd", "resnet_block_train_step"):
-        versus(w, "kiln-compiled", ("torch1", "torch2", "onednn"), "PyTorch (eager and torch.compile)", 1.0)
+        versus(w, "kiln-compiled", ("torch1", "torch2", "onednn"), "PyTorch (eager and torch.compile) and oneDNN", 1.0)
     for w in ("softmax", "layernorm"):
         versus(w, "kiln-compiled", ("hand-fused",), "hand-fused", 0.9)
         versus(w, "kiln-compiled", all_peers, "the best peer", 1.0)
