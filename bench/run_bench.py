@@ -225,6 +225,21 @@ def goals(med, rss=None, replay_system_s=None):
     return out
 
 
+def cpu_core_name(vendor, family, model):
+    """The core generation of an x86 CPU from cpuid's family and model, where known."""
+    if vendor == "AuthenticAMD":
+        if family == 26:
+            return "Zen 5"
+        if family == 25:
+            return "Zen 4" if 0x10 <= model <= 0x1F or 0x60 <= model <= 0xAF else "Zen 3"
+        if family == 23:
+            return "Zen 2" if model >= 0x30 else "Zen"
+    if vendor == "GenuineIntel" and family == 6:
+        return {0x55: "Skylake-SP/Cascade Lake", 0x6A: "Ice Lake-SP", 0x8F: "Sapphire Rapids",
+                0xCF: "Emerald Rapids", 0xAD: "Granite Rapids"}.get(model, "")
+    return ""
+
+
 def now():
     return time.strftime("%H:%M:%S")
 
@@ -580,6 +595,12 @@ def main():
                 key, _, value = line.partition(":")
                 info.setdefault(key.strip(), value.strip())
         cpu = info.get("model name", cpu)
+        # VMs often name the CPU by vendor alone ("AMD EPYC"): the family and model tell the core
+        # (an EPYC of family 25 has Zen 4's half-width AVX-512 units, of family 26 Zen 5's full ones).
+        family, model = info.get("cpu family"), info.get("model")
+        if family and model:
+            core = cpu_core_name(info.get("vendor_id", ""), int(family), int(model))
+            cpu += f" (family {family} model {model}" + (f": {core}" if core else "") + ")"
         flags = info.get("flags", "").split()
         isa = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "scalar"
         amx = "amx_bf16" in flags
