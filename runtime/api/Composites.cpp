@@ -72,6 +72,10 @@ Tensor clamp(const Tensor& x, const Operand& low, const Operand& high) {
   check("clamp", core::broadcastShapes(x.shape(), operandShape(low), &lowShape));
   check("clamp", core::broadcastShapes(lowShape, operandShape(high), &highShape));
   Tensor xt = castTo(x, t);
+  // A NaN element keeps its value but passes no gradient, as PyTorch's
+  // clamp_backward (grad * (low <= x <= high)) gives it; only traced when
+  // x carries a gradient, so a plain clamp records no more ops.
+  if (is_floating(t) && xt.requires_grad_enabled()) xt = where(isnan(xt), xt.detach(), xt);
   const Tensor lo = operandAs(low, t, x.device()), hi = operandAs(high, t, x.device());
   // Two selects rather than maximum then minimum: x at a bound keeps its
   // whole gradient, as PyTorch's clamp gives it (maximum's tie rule gave it

@@ -165,6 +165,20 @@ TEST(GradCheck, ClampPassesTheWholeGradientAtItsBounds) {
   EXPECT_EQ(clamp(from_vector<double>({0.5}, {1}), 2.0, 1.0).to_vector<double>(), (std::vector<double>{1}));
 }
 
+TEST(GradCheck, ClampPassesNoGradientToNaN) {
+  // PyTorch's clamp_backward: grad * (low <= x <= high), 0 where x is NaN
+  // (whose value stays NaN); the bounds get none there either.
+  for (DType t : {DType::f32, DType::f64}) {
+    Tensor x = cast(from_vector<double>({std::nan(""), 0.5, 2}, {3}), t).detach().requires_grad();
+    Tensor lo = cast(from_vector<double>({0, 0, 0}, {3}), t).detach().requires_grad();
+    Tensor y = clamp(x, lo, 1.0);
+    EXPECT_TRUE(std::isnan(y.to_vector<double>()[0]));
+    std::vector<Tensor> g = grad(sum(y), {x, lo});
+    EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{0, 1, 0})) << dtype_name(t);
+    EXPECT_EQ(g[1].to_vector<double>(), (std::vector<double>{0, 0, 0})) << dtype_name(t);
+  }
+}
+
 TEST(GradCheck, EmptyOperandsHaveZeroGradients) {
   // Size-0 extents in the backward pass: zeros of the operands' shapes, as
   // in PyTorch (the shared-weight matmul rule inferred a -1 next to a 0;
