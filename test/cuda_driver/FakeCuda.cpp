@@ -488,6 +488,37 @@ struct Tier0Launch {
       }
       return;
     }
+    if (spec.family == Family::IndexAdd) {
+      // The kernel's definition (Tier0Kernels.h): each position of a row
+      // walks the index in order, each addition the reference kernel's.
+      constexpr int R = kiln::hal::tier0::kRank;
+      const std::size_t size = kiln::dtype_size(spec.in);
+      const char* source = reinterpret_cast<const char*>(p[1]);
+      const auto* index = reinterpret_cast<const int64_t*>(p[2]);
+      const auto count = static_cast<int64_t>(p[4 + 3 * R]), outAxis = static_cast<int64_t>(p[5 + 3 * R]),
+                 sourceAxis = static_cast<int64_t>(p[6 + 3 * R]);
+      interp::Arg a, b;
+      a.dtype = b.dtype = spec.in;
+      a.shape = b.shape = kiln::Shape{1};
+      a.strides[0] = b.strides[0] = 1;
+      for (uint64_t lin = 0; lin < p[3]; ++lin) {
+        int64_t rest = static_cast<int64_t>(lin), outOff = 0, sourceOff = 0;
+        for (int d = R - 1; d >= 0; --d) {
+          const auto e = static_cast<int64_t>(p[4 + d]);
+          const int64_t c = rest % e;
+          rest /= e;
+          outOff += c * static_cast<int64_t>(p[4 + R + d]);
+          sourceOff += c * static_cast<int64_t>(p[4 + 2 * R + d]);
+        }
+        for (int64_t j = 0; j < count; ++j) {
+          char* dst = out + (outOff + index[j] * outAxis) * static_cast<int64_t>(size);
+          a.data = dst;
+          b.data = source + (sourceOff + j * sourceAxis) * static_cast<int64_t>(size);
+          interp::binaryKernel(kiln::core::OpKind::Add, a, b, kiln::Shape{1}, dst);
+        }
+      }
+      return;
+    }
     if (spec.family == Family::Reduce || spec.family == Family::WarpReduce) {
       // Each output element: the reference reduction of its m elements
       // (a rank-kRank view reduced over every axis); a warp per output

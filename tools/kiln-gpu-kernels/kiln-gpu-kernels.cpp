@@ -313,6 +313,39 @@ std::string takeText(const KernelSpec &s) {
   return t;
 }
 
+/// index_add's ordered additions (Tier0Kernels.h, IndexAdd): each position
+/// of a row of out (grid-stride over n) walks the index in order and folds
+/// source's element into out's with "t0.body"(out element, source element),
+/// so each element of out receives its additions in the host's order.
+std::string indexAddText(const KernelSpec &s) {
+  const std::string name = s.entryName(), ty = storageType(s, s.in);
+  std::string t = "gpu.module @" + name + " {\n";
+  t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %in1: !llvm.ptr, %n: i64";
+  for (const char *p : {"e", "s", "z"})
+    for (int d = 0; d < tier0::kRank; ++d)
+      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
+  t += ", %count: i64, %oax: i64, %sax: i64) kernel {\n";
+  t += globalThreadText("%first");
+  t += "  %step = arith.muli %gd, %bd : i64\n  %zero = arith.constant 0 : i64\n  %one = arith.constant 1 : i64\n";
+  t += "  scf.for %i = %first to %n step %step : i64 {\n";
+  std::string outBase, sourceBase;
+  t += offsetText("%i", "e", "s", "u", outBase);
+  t += offsetText("%i", "e", "z", "w", sourceBase);
+  t += "    scf.for %j = %zero to %count step %one : i64 {\n";
+  t += "      %pi = llvm.getelementptr %in1[%j] : (!llvm.ptr, i64) -> !llvm.ptr, i64\n";
+  t += "      %iv = llvm.load %pi : !llvm.ptr -> i64\n";
+  t += "      %ialong = arith.muli %iv, %oax : i64\n      %ioff = arith.addi " + outBase + ", %ialong : i64\n";
+  t += "      %jalong = arith.muli %j, %sax : i64\n      %joff = arith.addi " + sourceBase + ", %jalong : i64\n";
+  t += "      %pd = llvm.getelementptr %out[%ioff] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %vd = llvm.load %pd : !llvm.ptr -> " + ty + "\n";
+  t += "      %ps = llvm.getelementptr %in0[%joff] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %vs = llvm.load %ps : !llvm.ptr -> " + ty + "\n";
+  t += "      %sum = \"t0.body\"(%vd, %vs) : (" + ty + ", " + ty + ") -> " + ty + "\n";
+  t += "      llvm.store %sum, %pd : " + ty + ", !llvm.ptr\n";
+  t += "    }\n  }\n  gpu.return\n}\n}\n";
+  return t;
+}
+
 /// argmax/argmin: each output element scans its axis from `first` in
 /// direction `dir`; "t0.body"(best, v) says whether v replaces the best.
 std::string argReduceText(const KernelSpec &s) {
@@ -405,6 +438,8 @@ std::string kernelText(const KernelSpec &s) {
     return argReduceText(s);
   if (s.family == Family::Contract)
     return contractText(s);
+  if (s.family == Family::IndexAdd)
+    return indexAddText(s);
   if (s.family == Family::Fill) {
     t += ", %pattern: i64";
   } else if (s.family == Family::Arange) {
@@ -554,6 +589,7 @@ bool replacePlaceholders(mlir::ModuleOp module, const std::map<std::string, Kern
       break;
     }
     case Family::Take: break; // no placeholder
+    case Family::IndexAdd: r = sb.binary(kiln::core::OpKind::Add, kilnType(s.in), args[0], args[1]); break;
     case Family::Contract: {
       mlir::Type k = kilnType(s.in);
       mlir::Value product = sb.binary(kiln::core::OpKind::Mul, k, args[1], args[2]);

@@ -25,6 +25,7 @@ const char* familyName(Family f) {
     case Family::ArgReduce: return "argreduce";
     case Family::Contract: return "contract";
     case Family::WarpReduce: return "warpreduce";
+    case Family::IndexAdd: return "indexadd";
   }
   return "?";
 }
@@ -34,7 +35,7 @@ std::vector<KernelSpec> build() {
   auto both = [&](KernelSpec s) {
     s.layout = Layout::Rank1;
     if (s.family != Family::Reduce && s.family != Family::Take && s.family != Family::ArgReduce &&
-        s.family != Family::Contract && s.family != Family::WarpReduce)
+        s.family != Family::Contract && s.family != Family::WarpReduce && s.family != Family::IndexAdd)
       out.push_back(s);
     if (s.isLeaf()) return;  // leaves are dense; reductions and takes always strided
     s.layout = Layout::RankN;
@@ -96,6 +97,11 @@ std::vector<KernelSpec> build() {
     }
     s.out = t;
     s.in = t;
+    if (!isHalf(t) && core::acceptsDType(core::OpKind::IndexAdd, t)) {
+      s.family = Family::IndexAdd;
+      s.op = core::OpKind::IndexAdd;
+      both(s);
+    }
     if (!isHalf(t) && core::acceptsDType(core::OpKind::Matmul, t)) {
       s.family = Family::Contract;
       s.op = core::OpKind::Matmul;
@@ -148,6 +154,7 @@ std::string KernelSpec::entryName() const {
     case Family::WarpReduce:
     case Family::Contract:
     case Family::ArgReduce: name += std::string(core::opName(op)) + "_" + std::string(dtype_name(in)); break;
+    case Family::IndexAdd: name += std::string(dtype_name(in)); break;
     case Family::Arange: name += std::string(dtype_name(out)); break;
     case Family::Where: name += std::string(dtype_name(in)); break;
     case Family::Cast: name += std::string(dtype_name(in)) + "_" + std::string(dtype_name(out)); break;
@@ -163,6 +170,7 @@ int KernelSpec::inputCount() const {
     case Family::Binary:
     case Family::Compare:
     case Family::Contract:
+    case Family::IndexAdd:
     case Family::Take: return 2;
     case Family::Where: return 3;
     case Family::Fill:
@@ -182,6 +190,7 @@ int KernelSpec::paramCount() const {
     case Family::Take: return 5 + 3 * kRank;
     case Family::ArgReduce: return 7 + 2 * kRank;
     case Family::Contract: return 7 + 3 * kRank;
+    case Family::IndexAdd: return 7 + 3 * kRank;
     default: break;
   }
   const int stridedOperands = inputCount() + (stridedOutput() ? 1 : 0);

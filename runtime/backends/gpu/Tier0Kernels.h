@@ -28,6 +28,14 @@
 //   output axis, K, and a's and b's strides along K:
 //   out[c] = sum_k a[sum c*as + k*ak] * b[sum c*bs + k*bk] (a dot product per
 //   output element: tier 0's matmul where cuBLASLt is not there).
+//   IndexAdd (index_add, scatter_add and cumsum's ordered additions; RankN
+//   only) takes out (holding x already), source, index (i64, on the device),
+//   n (the positions of one row of out: its shape with extent 1 along the
+//   axis), kRank extents of those positions, kRank out strides and kRank
+//   source strides of them, the index's length, and out's and source's
+//   strides along the axis: each position adds source[pos, i] into
+//   out[pos, index[i]] for i in order, so every element of out receives its
+//   additions in the host's order, each rounded as the host rounds it.
 //   WarpReduce (CUDA only: SPIR-V has no fixed subgroup width; RankN only;
 //   f32 and i32, the shuffles' width) takes Reduce's parameters and is the
 //   same reduction with one warp of 32 lanes per output element (warps
@@ -50,7 +58,8 @@ namespace kiln::hal::tier0 {
 inline constexpr int kRank = Shape::kMaxRank;
 
 enum class Family : uint8_t {
-  Unary, Binary, Compare, Where, Cast, Copy, Fill, Arange, Random, Reduce, Take, ArgReduce, Contract, WarpReduce
+  Unary, Binary, Compare, Where, Cast, Copy, Fill, Arange, Random, Reduce, Take, ArgReduce, Contract, WarpReduce,
+  IndexAdd
 };
 /// Rank1: the index space is one strided axis; RankN: up to kRank axes.
 enum class Layout : uint8_t { Rank1, RankN };
@@ -84,7 +93,8 @@ DType dtypeOfSize(std::size_t bytes);
 /// prod, max, min) the dtypes the op table accepts, without f16/bf16; Take
 /// every element size; ArgReduce every dtype but f16/bf16; Contract the
 /// numeric dtypes but f16/bf16; WarpReduce sum, prod, max and min for f32
-/// and i32.
+/// and i32; IndexAdd the dtypes index_add accepts but f16/bf16 (which round
+/// each addition through f32: Tier0OpLibrary launches casts and adds).
 const std::vector<KernelSpec>& allKernels();
 
 }  // namespace kiln::hal::tier0

@@ -267,25 +267,38 @@ void Tier0OpLibrary::gather(const interp::Arg& x, int axis, const interp::Arg& i
 
 void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_t> index,
                               const interp::Arg& source, char* out) {
-  // Tier 0 as launches of the existing kernels: x copied, then for each
-  // index in order its row and the source's added into a temporary and
-  // copied back (strided) into the row: the additions in the host kernel's
-  // order, each rounded in x's dtype (halves through f32, as the host's).
   const Shape& shape = x.shape;
   if (shape.numel() == 0) return;
   copy(x, out);
   if (index.empty()) return;
   const DType t = x.dtype;
   const bool half = t == DType::f16 || t == DType::bf16;
-  const DType work = half ? DType::f32 : t;
-  const auto size = static_cast<int64_t>(dtype_size(t));
   int64_t outStrides[Shape::kMaxRank];
   core::contiguousStrides(shape, outStrides);
+  Allocator& memory = deviceContext(device_).allocator();
+  if (!half && t != DType::boolean) {
+    // One launch (Tier0Kernels.h, IndexAdd): each position of a row walks
+    // the index in order. The checked values go to the device on the stream
+    // the kernel runs on; their host copy lives until that copy is done.
+    const auto count = static_cast<int64_t>(index.size());
+    const core::View onDevice = interp::allocDense(memory, DType::i64, Shape{count}, "index_add");
+    auto values = std::make_shared<std::vector<int64_t>>(std::move(index));
+    Stream& stream = deviceContext(device_).defaultStream();
+    stream.copy(onDevice.bytes(DType::i64), values->data(), static_cast<std::size_t>(count) * sizeof(int64_t));
+    stream.hostCall([values] {});
+    launchIndexAdd(shape, axis, outStrides, out, source, onDevice.bytes(DType::i64), count);
+    return;
+  }
+  // Halves (each addition rounded through f32, as the host's) and bool:
+  // launches of the existing kernels, for each index in order its row and
+  // the source's added into a temporary and copied back (strided) into the
+  // row, in the host kernel's order.
+  const DType work = half ? DType::f32 : t;
+  const auto size = static_cast<int64_t>(dtype_size(t));
   Shape row = shape;
   row[axis] = 1;
   // Temporaries (dense rows) are Storage: freed to the stream-ordered
   // allocator when this returns, reused only after the launches queued before.
-  Allocator& memory = deviceContext(device_).allocator();
   const core::View sum = interp::allocDense(memory, work, row, "index_add");
   core::View wideRow, wideSource, rounded;
   if (half) {
@@ -318,6 +331,29 @@ void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_
     }
     copyInto(result, dst, outStrides);
   }
+}
+
+void Tier0OpLibrary::launchIndexAdd(const Shape& shape, int axis, const int64_t* outStrides, char* out,
+                                    const interp::Arg& source, const char* index, int64_t count) {
+  KernelSpec s;
+  s.family = Family::IndexAdd;
+  s.op = core::OpKind::IndexAdd;
+  s.in = s.out = source.dtype;
+  s.layout = Layout::RankN;
+  Shape row = shape;  // the positions one index value addresses
+  row[axis] = 1;
+  const int64_t n = row.numel();
+  std::vector<uint64_t> values = {reinterpret_cast<uintptr_t>(out), reinterpret_cast<uintptr_t>(source.data),
+                                  reinterpret_cast<uintptr_t>(index), static_cast<uint64_t>(n)};
+  const int rank = row.rank(), pad = tier0::kRank - rank;
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 1 : static_cast<uint64_t>(row[d - pad]));
+  for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 0 : static_cast<uint64_t>(outStrides[d - pad]));
+  for (int d = 0; d < tier0::kRank; ++d)
+    values.push_back(d < pad ? 0 : static_cast<uint64_t>(source.strides[d - pad]));
+  values.push_back(static_cast<uint64_t>(count));
+  values.push_back(static_cast<uint64_t>(outStrides[axis]));
+  values.push_back(static_cast<uint64_t>(source.strides[axis]));
+  dispatch(s.entryName(), values, n);
 }
 
 void Tier0OpLibrary::argReduce(core::OpKind op, const interp::Arg& in, int axis, bool selectLast, char* out) {

@@ -1,7 +1,8 @@
 // Tier0OpLibrary: the tier-0 op library shared by the GPU backends (CUDA,
 // Level Zero). Elementwise ops, casts, copies, fills, arange, rand/randn,
 // sum/prod/max/min reductions, argmax/argmin, index_select, gather,
-// index_add (a copy, then an add and a strided copy per index, in order),
+// index_add (a copy, then one launch whose positions walk the index in
+// order; for halves and bool an add and a strided copy per index),
 // matmul (one dot product per output element) and conv2d (padding and
 // im2col copies, then a batched matmul) become launches of the tier-0
 // kernels (Tier0Kernels.h): this class collapses axes, picks the kernel and
@@ -75,6 +76,10 @@ class Tier0OpLibrary : public interp::OpLibrary {
   /// index_select and gather (Tier0Kernels.h, Family::Take).
   void launchTake(const interp::Arg& x, const interp::Arg& index, const Shape& outShape, const int64_t* xStrides,
                   const int64_t* indexStrides, int64_t axisStride, char* out);
+  /// index_add's additions into `out` (dense, of `shape`, holding x) from
+  /// `source` at the `count` device-resident index values (Family::IndexAdd).
+  void launchIndexAdd(const Shape& shape, int axis, const int64_t* outStrides, char* out, const interp::Arg& source,
+                      const char* index, int64_t count);
 };
 
 }  // namespace kiln::hal

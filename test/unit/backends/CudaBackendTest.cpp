@@ -305,6 +305,25 @@ TEST_F(CudaTest, ReductionsIndexingArangeAndRandomMatchTheCpu) {
   Tensor gidx = from_vector<int64_t>({1, 0, 2, 3, 3, 1, 0, 0, 2, 1, 1, 3}, {3, 4, 1});
   near(gather(xg, 2, gidx.to(kCuda)), gather(xc, 2, gidx), "gather");
   near(slice(xg, 2, 3, 0, -2), slice(xc, 2, 3, 0, -2), "negative-step slice (index_select)");
+  // index_add, scatter_add and cumsum: one IndexAdd launch each (halves per
+  // index), repeated indices added in order; a strided source.
+  Tensor aidx = from_vector<int64_t>({3, 0, 3, 1, 3}, {5});
+  Tensor src = from_vector(ramp(3 * 5 * 5, 0.25f, 0.01f), {3, 5, 5});
+  near(index_add(xg, 1, aidx.to(kCuda), src.to(kCuda)), index_add(xc, 1, aidx, src), "index_add");
+  auto strided = [](const Tensor& t) { return permute(slice(t, 2, 0, 4), {0, 2, 1}); };  // [3, 4, 5]
+  near(index_add(xg, 2, aidx.to(kCuda), strided(src.to(kCuda))), index_add(xc, 2, aidx, strided(src)),
+       "index_add of a permuted source along the last axis");
+  const Tensor isrc = cast(slice(slice(src, 1, 0, 4), 0, 0, 2), DType::i32);
+  const Tensor twice = from_vector<int64_t>({2, 2}, {2});
+  near(index_add(cast(xg, DType::i32), 0, twice.to(kCuda), isrc.to(kCuda)), index_add(cast(xc, DType::i32), 0, twice, isrc),
+       "i32 index_add");
+  near(index_add(cast(xg, DType::f16), 1, aidx.to(kCuda), cast(src.to(kCuda), DType::f16)),
+       index_add(cast(xc, DType::f16), 1, aidx, cast(src, DType::f16)), "f16 index_add (launches per index)");
+  const Tensor ssrc = slice(slice(src, 1, 0, 4), 2, 0, 1);
+  near(scatter_add(xg, 2, gidx.to(kCuda), ssrc.to(kCuda)), scatter_add(xc, 2, gidx, ssrc), "scatter_add");
+  near(cumsum(xg, 2), cumsum(xc, 2), "cumsum along the last axis");
+  near(cumsum(permute(xg, {1, 0, 2}), 1), cumsum(permute(xc, {1, 0, 2}), 1), "cumsum of a permuted view");
+  near(cumsum(cast(xg, DType::i64), 0), cumsum(cast(xc, DType::i64), 0), "i64 cumsum");
   near(argmax(xg, 1), argmax(xc, 1), "argmax");
   near(argmin(permute(xg, {2, 1, 0}), 2, true, true), argmin(permute(xc, {2, 1, 0}), 2, true, true),
        "argmin keepdim, last index, strided");
@@ -321,6 +340,29 @@ TEST_F(CudaTest, ReductionsIndexingArangeAndRandomMatchTheCpu) {
   if (onFakeDriver()) {
     EXPECT_EQ(rejectedLaunches(), 0u);
   }
+}
+
+/// index_add (an embedding's gradient: many indices, rows of 16) is one
+/// IndexAdd launch after the copies of the index (read back and checked)
+/// and of x, whatever the index's length; before,
+/// tier 0 launched an add and a copy per index.
+TEST_F(CudaTest, IndexAddIsOneLaunchWhateverTheIndexLength) {
+  REQUIRE_FAKE_DRIVER();
+  std::vector<int64_t> rows(300);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>((i * 7) % 10);
+  const Tensor index = from_vector(rows, {300}), source = rand({300, 16}, 5, DType::f32, -1, 1);
+  const Tensor x = rand({10, 16}, 6);
+  const Tensor want = index_add(x, 0, index, source);
+  const Tensor xg = x.to(kCuda), ig = index.to(kCuda), sg = source.to(kCuda);
+  kiln::sync();
+  const size_t launches = calls("cuLaunchKernel");
+  const Tensor got = index_add(xg, 0, ig, sg);
+  kiln::sync();
+  EXPECT_EQ(calls("cuLaunchKernel") - launches, 3u)
+      << "the index made dense to be read back and checked, the copy of x, one IndexAdd launch";
+  // The additions in the host's order: the same bits.
+  EXPECT_EQ(got.to(Device::cpu()).to_vector<float>(), want.to_vector<float>());
+  EXPECT_EQ(rejectedLaunches(), 0u);
 }
 
 /// Reductions whose innermost reduced axis is contiguous and holds a warp's

@@ -363,6 +363,20 @@ std::vector<OpCase> opCases() {
          return gather(slice(a, 1, 0, 2), 1,
                        from_vector<int64_t>({1, 0, 0, 0, 1, 1, 0, 1, 1, 0, 0, 1}, {6, 2}).to(a.device()));
        }},
+      {"index_add", Bound::Exact,
+       [](T a, T b) { return index_add(a, 1, from_vector<int64_t>({3, 0, 3}, {3}).to(a.device()), slice(b, 1, 0, 3)); }},
+      {"index_add of a transposed source", Bound::Exact,
+       [](T a, T b) {
+         return index_add(a, 0, from_vector<int64_t>({1, 1}, {2}).to(a.device()),
+                          transpose(slice(slice(b, 0, 0, 5), 1, 0, 2)));
+       }},
+      {"scatter_add", Bound::Exact,
+       [](T a, T b) {
+         return scatter_add(a, 1, from_vector<int64_t>({1, 0, 1, 1, 3, 1}, {3, 2}).to(a.device()),
+                            slice(slice(b, 0, 0, 3), 1, 0, 2));
+       }},
+      {"cumsum", Bound::Accumulated, [](T a, T) { return cumsum(a, 1); }},
+      {"cumsum of a transposed view", Bound::Accumulated, [](T a, T) { return cumsum(transpose(a), 1); }},
       {"concat", Bound::Exact, [](T a, T b) { return concat({a, b}, 0); }},
       {"softmax", Bound::Transcendental, [](T a, T) { return softmax(a, -1); }},
   };
