@@ -665,9 +665,9 @@ void BM_ResnetBlockTrainDnnl(benchmark::State& state) {
     for (const auto& [mine, param] : grads)
       err = std::max(err, relativeError(mine->data(), param->grad().to_vector<float>()));
     // Loose: weight and batch-norm gradients are sums of 50176 terms whose
-    // mean is near zero, where f32 leaves 1e-3 of their largest value (Kiln
-    // and oneDNN both, against float64 PyTorch); a wrong layout or mask
-    // errs by far more.
+    // mean is near zero, where f32 leaves errors up to 3e-3 of their largest
+    // value in Kiln's and 7e-3 in oneDNN's (b1's gradient), against float64
+    // PyTorch; a wrong layout or mask errs by far more.
     if (!(err <= 2e-2)) {
       state.SkipWithError(("oneDNN's training step differs from Kiln's by " + std::to_string(err)).c_str());
       return;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <thread>
 
 #include <dnnl.hpp>
@@ -278,8 +279,11 @@ struct OnednnResnetBlock::Training {
     dw1.run(strm);
     dw2.run(strm);
     strm.wait();
-    // SGD, each parameter and its gradient in the same layout.
+    // SGD, each parameter and its gradient in the same layout (so one loop
+    // over their bytes: 64 channels fill the blocked layouts' 16-lane blocks,
+    // no padding).
     auto sgd = [&](memory& param, const memory& grad) {
+      if (param.get_desc() != grad.get_desc()) throw std::runtime_error("oneDNN block: SGD on unlike layouts");
       float* p = static_cast<float*>(param.get_data_handle());
       const float* g = static_cast<const float*>(grad.get_data_handle());
       const size_t n = param.get_desc().get_size() / sizeof(float);

@@ -596,7 +596,8 @@ def main():
                 info.setdefault(key.strip(), value.strip())
         cpu = info.get("model name", cpu)
         # VMs often name the CPU by vendor alone ("AMD EPYC"): the family and model tell the core
-        # (an EPYC of family 25 has Zen 4's half-width AVX-512 units, of family 26 Zen 5's full ones).
+        # (family 25 is Zen 3, without AVX-512, or Zen 4, with half-width AVX-512 units; family 26 is
+        # Zen 5, with full-width ones).
         family, model = info.get("cpu family"), info.get("model")
         if family and model:
             core = cpu_core_name(info.get("vendor_id", ""), int(family), int(model))

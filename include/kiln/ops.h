@@ -243,8 +243,8 @@ Tensor index_add(const Tensor& x, int axis, const Tensor& index, const Tensor& s
 /// index's shape and x's dtype. Gradients: out's to x, gather(g, axis,
 /// index) to source. On the CPU its cost follows the index (it is gather's
 /// gradient when a row gathers many elements); on GPUs tier 0 adds them in
-/// order in one thread of one launch, and a compiled kernel reads every
-/// index for each element of x.
+/// order in one thread of one launch (f16/bf16: launches per element), and
+/// a compiled kernel reads every index for each element of x.
 Tensor scatter_add(const Tensor& x, int axis, const Tensor& index, const Tensor& source);
 /// [..] integer class ids -> [.., num_classes] of dtype.
 Tensor one_hot(const Tensor& index, int64_t num_classes, DType dtype = DType::f32);

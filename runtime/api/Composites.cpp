@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/autograd.h"
 #include "runtime/api/OpSupport.h"
 
 namespace kiln {
@@ -74,8 +75,9 @@ Tensor clamp(const Tensor& x, const Operand& low, const Operand& high) {
   Tensor xt = castTo(x, t);
   // A NaN element keeps its value but passes no gradient, as PyTorch's
   // clamp_backward (grad * (low <= x <= high)) gives it; only traced when
-  // x carries a gradient, so a plain clamp records no more ops.
-  if (is_floating(t) && xt.requires_grad_enabled()) xt = where(isnan(xt), xt.detach(), xt);
+  // x carries a gradient in grad mode, so a plain clamp records no more ops.
+  if (is_floating(t) && grad_mode_enabled() && xt.requires_grad_enabled())
+    xt = where(isnan(xt), xt.detach(), xt);
   const Tensor lo = operandAs(low, t, x.device()), hi = operandAs(high, t, x.device());
   // Two selects rather than maximum then minimum: x at a bound keeps its
   // whole gradient, as PyTorch's clamp gives it (maximum's tie rule gave it

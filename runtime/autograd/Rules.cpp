@@ -343,8 +343,10 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
         r[0] = index_add(zeros(x.shape(), t, x.device()), axis, flat, reshape(g, rows));
         break;
       }
-      // GPU tier 0 runs index_add as launches per index: there the gradient
-      // stays a product with one_hot(index)^T [n, I], one GEMM.
+      // GPU tier 0 runs index_add with one thread per position walking the
+      // whole index in order (latency-bound for long indices; not measured on
+      // a GPU against this): there the gradient stays a product with
+      // one_hot(index)^T [n, I], one GEMM.
       Tensor hot = one_hot(flat, extent, t);  // [I, n]
       // Selected along the first axis (an embedding): a plain 2-D product,
       // whose transposed one-hot operand the GEMM reads in place.
@@ -403,8 +405,9 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
         r[0] = scatter_add(zeros(x.shape(), t, x.device()), axis, in[1], g);
         break;
       }
-      // GPU tier 0 runs scatter_add as launches per element: there it stays
-      // a product with one_hot(index), summed over the axis.
+      // GPU tier 0 runs scatter_add in one thread (the flattened index_add's
+      // one position): there it stays a product with one_hot(index), summed
+      // over the axis.
       Tensor hot = one_hot(in[1], extent, t);  // index.shape + [n]
       Tensor products = mul(unsqueeze(g, -1), hot);
       // index.shape - axis + [n]. One index along the axis (cross-entropy's

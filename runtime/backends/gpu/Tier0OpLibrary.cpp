@@ -276,7 +276,7 @@ void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_
   int64_t outStrides[Shape::kMaxRank];
   core::contiguousStrides(shape, outStrides);
   Allocator& memory = deviceContext(device_).allocator();
-  if (!half && t != DType::boolean) {
+  if (!half) {  // index_add takes numeric dtypes only: no bool reaches here
     // One launch (Tier0Kernels.h, IndexAdd): each position of a row walks
     // the index in order. The checked values go to the device on the stream
     // the kernel runs on; their host copy lives until that copy is done.
@@ -289,8 +289,8 @@ void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_
     launchIndexAdd(shape, axis, outStrides, out, source, onDevice.bytes(DType::i64), count);
     return;
   }
-  // Halves (each addition rounded through f32, as the host's) and bool:
-  // launches of the existing kernels, for each index in order its row and
+  // Halves (each addition rounded through f32, as the host's): launches of
+  // the existing kernels, for each index in order its row and
   // the source's added into a temporary and copied back (strided) into the
   // row, in the host kernel's order.
   const DType work = half ? DType::f32 : t;
@@ -353,6 +353,9 @@ void Tier0OpLibrary::launchIndexAdd(const Shape& shape, int axis, const int64_t*
   values.push_back(static_cast<uint64_t>(count));
   values.push_back(static_cast<uint64_t>(outStrides[axis]));
   values.push_back(static_cast<uint64_t>(source.strides[axis]));
+  if (static_cast<int>(values.size()) != s.paramCount())
+    throw Error(device_.str() + ": " + s.entryName() + ": internal error: " + std::to_string(values.size()) +
+                " parameters packed, the kernel takes " + std::to_string(s.paramCount()));
   dispatch(s.entryName(), values, n);
 }
 

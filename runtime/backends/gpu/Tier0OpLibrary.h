@@ -2,7 +2,7 @@
 // Level Zero). Elementwise ops, casts, copies, fills, arange, rand/randn,
 // sum/prod/max/min reductions, argmax/argmin, index_select, gather,
 // index_add (a copy, then one launch whose positions walk the index in
-// order; for halves and bool an add and a strided copy per index),
+// order; for halves an add and a strided copy per index),
 // matmul (one dot product per output element) and conv2d (padding and
 // im2col copies, then a batched matmul) become launches of the tier-0
 // kernels (Tier0Kernels.h): this class collapses axes, picks the kernel and
