@@ -285,18 +285,27 @@ std::string warpReduceText(const KernelSpec &s) {
   return t;
 }
 
-/// index_select and gather: a copy whose offset along one axis of x comes
-/// from the index tensor (no placeholder: it computes nothing).
-std::string takeText(const KernelSpec &s) {
-  const std::string name = s.entryName(), ty = storageType(s, s.in);
+/// The start of a kernel over two inputs and n grid-strided positions with
+/// kRank extents (%e) and two sets of kRank strides (%s, %z), then
+/// `trailing` parameters (Take, Contract, IndexAdd): the module, the
+/// function, the thread's first position %first and the grid's %step.
+std::string twoStridedInputsKernelStart(const std::string &name, const std::string &trailing) {
   std::string t = "gpu.module @" + name + " {\n";
   t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %in1: !llvm.ptr, %n: i64";
   for (const char *p : {"e", "s", "z"})
     for (int d = 0; d < tier0::kRank; ++d)
       t += ", %" + std::string(p) + std::to_string(d) + ": i64";
-  t += ", %ax: i64) kernel {\n";
+  t += trailing + ") kernel {\n";
   t += globalThreadText("%first");
   t += "  %step = arith.muli %gd, %bd : i64\n";
+  return t;
+}
+
+/// index_select and gather: a copy whose offset along one axis of x comes
+/// from the index tensor (no placeholder: it computes nothing).
+std::string takeText(const KernelSpec &s) {
+  const std::string ty = storageType(s, s.in);
+  std::string t = twoStridedInputsKernelStart(s.entryName(), ", %ax: i64");
   t += "  scf.for %i = %first to %n step %step : i64 {\n";
   std::string xoff, ioff;
   t += offsetText("%i", "e", "s", "x", xoff);
@@ -318,15 +327,9 @@ std::string takeText(const KernelSpec &s) {
 /// source's element into out's with "t0.body"(out element, source element),
 /// so each element of out receives its additions in the host's order.
 std::string indexAddText(const KernelSpec &s) {
-  const std::string name = s.entryName(), ty = storageType(s, s.in);
-  std::string t = "gpu.module @" + name + " {\n";
-  t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %in1: !llvm.ptr, %n: i64";
-  for (const char *p : {"e", "s", "z"})
-    for (int d = 0; d < tier0::kRank; ++d)
-      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
-  t += ", %count: i64, %oax: i64, %sax: i64) kernel {\n";
-  t += globalThreadText("%first");
-  t += "  %step = arith.muli %gd, %bd : i64\n  %zero = arith.constant 0 : i64\n  %one = arith.constant 1 : i64\n";
+  const std::string ty = storageType(s, s.in);
+  std::string t = twoStridedInputsKernelStart(s.entryName(), ", %count: i64, %oax: i64, %sax: i64");
+  t += "  %zero = arith.constant 0 : i64\n  %one = arith.constant 1 : i64\n";
   t += "  scf.for %i = %first to %n step %step : i64 {\n";
   std::string outBase, sourceBase;
   t += offsetText("%i", "e", "s", "u", outBase);
@@ -384,16 +387,10 @@ std::string argReduceText(const KernelSpec &s) {
 /// matmul: each output element is a dot product over K, accumulated in
 /// order from zero; "t0.body"(acc, x, y) is acc + x * y.
 std::string contractText(const KernelSpec &s) {
-  const std::string name = s.entryName(), ty = storageType(s, s.in);
+  const std::string ty = storageType(s, s.in);
   const bool isFloat = kiln::is_floating(s.in);
-  std::string t = "gpu.module @" + name + " {\n";
-  t += "gpu.func @" + name + "(%out: !llvm.ptr, %in0: !llvm.ptr, %in1: !llvm.ptr, %n: i64";
-  for (const char *p : {"e", "s", "z"})
-    for (int d = 0; d < tier0::kRank; ++d)
-      t += ", %" + std::string(p) + std::to_string(d) + ": i64";
-  t += ", %kn: i64, %ak: i64, %bk: i64) kernel {\n";
-  t += globalThreadText("%first");
-  t += "  %step = arith.muli %gd, %bd : i64\n  %zero = arith.constant 0 : i64\n  %one = arith.constant 1 : i64\n";
+  std::string t = twoStridedInputsKernelStart(s.entryName(), ", %kn: i64, %ak: i64, %bk: i64");
+  t += "  %zero = arith.constant 0 : i64\n  %one = arith.constant 1 : i64\n";
   t += std::string("  %init = arith.constant ") + (isFloat ? "0.0" : "0") + " : " + ty + "\n";
   t += "  scf.for %i = %first to %n step %step : i64 {\n";
   std::string aoff, boff;
