@@ -289,23 +289,18 @@ void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_
     launchIndexAdd(shape, axis, outStrides, out, source, onDevice.bytes(DType::i64), count);
     return;
   }
-  // Halves (each addition rounded through f32, as the host's): launches of
-  // the existing kernels, for each index in order its row and
-  // the source's added into a temporary and copied back (strided) into the
-  // row, in the host kernel's order.
-  const DType work = half ? DType::f32 : t;
+  // Halves, each addition rounded through f32 as the host's: launches of the
+  // existing kernels, for each index in order its row and the source's
+  // widened, added, rounded and copied back (strided) into the row.
   const auto size = static_cast<int64_t>(dtype_size(t));
   Shape row = shape;
   row[axis] = 1;
   // Temporaries (dense rows) are Storage: freed to the stream-ordered
   // allocator when this returns, reused only after the launches queued before.
-  const core::View sum = interp::allocDense(memory, work, row, "index_add");
-  core::View wideRow, wideSource, rounded;
-  if (half) {
-    wideRow = interp::allocDense(memory, DType::f32, row, "index_add");
-    wideSource = interp::allocDense(memory, DType::f32, row, "index_add");
-    rounded = interp::allocDense(memory, t, row, "index_add");
-  }
+  const core::View sum = interp::allocDense(memory, DType::f32, row, "index_add");
+  const core::View wideRow = interp::allocDense(memory, DType::f32, row, "index_add");
+  const core::View wideSource = interp::allocDense(memory, DType::f32, row, "index_add");
+  const core::View rounded = interp::allocDense(memory, t, row, "index_add");
   for (size_t i = 0; i < index.size(); ++i) {
     char* dst = out + index[i] * outStrides[axis] * size;
     interp::Arg target;
@@ -316,20 +311,12 @@ void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_
     interp::Arg slice = source;
     slice.data = source.data + static_cast<int64_t>(i) * source.strides[axis] * size;
     slice.shape = row;
-    interp::Arg a = target, b = slice;
-    if (half) {
-      cast(target, DType::f32, wideRow.bytes(DType::f32));
-      cast(slice, DType::f32, wideSource.bytes(DType::f32));
-      a = interp::argOf(wideRow, DType::f32, row);
-      b = interp::argOf(wideSource, DType::f32, row);
-    }
-    binary(core::OpKind::Add, a, b, row, sum.bytes(work));
-    interp::Arg result = interp::argOf(sum, work, row);
-    if (half) {
-      cast(result, t, rounded.bytes(t));
-      result = interp::argOf(rounded, t, row);
-    }
-    copyInto(result, dst, outStrides);
+    cast(target, DType::f32, wideRow.bytes(DType::f32));
+    cast(slice, DType::f32, wideSource.bytes(DType::f32));
+    binary(core::OpKind::Add, interp::argOf(wideRow, DType::f32, row), interp::argOf(wideSource, DType::f32, row), row,
+           sum.bytes(DType::f32));
+    cast(interp::argOf(sum, DType::f32, row), t, rounded.bytes(t));
+    copyInto(interp::argOf(rounded, t, row), dst, outStrides);
   }
 }
 
