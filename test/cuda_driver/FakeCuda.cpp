@@ -390,6 +390,20 @@ struct Tier0Launch {
     const std::size_t at = base + kiln::hal::tier0::kRank + k * kiln::hal::tier0::kRank;
     for (int d = 0; d < kiln::hal::tier0::kRank; ++d) out[d] = static_cast<int64_t>(p[at + d]);
   }
+  /// The element offsets of position `lin` over the kRank extents at p[at],
+  /// one for each of the `sets` stride sets that follow them (p[at + kRank],
+  /// p[at + 2 kRank], ...): the kernels' coordinates, innermost axis first.
+  void positionOffsets(uint64_t lin, std::size_t at, int sets, int64_t* offsets) const {
+    constexpr int R = kiln::hal::tier0::kRank;
+    std::fill(offsets, offsets + sets, int64_t{0});
+    auto rest = static_cast<int64_t>(lin);
+    for (int d = R - 1; d >= 0; --d) {
+      const auto e = static_cast<int64_t>(p[at + d]);
+      const int64_t c = rest % e;
+      rest /= e;
+      for (int k = 0; k < sets; ++k) offsets[k] += c * static_cast<int64_t>(p[at + (k + 1) * R + d]);
+    }
+  }
   kiln::interp::Arg input(int i, kiln::DType t, const kiln::Shape& s) const {
     kiln::interp::Arg a;
     a.data = reinterpret_cast<const char*>(p[1 + i]);
@@ -429,16 +443,10 @@ struct Tier0Launch {
       a.strides[1] = static_cast<int64_t>(p[5 + 3 * R]);
       b.strides[0] = static_cast<int64_t>(p[6 + 3 * R]);
       for (uint64_t o = 0; o < p[3]; ++o) {
-        int64_t rest = static_cast<int64_t>(o), offA = 0, offB = 0;
-        for (int d = R - 1; d >= 0; --d) {
-          const auto e = static_cast<int64_t>(p[4 + d]);
-          const int64_t c = rest % e;
-          rest /= e;
-          offA += c * static_cast<int64_t>(p[4 + R + d]);
-          offB += c * static_cast<int64_t>(p[4 + 2 * R + d]);
-        }
-        a.data = reinterpret_cast<const char*>(p[1]) + offA * static_cast<int64_t>(size);
-        b.data = reinterpret_cast<const char*>(p[2]) + offB * static_cast<int64_t>(size);
+        int64_t off[2];
+        positionOffsets(o, 4, 2, off);
+        a.data = reinterpret_cast<const char*>(p[1]) + off[0] * static_cast<int64_t>(size);
+        b.data = reinterpret_cast<const char*>(p[2]) + off[1] * static_cast<int64_t>(size);
         interp::matmulKernel(a, b, kiln::Shape{1, 1}, out + o * size);
       }
       return;
@@ -455,12 +463,8 @@ struct Tier0Launch {
       a.shape = kiln::Shape{len};
       a.strides[0] = axisStride;
       for (uint64_t o = 0; o < p[2]; ++o) {
-        int64_t rest = static_cast<int64_t>(o), base = 0;
-        for (int d = R - 1; d >= 0; --d) {
-          const auto e = static_cast<int64_t>(p[3 + d]);
-          base += (rest % e) * static_cast<int64_t>(p[3 + R + d]);
-          rest /= e;
-        }
+        int64_t base;
+        positionOffsets(o, 3, 1, &base);
         a.data = reinterpret_cast<const char*>(p[1]) + base * static_cast<int64_t>(size);
         interp::argReduceKernel(spec.op, a, 0, selectLast, out + o * 8);
       }
@@ -475,15 +479,9 @@ struct Tier0Launch {
       const char* x = reinterpret_cast<const char*>(p[1]);
       const auto* index = reinterpret_cast<const int64_t*>(p[2]);
       for (uint64_t lin = 0; lin < p[3]; ++lin) {
-        int64_t rest = static_cast<int64_t>(lin), xoff = 0, ioff = 0;
-        for (int d = R - 1; d >= 0; --d) {
-          const auto e = static_cast<int64_t>(p[4 + d]);
-          const int64_t c = rest % e;
-          rest /= e;
-          xoff += c * static_cast<int64_t>(p[4 + R + d]);
-          ioff += c * static_cast<int64_t>(p[4 + 2 * R + d]);
-        }
-        xoff += index[ioff] * static_cast<int64_t>(p[4 + 3 * R]);
+        int64_t off[2];
+        positionOffsets(lin, 4, 2, off);
+        const int64_t xoff = off[0] + index[off[1]] * static_cast<int64_t>(p[4 + 3 * R]);
         std::memcpy(out + lin * size, x + xoff * static_cast<int64_t>(size), size);
       }
       return;
@@ -502,18 +500,12 @@ struct Tier0Launch {
       a.shape = b.shape = kiln::Shape{1};
       a.strides[0] = b.strides[0] = 1;
       for (uint64_t lin = 0; lin < p[3]; ++lin) {
-        int64_t rest = static_cast<int64_t>(lin), outOff = 0, sourceOff = 0;
-        for (int d = R - 1; d >= 0; --d) {
-          const auto e = static_cast<int64_t>(p[4 + d]);
-          const int64_t c = rest % e;
-          rest /= e;
-          outOff += c * static_cast<int64_t>(p[4 + R + d]);
-          sourceOff += c * static_cast<int64_t>(p[4 + 2 * R + d]);
-        }
+        int64_t off[2];  // out's, source's
+        positionOffsets(lin, 4, 2, off);
         for (int64_t j = 0; j < count; ++j) {
-          char* dst = out + (outOff + index[j] * outAxis) * static_cast<int64_t>(size);
+          char* dst = out + (off[0] + index[j] * outAxis) * static_cast<int64_t>(size);
           a.data = dst;
-          b.data = source + (sourceOff + j * sourceAxis) * static_cast<int64_t>(size);
+          b.data = source + (off[1] + j * sourceAxis) * static_cast<int64_t>(size);
           interp::binaryKernel(kiln::core::OpKind::Add, a, b, kiln::Shape{1}, dst);
         }
       }
@@ -532,12 +524,8 @@ struct Tier0Launch {
       a.shape = kiln::Shape(red);
       for (int d = 0; d < R; ++d) a.strides[d] = static_cast<int64_t>(p[28 + d]);
       for (uint64_t o = 0; o < p[2]; ++o) {
-        int64_t rest = static_cast<int64_t>(o), base = 0;
-        for (int d = R - 1; d >= 0; --d) {
-          const auto e = static_cast<int64_t>(p[3 + d]);
-          base += (rest % e) * static_cast<int64_t>(p[11 + d]);
-          rest /= e;
-        }
+        int64_t base;
+        positionOffsets(o, 3, 1, &base);
         a.data = reinterpret_cast<const char*>(p[1]) + base * static_cast<int64_t>(size);
         interp::reduceKernel(spec.op, a, (1u << R) - 1, out + o * size);
       }
