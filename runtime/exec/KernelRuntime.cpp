@@ -368,6 +368,29 @@ KILN_RT_EXPORT void memrefCopy(int64_t elemSize, UnrankedDescriptor* src, Unrank
   }
 }
 
+namespace {
+
+/// The first `rank` of a runtime call's extents (passed padded to 8).
+kiln::Shape leadingExtents(const int64_t* extents, int64_t rank) {
+  kiln::Shape shape;
+  for (int64_t d = 0; d < rank; ++d) shape.push_back(extents[d]);
+  return shape;
+}
+
+/// A runtime call's strided operand of `shape`: the buffer `ptr` (an
+/// integer) at element offset `offset`, its element strides padded to 8.
+kiln::interp::Arg stridedOperand(kiln::DType t, int64_t ptr, int64_t offset, const kiln::Shape& shape,
+                                 const int64_t* strides) {
+  kiln::interp::Arg a;
+  a.data = reinterpret_cast<const char*>(ptr) + offset * static_cast<int64_t>(kiln::dtype_size(t));
+  a.dtype = t;
+  a.shape = shape;
+  std::copy(strides, strides + shape.rank(), a.strides);
+  return a;
+}
+
+}  // namespace
+
 /// index_add in a compiled kernel (kiln-cpu-matmul-to-runtime-calls'
 /// runtimeCallGenericsToCalls): out[.., index[j], ..] += source[.., j, ..] for j
 /// in order, in place (out already holds the input), by the interpreter's
@@ -387,17 +410,13 @@ KILN_RT_EXPORT void kiln_rt_index_add(int64_t dtype, int64_t rank, int64_t axis,
                 sourceStrides[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
   const auto t = static_cast<DType>(dtype);
   const auto size = static_cast<int64_t>(dtype_size(t));
-  Shape shape;
-  for (int64_t d = 0; d < rank; ++d) shape.push_back(extents[d]);
+  const Shape shape = leadingExtents(extents, rank);
   std::vector<int64_t> index(static_cast<size_t>(n));
   const auto* indexBase = reinterpret_cast<const int64_t*>(indexPtr) + indexOff;
   for (int64_t j = 0; j < n; ++j) index[static_cast<size_t>(j)] = indexBase[j * indexStride];
-  interp::Arg source;
-  source.data = reinterpret_cast<const char*>(sourcePtr) + sourceOff * size;
-  source.dtype = t;
-  source.shape = shape;
-  source.shape[static_cast<int>(axis)] = n;
-  std::copy(sourceStrides, sourceStrides + rank, source.strides);
+  Shape sourceShape = shape;
+  sourceShape[static_cast<int>(axis)] = n;
+  const interp::Arg source = stridedOperand(t, sourcePtr, sourceOff, sourceShape, sourceStrides);
   interp::indexAddInto(reinterpret_cast<char*>(outPtr) + outOff * size, shape, outStrides, static_cast<int>(axis),
                        index.data(), n, source);
 }
@@ -418,14 +437,9 @@ KILN_RT_EXPORT void kiln_rt_cumsum(int64_t dtype, int64_t rank, int64_t axis, in
                 inStrides[8] = {i0, i1, i2, i3, i4, i5, i6, i7};
   const auto t = static_cast<DType>(dtype);
   const auto size = static_cast<int64_t>(dtype_size(t));
-  Shape shape;
-  for (int64_t d = 0; d < rank; ++d) shape.push_back(extents[d]);
+  const Shape shape = leadingExtents(extents, rank);
   char* out = reinterpret_cast<char*>(outPtr) + outOff * size;
-  interp::Arg in;
-  in.data = reinterpret_cast<const char*>(inPtr) + inOff * size;
-  in.dtype = t;
-  in.shape = shape;
-  std::copy(inStrides, inStrides + rank, in.strides);
+  const interp::Arg in = stridedOperand(t, inPtr, inOff, shape, inStrides);
   if (in.data != out || !std::equal(inStrides, inStrides + rank, outStrides))
     interp::copyIntoKernel(in, out, outStrides);
   interp::cumsumInto(out, shape, outStrides, static_cast<int>(axis), t);
