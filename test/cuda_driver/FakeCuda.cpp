@@ -511,6 +511,35 @@ struct Tier0Launch {
       }
       return;
     }
+    if (spec.family == Family::IndexAddRows) {
+      // The kernel's definition (Tier0Kernels.h): thread i owns position
+      // i % rowN of target row table[i / rowN] and adds that target's
+      // listed source rows in order, each addition the reference kernel's.
+      constexpr int R = kiln::hal::tier0::kRank;
+      const std::size_t size = kiln::dtype_size(spec.in);
+      const char* source = reinterpret_cast<const char*>(p[1]);
+      const auto* table = reinterpret_cast<const int64_t*>(p[2]);
+      const auto rowN = static_cast<int64_t>(p[4 + 3 * R]), groups = static_cast<int64_t>(p[5 + 3 * R]),
+                 outAxis = static_cast<int64_t>(p[6 + 3 * R]), sourceAxis = static_cast<int64_t>(p[7 + 3 * R]);
+      const int64_t* starts = table + groups;
+      const int64_t* rows = table + 2 * groups + 1;
+      interp::Arg a, b;
+      a.dtype = b.dtype = spec.in;
+      a.shape = b.shape = kiln::Shape{1};
+      a.strides[0] = b.strides[0] = 1;
+      for (uint64_t i = 0; i < p[3]; ++i) {
+        const auto g = static_cast<int64_t>(i) / rowN;
+        int64_t off[2];  // out's, source's
+        positionOffsets(static_cast<uint64_t>(static_cast<int64_t>(i) % rowN), 4, 2, off);
+        char* dst = out + (off[0] + table[g] * outAxis) * static_cast<int64_t>(size);
+        a.data = dst;
+        for (int64_t k = starts[g]; k < starts[g + 1]; ++k) {
+          b.data = source + (off[1] + rows[k] * sourceAxis) * static_cast<int64_t>(size);
+          interp::binaryKernel(kiln::core::OpKind::Add, a, b, kiln::Shape{1}, dst);
+        }
+      }
+      return;
+    }
     if (spec.family == Family::Reduce || spec.family == Family::WarpReduce) {
       // Each output element: the reference reduction of its m elements
       // (a rank-kRank view reduced over every axis); a warp per output

@@ -287,7 +287,7 @@ std::string warpReduceText(const KernelSpec &s) {
 
 /// The start of a kernel over two inputs and n grid-strided positions with
 /// kRank extents (%e) and two sets of kRank strides (%s, %z), then
-/// `trailing` parameters (Take, Contract, IndexAdd): the module, the
+/// `trailing` parameters (Take, Contract, IndexAdd, IndexAddRows): the module, the
 /// function, the thread's first position %first and the grid's %step.
 std::string twoStridedInputsKernelStart(const std::string &name, const std::string &trailing) {
   std::string t = "gpu.module @" + name + " {\n";
@@ -346,6 +346,49 @@ std::string indexAddText(const KernelSpec &s) {
   t += "      %sum = \"t0.body\"(%vd, %vs) : (" + ty + ", " + ty + ") -> " + ty + "\n";
   t += "      llvm.store %sum, %pd : " + ty + ", !llvm.ptr\n";
   t += "    }\n  }\n  gpu.return\n}\n}\n";
+  return t;
+}
+
+/// index_add's additions by target row (Tier0Kernels.h, IndexAddRows): each
+/// thread (grid-stride over groups x rowN) owns one position of one target
+/// row and folds that target's source rows, listed in index order in the
+/// table (%in1), into a register that starts from out's element, with
+/// "t0.body"(out element, source element); one store at the end.
+std::string indexAddRowsText(const KernelSpec &s) {
+  const std::string ty = storageType(s, s.in);
+  std::string t =
+      twoStridedInputsKernelStart(s.entryName(), ", %rown: i64, %groups: i64, %oax: i64, %sax: i64");
+  t += "  %one = arith.constant 1 : i64\n  %two = arith.constant 2 : i64\n";
+  t += "  %twog = arith.muli %groups, %two : i64\n  %list = arith.addi %twog, %one : i64\n";
+  t += "  scf.for %i = %first to %n step %step : i64 {\n";
+  t += "    %g = arith.divui %i, %rown : i64\n    %gr = arith.muli %g, %rown : i64\n";
+  t += "    %pos = arith.subi %i, %gr : i64\n";
+  std::string outBase, sourceBase;
+  t += offsetText("%pos", "e", "s", "u", outBase);
+  t += offsetText("%pos", "e", "z", "w", sourceBase);
+  t += "    %pt = llvm.getelementptr %in1[%g] : (!llvm.ptr, i64) -> !llvm.ptr, i64\n";
+  t += "    %target = llvm.load %pt : !llvm.ptr -> i64\n";
+  t += "    %sg = arith.addi %groups, %g : i64\n";
+  t += "    %pb = llvm.getelementptr %in1[%sg] : (!llvm.ptr, i64) -> !llvm.ptr, i64\n";
+  t += "    %begin = llvm.load %pb : !llvm.ptr -> i64\n";
+  t += "    %sg1 = arith.addi %sg, %one : i64\n";
+  t += "    %pe = llvm.getelementptr %in1[%sg1] : (!llvm.ptr, i64) -> !llvm.ptr, i64\n";
+  t += "    %end = llvm.load %pe : !llvm.ptr -> i64\n";
+  t += "    %talong = arith.muli %target, %oax : i64\n    %toff = arith.addi " + outBase + ", %talong : i64\n";
+  t += "    %pd = llvm.getelementptr %out[%toff] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "    %vd = llvm.load %pd : !llvm.ptr -> " + ty + "\n";
+  t += "    %acc = scf.for %k = %begin to %end step %one iter_args(%x = %vd) -> (" + ty + ") : i64 {\n";
+  t += "      %kl = arith.addi %list, %k : i64\n";
+  t += "      %pk = llvm.getelementptr %in1[%kl] : (!llvm.ptr, i64) -> !llvm.ptr, i64\n";
+  t += "      %j = llvm.load %pk : !llvm.ptr -> i64\n";
+  t += "      %jalong = arith.muli %j, %sax : i64\n      %joff = arith.addi " + sourceBase + ", %jalong : i64\n";
+  t += "      %ps = llvm.getelementptr %in0[%joff] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %vs = llvm.load %ps : !llvm.ptr -> " + ty + "\n";
+  t += "      %sum = \"t0.body\"(%x, %vs) : (" + ty + ", " + ty + ") -> " + ty + "\n";
+  t += "      scf.yield %sum : " + ty + "\n";
+  t += "    }\n";
+  t += "    llvm.store %acc, %pd : " + ty + ", !llvm.ptr\n";
+  t += "  }\n  gpu.return\n}\n}\n";
   return t;
 }
 
@@ -437,6 +480,8 @@ std::string kernelText(const KernelSpec &s) {
     return contractText(s);
   if (s.family == Family::IndexAdd)
     return indexAddText(s);
+  if (s.family == Family::IndexAddRows)
+    return indexAddRowsText(s);
   if (s.family == Family::Fill) {
     t += ", %pattern: i64";
   } else if (s.family == Family::Arange) {
@@ -586,7 +631,8 @@ bool replacePlaceholders(mlir::ModuleOp module, const std::map<std::string, Kern
       break;
     }
     case Family::Take: break; // no placeholder
-    case Family::IndexAdd: r = sb.binary(kiln::core::OpKind::Add, kilnType(s.in), args[0], args[1]); break;
+    case Family::IndexAdd:
+    case Family::IndexAddRows: r = sb.binary(kiln::core::OpKind::Add, kilnType(s.in), args[0], args[1]); break;
     case Family::Contract: {
       mlir::Type k = kilnType(s.in);
       mlir::Value product = sb.binary(kiln::core::OpKind::Mul, k, args[1], args[2]);

@@ -26,6 +26,7 @@ const char* familyName(Family f) {
     case Family::Contract: return "contract";
     case Family::WarpReduce: return "warpreduce";
     case Family::IndexAdd: return "indexadd";
+    case Family::IndexAddRows: return "indexaddrows";
   }
   return "?";
 }
@@ -35,7 +36,8 @@ std::vector<KernelSpec> build() {
   auto both = [&](KernelSpec s) {
     s.layout = Layout::Rank1;
     if (s.family != Family::Reduce && s.family != Family::Take && s.family != Family::ArgReduce &&
-        s.family != Family::Contract && s.family != Family::WarpReduce && s.family != Family::IndexAdd)
+        s.family != Family::Contract && s.family != Family::WarpReduce && s.family != Family::IndexAdd &&
+        s.family != Family::IndexAddRows)
       out.push_back(s);
     if (s.isLeaf()) return;  // leaves are dense; reductions and takes always strided
     s.layout = Layout::RankN;
@@ -101,6 +103,8 @@ std::vector<KernelSpec> build() {
       s.family = Family::IndexAdd;
       s.op = core::OpKind::IndexAdd;
       both(s);
+      s.family = Family::IndexAddRows;
+      both(s);
     }
     if (!isHalf(t) && core::acceptsDType(core::OpKind::Matmul, t)) {
       s.family = Family::Contract;
@@ -154,7 +158,8 @@ std::string KernelSpec::entryName() const {
     case Family::WarpReduce:
     case Family::Contract:
     case Family::ArgReduce: name += std::string(core::opName(op)) + "_" + std::string(dtype_name(in)); break;
-    case Family::IndexAdd: name += std::string(dtype_name(in)); break;
+    case Family::IndexAdd:
+    case Family::IndexAddRows: name += std::string(dtype_name(in)); break;
     case Family::Arange: name += std::string(dtype_name(out)); break;
     case Family::Where: name += std::string(dtype_name(in)); break;
     case Family::Cast: name += std::string(dtype_name(in)) + "_" + std::string(dtype_name(out)); break;
@@ -171,6 +176,7 @@ int KernelSpec::inputCount() const {
     case Family::Compare:
     case Family::Contract:
     case Family::IndexAdd:
+    case Family::IndexAddRows:
     case Family::Take: return 2;
     case Family::Where: return 3;
     case Family::Fill:
@@ -191,6 +197,7 @@ int KernelSpec::paramCount() const {
     case Family::ArgReduce: return 7 + 2 * kRank;
     case Family::Contract: return 7 + 3 * kRank;
     case Family::IndexAdd: return 7 + 3 * kRank;
+    case Family::IndexAddRows: return 8 + 3 * kRank;
     default: break;
   }
   const int stridedOperands = inputCount() + (stridedOutput() ? 1 : 0);

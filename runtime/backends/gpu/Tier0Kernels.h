@@ -36,6 +36,19 @@
 //   strides along the axis: each position adds source[pos, i] into
 //   out[pos, index[i]] for i in order, so every element of out receives its
 //   additions in the host's order, each rounded as the host rounds it.
+//   IndexAddRows (index_add and scatter_add whose source is not the output;
+//   RankN only) takes IndexAdd's first 4 + 3 kRank parameters, but its index
+//   operand is a table (i64) and n counts the threads, groups x rowN: then
+//   rowN (the positions of one row), groups, and out's and source's strides
+//   along the axis. The table holds the distinct target rows of the index
+//   [0, groups), where each one's source rows start in the list that
+//   follows [groups, 2 groups + 1), and that list [2 groups + 1, ...): the
+//   source rows adding into each target, in index order. Thread i owns
+//   position i % rowN of target row table[i / rowN] and adds that target's
+//   source rows into it in order: the same additions in the same order as
+//   IndexAdd's walk, but one thread per target row and position, each
+//   reading only its own rows (an embedding's gradient over a large
+//   vocabulary: work as the tokens, not the vocabulary times the tokens).
 //   WarpReduce (CUDA only: SPIR-V has no fixed subgroup width; RankN only;
 //   f32 and i32, the shuffles' width) takes Reduce's parameters and is the
 //   same reduction with one warp of 32 lanes per output element (warps
@@ -59,7 +72,7 @@ inline constexpr int kRank = Shape::kMaxRank;
 
 enum class Family : uint8_t {
   Unary, Binary, Compare, Where, Cast, Copy, Fill, Arange, Random, Reduce, Take, ArgReduce, Contract, WarpReduce,
-  IndexAdd
+  IndexAdd, IndexAddRows
 };
 /// Rank1: the index space is one strided axis; RankN: up to kRank axes.
 enum class Layout : uint8_t { Rank1, RankN };
@@ -93,8 +106,8 @@ DType dtypeOfSize(std::size_t bytes);
 /// prod, max, min) the dtypes the op table accepts, without f16/bf16; Take
 /// every element size; ArgReduce every dtype but f16/bf16; Contract the
 /// numeric dtypes but f16/bf16; WarpReduce sum, prod, max and min for f32
-/// and i32; IndexAdd the numeric dtypes index_add accepts but f16/bf16 (which round
-/// each addition through f32: Tier0OpLibrary launches casts and adds).
+/// and i32; IndexAdd and IndexAddRows the numeric dtypes index_add accepts but f16/bf16
+/// (which round each addition through f32: Tier0OpLibrary launches casts and adds).
 const std::vector<KernelSpec>& allKernels();
 
 }  // namespace kiln::hal::tier0

@@ -265,6 +265,37 @@ void Tier0OpLibrary::gather(const interp::Arg& x, int axis, const interp::Arg& i
   launchTake(x, index, index.shape, xs, index.strides, x.strides[axis], out);
 }
 
+namespace {
+
+/// index_add's checked index as IndexAddRows' table (Tier0Kernels.h): the
+/// distinct target rows, where each one's source rows start, and the source
+/// rows grouped by target, each group in index order.
+/// `groups` receives the number of distinct targets.
+std::vector<int64_t> targetRowTable(const std::vector<int64_t>& index, int64_t& groups) {
+  const auto count = static_cast<int64_t>(index.size());
+  std::vector<int64_t> order(index.size());
+  for (int64_t j = 0; j < count; ++j) order[j] = j;
+  std::sort(order.begin(), order.end(),
+            [&](int64_t a, int64_t b) { return index[a] != index[b] ? index[a] < index[b] : a < b; });
+  std::vector<int64_t> targets, starts;
+  for (int64_t k = 0; k < count; ++k) {
+    if (k == 0 || index[order[k]] != index[order[k - 1]]) {
+      targets.push_back(index[order[k]]);
+      starts.push_back(k);
+    }
+  }
+  starts.push_back(count);
+  groups = static_cast<int64_t>(targets.size());
+  std::vector<int64_t> table;
+  table.reserve(targets.size() + starts.size() + order.size());
+  table.insert(table.end(), targets.begin(), targets.end());
+  table.insert(table.end(), starts.begin(), starts.end());
+  table.insert(table.end(), order.begin(), order.end());
+  return table;
+}
+
+}  // namespace
+
 void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_t> index,
                               const interp::Arg& source, char* out) {
   const Shape& shape = x.shape;
@@ -277,16 +308,25 @@ void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_
   core::contiguousStrides(shape, outStrides);
   Allocator& memory = deviceContext(device_).allocator();
   if (!half) {  // index_add takes numeric dtypes only: no bool reaches here
-    // One launch (Tier0Kernels.h, IndexAdd): each position of a row walks
-    // the index in order. The checked values go to the device on the stream
-    // the kernel runs on; their host copy lives until that copy is done.
+    // One launch. A source that reads out itself (cumsum: each row adds the
+    // row before it, already summed) needs the additions in index order
+    // across rows: IndexAdd, each position of a row walking the whole
+    // index. Otherwise each target row's additions are its own: IndexAddRows,
+    // a thread per position of each distinct target, over its source rows
+    // (Tier0Kernels.h). The index or the table goes to the device on the
+    // stream the kernel runs on; the host copy lives until that copy is done.
+    const char* outEnd = out + shape.numel() * static_cast<int64_t>(dtype_size(t));
+    const bool readsOut = source.data >= out && source.data < outEnd;
     const auto count = static_cast<int64_t>(index.size());
-    const core::View onDevice = interp::allocDense(memory, DType::i64, Shape{count}, "index_add");
-    auto values = std::make_shared<std::vector<int64_t>>(std::move(index));
+    int64_t groups = 0;
+    auto values =
+        std::make_shared<std::vector<int64_t>>(readsOut ? std::move(index) : targetRowTable(index, groups));
+    const auto length = static_cast<int64_t>(values->size());
+    const core::View onDevice = interp::allocDense(memory, DType::i64, Shape{length}, "index_add");
     Stream& stream = deviceContext(device_).defaultStream();
-    stream.copy(onDevice.bytes(DType::i64), values->data(), static_cast<std::size_t>(count) * sizeof(int64_t));
+    stream.copy(onDevice.bytes(DType::i64), values->data(), static_cast<std::size_t>(length) * sizeof(int64_t));
     stream.hostCall([values] {});
-    launchIndexAdd(shape, axis, outStrides, out, source, onDevice.bytes(DType::i64), count);
+    launchIndexAdd(shape, axis, outStrides, out, source, onDevice.bytes(DType::i64), count, groups);
     return;
   }
   // Halves, each addition rounded through f32 as the host's: launches of the
@@ -321,15 +361,15 @@ void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_
 }
 
 void Tier0OpLibrary::launchIndexAdd(const Shape& shape, int axis, const int64_t* outStrides, char* out,
-                                    const interp::Arg& source, const char* index, int64_t count) {
+                                    const interp::Arg& source, const char* index, int64_t count, int64_t groups) {
   KernelSpec s;
-  s.family = Family::IndexAdd;
+  s.family = groups > 0 ? Family::IndexAddRows : Family::IndexAdd;
   s.op = core::OpKind::IndexAdd;
   s.in = s.out = source.dtype;
   s.layout = Layout::RankN;
   Shape row = shape;  // the positions one index value addresses
   row[axis] = 1;
-  const int64_t n = row.numel();
+  const int64_t rowN = row.numel(), n = groups > 0 ? groups * rowN : rowN;
   std::vector<uint64_t> values = {reinterpret_cast<uintptr_t>(out), reinterpret_cast<uintptr_t>(source.data),
                                   reinterpret_cast<uintptr_t>(index), static_cast<uint64_t>(n)};
   const int rank = row.rank(), pad = tier0::kRank - rank;
@@ -337,7 +377,12 @@ void Tier0OpLibrary::launchIndexAdd(const Shape& shape, int axis, const int64_t*
   for (int d = 0; d < tier0::kRank; ++d) values.push_back(d < pad ? 0 : static_cast<uint64_t>(outStrides[d - pad]));
   for (int d = 0; d < tier0::kRank; ++d)
     values.push_back(d < pad ? 0 : static_cast<uint64_t>(source.strides[d - pad]));
-  values.push_back(static_cast<uint64_t>(count));
+  if (groups > 0) {
+    values.push_back(static_cast<uint64_t>(rowN));
+    values.push_back(static_cast<uint64_t>(groups));
+  } else {
+    values.push_back(static_cast<uint64_t>(count));
+  }
   values.push_back(static_cast<uint64_t>(outStrides[axis]));
   values.push_back(static_cast<uint64_t>(source.strides[axis]));
   if (static_cast<int>(values.size()) != s.paramCount())

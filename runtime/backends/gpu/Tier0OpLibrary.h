@@ -77,9 +77,11 @@ class Tier0OpLibrary : public interp::OpLibrary {
   void launchTake(const interp::Arg& x, const interp::Arg& index, const Shape& outShape, const int64_t* xStrides,
                   const int64_t* indexStrides, int64_t axisStride, char* out);
   /// index_add's additions into `out` (dense, of `shape`, holding x) from
-  /// `source` at the `count` device-resident index values (Family::IndexAdd).
+  /// `source`, with device-resident `index` values: `groups` > 0, the table
+  /// of IndexAddRows (Tier0Kernels.h) with that many target rows; 0, the
+  /// `count` index values themselves, walked in order (Family::IndexAdd).
   void launchIndexAdd(const Shape& shape, int axis, const int64_t* outStrides, char* out, const interp::Arg& source,
-                      const char* index, int64_t count);
+                      const char* index, int64_t count, int64_t groups);
 };
 
 }  // namespace kiln::hal

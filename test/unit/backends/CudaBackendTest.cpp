@@ -342,10 +342,27 @@ TEST_F(CudaTest, ReductionsIndexingArangeAndRandomMatchTheCpu) {
   }
 }
 
+/// The tier-0 kernels the fake driver was asked to launch since its log was
+/// last cleared, in order.
+std::vector<std::string> launchedKernels() {
+  const std::string log = fakeHook<const char*()>("kiln_fake_cuda_log")();
+  std::vector<std::string> names;
+  const std::string tag = "cuLaunchKernel ";
+  for (size_t at = 0; at < log.size();) {
+    const size_t end = std::min(log.find('\n', at), log.size());
+    if (log.compare(at, tag.size(), tag) == 0) names.push_back(log.substr(at + tag.size(), end - at - tag.size()));
+    at = end + 1;
+  }
+  return names;
+}
+
 /// index_add (an embedding's gradient: many indices, rows of 16) is one
-/// IndexAdd launch after the copies of the index (read back and checked)
-/// and of x, whatever the index's length; before,
-/// tier 0 launched an add and a copy per index.
+/// IndexAddRows launch after the copies of the index (read back and checked)
+/// and of x, whatever the index's length: a thread per position of each
+/// distinct target row, adding its source rows in index order (before, tier
+/// 0 launched an add and a copy per index, then one thread per position
+/// walked the whole index). scatter_add is the same kernel over single
+/// elements; cumsum, whose rows add the row before them, keeps the walk.
 TEST_F(CudaTest, IndexAddIsOneLaunchWhateverTheIndexLength) {
   REQUIRE_FAKE_DRIVER();
   std::vector<int64_t> rows(300);
@@ -356,12 +373,33 @@ TEST_F(CudaTest, IndexAddIsOneLaunchWhateverTheIndexLength) {
   const Tensor xg = x.to(kCuda), ig = index.to(kCuda), sg = source.to(kCuda);
   kiln::sync();
   const size_t launches = calls("cuLaunchKernel");
+  fakeHook<void()>("kiln_fake_cuda_clear_log")();
   const Tensor got = index_add(xg, 0, ig, sg);
   kiln::sync();
   EXPECT_EQ(calls("cuLaunchKernel") - launches, 3u)
-      << "the index made dense to be read back and checked, the copy of x, one IndexAdd launch";
+      << "the index made dense to be read back and checked, the copy of x, one IndexAddRows launch";
+  const std::vector<std::string> kernels = launchedKernels();
+  ASSERT_FALSE(kernels.empty());
+  EXPECT_EQ(kernels.back(), "kiln_t0_indexaddrows_f32_rn");
   // The additions in the host's order: the same bits.
   EXPECT_EQ(got.to(Device::cpu()).to_vector<float>(), want.to_vector<float>());
+
+  // scatter_add: every element of a [6, 40] source into 5 rows (repeats).
+  std::vector<int64_t> targets(6 * 40);
+  for (size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<int64_t>((i * 3) % 5);
+  const Tensor sindex = from_vector(targets, {6, 40}), ssource = rand({6, 40}, 7, DType::f32, -1, 1);
+  const Tensor sx = rand({5, 40}, 8);
+  fakeHook<void()>("kiln_fake_cuda_clear_log")();
+  const Tensor scattered = scatter_add(sx.to(kCuda), 0, sindex.to(kCuda), ssource.to(kCuda));
+  kiln::sync();
+  EXPECT_EQ(launchedKernels().back(), "kiln_t0_indexaddrows_f32_rn");
+  EXPECT_EQ(scattered.to(Device::cpu()).to_vector<float>(), scatter_add(sx, 0, sindex, ssource).to_vector<float>());
+
+  fakeHook<void()>("kiln_fake_cuda_clear_log")();
+  const Tensor summed = cumsum(xg, 0);
+  kiln::sync();
+  EXPECT_EQ(launchedKernels().back(), "kiln_t0_indexadd_f32_rn");
+  EXPECT_EQ(summed.to(Device::cpu()).to_vector<float>(), cumsum(x, 0).to_vector<float>());
   EXPECT_EQ(rejectedLaunches(), 0u);
 }
 
