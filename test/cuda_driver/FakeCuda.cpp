@@ -404,6 +404,17 @@ struct Tier0Launch {
       for (int k = 0; k < sets; ++k) offsets[k] += c * static_cast<int64_t>(p[at + (k + 1) * R + d]);
     }
   }
+  /// One of index_add's additions, *dst += *src, rounded as the reference
+  /// kernel rounds it (halves through f32, integers wrap).
+  void addElement(char* dst, const char* src) const {
+    const int64_t unit = 1, first = 0;
+    kiln::interp::Arg element;
+    element.data = src;
+    element.dtype = spec.in;
+    element.shape = kiln::Shape{1};
+    element.strides[0] = 1;
+    kiln::interp::indexAddInto(dst, kiln::Shape{1}, &unit, 0, &first, 1, element);
+  }
   kiln::interp::Arg input(int i, kiln::DType t, const kiln::Shape& s) const {
     kiln::interp::Arg a;
     a.data = reinterpret_cast<const char*>(p[1 + i]);
@@ -495,19 +506,12 @@ struct Tier0Launch {
       const auto* index = reinterpret_cast<const int64_t*>(p[2]);
       const auto count = static_cast<int64_t>(p[4 + 3 * R]), outAxis = static_cast<int64_t>(p[5 + 3 * R]),
                  sourceAxis = static_cast<int64_t>(p[6 + 3 * R]);
-      interp::Arg a, b;
-      a.dtype = b.dtype = spec.in;
-      a.shape = b.shape = kiln::Shape{1};
-      a.strides[0] = b.strides[0] = 1;
       for (uint64_t lin = 0; lin < p[3]; ++lin) {
         int64_t off[2];  // out's, source's
         positionOffsets(lin, 4, 2, off);
-        for (int64_t j = 0; j < count; ++j) {
-          char* dst = out + (off[0] + index[j] * outAxis) * static_cast<int64_t>(size);
-          a.data = dst;
-          b.data = source + (off[1] + j * sourceAxis) * static_cast<int64_t>(size);
-          interp::binaryKernel(kiln::core::OpKind::Add, a, b, kiln::Shape{1}, dst);
-        }
+        for (int64_t j = 0; j < count; ++j)
+          addElement(out + (off[0] + index[j] * outAxis) * static_cast<int64_t>(size),
+                     source + (off[1] + j * sourceAxis) * static_cast<int64_t>(size));
       }
       return;
     }
@@ -523,20 +527,13 @@ struct Tier0Launch {
                  outAxis = static_cast<int64_t>(p[6 + 3 * R]), sourceAxis = static_cast<int64_t>(p[7 + 3 * R]);
       const int64_t* starts = table + groups;
       const int64_t* rows = table + 2 * groups + 1;
-      interp::Arg a, b;
-      a.dtype = b.dtype = spec.in;
-      a.shape = b.shape = kiln::Shape{1};
-      a.strides[0] = b.strides[0] = 1;
       for (uint64_t i = 0; i < p[3]; ++i) {
         const auto g = static_cast<int64_t>(i) / rowN;
         int64_t off[2];  // out's, source's
         positionOffsets(static_cast<uint64_t>(static_cast<int64_t>(i) % rowN), 4, 2, off);
         char* dst = out + (off[0] + table[g] * outAxis) * static_cast<int64_t>(size);
-        a.data = dst;
-        for (int64_t k = starts[g]; k < starts[g + 1]; ++k) {
-          b.data = source + (off[1] + rows[k] * sourceAxis) * static_cast<int64_t>(size);
-          interp::binaryKernel(kiln::core::OpKind::Add, a, b, kiln::Shape{1}, dst);
-        }
+        for (int64_t k = starts[g]; k < starts[g + 1]; ++k)
+          addElement(dst, source + (off[1] + rows[k] * sourceAxis) * static_cast<int64_t>(size));
       }
       return;
     }

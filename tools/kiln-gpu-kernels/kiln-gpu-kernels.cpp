@@ -376,8 +376,17 @@ std::string indexAddRowsText(const KernelSpec &s) {
   t += "    %end = llvm.load %pe : !llvm.ptr -> i64\n";
   t += "    %talong = arith.muli %target, %oax : i64\n    %toff = arith.addi " + outBase + ", %talong : i64\n";
   t += "    %pd = llvm.getelementptr %out[%toff] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
-  t += "    %vd = llvm.load %pd : !llvm.ptr -> " + ty + "\n";
-  t += "    %acc = scf.for %k = %begin to %end step %one iter_args(%x = %vd) -> (" + ty + ") : i64 {\n";
+  // The running sum stays in a register, but for bf16, which the SPIR-V
+  // lowering cannot carry through a loop (its emulation of bf16 leaves
+  // loop-carried values bf16): there each addition stores.
+  const bool inRegister = s.in != DType::bf16;
+  if (inRegister) {
+    t += "    %vd = llvm.load %pd : !llvm.ptr -> " + ty + "\n";
+    t += "    %acc = scf.for %k = %begin to %end step %one iter_args(%x = %vd) -> (" + ty + ") : i64 {\n";
+  } else {
+    t += "    scf.for %k = %begin to %end step %one : i64 {\n";
+    t += "      %x = llvm.load %pd : !llvm.ptr -> " + ty + "\n";
+  }
   t += "      %kl = arith.addi %list, %k : i64\n";
   t += "      %pk = llvm.getelementptr %in1[%kl] : (!llvm.ptr, i64) -> !llvm.ptr, i64\n";
   t += "      %j = llvm.load %pk : !llvm.ptr -> i64\n";
@@ -385,9 +394,12 @@ std::string indexAddRowsText(const KernelSpec &s) {
   t += "      %ps = llvm.getelementptr %in0[%joff] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
   t += "      %vs = llvm.load %ps : !llvm.ptr -> " + ty + "\n";
   t += "      %sum = \"t0.body\"(%x, %vs) : (" + ty + ", " + ty + ") -> " + ty + "\n";
-  t += "      scf.yield %sum : " + ty + "\n";
-  t += "    }\n";
-  t += "    llvm.store %acc, %pd : " + ty + ", !llvm.ptr\n";
+  if (inRegister) {
+    t += "      scf.yield %sum : " + ty + "\n    }\n";
+    t += "    llvm.store %acc, %pd : " + ty + ", !llvm.ptr\n";
+  } else {
+    t += "      llvm.store %sum, %pd : " + ty + ", !llvm.ptr\n    }\n";
+  }
   t += "  }\n  gpu.return\n}\n}\n";
   return t;
 }
@@ -632,7 +644,18 @@ bool replacePlaceholders(mlir::ModuleOp module, const std::map<std::string, Kern
     }
     case Family::Take: break; // no placeholder
     case Family::IndexAdd:
-    case Family::IndexAddRows: r = sb.binary(kiln::core::OpKind::Add, kilnType(s.in), args[0], args[1]); break;
+    case Family::IndexAddRows: {
+      // Halves add as the host adds them: widened to f32, rounded back.
+      mlir::Type k = kilnType(s.in);
+      if (s.in != DType::f16 && s.in != DType::bf16) {
+        r = sb.binary(kiln::core::OpKind::Add, k, args[0], args[1]);
+        break;
+      }
+      mlir::Type f32 = b.getF32Type();
+      mlir::Value wide = sb.binary(kiln::core::OpKind::Add, f32, sb.cast(args[0], k, f32), sb.cast(args[1], k, f32));
+      r = wide ? sb.cast(wide, f32, k) : mlir::Value();
+      break;
+    }
     case Family::Contract: {
       mlir::Type k = kilnType(s.in);
       mlir::Value product = sb.binary(kiln::core::OpKind::Mul, k, args[1], args[2]);

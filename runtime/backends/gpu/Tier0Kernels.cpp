@@ -99,7 +99,7 @@ std::vector<KernelSpec> build() {
     }
     s.out = t;
     s.in = t;
-    if (!isHalf(t) && core::acceptsDType(core::OpKind::IndexAdd, t)) {
+    if (core::acceptsDType(core::OpKind::IndexAdd, t)) {
       s.family = Family::IndexAdd;
       s.op = core::OpKind::IndexAdd;
       both(s);

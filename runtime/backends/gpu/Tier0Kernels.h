@@ -106,8 +106,8 @@ DType dtypeOfSize(std::size_t bytes);
 /// prod, max, min) the dtypes the op table accepts, without f16/bf16; Take
 /// every element size; ArgReduce every dtype but f16/bf16; Contract the
 /// numeric dtypes but f16/bf16; WarpReduce sum, prod, max and min for f32
-/// and i32; IndexAdd and IndexAddRows the numeric dtypes index_add accepts but f16/bf16
-/// (which round each addition through f32: Tier0OpLibrary launches casts and adds).
+/// and i32; IndexAdd and IndexAddRows the numeric dtypes index_add accepts (f16 and bf16
+/// add in f32 and round each sum back, as the interpreter does).
 const std::vector<KernelSpec>& allKernels();
 
 }  // namespace kiln::hal::tier0

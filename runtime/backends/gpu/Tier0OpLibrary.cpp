@@ -302,62 +302,29 @@ void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_
   if (shape.numel() == 0) return;
   copy(x, out);
   if (index.empty()) return;
-  const DType t = x.dtype;
-  const bool half = t == DType::f16 || t == DType::bf16;
   int64_t outStrides[Shape::kMaxRank];
   core::contiguousStrides(shape, outStrides);
-  Allocator& memory = deviceContext(device_).allocator();
-  if (!half) {  // index_add takes numeric dtypes only: no bool reaches here
-    // One launch. A source that reads out itself (cumsum: each row adds the
-    // row before it, already summed) needs the additions in index order
-    // across rows: IndexAdd, each position of a row walking the whole
-    // index. Otherwise each target row's additions are its own: IndexAddRows,
-    // a thread per position of each distinct target, over its source rows
-    // (Tier0Kernels.h). The index or the table goes to the device on the
-    // stream the kernel runs on; the host copy lives until that copy is done.
-    const char* outEnd = out + shape.numel() * static_cast<int64_t>(dtype_size(t));
-    const bool readsOut = source.data >= out && source.data < outEnd;
-    const auto count = static_cast<int64_t>(index.size());
-    int64_t groups = 0;
-    auto values =
-        std::make_shared<std::vector<int64_t>>(readsOut ? std::move(index) : targetRowTable(index, groups));
-    const auto length = static_cast<int64_t>(values->size());
-    const core::View onDevice = interp::allocDense(memory, DType::i64, Shape{length}, "index_add");
-    Stream& stream = deviceContext(device_).defaultStream();
-    stream.copy(onDevice.bytes(DType::i64), values->data(), static_cast<std::size_t>(length) * sizeof(int64_t));
-    stream.hostCall([values] {});
-    launchIndexAdd(shape, axis, outStrides, out, source, onDevice.bytes(DType::i64), count, groups);
-    return;
-  }
-  // Halves, each addition rounded through f32 as the host's: launches of the
-  // existing kernels, for each index in order its row and the source's
-  // widened, added, rounded and copied back (strided) into the row.
-  const auto size = static_cast<int64_t>(dtype_size(t));
-  Shape row = shape;
-  row[axis] = 1;
-  // Temporaries (dense rows) are Storage: freed to the stream-ordered
-  // allocator when this returns, reused only after the launches queued before.
-  const core::View sum = interp::allocDense(memory, DType::f32, row, "index_add");
-  const core::View wideRow = interp::allocDense(memory, DType::f32, row, "index_add");
-  const core::View wideSource = interp::allocDense(memory, DType::f32, row, "index_add");
-  const core::View rounded = interp::allocDense(memory, t, row, "index_add");
-  for (size_t i = 0; i < index.size(); ++i) {
-    char* dst = out + index[i] * outStrides[axis] * size;
-    interp::Arg target;
-    target.data = dst;
-    target.dtype = t;
-    target.shape = row;
-    std::copy(outStrides, outStrides + shape.rank(), target.strides);
-    interp::Arg slice = source;
-    slice.data = source.data + static_cast<int64_t>(i) * source.strides[axis] * size;
-    slice.shape = row;
-    cast(target, DType::f32, wideRow.bytes(DType::f32));
-    cast(slice, DType::f32, wideSource.bytes(DType::f32));
-    binary(core::OpKind::Add, interp::argOf(wideRow, DType::f32, row), interp::argOf(wideSource, DType::f32, row), row,
-           sum.bytes(DType::f32));
-    cast(interp::argOf(sum, DType::f32, row), t, rounded.bytes(t));
-    copyInto(interp::argOf(rounded, t, row), dst, outStrides);
-  }
+  // One launch (index_add takes numeric dtypes only: no bool reaches here;
+  // halves add through f32 as the host's). A source that reads out itself
+  // (cumsum: each row adds the row before it, already summed) needs the
+  // additions in index order across rows: IndexAdd, each position of a row
+  // walking the whole index. Otherwise each target row's additions are its
+  // own: IndexAddRows, a thread per position of each distinct target, over
+  // its source rows (Tier0Kernels.h). The index or the table goes to the
+  // device on the stream the kernel runs on; the host copy lives until that
+  // copy is done.
+  const char* outEnd = out + shape.numel() * static_cast<int64_t>(dtype_size(x.dtype));
+  const bool readsOut = source.data >= out && source.data < outEnd;
+  const auto count = static_cast<int64_t>(index.size());
+  int64_t groups = 0;
+  auto values = std::make_shared<std::vector<int64_t>>(readsOut ? std::move(index) : targetRowTable(index, groups));
+  const auto length = static_cast<int64_t>(values->size());
+  const core::View onDevice =
+      interp::allocDense(deviceContext(device_).allocator(), DType::i64, Shape{length}, "index_add");
+  Stream& stream = deviceContext(device_).defaultStream();
+  stream.copy(onDevice.bytes(DType::i64), values->data(), static_cast<std::size_t>(length) * sizeof(int64_t));
+  stream.hostCall([values] {});
+  launchIndexAdd(shape, axis, outStrides, out, source, onDevice.bytes(DType::i64), count, groups);
 }
 
 void Tier0OpLibrary::launchIndexAdd(const Shape& shape, int axis, const int64_t* outStrides, char* out,

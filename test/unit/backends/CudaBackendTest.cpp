@@ -305,8 +305,8 @@ TEST_F(CudaTest, ReductionsIndexingArangeAndRandomMatchTheCpu) {
   Tensor gidx = from_vector<int64_t>({1, 0, 2, 3, 3, 1, 0, 0, 2, 1, 1, 3}, {3, 4, 1});
   near(gather(xg, 2, gidx.to(kCuda)), gather(xc, 2, gidx), "gather");
   near(slice(xg, 2, 3, 0, -2), slice(xc, 2, 3, 0, -2), "negative-step slice (index_select)");
-  // index_add, scatter_add and cumsum: one IndexAdd launch each (halves per
-  // index), repeated indices added in order; a strided source.
+  // index_add, scatter_add and cumsum: one launch each (IndexAddRows, or
+  // IndexAdd for cumsum), repeated indices added in order; a strided source.
   Tensor aidx = from_vector<int64_t>({3, 0, 3, 1, 3}, {5});
   Tensor src = from_vector(ramp(3 * 5 * 5, 0.25f, 0.01f), {3, 5, 5});
   near(index_add(xg, 1, aidx.to(kCuda), src.to(kCuda)), index_add(xc, 1, aidx, src), "index_add");
@@ -318,7 +318,10 @@ TEST_F(CudaTest, ReductionsIndexingArangeAndRandomMatchTheCpu) {
   near(index_add(cast(xg, DType::i32), 0, twice.to(kCuda), isrc.to(kCuda)), index_add(cast(xc, DType::i32), 0, twice, isrc),
        "i32 index_add");
   near(index_add(cast(xg, DType::f16), 1, aidx.to(kCuda), cast(src.to(kCuda), DType::f16)),
-       index_add(cast(xc, DType::f16), 1, aidx, cast(src, DType::f16)), "f16 index_add (launches per index)");
+       index_add(cast(xc, DType::f16), 1, aidx, cast(src, DType::f16)), "f16 index_add (each sum rounded from f32)");
+  near(index_add(cast(xg, DType::bf16), 2, aidx.to(kCuda), cast(strided(src.to(kCuda)), DType::bf16)),
+       index_add(cast(xc, DType::bf16), 2, aidx, cast(strided(src), DType::bf16)), "bf16 index_add");
+  near(cumsum(cast(xg, DType::f16), 1), cumsum(cast(xc, DType::f16), 1), "f16 cumsum");
   const Tensor ssrc = slice(slice(src, 1, 0, 4), 2, 0, 1);
   near(scatter_add(xg, 2, gidx.to(kCuda), ssrc.to(kCuda)), scatter_add(xc, 2, gidx, ssrc), "scatter_add");
   near(cumsum(xg, 2), cumsum(xc, 2), "cumsum along the last axis");
