@@ -324,34 +324,15 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
       // x's at the rows they came from.
       const Tensor& x = in[0];
       const int axis = static_cast<int>(n.i0);
-      int64_t pre = 1, post = 1;
-      for (int d = 0; d < axis; ++d) pre *= x.shape()[d];
-      for (int d = axis + 1; d < x.rank(); ++d) post *= x.shape()[d];
-      const int64_t count = in[1].numel(), extent = x.shape()[axis];
-      if (x.numel() == 0) {  // nothing to scatter into (one_hot has no 0 classes)
-        r[0] = zeros(x.shape(), t, x.device());
-        break;
-      }
-      Tensor flat = reshape(in[1], Shape{count});
-      const Device::Kind kind = x.device().kind;
-      if (kind == Device::CPU || kind == Device::Test) {
-        // index_add: work and memory follow the selected rows, not the
-        // table (an embedding of a 50k vocabulary took a [tokens, 50k]
-        // one-hot and a GEMM over it).
-        Shape rows = x.shape();
-        rows[axis] = count;
-        r[0] = index_add(zeros(x.shape(), t, x.device()), axis, flat, reshape(g, rows));
-        break;
-      }
-      // GPU tier 0 runs index_add with one thread per position walking the
-      // whole index in order (latency-bound for long indices; not measured on
-      // a GPU against this): there the gradient stays a product with
-      // one_hot(index)^T [n, I], one GEMM.
-      Tensor hot = one_hot(flat, extent, t);  // [I, n]
-      // Selected along the first axis (an embedding): a plain 2-D product,
-      // whose transposed one-hot operand the GEMM reads in place.
-      Tensor gi = pre == 1 ? reshape(g, Shape{count, post}) : reshape(g, Shape{pre, count, post});
-      r[0] = reshape(matmul(transpose(hot), gi), x.shape());
+      const int64_t count = in[1].numel();
+      // index_add: work and memory follow the selected rows, not the table
+      // (an embedding of a 50k vocabulary took a [tokens, 50k] one-hot and
+      // a GEMM over it). On a GPU too: tier 0 adds each selected row into
+      // its target with a thread per element (IndexAddRows), and compiled
+      // steps run it there between their kernels (RegionBoundaries).
+      Shape rows = x.shape();
+      rows[axis] = count;
+      r[0] = index_add(zeros(x.shape(), t, x.device()), axis, reshape(in[1], Shape{count}), reshape(g, rows));
       break;
     }
     case OpKind::IndexAdd: {
@@ -395,19 +376,16 @@ std::vector<Tensor> vjp(const GradInfo& n, const Tensor& out, const Tensor& g, c
         r[0] = zeros(x.shape(), t, x.device());
         break;
       }
-      const Device::Kind kind = x.device().kind;
-      if ((kind == Device::CPU || kind == Device::Test) && in[1].shape()[axis] >= kGatherScatterFrom) {
+      if (in[1].shape()[axis] >= kGatherScatterFrom) {
         // scatter_add: each element of g is added where it was read from.
         // Work and memory follow index's elements, not index x n (one_hot's:
         // a gather of 64 of 8192 columns per row took a [rows, 64, 8192]
         // product), and its index is gather's own, which a compiled kernel
-        // checks before launch as gather's.
+        // checks before launch as gather's. On a GPU, tier 0 gives each
+        // element read a thread of its own (IndexAddRows over x flattened).
         r[0] = scatter_add(zeros(x.shape(), t, x.device()), axis, in[1], g);
         break;
       }
-      // GPU tier 0 runs scatter_add in one thread (the flattened index_add's
-      // one position): there it stays a product with one_hot(index), summed
-      // over the axis.
       Tensor hot = one_hot(in[1], extent, t);  // index.shape + [n]
       Tensor products = mul(unsqueeze(g, -1), hot);
       // index.shape - axis + [n]. One index along the axis (cross-entropy's

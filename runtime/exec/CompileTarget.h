@@ -84,6 +84,13 @@ struct CompileTarget {
   /// rows: jit/targets/gpu/GpuLaunches.cpp) take them, which no GPU has
   /// measured yet.
   bool runsRowReductionsInLibrary() const;
+  /// And index_add, scatter_add and cumsum? GPUs: yes. The pipelines lower
+  /// them literally (KilnToLinalg.h): every element of the result scans the
+  /// whole index (an embedding's gradient: the vocabulary times the tokens
+  /// times the width) or, for cumsum, every position before it, where tier 0
+  /// adds each source row once (IndexAddRows; cumsum's walk). The CPU
+  /// pipeline calls the runtime's own loops instead.
+  bool runsOrderedAdditionsInLibrary() const { return kind != Kind::HostCpu; }
   /// What compile() produces for this target.
   BinaryFormat format() const;
   /// "host-cpu", "nvptx sm_90 ptx80", "spirv".

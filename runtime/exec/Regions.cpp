@@ -79,12 +79,15 @@ RegionBoundaries::RegionBoundaries(Device device) {
   const std::optional<CompileTarget> target = hal::deviceContext(device).compileTarget();
   libraryMatmuls_ = target && target->runsMatmulsInLibrary();
   libraryRowReductions_ = target && target->runsRowReductionsInLibrary();
+  libraryOrderedAdditions_ = target && target->runsOrderedAdditionsInLibrary();
 }
 
 bool RegionBoundaries::contains(const trace::Trace& trace, const trace::Node& n) const {
   if (n.op == OpKind::Param) return false;
   if (!core::opIsLowered(n.op)) return true;
   if (libraryMatmuls_ && (n.op == OpKind::Matmul || n.op == OpKind::Conv2d)) return true;
+  if (libraryOrderedAdditions_ && (n.op == OpKind::IndexAdd || n.op == OpKind::ScatterAdd || n.op == OpKind::Cumsum))
+    return true;
   if (libraryRowReductions_ && core::opCategory(n.op) == core::OpCategory::Reduce) {
     // The library's warp kernels: f32 and i32 (half types reduce in f32).
     const trace::Node& in = trace.nodes[trace.inputsOf(n)[0]];

@@ -8,7 +8,8 @@
 //  - Param nodes belong to no region (they are the trace's inputs).
 //  - A boundary node (RegionBoundaries below: a collective, which the
 //    compiler does not lower; on a device whose op library runs them
-//    better, a matmul, conv2d or row reduction) closes the open region and runs
+//    better, a matmul, conv2d, row reduction, index_add, scatter_add or
+//    cumsum) closes the open region and runs
 //    alone, interpreted, between the region before it and the one after it:
 //    a trace with collectives runs as compiled regions around them, and a
 //    CUDA trace as fused kernels around cuBLASLt calls.
@@ -92,7 +93,9 @@ struct RegionPlan {
 /// kernel compiled for it (CompileTarget.h: CUDA), matmul and conv2d
 /// (cuBLASLt) and reductions along a contiguous innermost axis of 32 or more
 /// (a warp per output; the GPU pipeline's loop nests give a thread per
-/// output, whose loads do not coalesce).
+/// output, whose loads do not coalesce); on GPUs, index_add, scatter_add and
+/// cumsum (tier 0 adds each source row once; compiled, each result element
+/// scans the index).
 class RegionBoundaries {
  public:
   explicit RegionBoundaries(Device device);
@@ -101,6 +104,7 @@ class RegionBoundaries {
  private:
   bool libraryMatmuls_ = false;
   bool libraryRowReductions_ = false;
+  bool libraryOrderedAdditions_ = false;
 };
 
 /// Needed node ids of `trace` in recording order (plan id -> trace node id).

@@ -406,6 +406,42 @@ TEST_F(CudaTest, IndexAddIsOneLaunchWhateverTheIndexLength) {
   EXPECT_EQ(rejectedLaunches(), 0u);
 }
 
+/// An embedding's gradient (index_select) and a gather of several indices
+/// per row add g's rows where they were read from (IndexAddRows), as on the
+/// CPU, instead of a product with a one-hot matrix of the whole table: no
+/// matmul is launched, and the gradients equal the CPU's bit for bit.
+TEST_F(CudaTest, EmbeddingAndGatherGradientsAddRowsInsteadOfOneHotProducts) {
+  REQUIRE_FAKE_DRIVER();
+  std::vector<int64_t> tokens(24), picks(6 * 3);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 5) % 40);
+  for (size_t i = 0; i < picks.size(); ++i) picks[i] = static_cast<int64_t>((i * 7) % 9);
+  const Tensor index = from_vector(tokens, {4, 6}), pick = from_vector(picks, {6, 3});
+  const Tensor table = randn({40, 8}, 3), rows = randn({6, 9}, 4);
+  const Tensor weights = randn({4, 6, 8}, 5), pickWeights = randn({6, 3}, 6);
+  auto gradients = [&](Device d) {
+    Tensor t = table.to(d), r = rows.to(d);
+    t.requires_grad();
+    r.requires_grad();
+    const Tensor loss = sum(mul(index_select(t, 0, index.to(d)), weights.to(d))) +
+                        sum(mul(gather(r, 1, pick.to(d)), pickWeights.to(d)));
+    return grad(loss, {t, r});
+  };
+  const std::vector<Tensor> want = gradients(Device::cpu());
+  kiln::sync();
+  fakeHook<void()>("kiln_fake_cuda_clear_log")();
+  const size_t blasBefore = fakeCublasLtMatmuls();
+  const std::vector<Tensor> got = gradients(kCuda);
+  kiln::sync();
+  const std::vector<std::string> kernels = launchedKernels();
+  EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "kiln_t0_indexaddrows_f32_rn"), 2);
+  for (const std::string& k : kernels) EXPECT_EQ(k.find("contract"), std::string::npos) << k;
+  EXPECT_EQ(fakeCublasLtMatmuls(), blasBefore);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].to(Device::cpu()).to_vector<float>(), want[0].to_vector<float>());
+  EXPECT_EQ(got[1].to(Device::cpu()).to_vector<float>(), want[1].to_vector<float>());
+  EXPECT_EQ(rejectedLaunches(), 0u);
+}
+
 /// Reductions whose innermost reduced axis is contiguous and holds a warp's
 /// worth (on a GPU: a warp per output, lanes folding in another order than
 /// the CPU, then shuffles) against the CPU.
