@@ -43,6 +43,7 @@ constexpr int64_t kBig = int64_t{1} << 24;
 constexpr int64_t kRows = 4096, kCols = 1024;
 constexpr int64_t kBigRows = 32768, kBigCols = 4096;  // issue 15's second softmax/layer_norm shape
 constexpr int64_t kBatchRows = 4096, kBatchCols = 512;
+constexpr int64_t kVocab = 50257, kWidth = 768, kTokens = 8 * 1024;  // embedding_grad: GPT-2's table
 const std::vector<int64_t> kBatches = {1000, 1531, 2048, 4096, 2900};  // dynamic_batches' sizes
 
 Tensor uniform(const Shape& shape, uint64_t seed, double lo, double hi, DType t = DType::f32) {
@@ -106,6 +107,10 @@ std::vector<Workload> workloads(const std::shared_ptr<Tensor>& out) {
   auto batchRows = std::make_shared<Tensor>(uniform({kBatchRows, kBatchCols}, 18, -2, 2)),
        batchBias = std::make_shared<Tensor>(uniform({kBatchCols}, 19, -1, 1));
   auto mlp = std::make_shared<Mlp>();
+  auto table = std::make_shared<Tensor>(uniform({kVocab, kWidth}, 20, -1, 1));
+  auto tokens = std::make_shared<Tensor>(
+      cast(floor(rand({8, kTokens / 8}, 21, DType::f32, 0, kVocab - 1, Device::cpu())), DType::i64).to(default_device()));
+  auto tokenGrads = std::make_shared<Tensor>(uniform({8, kTokens / 8, kWidth}, 22, -1, 1));
   kiln::sync();
   return {
       {"fma", [=] { *out = *a * *b + *c; }},
@@ -120,6 +125,16 @@ std::vector<Workload> workloads(const std::shared_ptr<Tensor>& out) {
       {"gemm_bf16_4096x4096x1024", [=] { *out = matmul(*h4096a, *h4096b); }, true, 2e-2},
       {"mm_bias_relu", [=] { *out = relu(matmul(*a1024, *b1024) + *bias); }},
       {"mlp_train_step", [=] { mlp->step(); }, false, 0},
+      // An embedding's gradient (index_select's: index_add of the tokens'
+      // rows, a thread per element of each distinct row on tier 0), at
+      // GPT-2's vocabulary and width for 8 x 1024 tokens; as a product with
+      // a one-hot matrix it would take 1.6 GB and 630 GFLOP.
+      {"embedding_grad",
+       [=] {
+         Tensor t = *table;
+         t.requires_grad();
+         *out = grad(sum(mul(index_select(t, 0, *tokens), *tokenGrads)), {t})[0];
+       }},
       // Launch cost: a compiled step of several kernels on 32 floats, all
       // host time (KILN_CUDA_GRAPHS: one graph launch, or one call a kernel).
       {"launch_tiny_step", [=] { *out = softmax(*tiny, -1) * layer_norm(*tiny) + exp(*tiny).sum(); }},

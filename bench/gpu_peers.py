@@ -77,6 +77,16 @@ def workloads(torch, compiled=False):
         opt.step()
         return loss
 
+    # embedding_grad: GPT-2's table read at 8 x 1024 tokens, its gradient.
+    table = uniform((50257, 768), -1, 1).requires_grad_()
+    tokens = torch.randint(0, 50256, (8, 1024), generator=g, device=dev)
+    token_grads = uniform((8, 1024, 768), -1, 1)
+
+    def embedding_grad():
+        table.grad = None
+        (torch.nn.functional.embedding(tokens, table) * token_grads).sum().backward()
+        return table.grad
+
     h = {k: v.to(torch.bfloat16) for k, v in (("a1024", a1024), ("b1024", b1024), ("a4096", a4096), ("b4096", b4096))}
     nograd = {
         "copy_256MiB": lambda: big_dst.copy_(big_src),
@@ -121,6 +131,7 @@ def workloads(torch, compiled=False):
     out = {k: no_grad(f) for k, f in nograd.items()}
     if not compiled:
         out["mlp_train_step"] = mlp
+        out["embedding_grad"] = embedding_grad
     return out
 
 

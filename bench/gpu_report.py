@@ -24,7 +24,7 @@ FLOPS = {
     "mm_bias_relu": 2 * 1024 ** 3,
 }
 ORDER = ["fma", "chain8", "softmax", "layernorm", "softmax_32768x4096", "layernorm_32768x4096", "sgemm_1024", "sgemm_4096x4096x1024", "gemm_bf16_1024",
-         "gemm_bf16_4096x4096x1024", "mm_bias_relu", "mlp_train_step", "launch_tiny_step", "dynamic_batches"]
+         "gemm_bf16_4096x4096x1024", "mm_bias_relu", "mlp_train_step", "embedding_grad", "launch_tiny_step", "dynamic_batches"]
 
 
 def load(d, name):
