@@ -152,8 +152,9 @@ bool planIndexChecks(const trace::Trace& trace, const std::vector<uint8_t>& need
     const OpKind op = trace.nodes[i].op;
     if (needed[i] && boundaries.contains(trace, trace.nodes[i])) {
       // Collectives call the communicator between kernels, CUDA matmuls and
-      // row reductions the device's library: the trace runs as compiled
-      // regions around them (Regions.h).
+      // row reductions and GPUs' index_add, scatter_add and cumsum the
+      // device's library: the trace runs as compiled regions around them
+      // (Regions.h).
       *reason = "the trace has " + std::string(core::opName(op)) + ", which runs between compiled regions";
       return false;
     }

@@ -28,7 +28,7 @@
 //   output axis, K, and a's and b's strides along K:
 //   out[c] = sum_k a[sum c*as + k*ak] * b[sum c*bs + k*bk] (a dot product per
 //   output element: tier 0's matmul where cuBLASLt is not there).
-//   IndexAdd (index_add, scatter_add and cumsum's ordered additions; RankN
+//   IndexAdd (cumsum's ordered additions: a source that reads out; RankN
 //   only) takes out (holding x already), source, index (i64, on the device),
 //   n (the positions of one row of out: its shape with extent 1 along the
 //   axis), kRank extents of those positions, kRank out strides and kRank
@@ -107,7 +107,9 @@ DType dtypeOfSize(std::size_t bytes);
 /// every element size; ArgReduce every dtype but f16/bf16; Contract the
 /// numeric dtypes but f16/bf16; WarpReduce sum, prod, max and min for f32
 /// and i32; IndexAdd and IndexAddRows the numeric dtypes index_add accepts (f16 and bf16
-/// add in f32 and round each sum back, as the interpreter does).
+/// add in f32 and round each sum back, as the interpreter does; the API's
+/// cumsum widens halves and small integers first, so only a direct use of
+/// the library walks those).
 const std::vector<KernelSpec>& allKernels();
 
 }  // namespace kiln::hal::tier0

@@ -313,8 +313,8 @@ void Tier0OpLibrary::indexAdd(const interp::Arg& x, int axis, std::vector<int64_
   // its source rows (Tier0Kernels.h). The index or the table goes to the
   // device on the stream the kernel runs on; the host copy lives until that
   // copy is done.
-  const char* outEnd = out + shape.numel() * static_cast<int64_t>(dtype_size(x.dtype));
-  const bool readsOut = source.data >= out && source.data < outEnd;
+  const auto outBegin = reinterpret_cast<uintptr_t>(out), at = reinterpret_cast<uintptr_t>(source.data);
+  const bool readsOut = at >= outBegin && at < outBegin + shape.numel() * dtype_size(x.dtype);
   const auto count = static_cast<int64_t>(index.size());
   int64_t groups = 0;
   auto values = std::make_shared<std::vector<int64_t>>(readsOut ? std::move(index) : targetRowTable(index, groups));

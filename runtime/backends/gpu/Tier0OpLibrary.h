@@ -1,8 +1,10 @@
 // Tier0OpLibrary: the tier-0 op library shared by the GPU backends (CUDA,
 // Level Zero). Elementwise ops, casts, copies, fills, arange, rand/randn,
 // sum/prod/max/min reductions, argmax/argmin, index_select, gather,
-// index_add (a copy, then one launch whose positions walk the index in
-// order; for halves an add and a strided copy per index),
+// index_add and scatter_add (a copy, then one launch: a thread per position
+// of each distinct target row, over that row's source rows in index order;
+// halves add through f32), cumsum (the same copy, then one launch whose
+// positions walk the axis in order),
 // matmul (one dot product per output element) and conv2d (padding and
 // im2col copies, then a batched matmul) become launches of the tier-0
 // kernels (Tier0Kernels.h): this class collapses axes, picks the kernel and

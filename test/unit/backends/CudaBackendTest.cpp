@@ -319,9 +319,8 @@ TEST_F(CudaTest, ReductionsIndexingArangeAndRandomMatchTheCpu) {
        "i32 index_add");
   near(index_add(cast(xg, DType::f16), 1, aidx.to(kCuda), cast(src.to(kCuda), DType::f16)),
        index_add(cast(xc, DType::f16), 1, aidx, cast(src, DType::f16)), "f16 index_add (each sum rounded from f32)");
-  near(index_add(cast(xg, DType::bf16), 2, aidx.to(kCuda), cast(strided(src.to(kCuda)), DType::bf16)),
-       index_add(cast(xc, DType::bf16), 2, aidx, cast(strided(src), DType::bf16)), "bf16 index_add");
-  near(cumsum(cast(xg, DType::f16), 1), cumsum(cast(xc, DType::f16), 1), "f16 cumsum");
+  near(index_add(cast(xg, DType::bf16), 2, aidx.to(kCuda), strided(cast(src.to(kCuda), DType::bf16))),
+       index_add(cast(xc, DType::bf16), 2, aidx, strided(cast(src, DType::bf16))), "bf16 index_add, strided source");
   const Tensor ssrc = slice(slice(src, 1, 0, 4), 2, 0, 1);
   near(scatter_add(xg, 2, gidx.to(kCuda), ssrc.to(kCuda)), scatter_add(xc, 2, gidx, ssrc), "scatter_add");
   near(cumsum(xg, 2), cumsum(xc, 2), "cumsum along the last axis");
