@@ -532,9 +532,7 @@ bool Engine::launchCompiled(const trace::Trace& trace, const std::vector<uint8_t
     if (copied || (v.storage->ownedByKiln() && v.storage.use_count() == 2)) donor[output] = input;
   }
   const size_t n = trace.nodes.size();
-  out.values.assign(n, core::View{});
-  out.errors.assign(n, nullptr);
-  out.pending.clear();
+  out.reset(n);
   for (size_t j = 0; j < tNodeOfOutput.size(); ++j) {
     const uint32_t id = tNodeOfOutput[j];
     const trace::Node& node = trace.nodes[id];

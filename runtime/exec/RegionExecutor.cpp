@@ -185,8 +185,7 @@ bool RegionExecutor::launch(const trace::Trace& trace, const std::vector<uint32_
   // Kernels clamp indices: an index out of range must reach the interpreter.
   for (auto [pos, extent] : indexChecks) {
     const uint32_t id = ids[region.inputs[pos]];
-    const trace::Node& node = trace.nodes[id];
-    for (int64_t x : target.readIndices(out.values[id], node.dtype, node.shape))
+    for (int64_t x : interp::readIndicesOnce(trace, id, out))
       if (x < 0 || x >= extent) return false;
   }
   std::vector<void*> args;
@@ -362,9 +361,7 @@ bool RegionExecutor::run(const trace::Trace& trace, const std::vector<uint8_t>& 
   // Mixed run: steps in order, compiled regions launched, the rest interpreted.
   auto start = std::chrono::steady_clock::now();
   const size_t n = trace.nodes.size();
-  out.values.assign(n, core::View{});
-  out.errors.assign(n, nullptr);
-  out.pending.clear();
+  out.reset(n);
   std::vector<uint32_t> order(plan->order.size()), lastUse(n, 0);
   for (size_t i = 0; i < order.size(); ++i) order[i] = ids[plan->order[i]];
   for (size_t p = 0; p < ids.size(); ++p) lastUse[ids[p]] = plan->lastUse[p];

@@ -24,9 +24,10 @@ bool isHalf(DType t) { return t == DType::f16 || t == DType::bf16; }
 /// result rounded back: "stored natively, computed in f32".
 class NodeRunner {
  public:
-  NodeRunner(const trace::Trace& trace, const std::vector<View>& values)
+  NodeRunner(const trace::Trace& trace, NodeResults& results)
       : trace_(trace),
-        values_(values),
+        results_(results),
+        values_(results.values),
         device_(hal::deviceContext(trace.device)),
         ops_(device_.ops()),
         allocator_(device_.allocator()) {}
@@ -235,7 +236,7 @@ class NodeRunner {
     const Arg x = input(ins[0]), index = input(ins[1]);
     if (n.op == core::OpKind::IndexAdd || n.op == core::OpKind::ScatterAdd) {
       // The values on the host, checked: every library plans with them.
-      std::vector<int64_t> values = readIndices(device_, index);
+      std::vector<int64_t> values = readIndicesOnce(trace_, ins[1], results_);
       checkIndexRange(core::opName(n.op).data(), values.data(), static_cast<int64_t>(values.size()), axis,
                       x.shape[axis]);
       View out = alloc(n.dtype, n.shape);
@@ -254,8 +255,8 @@ class NodeRunner {
     // The host cannot read this device's indices: bring them over first, so
     // that a bad one fails this node (as on the CPU), not the device stream.
     if (!device_.hostAccessible())
-      checkIndexRange(core::opName(n.op).data(), readIndices(device_, index).data(), index.shape.numel(), axis,
-                      x.shape[axis]);
+      checkIndexRange(core::opName(n.op).data(), readIndicesOnce(trace_, ins[1], results_).data(),
+                      index.shape.numel(), axis, x.shape[axis]);
     View out = alloc(n.dtype, n.shape);
     if (n.op == core::OpKind::IndexSelect) ops_.indexSelect(x, axis, index, n.shape, out.bytes(n.dtype));
     else ops_.gather(x, axis, index, out.bytes(n.dtype));
@@ -359,6 +360,7 @@ class NodeRunner {
   std::shared_future<void> started_;
 
   const trace::Trace& trace_;
+  NodeResults& results_;
   const std::vector<View>& values_;
   hal::DeviceContext& device_;
   OpLibrary& ops_;
@@ -476,13 +478,43 @@ void awaitAll(NodeResults& results) {
   while (!results.pending.empty()) awaitValue(results, results.pending.front().first);
 }
 
+std::vector<int64_t> readIndicesOnce(const trace::Trace& trace, uint32_t id, NodeResults& results) {
+  hal::DeviceContext& device = hal::deviceContext(trace.device);
+  const Node& node = trace.nodes[id];
+  const View& view = results.values[id];
+  const Arg index = argOf(view, node.dtype, node.shape);
+  if (device.hostAccessible()) return readIndices(device, index);
+  // The value the view shows: views of it share its buffer, and a buffer
+  // another node's value takes over (a donated one) has another root.
+  uint32_t root = id;
+  for (;;) {
+    const core::OpKind op = trace.nodes[root].op;
+    if (op != core::OpKind::Reshape && op != core::OpKind::Permute && op != core::OpKind::Slice &&
+        op != core::OpKind::BroadcastTo)
+      break;
+    root = trace.inputsOf(trace.nodes[root])[0];
+  }
+  // The same elements in the same row-major order: the same view, or dense
+  // views of as many elements from the same place (a reshape).
+  const int rank = node.shape.rank();
+  const bool dense = core::isContiguous(node.shape, view.strides);
+  for (const NodeResults::IndexRead& r : results.indexReads) {
+    if (r.root != root || r.view.storage != view.storage || r.view.offset != view.offset || r.dtype != node.dtype)
+      continue;
+    const bool same = r.shape == node.shape && std::equal(view.strides, view.strides + rank, r.view.strides);
+    if (same || (dense && r.shape.numel() == node.shape.numel() && core::isContiguous(r.shape, r.view.strides)))
+      return r.values;
+  }
+  NodeResults::IndexRead read{root, view, node.dtype, node.shape, readIndices(device, index)};
+  results.indexReads.push_back(std::move(read));
+  return results.indexReads.back().values;
+}
+
 void Interpreter::run(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                       const std::vector<uint32_t>& lastUse, NodeResults& results) const {
   const size_t n = trace.nodes.size();
-  results.values.assign(n, View{});
-  results.errors.assign(n, nullptr);
-  results.pending.clear();
-  NodeRunner runner(trace, results.values);
+  results.reset(n);
+  NodeRunner runner(trace, results);
   for (size_t i = 0; i < n; ++i) {
     if (!needed[i]) continue;
     if (trace.nodes[i].op == core::OpKind::Mul) {
@@ -509,7 +541,7 @@ void Interpreter::run(const trace::Trace& trace, const std::vector<uint8_t>& nee
 
 void Interpreter::runNodes(const trace::Trace& trace, std::span<const uint32_t> nodes, uint32_t first,
                            const std::vector<uint32_t>& lastUse, NodeResults& results) const {
-  NodeRunner runner(trace, results.values);
+  NodeRunner runner(trace, results);
   for (size_t k = 0; k < nodes.size(); ++k) runOne(runner, trace, nodes[k], first + k, lastUse, results);
 }
 

@@ -23,6 +23,14 @@ void awaitValue(NodeResults& results, uint32_t id);
 /// Waits for every pending value (at the end of a run).
 void awaitAll(NodeResults& results);
 
+/// The values of node `id`'s value (an integer tensor) as i64 in row-major
+/// order on the host: readIndices, but a device's values are read once per
+/// run. A later read of the same view of the same node's value (through
+/// views: an embedding's tokens checked for index_select, then made
+/// index_add's table in its gradient) takes them from `results` instead of
+/// waiting for the device again.
+std::vector<int64_t> readIndicesOnce(const trace::Trace& trace, uint32_t id, NodeResults& results);
+
 class Interpreter {
  public:
   /// Runs the needed nodes in order; frees a value right after its last use

@@ -23,6 +23,24 @@ struct NodeResults {
   /// Values still being computed off this thread (collectives, on the
   /// communication thread), by node id: awaitValue before reading one.
   std::vector<std::pair<uint32_t, std::shared_future<void>>> pending;
+  /// Index values this run read back from a device, each the read of a
+  /// view of one node's value (interp::readIndicesOnce).
+  struct IndexRead {
+    uint32_t root = 0;  ///< the node that produced the viewed value
+    core::View view;    ///< holds its buffer: no other value reuses it during the run
+    DType dtype = DType::i64;
+    Shape shape;
+    std::vector<int64_t> values;
+  };
+  std::vector<IndexRead> indexReads;
+
+  /// Starts a run of a trace of `n` nodes.
+  void reset(size_t n) {
+    values.assign(n, core::View{});
+    errors.assign(n, nullptr);
+    pending.clear();
+    indexReads.clear();
+  }
 };
 
 class TraceRunner {

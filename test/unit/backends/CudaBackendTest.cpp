@@ -408,7 +408,9 @@ TEST_F(CudaTest, IndexAddIsOneLaunchWhateverTheIndexLength) {
 /// An embedding's gradient (index_select) and a gather of several indices
 /// per row add g's rows where they were read from (IndexAddRows), as on the
 /// CPU, instead of a product with a one-hot matrix of the whole table: no
-/// matmul is launched, and the gradients equal the CPU's bit for bit.
+/// matmul is launched, and the gradients equal the CPU's bit for bit. Each
+/// index is read back to the host once in the step, for the forward's check
+/// and the gradient's table (NodeResults::indexReads).
 TEST_F(CudaTest, EmbeddingAndGatherGradientsAddRowsInsteadOfOneHotProducts) {
   REQUIRE_FAKE_DRIVER();
   std::vector<int64_t> tokens(24), picks(6 * 3);
@@ -417,20 +419,27 @@ TEST_F(CudaTest, EmbeddingAndGatherGradientsAddRowsInsteadOfOneHotProducts) {
   const Tensor index = from_vector(tokens, {4, 6}), pick = from_vector(picks, {6, 3});
   const Tensor table = randn({40, 8}, 3), rows = randn({6, 9}, 4);
   const Tensor weights = randn({4, 6, 8}, 5), pickWeights = randn({6, 3}, 6);
+  // The inputs go to the device first; then forward and backward are one
+  // trace, as in a training step.
+  size_t readsBefore = 0;
   auto gradients = [&](Device d) {
     Tensor t = table.to(d), r = rows.to(d);
+    const Tensor i = index.to(d), w = weights.to(d), p = pick.to(d), pw = pickWeights.to(d);
+    kiln::sync();
     t.requires_grad();
     r.requires_grad();
-    const Tensor loss = sum(mul(index_select(t, 0, index.to(d)), weights.to(d))) +
-                        sum(mul(gather(r, 1, pick.to(d)), pickWeights.to(d)));
-    return grad(loss, {t, r});
+    const Tensor loss = sum(mul(index_select(t, 0, i), w)) + sum(mul(gather(r, 1, p), pw));
+    std::vector<Tensor> g = grad(loss, {t, r});
+    readsBefore = calls("cuMemcpyDtoHAsync_v2");  // (the calls checked the indices they were given)
+    kiln::sync();                                  // the trace runs
+    return g;
   };
   const std::vector<Tensor> want = gradients(Device::cpu());
-  kiln::sync();
   fakeHook<void()>("kiln_fake_cuda_clear_log")();
   const size_t blasBefore = fakeCublasLtMatmuls();
   const std::vector<Tensor> got = gradients(kCuda);
-  kiln::sync();
+  EXPECT_EQ(calls("cuMemcpyDtoHAsync_v2") - readsBefore, 2u)
+      << "the run reads the tokens and the picks back once each, for the forward's checks and the tables";
   const std::vector<std::string> kernels = launchedKernels();
   EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "kiln_t0_indexaddrows_f32_rn"), 2);
   for (const std::string& k : kernels) EXPECT_EQ(k.find("contract"), std::string::npos) << k;
