@@ -484,8 +484,10 @@ std::vector<int64_t> readIndicesOnce(const trace::Trace& trace, uint32_t id, Nod
   const View& view = results.values[id];
   const Arg index = argOf(view, node.dtype, node.shape);
   if (device.hostAccessible()) return readIndices(device, index);
-  // The value the view shows: views of it share its buffer, and a buffer
-  // another node's value takes over (a donated one) has another root.
+  // The value the view shows. Its buffer's elements do not change during
+  // the run (no op writes into an existing buffer, and compiled kernels
+  // that donate inputs run only on host-accessible devices, which do not
+  // come here); the root keeps reads of different values apart even so.
   uint32_t root = id;
   for (;;) {
     const core::OpKind op = trace.nodes[root].op;
@@ -499,13 +501,20 @@ std::vector<int64_t> readIndicesOnce(const trace::Trace& trace, uint32_t id, Nod
   const int rank = node.shape.rank();
   const bool dense = core::isContiguous(node.shape, view.strides);
   for (const NodeResults::IndexRead& r : results.indexReads) {
-    if (r.root != root || r.view.storage != view.storage || r.view.offset != view.offset || r.dtype != node.dtype)
+    if (r.root != root || r.storage.lock() != view.storage || r.offset != view.offset || r.dtype != node.dtype)
       continue;
-    const bool same = r.shape == node.shape && std::equal(view.strides, view.strides + rank, r.view.strides);
-    if (same || (dense && r.shape.numel() == node.shape.numel() && core::isContiguous(r.shape, r.view.strides)))
+    const bool same = r.shape == node.shape && std::equal(view.strides, view.strides + rank, r.strides);
+    if (same || (dense && r.shape.numel() == node.shape.numel() && core::isContiguous(r.shape, r.strides)))
       return r.values;
   }
-  NodeResults::IndexRead read{root, view, node.dtype, node.shape, readIndices(device, index)};
+  NodeResults::IndexRead read;
+  read.root = root;
+  read.storage = view.storage;
+  read.offset = view.offset;
+  std::copy(view.strides, view.strides + Shape::kMaxRank, read.strides);
+  read.dtype = node.dtype;
+  read.shape = node.shape;
+  read.values = readIndices(device, index);
   results.indexReads.push_back(std::move(read));
   return results.indexReads.back().values;
 }

@@ -27,7 +27,11 @@ struct NodeResults {
   /// view of one node's value (interp::readIndicesOnce).
   struct IndexRead {
     uint32_t root = 0;  ///< the node that produced the viewed value
-    core::View view;    ///< holds its buffer: no other value reuses it during the run
+    /// Its buffer, not kept alive: a later read of it holds it, and a new
+    /// buffer at the same address is another storage.
+    std::weak_ptr<core::Storage> storage;
+    int64_t offset = 0;
+    int64_t strides[Shape::kMaxRank] = {};
     DType dtype = DType::i64;
     Shape shape;
     std::vector<int64_t> values;

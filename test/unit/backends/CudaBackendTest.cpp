@@ -450,6 +450,31 @@ TEST_F(CudaTest, EmbeddingAndGatherGradientsAddRowsInsteadOfOneHotProducts) {
   EXPECT_EQ(rejectedLaunches(), 0u);
 }
 
+/// A run keeps the index values it read apart by view: two rows of one
+/// index buffer (as many elements, another offset) and a transposed copy of
+/// it are three reads, each used where it belongs.
+TEST_F(CudaTest, OneRunsIndexReadsKeepDifferentViewsApart) {
+  REQUIRE_FAKE_DRIVER();
+  const Tensor table = randn({10, 4}, 7);
+  const Tensor idx = from_vector<int64_t>({1, 2, 3, 4, 5, 6, 9, 8, 7, 6, 5, 0}, {2, 6});
+  size_t readsBefore = 0;
+  auto run = [&](Device d) {
+    const Tensor t = table.to(d), i = idx.to(d);
+    kiln::sync();
+    const Tensor first = index_select(t, 0, slice(i, 0, 0, 1)), second = index_select(t, 0, slice(i, 0, 1, 2));
+    const Tensor crossed = index_select(t, 0, reshape(transpose(i), {12}));
+    const Tensor all = concat({reshape(first, {24}), reshape(second, {24}), reshape(crossed, {48})}, 0);
+    readsBefore = calls("cuMemcpyDtoHAsync_v2");
+    kiln::sync();
+    return all;
+  };
+  const Tensor want = run(Device::cpu());
+  const Tensor got = run(kCuda);
+  EXPECT_EQ(calls("cuMemcpyDtoHAsync_v2") - readsBefore, 3u);
+  EXPECT_EQ(got.to(Device::cpu()).to_vector<float>(), want.to_vector<float>());
+  EXPECT_EQ(rejectedLaunches(), 0u);
+}
+
 /// Reductions whose innermost reduced axis is contiguous and holds a warp's
 /// worth (on a GPU: a warp per output, lanes folding in another order than
 /// the CPU, then shuffles) against the CPU.
