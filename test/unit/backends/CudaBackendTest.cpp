@@ -862,6 +862,34 @@ TEST_F(CudaCompiled, RowReductionsRunOnTierZeroUnlessRowKernelsAreAskedFor) {
   }
 }
 
+/// A compiled embedding step on cuda:0 runs as regions around index_add,
+/// which tier 0 runs between them (RegionBoundaries), and reads the tokens
+/// back once a run: the region's index check and index_add's table share the
+/// read (NodeResults::indexReads).
+TEST_F(CudaCompiled, AnEmbeddingStepReadsItsTokensBackOnceARun) {
+  JitScope sync(JitMode::Sync, 1);
+  std::vector<int64_t> tokens(32);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 11) % 50);
+  const Tensor ids = from_vector(tokens, {4, 8}).to(kCuda), w = randn({4, 8, 16}, 2).to(kCuda);
+  Tensor table = randn({50, 16}, 1).to(kCuda);
+  kiln::sync();
+  reset_stats();
+  constexpr int kRuns = 3;
+  for (int r = 0; r < kRuns; ++r) {
+    Tensor t = table;
+    t.requires_grad();
+    const std::vector<Tensor> g = grad(sum(mul(index_select(t, 0, ids), w)), {t});
+    const size_t before = calls("cuMemcpyDtoHAsync_v2");  // (the calls checked the tokens they were given)
+    kiln::sync();                                         // the trace runs
+    EXPECT_EQ(calls("cuMemcpyDtoHAsync_v2") - before, 1u) << "run " << r;
+  }
+  const Stats s = stats();
+  EXPECT_EQ(s.compile_failures + s.region_compile_failures, 0u) << s.str();
+  EXPECT_EQ(s.compiled_runs, 0u) << "index_add keeps the step from compiling whole; " << s.str();
+  EXPECT_GE(s.mixed_runs, static_cast<uint64_t>(kRuns - 1)) << s.str();
+  EXPECT_GT(s.region_launches, 0u) << s.str();
+}
+
 TEST_F(CudaCompiled, CompiledStepsLaunchTheirKernelsAsThePtxDeclaresThem) {
   JitScope sync(JitMode::Sync, 2);
   reset_stats();
