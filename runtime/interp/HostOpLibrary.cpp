@@ -72,10 +72,17 @@ std::vector<int64_t> readIndices(hal::DeviceContext& device, const Arg& index) {
     castKernel(index, DType::i64, reinterpret_cast<char*>(values.data()));
     return values;
   }
-  core::View dense = allocDense(device.allocator(), DType::i64, index.shape);
-  device.ops().cast(index, DType::i64, dense.bytes(DType::i64));
   hal::Stream& stream = device.defaultStream();
-  stream.copy(values.data(), dense.bytes(DType::i64), values.size() * sizeof(int64_t));
+  const std::size_t bytes = values.size() * sizeof(int64_t);
+  core::View dense;  // lives until the copy is done
+  if (index.dtype == DType::i64 && core::isContiguous(index.shape, index.strides)) {
+    // Already what the host wants (tokens uploaded as i64): copied as they are.
+    stream.copy(values.data(), index.data, bytes);
+  } else {
+    dense = allocDense(device.allocator(), DType::i64, index.shape);
+    device.ops().cast(index, DType::i64, dense.bytes(DType::i64));
+    stream.copy(values.data(), dense.bytes(DType::i64), bytes);
+  }
   stream.synchronize();
   return values;
 }
