@@ -322,6 +322,20 @@ std::string takeText(const KernelSpec &s) {
   return t;
 }
 
+/// One of index_add's additions, for IndexAdd and IndexAddRows alike: the
+/// element of source row `row` (%in0 at `sourceBase` + row * %sax) folded
+/// into `acc` (out's element) with "t0.body"(out element, source element),
+/// the result %sum.
+std::string addSourceRowText(const std::string &row, const std::string &sourceBase, const std::string &acc,
+                             const std::string &ty) {
+  std::string t = "      %jalong = arith.muli " + row + ", %sax : i64\n      %joff = arith.addi " + sourceBase +
+                  ", %jalong : i64\n";
+  t += "      %ps = llvm.getelementptr %in0[%joff] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
+  t += "      %vs = llvm.load %ps : !llvm.ptr -> " + ty + "\n";
+  t += "      %sum = \"t0.body\"(" + acc + ", %vs) : (" + ty + ", " + ty + ") -> " + ty + "\n";
+  return t;
+}
+
 /// index_add's ordered additions (Tier0Kernels.h, IndexAdd): each position
 /// of a row of out (grid-stride over n) walks the index in order and folds
 /// source's element into out's with "t0.body"(out element, source element),
@@ -338,12 +352,9 @@ std::string indexAddText(const KernelSpec &s) {
   t += "      %pi = llvm.getelementptr %in1[%j] : (!llvm.ptr, i64) -> !llvm.ptr, i64\n";
   t += "      %iv = llvm.load %pi : !llvm.ptr -> i64\n";
   t += "      %ialong = arith.muli %iv, %oax : i64\n      %ioff = arith.addi " + outBase + ", %ialong : i64\n";
-  t += "      %jalong = arith.muli %j, %sax : i64\n      %joff = arith.addi " + sourceBase + ", %jalong : i64\n";
   t += "      %pd = llvm.getelementptr %out[%ioff] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
   t += "      %vd = llvm.load %pd : !llvm.ptr -> " + ty + "\n";
-  t += "      %ps = llvm.getelementptr %in0[%joff] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
-  t += "      %vs = llvm.load %ps : !llvm.ptr -> " + ty + "\n";
-  t += "      %sum = \"t0.body\"(%vd, %vs) : (" + ty + ", " + ty + ") -> " + ty + "\n";
+  t += addSourceRowText("%j", sourceBase, "%vd", ty);
   t += "      llvm.store %sum, %pd : " + ty + ", !llvm.ptr\n";
   t += "    }\n  }\n  gpu.return\n}\n}\n";
   return t;
@@ -390,10 +401,7 @@ std::string indexAddRowsText(const KernelSpec &s) {
   t += "      %kl = arith.addi %list, %k : i64\n";
   t += "      %pk = llvm.getelementptr %in1[%kl] : (!llvm.ptr, i64) -> !llvm.ptr, i64\n";
   t += "      %j = llvm.load %pk : !llvm.ptr -> i64\n";
-  t += "      %jalong = arith.muli %j, %sax : i64\n      %joff = arith.addi " + sourceBase + ", %jalong : i64\n";
-  t += "      %ps = llvm.getelementptr %in0[%joff] : (!llvm.ptr, i64) -> !llvm.ptr, " + ty + "\n";
-  t += "      %vs = llvm.load %ps : !llvm.ptr -> " + ty + "\n";
-  t += "      %sum = \"t0.body\"(%x, %vs) : (" + ty + ", " + ty + ") -> " + ty + "\n";
+  t += addSourceRowText("%j", sourceBase, "%x", ty);
   if (inRegister) {
     t += "      scf.yield %sum : " + ty + "\n    }\n";
     t += "    llvm.store %acc, %pd : " + ty + ", !llvm.ptr\n";
