@@ -344,17 +344,25 @@ TEST_F(CudaTest, ReductionsIndexingArangeAndRandomMatchTheCpu) {
   }
 }
 
+/// The fake driver's log since it was last cleared: its lines that start
+/// with `prefix`, in order.
+std::vector<std::string> fakeLogLines(const std::string& prefix) {
+  const std::string log = fakeHook<const char*()>("kiln_fake_cuda_log")();
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < log.size();) {
+    const size_t end = std::min(log.find('\n', at), log.size());
+    if (log.compare(at, prefix.size(), prefix) == 0) lines.push_back(log.substr(at, end - at));
+    at = end + 1;
+  }
+  return lines;
+}
+
 /// The tier-0 kernels the fake driver was asked to launch since its log was
 /// last cleared, in order.
 std::vector<std::string> launchedKernels() {
-  const std::string log = fakeHook<const char*()>("kiln_fake_cuda_log")();
-  std::vector<std::string> names;
   const std::string tag = "cuLaunchKernel ";
-  for (size_t at = 0; at < log.size();) {
-    const size_t end = std::min(log.find('\n', at), log.size());
-    if (log.compare(at, tag.size(), tag) == 0) names.push_back(log.substr(at + tag.size(), end - at - tag.size()));
-    at = end + 1;
-  }
+  std::vector<std::string> names = fakeLogLines(tag);
+  for (std::string& n : names) n.erase(0, tag.size());
   return names;
 }
 
@@ -1051,28 +1059,12 @@ constexpr char kTwoKernelsPtx[] = R"(.version 8.0
 { ret; }
 )";
 
-/// The compiled kernels' launches the fake logged since `from` (its log's
-/// length then): "compiled-launch <entry> grid <x> <y> <z> <parameter
-/// values>" lines.
-std::vector<std::string> compiledLaunchLines(size_t from) {
-  const std::string log = fakeHook<const char*()>("kiln_fake_cuda_log")();
-  std::vector<std::string> lines;
-  size_t at = 0;
-  for (size_t n = 0; at < log.size(); ++n) {
-    const size_t end = log.find('\n', at);
-    const std::string line = log.substr(at, end - at);
-    if (n >= from && line.rfind("compiled-launch ", 0) == 0) lines.push_back(line);
-    at = end == std::string::npos ? log.size() : end + 1;
-  }
-  return lines;
-}
-
 /// The compiled launches one launch of `exe` with `args` makes on `ctx`.
 std::vector<std::string> launchLines(hal::DeviceContext& ctx, const exec::Executable& exe, void** args) {
   fakeHook<void()>("kiln_fake_cuda_clear_log")();
   exe.launch(args);
   ctx.synchronize();
-  return compiledLaunchLines(0);
+  return fakeLogLines("compiled-launch ");  // "compiled-launch <entry> grid <x> <y> <z> <parameter values>"
 }
 
 /// `image` loaded twice on `ctx`: launching as a CUDA graph (from its
