@@ -4,6 +4,7 @@
 
 #include "runtime/backends/Hal.h"
 #include "runtime/cache/TraceKeyCodec.h"
+#include "runtime/interp/OpLibrary.h"
 
 namespace kiln::exec {
 
@@ -80,6 +81,65 @@ RegionBoundaries::RegionBoundaries(Device device) {
   libraryMatmuls_ = target && target->runsMatmulsInLibrary();
   libraryRowReductions_ = target && target->runsRowReductionsInLibrary();
   libraryOrderedAdditions_ = target && target->runsOrderedAdditionsInLibrary();
+  if (libraryMatmuls_) {
+    const interp::OpLibrary& ops = hal::deviceContext(device).ops();
+    epilogueBias_ = ops.fusesMatmulEpilogue(DType::f32, false);
+    epilogueRelu_ = epilogueBias_ && ops.fusesMatmulEpilogue(DType::f32, true);
+  }
+}
+
+std::vector<uint8_t> RegionBoundaries::matmulEpilogues(const trace::Trace& trace, const std::vector<uint32_t>& ids,
+                                                       const std::vector<uint32_t>& planId) const {
+  const auto count = static_cast<uint32_t>(ids.size());
+  std::vector<uint8_t> marks(count, 0);
+  if (!epilogueBias_) return marks;
+  // Readers among the needed nodes, and the last of them (plan ids).
+  std::vector<uint32_t> readers(count, 0), reader(count, 0);
+  for (uint32_t p = 0; p < count; ++p)
+    for (uint32_t in : trace.inputsOf(trace.nodes[ids[p]])) {
+      ++readers[planId[in]];
+      reader[planId[in]] = p;
+    }
+  // `q`'s only reader, when q is not live and only leaves lie between them.
+  auto soleReader = [&](uint32_t q) -> int64_t {
+    if (readers[q] != 1 || trace.holders[ids[q]]) return -1;
+    for (uint32_t x = q + 1; x < reader[q]; ++x)
+      if (!isLeaf(trace.nodes[ids[x]].op)) return -1;
+    return reader[q];
+  };
+  for (uint32_t p = 0; p < count; ++p) {
+    const trace::Node& mm = trace.nodes[ids[p]];
+    if (mm.op != OpKind::Matmul || mm.dtype != DType::f32) continue;
+    uint32_t last = p;
+    bool fused = false;
+    if (const int64_t r = soleReader(p); r >= 0) {
+      const trace::Node& add = trace.nodes[ids[r]];
+      const auto ins = trace.inputsOf(add);
+      if (add.op == OpKind::Add && add.shape == mm.shape && planId[ins[0]] != planId[ins[1]]) {
+        const trace::Node& bias = trace.nodes[planId[ins[0]] == p ? ins[1] : ins[0]];
+        const int rank = bias.shape.rank(), outRank = mm.shape.rank();
+        bool vector = bias.dtype == mm.dtype && rank >= 1 && rank <= outRank &&
+                      bias.shape[rank - 1] == mm.shape[outRank - 1];
+        for (int d = 0; vector && d < rank - 1; ++d) vector = bias.shape[d] == 1;
+        if (vector) {
+          marks[r] = kEpilogueOp;
+          last = static_cast<uint32_t>(r);
+          fused = true;
+        }
+      }
+    }
+    if (epilogueRelu_) {
+      if (const int64_t r = soleReader(last); r >= 0 && trace.nodes[ids[r]].op == OpKind::Relu) {
+        marks[r] = kEpilogueOp;
+        last = static_cast<uint32_t>(r);
+        fused = true;
+      }
+    }
+    if (!fused) continue;
+    for (uint32_t x = p + 1; x < last; ++x)
+      if (!marks[x]) marks[x] = kEpilogueLeaf;
+  }
+  return marks;
 }
 
 bool RegionBoundaries::contains(const trace::Trace& trace, const trace::Node& n) const {
@@ -153,18 +213,19 @@ RegionPlan partitionRegions(const trace::Trace& trace, const std::vector<uint32_
     }
     for (uint32_t p = 0; p < count; ++p) sharedConstant[p] = readers[p] == 2 && !exponent[p];
   }
+  const std::vector<uint8_t> epilogue = boundaries.matmulEpilogues(trace, ids, planId);
   plan.regions.emplace_back();
   for (uint32_t p = 0; p < count; ++p) {
     const trace::Node& n = trace.nodes[ids[p]];
     if (n.op == OpKind::Param) continue;
-    if (sharedConstant[p]) {
+    if (sharedConstant[p] || epilogue[p] == RegionBoundaries::kEpilogueLeaf) {
       regionOf[p] = kLoose;
       loose.push_back(p);
       continue;
     }
     const int32_t open = static_cast<int32_t>(plan.regions.size()) - 1;
     auto ins = trace.inputsOf(n);
-    if (boundaries.contains(trace, n)) {
+    if (boundaries.contains(trace, n) || epilogue[p] == RegionBoundaries::kEpilogueOp) {
       // Closes the open region and runs alone, interpreted, after it and
       // the loose nodes before it (it may read either); what follows opens
       // a new region.

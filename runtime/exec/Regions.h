@@ -96,13 +96,30 @@ struct RegionPlan {
 /// output, whose loads do not coalesce); on GPUs, index_add, scatter_add and
 /// cumsum (tier 0 adds each source row once; compiled, each result element
 /// scans the index).
+///
+/// A library matmul's epilogue runs with it (OpLibrary::matmulWithEpilogue,
+/// cuBLASLt's): the add of a bias along the last axis that is the
+/// product's only reader, and the relu that is the only reader of that sum
+/// (or of the product), where the device's library fuses them; so do the
+/// leaves recorded between them (a bias parameter, a constant), which the
+/// interpreter runs first.
 class RegionBoundaries {
  public:
   explicit RegionBoundaries(Device device);
   bool contains(const trace::Trace& trace, const trace::Node& n) const;
 
+  /// Per needed node (plan ids; `ids` = neededNodes, `planId` its inverse
+  /// over trace node ids): kEpilogueOp for a library matmul's epilogue op,
+  /// kEpilogueLeaf for a leaf recorded inside a matmul and its epilogue,
+  /// 0 otherwise.
+  static constexpr uint8_t kEpilogueOp = 1, kEpilogueLeaf = 2;
+  std::vector<uint8_t> matmulEpilogues(const trace::Trace& trace, const std::vector<uint32_t>& ids,
+                                       const std::vector<uint32_t>& planId) const;
+
  private:
   bool libraryMatmuls_ = false;
+  /// The library's matmul epilogues on f32 results: bias, and relu.
+  bool epilogueBias_ = false, epilogueRelu_ = false;
   bool libraryRowReductions_ = false;
   bool libraryOrderedAdditions_ = false;
 };

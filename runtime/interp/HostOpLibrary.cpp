@@ -39,6 +39,11 @@ class HostOpLibrary final : public OpLibrary {
     return matmulBf16RoundedKernel(a, b, outShape, out);
   }
   bool hasMatmulHalf(DType t) const override { return t == DType::bf16 && matmulKernelTakesBf16(); }
+  bool matmulWithEpilogue(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape,
+                          char* out) override {
+    return matmulEpilogueKernel(a, b, e, outShape, out);
+  }
+  bool fusesMatmulEpilogue(DType t, bool) const override { return t == DType::f32; }
   void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) override {
     conv2dKernel(x, w, p, outShape, out);
   }

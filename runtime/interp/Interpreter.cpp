@@ -1,5 +1,6 @@
 #include "runtime/interp/Interpreter.h"
 
+#include <algorithm>
 #include <optional>
 #include <span>
 
@@ -66,6 +67,33 @@ class NodeRunner {
       return std::nullopt;
     return out;
   }
+
+  /// The Matmul node `mm` with the bias add (node `bias`, a vector along
+  /// the last axis; none when -1) and relu that read it, in the library's
+  /// tile store (OpLibrary::matmulWithEpilogue); none where the library
+  /// declines these operands.
+  std::optional<View> matmulWithEpilogue(const Node& mm, int64_t bias, bool relu) {
+    temps_.clear();
+    const auto ins = trace_.inputsOf(mm);
+    const Arg a = input(ins[0]), b = input(ins[1]);
+    MatmulEpilogue e;
+    if (bias >= 0) {
+      const Arg v = input(static_cast<uint32_t>(bias));
+      e.bias = v.data;
+      e.biasStride = v.strides[v.shape.rank() - 1];
+    }
+    e.relu = relu;
+    View out = alloc(mm.dtype, mm.shape);
+    if (!ops_.matmulWithEpilogue(broadcastArg(a, matmulOperandShape(mm.shape, a, true)),
+                                 broadcastArg(b, matmulOperandShape(mm.shape, b, false)), e, mm.shape,
+                                 out.bytes(mm.dtype)))
+      return std::nullopt;
+    return out;
+  }
+
+  /// Does the device's library fuse a matmul epilogue into results of type
+  /// `t` (with a relu when `relu`)?
+  bool fusesMatmulEpilogue(DType t, bool relu) const { return ops_.fusesMatmulEpilogue(t, relu); }
 
  private:
   Arg input(uint32_t id) const {
@@ -424,7 +452,8 @@ inline void runOne(NodeRunner& runner, const trace::Trace& trace, size_t i, size
   }
 }
 
-/// Runs the Mul node `i` and node `j`, the next one run, as one pass when j
+/// Runs the Mul node `i` (at position `at`) and node `j` (at `jAt`), the
+/// next one run, as one pass when j
 /// is an Add or Sub that reads i once and last, no tensor holds i, and both
 /// are of one type (the library says which it fuses) and shape: a * b + c
 /// (an optimiser's update, a scaled residual) then reads three operands and
@@ -432,12 +461,12 @@ inline void runOne(NodeRunner& runner, const trace::Trace& trace, size_t i, size
 /// (the product rounded first); i gets no value, as nothing reads it. False
 /// when the pair does not qualify or the library does not fuse it: then
 /// nothing ran.
-bool runProductThenAdd(NodeRunner& runner, const trace::Trace& trace, size_t i, size_t j,
+bool runProductThenAdd(NodeRunner& runner, const trace::Trace& trace, uint32_t i, size_t at, uint32_t j, size_t jAt,
                        const std::vector<uint32_t>& lastUse, NodeResults& results) {
   const Node& mul = trace.nodes[i];
   const Node& add = trace.nodes[j];
   if (mul.op != core::OpKind::Mul || (add.op != core::OpKind::Add && add.op != core::OpKind::Sub) ||
-      trace.holders[i] || lastUse[i] != j || !results.pending.empty() || mul.dtype != add.dtype ||
+      trace.holders[i] || lastUse[i] != jAt || !results.pending.empty() || mul.dtype != add.dtype ||
       !(mul.shape == add.shape))
     return false;
   const auto ins = trace.inputsOf(add);
@@ -446,16 +475,159 @@ bool runProductThenAdd(NodeRunner& runner, const trace::Trace& trace, size_t i, 
   for (uint32_t in : {trace.inputsOf(mul)[0], trace.inputsOf(mul)[1], other})
     if (results.errors[in] || trace.nodes[in].dtype != mul.dtype) return false;
   try {
-    std::optional<View> out = runner.productThenAdd(add, static_cast<uint32_t>(i));
+    std::optional<View> out = runner.productThenAdd(add, i);
     if (!out) return false;
     results.values[j] = std::move(*out);
   } catch (const std::exception& e) {
     results.errors[j] = std::make_shared<const std::string>(e.what());
   }
   for (uint32_t in : trace.inputsOf(mul))
-    if (lastUse[in] == i && !trace.holders[in]) results.values[in] = View{};
-  if (lastUse[other] == j && !trace.holders[other]) results.values[other] = View{};
+    if (lastUse[in] == at && !trace.holders[in]) results.values[in] = View{};
+  if (lastUse[other] == jAt && !trace.holders[other]) results.values[other] = View{};
   return true;
+}
+
+/// A schedule: nodes run in order, `order[k]` at position `position(k)`
+/// (lastUse's unit).
+struct Schedule {
+  std::span<const uint32_t> order;
+  uint32_t first = 0;  ///< position of order[0]; positions are consecutive
+  /// Ids are positions (Interpreter::run, over every needed node).
+  bool positionsAreIds = false;
+  size_t position(size_t k) const { return positionsAreIds ? order[k] : first + k; }
+};
+
+/// The schedule index of the next node after `k` that computes (not a
+/// leaf); order.size() when none.
+size_t nextComputing(const trace::Trace& trace, const Schedule& s, size_t k) {
+  size_t next = k + 1;
+  while (next < s.order.size() && core::opCategory(trace.nodes[s.order[next]].op) == OpCategory::Leaf) ++next;
+  return next;
+}
+
+/// Whether node `bias` can be a matmul epilogue's bias for a result of
+/// shape `out`: one type, a vector along the last axis ([N], [1, N], ...).
+bool isBiasFor(const Node& bias, const Node& out) {
+  const int r = bias.shape.rank(), ro = out.shape.rank();
+  if (bias.dtype != out.dtype || r < 1 || r > ro || bias.shape[r - 1] != out.shape[ro - 1]) return false;
+  for (int d = 0; d < r - 1; ++d)
+    if (bias.shape[d] != 1) return false;
+  return true;
+}
+
+/// The fused epilogue of a matmul: the schedule indices of its add (bias)
+/// and relu, and the bias node, where each takes part (-1 otherwise).
+struct EpilogueOps {
+  int64_t add = -1, relu = -1, bias = -1;
+};
+
+/// What of the ops after the Matmul at schedule index `k` its library can
+/// apply in the product's tile store: an Add of a bias along the last axis
+/// that reads the product once and last, then (or alone) a Relu that reads
+/// the value before it last, no tensor holding the values in between, all
+/// of the product's type. Leaves between them run first (they read nothing;
+/// a bias parameter is one): `leavesRan` is the schedule index of the last
+/// that ran (k when none). Nothing when the library fuses none of it.
+EpilogueOps planEpilogue(NodeRunner& runner, const trace::Trace& trace, const Schedule& s, size_t k,
+                         const std::vector<uint32_t>& lastUse, NodeResults& results, size_t& leavesRan) {
+  EpilogueOps ops;
+  const uint32_t mmId = s.order[k];
+  const Node& mm = trace.nodes[mmId];
+  const auto mmIns = trace.inputsOf(mm);
+  if (!results.pending.empty() || trace.holders[mmId] || !runner.fusesMatmulEpilogue(mm.dtype, false)) return ops;
+  for (uint32_t in : mmIns)
+    if (results.errors[in] || trace.nodes[in].dtype != mm.dtype) return ops;
+  // The next computing node, which must be the only reader of `value`.
+  auto nextReader = [&](size_t after, uint32_t value) -> int64_t {
+    const size_t next = nextComputing(trace, s, after);
+    if (next >= s.order.size() || trace.holders[value] || lastUse[value] != s.position(next)) return -1;
+    for (size_t q = std::max(after, leavesRan) + 1; q < next; ++q)
+      runOne(runner, trace, s.order[q], s.position(q), lastUse, results);
+    leavesRan = std::max(leavesRan, next - 1);
+    return static_cast<int64_t>(next);
+  };
+  uint32_t last = mmId;
+  if (const int64_t next = nextReader(k, mmId); next >= 0) {
+    const Node& add = trace.nodes[s.order[next]];
+    const auto ins = trace.inputsOf(add);
+    if (add.op == core::OpKind::Add && (ins[0] == mmId) != (ins[1] == mmId) && add.shape == mm.shape) {
+      const uint32_t bias = ins[0] == mmId ? ins[1] : ins[0];
+      if (isBiasFor(trace.nodes[bias], mm) && !results.errors[bias]) {
+        ops.add = next;
+        ops.bias = bias;
+        last = s.order[next];
+      }
+    }
+  }
+  if (runner.fusesMatmulEpilogue(mm.dtype, true)) {
+    const size_t at = ops.add >= 0 ? static_cast<size_t>(ops.add) : k;
+    if (const int64_t next = nextReader(at, last); next >= 0) {
+      const Node& relu = trace.nodes[s.order[next]];
+      if (relu.op == core::OpKind::Relu && relu.dtype == mm.dtype) ops.relu = next;
+    }
+  }
+  return ops;
+}
+
+/// Runs the Matmul at schedule index `k` with its epilogue (planEpilogue)
+/// in one library call. Returns the schedule index of the last op it ran,
+/// or k when it ran none of them (no epilogue, or the library declined);
+/// leaves after k may have run either way (planEpilogue's `leavesRan`).
+size_t runMatmulEpilogue(NodeRunner& runner, const trace::Trace& trace, const Schedule& s, size_t k,
+                         const std::vector<uint32_t>& lastUse, NodeResults& results, size_t& leavesRan) {
+  const EpilogueOps ops = planEpilogue(runner, trace, s, k, lastUse, results, leavesRan);
+  if (ops.add < 0 && ops.relu < 0) return k;
+  const size_t lastAt = static_cast<size_t>(std::max(ops.add, ops.relu));
+  const uint32_t last = s.order[lastAt];
+  const Node& mm = trace.nodes[s.order[k]];
+  try {
+    std::optional<View> out = runner.matmulWithEpilogue(mm, ops.bias, ops.relu >= 0);
+    if (!out) return k;
+    results.values[last] = std::move(*out);
+  } catch (const std::exception& e) {
+    results.errors[last] = std::make_shared<const std::string>(e.what());
+  }
+  for (uint32_t in : trace.inputsOf(mm))
+    if (lastUse[in] == s.position(k) && !trace.holders[in]) results.values[in] = View{};
+  if (ops.bias >= 0) {
+    const auto bias = static_cast<uint32_t>(ops.bias);
+    if (lastUse[bias] == s.position(static_cast<size_t>(ops.add)) && !trace.holders[bias])
+      results.values[bias] = View{};
+  }
+  return lastAt;
+}
+
+/// Runs a schedule: each node through runOne, except a Mul with the Add
+/// after it (runProductThenAdd) and a Matmul with its epilogue
+/// (runMatmulEpilogue), each pair or group in one library call.
+void runSchedule(NodeRunner& runner, const trace::Trace& trace, const Schedule& s,
+                 const std::vector<uint32_t>& lastUse, NodeResults& results) {
+  for (size_t k = 0; k < s.order.size(); ++k) {
+    const uint32_t i = s.order[k];
+    const core::OpKind op = trace.nodes[i].op;
+    if (op == core::OpKind::Matmul) {
+      size_t leavesRan = k;
+      const size_t done = runMatmulEpilogue(runner, trace, s, k, lastUse, results, leavesRan);
+      if (done == k) runOne(runner, trace, i, s.position(k), lastUse, results);
+      k = std::max(done, leavesRan);  // the leaves after it ran too
+      continue;
+    }
+    if (op == core::OpKind::Mul) {
+      const size_t next = nextComputing(trace, s, k);
+      if (next < s.order.size()) {
+        // The leaves between read nothing, so they run first.
+        for (size_t q = k + 1; q < next; ++q) runOne(runner, trace, s.order[q], s.position(q), lastUse, results);
+        if (runProductThenAdd(runner, trace, i, s.position(k), s.order[next], s.position(next), lastUse, results)) {
+          k = next;  // both ran
+          continue;
+        }
+        runOne(runner, trace, i, s.position(k), lastUse, results);
+        k = next - 1;  // the leaves ran; `next` runs next
+        continue;
+      }
+    }
+    runOne(runner, trace, i, s.position(k), lastUse, results);
+  }
 }
 }  // namespace
 
@@ -524,34 +696,18 @@ void Interpreter::run(const trace::Trace& trace, const std::vector<uint8_t>& nee
   const size_t n = trace.nodes.size();
   results.reset(n);
   NodeRunner runner(trace, results);
-  for (size_t i = 0; i < n; ++i) {
-    if (!needed[i]) continue;
-    if (trace.nodes[i].op == core::OpKind::Mul) {
-      // The next node that computes: leaves (parameters, constants) between
-      // read nothing, so they run first.
-      size_t next = i + 1;
-      while (next < n && (!needed[next] || core::opCategory(trace.nodes[next].op) == OpCategory::Leaf)) ++next;
-      if (next < n) {
-        for (size_t k = i + 1; k < next; ++k)
-          if (needed[k]) runOne(runner, trace, k, k, lastUse, results);
-        if (runProductThenAdd(runner, trace, i, next, lastUse, results)) {
-          i = next;  // both ran
-          continue;
-        }
-        runOne(runner, trace, i, i, lastUse, results);
-        i = next - 1;  // the leaves ran; `next` runs next
-        continue;
-      }
-    }
-    runOne(runner, trace, i, i, lastUse, results);
-  }
+  std::vector<uint32_t> order;
+  order.reserve(n);
+  for (size_t i = 0; i < n; ++i)
+    if (needed[i]) order.push_back(static_cast<uint32_t>(i));
+  runSchedule(runner, trace, Schedule{order, 0, /*positionsAreIds=*/true}, lastUse, results);
   awaitAll(results);
 }
 
 void Interpreter::runNodes(const trace::Trace& trace, std::span<const uint32_t> nodes, uint32_t first,
                            const std::vector<uint32_t>& lastUse, NodeResults& results) const {
   NodeRunner runner(trace, results);
-  for (size_t k = 0; k < nodes.size(); ++k) runOne(runner, trace, nodes[k], first + k, lastUse, results);
+  runSchedule(runner, trace, Schedule{nodes, first, false}, lastUse, results);
 }
 
 }  // namespace kiln::interp

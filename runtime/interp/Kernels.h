@@ -83,6 +83,21 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out);
 /// (nothing done) where matmulKernelTakesBf16() is false or the operands are
 /// not both bf16.
 bool matmulBf16RoundedKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out);
+
+/// What a matmul applies to each element of its result before storing it,
+/// in this order, each a rounded operation of the result's dtype: `+
+/// bias[j]` (j the output's last index) when `bias` is set, then `x < 0 ? 0
+/// : x` (the relu op: NaN stays NaN) with `relu`.
+struct MatmulEpilogue {
+  const char* bias = nullptr;  ///< the result's dtype, N elements biasStride apart (device memory)
+  int64_t biasStride = 1;
+  bool relu = false;
+};
+
+/// out = e(a·b) for f32 operands, in the GEMM's tile store (gemm::Epilogue):
+/// the bits of matmulKernel, then the add and relu kernels. False (nothing
+/// done) for other dtypes.
+bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape, char* out);
 /// Whether matmulKernel multiplies bf16 operands natively (on the CPU's bf16
 /// GEMM, gemm/Bf16Gemm.h), so that widening them to f32 first is not needed.
 bool matmulKernelTakesBf16();

@@ -131,6 +131,25 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
   });
 }
 
+bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape, char* out) {
+  if (a.dtype != DType::f32 || b.dtype != DType::f32) return false;
+  const int r = outShape.rank();
+  const int64_t M = outShape[r - 2], N = outShape[r - 1], K = a.shape[a.shape.rank() - 1];
+  gemm::Epilogue epilogue;
+  epilogue.bias = reinterpret_cast<const float*>(e.bias);
+  epilogue.biasStride = e.biasStride;
+  epilogue.relu = e.relu;
+  const auto* ap = reinterpret_cast<const float*>(a.data);
+  const auto* bp = reinterpret_cast<const float*>(b.data);
+  float* op = reinterpret_cast<float*>(out);
+  forEachBatch(a, b, outShape, false, [&](int64_t bi, int64_t aOff, int64_t bOff, bool parallel) {
+    gemm::sgemm(M, N, K, {ap + aOff, a.strides[r - 2], a.strides[r - 1]},
+                {bp + bOff, b.strides[r - 2], b.strides[r - 1]}, op + bi * M * N, N, /*accumulate=*/false, parallel,
+                &epilogue);
+  });
+  return true;
+}
+
 bool matmulBf16RoundedKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) {
   if (a.dtype != DType::bf16 || b.dtype != DType::bf16 || !matmulKernelTakesBf16()) return false;
   const int r = outShape.rank();

@@ -10,6 +10,12 @@
 // with device memory open, as a kernel. A misuse
 // returns the status cuBLASLt would (CUBLAS_STATUS_INVALID_VALUE, or
 // NOT_SUPPORTED for attributes Kiln does not set).
+//
+// Epilogues DEFAULT, BIAS, RELU and RELU_BIAS: the bias (one per row of
+// column-major D, of D's type) added to the rounded product, then the relu.
+// cuBLASLt does not document its relu on NaN; this one maps NaN to 0 as
+// CUDA's fmaxf does, or keeps it with KILN_FAKE_CUBLASLT_RELU=keep-nan, so
+// that tests see Kiln's probe (CublasLtMatmul.h) take either answer.
 #include <cublasLt.h>
 #include <cuda.h>
 #include <dlfcn.h>
@@ -29,11 +35,11 @@ struct cublasLtContext {
 
 namespace {
 
-std::atomic<size_t> gMatmuls{0};
+std::atomic<size_t> gMatmuls{0}, gBiasMatmuls{0}, gReluMatmuls{0};
 
 // Descriptor fields, kept in the opaque structs' words.
 enum LayoutWord { kType, kRows, kCols, kLd, kBatch, kStride };
-enum DescWord { kCompute, kScale, kTransA, kTransB };
+enum DescWord { kCompute, kScale, kTransA, kTransB, kEpilogue, kBias };
 
 double load(cudaDataType_t t, const void* p, int64_t i) {
   switch (t) {
@@ -86,6 +92,9 @@ bool shapeOf(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrix
 
 struct Job {
   cudaDataType_t ab, cd;
+  uint64_t epilogue;
+  const void* bias;
+  bool reluKeepsNaN;
   int64_t m, n, k, batch;
   bool ta, tb;
   int64_t lda, ldb, ldd, sa, sb, sd;
@@ -107,7 +116,19 @@ void run(void* data) {
         }
         const int64_t di = p * j->sd + row + col * j->ldd;
         const double old = j->beta != 0 ? load(j->cd, j->d, di) : 0;
-        store(j->cd, j->d, di, j->alpha * acc + j->beta * old);
+        double v = j->alpha * acc + j->beta * old;
+        if (j->epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+          // Each step rounded to D's type (f32: the bits of separate ops).
+          store(j->cd, j->d, di, v);
+          v = load(j->cd, j->d, di);
+          if (j->bias) {
+            store(j->cd, j->d, di, v + load(j->cd, j->bias, row));
+            v = load(j->cd, j->d, di);
+          }
+          if (j->epilogue == CUBLASLT_EPILOGUE_RELU || j->epilogue == CUBLASLT_EPILOGUE_RELU_BIAS)
+            v = v != v ? (j->reluKeepsNaN ? v : 0.0) : (v < 0 ? 0.0 : v);
+        }
+        store(j->cd, j->d, di, v);
       }
   delete j;
 }
@@ -126,12 +147,31 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComput
   d->data[kCompute] = compute;
   d->data[kScale] = scale;
   d->data[kTransA] = d->data[kTransB] = CUBLAS_OP_N;
+  d->data[kEpilogue] = CUBLASLT_EPILOGUE_DEFAULT;
+  d->data[kBias] = 0;
   *desc = d;
   return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
                                               const void* buf, size_t size) {
+  if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE) {
+    uint32_t e = 0;
+    if (size != sizeof e) return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&e, buf, sizeof e);
+    if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_RELU &&
+        e != CUBLASLT_EPILOGUE_RELU_BIAS)
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+    desc->data[kEpilogue] = e;
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  if (attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER) {
+    const void* p = nullptr;
+    if (size != sizeof p) return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&p, buf, sizeof p);
+    desc->data[kBias] = reinterpret_cast<uintptr_t>(p);
+    return CUBLAS_STATUS_SUCCESS;
+  }
   if (attr != CUBLASLT_MATMUL_DESC_TRANSA && attr != CUBLASLT_MATMUL_DESC_TRANSB) return CUBLAS_STATUS_NOT_SUPPORTED;
   int32_t op = 0;
   if (size != sizeof op) return CUBLAS_STATUS_INVALID_VALUE;
@@ -213,11 +253,18 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t stream) {
   int64_t m, n, k;
   if (!handle || !shapeOf(desc, a, b, c, d, &m, &n, &k) || C != D) return CUBLAS_STATUS_INVALID_VALUE;
+  const uint64_t epilogue = desc->data[kEpilogue];
+  const bool biased = epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+  if (biased && desc->data[kBias] == 0) return CUBLAS_STATUS_INVALID_VALUE;  // no bias pointer set
   static const KilnFakeCudaEnqueue launch = kilnFakeCudaEnqueue();
   if (!launch) return CUBLAS_STATUS_NOT_INITIALIZED;
   auto* j = new Job;
   j->ab = static_cast<cudaDataType_t>(a->data[kType]);
   j->cd = static_cast<cudaDataType_t>(d->data[kType]);
+  j->epilogue = epilogue;
+  j->bias = biased ? reinterpret_cast<const void*>(static_cast<uintptr_t>(desc->data[kBias])) : nullptr;
+  const char* relu = std::getenv("KILN_FAKE_CUBLASLT_RELU");
+  j->reluKeepsNaN = relu && std::strcmp(relu, "keep-nan") == 0;
   j->m = m;
   j->n = n;
   j->k = k;
@@ -241,10 +288,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }
   ++gMatmuls;
+  if (biased) ++gBiasMatmuls;
+  if (epilogue == CUBLASLT_EPILOGUE_RELU || epilogue == CUBLASLT_EPILOGUE_RELU_BIAS) ++gReluMatmuls;
   return CUBLAS_STATUS_SUCCESS;
 }
 
 /// Test hook: matmuls enqueued so far.
 size_t kiln_fake_cublaslt_matmuls() { return gMatmuls.load(); }
+/// Test hooks: matmuls enqueued with a bias, and with a relu, epilogue.
+size_t kiln_fake_cublaslt_bias_matmuls() { return gBiasMatmuls.load(); }
+size_t kiln_fake_cublaslt_relu_matmuls() { return gReluMatmuls.load(); }
 
 }  // extern "C"

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -124,9 +126,9 @@ struct BatchAxis {
 };
 
 /// What a plan depends on: dtype, m, n, k, each operand's leading
-/// dimension and transpose, the strided batch (count and steps) and the
-/// three alignments.
-using PlanKey = std::array<int64_t, 15>;
+/// dimension and transpose, the strided batch (count and steps), the
+/// three alignments and the epilogue (cublasLtEpilogue_t).
+using PlanKey = std::array<int64_t, 16>;
 struct PlanKeyHash {
   size_t operator()(const PlanKey& key) const {
     uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
@@ -161,6 +163,9 @@ struct CublasLtMatmul::State {
     cublasLtMatmulAlgo_t algo{};
   };
   std::unordered_map<PlanKey, Plan, PlanKeyHash> plans;
+  /// Whether cuBLASLt's relu epilogue keeps NaN (probed once).
+  bool reluProbed = false;
+  std::atomic<bool> reluKeepsNaN{false};
 
   State(CudaDeviceHandle& d, CudaStream& s) : device(d), stream(s) {}
 
@@ -204,8 +209,71 @@ CublasLtMatmul::~CublasLtMatmul() {
 
 const std::string& CublasLtMatmul::unavailableReason() const { return state_->why; }
 
-bool CublasLtMatmul::run(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out) {
+bool CublasLtMatmul::run(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out,
+                         const interp::MatmulEpilogue* epilogue) {
+  if (epilogue && epilogue->relu && !fusesEpilogue(a.dtype, true)) return false;
+  return enqueue(a, b, outShape, out, epilogue);
+}
+
+bool CublasLtMatmul::fusesEpilogue(DType t, bool relu) {
+  if (t != DType::f32) return false;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (!state_->ready()) return false;
+    if (!relu) return true;
+    if (state_->reluProbed) return state_->reluKeepsNaN;
+    state_->reluProbed = true;  // one probe; a relu asked for meanwhile is not fused
+  }
+  state_->reluKeepsNaN = probeReluKeepsNaN();
+  return state_->reluKeepsNaN;
+}
+
+bool CublasLtMatmul::probeReluKeepsNaN() {
+  constexpr int64_t kSide = 16;
+  constexpr size_t kBytes = kSide * kSide * sizeof(float);
+  CudaDeviceHandle& device = state_->device;
+  device.makeCurrent();
+  CUdeviceptr buffers = 0;
+  device.check(device.api->memAlloc(&buffers, 3 * kBytes), "cuMemAlloc (cuBLASLt relu probe)");
+  char* base = reinterpret_cast<char*>(static_cast<uintptr_t>(buffers));
+  std::vector<float> result(kSide * kSide, 0.0f);
+  bool ran = false;
+  try {
+    state_->stream.fill(base, 0x3f, kBytes);           // a: 0.747 everywhere
+    state_->stream.fill(base + kBytes, 0xff, kBytes);  // b: NaN everywhere
+    auto dense = [&](char* data) {
+      interp::Arg arg;
+      arg.data = data;
+      arg.dtype = DType::f32;
+      arg.shape = Shape{kSide, kSide};
+      arg.strides[0] = kSide;
+      arg.strides[1] = 1;
+      return arg;
+    };
+    interp::MatmulEpilogue relu;
+    relu.relu = true;
+    ran = enqueue(dense(base), dense(base + kBytes), Shape{kSide, kSide}, base + 2 * kBytes, &relu);
+    if (ran) state_->stream.copy(result.data(), base + 2 * kBytes, kBytes);
+    state_->stream.synchronize();
+  } catch (...) {
+    ran = false;
+  }
+  device.api->memFree(buffers);
+  return ran && std::all_of(result.begin(), result.end(), [](float x) { return std::isnan(x); });
+}
+
+bool CublasLtMatmul::enqueue(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out,
+                             const interp::MatmulEpilogue* epilogue) {
   if (a.dtype != b.dtype) return false;
+  // cuBLASLt's bias is a dense vector (and its relu probed before use).
+  cublasLtEpilogue_t epilogueKind = CUBLASLT_EPILOGUE_DEFAULT;
+  if (epilogue) {
+    if (a.dtype != DType::f32 || (epilogue->bias && epilogue->biasStride != 1 && outShape[outShape.rank() - 1] > 1) ||
+        (epilogue->bias && reinterpret_cast<uintptr_t>(epilogue->bias) % 16 != 0))
+      return false;
+    epilogueKind = epilogue->bias ? (epilogue->relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                                  : (epilogue->relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+  }
   cudaDataType_t data;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // no TF32: f32 results as exact as the CPU's
   cudaDataType_t scale = CUDA_R_32F;
@@ -284,7 +352,8 @@ bool CublasLtMatmul::run(const interp::Arg& a, const interp::Arg& b, const Shape
     return text.str();
   };
   const PlanKey key = {static_cast<int64_t>(a.dtype), m, n, k, first->ld, first->transpose, second->ld,
-                       second->transpose, inner.size, inner.a, inner.b, inner.out, alignA, alignB, alignD};
+                       second->transpose, inner.size, inner.a, inner.b, inner.out, alignA, alignB, alignD,
+                       static_cast<int64_t>(epilogueKind)};
   auto it = s.plans.find(key);
   if (it == s.plans.end()) {
     State::Plan p;
@@ -294,6 +363,9 @@ bool CublasLtMatmul::run(const interp::Arg& a, const interp::Arg& b, const Shape
                             opB = second->transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
     s.check(api.descSet(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA), "set TRANSA", shapes);
     s.check(api.descSet(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB), "set TRANSB", shapes);
+    if (epilogueKind != CUBLASLT_EPILOGUE_DEFAULT)
+      s.check(api.descSet(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogueKind, sizeof epilogueKind),
+              "set EPILOGUE", shapes);
     auto layout = [&](cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t ld, int64_t batchStride) {
       s.check(api.layoutCreate(l, data, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
               "cublasLtMatrixLayoutCreate", shapes);
@@ -328,6 +400,12 @@ bool CublasLtMatmul::run(const interp::Arg& a, const interp::Arg& b, const Shape
   }
   const State::Plan& p = it->second;
   if (!p.ok) return false;
+  if (epilogue && epilogue->bias) {
+    // Read when the call is made: the plan's descriptor serves every bias.
+    const void* bias = epilogue->bias;
+    s.check(s.api->descSet(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "set BIAS_POINTER",
+            shapes);
+  }
 
   const float alpha32 = 1, beta32 = 0;
   const double alpha64 = 1, beta64 = 0;

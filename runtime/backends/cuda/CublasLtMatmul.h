@@ -13,7 +13,13 @@
 // (broadcast batches have stride 0), else each outer index is its own call.
 // Float types only (f32 without TF32, as on the CPU; f16 and bf16 accumulate
 // in f32; f64); plans (descriptors and the heuristic's algorithm) are cached
-// per shape, layout and alignment.
+// per shape, layout, alignment and epilogue.
+//
+// Epilogues (f32): cuBLASLt's BIAS, RELU and RELU_BIAS apply a bias along
+// the row-major result's last axis and a relu in the GEMM's tile store.
+// cuBLASLt does not say what its relu makes of NaN, which Kiln's relu keeps
+// (NaN stays NaN); the first relu asked for runs one small product on NaNs
+// and reads it back, and relus are fused only where NaN came out.
 #pragma once
 
 #include <cstdint>
@@ -40,13 +46,25 @@ class CublasLtMatmul {
   /// cuBLASLt is unavailable or cannot take these operands (dtype, strides),
   /// so the caller runs its own kernel; throws kiln::Error when cuBLASLt
   /// fails a call it accepted.
-  bool run(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out);
+  /// With `epilogue` (f32 only; its bias dense), out = epilogue(a·b).
+  bool run(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out,
+           const interp::MatmulEpilogue* epilogue = nullptr);
+
+  /// Can run() apply a bias (and a relu, with `relu`) to results of type
+  /// `t`? Loads cuBLASLt, and for a relu probes it once (above).
+  bool fusesEpilogue(DType t, bool relu);
 
   /// Why cuBLASLt is not used on this device ("" when it is or has not been
   /// tried yet).
   const std::string& unavailableReason() const;
 
  private:
+  /// run() without the relu probe's gate (the probe's own product).
+  bool enqueue(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out,
+               const interp::MatmulEpilogue* epilogue);
+  /// Runs relu(a·b) on 16x16 NaNs and reads it back: NaN kept?
+  bool probeReluKeepsNaN();
+
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -74,6 +74,13 @@ bool CudaOpLibrary::matmulHalf(const interp::Arg& a, const interp::Arg& b, const
   return (a.dtype == DType::f16 || a.dtype == DType::bf16) && blas_->run(a, b, outShape, out);
 }
 
+bool CudaOpLibrary::matmulWithEpilogue(const interp::Arg& a, const interp::Arg& b, const interp::MatmulEpilogue& e,
+                                       const Shape& outShape, char* out) {
+  return a.dtype == DType::f32 && blas_->run(a, b, outShape, out, &e);
+}
+
+bool CudaOpLibrary::fusesMatmulEpilogue(DType t, bool relu) const { return blas_->fusesEpilogue(t, relu); }
+
 CUfunction CudaOpLibrary::function(const std::string& entry) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = functions_.find(entry); it != functions_.end()) return it->second;

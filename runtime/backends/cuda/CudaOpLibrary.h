@@ -3,7 +3,8 @@
 // loads the embedded PTX module of a kernel (KernelImages.h) into the
 // device's context on its first launch and launches it on the device's
 // default stream. Matmuls go to cuBLASLt where it takes them
-// (CublasLtMatmul.h), else to the tier-0 kernel.
+// (CublasLtMatmul.h), else to the tier-0 kernel; so do the bias adds and
+// relus that the interpreter fuses into them (its epilogues).
 #pragma once
 
 #include <cuda.h>
@@ -33,6 +34,11 @@ class CudaOpLibrary final : public Tier0OpLibrary {
   void matmul(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out) override;
   bool matmulHalf(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out) override;
   bool hasMatmulHalf(DType) const override { return true; }  // cuBLASLt's, where it loads
+  /// cuBLASLt's epilogues (CublasLtMatmul.h): f32, a dense bias, relu
+  /// where cuBLASLt's keeps NaN.
+  bool matmulWithEpilogue(const interp::Arg& a, const interp::Arg& b, const interp::MatmulEpilogue& e,
+                          const Shape& outShape, char* out) override;
+  bool fusesMatmulEpilogue(DType t, bool relu) const override;
 
  protected:
   void dispatch(const std::string& entry, const std::vector<uint64_t>& params, int64_t workItems) override;

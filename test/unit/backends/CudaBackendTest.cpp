@@ -72,6 +72,25 @@ size_t fakeCublasLtMatmuls() {
   void* hook = fakeCublasLtHook();
   return hook ? reinterpret_cast<size_t (*)()>(hook)() : 0;
 }
+/// Does Kiln use the fake cuBLASLt here (it loads it at the first matmul)?
+bool cublasLtConfigured() {
+  const char* off = std::getenv("KILN_CUBLASLT");
+  return std::getenv("KILN_CUBLASLT_LIBRARY") && !(off && std::string(off) == "0");
+}
+/// Matmuls the fake cuBLASLt ran with a bias epilogue, and with a relu one.
+size_t fakeCublasLtCounter(const char* name) {
+  const char* path = std::getenv("KILN_CUBLASLT_LIBRARY");
+  void* handle = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  void* hook = handle ? dlsym(handle, name) : nullptr;
+  return hook ? reinterpret_cast<size_t (*)()>(hook)() : 0;
+}
+size_t fakeBiasMatmuls() { return fakeCublasLtCounter("kiln_fake_cublaslt_bias_matmuls"); }
+size_t fakeReluMatmuls() { return fakeCublasLtCounter("kiln_fake_cublaslt_relu_matmuls"); }
+/// Does the fake cuBLASLt's relu keep NaN (kiln_cuda_tests_relu_epilogue)?
+bool fakeReluKeepsNaN() {
+  const char* relu = std::getenv("KILN_FAKE_CUBLASLT_RELU");
+  return relu && std::string(relu) == "keep-nan";
+}
 
 /// Holds the device's default stream until open(): work enqueued meanwhile
 /// has demonstrably not run.
@@ -410,6 +429,74 @@ TEST_F(CudaTest, IndexAddIsOneLaunchWhateverTheIndexLength) {
   kiln::sync();
   EXPECT_EQ(launchedKernels().back(), "kiln_t0_indexadd_f32_rn");
   EXPECT_EQ(summed.to(Device::cpu()).to_vector<float>(), cumsum(x, 0).to_vector<float>());
+  EXPECT_EQ(rejectedLaunches(), 0u);
+}
+
+/// A linear layer's bias add and relu run in cuBLASLt's epilogue, in the
+/// matmul's call (OpLibrary::matmulWithEpilogue): no add kernel, and no
+/// relu kernel where cuBLASLt's relu keeps NaN, as Kiln's does. Kiln probes
+/// that once: the fake maps NaN to 0 unless KILN_FAKE_CUBLASLT_RELU=keep-nan
+/// (kiln_cuda_tests_relu_epilogue runs this test so). Either way the
+/// results are the bits of the separate ops, NaN included, which a product
+/// that stays live (so unfused) shows; batched products and a [1, N] bias
+/// too. A bias with a stride cuBLASLt does not take runs unfused.
+TEST_F(CudaTest, MatmulEpiloguesRunInTheCublasLtCall) {
+  REQUIRE_FAKE_DRIVER();
+  if (!cublasLtConfigured()) GTEST_SKIP() << "cuBLASLt is off (kiln_cuda_tests_no_cublaslt)";
+  std::vector<float> xs = ramp(2 * 8 * 32, -2.0f, 0.01f);
+  xs[5 * 32 + 3] = std::nanf("");  // row 5's products are NaN
+  const Tensor x = from_vector(xs, {2, 8, 32}).to(kCuda), w = randn({32, 24}, 1).to(kCuda);
+  const Tensor b = randn({24}, 2).to(kCuda), rowBias = randn({1, 24}, 3).to(kCuda);
+  const Tensor wide = randn({48}, 4).to(kCuda);
+  kiln::sync();
+  auto bits = [](const Tensor& t) { return t.to(Device::cpu()).to_vector<float>(); };
+  auto sameBits = [&](const Tensor& got, const Tensor& want, const char* what) {
+    const std::vector<float> g = bits(got), e = bits(want);
+    ASSERT_EQ(g.size(), e.size()) << what;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (std::isnan(e[i])) EXPECT_TRUE(std::isnan(g[i])) << what << " at " << i;
+      else EXPECT_EQ(g[i], e[i]) << what << " at " << i;
+    }
+  };
+  // Unfused: the product (and the sum) stay live, so each op runs alone.
+  Tensor product = matmul(x, w);
+  Tensor sum = product + b;
+  const Tensor separate = relu(sum), separateRow = relu(product + rowBias);
+  kiln::sync();
+  const Tensor probe = relu(matmul(x, w) + b);  // the relu probe, if this is the process's first relu epilogue
+  kiln::sync();
+
+  fakeHook<void()>("kiln_fake_cuda_clear_log")();
+  const size_t matmuls = fakeCublasLtMatmuls(), biased = fakeBiasMatmuls(), relus = fakeReluMatmuls();
+  const Tensor fused = relu(matmul(x, w) + b);
+  const Tensor fusedRow = relu(matmul(x, w) + rowBias);
+  const Tensor biasOnly = matmul(x, w) + b;
+  kiln::sync();
+  EXPECT_EQ(fakeCublasLtMatmuls() - matmuls, 3u);
+  EXPECT_EQ(fakeBiasMatmuls() - biased, 3u);
+  const std::vector<std::string> kernels = launchedKernels();
+  for (const std::string& k : kernels) EXPECT_EQ(k.find("add"), std::string::npos) << k;
+  const auto reluKernels = std::count_if(kernels.begin(), kernels.end(),
+                                         [](const std::string& k) { return k.find("relu") != std::string::npos; });
+  if (fakeReluKeepsNaN()) {
+    EXPECT_EQ(fakeReluMatmuls() - relus, 2u);
+    EXPECT_EQ(reluKernels, 0);
+  } else {
+    EXPECT_EQ(fakeReluMatmuls() - relus, 0u);
+    EXPECT_EQ(reluKernels, 2);
+  }
+  sameBits(fused, separate, "relu(x @ w + b)");
+  sameBits(fusedRow, separateRow, "relu(x @ w + b[1, N])");
+  sameBits(biasOnly, sum, "x @ w + b");
+  EXPECT_TRUE(std::isnan(bits(fused)[5 * 24])) << "relu(NaN) stays NaN";
+
+  // Every other element of a wider vector: not a bias cuBLASLt takes.
+  const Tensor strided = slice(wide, 0, 0, 48, 2);
+  const size_t before = fakeBiasMatmuls(), matmulsBefore = fakeCublasLtMatmuls();
+  const Tensor stridedSum = matmul(x, w) + strided;
+  sameBits(stridedSum, product + strided, "x @ w + a strided bias");
+  EXPECT_EQ(fakeBiasMatmuls(), before);
+  EXPECT_EQ(fakeCublasLtMatmuls() - matmulsBefore, 1u) << "one plain matmul, then the add";
   EXPECT_EQ(rejectedLaunches(), 0u);
 }
 
@@ -896,6 +983,48 @@ TEST_F(CudaCompiled, AnEmbeddingStepReadsItsTokensBackOnceARun) {
   EXPECT_EQ(s.compiled_runs, 0u) << "index_add keeps the step from compiling whole; " << s.str();
   EXPECT_GE(s.mixed_runs, static_cast<uint64_t>(kRuns - 1)) << s.str();
   EXPECT_GT(s.region_launches, 0u) << s.str();
+}
+
+/// A compiled step's linear layers: each matmul runs between compiled
+/// regions with its bias add in cuBLASLt's epilogue, and its relu too where
+/// cuBLASLt's relu keeps NaN (KILN_FAKE_CUBLASLT_RELU=keep-nan,
+/// kiln_cuda_tests_relu_epilogue); the rest compiles. The fake computes
+/// cuBLASLt's calls (not compiled kernels), so their results are checked
+/// against the CPU's.
+TEST_F(CudaCompiled, LinearLayersRunTheirBiasAndReluInTheMatmulEpilogue) {
+  if (!cublasLtConfigured()) GTEST_SKIP() << "cuBLASLt is off";
+  JitScope sync(JitMode::Sync, 1);
+  const Tensor x = randn({16, 32}, 1), w = randn({32, 24}, 2), b = randn({24}, 3);
+  const Tensor w2 = randn({32, 8}, 4), b2 = randn({8}, 5);
+  const Tensor xg = x.to(kCuda), wg = w.to(kCuda), bg = b.to(kCuda), w2g = w2.to(kCuda), b2g = b2.to(kCuda);
+  kiln::sync();
+  auto near = [](const Tensor& got, const Tensor& want, const std::string& what) {
+    const std::vector<float> g = got.to(Device::cpu()).to_vector<float>(), e = want.to_vector<float>();
+    ASSERT_EQ(g.size(), e.size()) << what;
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], e[i], 1e-4 * (1 + std::abs(e[i]))) << what << " at " << i;
+  };
+  reset_stats();
+  constexpr int kRuns = 3;
+  for (int r = 0; r < kRuns; ++r) {
+    const size_t biased = fakeBiasMatmuls(), relus = fakeReluMatmuls();
+    fakeHook<void()>("kiln_fake_cuda_clear_log")();
+    const Tensor z = matmul(xg, wg) + bg;            // held: its add is the epilogue, not the relu below
+    const Tensor h = relu(matmul(xg, w2g) + b2g);    // bias and relu in the epilogue where the probe allows
+    const Tensor y = tanh(relu(z)) * 0.5f + sum(h);  // compiled
+    kiln::sync();
+    const std::string run = "run " + std::to_string(r);
+    EXPECT_EQ(fakeBiasMatmuls() - biased, 2u) << run;
+    EXPECT_EQ(fakeReluMatmuls() - relus, fakeReluKeepsNaN() ? 1u : 0u) << run;
+    for (const std::string& k : launchedKernels()) EXPECT_EQ(k.find("add"), std::string::npos) << run << ": " << k;
+    near(z, matmul(x, w) + b, "x @ w + b, " + run);
+    if (fakeReluKeepsNaN()) near(h, relu(matmul(x, w2) + b2), "relu(x @ w2 + b2), " + run);
+  }
+  hal::deviceContext(kCuda).synchronize();
+  const Stats s = stats();
+  EXPECT_EQ(s.compile_failures + s.region_compile_failures, 0u) << s.str();
+  EXPECT_GE(s.mixed_runs, static_cast<uint64_t>(kRuns - 1)) << s.str();
+  EXPECT_GT(s.region_launches, 0u) << s.str();
+  EXPECT_EQ(rejectedLaunches(), 0u);
 }
 
 TEST_F(CudaCompiled, CompiledStepsLaunchTheirKernelsAsThePtxDeclaresThem) {

@@ -1,6 +1,8 @@
 // matmul: 2-D, batched with broadcast batch dims, 1-D operands, size-0
 // extents, non-contiguous operands, every numeric dtype.
 #include <array>
+#include <bit>
+#include <cmath>
 
 #include "test/unit/ops/op_test_util.h"
 
@@ -145,6 +147,57 @@ TEST(OpsMatmul, ConcurrentThreads) {
   runOnThreads(4, [&](int) {
     for (int k = 0; k < 5; ++k) EXPECT_TRUE(near(kiln::matmul(shared, shared), ref, tolFor(DType::f32), &abs));
   });
+}
+
+/// A bias add along the last axis and a relu after a matmul run in the
+/// GEMM's tile store when nothing else reads the product (the interpreter's
+/// matmul epilogue, OpLibrary::matmulWithEpilogue): the same bits as the
+/// separate ops, which a product kept alive (so not fused) gives; NaN stays
+/// NaN through the relu. Batched products, [N], [1, N] and strided biases,
+/// a relu alone, size-0 and empty-depth products.
+TEST(OpsMatmul, BiasAndReluAfterAMatmulGiveTheBitsOfTheSeparateOps) {
+  struct Case {
+    kiln::Shape x, w;
+    std::string how;
+  };
+  const std::vector<Case> cases = {{{37, 19}, {19, 23}, "2-D"},
+                                   {{3, 5, 19}, {19, 40}, "batched x, shared w"},
+                                   {{2, 3, 16, 8}, {2, 3, 8, 33}, "rank-4 batch"},
+                                   {{0, 7}, {7, 5}, "no rows"},
+                                   {{6, 0}, {0, 5}, "empty depth"}};
+  auto bits = [](const Tensor& t) { return t.to_vector<float>(); };
+  auto same = [&](const Tensor& got, const Tensor& want, const std::string& what) {
+    const std::vector<float> g = bits(got), e = bits(want);
+    ASSERT_EQ(g.size(), e.size()) << what;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (std::isnan(e[i])) EXPECT_TRUE(std::isnan(g[i])) << what << " at " << i;
+      else EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(e[i])) << what << " at " << i;
+    }
+  };
+  uint64_t seed = 11;
+  for (const Case& c : cases) {
+    Tensor x = kiln::randn(c.x, seed++), w = kiln::randn(c.w, seed++);
+    if (c.x.numel() > 40) {  // a NaN in one row of x
+      std::vector<float> xs = x.to_vector<float>();
+      xs[2 * c.x[c.x.rank() - 1] + 1] = std::nanf("");
+      x = kiln::from_vector(xs, c.x);
+    }
+    const int64_t n = c.w[c.w.rank() - 1];
+    const Tensor bias = kiln::randn({n}, seed++), rowBias = kiln::randn({1, n}, seed++);
+    const Tensor strided = kiln::slice(kiln::randn({2 * n}, seed++), 0, 0, 2 * n, 2);
+    const Tensor product = kiln::matmul(x, w);  // held: each op below reads it unfused
+    for (const auto& [b, name] : std::vector<std::pair<Tensor, std::string>>{
+             {bias, "[N] bias"}, {rowBias, "[1, N] bias"}, {strided, "strided bias"}}) {
+      const std::string what = c.how + ", " + name;
+      // (Statements of their own: a temporary alive at the flush holds its value.)
+      const Tensor fused = kiln::relu(kiln::matmul(x, w) + b);
+      const Tensor biasFirst = b + kiln::matmul(x, w);
+      same(fused, kiln::relu(product + b), "relu(x @ w + b), " + what);
+      same(biasFirst, product + b, "b + x @ w, " + what);
+    }
+    const Tensor reluOnly = kiln::relu(kiln::matmul(x, w));
+    same(reluOnly, kiln::relu(product), "relu(x @ w), " + c.how);
+  }
 }
 
 TEST(OpsMatmul, BadInputThrowsAndKeepsEarlierTensors) {
