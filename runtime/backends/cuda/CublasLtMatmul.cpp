@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "runtime/support/Log.h"
 #include "runtime/support/DynamicSymbols.h"
 #include "runtime/backends/cuda/CudaStream.h"
 
@@ -225,6 +226,9 @@ bool CublasLtMatmul::fusesEpilogue(DType t, bool relu) {
     state_->reluProbed = true;  // one probe; a relu asked for meanwhile is not fused
   }
   state_->reluKeepsNaN = probeReluKeepsNaN();
+  exec::log().info("{}: cuBLASLt's relu epilogue {}", state_->device.device.str(),
+                   state_->reluKeepsNaN ? "keeps NaN: relus after matmuls run in the matmul's call"
+                                        : "does not keep NaN: relus after matmuls run as kernels of their own");
   return state_->reluKeepsNaN;
 }
 
