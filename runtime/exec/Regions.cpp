@@ -4,7 +4,6 @@
 
 #include "runtime/backends/Hal.h"
 #include "runtime/cache/TraceKeyCodec.h"
-#include "runtime/interp/OpLibrary.h"
 
 namespace kiln::exec {
 
@@ -81,18 +80,13 @@ RegionBoundaries::RegionBoundaries(Device device) {
   libraryMatmuls_ = target && target->runsMatmulsInLibrary();
   libraryRowReductions_ = target && target->runsRowReductionsInLibrary();
   libraryOrderedAdditions_ = target && target->runsOrderedAdditionsInLibrary();
-  if (libraryMatmuls_) {
-    const interp::OpLibrary& ops = hal::deviceContext(device).ops();
-    epilogueBias_ = ops.fusesMatmulEpilogue(DType::f32, false);
-    epilogueRelu_ = epilogueBias_ && ops.fusesMatmulEpilogue(DType::f32, true);
-  }
 }
 
 std::vector<uint8_t> RegionBoundaries::matmulEpilogues(const trace::Trace& trace, const std::vector<uint32_t>& ids,
                                                        const std::vector<uint32_t>& planId) const {
   const auto count = static_cast<uint32_t>(ids.size());
   std::vector<uint8_t> marks(count, 0);
-  if (!epilogueBias_) return marks;
+  if (!libraryMatmuls_) return marks;
   // Readers among the needed nodes, and the last of them (plan ids).
   std::vector<uint32_t> readers(count, 0), reader(count, 0);
   for (uint32_t p = 0; p < count; ++p)
@@ -111,7 +105,6 @@ std::vector<uint8_t> RegionBoundaries::matmulEpilogues(const trace::Trace& trace
     const trace::Node& mm = trace.nodes[ids[p]];
     if (mm.op != OpKind::Matmul || mm.dtype != DType::f32) continue;
     uint32_t last = p;
-    bool fused = false;
     if (const int64_t r = soleReader(p); r >= 0) {
       const trace::Node& add = trace.nodes[ids[r]];
       const auto ins = trace.inputsOf(add);
@@ -124,18 +117,9 @@ std::vector<uint8_t> RegionBoundaries::matmulEpilogues(const trace::Trace& trace
         if (vector) {
           marks[r] = kEpilogueOp;
           last = static_cast<uint32_t>(r);
-          fused = true;
         }
       }
     }
-    if (epilogueRelu_) {
-      if (const int64_t r = soleReader(last); r >= 0 && trace.nodes[ids[r]].op == OpKind::Relu) {
-        marks[r] = kEpilogueOp;
-        last = static_cast<uint32_t>(r);
-        fused = true;
-      }
-    }
-    if (!fused) continue;
     for (uint32_t x = p + 1; x < last; ++x)
       if (!marks[x]) marks[x] = kEpilogueLeaf;
   }

@@ -97,29 +97,29 @@ struct RegionPlan {
 /// cumsum (tier 0 adds each source row once; compiled, each result element
 /// scans the index).
 ///
-/// A library matmul's epilogue runs with it (OpLibrary::matmulWithEpilogue,
-/// cuBLASLt's): the add of a bias along the last axis that is the
-/// product's only reader, and the relu that is the only reader of that sum
-/// (or of the product), where the device's library fuses them; so do the
-/// leaves recorded between them (a bias parameter, a constant), which the
-/// interpreter runs first.
+/// An f32 library matmul's bias add runs with it, in its call where the
+/// library can (OpLibrary::matmulWithEpilogue: cuBLASLt's bias epilogue),
+/// else right after it: the add of a vector along the last axis that is
+/// the product's only reader; so do the leaves recorded between them (a bias
+/// parameter, a constant), which the interpreter runs first. A relu after it
+/// joins the next region: whether cuBLASLt's relu may take it depends on
+/// a probe of the device's library (CublasLtMatmul.h), and a plan (so the
+/// regions' cache keys) must not, or kernels compiled where the answer
+/// differs would not replay.
 class RegionBoundaries {
  public:
   explicit RegionBoundaries(Device device);
   bool contains(const trace::Trace& trace, const trace::Node& n) const;
 
   /// Per needed node (plan ids; `ids` = neededNodes, `planId` its inverse
-  /// over trace node ids): kEpilogueOp for a library matmul's epilogue op,
-  /// kEpilogueLeaf for a leaf recorded inside a matmul and its epilogue,
-  /// 0 otherwise.
+  /// over trace node ids): kEpilogueOp for a library matmul's bias add,
+  /// kEpilogueLeaf for a leaf recorded between the two, 0 otherwise.
   static constexpr uint8_t kEpilogueOp = 1, kEpilogueLeaf = 2;
   std::vector<uint8_t> matmulEpilogues(const trace::Trace& trace, const std::vector<uint32_t>& ids,
                                        const std::vector<uint32_t>& planId) const;
 
  private:
   bool libraryMatmuls_ = false;
-  /// The library's matmul epilogues on f32 results: bias, and relu.
-  bool epilogueBias_ = false, epilogueRelu_ = false;
   bool libraryRowReductions_ = false;
   bool libraryOrderedAdditions_ = false;
 };

@@ -559,12 +559,13 @@ EpilogueOps planEpilogue(NodeRunner& runner, const trace::Trace& trace, const Sc
       }
     }
   }
-  if (runner.fusesMatmulEpilogue(mm.dtype, true)) {
-    const size_t at = ops.add >= 0 ? static_cast<size_t>(ops.add) : k;
-    if (const int64_t next = nextReader(at, last); next >= 0) {
-      const Node& relu = trace.nodes[s.order[next]];
-      if (relu.op == core::OpKind::Relu && relu.dtype == mm.dtype) ops.relu = next;
-    }
+  // (The library is asked about relus only when one follows: cuBLASLt's
+  // answer costs a probe.)
+  const size_t at = ops.add >= 0 ? static_cast<size_t>(ops.add) : k;
+  if (const int64_t next = nextReader(at, last); next >= 0) {
+    const Node& relu = trace.nodes[s.order[next]];
+    if (relu.op == core::OpKind::Relu && relu.dtype == mm.dtype && runner.fusesMatmulEpilogue(mm.dtype, true))
+      ops.relu = next;
   }
   return ops;
 }
