@@ -525,25 +525,20 @@ struct EpilogueOps {
 /// apply in the product's tile store: an Add of a bias along the last axis
 /// that reads the product once and last, then (or alone) a Relu that reads
 /// the value before it last, no tensor holding the values in between, all
-/// of the product's type. Leaves between them run first (they read nothing;
-/// a bias parameter is one): `leavesRan` is the schedule index of the last
-/// that ran (k when none). Nothing when the library fuses none of it.
+/// of the product's type. Only leaves lie between them (nextComputing).
+/// Nothing is run here.
 EpilogueOps planEpilogue(NodeRunner& runner, const trace::Trace& trace, const Schedule& s, size_t k,
-                         const std::vector<uint32_t>& lastUse, NodeResults& results, size_t& leavesRan) {
+                         const std::vector<uint32_t>& lastUse, const NodeResults& results) {
   EpilogueOps ops;
   const uint32_t mmId = s.order[k];
   const Node& mm = trace.nodes[mmId];
-  const auto mmIns = trace.inputsOf(mm);
   if (!results.pending.empty() || trace.holders[mmId] || !runner.fusesMatmulEpilogue(mm.dtype, false)) return ops;
-  for (uint32_t in : mmIns)
+  for (uint32_t in : trace.inputsOf(mm))
     if (results.errors[in] || trace.nodes[in].dtype != mm.dtype) return ops;
-  // The next computing node, which must be the only reader of `value`.
+  // The next computing node, when it is the only reader of `value`.
   auto nextReader = [&](size_t after, uint32_t value) -> int64_t {
     const size_t next = nextComputing(trace, s, after);
     if (next >= s.order.size() || trace.holders[value] || lastUse[value] != s.position(next)) return -1;
-    for (size_t q = std::max(after, leavesRan) + 1; q < next; ++q)
-      runOne(runner, trace, s.order[q], s.position(q), lastUse, results);
-    leavesRan = std::max(leavesRan, next - 1);
     return static_cast<int64_t>(next);
   };
   uint32_t last = mmId;
@@ -570,20 +565,27 @@ EpilogueOps planEpilogue(NodeRunner& runner, const trace::Trace& trace, const Sc
   return ops;
 }
 
-/// Runs the Matmul at schedule index `k` with its epilogue (planEpilogue)
-/// in one library call. Returns the schedule index of the last op it ran,
-/// or k when it ran none of them (no epilogue, or the library declined);
-/// leaves after k may have run either way (planEpilogue's `leavesRan`).
+/// Runs the Matmul at schedule index `k` with its epilogue (planEpilogue):
+/// the leaves between first (a bias parameter may be one), then one library
+/// call, or, where the library declines these operands, each op on its own.
+/// Returns the schedule index of the last op it ran, or k when there is no
+/// epilogue (nothing ran).
 size_t runMatmulEpilogue(NodeRunner& runner, const trace::Trace& trace, const Schedule& s, size_t k,
-                         const std::vector<uint32_t>& lastUse, NodeResults& results, size_t& leavesRan) {
-  const EpilogueOps ops = planEpilogue(runner, trace, s, k, lastUse, results, leavesRan);
+                         const std::vector<uint32_t>& lastUse, NodeResults& results) {
+  const EpilogueOps ops = planEpilogue(runner, trace, s, k, lastUse, results);
   if (ops.add < 0 && ops.relu < 0) return k;
   const size_t lastAt = static_cast<size_t>(std::max(ops.add, ops.relu));
+  for (size_t q = k + 1; q < lastAt; ++q)
+    if (static_cast<int64_t>(q) != ops.add) runOne(runner, trace, s.order[q], s.position(q), lastUse, results);
   const uint32_t last = s.order[lastAt];
   const Node& mm = trace.nodes[s.order[k]];
   try {
     std::optional<View> out = runner.matmulWithEpilogue(mm, ops.bias, ops.relu >= 0);
-    if (!out) return k;
+    if (!out) {
+      for (int64_t q : {static_cast<int64_t>(k), ops.add, ops.relu})
+        if (q >= 0) runOne(runner, trace, s.order[q], s.position(static_cast<size_t>(q)), lastUse, results);
+      return lastAt;
+    }
     results.values[last] = std::move(*out);
   } catch (const std::exception& e) {
     results.errors[last] = std::make_shared<const std::string>(e.what());
@@ -607,11 +609,11 @@ void runSchedule(NodeRunner& runner, const trace::Trace& trace, const Schedule& 
     const uint32_t i = s.order[k];
     const core::OpKind op = trace.nodes[i].op;
     if (op == core::OpKind::Matmul) {
-      size_t leavesRan = k;
-      const size_t done = runMatmulEpilogue(runner, trace, s, k, lastUse, results, leavesRan);
-      if (done == k) runOne(runner, trace, i, s.position(k), lastUse, results);
-      k = std::max(done, leavesRan);  // the leaves after it ran too
-      continue;
+      const size_t done = runMatmulEpilogue(runner, trace, s, k, lastUse, results);
+      if (done != k) {
+        k = done;
+        continue;
+      }
     }
     if (op == core::OpKind::Mul) {
       const size_t next = nextComputing(trace, s, k);

@@ -34,14 +34,19 @@ std::vector<int64_t> readIndicesOnce(const trace::Trace& trace, uint32_t id, Nod
 class Interpreter {
  public:
   /// Runs the needed nodes in order; frees a value right after its last use
-  /// unless a live tensor holds it. Fills results for every needed node.
+  /// unless a live tensor holds it. Fills results for every needed node,
+  /// but for a value only the next op reads, where the device's library
+  /// runs the two as one call (a product and the add after it,
+  /// OpLibrary::productThenAdd; a matmul and its bias add and relu,
+  /// OpLibrary::matmulWithEpilogue): that value is never made.
   void run(const trace::Trace& trace, const std::vector<uint8_t>& needed, const std::vector<uint32_t>& lastUse,
            NodeResults& results) const;
   /// Runs `nodes` in the given order on results that already hold every
   /// value they read (a trace run as a mix of compiled regions and
   /// interpreted nodes). `nodes[k]` is at schedule position `first + k`;
   /// `lastUse[id]` is the position of the last reader of node `id`: a value
-  /// is freed after it unless a live tensor holds it.
+  /// is freed after it unless a live tensor holds it. Pairs ops as run()
+  /// does, within `nodes`.
   void runNodes(const trace::Trace& trace, std::span<const uint32_t> nodes, uint32_t first,
                 const std::vector<uint32_t>& lastUse, NodeResults& results) const;
 };

@@ -181,7 +181,14 @@ struct CublasLtMatmul::State {
       api = nullptr;
       return false;
     }
-    device.check(device.api->memAlloc(&workspace, kWorkspaceBytes), "cuMemAlloc (cuBLASLt workspace)");
+    if (CUresult r = device.api->memAlloc(&workspace, kWorkspaceBytes); r != CUDA_SUCCESS) {
+      // (Out of memory at the first matmul: matmuls run on tier 0's kernel.)
+      why = "cuMemAlloc of cuBLASLt's " + std::to_string(kWorkspaceBytes >> 20) + " MiB workspace failed (CUDA error " +
+            std::to_string(static_cast<int>(r)) + ")";
+      workspace = 0;
+      api = nullptr;
+      return false;
+    }
     return true;
   }
 
@@ -218,12 +225,14 @@ bool CublasLtMatmul::run(const interp::Arg& a, const interp::Arg& b, const Shape
 
 bool CublasLtMatmul::fusesEpilogue(DType t, bool relu) {
   if (t != DType::f32) return false;
-  {
+  try {
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (!state_->ready()) return false;
     if (!relu) return true;
     if (state_->reluProbed) return state_->reluKeepsNaN;
     state_->reluProbed = true;  // one probe; a relu asked for meanwhile is not fused
+  } catch (const std::exception&) {
+    return false;  // (a context that cannot be made current: the matmul itself will say)
   }
   state_->reluKeepsNaN = probeReluKeepsNaN();
   exec::log().info("{}: cuBLASLt's relu epilogue {}", state_->device.device.str(),
@@ -233,18 +242,27 @@ bool CublasLtMatmul::fusesEpilogue(DType t, bool relu) {
 }
 
 bool CublasLtMatmul::probeReluKeepsNaN() {
+  // Kiln's relu is x < 0 ? 0 : x: NaN stays NaN. (A product's sums start
+  // from +0, so no -0 reaches the relu.) A product of 16 x 16 ones with a B
+  // whose first 8 columns are NaN and the others -1 gives NaN and 0 columns.
+  // On a stream of its own, so that it neither waits for the user's work
+  // nor takes its errors.
   constexpr int64_t kSide = 16;
   constexpr size_t kBytes = kSide * kSide * sizeof(float);
   CudaDeviceHandle& device = state_->device;
-  device.makeCurrent();
-  CUdeviceptr buffers = 0;
-  device.check(device.api->memAlloc(&buffers, 3 * kBytes), "cuMemAlloc (cuBLASLt relu probe)");
-  char* base = reinterpret_cast<char*>(static_cast<uintptr_t>(buffers));
-  std::vector<float> result(kSide * kSide, 0.0f);
+  std::vector<float> b(kSide * kSide), result(kSide * kSide, 1.0f);
+  for (int64_t r = 0; r < kSide; ++r)
+    for (int64_t c = 0; c < kSide; ++c) b[r * kSide + c] = c < kSide / 2 ? std::nanf("") : -1.0f;
+  const std::vector<float> a(kSide * kSide, 1.0f);
   bool ran = false;
+  CUdeviceptr buffers = 0;
   try {
-    state_->stream.fill(base, 0x3f, kBytes);           // a: 0.747 everywhere
-    state_->stream.fill(base + kBytes, 0xff, kBytes);  // b: NaN everywhere
+    device.makeCurrent();
+    device.check(device.api->memAlloc(&buffers, 3 * kBytes), "cuMemAlloc (cuBLASLt relu probe)");
+    char* base = reinterpret_cast<char*>(static_cast<uintptr_t>(buffers));
+    CudaStream stream(device);
+    stream.copy(base, a.data(), kBytes);
+    stream.copy(base + kBytes, b.data(), kBytes);
     auto dense = [&](char* data) {
       interp::Arg arg;
       arg.data = data;
@@ -256,18 +274,24 @@ bool CublasLtMatmul::probeReluKeepsNaN() {
     };
     interp::MatmulEpilogue relu;
     relu.relu = true;
-    ran = enqueue(dense(base), dense(base + kBytes), Shape{kSide, kSide}, base + 2 * kBytes, &relu);
-    if (ran) state_->stream.copy(result.data(), base + 2 * kBytes, kBytes);
-    state_->stream.synchronize();
-  } catch (...) {
+    ran = enqueue(dense(base), dense(base + kBytes), Shape{kSide, kSide}, base + 2 * kBytes, &relu, &stream);
+    if (ran) stream.copy(result.data(), base + 2 * kBytes, kBytes);
+    stream.synchronize();
+  } catch (const std::exception&) {
     ran = false;
   }
-  device.api->memFree(buffers);
-  return ran && std::all_of(result.begin(), result.end(), [](float x) { return std::isnan(x); });
+  if (buffers) device.api->memFree(buffers);
+  if (!ran) return false;
+  for (int64_t r = 0; r < kSide; ++r)
+    for (int64_t c = 0; c < kSide; ++c) {
+      const float x = result[r * kSide + c];
+      if (c < kSide / 2 ? !std::isnan(x) : x != 0.0f) return false;
+    }
+  return true;
 }
 
 bool CublasLtMatmul::enqueue(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out,
-                             const interp::MatmulEpilogue* epilogue) {
+                             const interp::MatmulEpilogue* epilogue, CudaStream* on) {
   if (a.dtype != b.dtype) return false;
   // cuBLASLt's bias is a dense vector (and its relu probed before use).
   cublasLtEpilogue_t epilogueKind = CUBLASLT_EPILOGUE_DEFAULT;
@@ -429,7 +453,7 @@ bool CublasLtMatmul::enqueue(const interp::Arg& a, const interp::Arg& b, const S
     s.check(s.api->matmul(s.handle, p.desc, alpha, b.data + offB * static_cast<int64_t>(elem), p.a,
                           a.data + offA * static_cast<int64_t>(elem), p.b, beta, d, p.d, d, p.d, &p.algo,
                           reinterpret_cast<void*>(s.workspace), kWorkspaceBytes,
-                          reinterpret_cast<cudaStream_t>(s.stream.handle())),
+                          reinterpret_cast<cudaStream_t>((on ? *on : s.stream).handle())),
             "cublasLtMatmul", shapes);
     ++s.device.launches;
     size_t i = axes.size();

@@ -18,8 +18,9 @@
 // Epilogues (f32): cuBLASLt's BIAS, RELU and RELU_BIAS apply a bias along
 // the row-major result's last axis and a relu in the GEMM's tile store.
 // cuBLASLt does not say what its relu makes of NaN, which Kiln's relu keeps
-// (NaN stays NaN); the first relu asked for runs one small product on NaNs
-// and reads it back, and relus are fused only where NaN came out.
+// (NaN stays NaN); the first relu asked for runs one small product of NaNs
+// on a stream of its own and reads it back, and relus are fused only where
+// NaN came out.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +52,8 @@ class CublasLtMatmul {
            const interp::MatmulEpilogue* epilogue = nullptr);
 
   /// Can run() apply a bias (and a relu, with `relu`) to results of type
-  /// `t`? Loads cuBLASLt, and for a relu probes it once (above).
+  /// `t`? Loads cuBLASLt, and for a relu probes it once (above). Never
+  /// throws: a failure answers false.
   bool fusesEpilogue(DType t, bool relu);
 
   /// Why cuBLASLt is not used on this device ("" when it is or has not been
@@ -59,10 +61,12 @@ class CublasLtMatmul {
   const std::string& unavailableReason() const;
 
  private:
-  /// run() without the relu probe's gate (the probe's own product).
+  /// run() without the relu probe's gate (the probe's own product), on
+  /// `on` (null: the device's default stream).
   bool enqueue(const interp::Arg& a, const interp::Arg& b, const Shape& outShape, char* out,
-               const interp::MatmulEpilogue* epilogue);
-  /// Runs relu(a·b) on 16x16 NaNs and reads it back: NaN kept?
+               const interp::MatmulEpilogue* epilogue, CudaStream* on = nullptr);
+  /// Runs a relu epilogue on products that are NaN and negative and reads
+  /// them back: NaN kept, as Kiln's relu keeps it? False on any failure.
   bool probeReluKeepsNaN();
 
   struct State;

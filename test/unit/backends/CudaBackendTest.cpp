@@ -497,6 +497,20 @@ TEST_F(CudaTest, MatmulEpiloguesRunInTheCublasLtCall) {
   sameBits(stridedSum, product + strided, "x @ w + a strided bias");
   EXPECT_EQ(fakeBiasMatmuls(), before);
   EXPECT_EQ(fakeCublasLtMatmuls() - matmulsBefore, 1u) << "one plain matmul, then the add";
+
+  // Other operands cuBLASLt's epilogue declines: each op then runs on its
+  // own, none skipped (the add's reader is not always a relu).
+  const Tensor constant = full({24}, 0.25f, DType::f32, kCuda);  // one element, stride 0
+  const Tensor noDepthX = slice(x, 2, 0, 0), noDepthW = slice(w, 0, 0, 0);
+  const Tensor noDepth = matmul(noDepthX, noDepthW);  // held
+  kiln::sync();
+  const Tensor declinedSigmoid = sigmoid(matmul(x, w) + strided);
+  const Tensor declinedConstant = relu(matmul(x, w) + constant);
+  const Tensor declinedDepth = relu(matmul(noDepthX, noDepthW) + b);
+  sameBits(declinedSigmoid, sigmoid(product + strided), "sigmoid(x @ w + a strided bias)");
+  sameBits(declinedConstant, relu(product + constant), "relu(x @ w + a constant)");
+  sameBits(declinedDepth, relu(noDepth + b), "relu(x[.., 0] @ w[0, ..] + b)");
+  EXPECT_EQ(fakeBiasMatmuls(), before);
   EXPECT_EQ(rejectedLaunches(), 0u);
 }
 
