@@ -1,6 +1,7 @@
 #include "runtime/interp/Interpreter.h"
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <span>
 
@@ -487,6 +488,8 @@ bool runProductThenAdd(NodeRunner& runner, const trace::Trace& trace, uint32_t i
   return true;
 }
 
+std::atomic<uint64_t> gFusedEpilogues{0};
+
 /// A schedule: nodes run in order, `order[k]` at position `position(k)`
 /// (lastUse's unit).
 struct Schedule {
@@ -587,6 +590,7 @@ size_t runMatmulEpilogue(NodeRunner& runner, const trace::Trace& trace, const Sc
       return lastAt;
     }
     results.values[last] = std::move(*out);
+    gFusedEpilogues.fetch_add(1, std::memory_order_relaxed);
   } catch (const std::exception& e) {
     results.errors[last] = std::make_shared<const std::string>(e.what());
   }
@@ -693,6 +697,8 @@ std::vector<int64_t> readIndicesOnce(const trace::Trace& trace, uint32_t id, Nod
   results.indexReads.push_back(std::move(read));
   return results.indexReads.back().values;
 }
+
+uint64_t fusedMatmulEpilogues() { return gFusedEpilogues.load(std::memory_order_relaxed); }
 
 void Interpreter::run(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                       const std::vector<uint32_t>& lastUse, NodeResults& results) const {

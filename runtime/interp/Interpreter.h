@@ -31,6 +31,10 @@ void awaitAll(NodeResults& results);
 /// waiting for the device again.
 std::vector<int64_t> readIndicesOnce(const trace::Trace& trace, uint32_t id, NodeResults& results);
 
+/// Matmuls this process's interpreter has run with their epilogue in one
+/// library call (OpLibrary::matmulWithEpilogue), for tests and logs.
+uint64_t fusedMatmulEpilogues();
+
 class Interpreter {
  public:
   /// Runs the needed nodes in order; frees a value right after its last use

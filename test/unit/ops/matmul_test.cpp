@@ -4,6 +4,9 @@
 #include <bit>
 #include <cmath>
 
+#include "runtime/backends/Hal.h"
+#include "runtime/interp/Interpreter.h"
+#include "runtime/interp/OpLibrary.h"
 #include "test/unit/ops/op_test_util.h"
 
 namespace kt {
@@ -174,6 +177,9 @@ TEST(OpsMatmul, BiasAndReluAfterAMatmulGiveTheBitsOfTheSeparateOps) {
       else EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(e[i])) << what << " at " << i;
     }
   };
+  // (kiln_op_tests_test_device runs on a library that fuses nothing.)
+  const bool fuses = kiln::hal::deviceContext(kiln::default_device()).ops().fusesMatmulEpilogue(DType::f32, true);
+  const uint64_t fusedPerBias = fuses ? 2 : 0, fusedReluOnly = fuses ? 1 : 0;
   uint64_t seed = 11;
   for (const Case& c : cases) {
     Tensor x = kiln::randn(c.x, seed++), w = kiln::randn(c.w, seed++);
@@ -190,12 +196,18 @@ TEST(OpsMatmul, BiasAndReluAfterAMatmulGiveTheBitsOfTheSeparateOps) {
              {bias, "[N] bias"}, {rowBias, "[1, N] bias"}, {strided, "strided bias"}}) {
       const std::string what = c.how + ", " + name;
       // (Statements of their own: a temporary alive at the flush holds its value.)
+      const uint64_t fusedBefore = kiln::interp::fusedMatmulEpilogues();
       const Tensor fused = kiln::relu(kiln::matmul(x, w) + b);
       const Tensor biasFirst = b + kiln::matmul(x, w);
+      kiln::sync();
+      EXPECT_EQ(kiln::interp::fusedMatmulEpilogues() - fusedBefore, fusedPerBias) << what;
       same(fused, kiln::relu(product + b), "relu(x @ w + b), " + what);
       same(biasFirst, product + b, "b + x @ w, " + what);
     }
+    const uint64_t fusedBefore = kiln::interp::fusedMatmulEpilogues();
     const Tensor reluOnly = kiln::relu(kiln::matmul(x, w));
+    kiln::sync();
+    EXPECT_EQ(kiln::interp::fusedMatmulEpilogues() - fusedBefore, fusedReluOnly) << c.how;
     same(reluOnly, kiln::relu(product), "relu(x @ w), " + c.how);
   }
 }
