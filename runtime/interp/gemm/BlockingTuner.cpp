@@ -27,14 +27,17 @@ std::vector<Blocking> candidateBlockings(const TunableCall& call) {
   const int64_t paddedM = (call.M + call.mcUnit - 1) / call.mcUnit * call.mcUnit;
   std::vector<Blocking> out;
   std::vector<std::pair<int64_t, int>> runsAs;  // (rows per A block, column step) of those listed
+  const bool blockings = call.M * call.N * call.K >= kTunedMultiplyAdds;
   for (const int mc : mcs) {
     for (const int nc : ncs) {
       const std::pair<int64_t, int> plan{std::min<int64_t>(mc, paddedM), columnStep(call.N, nc, call.ncUnit)};
       if (std::find(runsAs.begin(), runsAs.end(), plan) != runsAs.end()) continue;
+      if (!blockings && !out.empty()) continue;
       runsAs.push_back(plan);
       out.push_back({mc, nc});
     }
   }
+  if (call.directCandidate) out.push_back({d.mc, d.nc, /*direct=*/true});
   return out;
 }
 

@@ -34,12 +34,27 @@ BlockingTuner* installedBlockingTuner();
 /// better blocking would save.
 inline constexpr int64_t kTunedMultiplyAdds = int64_t{1} << 24;
 
+/// A product from kTunedDirectMultiplyAdds to kDirectTrialMultiplyAdds
+/// multiply-adds whose operands the unpacked product takes also tries that
+/// (Blocking::direct; below, it runs unpacked anyway, and smaller than
+/// kTunedMultiplyAdds it tries only that). Packing costs such products a
+/// share of their time that differs by CPU and shape: on a 2-core Zen 5,
+/// 2 threads, unpacked ran 512x128x128 19 % faster, 512x512x128 12 %,
+/// 256x512x512 5 %, but 1024x1024x64 6 % slower (KILN_TUNE=off
+/// kiln_gemm_bench); a transformer training step's compiled run 2.65-2.8 ms
+/// packed, 2.4-2.5 with all of them unpacked.
+inline constexpr int64_t kTunedDirectMultiplyAdds = int64_t{1} << 20;
+inline constexpr int64_t kDirectTrialMultiplyAdds = int64_t{1} << 26;
+
 /// The row and column blocks of one call: the micro-kernel's, or a tuned
 /// choice. Only these two vary, never the depth block: they decide which
 /// tiles a thread computes and in what order, not the order of any sum, so
 /// every blocking gives the same bits.
 struct Blocking {
   int mc, nc;
+  /// The product on unpacked operands instead (mc and nc unused): the same
+  /// tiles and depth passes, so the same bits.
+  bool direct = false;
 };
 
 /// The column block for N columns in blocks of at most `nc`: equal blocks
@@ -63,28 +78,35 @@ struct TunableCall {
   bool parallel;  ///< the caller owns the machine (not inside a parallel loop)
   Blocking byDefault;
   int mcUnit, ncUnit;  ///< what mc and nc must be multiples of
+  /// The unpacked product takes its operands and it is at most
+  /// kDirectTrialMultiplyAdds: a candidate too.
+  bool directCandidate = false;
 };
 
 /// The default blocking first, then each mix of half, the same and twice
 /// its row and column blocks, leaving out those that would run `call`
-/// exactly as an earlier one does.
+/// exactly as an earlier one does (only the default below
+/// kTunedMultiplyAdds), then the unpacked product if it is a candidate.
 std::vector<Blocking> candidateBlockings(const TunableCall& call);
 
 /// Runs product(blocking) once: with the default blocking, or — for a call
 /// tier 2 may tune (a tuner installed, `parallel`, at least
-/// kTunedMultiplyAdds, two or more distinct candidates) — with the blocking
-/// the tuner chooses, timed when it asks.
+/// kTunedMultiplyAdds, or kTunedDirectMultiplyAdds for a direct candidate,
+/// two or more distinct candidates) — with the blocking the tuner chooses,
+/// timed when it asks.
 template <class Product>
 void runWithTunedBlocking(const TunableCall& call, Product&& product) {
   BlockingTuner* tuner = installedBlockingTuner();
   // Only the calls that own the machine are tuned: a GEMM inside a parallel
   // loop (a batch, a convolution's tiles) shares it with its siblings, so
   // its time says little about its blocking.
-  if (!tuner || !call.parallel || call.M * call.N * call.K < kTunedMultiplyAdds) return product(call.byDefault);
+  const int64_t tunedFrom = call.directCandidate ? kTunedDirectMultiplyAdds : kTunedMultiplyAdds;
+  if (!tuner || !call.parallel || call.M * call.N * call.K < tunedFrom) return product(call.byDefault);
   const std::vector<Blocking> blockings = candidateBlockings(call);
   if (blockings.size() < 2) return product(call.byDefault);
   std::vector<std::string> names;
-  for (Blocking b : blockings) names.push_back("mc=" + std::to_string(b.mc) + " nc=" + std::to_string(b.nc));
+  for (Blocking b : blockings)
+    names.push_back(b.direct ? std::string("direct") : "mc=" + std::to_string(b.mc) + " nc=" + std::to_string(b.nc));
   // "sgemm avx512 2t 4096x4096x1024 a:rows b:rows": what decides the best
   // blocking of a call.
   const std::string site = std::string(call.kernel) + " " + call.isa + " " + std::to_string(call.threads) + "t " +

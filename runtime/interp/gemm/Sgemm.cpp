@@ -147,26 +147,33 @@ int depthStep(int64_t K, int kc) {
 /// panel of A), and a small product reuses little: on one Zen 3 core,
 /// attention's per-head products (64x64x32, 64x32x64, 32x64x64) ran at
 /// 56-66 GFLOP/s packed and 65-87 unpacked, while 512x128x128 ran 5-10 %
-/// slower unpacked (B's rows, 512 bytes apart, fall into few L1 sets).
+/// slower unpacked (B's rows, 512 bytes apart, fall into few L1 sets), but
+/// 19 % faster on two Zen 5 cores: larger products try both
+/// (BlockingTuner.h, kDirectTrialMultiplyAdds).
 /// Products this small also run on one thread (kSplitMultiplyAdds).
 constexpr int64_t kDirectMultiplyAdds = kSplitMultiplyAdds;
 /// The most floats a direct product packs column-major B into (4 MiB).
 constexpr int64_t kMaxDirectPanelFloats = int64_t{1} << 20;
 
-/// Whether the product runs unpacked (directProduct): small, or one column
-/// panel wide (each element of A then meets one tile: a packed copy of A
-/// would be read once; N = 10 logits: 256x10x512 took 41 us packed and
-/// 2x oneDNN's), with A's rows or its columns contiguous and B's rows
-/// contiguous, or its columns (which are packed into panels first:
-/// mk.packColumnMajorB).
-bool runsDirect(const MicroKernel& mk, int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b) {
-  if (!mk.runDirect || (M * N > kDirectMultiplyAdds / K && N > mk.nr)) return false;
+/// Does the unpacked product take these operands? A's rows or its columns
+/// contiguous and B's rows contiguous, or its columns (which are packed into
+/// panels first: mk.packColumnMajorB).
+bool directLayouts(const MicroKernel& mk, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b) {
+  if (!mk.runDirect) return false;
   // Column-major B is packed whole, K deep, into the thread's kept scratch:
   // only while that stays as small as the blocked path's packed block (a
   // matrix-vector product with K = 2^24 packed 2 GiB, 32 times B, and kept it).
   const int64_t panelFloats = K * mk.nr * ((N + mk.nr - 1) / mk.nr);
   return (a.cs == 1 || a.rs == 1) &&
          (b.cs == 1 || (b.rs == 1 && mk.packColumnMajorB && panelFloats <= kMaxDirectPanelFloats));
+}
+
+/// Whether the product runs unpacked (directProduct) without trials: small,
+/// or one column panel wide (each element of A then meets one tile: a packed
+/// copy of A would be read once; N = 10 logits: 256x10x512 took 41 us packed
+/// and 2x oneDNN's), on operands directLayouts takes.
+bool runsDirect(const MicroKernel& mk, int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b) {
+  return (M * N <= kDirectMultiplyAdds / K || N <= mk.nr) && directLayouts(mk, N, K, a, b);
 }
 
 /// The product on unpacked operands (runsDirect): the row panels of each
@@ -302,7 +309,8 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   if (K <= 0) return productOverEmptyDepth(M, N, c, ldc, accumulate, epilogue);
   const MicroKernel& mk = microKernelFor(activeIsa());
   const int threads = gemmThreads(M, N, K, parallel);
-  // Not tuned: small (below kTunedMultiplyAdds) or one column panel wide.
+  // Small products and those one column panel wide run unpacked; larger
+  // ones up to kDirectTrialMultiplyAdds try it (BlockingTuner.h).
   if (runsDirect(mk, M, N, K, a, b)) return directProduct(mk, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
   const TunableCall call{.kernel = "sgemm",
                          .isa = isaName(mk.isa),
@@ -315,9 +323,11 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
                          .parallel = parallel,
                          .byDefault = {mk.mc, mk.nc},
                          .mcUnit = mk.mr,
-                         .ncUnit = mk.nr};
+                         .ncUnit = mk.nr,
+                         .directCandidate = M * N * K <= kDirectTrialMultiplyAdds && directLayouts(mk, N, K, a, b)};
   runWithTunedBlocking(call, [&](Blocking blk) {
-    blockedProduct(mk, blk, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
+    if (blk.direct) directProduct(mk, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
+    else blockedProduct(mk, blk, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
   });
 }
 
