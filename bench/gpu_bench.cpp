@@ -34,6 +34,8 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "runtime/backends/Hal.h"
+#include "runtime/interp/OpLibrary.h"
 
 using namespace kiln;
 
@@ -300,9 +302,14 @@ int main(int argc, char** argv) try {
     rowsJson << "]}";
     first = false;
   }
+  // Whether cuBLASLt's relu epilogue keeps NaN (Kiln's probe, CublasLtMatmul.h):
+  // mm_bias_relu at tier 0 is then one call, else a call and a relu kernel.
+  const bool reluEpilogue = hal::deviceContext(Device::cuda(0)).ops().fusesMatmulEpilogue(DType::f32, true);
+  std::printf("cuBLASLt's relu epilogue %s\n", reluEpilogue ? "keeps NaN: fused" : "does not keep NaN: not fused");
   if (!outPath.empty()) {
     std::ofstream f(outPath);
-    f << "{\"system\": \"kiln\", \"jit\": \"" << jit << "\", \"rows\": {\n" << rowsJson.str() << "\n}}\n";
+    f << "{\"system\": \"kiln\", \"jit\": \"" << jit << "\", \"cublaslt_relu_epilogue\": "
+      << (reluEpilogue ? "true" : "false") << ", \"rows\": {\n" << rowsJson.str() << "\n}}\n";
   }
   return checksPassed ? 0 : 1;
 } catch (const std::exception& e) {

@@ -75,6 +75,11 @@ def main():
             eff = 4 * 64 * MIB / fmac
             out.append(f"Kiln compiled fma (one fused kernel, 4 x 64 MiB moved): {eff / 1e9:.0f} GB/s = "
                        f"{eff / bw:.2f} of copy.")
+    if tier0 and "cublaslt_relu_epilogue" in tier0:
+        out.append("cuBLASLt's relu epilogue " + ("keeps NaN, so relus after matmuls run in the matmul's call at tier 0 "
+                                                  "(mm_bias_relu: one call)." if tier0["cublaslt_relu_epilogue"] else
+                                                  "does not keep NaN, so relus after matmuls run as tier-0 kernels "
+                                                  "(mm_bias_relu: a call with the bias epilogue, then a relu kernel)."))
     for k in ("launch_tiny_step", "mlp_train_step", "chain8", "softmax"):
         g, n = row(replay, k).get("median_s"), row(nographs, k).get("median_s")
         if g and n:
