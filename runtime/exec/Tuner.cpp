@@ -13,7 +13,10 @@
 namespace kiln::exec {
 
 namespace {
-constexpr const char* kRecordHeader = "kiln-tuning 1";
+/// 2: the unpacked product joined the candidates (BlockingTuner.h); a
+/// record of 1 chose among blockings alone and would keep a site from ever
+/// trying it, so those files are read as another format and tuned anew.
+constexpr const char* kRecordHeader = "kiln-tuning 2";
 /// A record file is a line per tuned site: far below this.
 constexpr uint64_t kMaxRecordBytes = uint64_t{4} << 20;
 
@@ -136,7 +139,7 @@ size_t Tuner::choose(const std::string& site, const std::vector<std::string>& ca
   const TuningSession::Phase before = it->second.session.phase();
   const size_t chosen = it->second.session.next(measure);
   if (before == TuningSession::Phase::Warming && it->second.session.phase() == TuningSession::Phase::Trying)
-    log().info("tuning: {} is hot; trying {} blockings", site, candidates.size());
+    log().info("tuning: {} is hot; trying {} ways to run it", site, candidates.size());
   if (*measure) counters().tuneTrials++;
   return chosen;
 }
@@ -152,7 +155,7 @@ void Tuner::report(const std::string& site, size_t candidate, double seconds) {
   counters().tuneSitesSettled++;
   const std::vector<std::string>& names = it->second.candidates;
   if (session.winner() == 0)
-    log().info("tuning: {} keeps the default {} (no other blocking was {:.0f} % faster, or stayed so in its "
+    log().info("tuning: {} keeps the default {} (no other way was {:.0f} % faster, or stayed so in its "
                "confirming runs)",
                site, names[0], policy_.minGain * 100);
   else

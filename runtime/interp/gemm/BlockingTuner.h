@@ -17,8 +17,8 @@ namespace kiln::interp::gemm {
 class BlockingTuner {
  public:
   virtual ~BlockingTuner() = default;
-  /// Which of `candidates` (names such as "mc=56 nc=1024"; candidate 0 is
-  /// the micro-kernel's default) this call of `site` runs. Sets `*measure`
+  /// Which of `candidates` (names such as "mc=56 nc=1024" or "direct";
+  /// candidate 0 is the micro-kernel's default) this call of `site` runs. Sets `*measure`
   /// when the call is a trial whose time must come back through report().
   virtual size_t choose(const std::string& site, const std::vector<std::string>& candidates, bool* measure) = 0;
   /// The wall time of a trial; seconds < 0 when the call failed (no sample).

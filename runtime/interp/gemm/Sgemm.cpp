@@ -176,7 +176,8 @@ bool runsDirect(const MicroKernel& mk, int64_t M, int64_t N, int64_t K, StridedM
   return (M * N <= kDirectMultiplyAdds / K || N <= mk.nr) && directLayouts(mk, N, K, a, b);
 }
 
-/// The product on unpacked operands (runsDirect): the row panels of each
+/// The product on unpacked operands (runsDirect, or Blocking::direct where
+/// the tuner chose it): the row panels of each
 /// task in mc blocks, so that a block of A stays in L2 while the column
 /// panels go by, and each tile's depth passes while it is in L1.
 void directProduct(const MicroKernel& mk, int threads, int64_t M, int64_t N, int64_t K, StridedMatrix a,

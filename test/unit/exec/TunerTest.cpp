@@ -170,6 +170,70 @@ TEST_F(TunerTest, MidSizedProductsTryTheUnpackedProductAlone) {
       << recorded.begin()->second;
 }
 
+/// A tuner that hands out its candidates in turn, timing nothing.
+class EveryCandidateInTurn final : public gemm::BlockingTuner {
+ public:
+  size_t choose(const std::string&, const std::vector<std::string>& candidates, bool* measure) override {
+    *measure = false;
+    count = candidates.size();
+    names = candidates;
+    return next++ % candidates.size();
+  }
+  void report(const std::string&, size_t, double) override {}
+  size_t next = 0, count = 0;
+  std::vector<std::string> names;
+};
+
+/// Every candidate, the unpacked product included, gives the default's bits
+/// on the layouts and paths the tuner meets: A and B row- or column-major,
+/// accumulating into C, two depth passes (K > kc), the epilogue (a strided
+/// bias and relu) on the last.
+TEST(TunerCandidates, EveryWayToRunAProductGivesItsBits) {
+  EveryCandidateInTurn stub;
+  gemm::BlockingTuner* saved = gemm::installedBlockingTuner();
+  gemm::setBlockingTuner(&stub);
+  struct Restore {
+    gemm::BlockingTuner* t;
+    ~Restore() { gemm::setBlockingTuner(t); }
+  } restore{saved};
+  const int64_t kc = gemm::activeIsa() == gemm::Isa::avx512 ? 1024 : 256;
+  const int64_t M = 150, N = 170, K = kc + 77;  // two depth passes, ragged tiles
+  static_assert(150 * 170 * (1024 + 77) <= gemm::kDirectTrialMultiplyAdds);
+  std::vector<float> a(M * K), b(K * N), bias(2 * N);
+  uint32_t s = 99;
+  auto next = [&] {
+    s = s * 1664525u + 1013904223u;
+    return static_cast<float>(s >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
+  };
+  for (float& x : a) x = next();
+  for (float& x : b) x = next();
+  for (float& x : bias) x = next();
+  gemm::Epilogue epilogue;
+  epilogue.bias = bias.data();
+  epilogue.biasStride = 2;
+  epilogue.relu = true;
+  for (bool columnMajorA : {false, true})
+    for (bool columnMajorB : {false, true})
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(std::string(columnMajorA ? "A^T " : "") + (columnMajorB ? "B^T " : "") +
+                     (accumulate ? "C+=" : "C="));
+        const gemm::StridedMatrix am = columnMajorA ? gemm::StridedMatrix{a.data(), 1, M} : gemm::StridedMatrix{a.data(), K, 1};
+        const gemm::StridedMatrix bm = columnMajorB ? gemm::StridedMatrix{b.data(), 1, K} : gemm::StridedMatrix{b.data(), N, 1};
+        std::vector<float> first;
+        stub.next = 0;
+        stub.count = 0;
+        for (size_t call = 0; call == 0 || call < stub.count; ++call) {
+          std::vector<float> c(M * N, 0.25f);
+          gemm::sgemm(M, N, K, am, bm, c.data(), N, accumulate, /*parallel=*/true, &epilogue);
+          if (call == 0) first = c;
+          else ASSERT_EQ(std::memcmp(c.data(), first.data(), sizeof(float) * c.size()), 0) << stub.names[call];
+        }
+        ASSERT_GE(stub.count, 2u) << "the product was not offered to the tuner";
+        if (gemm::activeIsa() != gemm::Isa::scalar)
+          EXPECT_EQ(stub.names.back(), "direct");
+      }
+}
+
 TEST_F(TunerTest, ALaterProcessTakesTheRecordedChoiceWithoutTrials) {
   const Operands ops;
   const std::vector<float> first = ops.product();

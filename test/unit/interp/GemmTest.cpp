@@ -247,7 +247,9 @@ TEST_P(GemmIsaTest, SerialAndParallelAgreeBitForBit) {
 
 TEST_P(GemmIsaTest, UnpackedSmallProductsGiveThePackedBits) {
   // Products of up to 2^20 multiply-adds run on the unpacked operands (where
-  // the ISA has such a tile), larger ones packed: the first 40 columns of a
+  // the ISA has such a tile), larger ones packed (unless the tuner chose the
+  // unpacked product for the shape: TunerTest checks every candidate's
+  // bits): the first 40 columns of a
   // 400-column product must be the 40-column product's bits, for each layout
   // of A and B, accumulating or not, ragged in every dimension, and two depth
   // passes deep (K = 512).
