@@ -34,7 +34,7 @@ class Tuner final : public interp::gemm::BlockingTuner {
   /// The record file's name in the cache directory for this CPU.
   static std::string recordFileName();
 
-  /// Record files: a "kiln-tuning 1" line, then "site<TAB>candidate" lines.
+  /// Record files: a "kiln-tuning 2" line, then "site<TAB>candidate" lines.
   /// parseRecords skips lines it cannot read and returns how many it skipped.
   static std::string formatRecords(const std::map<std::string, std::string>& records);
   static size_t parseRecords(const std::string& text, std::map<std::string, std::string>* records);
