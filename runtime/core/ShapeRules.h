@@ -22,6 +22,16 @@ namespace kiln::core {
 /// Bit i set = axis i. Rank is at most Shape::kMaxRank, so 8 bits suffice.
 using AxisMask = uint32_t;
 
+/// Is `v` a vector along `out`'s last axis: [N], [1, N], ... of no higher
+/// rank, N out's last extent (a matmul epilogue's bias)?
+inline bool isLastAxisVector(const Shape& v, const Shape& out) {
+  const int r = v.rank(), ro = out.rank();
+  if (r < 1 || r > ro || v[r - 1] != out[ro - 1]) return false;
+  for (int d = 0; d < r - 1; ++d)
+    if (v[d] != 1) return false;
+  return true;
+}
+
 /// NumPy broadcasting of two shapes.
 std::string broadcastShapes(const Shape& a, const Shape& b, Shape* out);
 /// Can `from` be broadcast to `to` (to's rank >= from's, trailing-aligned)?

@@ -4,6 +4,7 @@
 
 #include "runtime/backends/Hal.h"
 #include "runtime/cache/TraceKeyCodec.h"
+#include "runtime/core/ShapeRules.h"
 
 namespace kiln::exec {
 
@@ -110,11 +111,7 @@ std::vector<uint8_t> RegionBoundaries::matmulEpilogues(const trace::Trace& trace
       const auto ins = trace.inputsOf(add);
       if (add.op == OpKind::Add && add.shape == mm.shape && planId[ins[0]] != planId[ins[1]]) {
         const trace::Node& bias = trace.nodes[planId[ins[0]] == p ? ins[1] : ins[0]];
-        const int rank = bias.shape.rank(), outRank = mm.shape.rank();
-        bool vector = bias.dtype == mm.dtype && rank >= 1 && rank <= outRank &&
-                      bias.shape[rank - 1] == mm.shape[outRank - 1];
-        for (int d = 0; vector && d < rank - 1; ++d) vector = bias.shape[d] == 1;
-        if (vector) {
+        if (bias.dtype == mm.dtype && core::isLastAxisVector(bias.shape, mm.shape)) {
           marks[r] = kEpilogueOp;
           last = static_cast<uint32_t>(r);
         }

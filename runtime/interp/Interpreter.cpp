@@ -508,16 +508,6 @@ size_t nextComputing(const trace::Trace& trace, const Schedule& s, size_t k) {
   return next;
 }
 
-/// Whether node `bias` can be a matmul epilogue's bias for a result of
-/// shape `out`: one type, a vector along the last axis ([N], [1, N], ...).
-bool isBiasFor(const Node& bias, const Node& out) {
-  const int r = bias.shape.rank(), ro = out.shape.rank();
-  if (bias.dtype != out.dtype || r < 1 || r > ro || bias.shape[r - 1] != out.shape[ro - 1]) return false;
-  for (int d = 0; d < r - 1; ++d)
-    if (bias.shape[d] != 1) return false;
-  return true;
-}
-
 /// The fused epilogue of a matmul: the schedule indices of its add (bias)
 /// and relu, and the bias node, where each takes part (-1 otherwise).
 struct EpilogueOps {
@@ -550,7 +540,8 @@ EpilogueOps planEpilogue(NodeRunner& runner, const trace::Trace& trace, const Sc
     const auto ins = trace.inputsOf(add);
     if (add.op == core::OpKind::Add && (ins[0] == mmId) != (ins[1] == mmId) && add.shape == mm.shape) {
       const uint32_t bias = ins[0] == mmId ? ins[1] : ins[0];
-      if (isBiasFor(trace.nodes[bias], mm) && !results.errors[bias]) {
+      const Node& b = trace.nodes[bias];
+      if (b.dtype == mm.dtype && core::isLastAxisVector(b.shape, mm.shape) && !results.errors[bias]) {
         ops.add = next;
         ops.bias = bias;
         last = s.order[next];

@@ -98,11 +98,30 @@ void forEachBatch(const Arg& a, const Arg& b, const Shape& outShape, bool smallO
   }
 }
 
+/// The f32 product of each batch on the packed GEMM, with `epilogue` (none
+/// when null) in its tile store.
+void sgemmBatches(const Arg& a, const Arg& b, const Shape& outShape, char* out, const gemm::Epilogue* epilogue) {
+  const int r = outShape.rank();
+  const int64_t M = outShape[r - 2], N = outShape[r - 1], K = a.shape[a.shape.rank() - 1];
+  const auto* ap = reinterpret_cast<const float*>(a.data);
+  const auto* bp = reinterpret_cast<const float*>(b.data);
+  float* op = reinterpret_cast<float*>(out);
+  forEachBatch(a, b, outShape, false, [&](int64_t bi, int64_t aOff, int64_t bOff, bool parallel) {
+    gemm::sgemm(M, N, K, {ap + aOff, a.strides[r - 2], a.strides[r - 1]},
+                {bp + bOff, b.strides[r - 2], b.strides[r - 1]}, op + bi * M * N, N, /*accumulate=*/false, parallel,
+                epilogue);
+  });
+}
+
 }  // namespace
 
 void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) {
   const int r = outShape.rank();
   const int64_t M = outShape[r - 2], N = outShape[r - 1], K = a.shape[a.shape.rank() - 1];
+  if (a.dtype == DType::f32) {
+    sgemmBatches(a, b, outShape, out, nullptr);
+    return;
+  }
   if (a.dtype == DType::bf16) {
     const auto* ap = reinterpret_cast<const uint16_t*>(a.data);
     const auto* bp = reinterpret_cast<const uint16_t*>(b.data);
@@ -118,35 +137,20 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
     const T* ap = reinterpret_cast<const T*>(a.data);
     const T* bp = reinterpret_cast<const T*>(b.data);
     T* op = reinterpret_cast<T*>(out);
-    forEachBatch(a, b, outShape, !std::is_same_v<T, float>, [&](int64_t bi, int64_t aOff, int64_t bOff, bool parallel) {
-      Mat<T> am{ap + aOff, a.strides[r - 2], a.strides[r - 1]};
-      Mat<T> bm{bp + bOff, b.strides[r - 2], b.strides[r - 1]};
-      T* c = op + bi * M * N;
-      if constexpr (std::is_same_v<T, float>) {
-        gemm::sgemm(M, N, K, {am.p, am.rs, am.cs}, {bm.p, bm.rs, bm.cs}, c, N, /*accumulate=*/false, parallel);
-      } else {
-        gemmGeneric<T>(M, N, K, am, bm, c);
-      }
+    forEachBatch(a, b, outShape, true, [&](int64_t bi, int64_t aOff, int64_t bOff, bool) {
+      gemmGeneric<T>(M, N, K, {ap + aOff, a.strides[r - 2], a.strides[r - 1]},
+                     {bp + bOff, b.strides[r - 2], b.strides[r - 1]}, op + bi * M * N);
     });
   });
 }
 
 bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape, char* out) {
   if (a.dtype != DType::f32 || b.dtype != DType::f32) return false;
-  const int r = outShape.rank();
-  const int64_t M = outShape[r - 2], N = outShape[r - 1], K = a.shape[a.shape.rank() - 1];
   gemm::Epilogue epilogue;
   epilogue.bias = reinterpret_cast<const float*>(e.bias);
   epilogue.biasStride = e.biasStride;
   epilogue.relu = e.relu;
-  const auto* ap = reinterpret_cast<const float*>(a.data);
-  const auto* bp = reinterpret_cast<const float*>(b.data);
-  float* op = reinterpret_cast<float*>(out);
-  forEachBatch(a, b, outShape, false, [&](int64_t bi, int64_t aOff, int64_t bOff, bool parallel) {
-    gemm::sgemm(M, N, K, {ap + aOff, a.strides[r - 2], a.strides[r - 1]},
-                {bp + bOff, b.strides[r - 2], b.strides[r - 1]}, op + bi * M * N, N, /*accumulate=*/false, parallel,
-                &epilogue);
-  });
+  sgemmBatches(a, b, outShape, out, &epilogue);
   return true;
 }
 

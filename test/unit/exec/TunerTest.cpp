@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -88,18 +89,22 @@ class TunerTest : public ::testing::Test {
     EXPECT_EQ(Tuner::parseRecords(text.str(), &r), 0u);
     return r;
   }
-  /// Runs the product until the tuner has settled (at most `calls` times),
+  /// Runs `product` until the tuner has settled (at most `calls` times),
   /// checking that every call gives `expected`'s bits.
-  void runUntilSettled(const Operands& ops, const std::vector<float>& expected, int calls = 64) {
+  void runUntilSettled(const std::function<std::vector<float>()>& product, const std::vector<float>& expected,
+                       int calls = 64) {
     for (int i = 0; i < calls; ++i) {
       const Stats before = stats();
-      const std::vector<float> c = ops.product();
+      const std::vector<float> c = product();
       ASSERT_EQ(std::memcmp(c.data(), expected.data(), sizeof(float) * c.size()), 0)
           << "call " << i << " (trials so far " << before.tune_trials << ") changed the product's bits";
       const Stats after = stats();
       if (after.tune_sites > 0 && after.tune_sites == after.tune_sites_settled) return;
     }
     FAIL() << "the tuner did not settle within " << calls << " calls:\n" << stats().str();
+  }
+  void runUntilSettled(const Operands& ops, const std::vector<float>& expected, int calls = 64) {
+    runUntilSettled([&] { return ops.product(); }, expected, calls);
   }
 
   fs::path dir_;
@@ -155,10 +160,7 @@ TEST_F(TunerTest, MidSizedProductsTryTheUnpackedProductAlone) {
   };
   const Stats start = stats();
   const std::vector<float> first = product();
-  for (int i = 0; i < 64; ++i) {
-    ASSERT_EQ(product(), first) << "call " << i;
-    if (stats().tune_sites_settled > start.tune_sites_settled) break;
-  }
+  runUntilSettled(product, first);
   const Stats end = stats();
   EXPECT_EQ(end.tune_sites - start.tune_sites, 1u) << end.str();
   EXPECT_EQ(end.tune_sites_settled - start.tune_sites_settled, 1u) << end.str();
@@ -343,8 +345,7 @@ TEST_F(TunerTest, TheBf16GemmsBlockingsGiveTheSameBitsToo) {
                double(std::bit_cast<float>(uint32_t{b[k * kN + j]} << 16));
       ASSERT_NEAR(first[i * kN + j], ref, 1e-4) << i << "," << j;
     }
-  for (int i = 0; i < 64 && stats().tune_sites_settled - start.tune_sites_settled < 1; ++i)
-    ASSERT_EQ(product(), first) << "call " << i << " changed the product's bits";
+  runUntilSettled(product, first);
   const Stats end = stats();
   EXPECT_EQ(end.tune_sites - start.tune_sites, 1u);
   EXPECT_EQ(end.tune_sites_settled - start.tune_sites_settled, 1u);
