@@ -44,6 +44,7 @@ class HostOpLibrary final : public OpLibrary {
     return matmulEpilogueKernel(a, b, e, outShape, out);
   }
   bool fusesMatmulEpilogue(DType t, bool) const override { return t == DType::f32; }
+  bool fusesMatmulScaleAndResidual(DType t) const override { return t == DType::f32; }
   void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) override {
     conv2dKernel(x, w, p, outShape, out);
   }

@@ -21,6 +21,14 @@ using trace::Node;
 
 bool isHalf(DType t) { return t == DType::f16 || t == DType::bf16; }
 
+/// The operands of a matmul's fused epilogue (MatmulEpilogue), as node
+/// ids: the scale constant, the bias and the residual, -1 where the part is
+/// absent.
+struct EpilogueOperands {
+  int64_t scale = -1, bias = -1, residual = -1;
+  bool relu = false;
+};
+
 /// Executes one node on the trace's device, through the device's op
 /// library. f16/bf16 operands of compute ops are widened to f32 first and the
 /// result rounded back: "stored natively, computed in f32".
@@ -69,21 +77,30 @@ class NodeRunner {
     return out;
   }
 
-  /// The Matmul node `mm` with the bias add (node `bias`, a vector along
-  /// the last axis; none when -1) and relu that read it, in the library's
-  /// tile store (OpLibrary::matmulWithEpilogue); none where the library
-  /// declines these operands.
-  std::optional<View> matmulWithEpilogue(const Node& mm, int64_t bias, bool relu) {
+  /// The Matmul node `mm` with the epilogue whose operands `f` names, in
+  /// the library's tile store (OpLibrary::matmulWithEpilogue); none where
+  /// the library declines these operands.
+  std::optional<View> matmulWithEpilogue(const Node& mm, const EpilogueOperands& f) {
     temps_.clear();
     const auto ins = trace_.inputsOf(mm);
     const Arg a = input(ins[0]), b = input(ins[1]);
     MatmulEpilogue e;
-    if (bias >= 0) {
-      const Arg v = input(static_cast<uint32_t>(bias));
+    if (f.scale >= 0) {
+      // A constant (Full) of the product's type: the value its fill writes.
+      e.scaled = true;
+      e.scale = static_cast<float>(trace_.nodes[static_cast<uint32_t>(f.scale)].f0);
+    }
+    if (f.bias >= 0) {
+      const Arg v = input(static_cast<uint32_t>(f.bias));
       e.bias = v.data;
       e.biasStride = v.strides[v.shape.rank() - 1];
     }
-    e.relu = relu;
+    Arg residual;
+    if (f.residual >= 0) {
+      residual = input(static_cast<uint32_t>(f.residual));
+      e.residual = &residual;
+    }
+    e.relu = f.relu;
     View out = alloc(mm.dtype, mm.shape);
     if (!ops_.matmulWithEpilogue(broadcastArg(a, matmulOperandShape(mm.shape, a, true)),
                                  broadcastArg(b, matmulOperandShape(mm.shape, b, false)), e, mm.shape,
@@ -95,6 +112,8 @@ class NodeRunner {
   /// Does the device's library fuse a matmul epilogue into results of type
   /// `t` (with a relu when `relu`)?
   bool fusesMatmulEpilogue(DType t, bool relu) const { return ops_.fusesMatmulEpilogue(t, relu); }
+  /// ... and a scale and residual (MatmulEpilogue)?
+  bool fusesMatmulScaleAndResidual(DType t) const { return ops_.fusesMatmulScaleAndResidual(t); }
 
  private:
   Arg input(uint32_t id) const {
@@ -508,18 +527,34 @@ size_t nextComputing(const trace::Trace& trace, const Schedule& s, size_t k) {
   return next;
 }
 
-/// The fused epilogue of a matmul: the schedule indices of its add (bias)
-/// and relu, and the bias node, where each takes part (-1 otherwise).
+/// The fused epilogue of a matmul: the schedule indices of the ops it
+/// takes in (-1 where a part is absent), in the order it applies them, and
+/// their operands.
 struct EpilogueOps {
-  int64_t add = -1, relu = -1, bias = -1;
+  int64_t mul = -1, add = -1, residualAdd = -1, relu = -1;
+  EpilogueOperands operands;
+  bool empty() const { return mul < 0 && add < 0 && residualAdd < 0 && relu < 0; }
+  /// The schedule index of the last op taken in (k's when none).
+  size_t last(size_t k) const {
+    return static_cast<size_t>(std::max({static_cast<int64_t>(k), mul, add, residualAdd, relu}));
+  }
 };
 
+/// Is node `id` a constant of one element of type `t`, a scale the GEMM can
+/// take?
+bool isScalarConstant(const trace::Trace& trace, uint32_t id, DType t) {
+  const Node& n = trace.nodes[id];
+  return n.op == core::OpKind::Full && n.dtype == t && n.shape.numel() == 1;
+}
+
 /// What of the ops after the Matmul at schedule index `k` its library can
-/// apply in the product's tile store: an Add of a bias along the last axis
-/// that reads the product once and last, then (or alone) a Relu that reads
-/// the value before it last, no tensor holding the values in between, all
-/// of the product's type. Only leaves lie between them (nextComputing).
-/// Nothing is run here.
+/// apply in the product's tile store, in the order the tile store applies
+/// them (MatmulEpilogue), each optional: a Mul by a constant of one element
+/// (a scale), an Add of a bias along the last axis, an Add of an operand of
+/// the product's shape (a residual), a Relu. Each reads the value before it
+/// once and last, no tensor holds that value, and all are of the product's
+/// type and shape. Only leaves lie between them (nextComputing). Nothing is
+/// run here.
 EpilogueOps planEpilogue(NodeRunner& runner, const trace::Trace& trace, const Schedule& s, size_t k,
                          const std::vector<uint32_t>& lastUse, const NodeResults& results) {
   EpilogueOps ops;
@@ -528,55 +563,84 @@ EpilogueOps planEpilogue(NodeRunner& runner, const trace::Trace& trace, const Sc
   if (!results.pending.empty() || trace.holders[mmId] || !runner.fusesMatmulEpilogue(mm.dtype, false)) return ops;
   for (uint32_t in : trace.inputsOf(mm))
     if (results.errors[in] || trace.nodes[in].dtype != mm.dtype) return ops;
-  // The next computing node, when it is the only reader of `value`.
-  auto nextReader = [&](size_t after, uint32_t value) -> int64_t {
-    const size_t next = nextComputing(trace, s, after);
-    if (next >= s.order.size() || trace.holders[value] || lastUse[value] != s.position(next)) return -1;
-    return static_cast<int64_t>(next);
+  const bool scaleAndResidual = runner.fusesMatmulScaleAndResidual(mm.dtype);
+  // The op that reads `value` next and last (schedule index; -1 when none)
+  // and, for a binary op of the product's shape and type that reads it
+  // once, its other operand.
+  size_t at = k;
+  uint32_t value = mmId;
+  auto next = [&]() -> int64_t {
+    const size_t n = nextComputing(trace, s, at);
+    if (n >= s.order.size() || trace.holders[value] || lastUse[value] != s.position(n)) return -1;
+    const Node& op = trace.nodes[s.order[n]];
+    return op.dtype == mm.dtype && op.shape == mm.shape ? static_cast<int64_t>(n) : -1;
   };
-  uint32_t last = mmId;
-  if (const int64_t next = nextReader(k, mmId); next >= 0) {
-    const Node& add = trace.nodes[s.order[next]];
-    const auto ins = trace.inputsOf(add);
-    if (add.op == core::OpKind::Add && (ins[0] == mmId) != (ins[1] == mmId) && add.shape == mm.shape) {
-      const uint32_t bias = ins[0] == mmId ? ins[1] : ins[0];
-      const Node& b = trace.nodes[bias];
-      if (b.dtype == mm.dtype && core::isLastAxisVector(b.shape, mm.shape) && !results.errors[bias]) {
-        ops.add = next;
-        ops.bias = bias;
-        last = s.order[next];
-      }
+  auto otherOperand = [&](size_t n) -> int64_t {
+    const auto ins = trace.inputsOf(trace.nodes[s.order[n]]);
+    if (ins.size() != 2 || (ins[0] == value) == (ins[1] == value)) return -1;
+    const uint32_t other = ins[0] == value ? ins[1] : ins[0];
+    if (results.errors[other] || trace.nodes[other].dtype != mm.dtype) return -1;
+    return other;
+  };
+  auto take = [&](int64_t n, int64_t& slot) {
+    slot = n;
+    at = static_cast<size_t>(n);
+    value = s.order[at];
+  };
+  int64_t n = next();
+  if (n >= 0 && scaleAndResidual && trace.nodes[s.order[n]].op == core::OpKind::Mul) {
+    const int64_t c = otherOperand(static_cast<size_t>(n));
+    if (c >= 0 && isScalarConstant(trace, static_cast<uint32_t>(c), mm.dtype)) {
+      ops.operands.scale = c;
+      take(n, ops.mul);
+      n = next();
+    }
+  }
+  if (n >= 0 && trace.nodes[s.order[n]].op == core::OpKind::Add) {
+    const int64_t b = otherOperand(static_cast<size_t>(n));
+    if (b >= 0 && core::isLastAxisVector(trace.nodes[b].shape, mm.shape)) {
+      ops.operands.bias = b;
+      take(n, ops.add);
+      n = next();
+    }
+  }
+  if (n >= 0 && scaleAndResidual && trace.nodes[s.order[n]].op == core::OpKind::Add) {
+    const int64_t r = otherOperand(static_cast<size_t>(n));
+    if (r >= 0 && trace.nodes[r].shape == mm.shape) {
+      ops.operands.residual = r;
+      take(n, ops.residualAdd);
+      n = next();
     }
   }
   // (The library is asked about relus only when one follows: cuBLASLt's
   // answer costs a probe.)
-  const size_t at = ops.add >= 0 ? static_cast<size_t>(ops.add) : k;
-  if (const int64_t next = nextReader(at, last); next >= 0) {
-    const Node& relu = trace.nodes[s.order[next]];
-    if (relu.op == core::OpKind::Relu && relu.dtype == mm.dtype && runner.fusesMatmulEpilogue(mm.dtype, true))
-      ops.relu = next;
+  if (n >= 0 && trace.nodes[s.order[n]].op == core::OpKind::Relu && runner.fusesMatmulEpilogue(mm.dtype, true)) {
+    ops.operands.relu = true;
+    ops.relu = n;
   }
   return ops;
 }
 
 /// Runs the Matmul at schedule index `k` with its epilogue (planEpilogue):
-/// the leaves between first (a bias parameter may be one), then one library
-/// call, or, where the library declines these operands, each op on its own.
-/// Returns the schedule index of the last op it ran, or k when there is no
-/// epilogue (nothing ran).
+/// the leaves between first (a bias parameter or the scale may be one),
+/// then one library call, or, where the library declines these operands,
+/// each op on its own. Returns the schedule index of the last op it ran, or
+/// k when there is no epilogue (nothing ran).
 size_t runMatmulEpilogue(NodeRunner& runner, const trace::Trace& trace, const Schedule& s, size_t k,
                          const std::vector<uint32_t>& lastUse, NodeResults& results) {
   const EpilogueOps ops = planEpilogue(runner, trace, s, k, lastUse, results);
-  if (ops.add < 0 && ops.relu < 0) return k;
-  const size_t lastAt = static_cast<size_t>(std::max(ops.add, ops.relu));
+  if (ops.empty()) return k;
+  const int64_t fused[] = {static_cast<int64_t>(k), ops.mul, ops.add, ops.residualAdd, ops.relu};
+  const size_t lastAt = ops.last(k);
   for (size_t q = k + 1; q < lastAt; ++q)
-    if (static_cast<int64_t>(q) != ops.add) runOne(runner, trace, s.order[q], s.position(q), lastUse, results);
+    if (std::find(std::begin(fused), std::end(fused), static_cast<int64_t>(q)) == std::end(fused))
+      runOne(runner, trace, s.order[q], s.position(q), lastUse, results);
   const uint32_t last = s.order[lastAt];
   const Node& mm = trace.nodes[s.order[k]];
   try {
-    std::optional<View> out = runner.matmulWithEpilogue(mm, ops.bias, ops.relu >= 0);
+    std::optional<View> out = runner.matmulWithEpilogue(mm, ops.operands);
     if (!out) {
-      for (int64_t q : {static_cast<int64_t>(k), ops.add, ops.relu})
+      for (int64_t q : fused)
         if (q >= 0) runOne(runner, trace, s.order[q], s.position(static_cast<size_t>(q)), lastUse, results);
       return lastAt;
     }
@@ -585,13 +649,16 @@ size_t runMatmulEpilogue(NodeRunner& runner, const trace::Trace& trace, const Sc
   } catch (const std::exception& e) {
     results.errors[last] = std::make_shared<const std::string>(e.what());
   }
-  for (uint32_t in : trace.inputsOf(mm))
-    if (lastUse[in] == s.position(k) && !trace.holders[in]) results.values[in] = View{};
-  if (ops.bias >= 0) {
-    const auto bias = static_cast<uint32_t>(ops.bias);
-    if (lastUse[bias] == s.position(static_cast<size_t>(ops.add)) && !trace.holders[bias])
-      results.values[bias] = View{};
-  }
+  // The operands whose last reader was a fused op, unless a tensor holds them.
+  auto release = [&](int64_t operand, int64_t q) {
+    if (operand < 0 || q < 0) return;
+    const auto id = static_cast<uint32_t>(operand);
+    if (lastUse[id] == s.position(static_cast<size_t>(q)) && !trace.holders[id]) results.values[id] = View{};
+  };
+  for (uint32_t in : trace.inputsOf(mm)) release(in, static_cast<int64_t>(k));
+  release(ops.operands.scale, ops.mul);
+  release(ops.operands.bias, ops.add);
+  release(ops.operands.residual, ops.residualAdd);
   return lastAt;
 }
 

@@ -85,18 +85,25 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out);
 bool matmulBf16RoundedKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out);
 
 /// What a matmul applies to each element of its result before storing it,
-/// in this order, each a rounded operation of the result's dtype: `+
-/// bias[j]` (j the output's last index) when `bias` is set, then `x < 0 ? 0
-/// : x` (the relu op: NaN stays NaN) with `relu`.
+/// in this order, each a rounded operation of the result's dtype: `*
+/// scale` with `scaled`, `+ bias[j]` (j the output's last index) when `bias`
+/// is set, `+ residual[..., i, j]` when `residual` is set, then `x < 0 ? 0 :
+/// x` (the relu op: NaN stays NaN) with `relu`.
 struct MatmulEpilogue {
+  bool scaled = false;
+  float scale = 1.0f;
   const char* bias = nullptr;  ///< the result's dtype, N elements biasStride apart (device memory)
   int64_t biasStride = 1;
+  /// An operand of the result's shape and dtype (a residual connection's
+  /// input), whose strides the library checks; null when none.
+  const Arg* residual = nullptr;
   bool relu = false;
 };
 
 /// out = e(a·b) for f32 operands, in the GEMM's tile store (gemm::Epilogue):
-/// the bits of matmulKernel, then the add and relu kernels. False (nothing
-/// done) for other dtypes.
+/// the bits of matmulKernel, then the mul, add and relu kernels. False
+/// (nothing done) for other dtypes, and for a residual that is not f32 or
+/// whose elements along the last axis are not contiguous.
 bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape, char* out);
 /// Whether matmulKernel multiplies bf16 operands natively (on the CPU's bf16
 /// GEMM, gemm/Bf16Gemm.h), so that widening them to f32 first is not needed.

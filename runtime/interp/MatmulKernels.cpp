@@ -67,6 +67,17 @@ void sgemmStrided(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsA, 
 
 namespace {
 
+/// The element offset in x of batch `bi` of a product of shape outShape
+/// (x's batch dims equal outShape's).
+int64_t batchElementOffset(const Arg& x, const Shape& outShape, int64_t bi) {
+  int64_t off = 0;
+  for (int d = outShape.rank() - 3; d >= 0; --d) {
+    off += (bi % outShape[d]) * x.strides[d];
+    bi /= outShape[d];
+  }
+  return off;
+}
+
 /// The batches of a matmul of outShape ([..., M, N]): calls
 /// one(bi, aOffset, bOffset, parallel) for each batch bi, where the offsets
 /// (elements) select batch bi of a and b. Small batched products
@@ -79,15 +90,7 @@ void forEachBatch(const Arg& a, const Arg& b, const Shape& outShape, bool smallO
   int64_t batches = 1;
   for (int d = 0; d < r - 2; ++d) batches *= outShape[d];
   if (batches == 0) return;
-  // Element offsets of batch `bi` in x (its batch dims equal outShape's).
-  auto batchOffset = [&](const Arg& x, int64_t bi) {
-    int64_t off = 0;
-    for (int d = r - 3; d >= 0; --d) {
-      off += (bi % outShape[d]) * x.strides[d];
-      bi /= outShape[d];
-    }
-    return off;
-  };
+  auto batchOffset = [&](const Arg& x, int64_t bi) { return batchElementOffset(x, outShape, bi); };
   const bool onePerThread = batches > 1 && (smallOnesPerThread || M * N * K < gemm::kSplitMultiplyAdds);
   if (onePerThread) {
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, batches, 1), [&](const tbb::blocked_range<int64_t>& rg) {
@@ -99,17 +102,26 @@ void forEachBatch(const Arg& a, const Arg& b, const Shape& outShape, bool smallO
 }
 
 /// The f32 product of each batch on the packed GEMM, with `epilogue` (none
-/// when null) in its tile store.
-void sgemmBatches(const Arg& a, const Arg& b, const Shape& outShape, char* out, const gemm::Epilogue* epilogue) {
+/// when null) in its tile store; `residual` (of the output's shape, its
+/// last axis contiguous), when given, is the epilogue's residual, each
+/// batch its own.
+void sgemmBatches(const Arg& a, const Arg& b, const Shape& outShape, char* out, const gemm::Epilogue* epilogue,
+                  const Arg* residual = nullptr) {
   const int r = outShape.rank();
   const int64_t M = outShape[r - 2], N = outShape[r - 1], K = a.shape[a.shape.rank() - 1];
   const auto* ap = reinterpret_cast<const float*>(a.data);
   const auto* bp = reinterpret_cast<const float*>(b.data);
   float* op = reinterpret_cast<float*>(out);
   forEachBatch(a, b, outShape, false, [&](int64_t bi, int64_t aOff, int64_t bOff, bool parallel) {
+    gemm::Epilogue batchEpilogue;
+    if (residual) {
+      batchEpilogue = *epilogue;
+      batchEpilogue.residual = reinterpret_cast<const float*>(residual->data) + batchElementOffset(*residual, outShape, bi);
+      batchEpilogue.residualRs = residual->strides[r - 2];
+    }
     gemm::sgemm(M, N, K, {ap + aOff, a.strides[r - 2], a.strides[r - 1]},
                 {bp + bOff, b.strides[r - 2], b.strides[r - 1]}, op + bi * M * N, N, /*accumulate=*/false, parallel,
-                epilogue);
+                residual ? &batchEpilogue : epilogue);
   });
 }
 
@@ -146,11 +158,18 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
 
 bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape, char* out) {
   if (a.dtype != DType::f32 || b.dtype != DType::f32) return false;
+  const int r = outShape.rank();
+  if (const Arg* res = e.residual;
+      res && (r < 2 || res->dtype != DType::f32 || !(res->shape == outShape) ||
+              (outShape[r - 1] > 1 && res->strides[r - 1] != 1)))
+    return false;
   gemm::Epilogue epilogue;
+  epilogue.scaled = e.scaled;
+  epilogue.scale = e.scale;
   epilogue.bias = reinterpret_cast<const float*>(e.bias);
   epilogue.biasStride = e.biasStride;
   epilogue.relu = e.relu;
-  sgemmBatches(a, b, outShape, out, &epilogue);
+  sgemmBatches(a, b, outShape, out, &epilogue, e.residual);
   return true;
 }
 

@@ -60,8 +60,8 @@ class OpLibrary {
   /// not, the interpreter does not allocate a half output to offer it.)
   virtual bool hasMatmulHalf(DType /*t*/) const { return false; }
   /// Enqueues out = epilogue(a·b) for operands of the output's dtype,
-  /// taken as they are: the bits of matmul() followed by the add and relu
-  /// ops (MatmulEpilogue), in one pass over out instead of up to three.
+  /// taken as they are: the bits of matmul() followed by the mul, add and
+  /// relu ops (MatmulEpilogue), in one pass over out instead of up to five.
   /// Returns false, enqueuing nothing, where the library has no such
   /// kernel for these operands: the interpreter then runs the ops one by one.
   virtual bool matmulWithEpilogue(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape,
@@ -72,6 +72,9 @@ class OpLibrary {
   /// `relu`)? The interpreter asks before it fuses; the region planner
   /// keeps such an epilogue with its matmul (Regions.cpp).
   virtual bool fusesMatmulEpilogue(DType t, bool relu) const { return false; }
+  /// Does matmulWithEpilogue() also take a scale and a residual
+  /// (MatmulEpilogue::scaled, ::residual) for a result of type `t`?
+  virtual bool fusesMatmulScaleAndResidual(DType t) const { return false; }
   virtual void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) = 0;
   /// Indices are range-checked before these are called (the interpreter
   /// reads them on the host first when the device is not host-accessible).

@@ -212,6 +212,76 @@ TEST(OpsMatmul, BiasAndReluAfterAMatmulGiveTheBitsOfTheSeparateOps) {
   }
 }
 
+/// A scale (a constant of one element), a bias, a residual (an operand of
+/// the product's shape) and a relu after a matmul, in that order, run in
+/// the GEMM's tile store on a library that takes them: the same bits as
+/// the separate ops, NaN and -0 included. A prefix of that order fuses and
+/// the rest runs as ops; a residual whose last axis is strided is declined
+/// and the ops run one by one, with the same results.
+TEST(OpsMatmul, ScaleAndResidualAfterAMatmulGiveTheBitsOfTheSeparateOps) {
+  struct Case {
+    kiln::Shape x, w;
+    std::string how;
+  };
+  const std::vector<Case> cases = {{{37, 19}, {19, 23}, "2-D"},
+                                   {{3, 5, 19}, {19, 40}, "batched x, shared w"},
+                                   {{2, 3, 16, 8}, {2, 3, 8, 33}, "rank-4 batch"},
+                                   {{6, 0}, {0, 5}, "empty depth"}};
+  auto same = [&](const Tensor& got, const Tensor& want, const std::string& what) {
+    const std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
+    ASSERT_EQ(g.size(), e.size()) << what;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (std::isnan(e[i])) EXPECT_TRUE(std::isnan(g[i])) << what << " at " << i;
+      else EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(e[i])) << what << " at " << i;
+    }
+  };
+  // (kiln_op_tests_test_device runs on a library that fuses nothing.)
+  const auto& ops = kiln::hal::deviceContext(kiln::default_device()).ops();
+  const uint64_t fusedEach = ops.fusesMatmulEpilogue(DType::f32, true) && ops.fusesMatmulScaleAndResidual(DType::f32);
+  uint64_t seed = 101;
+  for (const Case& c : cases) {
+    Tensor x = kiln::randn(c.x, seed++), w = kiln::randn(c.w, seed++);
+    if (c.x.numel() > 40) {  // a NaN in one row of x
+      std::vector<float> xs = x.to_vector<float>();
+      xs[2 * c.x[c.x.rank() - 1] + 1] = std::nanf("");
+      x = kiln::from_vector(xs, c.x);
+    }
+    const kiln::Shape out = kiln::matmul(x, w).shape();
+    const int64_t n = out[out.rank() - 1];
+    const Tensor bias = kiln::randn({n}, seed++), residual = kiln::randn(out, seed++);
+    // The same values with the last two axes' strides swapped: its rows are
+    // contiguous, not its columns.
+    std::vector<int> swap(static_cast<size_t>(out.rank()));
+    for (int d = 0; d < out.rank(); ++d) swap[static_cast<size_t>(d)] = d;
+    std::swap(swap[swap.size() - 1], swap[swap.size() - 2]);
+    const Tensor stridedResidual = kiln::permute(kiln::permute(residual, swap).contiguous(), swap);
+    const Tensor product = kiln::matmul(x, w);  // held: each op below reads it unfused
+    struct Fused {
+      Tensor got, want;
+      std::string what;
+    };
+    const uint64_t fusedBefore = kiln::interp::fusedMatmulEpilogues();
+    // (Statements of their own: a temporary alive at the flush holds its value.)
+    std::vector<Fused> fused;
+    fused.push_back({kiln::relu(kiln::matmul(x, w) * -0.375 + bias + residual),
+                     kiln::relu(product * -0.375 + bias + residual), "relu(x @ w * s + b + r)"});
+    fused.push_back({kiln::matmul(x, w) * 3.0, product * 3.0, "x @ w * s"});
+    fused.push_back({residual + kiln::matmul(x, w), residual + product, "r + x @ w"});
+    fused.push_back({kiln::relu(kiln::matmul(x, w) * 0.5 + residual), kiln::relu(product * 0.5 + residual),
+                     "relu(x @ w * s + r)"});
+    // The residual before the bias: only the residual fuses.
+    fused.push_back({kiln::matmul(x, w) + residual + bias, product + residual + bias, "x @ w + r + b"});
+    kiln::sync();
+    EXPECT_EQ(kiln::interp::fusedMatmulEpilogues() - fusedBefore, fused.size() * fusedEach) << c.how;
+    for (const Fused& f : fused) same(f.got, f.want, f.what + ", " + c.how);
+    const uint64_t declinedBefore = kiln::interp::fusedMatmulEpilogues();
+    const Tensor declined = kiln::matmul(x, w) * 2.0 + bias + stridedResidual;
+    kiln::sync();
+    EXPECT_EQ(kiln::interp::fusedMatmulEpilogues(), declinedBefore) << c.how;
+    same(declined, product * 2.0 + bias + residual, "x @ w * s + b + strided r, " + c.how);
+  }
+}
+
 TEST(OpsMatmul, BadInputThrowsAndKeepsEarlierTensors) {
   Tensor a = kiln::ones({2, 3});
   Tensor b = kiln::ones({4, 2});
