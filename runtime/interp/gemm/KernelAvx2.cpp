@@ -24,15 +24,21 @@ __attribute__((target("avx2"))) inline __m256i laneMask(int cols) {
 
 /// Zeroes the accumulators and starts C's lines on their way: C is read
 /// (accumulate) or written after the depth loop, and its rows are often a
-/// power of two apart.
+/// power of two apart. So are the residual's lines the epilogue will read.
 template <int Rows>
-__attribute__((target("avx2"))) inline void startTile(__m256 (&acc)[Rows][kVecs], const float* c, int64_t ldc) {
+__attribute__((target("avx2"))) inline void startTile(__m256 (&acc)[Rows][kVecs], const float* c, int64_t ldc,
+                                                      const TileEpilogue* epilogue) {
+  const float* residual = epilogue ? epilogue->residual : nullptr;
 #pragma GCC unroll 8
   for (int r = 0; r < Rows; ++r) {
 #pragma GCC unroll 2
     for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm256_setzero_ps();
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNR - 1), _MM_HINT_T0);
+    if (residual) {
+      _mm_prefetch(reinterpret_cast<const char*>(residual + r * epilogue->residualRs), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(residual + r * epilogue->residualRs + kNR - 1), _MM_HINT_T0);
+    }
   }
 }
 
@@ -216,7 +222,7 @@ template <int Rows>
 __attribute__((target("avx2,fma"))) void tileRows(int kc, const float* ap, const float* bp, float* c, int64_t ldc,
                                                   int nr, bool accumulate, const TileEpilogue* epilogue) {
   __m256 acc[Rows][kVecs];
-  startTile<Rows>(acc, c, ldc);
+  startTile<Rows>(acc, c, ldc, epilogue);
 #pragma GCC unroll 4
   for (int k = 0; k < kc; ++k) {
     __m256 b[kVecs];
@@ -243,7 +249,7 @@ __attribute__((target("avx2,fma"))) void directTileRows(int kc, const float* a, 
                                                         int64_t ldb, float* c, int64_t ldc, int nr,
                                                         bool accumulate, const TileEpilogue* epilogue) {
   __m256 acc[Rows][kVecs];
-  startTile<Rows>(acc, c, ldc);
+  startTile<Rows>(acc, c, ldc, epilogue);
   __m256i mask[kVecs] = {};
   if constexpr (Masked) {
 #pragma GCC unroll 2

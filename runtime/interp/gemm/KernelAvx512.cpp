@@ -29,8 +29,10 @@ __attribute__((target("avx512f"))) inline void columnMasks(int nr, __mmask16 (&m
 /// Zeroes a tile's accumulators. The C tile is read (accumulate) or written
 /// after the depth loop: start its lines on their way, into L2, since C's
 /// rows are often a power of two apart and would fight over one L1 set.
+/// So are the residual's lines the epilogue will read.
 template <int Rows, int Vecs>
-__attribute__((target("avx512f"))) inline void startTile(__m512 (&acc)[Rows][Vecs], const float* c, int64_t ldc) {
+__attribute__((target("avx512f"))) inline void startTile(__m512 (&acc)[Rows][Vecs], const float* c, int64_t ldc,
+                                                         const TileEpilogue* epilogue) {
 #pragma GCC unroll 16
   for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
@@ -39,6 +41,13 @@ __attribute__((target("avx512f"))) inline void startTile(__m512 (&acc)[Rows][Vec
   for (int r = 0; r < Rows; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T1);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * Vecs - 1), _MM_HINT_T1);
+  }
+  if (const float* residual = epilogue ? epilogue->residual : nullptr) {
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(residual + r * epilogue->residualRs), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(residual + r * epilogue->residualRs + 16 * Vecs - 1), _MM_HINT_T1);
+    }
   }
 }
 
@@ -82,7 +91,7 @@ template <int Rows, int Vecs>
 __attribute__((target("avx512f"))) void tileRows(int kc, const float* ap, const float* bp, float* c, int64_t ldc,
                                                  int nr, bool accumulate, const TileEpilogue* epilogue) {
   __m512 acc[Rows][Vecs];
-  startTile<Rows, Vecs>(acc, c, ldc);
+  startTile<Rows, Vecs>(acc, c, ldc, epilogue);
 #pragma GCC unroll 2
   for (int k = 0; k < kc; ++k) {
     __m512 b[Vecs];
@@ -109,7 +118,7 @@ __attribute__((target("avx512f"))) void directTileRows(int kc, const float* a, i
                                                        int64_t ldb, float* c, int64_t ldc, int nr, bool accumulate,
                                                        const TileEpilogue* epilogue) {
   __m512 acc[Rows][Vecs];
-  startTile<Rows, Vecs>(acc, c, ldc);
+  startTile<Rows, Vecs>(acc, c, ldc, epilogue);
   __mmask16 mask[Vecs];
   columnMasks<Vecs>(nr, mask);
 #pragma GCC unroll 2
