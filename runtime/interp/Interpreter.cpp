@@ -95,11 +95,7 @@ class NodeRunner {
       e.bias = v.data;
       e.biasStride = v.strides[v.shape.rank() - 1];
     }
-    Arg residual;
-    if (f.residual >= 0) {
-      residual = input(static_cast<uint32_t>(f.residual));
-      e.residual = &residual;
-    }
+    if (f.residual >= 0) e.residual = input(static_cast<uint32_t>(f.residual));
     e.relu = f.relu;
     View out = alloc(mm.dtype, mm.shape);
     if (!ops_.matmulWithEpilogue(broadcastArg(a, matmulOperandShape(mm.shape, a, true)),
@@ -637,13 +633,19 @@ size_t runMatmulEpilogue(NodeRunner& runner, const trace::Trace& trace, const Sc
       runOne(runner, trace, s.order[q], s.position(q), lastUse, results);
   const uint32_t last = s.order[lastAt];
   const Node& mm = trace.nodes[s.order[k]];
+  // Op by op: where the library declines these operands, and where a leaf
+  // that just ran (a bias or residual made between) failed, so that each op
+  // reports what the separate ops would.
+  auto opByOp = [&] {
+    for (int64_t q : fused)
+      if (q >= 0) runOne(runner, trace, s.order[q], s.position(static_cast<size_t>(q)), lastUse, results);
+    return lastAt;
+  };
+  for (int64_t operand : {ops.operands.scale, ops.operands.bias, ops.operands.residual})
+    if (operand >= 0 && results.errors[static_cast<uint32_t>(operand)]) return opByOp();
   try {
     std::optional<View> out = runner.matmulWithEpilogue(mm, ops.operands);
-    if (!out) {
-      for (int64_t q : fused)
-        if (q >= 0) runOne(runner, trace, s.order[q], s.position(static_cast<size_t>(q)), lastUse, results);
-      return lastAt;
-    }
+    if (!out) return opByOp();
     results.values[last] = std::move(*out);
     gFusedEpilogues.fetch_add(1, std::memory_order_relaxed);
   } catch (const std::exception& e) {

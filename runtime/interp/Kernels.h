@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "kiln/dtype.h"
@@ -95,8 +96,9 @@ struct MatmulEpilogue {
   const char* bias = nullptr;  ///< the result's dtype, N elements biasStride apart (device memory)
   int64_t biasStride = 1;
   /// An operand of the result's shape and dtype (a residual connection's
-  /// input), whose strides the library checks; null when none.
-  const Arg* residual = nullptr;
+  /// input), whose strides the library checks; none when empty. (Held by
+  /// value: a library that queues the call copies the epilogue.)
+  std::optional<Arg> residual;
   bool relu = false;
 };
 

@@ -159,7 +159,7 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
 bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape, char* out) {
   if (a.dtype != DType::f32 || b.dtype != DType::f32) return false;
   const int r = outShape.rank();
-  if (const Arg* res = e.residual;
+  if (const Arg* res = e.residual ? &*e.residual : nullptr;
       res && (r < 2 || res->dtype != DType::f32 || !(res->shape == outShape) ||
               (outShape[r - 1] > 1 && res->strides[r - 1] != 1)))
     return false;
@@ -169,7 +169,7 @@ bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, c
   epilogue.bias = reinterpret_cast<const float*>(e.bias);
   epilogue.biasStride = e.biasStride;
   epilogue.relu = e.relu;
-  sgemmBatches(a, b, outShape, out, &epilogue, e.residual);
+  sgemmBatches(a, b, outShape, out, &epilogue, e.residual ? &*e.residual : nullptr);
   return true;
 }
 

@@ -217,7 +217,8 @@ TEST(OpsMatmul, BiasAndReluAfterAMatmulGiveTheBitsOfTheSeparateOps) {
 /// the GEMM's tile store on a library that takes them: the same bits as
 /// the separate ops, NaN and -0 included. A prefix of that order fuses and
 /// the rest runs as ops; a residual whose last axis is strided is declined
-/// and the ops run one by one, with the same results.
+/// and the ops run one by one, with the same results. Unpacked and packed
+/// products (two depth passes), residual rows 2N apart or broadcast.
 TEST(OpsMatmul, ScaleAndResidualAfterAMatmulGiveTheBitsOfTheSeparateOps) {
   struct Case {
     kiln::Shape x, w;
@@ -226,6 +227,7 @@ TEST(OpsMatmul, ScaleAndResidualAfterAMatmulGiveTheBitsOfTheSeparateOps) {
   const std::vector<Case> cases = {{{37, 19}, {19, 23}, "2-D"},
                                    {{3, 5, 19}, {19, 40}, "batched x, shared w"},
                                    {{2, 3, 16, 8}, {2, 3, 8, 33}, "rank-4 batch"},
+                                   {{130, 1100}, {1100, 70}, "packed, two depth passes"},
                                    {{6, 0}, {0, 5}, "empty depth"}};
   auto same = [&](const Tensor& got, const Tensor& want, const std::string& what) {
     const std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
@@ -249,6 +251,11 @@ TEST(OpsMatmul, ScaleAndResidualAfterAMatmulGiveTheBitsOfTheSeparateOps) {
     const kiln::Shape out = kiln::matmul(x, w).shape();
     const int64_t n = out[out.rank() - 1];
     const Tensor bias = kiln::randn({n}, seed++), residual = kiln::randn(out, seed++);
+    // Residuals whose rows are not N apart: twice as far, or one row broadcast.
+    kiln::Shape wide = out;
+    wide[wide.rank() - 1] = 2 * n;
+    const Tensor wideResidual = kiln::slice(kiln::randn(wide, seed++), out.rank() - 1, 0, n);
+    const Tensor rowResidual = kiln::broadcast_to(kiln::randn({n}, seed++), out);
     // The same values with the last two axes' strides swapped: its rows are
     // contiguous, not its columns.
     std::vector<int> swap(static_cast<size_t>(out.rank()));
@@ -266,6 +273,9 @@ TEST(OpsMatmul, ScaleAndResidualAfterAMatmulGiveTheBitsOfTheSeparateOps) {
     fused.push_back({kiln::relu(kiln::matmul(x, w) * -0.375 + bias + residual),
                      kiln::relu(product * -0.375 + bias + residual), "relu(x @ w * s + b + r)"});
     fused.push_back({kiln::matmul(x, w) * 3.0, product * 3.0, "x @ w * s"});
+    fused.push_back({0.25 * kiln::matmul(x, w) + wideResidual, 0.25 * product + wideResidual, "s * x @ w + r[:, :N]"});
+    fused.push_back({kiln::matmul(x, w) + bias + rowResidual, product + bias + rowResidual,
+                     "x @ w + b + broadcast row"});
     fused.push_back({residual + kiln::matmul(x, w), residual + product, "r + x @ w"});
     fused.push_back({kiln::relu(kiln::matmul(x, w) * 0.5 + residual), kiln::relu(product * 0.5 + residual),
                      "relu(x @ w * s + r)"});
