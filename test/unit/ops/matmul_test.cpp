@@ -152,6 +152,31 @@ TEST(OpsMatmul, ConcurrentThreads) {
   });
 }
 
+/// A product x @ w for the epilogue tests, and what it exercises.
+struct EpilogueCase {
+  kiln::Shape x, w;
+  std::string how;
+};
+
+/// Bit for bit, any NaN matching any NaN (Kiln's ops keep NaN, not its payload).
+void expectSameBits(const Tensor& got, const Tensor& want, const std::string& what) {
+  const std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
+  ASSERT_EQ(g.size(), e.size()) << what;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(e[i])) EXPECT_TRUE(std::isnan(g[i])) << what << " at " << i;
+    else EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(e[i])) << what << " at " << i;
+  }
+}
+
+/// Random x for a case, with a NaN in one of its rows where it has more than 40 elements.
+Tensor epilogueOperand(const kiln::Shape& shape, uint64_t seed) {
+  Tensor x = kiln::randn(shape, seed);
+  if (shape.numel() <= 40) return x;
+  std::vector<float> xs = x.to_vector<float>();
+  xs[static_cast<size_t>(2 * shape[shape.rank() - 1] + 1)] = std::nanf("");
+  return kiln::from_vector(xs, shape);
+}
+
 /// A bias add along the last axis and a relu after a matmul run in the
 /// GEMM's tile store when nothing else reads the product (the interpreter's
 /// matmul epilogue, OpLibrary::matmulWithEpilogue): the same bits as the
@@ -159,35 +184,18 @@ TEST(OpsMatmul, ConcurrentThreads) {
 /// NaN through the relu. Batched products, [N], [1, N] and strided biases,
 /// a relu alone, size-0 and empty-depth products.
 TEST(OpsMatmul, BiasAndReluAfterAMatmulGiveTheBitsOfTheSeparateOps) {
-  struct Case {
-    kiln::Shape x, w;
-    std::string how;
-  };
-  const std::vector<Case> cases = {{{37, 19}, {19, 23}, "2-D"},
-                                   {{3, 5, 19}, {19, 40}, "batched x, shared w"},
-                                   {{2, 3, 16, 8}, {2, 3, 8, 33}, "rank-4 batch"},
-                                   {{0, 7}, {7, 5}, "no rows"},
-                                   {{6, 0}, {0, 5}, "empty depth"}};
-  auto bits = [](const Tensor& t) { return t.to_vector<float>(); };
-  auto same = [&](const Tensor& got, const Tensor& want, const std::string& what) {
-    const std::vector<float> g = bits(got), e = bits(want);
-    ASSERT_EQ(g.size(), e.size()) << what;
-    for (size_t i = 0; i < g.size(); ++i) {
-      if (std::isnan(e[i])) EXPECT_TRUE(std::isnan(g[i])) << what << " at " << i;
-      else EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(e[i])) << what << " at " << i;
-    }
-  };
+  const std::vector<EpilogueCase> cases = {{{37, 19}, {19, 23}, "2-D"},
+                                           {{3, 5, 19}, {19, 40}, "batched x, shared w"},
+                                           {{2, 3, 16, 8}, {2, 3, 8, 33}, "rank-4 batch"},
+                                           {{0, 7}, {7, 5}, "no rows"},
+                                           {{6, 0}, {0, 5}, "empty depth"}};
+  const auto same = expectSameBits;
   // (kiln_op_tests_test_device runs on a library that fuses nothing.)
   const bool fuses = kiln::hal::deviceContext(kiln::default_device()).ops().fusesMatmulEpilogue(DType::f32, true);
   const uint64_t fusedPerBias = fuses ? 2 : 0, fusedReluOnly = fuses ? 1 : 0;
   uint64_t seed = 11;
-  for (const Case& c : cases) {
-    Tensor x = kiln::randn(c.x, seed++), w = kiln::randn(c.w, seed++);
-    if (c.x.numel() > 40) {  // a NaN in one row of x
-      std::vector<float> xs = x.to_vector<float>();
-      xs[2 * c.x[c.x.rank() - 1] + 1] = std::nanf("");
-      x = kiln::from_vector(xs, c.x);
-    }
+  for (const EpilogueCase& c : cases) {
+    const Tensor x = epilogueOperand(c.x, seed++), w = kiln::randn(c.w, seed++);
     const int64_t n = c.w[c.w.rank() - 1];
     const Tensor bias = kiln::randn({n}, seed++), rowBias = kiln::randn({1, n}, seed++);
     const Tensor strided = kiln::slice(kiln::randn({2 * n}, seed++), 0, 0, 2 * n, 2);
@@ -220,34 +228,18 @@ TEST(OpsMatmul, BiasAndReluAfterAMatmulGiveTheBitsOfTheSeparateOps) {
 /// and the ops run one by one, with the same results. Unpacked and packed
 /// products (two depth passes), residual rows 2N apart or broadcast.
 TEST(OpsMatmul, ScaleAndResidualAfterAMatmulGiveTheBitsOfTheSeparateOps) {
-  struct Case {
-    kiln::Shape x, w;
-    std::string how;
-  };
-  const std::vector<Case> cases = {{{37, 19}, {19, 23}, "2-D"},
-                                   {{3, 5, 19}, {19, 40}, "batched x, shared w"},
-                                   {{2, 3, 16, 8}, {2, 3, 8, 33}, "rank-4 batch"},
-                                   {{130, 1100}, {1100, 70}, "packed, two depth passes"},
-                                   {{6, 0}, {0, 5}, "empty depth"}};
-  auto same = [&](const Tensor& got, const Tensor& want, const std::string& what) {
-    const std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
-    ASSERT_EQ(g.size(), e.size()) << what;
-    for (size_t i = 0; i < g.size(); ++i) {
-      if (std::isnan(e[i])) EXPECT_TRUE(std::isnan(g[i])) << what << " at " << i;
-      else EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(e[i])) << what << " at " << i;
-    }
-  };
+  const std::vector<EpilogueCase> cases = {{{37, 19}, {19, 23}, "2-D"},
+                                           {{3, 5, 19}, {19, 40}, "batched x, shared w"},
+                                           {{2, 3, 16, 8}, {2, 3, 8, 33}, "rank-4 batch"},
+                                           {{130, 1100}, {1100, 70}, "packed, two depth passes"},
+                                           {{6, 0}, {0, 5}, "empty depth"}};
+  const auto same = expectSameBits;
   // (kiln_op_tests_test_device runs on a library that fuses nothing.)
   const auto& ops = kiln::hal::deviceContext(kiln::default_device()).ops();
   const uint64_t fusedEach = ops.fusesMatmulEpilogue(DType::f32, true) && ops.fusesMatmulScaleAndResidual(DType::f32);
   uint64_t seed = 101;
-  for (const Case& c : cases) {
-    Tensor x = kiln::randn(c.x, seed++), w = kiln::randn(c.w, seed++);
-    if (c.x.numel() > 40) {  // a NaN in one row of x
-      std::vector<float> xs = x.to_vector<float>();
-      xs[2 * c.x[c.x.rank() - 1] + 1] = std::nanf("");
-      x = kiln::from_vector(xs, c.x);
-    }
+  for (const EpilogueCase& c : cases) {
+    const Tensor x = epilogueOperand(c.x, seed++), w = kiln::randn(c.w, seed++);
     const kiln::Shape out = kiln::matmul(x, w).shape();
     const int64_t n = out[out.rank() - 1];
     const Tensor bias = kiln::randn({n}, seed++), residual = kiln::randn(out, seed++);
