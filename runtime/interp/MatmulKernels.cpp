@@ -90,14 +90,16 @@ void forEachBatch(const Arg& a, const Arg& b, const Shape& outShape, bool smallO
   int64_t batches = 1;
   for (int d = 0; d < r - 2; ++d) batches *= outShape[d];
   if (batches == 0) return;
-  auto batchOffset = [&](const Arg& x, int64_t bi) { return batchElementOffset(x, outShape, bi); };
   const bool onePerThread = batches > 1 && (smallOnesPerThread || M * N * K < gemm::kSplitMultiplyAdds);
+  auto run = [&](int64_t bi, bool parallel) {
+    one(bi, batchElementOffset(a, outShape, bi), batchElementOffset(b, outShape, bi), parallel);
+  };
   if (onePerThread) {
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, batches, 1), [&](const tbb::blocked_range<int64_t>& rg) {
-      for (int64_t bi = rg.begin(); bi < rg.end(); ++bi) one(bi, batchOffset(a, bi), batchOffset(b, bi), false);
+      for (int64_t bi = rg.begin(); bi < rg.end(); ++bi) run(bi, false);
     });
   } else {
-    for (int64_t bi = 0; bi < batches; ++bi) one(bi, batchOffset(a, bi), batchOffset(b, bi), true);
+    for (int64_t bi = 0; bi < batches; ++bi) run(bi, true);
   }
 }
 
@@ -159,9 +161,9 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
 bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape, char* out) {
   if (a.dtype != DType::f32 || b.dtype != DType::f32) return false;
   const int r = outShape.rank();
-  if (const Arg* res = e.residual ? &*e.residual : nullptr;
-      res && (r < 2 || res->dtype != DType::f32 || !(res->shape == outShape) ||
-              (outShape[r - 1] > 1 && res->strides[r - 1] != 1)))
+  const Arg* residual = e.residual ? &*e.residual : nullptr;
+  if (residual && (r < 2 || residual->dtype != DType::f32 || !(residual->shape == outShape) ||
+                   (outShape[r - 1] > 1 && residual->strides[r - 1] != 1)))
     return false;
   gemm::Epilogue epilogue;
   epilogue.scaled = e.scaled;
@@ -169,7 +171,7 @@ bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, c
   epilogue.bias = reinterpret_cast<const float*>(e.bias);
   epilogue.biasStride = e.biasStride;
   epilogue.relu = e.relu;
-  sgemmBatches(a, b, outShape, out, &epilogue, e.residual ? &*e.residual : nullptr);
+  sgemmBatches(a, b, outShape, out, &epilogue, residual);
   return true;
 }
 

@@ -297,7 +297,8 @@ bool CublasLtMatmul::enqueue(const interp::Arg& a, const interp::Arg& b, const S
   cublasLtEpilogue_t epilogueKind = CUBLASLT_EPILOGUE_DEFAULT;
   if (epilogue) {
     // No scale or residual: cuBLASLt adds beta * C before its bias, where
-    // MatmulEpilogue adds the bias first (CudaOpLibrary does not offer them).
+    // MatmulEpilogue adds the bias first, and how its alpha rounds has not
+    // been checked on a GPU.
     if (epilogue->scaled || epilogue->residual) return false;
     if (a.dtype != DType::f32 || (epilogue->bias && epilogue->biasStride != 1 && outShape[outShape.rank() - 1] > 1) ||
         (epilogue->bias && reinterpret_cast<uintptr_t>(epilogue->bias) % 16 != 0))

@@ -76,10 +76,8 @@ bool CudaOpLibrary::matmulHalf(const interp::Arg& a, const interp::Arg& b, const
 
 bool CudaOpLibrary::matmulWithEpilogue(const interp::Arg& a, const interp::Arg& b, const interp::MatmulEpilogue& e,
                                        const Shape& outShape, char* out) {
-  // No scale or residual (fusesMatmulScaleAndResidual is false): cuBLASLt
-  // adds beta * C before its bias epilogue, where the ops add the bias
-  // first, and how its alpha rounds has not been checked on a GPU.
-  return a.dtype == DType::f32 && !e.scaled && !e.residual && blas_->run(a, b, outShape, out, &e);
+  // (CublasLtMatmul declines a scale or a residual: fusesMatmulScaleAndResidual is false.)
+  return a.dtype == DType::f32 && blas_->run(a, b, outShape, out, &e);
 }
 
 bool CudaOpLibrary::fusesMatmulEpilogue(DType t, bool relu) const { return blas_->fusesEpilogue(t, relu); }

@@ -33,9 +33,11 @@ namespace gemm = interp::gemm;
 constexpr int64_t kM = 600, kN = 2100, kK = 40;
 static_assert(kM * kN * kK >= gemm::kTunedMultiplyAdds);
 
+/// Row-major pseudo-random A[M, K] and B[K, N] (kM x kN x kK unless given).
 struct Operands {
+  int64_t M, N, K;
   std::vector<float> a, b;
-  Operands() : a(kM * kK), b(kK * kN) {
+  Operands(int64_t m = kM, int64_t n = kN, int64_t k = kK) : M(m), N(n), K(k), a(m * k), b(k * n) {
     uint32_t s = 12345;
     auto next = [&] {
       s = s * 1664525u + 1013904223u;
@@ -45,8 +47,8 @@ struct Operands {
     for (float& x : b) x = next();
   }
   std::vector<float> product() const {
-    std::vector<float> c(kM * kN, -7.0f);
-    gemm::sgemm(kM, kN, kK, {a.data(), kK, 1}, {b.data(), kN, 1}, c.data(), kN, false, /*parallel=*/true);
+    std::vector<float> c(M * N, -7.0f);
+    gemm::sgemm(M, N, K, {a.data(), K, 1}, {b.data(), N, 1}, c.data(), N, false, /*parallel=*/true);
     return c;
   }
 };
@@ -150,17 +152,10 @@ TEST_F(TunerTest, MidSizedProductsTryTheUnpackedProductAlone) {
   if (gemm::activeIsa() == gemm::Isa::scalar) GTEST_SKIP() << "the scalar kernel has no unpacked product";
   constexpr int64_t M = 512, N = 128, K = 128;  // a transformer layer's projection
   static_assert(M * N * K >= gemm::kTunedDirectMultiplyAdds && M * N * K < gemm::kTunedMultiplyAdds);
-  std::vector<float> a(M * K), b(K * N);
-  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i));
-  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11f * static_cast<float>(i));
-  auto product = [&] {
-    std::vector<float> c(M * N, -7.0f);
-    gemm::sgemm(M, N, K, {a.data(), K, 1}, {b.data(), N, 1}, c.data(), N, false, /*parallel=*/true);
-    return c;
-  };
+  const Operands ops(M, N, K);
   const Stats start = stats();
-  const std::vector<float> first = product();
-  runUntilSettled(product, first);
+  const std::vector<float> first = ops.product();
+  runUntilSettled(ops, first);
   const Stats end = stats();
   EXPECT_EQ(end.tune_sites - start.tune_sites, 1u) << end.str();
   EXPECT_EQ(end.tune_sites_settled - start.tune_sites_settled, 1u) << end.str();
