@@ -33,19 +33,22 @@ namespace gemm = interp::gemm;
 constexpr int64_t kM = 600, kN = 2100, kK = 40;
 static_assert(kM * kN * kK >= gemm::kTunedMultiplyAdds);
 
+/// `n` pseudo-random floats in [-1, 1), a linear congruential sequence from `seed`.
+std::vector<float> randomValues(int64_t n, uint32_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = static_cast<float>(seed >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
+  }
+  return v;
+}
+
 /// Row-major pseudo-random A[M, K] and B[K, N] (kM x kN x kK unless given).
 struct Operands {
   int64_t M, N, K;
   std::vector<float> a, b;
-  Operands(int64_t m = kM, int64_t n = kN, int64_t k = kK) : M(m), N(n), K(k), a(m * k), b(k * n) {
-    uint32_t s = 12345;
-    auto next = [&] {
-      s = s * 1664525u + 1013904223u;
-      return static_cast<float>(s >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
-    };
-    for (float& x : a) x = next();
-    for (float& x : b) x = next();
-  }
+  Operands(int64_t m = kM, int64_t n = kN, int64_t k = kK)
+      : M(m), N(n), K(k), a(randomValues(m * k, 12345)), b(randomValues(k * n, 54321)) {}
   std::vector<float> product() const {
     std::vector<float> c(M * N, -7.0f);
     gemm::sgemm(M, N, K, {a.data(), K, 1}, {b.data(), N, 1}, c.data(), N, false, /*parallel=*/true);
@@ -196,15 +199,8 @@ TEST(TunerCandidates, EveryWayToRunAProductGivesItsBits) {
   const int64_t kc = gemm::activeIsa() == gemm::Isa::avx512 ? 1024 : 256;
   const int64_t M = 150, N = 170, K = kc + 77;  // two depth passes, ragged tiles
   static_assert(150 * 170 * (1024 + 77) <= gemm::kDirectTrialMultiplyAdds);
-  std::vector<float> a(M * K), b(K * N), bias(2 * N);
-  uint32_t s = 99;
-  auto next = [&] {
-    s = s * 1664525u + 1013904223u;
-    return static_cast<float>(s >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
-  };
-  for (float& x : a) x = next();
-  for (float& x : b) x = next();
-  for (float& x : bias) x = next();
+  const Operands ops(M, N, K);
+  const std::vector<float> &a = ops.a, &b = ops.b, bias = randomValues(2 * N, 99);
   gemm::Epilogue epilogue;
   epilogue.bias = bias.data();
   epilogue.biasStride = 2;
@@ -226,8 +222,9 @@ TEST(TunerCandidates, EveryWayToRunAProductGivesItsBits) {
           else ASSERT_EQ(std::memcmp(c.data(), first.data(), sizeof(float) * c.size()), 0) << stub.names[call];
         }
         ASSERT_GE(stub.count, 2u) << "the product was not offered to the tuner";
-        if (gemm::activeIsa() != gemm::Isa::scalar)
+        if (gemm::activeIsa() != gemm::Isa::scalar) {
           EXPECT_EQ(stub.names.back(), "direct");
+        }
       }
 }
 
