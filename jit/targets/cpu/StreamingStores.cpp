@@ -37,18 +37,6 @@ bool collectStores(mlir::Value root, llvm::SmallVectorImpl<mlir::memref::StoreOp
   });
 }
 
-/// Whether the loop around `store` computes enough per element that the
-/// memory traffic a streaming store saves does not bound it (chain8's tanh
-/// and sigmoid polynomials: ~55 operations; its streaming stores, split
-/// into 8-byte pieces where their alignment is unknown, made it 10 %
-/// slower, while fma3's 5 operations ran 25 % faster).
-bool computeBound(mlir::memref::StoreOp store) {
-  mlir::Block *body = store->getBlock();
-  int64_t ops = 0;
-  body->walk([&](mlir::Operation *) { ++ops; });
-  return ops > kStreamingMaxLoopOps;
-}
-
 /// The alias scope that stands for `!nontemporal` while loops vectorise
 /// (named, so every module and context finds the same one).
 llvm::MDNode *streamingScope(llvm::LLVMContext &context) {
@@ -316,8 +304,6 @@ int markStreamingStores(mlir::func::FuncOp fn, unsigned numInputs, unsigned numO
     if (!collectStores(fn.getArgument(i), stores))
       continue;
     for (mlir::memref::StoreOp store : stores) {
-      if (computeBound(store))
-        continue;
       store.setNontemporal(true);
       ++marked;
     }
