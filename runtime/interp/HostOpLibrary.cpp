@@ -43,8 +43,10 @@ class HostOpLibrary final : public OpLibrary {
                           char* out) override {
     return matmulEpilogueKernel(a, b, e, outShape, out);
   }
-  bool fusesMatmulEpilogue(DType t, bool) const override { return t == DType::f32; }
-  bool fusesMatmulScaleAndResidual(DType t) const override { return t == DType::f32; }
+  bool fusesMatmulEpilogue(DType t, bool) const override {
+    return t == DType::f32 || (t == DType::bf16 && matmulKernelTakesBf16());
+  }
+  bool fusesMatmulScaleAndResidual(DType t) const override { return fusesMatmulEpilogue(t, false); }
   void conv2d(const Arg& x, const Arg& w, const core::Conv2dParams& p, const Shape& outShape, char* out) override {
     conv2dKernel(x, w, p, outShape, out);
   }

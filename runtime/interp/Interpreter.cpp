@@ -6,6 +6,7 @@
 #include <span>
 
 #include "kiln/error.h"
+#include "runtime/core/Half.h"
 #include "runtime/backends/Hal.h"
 #include "runtime/dist/Collectives.h"
 #include "runtime/interp/Kernels.h"
@@ -89,6 +90,7 @@ class NodeRunner {
       // A constant (Full) of the product's type: the value its fill writes.
       e.scaled = true;
       e.scale = static_cast<float>(trace_.nodes[static_cast<uint32_t>(f.scale)].f0);
+      if (mm.dtype == DType::bf16) e.scale = core::bf16ToFloat(core::floatToBf16(e.scale));
     }
     if (f.bias >= 0) {
       const Arg v = input(static_cast<uint32_t>(f.bias));

@@ -103,9 +103,12 @@ struct MatmulEpilogue {
 };
 
 /// out = e(a·b) for f32 operands, in the GEMM's tile store (gemm::Epilogue):
-/// the bits of matmulKernel, then the mul, add and relu kernels. False
-/// (nothing done) for other dtypes, and for a residual that is not f32 or
-/// whose elements along the last axis are not contiguous.
+/// the bits of matmulKernel, then the mul, add and relu kernels. For bf16
+/// operands on the CPU's bf16 GEMM (matmulKernelTakesBf16), out is bf16 and
+/// each op rounds to bf16 as it would on its own, in the GEMM's f32 block
+/// before it is stored (gemm::Epilogue::bf16Steps). False (nothing done) for
+/// other dtypes, and for a residual not of the operands' dtype or whose
+/// elements along the last axis are not contiguous.
 bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape, char* out);
 /// Whether matmulKernel multiplies bf16 operands natively (on the CPU's bf16
 /// GEMM, gemm/Bf16Gemm.h), so that widening them to f32 first is not needed.

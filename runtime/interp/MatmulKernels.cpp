@@ -3,10 +3,12 @@
 // dtypes a blocked loop.
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "runtime/core/Half.h"
 #include "runtime/interp/Dispatch.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/interp/gemm/Bf16Gemm.h"
@@ -158,13 +160,57 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
   });
 }
 
+namespace {
+
+/// The bf16 product of each batch rounded to bf16 with `e`'s ops, each
+/// rounded as its own bf16 op would be (gemm::Epilogue::bf16Steps); e's
+/// residual, if any, checked by the caller.
+void bf16EpilogueBatches(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape, char* out) {
+  const int r = outShape.rank();
+  const int64_t M = outShape[r - 2], N = outShape[r - 1], K = a.shape[a.shape.rank() - 1];
+  // The bias widened once (exactly: every bf16 is an f32).
+  std::vector<float> bias;
+  if (e.bias) {
+    const auto* bp = reinterpret_cast<const uint16_t*>(e.bias);
+    bias.resize(static_cast<size_t>(N));
+    for (int64_t j = 0; j < N; ++j) bias[static_cast<size_t>(j)] = core::bf16ToFloat(bp[j * e.biasStride]);
+  }
+  gemm::Epilogue epilogue;
+  epilogue.bf16Steps = true;
+  epilogue.scaled = e.scaled;
+  epilogue.scale = e.scale;
+  epilogue.bias = e.bias ? bias.data() : nullptr;
+  epilogue.relu = e.relu;
+  const auto* ap = reinterpret_cast<const uint16_t*>(a.data);
+  const auto* bp = reinterpret_cast<const uint16_t*>(b.data);
+  auto* op = reinterpret_cast<uint16_t*>(out);
+  forEachBatch(a, b, outShape, false, [&](int64_t bi, int64_t aOff, int64_t bOff, bool parallel) {
+    gemm::Epilogue batchEpilogue = epilogue;
+    if (e.residual) {
+      batchEpilogue.residualBf16 =
+          reinterpret_cast<const uint16_t*>(e.residual->data) + batchElementOffset(*e.residual, outShape, bi);
+      batchEpilogue.residualRs = e.residual->strides[r - 2];
+    }
+    gemm::gemmBf16RoundedOut(M, N, K, {ap + aOff, a.strides[r - 2], a.strides[r - 1]},
+                             {bp + bOff, b.strides[r - 2], b.strides[r - 1]}, op + bi * M * N, N, parallel,
+                             &batchEpilogue);
+  });
+}
+
+}  // namespace
+
 bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape, char* out) {
-  if (a.dtype != DType::f32 || b.dtype != DType::f32) return false;
+  const bool bf16 = a.dtype == DType::bf16 && b.dtype == DType::bf16 && matmulKernelTakesBf16();
+  if (!bf16 && (a.dtype != DType::f32 || b.dtype != DType::f32)) return false;
   const int r = outShape.rank();
   const Arg* residual = e.residual ? &*e.residual : nullptr;
-  if (residual && (r < 2 || residual->dtype != DType::f32 || !(residual->shape == outShape) ||
+  if (residual && (r < 2 || residual->dtype != a.dtype || !(residual->shape == outShape) ||
                    (outShape[r - 1] > 1 && residual->strides[r - 1] != 1)))
     return false;
+  if (bf16) {
+    bf16EpilogueBatches(a, b, e, outShape, out);
+    return true;
+  }
   gemm::Epilogue epilogue;
   epilogue.scaled = e.scaled;
   epilogue.scale = e.scale;

@@ -5,6 +5,8 @@
 // and run the micro-kernel over every (A panel, B panel) pair.
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -87,10 +89,57 @@ void packBPanel(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, int n
 
 }  // namespace
 
+namespace {
+
+/// x rounded to the nearest bf16 (core::floatToBf16's bits: to nearest
+/// even, a NaN quieted), as f32; branch-free so that its loops vectorise.
+inline float roundedToBf16(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  const uint32_t quietNan = (u | 0x00400000u) & 0xffff0000u;
+  return std::bit_cast<float>((u & 0x7fffffffu) > 0x7f800000u ? quietNan : rounded);
+}
+
+/// applyEpilogue with Epilogue::bf16Steps: each step as a separate bf16 op
+/// computes it (in f32, the result rounded to bf16), one pass over the row
+/// (in L1) per step. The bias is contiguous here (bf16EpilogueBatches
+/// widens it into a vector of its own).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void applyBf16StepsEpilogue(
+    const Epilogue& e, float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t i0, int64_t j0) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* __restrict row = c + i * ldc;
+#pragma GCC ivdep
+    for (int64_t j = 0; j < cols; ++j) row[j] = roundedToBf16(row[j]);
+    if (e.scaled) {
+#pragma GCC ivdep
+      for (int64_t j = 0; j < cols; ++j) row[j] = roundedToBf16(row[j] * e.scale);
+    }
+    if (e.bias) {
+      const float* bias = e.bias + j0;
+#pragma GCC ivdep
+      for (int64_t j = 0; j < cols; ++j) row[j] = roundedToBf16(row[j] + bias[j]);
+    }
+    if (e.residualBf16) {
+      const uint16_t* residual = e.residualBf16 + (i0 + i) * e.residualRs + j0;
+#pragma GCC ivdep
+      for (int64_t j = 0; j < cols; ++j)
+        row[j] = roundedToBf16(row[j] + std::bit_cast<float>(static_cast<uint32_t>(residual[j]) << 16));
+    }
+    if (e.relu) {
+      // As the f32 relu below: NaN stays NaN.
+#pragma GCC ivdep
+      for (int64_t j = 0; j < cols; ++j) row[j] = row[j] < 0.0f ? 0.0f : row[j];
+    }
+  }
+}
+
+}  // namespace
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) void applyEpilogue(const Epilogue& e, float* c,
                                                                                   int64_t ldc, int64_t rows,
                                                                                   int64_t cols, int64_t i0,
                                                                                   int64_t j0) {
+  if (e.bf16Steps) return applyBf16StepsEpilogue(e, c, ldc, rows, cols, i0, j0);
   for (int64_t i = 0; i < rows; ++i) {
     float* __restrict row = c + i * ldc;
     if (e.scaled) {
@@ -124,7 +173,7 @@ namespace {
 /// Whether the micro-kernels apply `e` as they store the tiles
 /// (TileEpilogue): a bias with contiguous columns or none. A strided bias
 /// is added to the stored tile (applyEpilogue).
-bool fusesEpilogue(const Epilogue* e) { return e && (!e->bias || e->biasStride == 1); }
+bool fusesEpilogue(const Epilogue* e) { return e && !e->bf16Steps && (!e->bias || e->biasStride == 1); }
 
 /// `e` for the tile whose first row and column are row i0 and column j0 of
 /// the product.

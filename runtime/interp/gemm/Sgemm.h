@@ -48,6 +48,14 @@ struct Epilogue {
   int64_t residualRs = 0;
   bool scaled = false;
   float scale = 1.0f;
+  /// The roundings of separate bf16 ops (a bf16 product, then each op's
+  /// result rounded to bf16): the sum first, then the scale's, the bias's
+  /// and the residual's results; the residual is bf16 (residualBf16, rows
+  /// residualRs apart; `residual` unused), the bias contiguous (biasStride
+  /// 1). For the bf16 GEMM whose result is rounded to bf16
+  /// (gemmBf16RoundedOut), which then rounds nothing.
+  bool bf16Steps = false;
+  const uint16_t* residualBf16 = nullptr;
 };
 
 /// C[M,N] = A[M,K] * B[K,N], or C += A * B with `accumulate`, then the

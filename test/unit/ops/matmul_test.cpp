@@ -284,6 +284,57 @@ TEST(OpsMatmul, ScaleAndResidualAfterAMatmulGiveTheBitsOfTheSeparateOps) {
   }
 }
 
+/// The same epilogues after a bf16 matmul, on a library with bf16 GEMMs
+/// that fuses them: each op rounds to bf16 as it does on its own (the
+/// product, then the scale's, the bias's and the residual's results), so
+/// the bits are those of the separate bf16 ops, NaN and -0 included; a
+/// scale that bf16 does not hold (0.1) is the constant's bf16 value. Unpacked
+/// and packed products, one with two depth passes (summed in f32 first).
+TEST(OpsMatmul, Bf16EpilogueGivesTheBitsOfTheSeparateBf16Ops) {
+  const std::vector<EpilogueCase> cases = {{{37, 19}, {19, 23}, "2-D"},
+                                           {{3, 5, 19}, {19, 40}, "batched x, shared w"},
+                                           {{2, 3, 16, 8}, {2, 3, 8, 33}, "rank-4 batch"},
+                                           {{96, 256}, {256, 80}, "packed"},
+                                           {{40, 1100}, {1100, 70}, "packed, two depth passes"},
+                                           {{6, 0}, {0, 5}, "empty depth"}};
+  const auto same = expectSameBits;
+  const auto& ops = kiln::hal::deviceContext(kiln::default_device()).ops();
+  const uint64_t fusedEach = ops.fusesMatmulEpilogue(DType::bf16, true) && ops.fusesMatmulScaleAndResidual(DType::bf16);
+  auto bf16 = [](const Tensor& t) { return kiln::cast(t, DType::bf16); };
+  uint64_t seed = 301;
+  for (const EpilogueCase& c : cases) {
+    const Tensor x = bf16(epilogueOperand(c.x, seed++)), w = bf16(kiln::randn(c.w, seed++));
+    const kiln::Shape out = kiln::matmul(x, w).shape();
+    const int64_t n = out[out.rank() - 1];
+    const Tensor bias = bf16(kiln::randn({n}, seed++)), residual = bf16(kiln::randn(out, seed++));
+    const Tensor stridedBias = kiln::slice(bf16(kiln::randn({2 * n}, seed++)), 0, 0, 2 * n, 2);
+    kiln::Shape wide = out;
+    wide[wide.rank() - 1] = 2 * n;
+    const Tensor wideResidual = kiln::slice(bf16(kiln::randn(wide, seed++)), out.rank() - 1, 0, n);
+    kiln::sync();
+    const Tensor product = kiln::matmul(x, w);  // held: each op below reads it unfused
+    struct Fused {
+      Tensor got, want;
+      std::string what;
+    };
+    const uint64_t fusedBefore = kiln::interp::fusedMatmulEpilogues();
+    std::vector<Fused> fused;
+    fused.push_back({kiln::relu(kiln::matmul(x, w) * -0.375 + bias + residual),
+                     kiln::relu(product * -0.375 + bias + residual), "relu(x @ w * s + b + r)"});
+    fused.push_back({kiln::matmul(x, w) * 0.1, product * 0.1, "x @ w * 0.1"});
+    fused.push_back({kiln::relu(kiln::matmul(x, w) + stridedBias), kiln::relu(product + stridedBias),
+                     "relu(x @ w + strided b)"});
+    fused.push_back({0.25 * kiln::matmul(x, w) + wideResidual, 0.25 * product + wideResidual, "s * x @ w + r[:, :N]"});
+    fused.push_back({kiln::relu(kiln::matmul(x, w)), kiln::relu(product), "relu(x @ w)"});
+    kiln::sync();
+    EXPECT_EQ(kiln::interp::fusedMatmulEpilogues() - fusedBefore, fused.size() * fusedEach) << c.how;
+    for (const Fused& f : fused) {
+      EXPECT_EQ(f.got.dtype(), DType::bf16) << f.what;
+      same(f.got, f.want, f.what + ", " + c.how);
+    }
+  }
+}
+
 TEST(OpsMatmul, BadInputThrowsAndKeepsEarlierTensors) {
   Tensor a = kiln::ones({2, 3});
   Tensor b = kiln::ones({4, 2});
