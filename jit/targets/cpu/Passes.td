@@ -749,9 +749,10 @@ def KilnCpuStreamingStores
     all: an out-param of static shape and at least `min-bytes`
     bytes whose every use, through view-like ops, is the memref of a
     `memref.store` gets those stores marked `nontemporal` (they write its
-    lines without reading them first), except the stores in loop bodies of
-    more than 24 operations, which are bound by their arithmetic. See
-    `markStreamingStores` (StreamingStores.h).
+    lines without reading them first); in a loop body of more than 24
+    operations only where its vectors can be aligned (a rank-1 memref, or
+    rows of whole 64-byte lines). See `markStreamingStores`
+    (StreamingStores.h).
 
     Example:
 

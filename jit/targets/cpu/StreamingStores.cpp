@@ -37,6 +37,26 @@ bool collectStores(mlir::Value root, llvm::SmallVectorImpl<mlir::memref::StoreOp
   });
 }
 
+/// Whether `store` may stream: a loop body of at most kStreamingMaxLoopOps
+/// operations, or one whose vector stores the alignment versioning can
+/// align: into a rank-1 memref (a flat loop, whose chunks start at
+/// multiples of 16 elements) or one whose rows are whole 64-byte lines.
+bool streamable(mlir::memref::StoreOp store) {
+  mlir::Block *body = store->getBlock();
+  int64_t ops = 0;
+  body->walk([&](mlir::Operation *) { ++ops; });
+  if (ops <= kStreamingMaxLoopOps)
+    return true;
+  mlir::MemRefType type = store.getMemRefType();
+  if (type.getRank() <= 1)
+    return true;
+  const int64_t row = type.getShape().back();
+  const mlir::Type element = type.getElementType();
+  if (mlir::ShapedType::isDynamic(row) || !element.isIntOrFloat() || element.getIntOrFloatBitWidth() % 8 != 0)
+    return false;
+  return row * (element.getIntOrFloatBitWidth() / 8) % 64 == 0;
+}
+
 /// The alias scope that stands for `!nontemporal` while loops vectorise
 /// (named, so every module and context finds the same one).
 llvm::MDNode *streamingScope(llvm::LLVMContext &context) {
@@ -304,6 +324,8 @@ int markStreamingStores(mlir::func::FuncOp fn, unsigned numInputs, unsigned numO
     if (!collectStores(fn.getArgument(i), stores))
       continue;
     for (mlir::memref::StoreOp store : stores) {
+      if (!streamable(store))
+        continue;
       store.setNontemporal(true);
       ++marked;
     }

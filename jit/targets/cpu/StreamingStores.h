@@ -47,16 +47,24 @@ inline constexpr int64_t kStreamingOutputBytes = int64_t{16} << 20;
 /// bench/kiln_bench, 2 threads.
 inline int64_t streamingFootprintBytes(int64_t llcBytes) { return llcBytes / 2; }
 
+/// Operations in a store's loop body above which its streaming stores must
+/// be alignable (markStreamingStores).
+inline constexpr int64_t kStreamingMaxLoopOps = 24;
+
 /// In the bufferized kernel `fn` (`numInputs` input memrefs, then
 /// `numOutputs` out-params) whose static input and output memrefs take at
 /// least `minFootprintBytes` in all, marks `nontemporal` every memref.store into
 /// an out-param of static shape and at least `minBytes` bytes whose every
 /// use, through view-like ops, is the memref of a memref.store (no load,
-/// call, copy or linalg op reads or writes it otherwise), however long
-/// the loop body that computes the stored value: chain8's (about 55
-/// operations of tanh and sigmoid) ran 2.79-3.29 ms with plain stores and
-/// 2.69-2.81 with streaming ones on a 2-core Zen 5 (3 alternating runs).
-/// An out-param that may share its buffer with an input (buffer donation)
+/// call, copy or linalg op reads or writes it otherwise). A store in a loop
+/// body of more than kStreamingMaxLoopOps operations qualifies only where
+/// its vector stores can be aligned (kiln-align-streaming-stores): into a
+/// flat (rank-1) buffer or rows of whole 64-byte lines. An unaligned
+/// streaming store is written as 8-byte pieces, which cost a long body
+/// more than the write-allocate reads it saves (chain8, unaligned: 10 %
+/// slower); aligned, chain8's ~55 operations of tanh and sigmoid ran
+/// 2.69-2.81 ms streaming against 2.79-3.29 plain on a 2-core Zen 5 (3
+/// alternating runs). An out-param that may share its buffer with an input (buffer donation)
 /// qualifies too: the input's element is read before the store that
 /// replaces it, in the same iteration. Returns the number of stores marked.
 int markStreamingStores(mlir::func::FuncOp fn, unsigned numInputs, unsigned numOutputs, int64_t minBytes,

@@ -102,8 +102,7 @@ inline float roundedToBf16(float x) {
 
 /// applyEpilogue with Epilogue::bf16Steps: each step as a separate bf16 op
 /// computes it (in f32, the result rounded to bf16), one pass over the row
-/// (in L1) per step. The bias is contiguous here (bf16EpilogueBatches
-/// widens it into a vector of its own).
+/// (in L1) per step.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void applyBf16StepsEpilogue(
     const Epilogue& e, float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t i0, int64_t j0) {
   for (int64_t i = 0; i < rows; ++i) {
@@ -115,9 +114,18 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void applyBf16Steps
       for (int64_t j = 0; j < cols; ++j) row[j] = roundedToBf16(row[j] * e.scale);
     }
     if (e.bias) {
-      const float* bias = e.bias + j0;
+      const float* bias = e.bias + j0 * e.biasStride;
+      if (e.biasStride == 1) {
 #pragma GCC ivdep
-      for (int64_t j = 0; j < cols; ++j) row[j] = roundedToBf16(row[j] + bias[j]);
+        for (int64_t j = 0; j < cols; ++j) row[j] = roundedToBf16(row[j] + bias[j]);
+      } else {
+        for (int64_t j = 0; j < cols; ++j) row[j] = roundedToBf16(row[j] + bias[j * e.biasStride]);
+      }
+    }
+    if (e.residual) {
+      const float* residual = e.residual + (i0 + i) * e.residualRs + j0;
+#pragma GCC ivdep
+      for (int64_t j = 0; j < cols; ++j) row[j] = roundedToBf16(row[j] + residual[j]);
     }
     if (e.residualBf16) {
       const uint16_t* residual = e.residualBf16 + (i0 + i) * e.residualRs + j0;

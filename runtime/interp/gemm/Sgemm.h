@@ -50,9 +50,8 @@ struct Epilogue {
   float scale = 1.0f;
   /// The roundings of separate bf16 ops (a bf16 product, then each op's
   /// result rounded to bf16): the sum first, then the scale's, the bias's
-  /// and the residual's results; the residual is bf16 (residualBf16, rows
-  /// residualRs apart; `residual` unused), the bias contiguous (biasStride
-  /// 1). For the bf16 GEMM whose result is rounded to bf16
+  /// and the residual's results; a bf16 residual is residualBf16 (rows
+  /// residualRs apart). For the bf16 GEMM whose result is rounded to bf16
   /// (gemmBf16RoundedOut), which then rounds nothing.
   bool bf16Steps = false;
   const uint16_t* residualBf16 = nullptr;

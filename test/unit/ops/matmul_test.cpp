@@ -287,9 +287,11 @@ TEST(OpsMatmul, ScaleAndResidualAfterAMatmulGiveTheBitsOfTheSeparateOps) {
 /// The same epilogues after a bf16 matmul, on a library with bf16 GEMMs
 /// that fuses them: each op rounds to bf16 as it does on its own (the
 /// product, then the scale's, the bias's and the residual's results), so
-/// the bits are those of the separate bf16 ops, NaN and -0 included; a
-/// scale that bf16 does not hold (0.1) is the constant's bf16 value. Unpacked
-/// and packed products, one with two depth passes (summed in f32 first).
+/// the bits are those of the separate bf16 ops, -0 and infinities included
+/// (a NaN as any NaN); a scale that bf16 does not hold (0.1) is the
+/// constant's bf16 value. Unpacked and packed products, one with two depth
+/// passes (summed in f32 first); strided, constant and broadcast operands;
+/// a strided residual is declined.
 TEST(OpsMatmul, Bf16EpilogueGivesTheBitsOfTheSeparateBf16Ops) {
   const std::vector<EpilogueCase> cases = {{{37, 19}, {19, 23}, "2-D"},
                                            {{3, 5, 19}, {19, 40}, "batched x, shared w"},
@@ -308,9 +310,15 @@ TEST(OpsMatmul, Bf16EpilogueGivesTheBitsOfTheSeparateBf16Ops) {
     const int64_t n = out[out.rank() - 1];
     const Tensor bias = bf16(kiln::randn({n}, seed++)), residual = bf16(kiln::randn(out, seed++));
     const Tensor stridedBias = kiln::slice(bf16(kiln::randn({2 * n}, seed++)), 0, 0, 2 * n, 2);
+    const Tensor constantBias = kiln::broadcast_to(kiln::full({1}, -0.0, DType::bf16), {n});  // stride 0, -0
     kiln::Shape wide = out;
     wide[wide.rank() - 1] = 2 * n;
     const Tensor wideResidual = kiln::slice(bf16(kiln::randn(wide, seed++)), out.rank() - 1, 0, n);
+    const Tensor rowResidual = kiln::broadcast_to(bf16(kiln::randn({n}, seed++)), out);
+    std::vector<int> swap(static_cast<size_t>(out.rank()));
+    for (int d = 0; d < out.rank(); ++d) swap[static_cast<size_t>(d)] = d;
+    std::swap(swap[swap.size() - 1], swap[swap.size() - 2]);
+    const Tensor stridedResidual = kiln::permute(kiln::permute(residual, swap).contiguous(), swap);
     kiln::sync();
     const Tensor product = kiln::matmul(x, w);  // held: each op below reads it unfused
     struct Fused {
@@ -326,12 +334,24 @@ TEST(OpsMatmul, Bf16EpilogueGivesTheBitsOfTheSeparateBf16Ops) {
                      "relu(x @ w + strided b)"});
     fused.push_back({0.25 * kiln::matmul(x, w) + wideResidual, 0.25 * product + wideResidual, "s * x @ w + r[:, :N]"});
     fused.push_back({kiln::relu(kiln::matmul(x, w)), kiln::relu(product), "relu(x @ w)"});
+    fused.push_back({bias + kiln::matmul(x, w) + rowResidual, bias + product + rowResidual,
+                     "b + x @ w + broadcast row"});
+    fused.push_back({residual + kiln::matmul(x, w), residual + product, "r + x @ w"});
+    // Rounds to infinity; -0 + -0 stays -0 where the product is -0.
+    fused.push_back({kiln::matmul(x, w) * 3e38 + constantBias, product * 3e38 + constantBias, "x @ w * 3e38 + -0"});
+    // The residual before the bias: only the residual fuses.
+    fused.push_back({kiln::matmul(x, w) + residual + bias, product + residual + bias, "x @ w + r + b"});
     kiln::sync();
     EXPECT_EQ(kiln::interp::fusedMatmulEpilogues() - fusedBefore, fused.size() * fusedEach) << c.how;
     for (const Fused& f : fused) {
       EXPECT_EQ(f.got.dtype(), DType::bf16) << f.what;
       same(f.got, f.want, f.what + ", " + c.how);
     }
+    const uint64_t declinedBefore = kiln::interp::fusedMatmulEpilogues();
+    const Tensor declined = kiln::matmul(x, w) * 2.0 + bias + stridedResidual;
+    kiln::sync();
+    EXPECT_EQ(kiln::interp::fusedMatmulEpilogues(), declinedBefore) << c.how;
+    same(declined, product * 2.0 + bias + residual, "x @ w * s + b + strided r, " + c.how);
   }
 }
 

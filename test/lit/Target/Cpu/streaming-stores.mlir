@@ -95,3 +95,82 @@ func.func @call_and_heavy_loop(%x: memref<1024xf32>, %called: memref<1024xf32>, 
   }
   return
 }
+
+// -----
+
+// Long loop bodies stream only where their vectors can be aligned: %lined's
+// rows are whole 64-byte lines, %ragged's (80 bytes) are not, and an
+// unaligned streaming store would be written in 8-byte pieces.
+// CHECK-LABEL: func.func @heavy_rows
+// CHECK: memref.store %{{.*}}, %arg1[%{{.*}}, %{{.*}}] : memref<32x20xf32>
+// CHECK: memref.store %{{.*}}, %arg2[%{{.*}}, %{{.*}}] {nontemporal = true} : memref<16x16xf32>
+func.func @heavy_rows(%x: memref<1024xf32>, %ragged: memref<32x20xf32>, %lined: memref<16x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c20 = arith.constant 20 : index
+  %c32 = arith.constant 32 : index
+  scf.for %i = %c0 to %c32 step %c1 {
+    scf.for %j = %c0 to %c20 step %c1 {
+      %v = memref.load %x[%j] : memref<1024xf32>
+      %a1 = arith.mulf %v, %v : f32
+      %a2 = arith.mulf %a1, %v : f32
+      %a3 = arith.mulf %a2, %v : f32
+      %a4 = arith.mulf %a3, %v : f32
+      %a5 = arith.mulf %a4, %v : f32
+      %a6 = arith.mulf %a5, %v : f32
+      %a7 = arith.mulf %a6, %v : f32
+      %a8 = arith.mulf %a7, %v : f32
+      %a9 = arith.mulf %a8, %v : f32
+      %a10 = arith.mulf %a9, %v : f32
+      %a11 = arith.mulf %a10, %v : f32
+      %a12 = arith.mulf %a11, %v : f32
+      %a13 = arith.mulf %a12, %v : f32
+      %a14 = arith.mulf %a13, %v : f32
+      %a15 = arith.mulf %a14, %v : f32
+      %a16 = arith.mulf %a15, %v : f32
+      %a17 = arith.mulf %a16, %v : f32
+      %a18 = arith.mulf %a17, %v : f32
+      %a19 = arith.mulf %a18, %v : f32
+      %a20 = arith.mulf %a19, %v : f32
+      %a21 = arith.mulf %a20, %v : f32
+      %a22 = arith.mulf %a21, %v : f32
+      %a23 = arith.mulf %a22, %v : f32
+      %a24 = arith.mulf %a23, %v : f32
+      %a25 = arith.mulf %a24, %v : f32
+      memref.store %a25, %ragged[%i, %j] : memref<32x20xf32>
+    }
+  }
+  scf.for %i = %c0 to %c16 step %c1 {
+    scf.for %j = %c0 to %c16 step %c1 {
+      %v = memref.load %x[%j] : memref<1024xf32>
+      %a1 = arith.mulf %v, %v : f32
+      %a2 = arith.mulf %a1, %v : f32
+      %a3 = arith.mulf %a2, %v : f32
+      %a4 = arith.mulf %a3, %v : f32
+      %a5 = arith.mulf %a4, %v : f32
+      %a6 = arith.mulf %a5, %v : f32
+      %a7 = arith.mulf %a6, %v : f32
+      %a8 = arith.mulf %a7, %v : f32
+      %a9 = arith.mulf %a8, %v : f32
+      %a10 = arith.mulf %a9, %v : f32
+      %a11 = arith.mulf %a10, %v : f32
+      %a12 = arith.mulf %a11, %v : f32
+      %a13 = arith.mulf %a12, %v : f32
+      %a14 = arith.mulf %a13, %v : f32
+      %a15 = arith.mulf %a14, %v : f32
+      %a16 = arith.mulf %a15, %v : f32
+      %a17 = arith.mulf %a16, %v : f32
+      %a18 = arith.mulf %a17, %v : f32
+      %a19 = arith.mulf %a18, %v : f32
+      %a20 = arith.mulf %a19, %v : f32
+      %a21 = arith.mulf %a20, %v : f32
+      %a22 = arith.mulf %a21, %v : f32
+      %a23 = arith.mulf %a22, %v : f32
+      %a24 = arith.mulf %a23, %v : f32
+      %a25 = arith.mulf %a24, %v : f32
+      memref.store %a25, %lined[%i, %j] : memref<16x16xf32>
+    }
+  }
+  return
+}
