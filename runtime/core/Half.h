@@ -55,11 +55,13 @@ inline uint16_t floatToHalf(float f) {
 
 inline float bf16ToFloat(uint16_t b) { return bitsToFloat(static_cast<uint32_t>(b) << 16); }
 
+/// Round to nearest even; a NaN stays NaN, quieted. Branch-free (a select)
+/// so that loops of it vectorise.
 inline uint16_t floatToBf16(float f) {
-  uint32_t u = floatToBits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
-  uint32_t rounding = 0x7fff + ((u >> 16) & 1);
-  return static_cast<uint16_t>((u + rounding) >> 16);
+  const uint32_t u = floatToBits(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quietNan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quietNan : rounded);
 }
 
 }  // namespace kiln::core

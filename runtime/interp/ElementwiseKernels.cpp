@@ -519,6 +519,20 @@ void dispatchStorage(DType t, F&& f) {
 /// The bits of `f` as `to`, f16 or bf16.
 inline uint16_t halfBits(float f, DType to) { return to == DType::f16 ? core::floatToHalf(f) : core::floatToBf16(f); }
 
+/// n elements of a half type (bf16 where `Bf16`, else f16), `stride`
+/// apart, as f32 (exact).
+template <bool Bf16>
+void widenHalf(const uint16_t* x, int64_t stride, float* out, int64_t n) {
+  auto widen = [](uint16_t h) { return Bf16 ? core::bf16ToFloat(h) : core::halfToFloat(h); };
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) out[i] = widen(x[i]);
+  } else if (stride == 0) {
+    std::fill(out, out + n, widen(*x));
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = widen(x[i * stride]);
+  }
+}
+
 template <class Dst>
 inline Dst fromDouble(double v, DType dst) {
   if constexpr (std::is_same_v<Dst, bool>) {
@@ -624,6 +638,45 @@ void randomKernel(OpKind op, DType t, int64_t n, uint64_t seed, char* out) {
       unsupportedDType("rand", t);
     }
   });
+}
+
+namespace {
+
+/// binaryHalfKernel for one half type: chunks of each run widened into L1,
+/// computed by arithF32 (the f32 op's code) and rounded as the cast
+/// rounds.
+template <bool Bf16>
+void binaryHalfRuns(ArithF32 arith, const Arg& a, const Arg& b, const Shape& shape, char* out) {
+  binaryRuns<uint16_t, uint16_t>(
+      a, b, shape, out, [&](uint16_t* o, const uint16_t* x, int64_t sx, const uint16_t* y, int64_t sy, int64_t n) {
+        constexpr int64_t kChunk = 512;
+        float xf[kChunk], yf[kChunk], of[kChunk];
+        for (int64_t i = 0; i < n; i += kChunk) {
+          const int64_t m = std::min(kChunk, n - i);
+          widenHalf<Bf16>(x + i * sx, sx, xf, m);
+          widenHalf<Bf16>(y + i * sy, sy, yf, m);
+          arithF32(arith, xf, 1, yf, 1, of, m);
+          for (int64_t j = 0; j < m; ++j) o[i + j] = Bf16 ? core::floatToBf16(of[j]) : core::floatToHalf(of[j]);
+        }
+      });
+}
+
+}  // namespace
+
+bool binaryHalfKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) {
+  const DType t = a.dtype;
+  if ((t != DType::bf16 && t != DType::f16) || b.dtype != t) return false;
+  ArithF32 arith;
+  switch (op) {
+    case OpKind::Add: arith = ArithF32::Add; break;
+    case OpKind::Sub: arith = ArithF32::Sub; break;
+    case OpKind::Mul: arith = ArithF32::Mul; break;
+    case OpKind::Div: arith = ArithF32::Div; break;
+    default: return false;
+  }
+  if (t == DType::bf16) binaryHalfRuns<true>(arith, a, b, shape, out);
+  else binaryHalfRuns<false>(arith, a, b, shape, out);
+  return true;
 }
 
 }  // namespace kiln::interp

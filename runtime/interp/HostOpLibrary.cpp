@@ -34,6 +34,10 @@ class HostOpLibrary final : public OpLibrary {
   void matmul(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {
     matmulKernel(a, b, outShape, out);
   }
+  bool binaryHalf(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) override {
+    return binaryHalfKernel(op, a, b, shape, out);
+  }
+  bool hasBinaryHalf(DType t) const override { return t == DType::bf16 || t == DType::f16; }
   bool matmulTakesBf16() const override { return matmulKernelTakesBf16(); }
   bool matmulHalf(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {
     return matmulBf16RoundedKernel(a, b, outShape, out);

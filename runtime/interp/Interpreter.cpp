@@ -153,6 +153,16 @@ class NodeRunner {
                           broadcastArg(b, matmulOperandShape(n.shape, b, false)), n.shape, out.bytes(n.dtype)))
         return out;
     }
+    const bool arithmetic = n.op == core::OpKind::Add || n.op == core::OpKind::Sub || n.op == core::OpKind::Mul ||
+                            n.op == core::OpKind::Div;
+    if (halfOut && arithmetic && ops_.hasBinaryHalf(n.dtype) && trace_.nodes[ins[0]].dtype == n.dtype &&
+        trace_.nodes[ins[1]].dtype == n.dtype) {
+      // Half operands the library computes with as they are (ops_.binaryHalf).
+      View out = alloc(n.dtype, n.shape);
+      if (ops_.binaryHalf(n.op, broadcastArg(input(ins[0]), n.shape), broadcastArg(input(ins[1]), n.shape), n.shape,
+                          out.bytes(n.dtype)))
+        return out;
+    }
     const DType workType = halfOut ? DType::f32 : n.dtype;
     View out = alloc(workType, n.shape);
     char* o = out.bytes(workType);

@@ -61,6 +61,12 @@ inline constexpr int64_t kParallelGrain = 32768;
 void unaryKernel(OpKind op, const Arg& in, char* out);
 /// a and b are already broadcast to `shape`; out has a's dtype.
 void binaryKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out);
+/// binaryKernel's add, sub, mul and div for two operands of one half type
+/// (f16, bf16) and a result of that type: the bits of the f32 op on the
+/// widened operands, rounded (the interpreter's widen, compute, cast), in
+/// one pass without f32 temporaries. False (nothing done) for other ops
+/// and dtypes.
+bool binaryHalfKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out);
 /// Comparisons: bool out.
 void compareKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out);
 void whereKernel(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out);

@@ -28,6 +28,16 @@ class OpLibrary {
 
   virtual void unary(OpKind op, const Arg& in, char* out) = 0;
   virtual void binary(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;
+  /// Enqueues binary() for two operands of one half type (f16, bf16) into
+  /// a result of that type: the bits of the op on the operands widened to
+  /// f32, rounded to the type. Returns false, enqueuing nothing, where the
+  /// library has no such kernel (the interpreter then widens them).
+  virtual bool binaryHalf(OpKind /*op*/, const Arg& /*a*/, const Arg& /*b*/, const Shape& /*shape*/, char* /*out*/) {
+    return false;
+  }
+  /// Has binaryHalf() a kernel for operands of half type `t` at all? (If
+  /// not, the interpreter does not allocate a half output to offer it.)
+  virtual bool hasBinaryHalf(DType /*t*/) const { return false; }
   virtual void compare(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;
   virtual void where(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;
   /// out = (a * b) op c, or c op (a * b) without `productFirst`, op Add or

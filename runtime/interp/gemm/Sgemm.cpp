@@ -5,7 +5,6 @@
 // and run the micro-kernel over every (A panel, B panel) pair.
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +12,7 @@
 #include <string>
 
 #include "kiln/error.h"
+#include "runtime/core/Half.h"
 #include "runtime/interp/ScratchBuffer.h"
 #include "runtime/interp/gemm/BlockingTuner.h"
 #include "runtime/interp/gemm/MicroKernel.h"
@@ -91,14 +91,8 @@ void packBPanel(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, int n
 
 namespace {
 
-/// x rounded to the nearest bf16 (core::floatToBf16's bits: to nearest
-/// even, a NaN quieted), as f32; branch-free so that its loops vectorise.
-inline float roundedToBf16(float x) {
-  const uint32_t u = std::bit_cast<uint32_t>(x);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  const uint32_t quietNan = (u | 0x00400000u) & 0xffff0000u;
-  return std::bit_cast<float>((u & 0x7fffffffu) > 0x7f800000u ? quietNan : rounded);
-}
+/// x rounded to the nearest bf16, as f32.
+inline float roundedToBf16(float x) { return core::bf16ToFloat(core::floatToBf16(x)); }
 
 /// applyEpilogue with Epilogue::bf16Steps: each step as a separate bf16 op
 /// computes it (in f32, the result rounded to bf16), one pass over the row
@@ -131,7 +125,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void applyBf16Steps
       const uint16_t* residual = e.residualBf16 + (i0 + i) * e.residualRs + j0;
 #pragma GCC ivdep
       for (int64_t j = 0; j < cols; ++j)
-        row[j] = roundedToBf16(row[j] + std::bit_cast<float>(static_cast<uint32_t>(residual[j]) << 16));
+        row[j] = roundedToBf16(row[j] + core::bf16ToFloat(residual[j]));
     }
     if (e.relu) {
       // As the f32 relu below: NaN stays NaN.

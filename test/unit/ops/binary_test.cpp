@@ -1,6 +1,7 @@
 // Elementwise binary ops, comparisons, logical ops, where, clamp and cast:
 // broadcasting, type promotion (tensors, rank-0 tensors, C++ scalars),
 // integer wrapping, NaN propagation, non-contiguous inputs.
+#include <bit>
 #include <variant>
 
 #include "test/unit/ops/op_test_util.h"
@@ -320,6 +321,50 @@ TEST(OpsBinary, NaNPropagationAndDivisionByZero) {
   EXPECT_TRUE(near(one / 0.0, Ref({3}, {kInf, -kInf, kNaN}), {}));
   Tensor ione = i32t({1, -1, 0});
   EXPECT_TRUE(near(ione / 0, Ref({3}, {kInf, -kInf, kNaN}), {}));
+}
+
+/// Add, sub, mul and div of two bf16 or f16 operands compute in one pass
+/// (OpLibrary::binaryHalf) with the bits of the f32 op on the widened
+/// operands, rounded to the type: infinities, -0, overflow, division by
+/// zero and NaN (as any NaN) included, on contiguous, broadcast (a row, a
+/// rank-0 tensor), transposed and empty operands.
+TEST(OpsBinary, HalfArithmeticIsTheF32OpRounded) {
+  auto sameBits = [](const Tensor& got, const Tensor& want, const std::string& what) {
+    ASSERT_EQ(got.dtype(), want.dtype()) << what;
+    const std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
+    ASSERT_EQ(g.size(), e.size()) << what;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (std::isnan(e[i])) EXPECT_TRUE(std::isnan(g[i])) << what << " at " << i;
+      else EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(e[i])) << what << " at " << i;
+    }
+  };
+  for (DType t : {DType::bf16, DType::f16}) {
+    std::vector<float> xs = kiln::randn({37, 41}, 5).to_vector<float>();
+    const float big = t == DType::f16 ? 60000.0f : 3e38f;
+    const float specials[] = {kInff, -kInff, kNaNf, -0.0f, 0.0f, big, -big, 1e-3f};
+    for (size_t i = 0; i < std::size(specials); ++i) xs[i * 53] = specials[i];
+    const Tensor x = kiln::cast(kiln::from_vector(xs, {37, 41}), t);
+    std::vector<float> ys = kiln::randn({37, 41}, 6).to_vector<float>();
+    for (size_t i = 0; i < std::size(specials); ++i) ys[i * 53 + 1] = specials[i];
+    ys[0] = 0.0f, ys[53] = -0.0f, ys[5 * 53] = 4.0f;  // inf / 0, -inf / -0, big * 4
+    const Tensor y = kiln::cast(kiln::from_vector(ys, {37, 41}), t);
+    const Tensor row = kiln::cast(kiln::randn({41}, 7), t), scalar = kiln::cast(kiln::full({}, 0.3), t);
+    const Tensor xt = kiln::permute(kiln::cast(kiln::randn({41, 37}, 8), t), {1, 0});  // strided
+    const Tensor empty = kiln::cast(kiln::randn({0, 41}, 9), t);
+    // Large enough to split over threads.
+    const Tensor wide = kiln::cast(kiln::randn({1024, 41}, 10), t), wideRow = kiln::cast(kiln::randn({41}, 11), t);
+    auto f32 = [](const Tensor& v) { return kiln::cast(v, DType::f32); };
+    const std::vector<std::pair<Tensor, Tensor>> pairs = {{x, y}, {x, row}, {row, x}, {x, scalar}, {scalar, scalar},
+                                                          {xt, y}, {empty, row}, {wide, wideRow}};
+    for (size_t p = 0; p < pairs.size(); ++p) {
+      const auto& [a, b] = pairs[p];
+      const std::string what = std::string(t == DType::bf16 ? "bf16" : "f16") + " pair " + std::to_string(p);
+      sameBits(a + b, kiln::cast(f32(a) + f32(b), t), what + " +");
+      sameBits(a - b, kiln::cast(f32(a) - f32(b), t), what + " -");
+      sameBits(a * b, kiln::cast(f32(a) * f32(b), t), what + " *");
+      sameBits(a / b, kiln::cast(f32(a) / f32(b), t), what + " /");
+    }
+  }
 }
 
 /// fmod (truncated) and remainder (floored) of doubles, with the integer
