@@ -177,6 +177,33 @@ Tensor epilogueOperand(const kiln::Shape& shape, uint64_t seed) {
   return kiln::from_vector(xs, shape);
 }
 
+/// The same values as `t` (rank >= 2) with the last two axes' strides
+/// swapped: its rows are contiguous, not its columns.
+Tensor columnsStrided(const Tensor& t) {
+  std::vector<int> swap(static_cast<size_t>(t.shape().rank()));
+  for (size_t d = 0; d < swap.size(); ++d) swap[d] = static_cast<int>(d);
+  std::swap(swap[swap.size() - 1], swap[swap.size() - 2]);
+  return kiln::permute(kiln::permute(t, swap).contiguous(), swap);
+}
+
+/// A fused result, the separate ops' result, and what they compute.
+struct FusedCase {
+  Tensor got, want;
+  std::string what;
+};
+
+/// x @ w * 2 + bias + a residual whose last axis is strided is declined
+/// (nothing fuses) and gives the separate ops' bits (`product`: x @ w, held).
+void expectStridedResidualDeclined(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual,
+                                   const Tensor& product, const std::string& how) {
+  const Tensor strided = columnsStrided(residual);
+  const uint64_t before = kiln::interp::fusedMatmulEpilogues();
+  const Tensor declined = kiln::matmul(x, w) * 2.0 + bias + strided;
+  kiln::sync();
+  EXPECT_EQ(kiln::interp::fusedMatmulEpilogues(), before) << how;
+  expectSameBits(declined, product * 2.0 + bias + residual, "x @ w * s + b + strided r, " + how);
+}
+
 /// A bias add along the last axis and a relu after a matmul run in the
 /// GEMM's tile store when nothing else reads the product (the interpreter's
 /// matmul epilogue, OpLibrary::matmulWithEpilogue): the same bits as the
@@ -248,20 +275,10 @@ TEST(OpsMatmul, ScaleAndResidualAfterAMatmulGiveTheBitsOfTheSeparateOps) {
     wide[wide.rank() - 1] = 2 * n;
     const Tensor wideResidual = kiln::slice(kiln::randn(wide, seed++), out.rank() - 1, 0, n);
     const Tensor rowResidual = kiln::broadcast_to(kiln::randn({n}, seed++), out);
-    // The same values with the last two axes' strides swapped: its rows are
-    // contiguous, not its columns.
-    std::vector<int> swap(static_cast<size_t>(out.rank()));
-    for (int d = 0; d < out.rank(); ++d) swap[static_cast<size_t>(d)] = d;
-    std::swap(swap[swap.size() - 1], swap[swap.size() - 2]);
-    const Tensor stridedResidual = kiln::permute(kiln::permute(residual, swap).contiguous(), swap);
     const Tensor product = kiln::matmul(x, w);  // held: each op below reads it unfused
-    struct Fused {
-      Tensor got, want;
-      std::string what;
-    };
     const uint64_t fusedBefore = kiln::interp::fusedMatmulEpilogues();
     // (Statements of their own: a temporary alive at the flush holds its value.)
-    std::vector<Fused> fused;
+    std::vector<FusedCase> fused;
     fused.push_back({kiln::relu(kiln::matmul(x, w) * -0.375 + bias + residual),
                      kiln::relu(product * -0.375 + bias + residual), "relu(x @ w * s + b + r)"});
     fused.push_back({kiln::matmul(x, w) * 3.0, product * 3.0, "x @ w * s"});
@@ -275,12 +292,8 @@ TEST(OpsMatmul, ScaleAndResidualAfterAMatmulGiveTheBitsOfTheSeparateOps) {
     fused.push_back({kiln::matmul(x, w) + residual + bias, product + residual + bias, "x @ w + r + b"});
     kiln::sync();
     EXPECT_EQ(kiln::interp::fusedMatmulEpilogues() - fusedBefore, fused.size() * fusedEach) << c.how;
-    for (const Fused& f : fused) same(f.got, f.want, f.what + ", " + c.how);
-    const uint64_t declinedBefore = kiln::interp::fusedMatmulEpilogues();
-    const Tensor declined = kiln::matmul(x, w) * 2.0 + bias + stridedResidual;
-    kiln::sync();
-    EXPECT_EQ(kiln::interp::fusedMatmulEpilogues(), declinedBefore) << c.how;
-    same(declined, product * 2.0 + bias + residual, "x @ w * s + b + strided r, " + c.how);
+    for (const FusedCase& f : fused) same(f.got, f.want, f.what + ", " + c.how);
+    expectStridedResidualDeclined(x, w, bias, residual, product, c.how);
   }
 }
 
@@ -315,18 +328,10 @@ TEST(OpsMatmul, Bf16EpilogueGivesTheBitsOfTheSeparateBf16Ops) {
     wide[wide.rank() - 1] = 2 * n;
     const Tensor wideResidual = kiln::slice(bf16(kiln::randn(wide, seed++)), out.rank() - 1, 0, n);
     const Tensor rowResidual = kiln::broadcast_to(bf16(kiln::randn({n}, seed++)), out);
-    std::vector<int> swap(static_cast<size_t>(out.rank()));
-    for (int d = 0; d < out.rank(); ++d) swap[static_cast<size_t>(d)] = d;
-    std::swap(swap[swap.size() - 1], swap[swap.size() - 2]);
-    const Tensor stridedResidual = kiln::permute(kiln::permute(residual, swap).contiguous(), swap);
     kiln::sync();
     const Tensor product = kiln::matmul(x, w);  // held: each op below reads it unfused
-    struct Fused {
-      Tensor got, want;
-      std::string what;
-    };
     const uint64_t fusedBefore = kiln::interp::fusedMatmulEpilogues();
-    std::vector<Fused> fused;
+    std::vector<FusedCase> fused;
     fused.push_back({kiln::relu(kiln::matmul(x, w) * -0.375 + bias + residual),
                      kiln::relu(product * -0.375 + bias + residual), "relu(x @ w * s + b + r)"});
     fused.push_back({kiln::matmul(x, w) * 0.1, product * 0.1, "x @ w * 0.1"});
@@ -343,15 +348,11 @@ TEST(OpsMatmul, Bf16EpilogueGivesTheBitsOfTheSeparateBf16Ops) {
     fused.push_back({kiln::matmul(x, w) + residual + bias, product + residual + bias, "x @ w + r + b"});
     kiln::sync();
     EXPECT_EQ(kiln::interp::fusedMatmulEpilogues() - fusedBefore, fused.size() * fusedEach) << c.how;
-    for (const Fused& f : fused) {
+    for (const FusedCase& f : fused) {
       EXPECT_EQ(f.got.dtype(), DType::bf16) << f.what;
       same(f.got, f.want, f.what + ", " + c.how);
     }
-    const uint64_t declinedBefore = kiln::interp::fusedMatmulEpilogues();
-    const Tensor declined = kiln::matmul(x, w) * 2.0 + bias + stridedResidual;
-    kiln::sync();
-    EXPECT_EQ(kiln::interp::fusedMatmulEpilogues(), declinedBefore) << c.how;
-    same(declined, product * 2.0 + bias + residual, "x @ w * s + b + strided r, " + c.how);
+    expectStridedResidualDeclined(x, w, bias, residual, product, c.how);
   }
 }
 
