@@ -661,7 +661,34 @@ void binaryHalfRuns(ArithF32 arith, const Arg& a, const Arg& b, const Shape& sha
       });
 }
 
+/// unaryHalfKernel for one half type: chunks of each run widened into L1,
+/// computed by unaryKernel's f32 code and rounded as the cast rounds.
+template <bool Bf16>
+void unaryHalfRuns(OpKind op, const Arg& in, char* out) {
+  unaryRuns<uint16_t, uint16_t>(in, out, [&](uint16_t* o, const uint16_t* x, int64_t sx, int64_t n) {
+    constexpr int64_t kChunk = 512;
+    float xf[kChunk], of[kChunk];
+    for (int64_t i = 0; i < n; i += kChunk) {
+      const int64_t m = std::min(kChunk, n - i);
+      widenHalf<Bf16>(x + i * sx, sx, xf, m);
+      Arg chunk;
+      chunk.data = reinterpret_cast<const char*>(xf);
+      chunk.shape = Shape({m});
+      chunk.strides[0] = 1;
+      unaryKernel(op, chunk, reinterpret_cast<char*>(of));
+      for (int64_t j = 0; j < m; ++j) o[i + j] = Bf16 ? core::floatToBf16(of[j]) : core::floatToHalf(of[j]);
+    }
+  });
+}
+
 }  // namespace
+
+bool unaryHalfKernel(OpKind op, const Arg& in, char* out) {
+  if (in.dtype == DType::bf16) unaryHalfRuns<true>(op, in, out);
+  else if (in.dtype == DType::f16) unaryHalfRuns<false>(op, in, out);
+  else return false;
+  return true;
+}
 
 bool binaryHalfKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) {
   const DType t = a.dtype;

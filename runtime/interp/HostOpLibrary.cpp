@@ -37,6 +37,7 @@ class HostOpLibrary final : public OpLibrary {
   bool binaryHalf(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) override {
     return binaryHalfKernel(op, a, b, shape, out);
   }
+  bool unaryHalf(OpKind op, const Arg& in, char* out) override { return unaryHalfKernel(op, in, out); }
   bool hasBinaryHalf(DType t) const override { return t == DType::bf16 || t == DType::f16; }
   bool matmulTakesBf16() const override { return matmulKernelTakesBf16(); }
   bool matmulHalf(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {

@@ -163,6 +163,12 @@ class NodeRunner {
                           out.bytes(n.dtype)))
         return out;
     }
+    if (halfOut && core::opCategory(n.op) == OpCategory::Unary && ops_.hasBinaryHalf(n.dtype) &&
+        trace_.nodes[ins[0]].dtype == n.dtype) {
+      // A half operand the library computes with as it is (ops_.unaryHalf).
+      View out = alloc(n.dtype, n.shape);
+      if (ops_.unaryHalf(n.op, input(ins[0]), out.bytes(n.dtype))) return out;
+    }
     const DType workType = halfOut ? DType::f32 : n.dtype;
     View out = alloc(workType, n.shape);
     char* o = out.bytes(workType);

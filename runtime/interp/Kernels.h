@@ -67,6 +67,10 @@ void binaryKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, cha
 /// one pass without f32 temporaries. False (nothing done) for other ops
 /// and dtypes.
 bool binaryHalfKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out);
+/// unaryKernel for an operand of a half type (f16, bf16) and a result of
+/// that type: the bits of the f32 op on the widened operand, rounded, in
+/// one pass without f32 temporaries. False (nothing done) for other dtypes.
+bool unaryHalfKernel(OpKind op, const Arg& in, char* out);
 /// Comparisons: bool out.
 void compareKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out);
 void whereKernel(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out);

@@ -35,8 +35,12 @@ class OpLibrary {
   virtual bool binaryHalf(OpKind /*op*/, const Arg& /*a*/, const Arg& /*b*/, const Shape& /*shape*/, char* /*out*/) {
     return false;
   }
-  /// Has binaryHalf() a kernel for operands of half type `t` at all? (If
-  /// not, the interpreter does not allocate a half output to offer it.)
+  /// unary() for an operand of a half type into a result of that type, as
+  /// binaryHalf.
+  virtual bool unaryHalf(OpKind /*op*/, const Arg& /*in*/, char* /*out*/) { return false; }
+  /// Have binaryHalf() and unaryHalf() kernels for operands of half type
+  /// `t` at all? (If not, the interpreter does not allocate a half output
+  /// to offer them.)
   virtual bool hasBinaryHalf(DType /*t*/) const { return false; }
   virtual void compare(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;
   virtual void where(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;

@@ -1,4 +1,5 @@
 // Elementwise unary ops against double reference loops.
+#include <bit>
 #include <numbers>
 
 #include "test/unit/ops/op_test_util.h"
@@ -122,6 +123,47 @@ TEST(OpsUnary, NonContiguousEveryLayout) {
       Ref ref = mapRef(in.r, op.ref);
       if (!isFloat(want)) ref = castRef(ref, want);
       EXPECT_TRUE(near(y, ref, op.composite ? compositeTolFor(want) : tolFor(want)));
+    }
+  }
+}
+
+/// Every single-op float unary op on a bf16 or f16 operand computes in one
+/// pass (OpLibrary::unaryHalf) with the bits of the f32 op on the widened
+/// operand, rounded to the type (a NaN as any NaN): specials where the op
+/// takes them, contiguous, transposed, broadcast, rank-0, empty and
+/// thread-split operands.
+TEST(OpsUnary, HalfOperandIsTheF32OpRounded) {
+  auto sameBits = [](const Tensor& got, const Tensor& want, const std::string& what) {
+    ASSERT_EQ(got.dtype(), want.dtype()) << what;
+    const std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
+    ASSERT_EQ(g.size(), e.size()) << what;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (std::isnan(e[i])) EXPECT_TRUE(std::isnan(g[i])) << what << " at " << i;
+      else EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(e[i])) << what << " at " << i;
+    }
+  };
+  for (DType t : {DType::bf16, DType::f16}) {
+    for (const UnaryOp& op : ops()) {
+      if (op.composite) continue;  // several ops, each rounding to the type
+      const Range r = op.floatRange;
+      std::vector<float> xs = kiln::rand({37, 41}, 21, DType::f32, r.lo, r.hi).to_vector<float>();
+      if (op.specials) {
+        const float specials[] = {kInff, -kInff, kNaNf, -0.0f, 0.0f};
+        for (size_t i = 0; i < std::size(specials); ++i) xs[i * 53] = specials[i];
+      }
+      const Tensor x = kiln::cast(kiln::from_vector(xs, {37, 41}), t);
+      const Tensor xt = kiln::permute(kiln::cast(kiln::rand({41, 37}, 22, DType::f32, r.lo, r.hi), t), {1, 0});
+      const Tensor row = kiln::broadcast_to(kiln::cast(kiln::rand({41}, 23, DType::f32, r.lo, r.hi), t), {37, 41});
+      const Tensor scalar = kiln::cast(kiln::full({}, (r.lo + r.hi) / 2), t);
+      const Tensor empty = kiln::cast(kiln::rand({0, 7}, 24, DType::f32, r.lo, r.hi), t);
+      const Tensor wide = kiln::cast(kiln::rand({1024, 41}, 25, DType::f32, r.lo, r.hi), t);
+      int k = 0;
+      for (const Tensor& in : {x, xt, row, scalar, empty, wide}) {
+        const Tensor got = op.fn(in);
+        if (got.dtype() != t) break;  // not a float op on this type
+        const std::string what = std::string(op.name) + (t == DType::bf16 ? " bf16 " : " f16 ") + std::to_string(k++);
+        sameBits(got, kiln::cast(op.fn(kiln::cast(in, DType::f32)), t), what);
+      }
     }
   }
 }
