@@ -329,15 +329,7 @@ TEST(OpsBinary, NaNPropagationAndDivisionByZero) {
 /// zero and NaN (as any NaN) included, on contiguous, broadcast (a row, a
 /// rank-0 tensor), transposed and empty operands.
 TEST(OpsBinary, HalfArithmeticIsTheF32OpRounded) {
-  auto sameBits = [](const Tensor& got, const Tensor& want, const std::string& what) {
-    ASSERT_EQ(got.dtype(), want.dtype()) << what;
-    const std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
-    ASSERT_EQ(g.size(), e.size()) << what;
-    for (size_t i = 0; i < g.size(); ++i) {
-      if (std::isnan(e[i])) EXPECT_TRUE(std::isnan(g[i])) << what << " at " << i;
-      else EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(e[i])) << what << " at " << i;
-    }
-  };
+  const auto sameBits = expectSameTensorBits;
   for (DType t : {DType::bf16, DType::f16}) {
     std::vector<float> xs = kiln::randn({37, 41}, 5).to_vector<float>();
     const float big = t == DType::f16 ? 60000.0f : 3e38f;

@@ -158,16 +158,6 @@ struct EpilogueCase {
   std::string how;
 };
 
-/// Bit for bit, any NaN matching any NaN (Kiln's ops keep NaN, not its payload).
-void expectSameBits(const Tensor& got, const Tensor& want, const std::string& what) {
-  const std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
-  ASSERT_EQ(g.size(), e.size()) << what;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (std::isnan(e[i])) EXPECT_TRUE(std::isnan(g[i])) << what << " at " << i;
-    else EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(e[i])) << what << " at " << i;
-  }
-}
-
 /// Random x for a case, with a NaN in one of its rows where it has more than 40 elements.
 Tensor epilogueOperand(const kiln::Shape& shape, uint64_t seed) {
   Tensor x = kiln::randn(shape, seed);
@@ -201,7 +191,7 @@ void expectStridedResidualDeclined(const Tensor& x, const Tensor& w, const Tenso
   const Tensor declined = kiln::matmul(x, w) * 2.0 + bias + strided;
   kiln::sync();
   EXPECT_EQ(kiln::interp::fusedMatmulEpilogues(), before) << how;
-  expectSameBits(declined, product * 2.0 + bias + residual, "x @ w * s + b + strided r, " + how);
+  expectSameTensorBits(declined, product * 2.0 + bias + residual, "x @ w * s + b + strided r, " + how);
 }
 
 /// A bias add along the last axis and a relu after a matmul run in the
@@ -216,7 +206,7 @@ TEST(OpsMatmul, BiasAndReluAfterAMatmulGiveTheBitsOfTheSeparateOps) {
                                            {{2, 3, 16, 8}, {2, 3, 8, 33}, "rank-4 batch"},
                                            {{0, 7}, {7, 5}, "no rows"},
                                            {{6, 0}, {0, 5}, "empty depth"}};
-  const auto same = expectSameBits;
+  const auto same = expectSameTensorBits;
   // (kiln_op_tests_test_device runs on a library that fuses nothing.)
   const bool fuses = kiln::hal::deviceContext(kiln::default_device()).ops().fusesMatmulEpilogue(DType::f32, true);
   const uint64_t fusedPerBias = fuses ? 2 : 0, fusedReluOnly = fuses ? 1 : 0;
@@ -260,7 +250,7 @@ TEST(OpsMatmul, ScaleAndResidualAfterAMatmulGiveTheBitsOfTheSeparateOps) {
                                            {{2, 3, 16, 8}, {2, 3, 8, 33}, "rank-4 batch"},
                                            {{130, 1100}, {1100, 70}, "packed, two depth passes"},
                                            {{6, 0}, {0, 5}, "empty depth"}};
-  const auto same = expectSameBits;
+  const auto same = expectSameTensorBits;
   // (kiln_op_tests_test_device runs on a library that fuses nothing.)
   const auto& ops = kiln::hal::deviceContext(kiln::default_device()).ops();
   const uint64_t fusedEach = ops.fusesMatmulEpilogue(DType::f32, true) && ops.fusesMatmulScaleAndResidual(DType::f32);
@@ -312,7 +302,7 @@ TEST(OpsMatmul, Bf16EpilogueGivesTheBitsOfTheSeparateBf16Ops) {
                                            {{96, 256}, {256, 80}, "packed"},
                                            {{40, 1100}, {1100, 70}, "packed, two depth passes"},
                                            {{6, 0}, {0, 5}, "empty depth"}};
-  const auto same = expectSameBits;
+  const auto same = expectSameTensorBits;
   const auto& ops = kiln::hal::deviceContext(kiln::default_device()).ops();
   const uint64_t fusedEach = ops.fusesMatmulEpilogue(DType::bf16, true) && ops.fusesMatmulScaleAndResidual(DType::bf16);
   auto bf16 = [](const Tensor& t) { return kiln::cast(t, DType::bf16); };

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -49,6 +50,18 @@ inline const std::vector<DType> kFloatTypes = {DType::f32, DType::f64, DType::f1
 inline const std::vector<DType> kIntTypes = {DType::i64, DType::i32, DType::i8, DType::u8};
 inline const std::vector<DType> kNumericTypes = {DType::f32, DType::f64, DType::f16, DType::bf16,
                                                  DType::i64, DType::i32, DType::i8,  DType::u8};
+
+/// got and want (floating tensors, compared as f32) bit for bit, any NaN
+/// matching any NaN (Kiln's ops keep NaN, not its payload).
+inline void expectSameTensorBits(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  const std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
+  ASSERT_EQ(g.size(), e.size()) << what;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(e[i])) EXPECT_TRUE(std::isnan(g[i])) << what << " at " << i;
+    else EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(e[i])) << what << " at " << i;
+  }
+}
 
 inline std::string tname(DType t) {
   switch (t) {

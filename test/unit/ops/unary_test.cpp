@@ -133,15 +133,7 @@ TEST(OpsUnary, NonContiguousEveryLayout) {
 /// takes them, contiguous, transposed, broadcast, rank-0, empty and
 /// thread-split operands.
 TEST(OpsUnary, HalfOperandIsTheF32OpRounded) {
-  auto sameBits = [](const Tensor& got, const Tensor& want, const std::string& what) {
-    ASSERT_EQ(got.dtype(), want.dtype()) << what;
-    const std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
-    ASSERT_EQ(g.size(), e.size()) << what;
-    for (size_t i = 0; i < g.size(); ++i) {
-      if (std::isnan(e[i])) EXPECT_TRUE(std::isnan(g[i])) << what << " at " << i;
-      else EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(e[i])) << what << " at " << i;
-    }
-  };
+  const auto sameBits = expectSameTensorBits;
   for (DType t : {DType::bf16, DType::f16}) {
     for (const UnaryOp& op : ops()) {
       if (op.composite) continue;  // several ops, each rounding to the type
