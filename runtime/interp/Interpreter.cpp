@@ -155,7 +155,7 @@ class NodeRunner {
     }
     const bool arithmetic = n.op == core::OpKind::Add || n.op == core::OpKind::Sub || n.op == core::OpKind::Mul ||
                             n.op == core::OpKind::Div;
-    if (halfOut && arithmetic && ops_.hasBinaryHalf(n.dtype) && trace_.nodes[ins[0]].dtype == n.dtype &&
+    if (halfOut && arithmetic && ops_.hasHalfElementwise(n.dtype) && trace_.nodes[ins[0]].dtype == n.dtype &&
         trace_.nodes[ins[1]].dtype == n.dtype) {
       // Half operands the library computes with as they are (ops_.binaryHalf).
       View out = alloc(n.dtype, n.shape);
@@ -163,7 +163,7 @@ class NodeRunner {
                           out.bytes(n.dtype)))
         return out;
     }
-    if (halfOut && core::opCategory(n.op) == OpCategory::Unary && ops_.hasBinaryHalf(n.dtype) &&
+    if (halfOut && core::opCategory(n.op) == OpCategory::Unary && ops_.hasHalfElementwise(n.dtype) &&
         trace_.nodes[ins[0]].dtype == n.dtype) {
       // A half operand the library computes with as it is (ops_.unaryHalf).
       View out = alloc(n.dtype, n.shape);

@@ -41,7 +41,7 @@ class OpLibrary {
   /// Have binaryHalf() and unaryHalf() kernels for operands of half type
   /// `t` at all? (If not, the interpreter does not allocate a half output
   /// to offer them.)
-  virtual bool hasBinaryHalf(DType /*t*/) const { return false; }
+  virtual bool hasHalfElementwise(DType /*t*/) const { return false; }
   virtual void compare(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;
   virtual void where(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;
   /// out = (a * b) op c, or c op (a * b) without `productFirst`, op Add or
