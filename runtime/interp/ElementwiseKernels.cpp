@@ -533,6 +533,17 @@ void widenHalf(const uint16_t* x, int64_t stride, float* out, int64_t n) {
   }
 }
 
+/// n f32 values rounded to a half type (bf16 where `Bf16`, else f16), as
+/// the cast rounds them.
+template <bool Bf16>
+void narrowHalf(const float* x, uint16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Bf16 ? core::floatToBf16(x[i]) : core::floatToHalf(x[i]);
+}
+
+/// Elements of a half-type run widened into L1 at a time (binaryHalfRuns,
+/// unaryHalfRuns).
+inline constexpr int64_t kHalfChunk = 512;
+
 template <class Dst>
 inline Dst fromDouble(double v, DType dst) {
   if constexpr (std::is_same_v<Dst, bool>) {
@@ -649,14 +660,13 @@ template <bool Bf16>
 void binaryHalfRuns(ArithF32 arith, const Arg& a, const Arg& b, const Shape& shape, char* out) {
   binaryRuns<uint16_t, uint16_t>(
       a, b, shape, out, [&](uint16_t* o, const uint16_t* x, int64_t sx, const uint16_t* y, int64_t sy, int64_t n) {
-        constexpr int64_t kChunk = 512;
-        float xf[kChunk], yf[kChunk], of[kChunk];
-        for (int64_t i = 0; i < n; i += kChunk) {
-          const int64_t m = std::min(kChunk, n - i);
+        float xf[kHalfChunk], yf[kHalfChunk], of[kHalfChunk];
+        for (int64_t i = 0; i < n; i += kHalfChunk) {
+          const int64_t m = std::min(kHalfChunk, n - i);
           widenHalf<Bf16>(x + i * sx, sx, xf, m);
           widenHalf<Bf16>(y + i * sy, sy, yf, m);
           arithF32(arith, xf, 1, yf, 1, of, m);
-          for (int64_t j = 0; j < m; ++j) o[i + j] = Bf16 ? core::floatToBf16(of[j]) : core::floatToHalf(of[j]);
+          narrowHalf<Bf16>(of, o + i, m);
         }
       });
 }
@@ -666,17 +676,16 @@ void binaryHalfRuns(ArithF32 arith, const Arg& a, const Arg& b, const Shape& sha
 template <bool Bf16>
 void unaryHalfRuns(OpKind op, const Arg& in, char* out) {
   unaryRuns<uint16_t, uint16_t>(in, out, [&](uint16_t* o, const uint16_t* x, int64_t sx, int64_t n) {
-    constexpr int64_t kChunk = 512;
-    float xf[kChunk], of[kChunk];
-    for (int64_t i = 0; i < n; i += kChunk) {
-      const int64_t m = std::min(kChunk, n - i);
+    float xf[kHalfChunk], of[kHalfChunk];
+    for (int64_t i = 0; i < n; i += kHalfChunk) {
+      const int64_t m = std::min(kHalfChunk, n - i);
       widenHalf<Bf16>(x + i * sx, sx, xf, m);
       Arg chunk;
       chunk.data = reinterpret_cast<const char*>(xf);
       chunk.shape = Shape({m});
       chunk.strides[0] = 1;
       unaryKernel(op, chunk, reinterpret_cast<char*>(of));
-      for (int64_t j = 0; j < m; ++j) o[i + j] = Bf16 ? core::floatToBf16(of[j]) : core::floatToHalf(of[j]);
+      narrowHalf<Bf16>(of, o + i, m);
     }
   });
 }

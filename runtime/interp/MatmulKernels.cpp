@@ -163,9 +163,11 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
 namespace {
 
 /// The bf16 product of each batch rounded to bf16 with `e`'s ops, each
-/// rounded as its own bf16 op would be (gemm::Epilogue::bf16Steps); e's
-/// residual, if any, checked by the caller.
-void bf16EpilogueBatches(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape, char* out) {
+/// rounded as its own bf16 op would be (gemm::Epilogue::bf16Steps);
+/// `epilogue` holds e's scale and relu. e's residual, if any, checked by
+/// the caller.
+void bf16EpilogueBatches(const Arg& a, const Arg& b, const MatmulEpilogue& e, gemm::Epilogue epilogue,
+                         const Shape& outShape, char* out) {
   const int r = outShape.rank();
   const int64_t M = outShape[r - 2], N = outShape[r - 1], K = a.shape[a.shape.rank() - 1];
   // The bias widened once (exactly: every bf16 is an f32).
@@ -174,13 +176,9 @@ void bf16EpilogueBatches(const Arg& a, const Arg& b, const MatmulEpilogue& e, co
     const auto* bp = reinterpret_cast<const uint16_t*>(e.bias);
     bias.resize(static_cast<size_t>(N));
     for (int64_t j = 0; j < N; ++j) bias[static_cast<size_t>(j)] = core::bf16ToFloat(bp[j * e.biasStride]);
+    epilogue.bias = bias.data();
   }
-  gemm::Epilogue epilogue;
   epilogue.bf16Steps = true;
-  epilogue.scaled = e.scaled;
-  epilogue.scale = e.scale;
-  epilogue.bias = e.bias ? bias.data() : nullptr;
-  epilogue.relu = e.relu;
   const auto* ap = reinterpret_cast<const uint16_t*>(a.data);
   const auto* bp = reinterpret_cast<const uint16_t*>(b.data);
   auto* op = reinterpret_cast<uint16_t*>(out);
@@ -207,16 +205,16 @@ bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, c
   if (residual && (r < 2 || residual->dtype != a.dtype || !(residual->shape == outShape) ||
                    (outShape[r - 1] > 1 && residual->strides[r - 1] != 1)))
     return false;
-  if (bf16) {
-    bf16EpilogueBatches(a, b, e, outShape, out);
-    return true;
-  }
   gemm::Epilogue epilogue;
   epilogue.scaled = e.scaled;
   epilogue.scale = e.scale;
+  epilogue.relu = e.relu;
+  if (bf16) {
+    bf16EpilogueBatches(a, b, e, epilogue, outShape, out);
+    return true;
+  }
   epilogue.bias = reinterpret_cast<const float*>(e.bias);
   epilogue.biasStride = e.biasStride;
-  epilogue.relu = e.relu;
   sgemmBatches(a, b, outShape, out, &epilogue, residual);
   return true;
 }

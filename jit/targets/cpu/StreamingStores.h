@@ -64,9 +64,10 @@ inline constexpr int64_t kStreamingMaxLoopOps = 24;
 /// more than the write-allocate reads it saves (chain8, unaligned: 10 %
 /// slower); aligned, chain8's ~55 operations of tanh and sigmoid ran
 /// 2.69-2.81 ms streaming against 2.79-3.29 plain on a 2-core Zen 5 (3
-/// alternating runs). An out-param that may share its buffer with an input (buffer donation)
-/// qualifies too: the input's element is read before the store that
-/// replaces it, in the same iteration. Returns the number of stores marked.
+/// alternating runs). An out-param that may share its buffer with an input
+/// (buffer donation) qualifies too: the input's element is read before the
+/// store that replaces it, in the same iteration. Returns the number of
+/// stores marked.
 int markStreamingStores(mlir::func::FuncOp fn, unsigned numInputs, unsigned numOutputs, int64_t minBytes,
                         int64_t minFootprintBytes = 0);
 

@@ -87,10 +87,6 @@ void packBPanel(StridedMatrix b, int64_t k0, int kc, int64_t j0, int cols, int n
   throw Error("matmul: internal error: no B packing for a micro-kernel of " + std::to_string(nr) + " columns");
 }
 
-}  // namespace
-
-namespace {
-
 /// x rounded to the nearest bf16, as f32.
 inline float roundedToBf16(float x) { return core::bf16ToFloat(core::floatToBf16(x)); }
 
