@@ -95,7 +95,8 @@ void matmulF32(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, int
 }
 
 /// A strided bf16 operand of one GEMM as dense f32, by the interpreter's cast
-/// kernel (for a CPU without bf16 units or a C whose columns are strided).
+/// kernel (for a C whose columns are strided, which only the strided loop
+/// of sgemmStrided writes).
 std::vector<float> widenBf16(const uint16_t* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   kiln::interp::Arg in;
   in.data = reinterpret_cast<const char*>(p);
@@ -117,6 +118,12 @@ void matmulBf16(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, in
                           [&](const uint16_t* a, const uint16_t* b, float* c, int64_t m, bool parallel) {
                             if (native) {
                               gemm::gemmBf16(m, N, K, {a, aRs, aCs}, {b, bRs, bCs}, c, cRs, accumulate, parallel);
+                              return;
+                            }
+                            if (cCs == 1) {
+                              // The f32 GEMM, widening the operands as it packs them.
+                              gemm::sgemmWidening(m, N, K, {a, aRs, aCs, gemm::Storage::bf16},
+                                                  {b, bRs, bCs, gemm::Storage::bf16}, c, cRs, accumulate, parallel);
                               return;
                             }
                             const std::vector<float> af = widenBf16(a, m, K, aRs, aCs), bf = widenBf16(b, K, N, bRs, bCs);
@@ -141,6 +148,57 @@ KILN_RT_EXPORT void kiln_rt_matmul_set_f32(int64_t batch, int64_t M, int64_t N, 
                                            int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
                                            int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs) {
   matmulF32(batch, M, N, K, aPtr, aOff, aBs, aRs, aCs, bPtr, bOff, bBs, bRs, bCs, cPtr, cOff, cBs, cRs, cCs, false);
+}
+
+namespace {
+/// How the f32 entry points' operand A (`b`: B) is stored, from their flags.
+kiln::interp::gemm::Storage operandStorage(int64_t flags, bool b) {
+  using namespace kiln::exec;
+  using kiln::interp::gemm::Storage;
+  if (flags & (b ? kOperandBBf16 : kOperandABf16)) return Storage::bf16;
+  return flags & (b ? kOperandBF16 : kOperandAF16) ? Storage::f16 : Storage::f32;
+}
+
+/// Bytes of an element stored as `s`.
+int64_t storageBytes(kiln::interp::gemm::Storage s) {
+  return s == kiln::interp::gemm::Storage::f32 ? sizeof(float) : sizeof(uint16_t);
+}
+}  // namespace
+
+/// C[b] = A[b] * B[b] (or +=, with kMatmulAccumulate) for each batch b, with
+/// A and/or B stored as bf16 or f16 (MatmulEpilogueFlags.h): the f32 GEMM,
+/// widening them as it packs them, so the product of a cast operand without
+/// the cast's f32 buffer (kiln-cpu-matmul-to-runtime-calls folds the cast
+/// in). C's columns are contiguous (cCs == 1); arguments as
+/// kiln_rt_matmul_f32's, offsets and strides in elements of each operand.
+KILN_RT_EXPORT void kiln_rt_matmul_widening_f32(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
+                                                int64_t aOff, int64_t aBs, int64_t aRs, int64_t aCs, int64_t bPtr,
+                                                int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
+                                                int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, int64_t flags) {
+  using namespace kiln::interp;
+  const gemm::Storage as = operandStorage(flags, false), bs = operandStorage(flags, true);
+  const char* a = reinterpret_cast<const char*>(aPtr) + aOff * storageBytes(as);
+  const char* b = reinterpret_cast<const char*>(bPtr) + bOff * storageBytes(bs);
+  float* c = reinterpret_cast<float*>(cPtr) + cOff;
+  const bool accumulate = (flags & kiln::exec::kMatmulAccumulate) != 0;
+  (void)cCs;  // 1: see above
+  // One B for every batch and A's and C's batches stacked row after row: one
+  // GEMM of batch * M rows (as matmulBatches).
+  if (batch > 1 && bBs == 0 && aBs == M * aRs && cBs == M * cRs) {
+    M *= batch;
+    batch = 1;
+  }
+  auto one = [&](int64_t i, bool parallel) {
+    gemm::sgemmWidening(M, N, K, {a + i * aBs * storageBytes(as), aRs, aCs, as},
+                        {b + i * bBs * storageBytes(bs), bRs, bCs, bs}, c + i * cBs, cRs, accumulate, parallel);
+  };
+  if (batch > 1 && M * N * K < gemm::kSplitMultiplyAdds) {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, batch, 1), [&](const tbb::blocked_range<int64_t>& r) {
+      for (int64_t i = r.begin(); i < r.end(); ++i) one(i, false);
+    });
+    return;
+  }
+  for (int64_t i = 0; i < batch; ++i) one(i, true);
 }
 
 namespace {
@@ -188,7 +246,9 @@ const kiln::interp::gemm::Epilogue* epilogueOf(kiln::interp::gemm::Epilogue& e, 
 /// epilogueOf reads them). The compiler calls it for a 2-D matmul whose only
 /// reader was an elementwise bias add, residual add and/or ReLU
 /// (kiln-cpu-matmul-to-runtime-calls), into an output whose columns are
-/// contiguous (cCs == 1); the residual's columns are contiguous too.
+/// contiguous (cCs == 1); the residual's columns are contiguous too. A and B
+/// may be stored as bf16 or f16 (flags kOperand*, as
+/// kiln_rt_matmul_widening_f32).
 KILN_RT_EXPORT void kiln_rt_matmul_epilogue_f32(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
                                                 int64_t aOff, int64_t aBs, int64_t aRs, int64_t aCs, int64_t bPtr,
                                                 int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
@@ -197,15 +257,17 @@ KILN_RT_EXPORT void kiln_rt_matmul_epilogue_f32(int64_t batch, int64_t M, int64_
                                                 int64_t residualOff, int64_t residualRs, int64_t scaleBits,
                                                 int64_t flags) {
   using namespace kiln::interp;
-  const float* a = reinterpret_cast<const float*>(aPtr) + aOff;
-  const float* b = reinterpret_cast<const float*>(bPtr) + bOff;
+  const gemm::Storage as = operandStorage(flags, false), bs = operandStorage(flags, true);
+  const char* a = reinterpret_cast<const char*>(aPtr) + aOff * storageBytes(as);
+  const char* b = reinterpret_cast<const char*>(bPtr) + bOff * storageBytes(bs);
   float* c = reinterpret_cast<float*>(cPtr) + cOff;
   gemm::Epilogue e;
   std::vector<float> residualCopy;
   const gemm::Epilogue* epilogue = epilogueOf(e, flags, biasPtr, biasOff, biasStride, residualPtr, residualOff,
                                               residualRs, scaleBits, M, N, c, c + (M - 1) * cRs + N, residualCopy);
   (void)batch, (void)aBs, (void)bBs, (void)cBs, (void)cCs;  // batch 1, cCs 1: see above
-  gemm::sgemm(M, N, K, {a, aRs, aCs}, {b, bRs, bCs}, c, cRs, /*accumulate=*/false, /*parallel=*/true, epilogue);
+  gemm::sgemmWidening(M, N, K, {a, aRs, aCs, as}, {b, bRs, bCs, bs}, c, cRs, /*accumulate=*/false,
+                      /*parallel=*/true, epilogue);
 }
 
 /// kiln_rt_matmul_epilogue_f32 with bf16 A and B: the bf16 GEMM, the
@@ -241,17 +303,16 @@ KILN_RT_EXPORT void kiln_rt_matmul_epilogue_bf16(int64_t batch, int64_t M, int64
                      /*parallel=*/true, epilogue);
     return;
   }
-  // No bf16 units (or KILN_GEMM_BF16=none): the f32 GEMM of the widened
-  // operands, into C or into an f32 temporary then rounded.
-  const std::vector<float> af = widenBf16(a.p, M, K, aRs, aCs), bf = widenBf16(b.p, K, N, bRs, bCs);
+  // No bf16 units (or KILN_GEMM_BF16=none): the f32 GEMM, widening the
+  // operands as it packs them, into C or into an f32 temporary then rounded.
+  const gemm::StoredMatrix aWide{a.p, aRs, aCs, gemm::Storage::bf16}, bWide{b.p, bRs, bCs, gemm::Storage::bf16};
   if (!rounded) {
-    gemm::sgemm(M, N, K, {af.data(), K, 1}, {bf.data(), N, 1}, reinterpret_cast<float*>(cPtr) + cOff, cRs,
-                /*accumulate=*/false, /*parallel=*/true, epilogue);
+    gemm::sgemmWidening(M, N, K, aWide, bWide, reinterpret_cast<float*>(cPtr) + cOff, cRs, /*accumulate=*/false,
+                        /*parallel=*/true, epilogue);
     return;
   }
   std::vector<float> cf(static_cast<size_t>(M * N));
-  gemm::sgemm(M, N, K, {af.data(), K, 1}, {bf.data(), N, 1}, cf.data(), N, /*accumulate=*/false, /*parallel=*/true,
-              epilogue);
+  gemm::sgemmWidening(M, N, K, aWide, bWide, cf.data(), N, /*accumulate=*/false, /*parallel=*/true, epilogue);
   uint16_t* c = reinterpret_cast<uint16_t*>(cPtr) + cOff;
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) c[i * cRs + j] = kiln::core::floatToBf16(cf[static_cast<size_t>(i * N + j)]);

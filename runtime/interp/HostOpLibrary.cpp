@@ -40,6 +40,7 @@ class HostOpLibrary final : public OpLibrary {
   bool unaryHalf(OpKind op, const Arg& in, char* out) override { return unaryHalfKernel(op, in, out); }
   bool hasHalfElementwise(DType t) const override { return t == DType::bf16 || t == DType::f16; }
   bool matmulTakesBf16() const override { return matmulKernelTakesBf16(); }
+  bool matmulWidensHalf() const override { return true; }
   bool matmulHalf(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {
     return matmulBf16RoundedKernel(a, b, outShape, out);
   }

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <optional>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "kiln/error.h"
 #include "runtime/core/Half.h"
@@ -83,8 +85,7 @@ class NodeRunner {
   /// the library declines these operands.
   std::optional<View> matmulWithEpilogue(const Node& mm, const EpilogueOperands& f) {
     temps_.clear();
-    const auto ins = trace_.inputsOf(mm);
-    const Arg a = input(ins[0]), b = input(ins[1]);
+    const auto [a, b] = matmulOperands(mm);
     MatmulEpilogue e;
     if (f.scale >= 0) {
       // A constant (Full) of the product's type: the value its fill writes.
@@ -112,6 +113,16 @@ class NodeRunner {
   bool fusesMatmulEpilogue(DType t, bool relu) const { return ops_.fusesMatmulEpilogue(t, relu); }
   /// ... and a scale and residual (MatmulEpilogue)?
   bool fusesMatmulScaleAndResidual(DType t) const { return ops_.fusesMatmulScaleAndResidual(t); }
+  /// Does the library's f32 matmul take f16 and bf16 operands, widening
+  /// them as it packs them (OpLibrary::matmulWidensHalf)?
+  bool matmulWidensHalf() const { return ops_.matmulWidensHalf(); }
+
+  /// The Cast node `castId` (f16 or bf16 to f32, at schedule position `at`)
+  /// is not run: the Matmul that reads it next and last takes the cast's
+  /// source as it is (matmulOperands), until takeDeferredCasts.
+  void deferCast(uint32_t castId, size_t at) { deferredCasts_.emplace_back(castId, at); }
+  /// The casts deferred since the last call, with their positions.
+  std::vector<std::pair<uint32_t, size_t>> takeDeferredCasts() { return std::exchange(deferredCasts_, {}); }
 
  private:
   Arg input(uint32_t id) const {
@@ -132,9 +143,34 @@ class NodeRunner {
     return s;
   }
 
+  /// Matmul operand `id`: the source of a cast deferred into the matmul
+  /// (deferCast), else the input itself.
+  Arg matmulInput(uint32_t id) const {
+    for (const auto& [castId, at] : deferredCasts_)
+      if (castId == id) return input(trace_.inputsOf(trace_.nodes[id])[0]);
+    return input(id);
+  }
+
+  /// The operands of Matmul node `mm` as the library takes them: two bf16
+  /// operands as they are where it has bf16 units; f16 and bf16 operands
+  /// (deferred casts' sources among them) as they are where it widens them
+  /// itself; otherwise widened to f32 here.
+  std::pair<Arg, Arg> matmulOperands(const Node& mm) {
+    const auto ins = trace_.inputsOf(mm);
+    if (trace_.nodes[ins[0]].dtype == DType::bf16 && trace_.nodes[ins[1]].dtype == DType::bf16 &&
+        ops_.matmulTakesBf16())
+      return {input(ins[0]), input(ins[1])};
+    if (!ops_.matmulWidensHalf()) return {widened(ins[0]), widened(ins[1])};
+    Arg a = matmulInput(ins[0]), b = matmulInput(ins[1]);
+    // Two bf16 sources of an f32 product would go to the bf16 GEMM, whose
+    // sums are not the f32 GEMM's: one is widened here instead.
+    if (a.dtype == DType::bf16 && b.dtype == DType::bf16 && ops_.matmulTakesBf16()) b = widened(b);
+    return {a, b};
+  }
+
   /// The input as f32 when it is half precision (kept alive in temps_).
-  Arg widened(uint32_t id) {
-    Arg a = input(id);
+  Arg widened(uint32_t id) { return widened(input(id)); }
+  Arg widened(Arg a) {
     if (!isHalf(a.dtype)) return a;
     View w = alloc(DType::f32, a.shape);
     ops_.cast(a, DType::f32, w.bytes(DType::f32));
@@ -196,10 +232,7 @@ class NodeRunner {
         break;
       }
       case OpCategory::Matmul: {
-        // Two bf16 operands go to the CPU's bf16 units as they are.
-        const bool bf16 = trace_.nodes[ins[0]].dtype == DType::bf16 && trace_.nodes[ins[1]].dtype == DType::bf16 &&
-                          ops_.matmulTakesBf16();
-        Arg a = bf16 ? input(ins[0]) : widened(ins[0]), b = bf16 ? input(ins[1]) : widened(ins[1]);
+        const auto [a, b] = matmulOperands(n);
         ops_.matmul(broadcastArg(a, matmulOperandShape(n.shape, a, true)),
                     broadcastArg(b, matmulOperandShape(n.shape, b, false)), n.shape, o);
         break;
@@ -428,6 +461,8 @@ class NodeRunner {
   OpLibrary& ops_;
   hal::Allocator& allocator_;
   std::vector<std::shared_ptr<core::Storage>> temps_;
+  /// Casts whose matmul takes their source (deferCast): id and position.
+  std::vector<std::pair<uint32_t, size_t>> deferredCasts_;
   /// The block that constants are placed in, one kConstantSlot each (every
   /// dtype's size divides it, so a slot's offset is whole in its elements).
   static constexpr std::size_t kConstantSlot = 16, kConstantsPerBlock = 16;
@@ -522,6 +557,7 @@ bool runProductThenAdd(NodeRunner& runner, const trace::Trace& trace, uint32_t i
 }
 
 std::atomic<uint64_t> gFusedEpilogues{0};
+std::atomic<uint64_t> gCastsIntoMatmuls{0};
 
 /// A schedule: nodes run in order, `order[k]` at position `position(k)`
 /// (lastUse's unit).
@@ -682,20 +718,60 @@ size_t runMatmulEpilogue(NodeRunner& runner, const trace::Trace& trace, const Sc
   return lastAt;
 }
 
+/// Whether the Cast at schedule index `k` can be left to the Matmul that
+/// reads it (NodeRunner::deferCast): an f16 or bf16 value cast to f32 whose
+/// only reader is the next node that computes (or the one after a cast
+/// that folds into it too), a Matmul of a library that
+/// widens half operands as it packs them (the product then has the bits of
+/// the cast's f32 values, without them); no tensor holds the cast's value,
+/// and its source is ready.
+bool castFoldsIntoMatmul(NodeRunner& runner, const trace::Trace& trace, const Schedule& s, size_t k,
+                         const std::vector<uint32_t>& lastUse, const NodeResults& results, bool castBetween = true) {
+  const uint32_t id = s.order[k];
+  const Node& cast = trace.nodes[id];
+  if (cast.dtype != DType::f32 || trace.holders[id] || !results.pending.empty() || !runner.matmulWidensHalf())
+    return false;
+  const uint32_t source = trace.inputsOf(cast)[0];
+  if (!isHalf(trace.nodes[source].dtype) || results.errors[source]) return false;
+  size_t n = nextComputing(trace, s, k);
+  // The other operand's cast may come between (cast(x) @ cast(w)).
+  if (castBetween && n < s.order.size() && trace.nodes[s.order[n]].op == core::OpKind::Cast &&
+      castFoldsIntoMatmul(runner, trace, s, n, lastUse, results, /*castBetween=*/false))
+    n = nextComputing(trace, s, n);
+  return n < s.order.size() && trace.nodes[s.order[n]].op == core::OpKind::Matmul && lastUse[id] == s.position(n);
+}
+
+/// After the Matmul that took them: frees the sources of the deferred casts
+/// whose last reader was the cast, unless a tensor holds them.
+void releaseDeferredCasts(NodeRunner& runner, const trace::Trace& trace, const std::vector<uint32_t>& lastUse,
+                          NodeResults& results) {
+  for (const auto& [castId, at] : runner.takeDeferredCasts()) {
+    const uint32_t source = trace.inputsOf(trace.nodes[castId])[0];
+    if (lastUse[source] == at && !trace.holders[source]) results.values[source] = View{};
+  }
+}
+
 /// Runs a schedule: each node through runOne, except a Mul with the Add
-/// after it (runProductThenAdd) and a Matmul with its epilogue
-/// (runMatmulEpilogue), each pair or group in one library call.
+/// after it (runProductThenAdd), a Matmul with its epilogue
+/// (runMatmulEpilogue), each pair or group in one library call, and a cast
+/// of a half operand into a Matmul, which the Matmul's packing does
+/// (castFoldsIntoMatmul).
 void runSchedule(NodeRunner& runner, const trace::Trace& trace, const Schedule& s,
                  const std::vector<uint32_t>& lastUse, NodeResults& results) {
   for (size_t k = 0; k < s.order.size(); ++k) {
     const uint32_t i = s.order[k];
     const core::OpKind op = trace.nodes[i].op;
+    if (op == core::OpKind::Cast && castFoldsIntoMatmul(runner, trace, s, k, lastUse, results)) {
+      runner.deferCast(i, s.position(k));
+      gCastsIntoMatmuls.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     if (op == core::OpKind::Matmul) {
       const size_t done = runMatmulEpilogue(runner, trace, s, k, lastUse, results);
-      if (done != k) {
-        k = done;
-        continue;
-      }
+      if (done == k) runOne(runner, trace, i, s.position(k), lastUse, results);
+      releaseDeferredCasts(runner, trace, lastUse, results);
+      k = done;
+      continue;
     }
     if (op == core::OpKind::Mul) {
       const size_t next = nextComputing(trace, s, k);
@@ -777,6 +853,7 @@ std::vector<int64_t> readIndicesOnce(const trace::Trace& trace, uint32_t id, Nod
 }
 
 uint64_t fusedMatmulEpilogues() { return gFusedEpilogues.load(std::memory_order_relaxed); }
+uint64_t castsIntoMatmuls() { return gCastsIntoMatmuls.load(std::memory_order_relaxed); }
 
 void Interpreter::run(const trace::Trace& trace, const std::vector<uint8_t>& needed,
                       const std::vector<uint32_t>& lastUse, NodeResults& results) const {

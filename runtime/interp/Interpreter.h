@@ -34,6 +34,9 @@ std::vector<int64_t> readIndicesOnce(const trace::Trace& trace, uint32_t id, Nod
 /// Matmuls this process's interpreter has run with their epilogue in one
 /// library call (OpLibrary::matmulWithEpilogue), for tests and logs.
 uint64_t fusedMatmulEpilogues();
+/// Casts from f16 or bf16 to f32 left to the matmul that read them (its
+/// packing widens their source) in this process (tests).
+uint64_t castsIntoMatmuls();
 
 class Interpreter {
  public:

@@ -1,6 +1,7 @@
-// Matmul: batches and dtypes. f32 runs the packed GEMM (gemm/Sgemm.h), bf16
-// the bf16 GEMM (gemm/Bf16Gemm.h) into f32 or rounded to bf16, the other
-// dtypes a blocked loop.
+// Matmul: batches and dtypes. f32 runs the packed GEMM (gemm/Sgemm.h), with
+// f16 and bf16 operands widened as it packs them; two bf16 operands the bf16
+// GEMM (gemm/Bf16Gemm.h) into f32 or rounded to bf16 where the CPU has bf16
+// units; the other dtypes a blocked loop.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -105,16 +106,28 @@ void forEachBatch(const Arg& a, const Arg& b, const Shape& outShape, bool smallO
   }
 }
 
-/// The f32 product of each batch on the packed GEMM, with `epilogue` (none
-/// when null) in its tile store; `residual` (of the output's shape, its
-/// last axis contiguous), when given, is the epilogue's residual, each
-/// batch its own.
+/// Does the f32 GEMM take operands of type `t` (widening f16 and bf16)?
+bool sgemmTakes(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+
+gemm::Storage storageOf(DType t) {
+  return t == DType::bf16 ? gemm::Storage::bf16 : t == DType::f16 ? gemm::Storage::f16 : gemm::Storage::f32;
+}
+
+/// Batch element `offset` of x (sgemmTakes its type) as a GEMM operand.
+gemm::StoredMatrix storedOperand(const Arg& x, int64_t offset) {
+  const int r = x.shape.rank();
+  return {x.data + offset * static_cast<int64_t>(dtype_size(x.dtype)), x.strides[r - 2], x.strides[r - 1],
+          storageOf(x.dtype)};
+}
+
+/// The f32 product of each batch on the packed GEMM (operands f32, bf16 or
+/// f16: sgemmTakes), with `epilogue` (none when null) in its tile store;
+/// `residual` (of the output's shape, its last axis contiguous), when given,
+/// is the epilogue's residual, each batch its own.
 void sgemmBatches(const Arg& a, const Arg& b, const Shape& outShape, char* out, const gemm::Epilogue* epilogue,
                   const Arg* residual = nullptr) {
   const int r = outShape.rank();
   const int64_t M = outShape[r - 2], N = outShape[r - 1], K = a.shape[a.shape.rank() - 1];
-  const auto* ap = reinterpret_cast<const float*>(a.data);
-  const auto* bp = reinterpret_cast<const float*>(b.data);
   float* op = reinterpret_cast<float*>(out);
   forEachBatch(a, b, outShape, false, [&](int64_t bi, int64_t aOff, int64_t bOff, bool parallel) {
     gemm::Epilogue batchEpilogue;
@@ -123,9 +136,8 @@ void sgemmBatches(const Arg& a, const Arg& b, const Shape& outShape, char* out, 
       batchEpilogue.residual = reinterpret_cast<const float*>(residual->data) + batchElementOffset(*residual, outShape, bi);
       batchEpilogue.residualRs = residual->strides[r - 2];
     }
-    gemm::sgemm(M, N, K, {ap + aOff, a.strides[r - 2], a.strides[r - 1]},
-                {bp + bOff, b.strides[r - 2], b.strides[r - 1]}, op + bi * M * N, N, /*accumulate=*/false, parallel,
-                residual ? &batchEpilogue : epilogue);
+    gemm::sgemmWidening(M, N, K, storedOperand(a, aOff), storedOperand(b, bOff), op + bi * M * N, N,
+                        /*accumulate=*/false, parallel, residual ? &batchEpilogue : epilogue);
   });
 }
 
@@ -134,11 +146,7 @@ void sgemmBatches(const Arg& a, const Arg& b, const Shape& outShape, char* out, 
 void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) {
   const int r = outShape.rank();
   const int64_t M = outShape[r - 2], N = outShape[r - 1], K = a.shape[a.shape.rank() - 1];
-  if (a.dtype == DType::f32) {
-    sgemmBatches(a, b, outShape, out, nullptr);
-    return;
-  }
-  if (a.dtype == DType::bf16) {
+  if (a.dtype == DType::bf16 && b.dtype == DType::bf16 && matmulKernelTakesBf16()) {
     const auto* ap = reinterpret_cast<const uint16_t*>(a.data);
     const auto* bp = reinterpret_cast<const uint16_t*>(b.data);
     float* op = reinterpret_cast<float*>(out);
@@ -147,6 +155,10 @@ void matmulKernel(const Arg& a, const Arg& b, const Shape& outShape, char* out) 
                      {bp + bOff, b.strides[r - 2], b.strides[r - 1]}, op + bi * M * N, N,
                      /*accumulate=*/false, parallel);
     });
+    return;
+  }
+  if (sgemmTakes(a.dtype) && sgemmTakes(b.dtype)) {
+    sgemmBatches(a, b, outShape, out, nullptr);
     return;
   }
   dispatchNumeric(a.dtype, [&]<class T>() {
@@ -199,10 +211,11 @@ void bf16EpilogueBatches(const Arg& a, const Arg& b, const MatmulEpilogue& e, ge
 
 bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape, char* out) {
   const bool bf16 = a.dtype == DType::bf16 && b.dtype == DType::bf16 && matmulKernelTakesBf16();
-  if (!bf16 && (a.dtype != DType::f32 || b.dtype != DType::f32)) return false;
+  if (!bf16 && !(sgemmTakes(a.dtype) && sgemmTakes(b.dtype))) return false;
   const int r = outShape.rank();
   const Arg* residual = e.residual ? &*e.residual : nullptr;
-  if (residual && (r < 2 || residual->dtype != a.dtype || !(residual->shape == outShape) ||
+  const DType resultType = bf16 ? DType::bf16 : DType::f32;
+  if (residual && (r < 2 || residual->dtype != resultType || !(residual->shape == outShape) ||
                    (outShape[r - 1] > 1 && residual->strides[r - 1] != 1)))
     return false;
   gemm::Epilogue epilogue;

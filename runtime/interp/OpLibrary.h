@@ -64,6 +64,11 @@ class OpLibrary {
   /// Does matmul() take two bf16 operands as they are (an f32 result)?
   /// Otherwise the interpreter widens them to f32 first.
   virtual bool matmulTakesBf16() const { return false; }
+  /// Do matmul() and matmulWithEpilogue() take f16 and bf16 operands of an
+  /// f32 product as they are, widening them (exactly) themselves? Then the
+  /// interpreter leaves a cast from a half type that feeds a matmul to the
+  /// matmul (Interpreter.cpp, castFoldsIntoMatmul).
+  virtual bool matmulWidensHalf() const { return false; }
   /// Enqueues out = a·b for two operands of one half type (f16, bf16) and
   /// writes that type, accumulating in f32 (a GPU's tensor-core GEMM, the
   /// CPU's bf16 GEMM rounding each block of C as it finishes it).
@@ -155,6 +160,7 @@ class HostKernelLibrary final : public OpLibrary {
     enqueue_([=] { matmulKernel(a, b, outShape, out); });
   }
   bool matmulTakesBf16() const override { return matmulKernelTakesBf16(); }
+  bool matmulWidensHalf() const override { return true; }
   bool matmulHalf(const Arg& a, const Arg& b, const Shape& outShape, char* out) override {
     if (a.dtype != b.dtype || !hasMatmulHalf(a.dtype)) return false;
     enqueue_([=] { matmulBf16RoundedKernel(a, b, outShape, out); });

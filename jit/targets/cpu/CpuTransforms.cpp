@@ -63,6 +63,10 @@ constexpr const char *kMatmulEpilogueBf16Fn = "kiln_rt_matmul_epilogue_bf16";
 /// The same with bf16 A and B (an f32 C): the runtime's bf16 GEMM.
 constexpr const char *kMatmulBf16Fn = "kiln_rt_matmul_bf16";
 constexpr const char *kMatmulSetBf16Fn = "kiln_rt_matmul_set_bf16";
+/// C = A * B (or C += A * B) with A and/or B stored as bf16 or f16: the f32
+/// GEMM widening them as it packs them (see foldableHalfCast); flags
+/// (MatmulEpilogueFlags.h) say which and whether C is added to.
+constexpr const char *kMatmulWideningFn = "kiln_rt_matmul_widening_f32";
 /// The runtime's implicit-GEMM convolution (runtime/interp/ConvKernels.cpp).
 constexpr const char *kConvFn = "kiln_rt_conv2d_f32";
 
@@ -559,6 +563,147 @@ std::optional<FusableEpilogue> fusableEpilogue(linalg::MatmulOp matmul, Value c,
 }
 } // namespace
 
+namespace {
+/// A cast from f16 or bf16 that writes an f32 matmul operand (foldableHalfCast).
+struct FoldableCast {
+  linalg::GenericOp cast;
+  Value source;  ///< the half buffer
+  bool bf16;     ///< its element type: bf16, else f16
+  /// The matmul reads the cast's result with its rows collapsed (else null).
+  memref::CollapseShapeOp collapse;
+};
+
+/// The half value `y` widens to f32 in the kiln lowering (ScalarBuilder::
+/// toCompute: arith.extf from f16, or bf16's bits shifted into the f32's
+/// high half), with the payload's ops it takes (`ops`); null otherwise.
+Value widenedHalf(Value y, unsigned &ops) {
+  if (auto ext = y.getDefiningOp<arith::ExtFOp>(); ext && ext.getIn().getType().isF16() && y.getType().isF32()) {
+    ops = 1;
+    return ext.getIn();
+  }
+  auto toF32 = y.getDefiningOp<arith::BitcastOp>();
+  auto shift = toF32 && y.getType().isF32() ? toF32.getIn().getDefiningOp<arith::ShLIOp>() : arith::ShLIOp();
+  auto wide = shift && isIntConstant(shift.getRhs(), 16) ? shift.getLhs().getDefiningOp<arith::ExtUIOp>()
+                                                           : arith::ExtUIOp();
+  auto bits = wide ? wide.getIn().getDefiningOp<arith::BitcastOp>() : arith::BitcastOp();
+  if (!bits || !bits.getIn().getType().isBF16())
+    return {};
+  ops = 4;
+  return bits.getIn();
+}
+
+/// May writing `written` change the bytes of `source`? (Distinct kernel
+/// arguments may share a buffer when one is donated: kSharedArgsAttr.)
+bool mayOverwrite(Value written, Value source, func::FuncOp fn) {
+  const Extent w = extentOf(written);
+  if (!disjoint(w, extentOf(source)))
+    return true;
+  auto arg = dyn_cast<BlockArgument>(w.base);
+  auto shared = fn ? fn->getAttrOfType<DenseI64ArrayAttr>(kSharedArgsAttr) : DenseI64ArrayAttr();
+  return arg && shared && llvm::is_contained(shared.asArrayRef(), static_cast<int64_t>(arg.getArgNumber()));
+}
+
+/// Does `op` write every element of `buffer` without reading it first (a
+/// fill, or an elementwise generic into it that ignores its old values)?
+bool overwritesWhole(Operation *op, Value buffer) {
+  if (auto fill = dyn_cast<linalg::FillOp>(op))
+    return fill.getDpsInits()[0] == buffer;
+  auto g = dyn_cast<linalg::GenericOp>(op);
+  if (!g || g.getNumDpsInits() != 1 || g.getDpsInits()[0] != buffer || g.getNumParallelLoops() != g.getNumLoops() ||
+      !g.getMatchingIndexingMap(g.getDpsInitOperand(0)).isIdentity())
+    return false;
+  for (OpOperand *in : g.getDpsInputOperands())
+    if (in->get() == buffer)
+      return false;
+  return g.getRegion().front().getArguments().back().use_empty();
+}
+
+/// The cast that writes operand `index` of `matmul` (an f32 matmul into
+/// `c`) when the runtime's GEMM can widen its source as it packs it instead
+/// (kiln_rt_matmul_widening_f32): a linalg.generic widening a bf16 or f16
+/// buffer of the operand's shape elementwise into a temporary that the
+/// matmul reads (itself, or its rows collapsed: a batch over a shared
+/// weight). The cast is the temporary's last use before the matmul; after
+/// it, nothing reads the temporary before overwriting it whole (scratch
+/// ranges are reused: the same view may hold several temporaries in turn).
+/// Between the cast and the matmul come only ops without memory effects,
+/// allocations, C's zero fill and the other operand's cast; neither they nor
+/// the matmul's C may write the source's bytes (the product now reads the
+/// source where the matmul is).
+std::optional<FoldableCast> foldableHalfCast(linalg::LinalgOp matmul, unsigned index, Value c) {
+  Value operand = matmul->getOperand(index);
+  auto collapse = operand.getDefiningOp<memref::CollapseShapeOp>();
+  if (collapse && !collapse->hasOneUse())
+    return std::nullopt;
+  Value temp = collapse ? collapse.getSrc() : operand;
+  if (!isa_and_nonnull<memref::AllocOp, memref::ViewOp>(temp.getDefiningOp()))
+    return std::nullopt;
+  for (Operation *user : temp.getUsers())
+    if (user->getBlock() != matmul->getBlock() ||
+        (isa<ViewLikeOpInterface>(user) && user != collapse.getOperation()))
+      return std::nullopt;
+  auto uses = [&](Operation *op) { return llvm::is_contained(op->getOperands(), temp); };
+  linalg::GenericOp g;
+  for (Operation *op = matmul->getPrevNode(); op; op = op->getPrevNode())
+    if (op != collapse.getOperation() && uses(op)) {
+      g = dyn_cast<linalg::GenericOp>(op);
+      break;
+    }
+  if (!g || g.getNumDpsInits() != 1 || g.getDpsInits()[0] != temp || !g.hasPureBufferSemantics() ||
+      g.getNumDpsInputs() != 1 || g.getNumParallelLoops() != g.getNumLoops())
+    return std::nullopt;
+  for (Operation *op = matmul->getNextNode(); op; op = op->getNextNode()) {
+    if (!uses(op))
+      continue;
+    if (isa<memref::DeallocOp>(op) || overwritesWhole(op, temp))
+      break;
+    return std::nullopt;
+  }
+  Value source = g.getDpsInputs()[0];
+  auto sourceType = dyn_cast<MemRefType>(source.getType());
+  auto tempType = cast<MemRefType>(temp.getType());
+  if (!sourceType || !(sourceType.getElementType().isBF16() || sourceType.getElementType().isF16()) ||
+      sourceType.getShape() != tempType.getShape() ||
+      (collapse &&
+       !memref::CollapseShapeOp::isGuaranteedCollapsible(sourceType, collapse.getReassociationIndices())))
+    return std::nullopt;
+  for (AffineMap map : g.getIndexingMapsArray())
+    if (!map.isIdentity())
+      return std::nullopt;
+  Block &body = g.getRegion().front();
+  unsigned ops = 0;
+  Value widened = widenedHalf(cast<linalg::YieldOp>(body.getTerminator()).getOperand(0), ops);
+  if (widened != body.getArgument(0))
+    return std::nullopt;
+  unsigned payloadOps = 1;  // the yield
+  for (Operation &op : body.without_terminator())
+    if (!isa<arith::ConstantOp>(op))
+      ++payloadOps;
+  if (payloadOps != ops + 1)
+    return std::nullopt;
+  // What runs between the cast and the matmul, and what it writes.
+  Value other = matmul->getOperand(1 - index);
+  if (auto otherCollapse = other.getDefiningOp<memref::CollapseShapeOp>())
+    other = otherCollapse.getSrc();
+  SmallVector<Value> written{c};
+  for (Operation *op = g->getNextNode(); op != matmul.getOperation(); op = op->getNextNode()) {
+    if ((isMemoryEffectFree(op) && op->getNumRegions() == 0) || isa<memref::AllocOp>(op))
+      continue;  // (an allocation writes no bytes the source may have)
+    if (auto fill = dyn_cast<linalg::FillOp>(op); fill && fill.getDpsInits()[0] == c)
+      continue;
+    auto otherCast = dyn_cast<linalg::GenericOp>(op);
+    if (!otherCast || otherCast.getNumDpsInits() != 1 || otherCast.getDpsInits()[0] != other)
+      return std::nullopt;
+    written.push_back(other);
+  }
+  auto fn = matmul->getParentOfType<func::FuncOp>();
+  for (Value w : written)
+    if (mayOverwrite(w, source, fn))
+      return std::nullopt;
+  return FoldableCast{g, source, sourceType.getElementType().isBF16(), collapse};
+}
+} // namespace
+
 LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
   SmallVector<linalg::LinalgOp> matmuls;
   module.walk([&](linalg::LinalgOp op) {
@@ -593,6 +738,41 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
     linalg::FillOp fill = zeroFillBefore(op, c);
     auto cType = cast<MemRefType>(c.getType());
     auto aType = cast<MemRefType>(a.getType());
+    // f32 operands that are casts from f16 or bf16: the GEMM reads the half
+    // buffers and widens them as it packs them (no f32 copy, no pass of its
+    // own). C's columns must be contiguous (the widening entry's contract).
+    int64_t storageFlags = 0;
+    SmallVector<int64_t> cStrides;
+    int64_t cOffset;
+    if (aType.getElementType().isF32() && succeeded(cType.getStridesAndOffset(cStrides, cOffset)) &&
+        cStrides.back() == 1) {
+      using namespace ::kiln::exec;
+      for (unsigned index : {0u, 1u}) {
+        std::optional<FoldableCast> folded = foldableHalfCast(op, index, c);
+        if (!folded)
+          continue;
+        Value temp = folded->cast.getDpsInits()[0];
+        Value source = folded->source;
+        if (folded->collapse) {
+          OpBuilder cb(op);
+          source = memref::CollapseShapeOp::create(cb, loc, source, folded->collapse.getReassociationIndices());
+        }
+        op->setOperand(index, source);
+        if (folded->collapse)
+          folded->collapse->erase();
+        folded->cast->erase();
+        Operation *def = temp.getDefiningOp();
+        if (llvm::all_of(temp.getUsers(), [](Operation *u) { return isa<memref::DeallocOp>(u); })) {
+          for (Operation *u : llvm::make_early_inc_range(temp.getUsers()))
+            u->erase();
+          def->erase();
+        }
+        storageFlags |= index == 0 ? (folded->bf16 ? kOperandABf16 : kOperandAF16)
+                                   : (folded->bf16 ? kOperandBBf16 : kOperandBF16);
+      }
+      a = op.getDpsInputs()[0];
+      bm = op.getDpsInputs()[1];
+    }
     // An f32 scale / bias add / residual add / ReLU, or a rounding to bf16,
     // reading only this result: into its output, in the GEMM's tile store (one pass
     // over C instead of two, and no f32 C at all for a bf16 result). The
@@ -636,7 +816,8 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
       using namespace ::kiln::exec;
       args.push_back(konst((epilogue->bias ? kEpilogueBias : 0) | (epilogue->relu ? kEpilogueRelu : 0) |
                            (epilogue->roundToBf16 ? kEpilogueRoundToBf16 : 0) |
-                           (epilogue->residual ? kEpilogueResidual : 0) | (epilogue->scale ? kEpilogueScale : 0)));
+                           (epilogue->residual ? kEpilogueResidual : 0) | (epilogue->scale ? kEpilogueScale : 0) |
+                           storageFlags));
       const char *fn = bf16 ? kMatmulEpilogueBf16Fn : kMatmulEpilogueFn;
       declare(fn, 27);
       func::CallOp::create(b, loc, fn, TypeRange{}, args);
@@ -657,6 +838,15 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
     }
     for (Value v : {a, bm, c})
       llvm::append_range(args, describe(b, loc, v, batched));
+    if (storageFlags) {
+      args.push_back(konst(storageFlags | (fill ? 0 : ::kiln::exec::kMatmulAccumulate)));
+      declare(kMatmulWideningFn, 20);
+      func::CallOp::create(b, loc, kMatmulWideningFn, TypeRange{}, args);
+      op->erase();
+      if (fill)
+        fill->erase();
+      continue;
+    }
     const char *fn = bf16 ? (fill ? kMatmulSetBf16Fn : kMatmulBf16Fn) : (fill ? kMatmulSetFn : kMatmulFn);
     declare(fn);
     func::CallOp::create(b, loc, fn, TypeRange{}, args);

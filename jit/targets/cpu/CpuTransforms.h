@@ -58,7 +58,10 @@ bool isRuntimeMatmulOperands(mlir::linalg::LinalgOp matmul);
 /// rows expanded), a constant scale, bias add, residual add and/or ReLU (for
 /// bf16 operands also a rounding to bf16, alone or after them), becomes one
 /// call of kiln_rt_matmul_epilogue_f32 (kiln_rt_matmul_epilogue_bf16) into
-/// that op's output.
+/// that op's output. An f32 operand written by a cast from bf16 or f16 (a
+/// temporary only the matmul reads) is replaced by the half buffer, which
+/// the GEMM widens as it packs it (kiln_rt_matmul_widening_f32, or the
+/// epilogue call's operand flags).
 /// `numInputs`: the kernel's input buffers (its first arguments), which the
 /// donation pairs of kiln.donations need; 0 when unknown.
 mlir::LogicalResult matmulToRuntimeCalls(mlir::ModuleOp module, unsigned numInputs = 0);

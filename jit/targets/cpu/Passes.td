@@ -181,7 +181,11 @@ def KilnCpuMatmulToRuntimeCalls
     GEMM finishes it; after bf16 operands the consumer may also round the
     result (or its epilogue) to bf16, and
     `kiln_rt_matmul_epilogue_bf16` rounds each block of C as it finishes it,
-    so that no f32 C is written. See `matmulToRuntimeCalls`
+    so that no f32 C is written. An f32 operand that a cast from bf16 or
+    f16 wrote into a temporary only the matmul reads is replaced by the half
+    buffer, which the GEMM widens as it packs it
+    (`kiln_rt_matmul_widening_f32`, or the epilogue call's operand flags):
+    no cast loop and no f32 copy. See `matmulToRuntimeCalls`
     (CpuTransforms.h). The generics of kiln.index_add (marked
     `kiln.index_add = axis`) become calls of `kiln_rt_index_add`, those of
     kiln.cumsum (`kiln.cumsum = axis`) calls of `kiln_rt_cumsum` (see

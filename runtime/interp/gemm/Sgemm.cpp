@@ -15,6 +15,7 @@
 #include "runtime/core/Half.h"
 #include "runtime/interp/ScratchBuffer.h"
 #include "runtime/interp/gemm/BlockingTuner.h"
+#include "runtime/interp/gemm/HalfOperands.h"
 #include "runtime/interp/gemm/MicroKernel.h"
 #include "runtime/interp/gemm/Sgemm.h"
 #include "runtime/interp/gemm/WorkSplit.h"
@@ -24,6 +25,8 @@ namespace kiln::interp::gemm {
 namespace {
 
 thread_local ScratchSlot tlsBBlock, tlsABlock;
+/// A small product's half operands, widened whole (sgemmWidening).
+thread_local ScratchSlot tlsWidenedA, tlsWidenedB;
 
 /// Packs rows [i0, i0+mc) x depth [k0, k0+kc) of A into MR-high panels: each
 /// panel holds kc steps of MR floats, rows past the matrix zero. MR is a
@@ -278,9 +281,10 @@ void directProduct(const MicroKernel& mk, int threads, int64_t M, int64_t N, int
   });
 }
 
-/// The blocked product with blocking `blk` (sgemm's contract, K > 0).
+/// The blocked product with blocking `blk` (sgemm's contract, K > 0); half
+/// operands are widened as they are packed (HalfOperands.h).
 void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M, int64_t N, int64_t K,
-                    StridedMatrix a, StridedMatrix b, float* c, int64_t ldc, bool accumulate,
+                    StoredMatrix a, StoredMatrix b, float* c, int64_t ldc, bool accumulate,
                     const Epilogue* epilogue) {
   const int MR = mk.mr, NR = mk.nr;
   const int64_t rowPanels = (M + MR - 1) / MR;
@@ -295,22 +299,25 @@ void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M,
     for (int64_t pc = 0; pc < K; pc += kcStep) {
       const int kc = static_cast<int>(std::min<int64_t>(kcStep, K - pc));
       const int packTasks = std::min(threads, colPanels / 4 + 1);
+      const bool halfB = b.storage != Storage::f32;
       const bool columnMajorB = b.rs == 1 && b.cs != 1 && mk.packColumnMajorB;
       const bool rowMajorB = b.cs == 1 && mk.packRowMajorB;
       forEachTask(packTasks, [&](int t) {
         const int p0 = colPanels * t / packTasks, p1 = colPanels * (t + 1) / packTasks;
-        if (rowMajorB && p1 > p0) {
-          mk.packRowMajorB(b, pc, kc, jc + static_cast<int64_t>(p0) * NR, std::min(nc, p1 * NR) - p0 * NR,
+        if (!halfB && rowMajorB && p1 > p0) {
+          mk.packRowMajorB(asF32(b), pc, kc, jc + static_cast<int64_t>(p0) * NR, std::min(nc, p1 * NR) - p0 * NR,
                            bBlock.as<float>() + static_cast<int64_t>(p0) * kc * NR);
           return;
         }
         for (int p = p0; p < p1; ++p) {
           const int64_t j0 = jc + static_cast<int64_t>(p) * NR;
           float* panel = bBlock.as<float>() + static_cast<int64_t>(p) * kc * NR;
-          if (columnMajorB)
-            mk.packColumnMajorB(b, pc, kc, j0, std::min(NR, nc - p * NR), panel);
+          if (halfB)
+            packWidenedBPanel(mk, b, pc, kc, j0, std::min(NR, nc - p * NR), panel);
+          else if (columnMajorB)
+            mk.packColumnMajorB(asF32(b), pc, kc, j0, std::min(NR, nc - p * NR), panel);
           else
-            packBPanel(b, pc, kc, j0, std::min(NR, nc - p * NR), NR, panel);
+            packBPanel(asF32(b), pc, kc, j0, std::min(NR, nc - p * NR), NR, panel);
         }
       });
       const bool addToC = accumulate || pc > 0;
@@ -322,12 +329,14 @@ void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M,
         ScratchBuffer aBlock(tlsABlock, sizeof(float) * blk.mc * kc, "matmul (packing A)");
         for (int64_t ic = share.i0; ic < share.i1; ic += blk.mc) {
           const int mc = static_cast<int>(std::min<int64_t>(blk.mc, share.i1 - ic));
-          if (a.cs == 1 && mk.packRowMajorA)
-            mk.packRowMajorA(a, ic, mc, pc, kc, aBlock.as<float>());
+          if (a.storage != Storage::f32)
+            packWidenedA(mk, a, ic, mc, pc, kc, aBlock.as<float>());
+          else if (a.cs == 1 && mk.packRowMajorA)
+            mk.packRowMajorA(asF32(a), ic, mc, pc, kc, aBlock.as<float>());
           else if (a.rs == 1 && mk.packColumnMajorA)
-            mk.packColumnMajorA(a, ic, mc, pc, kc, aBlock.as<float>());
+            mk.packColumnMajorA(asF32(a), ic, mc, pc, kc, aBlock.as<float>());
           else
-            packA(a, ic, mc, pc, kc, MR, aBlock.as<float>());
+            packA(asF32(a), ic, mc, pc, kc, MR, aBlock.as<float>());
           for (int p = share.p0; p < share.p1; ++p) {
             const int nr = std::min(NR, nc - p * NR);
             const float* bp = bBlock.as<float>() + static_cast<int64_t>(p) * kc * NR;
@@ -375,7 +384,56 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
                          .directCandidate = M * N * K <= kDirectTrialMultiplyAdds && directLayouts(mk, N, K, a, b)};
   runWithTunedBlocking(call, [&](Blocking blk) {
     if (blk.direct) directProduct(mk, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
-    else blockedProduct(mk, blk, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
+    else blockedProduct(mk, blk, threads, M, N, K, {a.p, a.rs, a.cs}, {b.p, b.rs, b.cs}, c, ldc, accumulate, epilogue);
+  });
+}
+
+void sgemmWidening(int64_t M, int64_t N, int64_t K, StoredMatrix a, StoredMatrix b, float* c, int64_t ldc,
+                   bool accumulate, bool parallel, const Epilogue* epilogue) {
+  if (a.storage == Storage::f32 && b.storage == Storage::f32)
+    return sgemm(M, N, K, asF32(a), asF32(b), c, ldc, accumulate, parallel, epilogue);
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) return productOverEmptyDepth(M, N, c, ldc, accumulate, epilogue);
+  const MicroKernel& mk = microKernelFor(activeIsa());
+  // A small product's half operands widened whole (each at most
+  // kDirectMultiplyAdds floats), then the f32 product: the unpacked path,
+  // which reads its operands in place, needs them as f32.
+  if (M * N <= kDirectMultiplyAdds / K) {
+    std::optional<ScratchBuffer> wa, wb;
+    StridedMatrix af, bf;
+    if (a.storage == Storage::f32) {
+      af = asF32(a);
+    } else {
+      wa.emplace(tlsWidenedA, sizeof(float) * M * K, "matmul (widening A)");
+      widenBlock(a, 0, M, 0, K, wa->as<float>(), K);
+      af = {wa->as<float>(), K, 1};
+    }
+    if (b.storage == Storage::f32) {
+      bf = asF32(b);
+    } else {
+      wb.emplace(tlsWidenedB, sizeof(float) * K * N, "matmul (widening B)");
+      widenBlock(b, 0, K, 0, N, wb->as<float>(), N);
+      bf = {wb->as<float>(), N, 1};
+    }
+    return sgemm(M, N, K, af, bf, c, ldc, accumulate, parallel, epilogue);
+  }
+  const int threads = gemmThreads(M, N, K, parallel);
+  // Its own tuning site (kernel "sgemm_widening"): widening changes what a
+  // blocking costs, and the unpacked product is no candidate.
+  const TunableCall call{.kernel = "sgemm_widening",
+                         .isa = isaName(mk.isa),
+                         .aLayout = operandLayout(a.rs, a.cs),
+                         .bLayout = operandLayout(b.rs, b.cs),
+                         .M = M,
+                         .N = N,
+                         .K = K,
+                         .threads = threads,
+                         .parallel = parallel,
+                         .byDefault = {mk.mc, mk.nc},
+                         .mcUnit = mk.mr,
+                         .ncUnit = mk.nr};
+  runWithTunedBlocking(call, [&](Blocking blk) {
+    blockedProduct(mk, blk, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
   });
 }
 

@@ -26,6 +26,18 @@ struct StridedMatrix {
   int64_t rs, cs;
 };
 
+/// How a GEMM operand's elements are stored: f32, or a half type that the
+/// GEMM widens to f32 (exactly) as it packs the operand (sgemmWidening).
+enum class Storage : uint8_t { f32, bf16, f16 };
+
+/// A strided operand stored as `storage`: element (r, c) at p[r*rs + c*cs],
+/// offsets counted in elements of its storage.
+struct StoredMatrix {
+  const void* p;
+  int64_t rs, cs;
+  Storage storage = Storage::f32;
+};
+
 /// Below this many multiply-adds (about 10 microseconds on one core)
 /// splitting one GEMM over threads costs more than it saves, since the other
 /// threads are often asleep between a framework's small ops: such GEMMs run
@@ -63,6 +75,15 @@ struct Epilogue {
 /// threads (off when the caller already runs in parallel).
 void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, float* c, int64_t ldc, bool accumulate,
            bool parallel, const Epilogue* epilogue = nullptr);
+
+/// sgemm with operands stored as f32, bf16 or f16: the bits of sgemm on f32
+/// copies of the operands, without making the copies. A half operand is
+/// widened block by block as the GEMM packs it (HalfOperands.h), in L2; a
+/// small product's, whole into the thread's kept scratch (at most 4 MiB).
+/// What a cast from f16 or bf16 feeding a matmul costs: no f32 tensor and
+/// no pass over memory of its own.
+void sgemmWidening(int64_t M, int64_t N, int64_t K, StoredMatrix a, StoredMatrix b, float* c, int64_t ldc,
+                   bool accumulate, bool parallel, const Epilogue* epilogue = nullptr);
 
 /// Applies `e` to C[0:rows, 0:cols] (rows ldc apart), which is rows [i0,
 /// i0 + rows) and columns [j0, j0 + cols) of the product.

@@ -979,6 +979,40 @@ TEST(Tiering, ABf16MatmulIsRoundedToBf16InTheGemm) {
   EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_bf16"), 0);
 }
 
+TEST(Tiering, CastsFromHalfTypesFoldIntoTheGemm) {
+  // f32 products of operands cast from bf16 and f16 compile to calls that
+  // read the half buffers and widen them as the GEMM packs them (no cast
+  // loop, no f32 copy): a plain product (cast(x) @ cast(w), packed, two
+  // depth passes), a batch over a shared weight, and one with a bias and
+  // relu after it (the epilogue GEMM); the interpreter's bits, NaN and
+  // infinity included.
+  DumpDirectory dir("kiln-dump-half-cast-test");
+  std::vector<float> xs(40 * 1100);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919) % 200) / 100.f - 1.f;
+  xs[3 * 1100 + 7] = std::numeric_limits<float>::quiet_NaN();
+  xs[9 * 1100 + 2] = 1e6f;  // an f16 infinity
+  Tensor x = cast(from_vector(xs, {40, 1100}), DType::bf16);
+  Tensor xh = cast(from_vector(xs, {40, 1100}), DType::f16);
+  Tensor w = cast(rand({1100, 70}, 71, DType::f32, -1, 1), DType::f16);
+  Tensor wf = rand({1100, 70}, 72, DType::f32, -1, 1);
+  Tensor xb = cast(rand({3, 16, 24}, 73, DType::f32, -1, 1), DType::bf16), wb = rand({24, 40}, 74);
+  Tensor bias = rand({70}, 75);
+  kiln::sync();
+  auto run = [&] {
+    Tensor a = matmul(cast(x, DType::f32), cast(w, DType::f32));
+    Tensor b = matmul(cast(xb, DType::f32), wb);
+    Tensor c = relu(matmul(cast(xh, DType::f32), wf) + bias);
+    return concat(concat(a.to_vector<float>(), b.to_vector<float>()), c.to_vector<float>());
+  };
+  const auto [reference, compiled, compiledRuns] = interpretedThenCompiled(run, dir);
+  expectSameBits(compiled, reference);
+  EXPECT_TRUE(std::isnan(reference[3 * 70]));
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_widening_f32"), 2);
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_epilogue_f32"), 1);
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "call @kiln_rt_matmul_set_f32"), 0);
+  EXPECT_EQ(countInDumps(dir, "2-bufferized", "arith.extf"), 0) << "a cast loop was left";
+}
+
 TEST(Tiering, ConvolutionsCallTheRuntimeGemmOnTheUnpaddedInput) {
   // conv2d + bias + ReLU, twice: each f32 convolution becomes a call of the
   // runtime's implicit GEMM that reads the input itself (no padded copy, no

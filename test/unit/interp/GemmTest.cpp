@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/Half.h"
 #include "runtime/interp/gemm/MicroKernel.h"
 #include "runtime/interp/gemm/Sgemm.h"
 #include "runtime/interp/gemm/WorkSplit.h"
@@ -313,6 +314,84 @@ TEST_P(GemmIsaTest, EpilogueAddsTheBiasAndRectifiesEveryTileOnce) {
       EXPECT_TRUE(std::isnan(fused[0]));  // row 0 of a NaN A
     }
   }
+}
+
+/// An operand of Operand's layout stored as bf16 or f16 (`storage`): its
+/// values rounded to the half type, with -0, an infinity and, for f16, a
+/// subnormal among them; f32() is the operand a cast to f32 would give.
+struct HalfOperand {
+  Operand layout;
+  Storage storage;
+  std::vector<uint16_t> bits;
+  HalfOperand(int64_t r, int64_t c, bool t, int pad, Storage s, std::mt19937& rng)
+      : layout(r, c, t, pad, rng), storage(s), bits(layout.storage.size()) {
+    for (size_t i = 0; i < bits.size(); ++i)
+      bits[i] = s == Storage::bf16 ? core::floatToBf16(layout.storage[i]) : core::floatToHalf(layout.storage[i]);
+    if (r * c >= 3) {
+      bits[static_cast<size_t>(layout.rs)] = s == Storage::bf16 ? 0x8000 : 0x8000;               // -0
+      bits[static_cast<size_t>(layout.cs)] = s == Storage::bf16 ? 0x7f80 : 0x7c00;               // +inf
+      bits[static_cast<size_t>(layout.rs + layout.cs)] = s == Storage::bf16 ? 0x0001 : 0x0003;  // tiny
+    }
+  }
+  StoredMatrix view() const { return {bits.data(), layout.rs, layout.cs, storage}; }
+  /// The same operand as f32 (the cast's values), same layout.
+  std::vector<float> f32() const {
+    std::vector<float> out(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i)
+      out[i] = storage == Storage::bf16 ? core::bf16ToFloat(bits[i]) : core::halfToFloat(bits[i]);
+    return out;
+  }
+};
+
+TEST_P(GemmIsaTest, HalfStoredOperandsGiveTheBitsOfTheirF32Copies) {
+  // sgemmWidening widens bf16 and f16 operands as it packs them: for A, B or
+  // both stored as a half type, in every layout, small (widened whole, run
+  // unpacked) and packed (several column blocks, two depth passes, ragged
+  // panels, split over 3 threads), accumulating, with an epilogue, the
+  // product must be sgemm's on the f32 copies bit for bit (a NaN from an
+  // infinity times 0 matches any NaN).
+  const MicroKernel& k = kernel();
+  std::mt19937 rng(700);
+  struct Shape {
+    int64_t M, N, K;
+    bool accumulate;
+  };
+  const std::vector<Shape> shapes = {
+      {37, 40, 77, false}, {5, 3, 2, true}, {150, 2 * k.nc + 40, 130, false}, {60, 100, k.kc + 76, true}};
+  int64_t products = 0;
+  for (Storage storage : {Storage::bf16, Storage::f16})
+    for (int halves = 1; halves <= 3; ++halves)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (const Shape& sh : shapes) {
+            const bool halfA = halves & 1, halfB = halves & 2;
+            SCOPED_TRACE(std::string(storage == Storage::bf16 ? "bf16" : "f16") + (halfA ? " A" : "") +
+                         (halfB ? " B" : "") + (ta ? " A^T " : " ") + (tb ? "B^T " : "") + std::to_string(sh.M) +
+                         "x" + std::to_string(sh.N) + "x" + std::to_string(sh.K));
+            HalfOperand a(sh.M, sh.K, ta, 1, storage, rng), b(sh.K, sh.N, tb, 2, storage, rng);
+            const std::vector<float> af = a.f32(), bf = b.f32();
+            std::vector<float> bias(static_cast<size_t>(sh.N));
+            std::uniform_real_distribution<float> d(-1.f, 1.f);
+            for (float& x : bias) x = d(rng);
+            const Epilogue e{bias.data(), 1, true};
+            std::vector<float> want(static_cast<size_t>(sh.M * sh.N)), got;
+            for (float& x : want) x = d(rng);
+            got = want;
+            const StoredMatrix aStored = halfA ? a.view() : StoredMatrix{af.data(), a.layout.rs, a.layout.cs};
+            const StoredMatrix bStored = halfB ? b.view() : StoredMatrix{bf.data(), b.layout.rs, b.layout.cs};
+            sgemm(sh.M, sh.N, sh.K, {af.data(), a.layout.rs, a.layout.cs}, {bf.data(), b.layout.rs, b.layout.cs},
+                  want.data(), sh.N, sh.accumulate, true, &e);
+            tbb::task_arena(3).execute([&] {
+              sgemmWidening(sh.M, sh.N, sh.K, aStored, bStored, got.data(), sh.N, sh.accumulate, true, &e);
+            });
+            ++products;
+            for (size_t i = 0; i < want.size(); ++i)
+              if (!(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))) {
+                ADD_FAILURE() << "element " << i << ": " << got[i] << ", expected " << want[i];
+                break;
+              }
+          }
+  EXPECT_EQ(products, 2 * 3 * 4 * static_cast<int64_t>(shapes.size()));
 }
 
 TEST_P(GemmIsaTest, EpilogueAddsAResidualAfterTheBias) {

@@ -346,6 +346,67 @@ TEST(OpsMatmul, Bf16EpilogueGivesTheBitsOfTheSeparateBf16Ops) {
   }
 }
 
+/// A cast from f16 or bf16 to f32 whose only reader is a matmul is left to
+/// the matmul, whose packing widens the half values (OpLibrary::
+/// matmulWidensHalf): the same bits as the product of the cast's f32
+/// values, which a cast kept alive (so run on its own) gives. Either operand
+/// or both, transposed, batched with a broadcast weight, packed (two depth
+/// passes), with an epilogue after, empty; a cast read twice runs on its own.
+TEST(OpsMatmul, CastFromAHalfTypeIntoAMatmulGivesTheBitsOfTheCastValues) {
+  const std::vector<EpilogueCase> cases = {{{37, 19}, {19, 23}, "2-D"},
+                                           {{3, 5, 19}, {19, 40}, "batched x, shared w"},
+                                           {{2, 3, 16, 8}, {2, 3, 8, 33}, "rank-4 batch"},
+                                           {{150, 300}, {300, 90}, "packed"},
+                                           {{40, 1100}, {1100, 70}, "packed, two depth passes"},
+                                           {{0, 7}, {7, 5}, "no rows"},
+                                           {{6, 0}, {0, 5}, "empty depth"}};
+  const auto same = expectSameTensorBits;
+  const auto& ops = kiln::hal::deviceContext(kiln::default_device()).ops();
+  const bool widens = ops.matmulWidensHalf(), fusesEpilogue = ops.fusesMatmulEpilogue(DType::f32, true);
+  auto f32 = [](const Tensor& t) { return kiln::cast(t, DType::f32); };
+  uint64_t seed = 501;
+  for (DType half : {DType::bf16, DType::f16})
+    for (const EpilogueCase& c : cases) {
+      const std::string how = tname(half) + ", " + c.how;
+      // Large values in x: f16 rounds some to infinity.
+      const Tensor x = kiln::cast(epilogueOperand(c.x, seed++) * 3000.0, half);
+      const Tensor w = kiln::cast(kiln::randn(c.w, seed++), half), wf = kiln::randn(c.w, seed++);
+      const kiln::Shape out = kiln::matmul(f32(x), wf).shape();
+      const Tensor bias = kiln::randn({out[out.rank() - 1]}, seed++);
+      const Tensor xt = kiln::transpose(kiln::cast(kiln::randn({c.x[c.x.rank() - 1], c.x[c.x.rank() - 2]}, seed++), half), 0, 1);
+      const Tensor xCast = f32(x), wCast = f32(w), xtCast = f32(xt);  // held: these casts run on their own
+      kiln::sync();
+      const uint64_t before = kiln::interp::castsIntoMatmuls(), fusedBefore = kiln::interp::fusedMatmulEpilogues();
+      std::vector<FusedCase> folded;
+      folded.push_back({kiln::matmul(f32(x), wf), kiln::matmul(xCast, wf), "cast(x) @ w"});
+      folded.push_back({kiln::matmul(xCast, f32(w)), kiln::matmul(xCast, wCast), "x @ cast(w)"});
+      folded.push_back({kiln::matmul(f32(x), f32(w)), kiln::matmul(xCast, wCast), "cast(x) @ cast(w)"});
+      folded.push_back({kiln::relu(kiln::matmul(f32(x), wf) + bias), kiln::relu(kiln::matmul(xCast, wf) + bias),
+                        "relu(cast(x) @ w + b)"});
+      uint64_t folds = 5;
+      if (c.x.rank() == 2) {
+        folded.push_back({kiln::matmul(f32(xt), wf), kiln::matmul(xtCast, wf), "cast(x^T) @ w"});
+        ++folds;
+      }
+      kiln::sync();
+      EXPECT_EQ(kiln::interp::castsIntoMatmuls() - before, widens ? folds : 0) << how;
+      if (widens && fusesEpilogue && c.x.rank() <= 3 && out.numel() > 0) {
+        EXPECT_GE(kiln::interp::fusedMatmulEpilogues() - fusedBefore, 1u) << how << ": the epilogue still fuses";
+      }
+      for (const FusedCase& f : folded) {
+        EXPECT_EQ(f.got.dtype(), DType::f32) << f.what;
+        same(f.got, f.want, f.what + ", " + how);
+      }
+      // Read by the matmul and by a sum: the cast runs on its own.
+      const uint64_t twiceBefore = kiln::interp::castsIntoMatmuls();
+      const Tensor xTwice = f32(x);
+      const Tensor readTwice = kiln::matmul(xTwice, wf) + kiln::sum(xTwice);
+      kiln::sync();
+      EXPECT_EQ(kiln::interp::castsIntoMatmuls(), twiceBefore) << how;
+      same(readTwice, kiln::matmul(xCast, wf) + kiln::sum(xCast), "cast read twice, " + how);
+    }
+}
+
 TEST(OpsMatmul, BadInputThrowsAndKeepsEarlierTensors) {
   Tensor a = kiln::ones({2, 3});
   Tensor b = kiln::ones({4, 2});

@@ -594,6 +594,202 @@ func.func @scaled(%a: memref<4x6xf32>, %b: memref<6x2xf32>, %bias: memref<2xf32>
 
 // -----
 
+// Casts from bf16 (A) and f16 (B) whose f32 results only the matmul reads:
+// the GEMM widens the half buffers as it packs them
+// (kiln_rt_matmul_widening_f32): no cast loops, no f32 temporaries. Flags
+// 32 | 256 = 288: A bf16, B f16; C zero-filled before, so it is set.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func private @kiln_rt_matmul_widening_f32
+// CHECK-SAME: (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// CHECK-LABEL: func.func @half_casts
+// CHECK-SAME: (%[[X:.*]]: memref<4x8xbf16>, %[[W:.*]]: memref<8x2xf16>, %[[C:.*]]: memref<4x2xf32>)
+// CHECK-NOT: linalg
+// CHECK-NOT: memref.alloc
+// CHECK: memref.extract_strided_metadata %[[X]]
+// CHECK: memref.extract_strided_metadata %[[W]]
+// CHECK: memref.extract_strided_metadata %[[C]]
+// CHECK: %[[FLAGS:.*]] = arith.constant 288 : i64
+// CHECK: call @kiln_rt_matmul_widening_f32({{.*}}, %[[FLAGS]])
+// CHECK-NOT: linalg
+func.func @half_casts(%x: memref<4x8xbf16>, %w: memref<8x2xf16>, %c: memref<4x2xf32>) {
+  %xf = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x8xbf16>) outs(%xf : memref<4x8xf32>) {
+  ^bb0(%v: bf16, %o: f32):
+    %c16 = arith.constant 16 : i32
+    %bits = arith.bitcast %v : bf16 to i16
+    %wide = arith.extui %bits : i16 to i32
+    %high = arith.shli %wide, %c16 : i32
+    %f = arith.bitcast %high : i32 to f32
+    linalg.yield %f : f32
+  }
+  %wf = memref.alloc() : memref<8x2xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%w : memref<8x2xf16>) outs(%wf : memref<8x2xf32>) {
+  ^bb0(%v: f16, %o: f32):
+    %f = arith.extf %v : f16 to f32
+    linalg.yield %f : f32
+  }
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x2xf32>)
+  linalg.matmul ins(%xf, %wf : memref<4x8xf32>, memref<8x2xf32>) outs(%c : memref<4x2xf32>)
+  memref.dealloc %xf : memref<4x8xf32>
+  memref.dealloc %wf : memref<8x2xf32>
+  return
+}
+
+// -----
+
+// A bf16 cast before relu(A * B + bias): the epilogue GEMM with A stored as
+// bf16 (flags 1 | 2 | 32 = 35).
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @half_cast_then_epilogue
+// CHECK-NOT: linalg
+// CHECK: %[[FLAGS:.*]] = arith.constant 35 : i64
+// CHECK: call @kiln_rt_matmul_epilogue_f32({{.*}}, %[[FLAGS]])
+// CHECK-NOT: linalg
+func.func @half_cast_then_epilogue(%x: memref<4x8xbf16>, %b: memref<8x2xf32>, %bias: memref<2xf32>,
+                                   %out: memref<4x2xf32>) {
+  %xf = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x8xbf16>) outs(%xf : memref<4x8xf32>) {
+  ^bb0(%v: bf16, %o: f32):
+    %c16 = arith.constant 16 : i32
+    %bits = arith.bitcast %v : bf16 to i16
+    %wide = arith.extui %bits : i16 to i32
+    %high = arith.shli %wide, %c16 : i32
+    %f = arith.bitcast %high : i32 to f32
+    linalg.yield %f : f32
+  }
+  %c = memref.alloc() : memref<4x2xf32>
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x2xf32>)
+  linalg.matmul ins(%xf, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%c : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : memref<4x2xf32>, memref<2xf32>) outs(%out : memref<4x2xf32>) {
+  ^bb0(%v: f32, %bv: f32, %o: f32):
+    %s = arith.addf %v, %bv : f32
+    %z = arith.constant 0.0 : f32
+    %r = arith.maximumf %s, %z : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %xf : memref<4x8xf32>
+  memref.dealloc %c : memref<4x2xf32>
+  return
+}
+
+// -----
+
+// Casts the GEMM cannot take over: a cast result read again after the
+// matmul; a cast whose source the fill of C (the same buffer) overwrites
+// before the matmul; a cast that also scales. Each stays a loop into its
+// f32 temporary, and the matmuls are plain f32 calls.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @half_casts_kept
+// CHECK-NOT: kiln_rt_matmul_widening_f32
+// CHECK: linalg.generic
+// CHECK: call @kiln_rt_matmul_set_f32
+// CHECK: linalg.generic
+// CHECK: linalg.generic
+// CHECK: call @kiln_rt_matmul_set_f32
+// CHECK: linalg.generic
+// CHECK: call @kiln_rt_matmul_set_f32
+func.func @half_casts_kept(%x: memref<4x8xbf16>, %b: memref<8x2xf32>, %c: memref<4x2xf32>,
+                           %sum: memref<4x8xf32>, %scratch: memref<64xi8>, %d: memref<4x2xf32>,
+                           %h: memref<4x8xf16>, %e: memref<4x2xf32>) {
+  %xf = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x8xbf16>) outs(%xf : memref<4x8xf32>) {
+  ^bb0(%v: bf16, %o: f32):
+    %c16 = arith.constant 16 : i32
+    %bits = arith.bitcast %v : bf16 to i16
+    %wide = arith.extui %bits : i16 to i32
+    %high = arith.shli %wide, %c16 : i32
+    %f = arith.bitcast %high : i32 to f32
+    linalg.yield %f : f32
+  }
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x2xf32>)
+  linalg.matmul ins(%xf, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%c : memref<4x2xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%xf : memref<4x8xf32>) outs(%sum : memref<4x8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %s = arith.addf %v, %v : f32
+    linalg.yield %s : f32
+  }
+  // The source lies in scratch bytes that C reuses.
+  %c0 = arith.constant 0 : index
+  %src = memref.view %scratch[%c0][] : memref<64xi8> to memref<4x8xf16>
+  %cs = memref.view %scratch[%c0][] : memref<64xi8> to memref<4x2xf32>
+  %hf = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%src : memref<4x8xf16>) outs(%hf : memref<4x8xf32>) {
+  ^bb0(%v: f16, %o: f32):
+    %f = arith.extf %v : f16 to f32
+    linalg.yield %f : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%cs : memref<4x2xf32>)
+  linalg.matmul ins(%hf, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%cs : memref<4x2xf32>)
+  %scaled = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%h : memref<4x8xf16>) outs(%scaled : memref<4x8xf32>) {
+  ^bb0(%v: f16, %o: f32):
+    %f = arith.extf %v : f16 to f32
+    %two = arith.constant 2.0 : f32
+    %m = arith.mulf %f, %two : f32
+    linalg.yield %m : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%e : memref<4x2xf32>)
+  linalg.matmul ins(%scaled, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%e : memref<4x2xf32>)
+  return
+}
+
+// -----
+
+// Scratch reuse and a batch over a shared weight: the cast writes a view
+// of the scratch that a later loop overwrites whole, and the matmul reads it
+// with its batch rows collapsed (memref.collapse_shape): the call reads the
+// bf16 input collapsed the same way (flags 32: A bf16, set).
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @half_cast_collapsed
+// CHECK-SAME: (%[[X:.*]]: memref<3x4x8xbf16>, {{.*}}, %[[Y:.*]]: memref<3x4x8xf32>)
+// CHECK-NOT: linalg.generic
+// CHECK: %[[ROWS:.*]] = memref.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : memref<3x4x8xbf16> into memref<12x8xbf16>
+// CHECK: memref.extract_strided_metadata %[[ROWS]]
+// CHECK: %[[FLAGS:.*]] = arith.constant 32 : i64
+// CHECK: call @kiln_rt_matmul_widening_f32({{.*}}, %[[FLAGS]])
+// CHECK: linalg.generic {{.*}} ins(%[[Y]] : memref<3x4x8xf32>)
+func.func @half_cast_collapsed(%x: memref<3x4x8xbf16>, %b: memref<8x2xf32>, %c: memref<12x2xf32>,
+                               %scratch: memref<512xi8>, %y: memref<3x4x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %t = memref.view %scratch[%c0][] : memref<512xi8> to memref<3x4x8xf32>
+  linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : memref<3x4x8xbf16>) outs(%t : memref<3x4x8xf32>) {
+  ^bb0(%v: bf16, %o: f32):
+    %c16 = arith.constant 16 : i32
+    %bits = arith.bitcast %v : bf16 to i16
+    %wide = arith.extui %bits : i16 to i32
+    %high = arith.shli %wide, %c16 : i32
+    %f = arith.bitcast %high : i32 to f32
+    linalg.yield %f : f32
+  }
+  %rows = memref.collapse_shape %t [[0, 1], [2]] : memref<3x4x8xf32> into memref<12x8xf32>
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<12x2xf32>)
+  linalg.matmul ins(%rows, %b : memref<12x8xf32>, memref<8x2xf32>) outs(%c : memref<12x2xf32>)
+  // The view's next temporary: written whole, its old values unread.
+  linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%y : memref<3x4x8xf32>) outs(%t : memref<3x4x8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %s = arith.addf %v, %v : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
 // A bufferized index_add generic (kiln.index_add = axis) becomes one call of
 // the runtime's scatter-add on its buffers: dtype 0 (f32), rank 2, axis 1,
 // 4 indices, the extents padded to 8 axes, then the output's, the index's
