@@ -211,7 +211,10 @@ void bf16EpilogueBatches(const Arg& a, const Arg& b, const MatmulEpilogue& e, ge
 
 bool matmulEpilogueKernel(const Arg& a, const Arg& b, const MatmulEpilogue& e, const Shape& outShape, char* out) {
   const bool bf16 = a.dtype == DType::bf16 && b.dtype == DType::bf16 && matmulKernelTakesBf16();
-  if (!bf16 && !(sgemmTakes(a.dtype) && sgemmTakes(b.dtype))) return false;
+  // Two bf16 operands without bf16 units: a bf16 product (a bf16 result
+  // this f32 path would not round), declined.
+  if (!bf16 && (!(sgemmTakes(a.dtype) && sgemmTakes(b.dtype)) || (a.dtype == DType::bf16 && b.dtype == DType::bf16)))
+    return false;
   const int r = outShape.rank();
   const Arg* residual = e.residual ? &*e.residual : nullptr;
   const DType resultType = bf16 ? DType::bf16 : DType::f32;

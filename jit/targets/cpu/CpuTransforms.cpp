@@ -592,16 +592,6 @@ Value widenedHalf(Value y, unsigned &ops) {
   return bits.getIn();
 }
 
-/// May writing `written` change the bytes of `source`? (Distinct kernel
-/// arguments may share a buffer when one is donated: kSharedArgsAttr.)
-bool mayOverwrite(Value written, Value source, func::FuncOp fn) {
-  const Extent w = extentOf(written);
-  if (!disjoint(w, extentOf(source)))
-    return true;
-  auto arg = dyn_cast<BlockArgument>(w.base);
-  auto shared = fn ? fn->getAttrOfType<DenseI64ArrayAttr>(kSharedArgsAttr) : DenseI64ArrayAttr();
-  return arg && shared && llvm::is_contained(shared.asArrayRef(), static_cast<int64_t>(arg.getArgNumber()));
-}
 
 /// Does `op` write every element of `buffer` without reading it first (a
 /// fill, or an elementwise generic into it that ignores its old values)?
@@ -627,9 +617,10 @@ bool overwritesWhole(Operation *op, Value buffer) {
 /// it, nothing reads the temporary before overwriting it whole (scratch
 /// ranges are reused: the same view may hold several temporaries in turn).
 /// Between the cast and the matmul come only ops without memory effects,
-/// allocations, C's zero fill and the other operand's cast; neither they nor
-/// the matmul's C may write the source's bytes (the product now reads the
-/// source where the matmul is).
+/// allocations, C's zero fill and the other operand's cast; neither what
+/// they write nor the matmul's C may overlap the source (mayOverlap: the
+/// product now reads the source where the matmul is). The other operand is
+/// not the same temporary.
 std::optional<FoldableCast> foldableHalfCast(linalg::LinalgOp matmul, unsigned index, Value c) {
   Value operand = matmul->getOperand(index);
   auto collapse = operand.getDefiningOp<memref::CollapseShapeOp>();
@@ -638,6 +629,12 @@ std::optional<FoldableCast> foldableHalfCast(linalg::LinalgOp matmul, unsigned i
   Value temp = collapse ? collapse.getSrc() : operand;
   if (!isa_and_nonnull<memref::AllocOp, memref::ViewOp>(temp.getDefiningOp()))
     return std::nullopt;
+  // The other operand: itself, or the buffer it collapses.
+  Value other = matmul->getOperand(1 - index);
+  if (auto otherCollapse = other.getDefiningOp<memref::CollapseShapeOp>())
+    other = otherCollapse.getSrc();
+  if (other == temp)
+    return std::nullopt;  // cast(x) @ cast(x): the other read would lose its writer
   for (Operation *user : temp.getUsers())
     if (user->getBlock() != matmul->getBlock() ||
         (isa<ViewLikeOpInterface>(user) && user != collapse.getOperation()))
@@ -682,9 +679,6 @@ std::optional<FoldableCast> foldableHalfCast(linalg::LinalgOp matmul, unsigned i
   if (payloadOps != ops + 1)
     return std::nullopt;
   // What runs between the cast and the matmul, and what it writes.
-  Value other = matmul->getOperand(1 - index);
-  if (auto otherCollapse = other.getDefiningOp<memref::CollapseShapeOp>())
-    other = otherCollapse.getSrc();
   SmallVector<Value> written{c};
   for (Operation *op = g->getNextNode(); op != matmul.getOperation(); op = op->getNextNode()) {
     if ((isMemoryEffectFree(op) && op->getNumRegions() == 0) || isa<memref::AllocOp>(op))
@@ -697,8 +691,9 @@ std::optional<FoldableCast> foldableHalfCast(linalg::LinalgOp matmul, unsigned i
     written.push_back(other);
   }
   auto fn = matmul->getParentOfType<func::FuncOp>();
+  const std::set<unsigned> sharedArgs = fn ? sharedArgsOf(fn) : std::set<unsigned>{};
   for (Value w : written)
-    if (mayOverwrite(w, source, fn))
+    if (mayOverlap(w, source, fn, sharedArgs))
       return std::nullopt;
   return FoldableCast{g, source, sourceType.getElementType().isBF16(), collapse};
 }

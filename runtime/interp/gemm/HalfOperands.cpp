@@ -1,3 +1,5 @@
+// Widening bf16 and f16 GEMM operands into the packed panels (HalfOperands.h):
+// bf16 by a shift, f16 by F16C where the CPU has it.
 #include "runtime/interp/gemm/HalfOperands.h"
 
 #include <immintrin.h>

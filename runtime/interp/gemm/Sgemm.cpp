@@ -388,6 +388,18 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   });
 }
 
+namespace {
+/// The tuning site's name for operand `m`'s layout and storage ("rows",
+/// "bf16 rows", "f16 columns", ...).
+const char* storedLayout(StoredMatrix m) {
+  static constexpr const char* kNames[3][3] = {{"rows", "columns", "strided"},
+                                               {"bf16 rows", "bf16 columns", "bf16 strided"},
+                                               {"f16 rows", "f16 columns", "f16 strided"}};
+  const int layout = m.cs == 1 ? 0 : m.rs == 1 ? 1 : 2;  // as operandLayout
+  return kNames[static_cast<int>(m.storage)][layout];
+}
+}  // namespace
+
 void sgemmWidening(int64_t M, int64_t N, int64_t K, StoredMatrix a, StoredMatrix b, float* c, int64_t ldc,
                    bool accumulate, bool parallel, const Epilogue* epilogue) {
   if (a.storage == Storage::f32 && b.storage == Storage::f32)
@@ -397,8 +409,11 @@ void sgemmWidening(int64_t M, int64_t N, int64_t K, StoredMatrix a, StoredMatrix
   const MicroKernel& mk = microKernelFor(activeIsa());
   // A small product's half operands widened whole (each at most
   // kDirectMultiplyAdds floats), then the f32 product: the unpacked path,
-  // which reads its operands in place, needs them as f32.
-  if (M * N <= kDirectMultiplyAdds / K) {
+  // which reads its operands in place, needs them as f32. So for a product
+  // one column panel wide (N = 10 logits), which runs unpacked at any M, when
+  // only its B (at most K x NR) is half.
+  const bool narrow = N <= mk.nr && a.storage == Storage::f32 && K * N <= kDirectMultiplyAdds;
+  if (M * N <= kDirectMultiplyAdds / K || narrow) {
     std::optional<ScratchBuffer> wa, wb;
     StridedMatrix af, bf;
     if (a.storage == Storage::f32) {
@@ -418,12 +433,12 @@ void sgemmWidening(int64_t M, int64_t N, int64_t K, StoredMatrix a, StoredMatrix
     return sgemm(M, N, K, af, bf, c, ldc, accumulate, parallel, epilogue);
   }
   const int threads = gemmThreads(M, N, K, parallel);
-  // Its own tuning site (kernel "sgemm_widening"): widening changes what a
-  // blocking costs, and the unpacked product is no candidate.
-  const TunableCall call{.kernel = "sgemm_widening",
+  // Tuning sites of their own (the storage in the layout's name): widening
+  // changes what a blocking costs, and the unpacked product is no candidate.
+  const TunableCall call{.kernel = "sgemm",
                          .isa = isaName(mk.isa),
-                         .aLayout = operandLayout(a.rs, a.cs),
-                         .bLayout = operandLayout(b.rs, b.cs),
+                         .aLayout = storedLayout(a),
+                         .bLayout = storedLayout(b),
                          .M = M,
                          .N = N,
                          .K = K,

@@ -1,5 +1,6 @@
 // Differential fuzzing: seeded random traces (every op family, broadcasting,
-// reductions over random axes, views, matmul, casts, random live outputs)
+// reductions over random axes, views, matmul (of operands rounded to half
+// types too), casts, random live outputs)
 // run interpreted and compiled, and must agree.
 //
 // Bound: integers and bools bit-exact; floats |compiled - interpreted| <=
@@ -188,7 +189,11 @@ class ProgramGenerator {
         const int64_t k = x.size(-1), n = pick(1, 5);
         Shape ws{k, n};
         if (x.rank() >= 3 && pick(0, 1)) ws = Shape{x.size(-3), k, n};  // batched (broadcast from the right)
-        y = matmul(x.rank() == 1 ? x : x, input(ws));
+        // Sometimes through a half type and back: the interpreter leaves the
+        // cast to f32 to the matmul's packing (castFoldsIntoMatmul).
+        const int viaHalf = pick(0, 3);
+        const Tensor a = viaHalf < 2 ? cast(cast(x, viaHalf == 0 ? DType::bf16 : DType::f16), DType::f32) : x;
+        y = matmul(a, input(ws));
         break;
       }
       case 6: {

@@ -328,7 +328,7 @@ struct HalfOperand {
     for (size_t i = 0; i < bits.size(); ++i)
       bits[i] = s == Storage::bf16 ? core::floatToBf16(layout.storage[i]) : core::floatToHalf(layout.storage[i]);
     if (r * c >= 3) {
-      bits[static_cast<size_t>(layout.rs)] = s == Storage::bf16 ? 0x8000 : 0x8000;               // -0
+      bits[static_cast<size_t>(layout.rs)] = 0x8000;                                            // -0
       bits[static_cast<size_t>(layout.cs)] = s == Storage::bf16 ? 0x7f80 : 0x7c00;               // +inf
       bits[static_cast<size_t>(layout.rs + layout.cs)] = s == Storage::bf16 ? 0x0001 : 0x0003;  // tiny
     }
@@ -392,6 +392,25 @@ TEST_P(GemmIsaTest, HalfStoredOperandsGiveTheBitsOfTheirF32Copies) {
               }
           }
   EXPECT_EQ(products, 2 * 3 * 4 * static_cast<int64_t>(shapes.size()));
+  // Neither stride 1 (every other element of every other row), small and
+  // packed: the strided widening paths.
+  for (Storage storage : {Storage::bf16, Storage::f16})
+    for (const Shape& sh : {Shape{9, 20, 30, false}, Shape{150, 2 * k.nr + 5, 300, true}}) {
+      SCOPED_TRACE(std::string(storage == Storage::bf16 ? "bf16" : "f16") + " strided " + std::to_string(sh.M) +
+                   "x" + std::to_string(sh.N) + "x" + std::to_string(sh.K));
+      HalfOperand a(2 * sh.M, 2 * sh.K, false, 0, storage, rng), b(2 * sh.K, 2 * sh.N, true, 0, storage, rng);
+      const std::vector<float> af = a.f32(), bf = b.f32();
+      const int64_t ars = 2 * a.layout.rs, acs = 2 * a.layout.cs, brs = 2 * b.layout.rs, bcs = 2 * b.layout.cs;
+      std::vector<float> want(static_cast<size_t>(sh.M * sh.N), 0.5f), got = want;
+      sgemm(sh.M, sh.N, sh.K, {af.data(), ars, acs}, {bf.data(), brs, bcs}, want.data(), sh.N, sh.accumulate, true);
+      sgemmWidening(sh.M, sh.N, sh.K, {a.bits.data(), ars, acs, storage}, {b.bits.data(), brs, bcs, storage},
+                    got.data(), sh.N, sh.accumulate, true);
+      for (size_t i = 0; i < want.size(); ++i)
+        if (!(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))) {
+          ADD_FAILURE() << "element " << i << ": " << got[i] << ", expected " << want[i];
+          break;
+        }
+    }
 }
 
 TEST_P(GemmIsaTest, EpilogueAddsAResidualAfterTheBias) {

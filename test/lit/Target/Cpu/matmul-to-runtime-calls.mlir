@@ -747,6 +747,28 @@ func.func @half_casts_kept(%x: memref<4x8xbf16>, %b: memref<8x2xf32>, %c: memref
 
 // -----
 
+// One cast read as both operands (cast(x) @ cast(x)): kept, a plain call.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @half_cast_both_operands
+// CHECK: linalg.generic
+// CHECK: call @kiln_rt_matmul_set_f32
+func.func @half_cast_both_operands(%x: memref<4x4xf16>, %c: memref<4x4xf32>) {
+  %xf = memref.alloc() : memref<4x4xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x4xf16>) outs(%xf : memref<4x4xf32>) {
+  ^bb0(%v: f16, %o: f32):
+    %f = arith.extf %v : f16 to f32
+    linalg.yield %f : f32
+  }
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x4xf32>)
+  linalg.matmul ins(%xf, %xf : memref<4x4xf32>, memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+  memref.dealloc %xf : memref<4x4xf32>
+  return
+}
+
+// -----
+
 // Scratch reuse and a batch over a shared weight: the cast writes a view
 // of the scratch that a later loop overwrites whole, and the matmul reads it
 // with its batch rows collapsed (memref.collapse_shape): the call reads the
