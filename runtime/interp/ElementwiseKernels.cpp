@@ -11,9 +11,9 @@
 #include "runtime/core/Random.h"
 #include "runtime/interp/Dispatch.h"
 #include "runtime/interp/ElementwiseLoop.h"
+#include "runtime/interp/HalfConversion.h"
 #include "runtime/interp/Kernels.h"
 #include "runtime/interp/VectorMath.h"
-#include "runtime/interp/gemm/HalfOperands.h"
 
 namespace kiln::interp {
 
@@ -524,21 +524,18 @@ inline uint16_t halfBits(float f, DType to) { return to == DType::f16 ? core::fl
 /// apart, as f32 (exact).
 template <bool Bf16>
 void widenHalf(const uint16_t* x, int64_t stride, float* out, int64_t n) {
-  auto widen = [](uint16_t h) { return Bf16 ? core::bf16ToFloat(h) : core::halfToFloat(h); };
-  if (stride == 1) {
-    for (int64_t i = 0; i < n; ++i) out[i] = widen(x[i]);
-  } else if (stride == 0) {
-    std::fill(out, out + n, widen(*x));
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = widen(x[i * stride]);
+  if (stride == 0) {
+    std::fill(out, out + n, Bf16 ? core::bf16ToFloat(*x) : core::halfToFloat(*x));
+    return;
   }
+  widenHalfRun(Bf16 ? DType::bf16 : DType::f16, x, stride, out, n);
 }
 
 /// n f32 values rounded to a half type (bf16 where `Bf16`, else f16), as
 /// the cast rounds them.
 template <bool Bf16>
 void narrowHalf(const float* x, uint16_t* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = Bf16 ? core::floatToBf16(x[i]) : core::floatToHalf(x[i]);
+  narrowHalfRun(Bf16 ? DType::bf16 : DType::f16, x, out, n);
 }
 
 /// Elements of a half-type run widened into L1 at a time (binaryHalfRuns,
@@ -566,12 +563,18 @@ inline Dst fromDouble(double v, DType dst) {
 
 void castKernel(const Arg& in, DType to, char* out) {
   const DType from = in.dtype;
+  // Half types to and from f32 in vectorised runs (HalfConversion.h; the
+  // scalar f16 conversions' branches cost about 1 ns an element).
   if ((from == DType::f16 || from == DType::bf16) && to == DType::f32) {
-    // Widening, exact: bf16 by a shift, f16 by F16C where the CPU has it (the
-    // scalar conversion's branches kept f16 at ~1 ns an element).
-    const gemm::Storage storage = from == DType::f16 ? gemm::Storage::f16 : gemm::Storage::bf16;
     unaryRuns<uint16_t, float>(in, out, [&](float* o, const uint16_t* a, int64_t sa, int64_t n) {
-      gemm::widenHalfRun(storage, a, sa, o, n);
+      widenHalfRun(from, a, sa, o, n);
+    });
+    return;
+  }
+  if (from == DType::f32 && (to == DType::f16 || to == DType::bf16)) {
+    unaryRuns<float, uint16_t>(in, out, [&](uint16_t* o, const float* a, int64_t sa, int64_t n) {
+      if (sa == 1) return narrowHalfRun(to, a, o, n);
+      for (int64_t i = 0; i < n; ++i) o[i] = halfBits(a[i * sa], to);
     });
     return;
   }

@@ -14,10 +14,6 @@ namespace kiln::interp::gemm {
 /// The f32 view of an operand stored as f32.
 inline StridedMatrix asF32(StoredMatrix m) { return {static_cast<const float*>(m.p), m.rs, m.cs}; }
 
-/// n elements of an operand stored as `storage` (bf16 or f16), `stride`
-/// elements apart, as f32 at out.
-void widenHalfRun(Storage storage, const uint16_t* x, int64_t stride, float* out, int64_t n);
-
 /// Rows [i0, i0 + rows) x columns [j0, j0 + cols) of `m` (any storage) as
 /// f32 at dst, row-major with rows `ld` apart.
 void widenBlock(StoredMatrix m, int64_t i0, int64_t rows, int64_t j0, int64_t cols, float* dst, int64_t ld);
