@@ -358,6 +358,23 @@ void blockedProduct(const MicroKernel& mk, Blocking blk, int threads, int64_t M,
   }
 }
 
+/// The f32 GEMM's call as tier 2 sees it, operands laid out as named.
+TunableCall tunableCall(const MicroKernel& mk, int64_t M, int64_t N, int64_t K, int threads, bool parallel,
+                        const char* aLayout, const char* bLayout) {
+  return {.kernel = "sgemm",
+          .isa = isaName(mk.isa),
+          .aLayout = aLayout,
+          .bLayout = bLayout,
+          .M = M,
+          .N = N,
+          .K = K,
+          .threads = threads,
+          .parallel = parallel,
+          .byDefault = {mk.mc, mk.nc},
+          .mcUnit = mk.mr,
+          .ncUnit = mk.nr};
+}
+
 }  // namespace
 
 void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, float* c, int64_t ldc, bool accumulate,
@@ -369,19 +386,8 @@ void sgemm(int64_t M, int64_t N, int64_t K, StridedMatrix a, StridedMatrix b, fl
   // Small products and those one column panel wide run unpacked; larger
   // ones up to kDirectTrialMultiplyAdds try it (BlockingTuner.h).
   if (runsDirect(mk, M, N, K, a, b)) return directProduct(mk, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
-  const TunableCall call{.kernel = "sgemm",
-                         .isa = isaName(mk.isa),
-                         .aLayout = operandLayout(a.rs, a.cs),
-                         .bLayout = operandLayout(b.rs, b.cs),
-                         .M = M,
-                         .N = N,
-                         .K = K,
-                         .threads = threads,
-                         .parallel = parallel,
-                         .byDefault = {mk.mc, mk.nc},
-                         .mcUnit = mk.mr,
-                         .ncUnit = mk.nr,
-                         .directCandidate = M * N * K <= kDirectTrialMultiplyAdds && directLayouts(mk, N, K, a, b)};
+  TunableCall call = tunableCall(mk, M, N, K, threads, parallel, operandLayout(a.rs, a.cs), operandLayout(b.rs, b.cs));
+  call.directCandidate = M * N * K <= kDirectTrialMultiplyAdds && directLayouts(mk, N, K, a, b);
   runWithTunedBlocking(call, [&](Blocking blk) {
     if (blk.direct) directProduct(mk, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
     else blockedProduct(mk, blk, threads, M, N, K, {a.p, a.rs, a.cs}, {b.p, b.rs, b.cs}, c, ldc, accumulate, epilogue);
@@ -435,18 +441,7 @@ void sgemmWidening(int64_t M, int64_t N, int64_t K, StoredMatrix a, StoredMatrix
   const int threads = gemmThreads(M, N, K, parallel);
   // Tuning sites of their own (the storage in the layout's name): widening
   // changes what a blocking costs, and the unpacked product is no candidate.
-  const TunableCall call{.kernel = "sgemm",
-                         .isa = isaName(mk.isa),
-                         .aLayout = storedLayout(a),
-                         .bLayout = storedLayout(b),
-                         .M = M,
-                         .N = N,
-                         .K = K,
-                         .threads = threads,
-                         .parallel = parallel,
-                         .byDefault = {mk.mc, mk.nc},
-                         .mcUnit = mk.mr,
-                         .ncUnit = mk.nr};
+  const TunableCall call = tunableCall(mk, M, N, K, threads, parallel, storedLayout(a), storedLayout(b));
   runWithTunedBlocking(call, [&](Blocking blk) {
     blockedProduct(mk, blk, threads, M, N, K, a, b, c, ldc, accumulate, epilogue);
   });
