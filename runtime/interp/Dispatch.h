@@ -1,8 +1,10 @@
-// Calls a templated lambda with the C++ type of a (non-half) dtype.
+// Calls a templated lambda with the C++ type of a dtype (non-half ones;
+// dispatchStorage: half ones as their bits).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "kiln/dtype.h"
 #include "kiln/error.h"
@@ -42,6 +44,17 @@ void dispatchAll(DType t, F&& f) {
     return;
   }
   dispatchNumeric(t, std::forward<F>(f));
+}
+
+/// dispatchAll, with f16 and bf16 as their 16-bit storage (uint16_t): for
+/// kernels that move values without computing with them.
+template <class F>
+void dispatchStorage(DType t, F&& f) {
+  if (t == DType::f16 || t == DType::bf16) {
+    f.template operator()<uint16_t>();
+    return;
+  }
+  dispatchAll(t, std::forward<F>(f));
 }
 
 }  // namespace kiln::interp

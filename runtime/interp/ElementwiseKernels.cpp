@@ -417,7 +417,8 @@ void compareKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape, ch
 }
 
 void whereKernel(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out) {
-  dispatchAll(a.dtype, [&]<class T>() {
+  // f16 and bf16 values are moved as their bits (a select rounds nothing).
+  dispatchStorage(a.dtype, [&]<class T>() {
     char* base[4] = {out, const_cast<char*>(cond.data), const_cast<char*>(a.data), const_cast<char*>(b.data)};
     int64_t st[4][Shape::kMaxRank];
     denseByteStrides(shape, sizeof(T), st[0]);
@@ -506,16 +507,6 @@ bool productThenAddKernel(OpKind op, const Arg& a, const Arg& b, const Arg& c, b
 }
 
 namespace {
-
-/// Storage type of a dtype, half types as their bits.
-template <class F>
-void dispatchStorage(DType t, F&& f) {
-  if (t == DType::f16 || t == DType::bf16) {
-    f.template operator()<uint16_t>();
-    return;
-  }
-  dispatchAll(t, std::forward<F>(f));
-}
 
 /// The bits of `f` as `to`, f16 or bf16.
 inline uint16_t halfBits(float f, DType to) { return to == DType::f16 ? core::floatToHalf(f) : core::floatToBf16(f); }

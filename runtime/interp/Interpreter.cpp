@@ -199,6 +199,14 @@ class NodeRunner {
                           out.bytes(n.dtype)))
         return out;
     }
+    if (halfOut && core::opCategory(n.op) == OpCategory::Select && ops_.hasHalfElementwise(n.dtype) &&
+        trace_.nodes[ins[1]].dtype == n.dtype && trace_.nodes[ins[2]].dtype == n.dtype) {
+      // A select moves half values as they are: nothing to widen or round.
+      View out = alloc(n.dtype, n.shape);
+      ops_.where(broadcastArg(input(ins[0]), n.shape), broadcastArg(input(ins[1]), n.shape),
+                 broadcastArg(input(ins[2]), n.shape), n.shape, out.bytes(n.dtype));
+      return out;
+    }
     if (halfOut && core::opCategory(n.op) == OpCategory::Unary && ops_.hasHalfElementwise(n.dtype) &&
         trace_.nodes[ins[0]].dtype == n.dtype) {
       // A half operand the library computes with as it is (ops_.unaryHalf).

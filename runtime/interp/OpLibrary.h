@@ -39,8 +39,9 @@ class OpLibrary {
   /// binaryHalf.
   virtual bool unaryHalf(OpKind /*op*/, const Arg& /*in*/, char* /*out*/) { return false; }
   /// Have binaryHalf() and unaryHalf() kernels for operands of half type
-  /// `t` at all? (If not, the interpreter does not allocate a half output
-  /// to offer them.)
+  /// `t` at all, and does where() take branches of type `t` as they are?
+  /// (If not, the interpreter does not allocate a half output to offer
+  /// them, and widens where's branches.)
   virtual bool hasHalfElementwise(DType /*t*/) const { return false; }
   virtual void compare(OpKind op, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;
   virtual void where(const Arg& cond, const Arg& a, const Arg& b, const Shape& shape, char* out) = 0;

@@ -537,6 +537,42 @@ TEST(OpsWhere, RandomBroadcastAndPromotion) {
   }
 }
 
+TEST(OpsWhere, HalfBranchesAreSelectedAsTheyAre) {
+  // where() on f16 and bf16 branches moves their values (no rounding):
+  // the bits of the branch chosen, infinities, -0 and NaN included, for
+  // broadcast, rank-0, strided and empty branches and a float condition.
+  const auto sameBits = expectSameTensorBits;
+  for (DType t : {DType::bf16, DType::f16}) {
+    std::vector<float> xs = kiln::randn({37, 41}, 21).to_vector<float>();
+    const float specials[] = {kInff, -kInff, kNaNf, -0.0f, 0.0f, 1e-3f};
+    for (size_t i = 0; i < std::size(specials); ++i) xs[i * 53] = specials[i];
+    const Tensor x = kiln::cast(kiln::from_vector(xs, {37, 41}), t);
+    const Tensor y = kiln::cast(kiln::randn({37, 41}, 22), t), row = kiln::cast(kiln::randn({41}, 23), t);
+    const Tensor scalar = kiln::cast(kiln::full({}, -0.0), t);
+    const Tensor xt = kiln::permute(kiln::cast(kiln::randn({41, 37}, 24), t), {1, 0});
+    const Tensor empty = kiln::cast(kiln::randn({0, 41}, 25), t);
+    const Tensor c = kiln::randn({37, 41}, 26) > 0.0, cRow = kiln::randn({41}, 27) > 0.0;
+    const Tensor cFloat = kiln::randn({37, 41}, 28);
+    auto f32 = [](const Tensor& v) { return kiln::cast(v, DType::f32); };
+    const std::string name = t == DType::bf16 ? "bf16" : "f16";
+    // The f32 select of the widened values, rounded back (exact but for a
+    // NaN's payload, which expectSameTensorBits lets be).
+    auto want = [&](const Tensor& cond, const Tensor& a, const Tensor& b) {
+      return kiln::cast(kiln::where(cond, f32(a), f32(b)), t);
+    };
+    sameBits(kiln::where(c, x, y), want(c, x, y), name + " x, y");
+    sameBits(kiln::where(c, row, x), want(c, row, x), name + " broadcast row");
+    sameBits(kiln::where(cRow, x, scalar), want(cRow, x, scalar), name + " rank-0 -0");
+    sameBits(kiln::where(c, xt, y), want(c, xt, y), name + " strided");
+    sameBits(kiln::where(cFloat, x, y), want(cFloat, x, y), name + " float condition");
+    const Tensor emptyPick = kiln::where(kiln::randn({0, 41}, 29) > 0.0, empty, row);
+    EXPECT_EQ(emptyPick.dtype(), t);
+    EXPECT_EQ(emptyPick.shape(), (kiln::Shape{0, 41}));
+    const Tensor picked = kiln::where(c, x, y);
+    EXPECT_EQ(picked.dtype(), t);
+  }
+}
+
 TEST(OpsWhere, TwoScalarBranches) {
   // torch.where(cond, 1.0, 0.0): both branches C++ scalars, promoted together.
   Tensor c = kiln::from_vector(std::vector<float>{0, 2, -1, 0}, {2, 2});
