@@ -56,14 +56,15 @@ KILN_RT_EXPORT void kiln_rt_parallel_for(void (*body)(void*, int64_t, int64_t), 
 
 namespace {
 /// One GEMM per batch b of C[b] (=, or += with `accumulate`) A[b] * B[b] for
-/// f32 or bf16 (raw bits) operands into f32; `gemm(a, b, c, M, parallel)`
-/// runs one with the strides given here.
-template <class T, class Gemm>
-void matmulBatches(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, int64_t aOff, int64_t aBs,
-                   int64_t aRs, int64_t bPtr, int64_t bOff, int64_t bBs, int64_t cPtr, int64_t cOff, int64_t cBs,
-                   int64_t cRs, Gemm&& gemm) {
-  const T* a = reinterpret_cast<const T*>(aPtr) + aOff;
-  const T* b = reinterpret_cast<const T*>(bPtr) + bOff;
+/// operands whose elements are `aBytes` and `bBytes` wide (f32, or f16 and
+/// bf16 as their bits) into f32; `gemm(a, b, c, M, parallel)` runs one with
+/// the strides given here, a and b at their batch's first element.
+template <class Gemm>
+void matmulBatches(int64_t aBytes, int64_t bBytes, int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
+                   int64_t aOff, int64_t aBs, int64_t aRs, int64_t bPtr, int64_t bOff, int64_t bBs, int64_t cPtr,
+                   int64_t cOff, int64_t cBs, int64_t cRs, Gemm&& gemm) {
+  const char* a = reinterpret_cast<const char*>(aPtr) + aOff * aBytes;
+  const char* b = reinterpret_cast<const char*>(bPtr) + bOff * bBytes;
   float* c = reinterpret_cast<float*>(cPtr) + cOff;
   // One B for every batch (a weight applied to each sequence) and A's and
   // C's batches stacked row after row: one GEMM of batch * M rows, which
@@ -72,7 +73,9 @@ void matmulBatches(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
     M *= batch;
     batch = 1;
   }
-  auto one = [&](int64_t i, bool parallel) { gemm(a + i * aBs, b + i * bBs, c + i * cBs, M, parallel); };
+  auto one = [&](int64_t i, bool parallel) {
+    gemm(a + i * aBs * aBytes, b + i * bBs * bBytes, c + i * cBs, M, parallel);
+  };
   // Small GEMMs of a batch (attention's per-head products) run one per
   // thread, as the interpreter runs them: each alone would not split.
   if (batch > 1 && M * N * K < kiln::interp::gemm::kSplitMultiplyAdds) {
@@ -87,11 +90,12 @@ void matmulBatches(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr,
 void matmulF32(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, int64_t aOff, int64_t aBs, int64_t aRs,
                int64_t aCs, int64_t bPtr, int64_t bOff, int64_t bBs, int64_t bRs, int64_t bCs, int64_t cPtr,
                int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, bool accumulate) {
-  matmulBatches<float>(batch, M, N, K, aPtr, aOff, aBs, aRs, bPtr, bOff, bBs, cPtr, cOff, cBs, cRs,
-                       [&](const float* a, const float* b, float* c, int64_t m, bool parallel) {
-                         kiln::interp::sgemmStrided(m, N, K, a, aRs, aCs, b, bRs, bCs, c, cRs, cCs, accumulate,
-                                                    parallel);
-                       });
+  matmulBatches(sizeof(float), sizeof(float), batch, M, N, K, aPtr, aOff, aBs, aRs, bPtr, bOff, bBs, cPtr, cOff, cBs,
+                cRs, [&](const char* a, const char* b, float* c, int64_t m, bool parallel) {
+                  kiln::interp::sgemmStrided(m, N, K, reinterpret_cast<const float*>(a), aRs, aCs,
+                                             reinterpret_cast<const float*>(b), bRs, bCs, c, cRs, cCs, accumulate,
+                                             parallel);
+                });
 }
 
 /// A strided bf16 operand of one GEMM as dense f32, by the interpreter's cast
@@ -114,8 +118,10 @@ void matmulBf16(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t aPtr, in
                 int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, bool accumulate) {
   using namespace kiln::interp;
   const bool native = cCs == 1 && gemm::activeBf16Isa() != gemm::Bf16Isa::none;
-  matmulBatches<uint16_t>(batch, M, N, K, aPtr, aOff, aBs, aRs, bPtr, bOff, bBs, cPtr, cOff, cBs, cRs,
-                          [&](const uint16_t* a, const uint16_t* b, float* c, int64_t m, bool parallel) {
+  matmulBatches(sizeof(uint16_t), sizeof(uint16_t), batch, M, N, K, aPtr, aOff, aBs, aRs, bPtr, bOff, bBs, cPtr,
+                cOff, cBs, cRs, [&](const char* aBytes, const char* bBytes, float* c, int64_t m, bool parallel) {
+                            const auto* a = reinterpret_cast<const uint16_t*>(aBytes);
+                            const auto* b = reinterpret_cast<const uint16_t*>(bBytes);
                             if (native) {
                               gemm::gemmBf16(m, N, K, {a, aRs, aCs}, {b, bRs, bCs}, c, cRs, accumulate, parallel);
                               return;
@@ -177,28 +183,12 @@ KILN_RT_EXPORT void kiln_rt_matmul_widening_f32(int64_t batch, int64_t M, int64_
                                                 int64_t cOff, int64_t cBs, int64_t cRs, int64_t cCs, int64_t flags) {
   using namespace kiln::interp;
   const gemm::Storage as = operandStorage(flags, false), bs = operandStorage(flags, true);
-  const char* a = reinterpret_cast<const char*>(aPtr) + aOff * storageBytes(as);
-  const char* b = reinterpret_cast<const char*>(bPtr) + bOff * storageBytes(bs);
-  float* c = reinterpret_cast<float*>(cPtr) + cOff;
   const bool accumulate = (flags & kiln::exec::kMatmulAccumulate) != 0;
   (void)cCs;  // 1: see above
-  // One B for every batch and A's and C's batches stacked row after row: one
-  // GEMM of batch * M rows (as matmulBatches).
-  if (batch > 1 && bBs == 0 && aBs == M * aRs && cBs == M * cRs) {
-    M *= batch;
-    batch = 1;
-  }
-  auto one = [&](int64_t i, bool parallel) {
-    gemm::sgemmWidening(M, N, K, {a + i * aBs * storageBytes(as), aRs, aCs, as},
-                        {b + i * bBs * storageBytes(bs), bRs, bCs, bs}, c + i * cBs, cRs, accumulate, parallel);
-  };
-  if (batch > 1 && M * N * K < gemm::kSplitMultiplyAdds) {
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, batch, 1), [&](const tbb::blocked_range<int64_t>& r) {
-      for (int64_t i = r.begin(); i < r.end(); ++i) one(i, false);
-    });
-    return;
-  }
-  for (int64_t i = 0; i < batch; ++i) one(i, true);
+  matmulBatches(storageBytes(as), storageBytes(bs), batch, M, N, K, aPtr, aOff, aBs, aRs, bPtr, bOff, bBs, cPtr, cOff,
+                cBs, cRs, [&](const char* a, const char* b, float* c, int64_t m, bool parallel) {
+                  gemm::sgemmWidening(m, N, K, {a, aRs, aCs, as}, {b, bRs, bCs, bs}, c, cRs, accumulate, parallel);
+                });
 }
 
 namespace {

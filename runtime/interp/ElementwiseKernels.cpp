@@ -511,24 +511,6 @@ namespace {
 /// The bits of `f` as `to`, f16 or bf16.
 inline uint16_t halfBits(float f, DType to) { return to == DType::f16 ? core::floatToHalf(f) : core::floatToBf16(f); }
 
-/// n elements of a half type (bf16 where `Bf16`, else f16), `stride`
-/// apart, as f32 (exact).
-template <bool Bf16>
-void widenHalf(const uint16_t* x, int64_t stride, float* out, int64_t n) {
-  if (stride == 0) {
-    std::fill(out, out + n, Bf16 ? core::bf16ToFloat(*x) : core::halfToFloat(*x));
-    return;
-  }
-  widenHalfRun(Bf16 ? DType::bf16 : DType::f16, x, stride, out, n);
-}
-
-/// n f32 values rounded to a half type (bf16 where `Bf16`, else f16), as
-/// the cast rounds them.
-template <bool Bf16>
-void narrowHalf(const float* x, uint16_t* out, int64_t n) {
-  narrowHalfRun(Bf16 ? DType::bf16 : DType::f16, x, out, n);
-}
-
 /// Elements of a half-type run widened into L1 at a time (binaryHalfRuns,
 /// unaryHalfRuns).
 inline constexpr int64_t kHalfChunk = 512;
@@ -657,39 +639,37 @@ void randomKernel(OpKind op, DType t, int64_t n, uint64_t seed, char* out) {
 
 namespace {
 
-/// binaryHalfKernel for one half type: chunks of each run widened into L1,
+/// binaryHalfKernel for half type `t`: chunks of each run widened into L1,
 /// computed by arithF32 (the f32 op's code) and rounded as the cast
 /// rounds.
-template <bool Bf16>
-void binaryHalfRuns(ArithF32 arith, const Arg& a, const Arg& b, const Shape& shape, char* out) {
+void binaryHalfRuns(DType t, ArithF32 arith, const Arg& a, const Arg& b, const Shape& shape, char* out) {
   binaryRuns<uint16_t, uint16_t>(
       a, b, shape, out, [&](uint16_t* o, const uint16_t* x, int64_t sx, const uint16_t* y, int64_t sy, int64_t n) {
         float xf[kHalfChunk], yf[kHalfChunk], of[kHalfChunk];
         for (int64_t i = 0; i < n; i += kHalfChunk) {
           const int64_t m = std::min(kHalfChunk, n - i);
-          widenHalf<Bf16>(x + i * sx, sx, xf, m);
-          widenHalf<Bf16>(y + i * sy, sy, yf, m);
+          widenHalfRun(t, x + i * sx, sx, xf, m);
+          widenHalfRun(t, y + i * sy, sy, yf, m);
           arithF32(arith, xf, 1, yf, 1, of, m);
-          narrowHalf<Bf16>(of, o + i, m);
+          narrowHalfRun(t, of, o + i, m);
         }
       });
 }
 
-/// unaryHalfKernel for one half type: chunks of each run widened into L1,
+/// unaryHalfKernel for half type `t`: chunks of each run widened into L1,
 /// computed by unaryKernel's f32 code and rounded as the cast rounds.
-template <bool Bf16>
-void unaryHalfRuns(OpKind op, const Arg& in, char* out) {
+void unaryHalfRuns(DType t, OpKind op, const Arg& in, char* out) {
   unaryRuns<uint16_t, uint16_t>(in, out, [&](uint16_t* o, const uint16_t* x, int64_t sx, int64_t n) {
     float xf[kHalfChunk], of[kHalfChunk];
     for (int64_t i = 0; i < n; i += kHalfChunk) {
       const int64_t m = std::min(kHalfChunk, n - i);
-      widenHalf<Bf16>(x + i * sx, sx, xf, m);
+      widenHalfRun(t, x + i * sx, sx, xf, m);
       Arg chunk;
       chunk.data = reinterpret_cast<const char*>(xf);
       chunk.shape = Shape({m});
       chunk.strides[0] = 1;
       unaryKernel(op, chunk, reinterpret_cast<char*>(of));
-      narrowHalf<Bf16>(of, o + i, m);
+      narrowHalfRun(t, of, o + i, m);
     }
   });
 }
@@ -697,9 +677,8 @@ void unaryHalfRuns(OpKind op, const Arg& in, char* out) {
 }  // namespace
 
 bool unaryHalfKernel(OpKind op, const Arg& in, char* out) {
-  if (in.dtype == DType::bf16) unaryHalfRuns<true>(op, in, out);
-  else if (in.dtype == DType::f16) unaryHalfRuns<false>(op, in, out);
-  else return false;
+  if (in.dtype != DType::bf16 && in.dtype != DType::f16) return false;
+  unaryHalfRuns(in.dtype, op, in, out);
   return true;
 }
 
@@ -714,8 +693,7 @@ bool binaryHalfKernel(OpKind op, const Arg& a, const Arg& b, const Shape& shape,
     case OpKind::Div: arith = ArithF32::Div; break;
     default: return false;
   }
-  if (t == DType::bf16) binaryHalfRuns<true>(arith, a, b, shape, out);
-  else binaryHalfRuns<false>(arith, a, b, shape, out);
+  binaryHalfRuns(t, arith, a, b, shape, out);
   return true;
 }
 

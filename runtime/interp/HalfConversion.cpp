@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "runtime/core/Half.h"
 
 namespace kiln::interp {
@@ -40,6 +42,10 @@ __attribute__((target("avx,f16c"))) void narrowF16(const float* x, uint16_t* out
 }  // namespace
 
 void widenHalfRun(DType t, const uint16_t* x, int64_t stride, float* out, int64_t n) {
+  if (stride == 0) {  // a broadcast value
+    std::fill(out, out + n, t == DType::bf16 ? core::bf16ToFloat(*x) : core::halfToFloat(*x));
+    return;
+  }
   if (t == DType::bf16) {
     if (stride == 1) {
       for (int64_t i = 0; i < n; ++i) out[i] = core::bf16ToFloat(x[i]);

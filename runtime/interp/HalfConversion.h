@@ -11,8 +11,8 @@
 
 namespace kiln::interp {
 
-/// n elements of type `t` (f16 or bf16), `stride` elements apart, as f32 at
-/// out (exact).
+/// n elements of type `t` (f16 or bf16), `stride` elements apart (0: one
+/// value broadcast), as f32 at out (exact).
 void widenHalfRun(DType t, const uint16_t* x, int64_t stride, float* out, int64_t n);
 
 /// n contiguous f32 values rounded to `t` (f16 or bf16) at out, to nearest

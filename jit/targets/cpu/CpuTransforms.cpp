@@ -699,6 +699,20 @@ std::optional<FoldableCast> foldableHalfCast(linalg::LinalgOp matmul, unsigned i
 }
 } // namespace
 
+namespace {
+/// Erases the temporary `temp` (an alloc or a view) with its deallocations
+/// when nothing else uses it any more.
+void eraseIfOnlyDeallocated(Value temp) {
+  Operation *def = temp.getDefiningOp();
+  if (!isa_and_nonnull<memref::AllocOp, memref::ViewOp>(def) ||
+      !llvm::all_of(temp.getUsers(), [](Operation *u) { return isa<memref::DeallocOp>(u); }))
+    return;
+  for (Operation *u : llvm::make_early_inc_range(temp.getUsers()))
+    u->erase();
+  def->erase();
+}
+} // namespace
+
 LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
   SmallVector<linalg::LinalgOp> matmuls;
   module.walk([&](linalg::LinalgOp op) {
@@ -756,12 +770,7 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
         if (folded->collapse)
           folded->collapse->erase();
         folded->cast->erase();
-        Operation *def = temp.getDefiningOp();
-        if (llvm::all_of(temp.getUsers(), [](Operation *u) { return isa<memref::DeallocOp>(u); })) {
-          for (Operation *u : llvm::make_early_inc_range(temp.getUsers()))
-            u->erase();
-          def->erase();
-        }
+        eraseIfOnlyDeallocated(temp);
         storageFlags |= index == 0 ? (folded->bf16 ? kOperandABf16 : kOperandAF16)
                                    : (folded->bf16 ? kOperandBBf16 : kOperandBF16);
       }
@@ -822,13 +831,7 @@ LogicalResult matmulToRuntimeCalls(ModuleOp module, unsigned numInputs) {
       op->erase();
       fill->erase();
       // The temporary C is left unused (but for its deallocations).
-      Operation *temp = c.getDefiningOp();
-      if (isa_and_nonnull<memref::AllocOp, memref::ViewOp>(temp) &&
-          llvm::all_of(c.getUsers(), [](Operation *u) { return isa<memref::DeallocOp>(u); })) {
-        for (Operation *u : llvm::make_early_inc_range(c.getUsers()))
-          u->erase();
-        temp->erase();
-      }
+      eraseIfOnlyDeallocated(c);
       continue;
     }
     for (Value v : {a, bm, c})

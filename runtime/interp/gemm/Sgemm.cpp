@@ -421,22 +421,16 @@ void sgemmWidening(int64_t M, int64_t N, int64_t K, StoredMatrix a, StoredMatrix
   const bool narrow = N <= mk.nr && a.storage == Storage::f32 && K * N <= kDirectMultiplyAdds;
   if (M * N <= kDirectMultiplyAdds / K || narrow) {
     std::optional<ScratchBuffer> wa, wb;
-    StridedMatrix af, bf;
-    if (a.storage == Storage::f32) {
-      af = asF32(a);
-    } else {
-      wa.emplace(tlsWidenedA, sizeof(float) * M * K, "matmul (widening A)");
-      widenBlock(a, 0, M, 0, K, wa->as<float>(), K);
-      af = {wa->as<float>(), K, 1};
-    }
-    if (b.storage == Storage::f32) {
-      bf = asF32(b);
-    } else {
-      wb.emplace(tlsWidenedB, sizeof(float) * K * N, "matmul (widening B)");
-      widenBlock(b, 0, K, 0, N, wb->as<float>(), N);
-      bf = {wb->as<float>(), N, 1};
-    }
-    return sgemm(M, N, K, af, bf, c, ldc, accumulate, parallel, epilogue);
+    // `m` (rows x cols) as f32: itself, or widened dense into `kept`.
+    auto f32 = [](StoredMatrix m, int64_t rows, int64_t cols, ScratchSlot& slot, std::optional<ScratchBuffer>& kept,
+                  const char* what) -> StridedMatrix {
+      if (m.storage == Storage::f32) return asF32(m);
+      kept.emplace(slot, sizeof(float) * rows * cols, what);
+      widenBlock(m, 0, rows, 0, cols, kept->as<float>(), cols);
+      return {kept->as<float>(), cols, 1};
+    };
+    return sgemm(M, N, K, f32(a, M, K, tlsWidenedA, wa, "matmul (widening A)"),
+                 f32(b, K, N, tlsWidenedB, wb, "matmul (widening B)"), c, ldc, accumulate, parallel, epilogue);
   }
   const int threads = gemmThreads(M, N, K, parallel);
   // Tuning sites of their own (the storage in the layout's name): widening
