@@ -158,10 +158,11 @@ struct Settings {
   int compile_threads = 1;
   /// Percent of one core that background compiles get while they run, even
   /// when the user's threads keep every core busy (KILN_COMPILE_SHARE, 0-100).
-  /// They run at the lowest priority and are raised for short spells when
-  /// their share falls below this; 0 leaves them at the lowest priority only
-  /// (a compile may then wait as long as the cores stay busy).
-  int compile_share = 25;
+  /// They run at the lowest priority and, in short spells while their share
+  /// is below this, at normal priority with the process's TBB parallelism
+  /// lowered by one; 0 leaves them at the lowest priority only (a compile
+  /// may then wait as long as the cores stay busy).
+  int compile_share = 20;
   /// Shapes of one trace structure that get their own kernel; a structure
   /// seen with more shapes gets one dynamic-shape kernel for further ones
   /// (interpreted where it cannot have one, or a shape does not fit it)

@@ -101,9 +101,11 @@ void CompileQueue::shutdown() {
 
 namespace {
 std::atomic<int> gPartitions{0};
+std::atomic<uint64_t> gPartitionChanges{0};
 }  // namespace
 
 bool compilePartitionActive() { return gPartitions.load(std::memory_order_relaxed) > 0; }
+uint64_t compilePartitionChanges() { return gPartitionChanges.load(std::memory_order_relaxed); }
 
 bool CompileQueue::urgentNow() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -114,7 +116,15 @@ void CompileQueue::updateUrgency() {
   const bool urgent = minSharePercent_ > 0 && urgentRunning_ > 0;
   if (urgent == urgent_) return;
   urgent_ = urgent;
-  if (urgent) {
+  // Out of urgent mode the governor holds a core again for spells, if the
+  // compile threads' share falls short.
+  holdCore(urgent);
+}
+
+void CompileQueue::holdCore(bool hold) {
+  if (hold == held_) return;
+  held_ = hold;
+  if (hold) {
     if (canRaise_ && !raised_) setRaised(true);
     // One core per compile thread, taken from the user's threads (at least
     // one stays theirs).
@@ -124,10 +134,11 @@ void CompileQueue::updateUrgency() {
       const size_t left = active > compileThreads ? active - compileThreads : 1;
       partition_ = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, left);
       gPartitions.fetch_add(1, std::memory_order_relaxed);
+      gPartitionChanges.fetch_add(1, std::memory_order_relaxed);
     }
   } else {
     releasePartition();
-    if (raised_) setRaised(false);  // the governor raises them again if their share falls short
+    if (raised_) setRaised(false);
   }
 }
 
@@ -135,6 +146,7 @@ void CompileQueue::releasePartition() {
   if (!partition_) return;
   partition_.reset();
   gPartitions.fetch_sub(1, std::memory_order_relaxed);
+  gPartitionChanges.fetch_add(1, std::memory_order_relaxed);
 }
 
 void CompileQueue::escalateRunning() {
@@ -191,8 +203,10 @@ void CompileQueue::setRaised(bool raised) {
 
 void CompileQueue::govern() {
   using Clock = std::chrono::steady_clock;
-  // Sampled every period; the share is a moving average of the last few.
+  // Sampled every period; the share is the compile threads' CPU time over
+  // the wall time of a decaying window (about the last 200 ms).
   constexpr auto kPeriod = std::chrono::milliseconds(20);
+  constexpr double kDecay = 0.9;
   const double target = minSharePercent_ / 100.0;
   const auto cpuNanos = [this] {
     int64_t total = 0;
@@ -205,28 +219,25 @@ void CompileQueue::govern() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     governorWake_.wait(lock, [&] { return stopping_ || running_ > 0; });
-    double share = target;
+    double windowCpu = 0, windowWall = 0;
     int64_t lastCpu = cpuNanos();
     Clock::time_point lastWall = Clock::now();
     while (!stopping_ && running_ > 0) {
       if (governorWake_.wait_for(lock, kPeriod, [&] { return stopping_; })) break;
-      if (urgent_) continue;  // raised for the whole job
       const int64_t cpu = cpuNanos();
       const Clock::time_point wall = Clock::now();
       const auto wallNanos = std::chrono::duration_cast<std::chrono::nanoseconds>(wall - lastWall).count();
-      if (wallNanos <= 0) continue;
-      share = 0.5 * share + 0.5 * static_cast<double>(cpu - lastCpu) / static_cast<double>(wallNanos);
+      windowCpu = kDecay * windowCpu + static_cast<double>(cpu - lastCpu);
+      windowWall = kDecay * windowWall + static_cast<double>(wallNanos);
       lastCpu = cpu;
       lastWall = wall;
-      // Raised below the target, lowered again at twice it: over a few
-      // periods the compile threads get about the target, never a core the
-      // user's threads want for long.
-      if (!raised_ && canRaise_ && share < target)
-        setRaised(true);
-      else if (raised_ && share > 2 * target)
-        setRaised(false);
+      if (urgent_ || windowWall <= 0) continue;  // urgent: the core is held for the whole job
+      // A core for the next period while the share is below the target:
+      // the compile gets about the target over the window, and the user's
+      // threads lose it in whole spells, not in preempted TBB tasks.
+      holdCore(windowCpu < target * windowWall);
     }
-    if (raised_ && !urgent_) setRaised(false);
+    if (!urgent_) holdCore(false);
   }
 }
 
@@ -286,6 +297,7 @@ void CompileQueue::serve(size_t w) {
       urgentRunning_ -= runningUrgent_[w];  // escalated while it ran, perhaps
       runningUrgent_[w] = -1;
       updateUrgency();
+      if (running_ == 0) holdCore(false);  // a spell ends with the last job, not at the governor's next look
     }
     idle_.notify_all();
   }

@@ -4,16 +4,19 @@
 // user's threads leave idle. Lowest priority alone can starve a compile for
 // as long as the cores stay busy (a loaded machine, a program that keeps
 // both cores of a small machine busy): a governor guarantees the compile
-// threads a bounded share of one core while jobs run, by raising them to
-// normal priority for short spells whenever their measured CPU share falls
-// below it.
+// threads a bounded share of one core while jobs run, by holding a core
+// for them in short spells whenever their measured CPU share falls below it.
 //
-// Urgent jobs (a compile that pays back soon, TieringPolicy.h) get a core
-// of their own instead: while one runs, the compile threads run at normal
-// priority and the process's TBB parallelism is lowered by their number,
-// so the interpreter's parallel ops no longer share a core with the
-// compiler (a preempted TBB thread stalls the whole op). KILN_COMPILE_SHARE=0
-// (no governor) also means that no compile ever takes a core.
+// Holding a core means normal priority for the compile threads and the
+// process's TBB parallelism lowered by their number, so the interpreter's
+// parallel ops never share a core with the compiler: a TBB thread preempted
+// by a compile stalls the whole op. In spells, a fifth of a core costs a
+// 2-thread training step about a fifth of the time on one thread fewer
+// (5-6 % of its speed: TieringPolicy.h).
+//
+// Urgent jobs (a compile that pays back soon, TieringPolicy.h) hold a core
+// for as long as they run. KILN_COMPILE_SHARE=0 (no governor) also means
+// that no compile ever takes a core.
 #pragma once
 
 #include <condition_variable>
@@ -40,9 +43,13 @@ bool currentThreadIsIdlePriority();
 /// True on a CompileQueue's threads: background compiles, which run at the
 /// lowest priority and must not start threads of normal priority.
 bool onCompileQueueThread();
-/// True while an urgent compile holds cores back from the user's threads:
-/// timings taken now do not describe the machine (the tuner waits).
+/// True while a compile holds cores back from the user's threads (an urgent
+/// job, or a spell of a background job's share): timings taken now do not
+/// describe the machine (the tuner waits).
 bool compilePartitionActive();
+/// How often a partition began or ended, process-wide: a timing that saw
+/// it change spans two machines (the tuner drops it).
+uint64_t compilePartitionChanges();
 
 /// Where a compile job queues: urgent ones (they pay back soonest,
 /// TieringPolicy's CompilePriority::Urgent) ahead of background ones, and
@@ -106,6 +113,10 @@ class CompileQueue {
   /// changed; called with mutex_ held.
   void updateUrgency();
   void releasePartition();
+  /// Gives the compile threads a core of their own, or takes it back:
+  /// normal priority, and the process's TBB parallelism lowered by their
+  /// number (the partition). Called with mutex_ held.
+  void holdCore(bool hold);
   /// Normal priority (raised) or the lowest, for every compile thread;
   /// called with mutex_ held.
   void setRaised(bool raised);
@@ -118,8 +129,9 @@ class CompileQueue {
   /// Per worker: 1 while it runs an urgent job, 0 while it runs another,
   /// -1 while it runs none.
   std::vector<int8_t> runningUrgent_;
-  bool urgent_ = false;     ///< urgent mode: raised threads and the partition
-  /// While urgent: the TBB parallelism left to the user's threads.
+  bool urgent_ = false;  ///< urgent mode: the core held for the whole job
+  bool held_ = false;    ///< a core held (holdCore): urgent, or a spell of the share
+  /// While a core is held: the TBB parallelism left to the user's threads.
   std::unique_ptr<tbb::global_control> partition_;
   bool stopping_ = false;
   const int minSharePercent_;

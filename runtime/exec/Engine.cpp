@@ -240,7 +240,6 @@ void Engine::resetProfilesForTesting() {
   shapesPerStructure_.clear();
   dynamic_.clear();
   scalarArgs_.clear();
-  interpretedBefore_ = false;  // the next interpreted run is a new process's first
 }
 
 double Engine::compileMsPerOpForTesting() {
@@ -445,18 +444,17 @@ CompilePriority Engine::compilePriorityLocked(const TraceProfile& profile) const
   if (settings().compile_share == 0) return CompilePriority::Background;  // no compile ever takes a core
   TraceCompileFacts facts;
   facts.runs = profile.runs;
-  const uint32_t warmSamples = profile.interpretedSamples - (profile.coldFirstSample ? 1 : 0);
-  facts.interpretedMs = warmSamples >= 1 ? profile.interpretedMs : 0;
+  facts.interpretedMs =
+      profile.interpretedSamples >= kUntimedRuns + kTimedRunsForCostModel ? profile.interpretedMs : 0;
   facts.estimatedCompileMs = compileCost_.estimateMs(profile.ops);
   return decideCompilePriority(facts);
 }
 
 void Engine::noteInterpretedRun(TraceProfile* profile, uint64_t key, double ms) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (profile->interpretedSamples == 0 && !interpretedBefore_) profile->coldFirstSample = true;
-  interpretedBefore_ = true;
-  profile->interpretedMs =
-      profile->interpretedSamples++ == 0 ? ms : std::min(ms, 0.5 * (profile->interpretedMs + ms));
+  const uint32_t earlier = profile->interpretedSamples++;
+  if (earlier < kUntimedRuns) return;
+  profile->interpretedMs = earlier == kUntimedRuns ? ms : std::min(ms, 0.5 * (profile->interpretedMs + ms));
   if (profile->tier != Tier::Compiling || profile->urgentCompile || settings().jit != JitMode::Async ||
       compilePriorityLocked(*profile) != CompilePriority::Urgent)
     return;
@@ -623,7 +621,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
   if (repeated) WarmStart::instance().noteRepeat();  // the process's start is over
   if (preload && !compilerLoaded()) {
     log().info("trace {:016x} ({} ops) is large: loading the compiler in the background", tLastKey.hash, neededOps);
-    compiles_.submit(CompileService::Lane::Traces, false, [] { loadCompiler(); }, JobRank::Urgent);
+    compiles_.submit(CompileService::Lane::Traces, false, [] { loadCompiler(); }, JobRank::Background);
   }
   const bool replay = settings().jit == JitMode::Replay;
   // Warm start: a kernel an earlier process cached runs from the first run.
@@ -732,11 +730,12 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
         profile->urgentCompile = urgent;
         if (urgent) c.urgentCompiles.fetch_add(1, std::memory_order_relaxed);
         effort = chooseCodegenEffort(compileCost_.estimateMs(profile->ops), true, quickCodegenFromMs_.load());
+        const uint32_t timed = profile->interpretedSamples > kUntimedRuns ? profile->interpretedSamples - kUntimedRuns : 0;
         log().info("trace {:016x} ({} ops): compiling in the background, {}, {} codegen (interpreted {:.2f} ms a "
-                   "run over {} run(s), compile estimated at {:.0f} ms)",
-                   tLastKey.hash, profile->ops, urgent ? "urgent (a core of its own)" : "at the lowest priority",
-                   codegenEffortName(effort), profile->interpretedMs, profile->interpretedSamples,
-                   compileCost_.estimateMs(profile->ops));
+                   "run over {} timed run(s), compile estimated at {:.0f} ms)",
+                   tLastKey.hash, profile->ops,
+                   urgent ? "urgent (a core of its own)" : "at the lowest priority and a bounded share of a core",
+                   codegenEffortName(effort), profile->interpretedMs, timed, compileCost_.estimateMs(profile->ops));
       }
       compiles_.submit(
           CompileService::Lane::Traces, now,

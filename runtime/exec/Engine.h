@@ -59,14 +59,10 @@ struct TraceProfile {
   std::string failure;  ///< why the key stays interpreted
   /// Its interpreted run time (whole runs through the interpreter): a
   /// moving average that falls at once and rises slowly, and the runs it
-  /// has seen. The process's first interpreted run (page faults, warming
-  /// caches) alone does not tell it (`coldFirstSample`): the cost model then
-  /// reads it from the second run on. The first run of a later trace does:
-  /// a training loop's step key runs first as the process's second step,
-  /// and is hot at its second run.
+  /// has seen; the average leaves out the first kUntimedRuns, and the cost
+  /// model reads it after kTimedRunsForCostModel more (TieringPolicy.h).
   double interpretedMs = 0;
   uint32_t interpretedSamples = 0;
-  bool coldFirstSample = false;
   /// Its background compile runs urgent (TieringPolicy's CompilePriority).
   bool urgentCompile = false;
   /// The process whose compile thread its compile was queued to (while
@@ -267,8 +263,6 @@ class Engine final : public trace::TraceRunner {
   std::atomic<int> compileDelayMs_{0};
   /// A large trace ran: the compiler library was asked to load (under mutex_).
   bool compilerPreloadSubmitted_ = false;
-  /// An interpreted run was timed (noteInterpretedRun; under mutex_).
-  bool interpretedBefore_ = false;
   std::atomic<double> quickCodegenFromMs_{kQuickCodegenFromMs};
   std::atomic<bool> traceCompiles_{true};
 };

@@ -69,14 +69,28 @@ RegionVerdict decideRegion(const RegionFacts& facts);
 std::string_view verdictName(RegionVerdict verdict);
 
 // Background compiles of hot traces: how much of the machine they get.
-// A compile that pays back soon is worth a core of its own now: the
-// interpreter's steps run slower while it compiles, but for a much shorter
-// time than at the lowest priority (on 2 cores a 900 ms compile took 3 s at
-// the lowest priority and still slowed every parallel op of the
-// interpreter, whose critical path waits for its preempted thread). One
-// whose payback lies beyond the runs seen so far keeps the lowest priority
-// until the trace has run about as often as its payback needs: a trace seen
-// n times is expected to be seen about n more times.
+// By default a bounded share of one core (KILN_COMPILE_SHARE, taken in
+// spells in which the user's threads leave it a core: CompileQueue.h), so
+// that no step runs much slower than interpreted while it compiles. A
+// compile that pays back soon is worth a core of its own now: the
+// interpreter's steps run slower while it compiles (1.7x for the
+// transformer bench's 2-thread step), but for a much shorter time. One
+// whose payback lies beyond the runs seen so far keeps its share until the
+// trace has run about as often as its payback needs: a trace seen n times
+// is expected to be seen about n more times.
+
+/// Interpreted runs of a trace the cost model ignores: the first is cold
+/// (its buffers' first touch, the GEMM's packing space, the tuner's first
+/// trials, and for a large trace the compiler loading beside it), and the
+/// next ones run beside the compile that has just started. The transformer
+/// bench's 4.2 ms step took 36 ms and then 20 ms; read from those, its
+/// 270 ms compile looked as if it paid back within 20 runs and took a core
+/// from step 2 on.
+inline constexpr uint32_t kUntimedRuns = 1;
+/// Timed runs (after the untimed ones) before the cost model reads the
+/// interpreted time: the moving average falls at once to a run that was
+/// not disturbed.
+inline constexpr uint32_t kTimedRunsForCostModel = 3;
 
 /// What the engine knows about a hot trace whose compile is queued or running.
 struct TraceCompileFacts {
@@ -95,8 +109,15 @@ enum class CompilePriority : uint8_t {
 /// 0.25, chain8 0.95).
 inline constexpr double kExpectedSavedFraction = 0.5;
 /// A compile that pays back within this many runs of its trace is urgent
-/// from the start (a training step of 20 ms and a 1 s compile: 100 runs).
-inline constexpr double kUrgentPaybackRuns = 100;
+/// from the start (a step of 100 ms and a 1 s compile). Urgent, the
+/// transformer bench's 2-thread step took 1.7x its interpreted time while
+/// its compile ran (its kernel at step 42, and the first 40 steps 1.3-1.5x
+/// their interpreted wall time); with a fifth of a core its steps took
+/// 1.05-1.06x and its Quick kernel came at steps 80-112 (the first 40 steps
+/// 0.94-0.99x, the first 200 0.88-0.94x; at 100 runs it was urgent, on
+/// samples taken beside the compile's start). 2-core Zen 5, 12 alternating
+/// rounds each.
+inline constexpr double kUrgentPaybackRuns = 20;
 
 /// Runs of the trace the compile needs to pay for itself (infinite when the
 /// interpreted time is not measured).
@@ -106,23 +127,18 @@ CompilePriority decideCompilePriority(const TraceCompileFacts& facts);
 // Codegen effort of a hot trace's first kernel. LLVM's quick code generator
 // (CodegenEffort::Quick) makes a large trace's kernel arrive sooner, but its
 // code runs slower, so once it runs the engine compiles the trace again
-// with Full effort in the background, at the lowest priority, from the
-// Quick compile's optimised modules, and swaps the kernels
-// (Engine::recompileFull). It paid when machine code was most of a
-// compile: on the transformer bench's 889-op step (2-core Zen 3) it took
-// 65 ms instead of 260-275 of a 650 ms compile, and the first 40 async
-// steps took 1.17 of their interpreted time instead of 1.44. Since codegen
-// was partitioned it no longer does: on the 930-op step (2-core Zen 4)
-// Quick saves 27 ms of a 240 ms compile (machine code 45 instead of 73 ms),
-// its kernel's steps take 7.0 ms instead of 5.9, and the Full recompile
-// beside them costs more: Full first, the first 200 async steps took
-// 1.39-1.49 s instead of 1.55-1.75 (5 alternating pairs; the first 40
-// alike, 0.47-0.53 s against 0.46-0.63). So only a trace whose compile is
-// estimated this long, where codegen alone takes hundreds of milliseconds,
-// gets a Quick kernel first; the others get one Full kernel, no second
-// compile.
-/// Estimated compile time from which a trace's first kernel is Quick.
-inline constexpr double kQuickCodegenFromMs = 1000;
+// with Full effort in the background, from the Quick compile's optimised
+// modules, and swaps the kernels (Engine::recompileFull). While urgent
+// compiles took a core at once, it paid only where machine code took
+// hundreds of milliseconds (the 930-op step on a 2-core Zen 4: Quick saved
+// 27 ms of 240 and its Full recompile cost more). A background compile gets
+// a bounded share of one core, so its CPU time is what the loop waits for:
+// on the transformer bench's 748-op step (2-core Zen 5) Quick machine code
+// takes 34 ms of the compile thread instead of 112 (the compile 180 ms
+// instead of 266), and its kernel arrives some 60 steps sooner.
+/// Estimated compile time from which a trace's first kernel is Quick
+/// (about 500 ops: no bench row but the transformer step's).
+inline constexpr double kQuickCodegenFromMs = 250;
 /// Runs of a Quick kernel before its Full compile starts. The Full compile
 /// runs at the lowest priority, yet it slowed the compiled steps it ran
 /// beside (the transformer bench's steps 31-40: 8.8 ms with it running,
@@ -147,12 +163,9 @@ CodegenEffort chooseCodegenEffort(double estimatedCompileMs, bool background,
 // runs for the first time: likely a step of a loop, whose first compile
 // would otherwise wait for the load (the transformer bench's first 40 async
 // steps: 1.24 -> 1.18 of their interpreted time, medians of 8 alternating
-// runs). It loads urgent (a core of its own, CompilePriority::Urgent), as
-// that compile will: at the lowest priority the load took 112-147 ms beside
-// the interpreter's first steps and held the urgent compile up, urgent
-// 66-89 ms (2-core Xeon; the first 40 steps 0.02-0.04 of their interpreted
-// time sooner, paired medians of 16 alternating runs, noisy). Programs of
-// smaller traces load it at their first compile.
+// runs). It loads as a background job, at the compile's share of a core
+// (an urgent compile queued behind it makes it urgent too: it held that
+// compile up). Programs of smaller traces load it at their first compile.
 inline constexpr uint32_t kPreloadCompilerFromOps = 64;
 
 /// Compile time of a trace from its size, learnt from this process's

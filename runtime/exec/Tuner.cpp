@@ -132,12 +132,13 @@ size_t Tuner::choose(const std::string& site, const std::vector<std::string>& ca
     if (fresh.session.phase() == TuningSession::Phase::Decided) counters().tuneSitesSettled++;
     it = sites_.emplace(site, std::move(fresh)).first;
   }
-  // An urgent compile holds a core back: trials now would time the
-  // blockings on fewer threads than the site is keyed by.
+  // A compile holds a core back: trials now would time the blockings on
+  // fewer threads than the site is keyed by.
   if (compilePartitionActive() && it->second.session.phase() != TuningSession::Phase::Decided)
     return it->second.session.winner();
   const TuningSession::Phase before = it->second.session.phase();
   const size_t chosen = it->second.session.next(measure);
+  if (*measure) it->second.trialPartitionChanges = compilePartitionChanges();
   if (before == TuningSession::Phase::Warming && it->second.session.phase() == TuningSession::Phase::Trying)
     log().info("tuning: {} is hot; trying {} ways to run it", site, candidates.size());
   if (*measure) counters().tuneTrials++;
@@ -150,6 +151,9 @@ void Tuner::report(const std::string& site, size_t candidate, double seconds) {
   if (it == sites_.end()) return;  // forgotten meanwhile
   TuningSession& session = it->second.session;
   if (session.phase() != TuningSession::Phase::Trying) return;
+  // A background compile's spells take and give back a core: a trial that
+  // spans one counts (the session hands out no more) but times nothing.
+  if (compilePartitionChanges() != it->second.trialPartitionChanges) seconds = -1;
   session.report(candidate, seconds);
   if (session.phase() != TuningSession::Phase::Decided) return;
   counters().tuneSitesSettled++;

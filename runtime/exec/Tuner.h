@@ -43,6 +43,9 @@ class Tuner final : public interp::gemm::BlockingTuner {
   struct Site {
     TuningSession session;
     std::vector<std::string> candidates;
+    /// compilePartitionChanges() when its last trial was handed out: a
+    /// trial that saw a compile take or give back a core is not a sample.
+    uint64_t trialPartitionChanges = 0;
   };
   static void uncount(const Site& site);
   void loadRecordsLocked();

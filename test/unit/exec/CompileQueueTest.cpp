@@ -12,6 +12,9 @@
 
 #include <time.h>
 
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+
 #include "runtime/exec/CompileQueue.h"
 
 namespace kiln::exec {
@@ -95,6 +98,47 @@ TEST(CompileQueue, GovernorGivesCompilesTheirShareOfABusyMachine) {
 
 size_t parallelism() { return tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism); }
 
+// The user's threads are TBB's, busy with parallel loops on every core: the
+// governor takes the compile's share in spells during which the user's TBB
+// parallelism is one lower (a preempted TBB thread would stall the whole
+// loop), and gives the core back between spells and after the job.
+TEST(CompileQueue, GovernorTakesItsShareInSpellsOfACoreHeldBack) {
+  using Clock = std::chrono::steady_clock;
+  const size_t before = parallelism();
+  if (before < 2) GTEST_SKIP() << "one thread for TBB: no core to hold back";
+  std::atomic<bool> stop{false};
+  std::thread user([&] {
+    while (!stop.load(std::memory_order_relaxed))
+      tbb::parallel_for(0, 64, [](int) {
+        const Clock::time_point until = Clock::now() + std::chrono::microseconds(200);
+        while (Clock::now() < until) {
+        }
+      });
+  });
+  const uint64_t changesBefore = compilePartitionChanges();
+  CompileQueue queue(1, 25);
+  std::chrono::nanoseconds jobCpu{0};
+  Clock::duration jobWall{};
+  size_t heldParallelism = 0;
+  queue.push([&] {
+    const Clock::time_point start = Clock::now();
+    while (threadCpuTime() < std::chrono::milliseconds(300) && Clock::now() - start < std::chrono::seconds(20))
+      if (heldParallelism == 0 && compilePartitionActive()) heldParallelism = parallelism();
+    jobCpu = threadCpuTime();
+    jobWall = Clock::now() - start;
+  });
+  queue.drain();
+  stop = true;
+  user.join();
+  const double share = std::chrono::duration<double>(jobCpu).count() / std::chrono::duration<double>(jobWall).count();
+  EXPECT_EQ(heldParallelism, before - 1) << "the job never ran in a spell with a core held back";
+  EXPECT_GE(compilePartitionChanges() - changesBefore, 2u) << "no spell began and ended";
+  EXPECT_FALSE(compilePartitionActive()) << "the core stays held after the job";
+  EXPECT_EQ(parallelism(), before);
+  EXPECT_GE(share, 0.10) << "the compile got " << share << " of a core";
+  EXPECT_LE(share, 0.90) << "the compile held a core for the whole job";
+}
+
 /// What a job saw of its thread and of the process.
 struct JobSight {
   size_t parallelism = 0;
@@ -144,7 +188,9 @@ TEST(CompileQueue, UrgentJobsTakeACoreForAsLongAsTheyRun) {
   EXPECT_FALSE(compilePartitionActive());
   EXPECT_EQ(urgent.parallelism, during);
   EXPECT_EQ(urgent.partitioned, before > 1);
-  if (queue.canRaise()) EXPECT_FALSE(urgent.idlePriority) << "an urgent job runs at normal priority";
+  if (queue.canRaise()) {
+    EXPECT_FALSE(urgent.idlePriority) << "an urgent job runs at normal priority";
+  }
 
   JobSight background = runOneJob(queue, JobRank::Background);
   EXPECT_EQ(background.parallelism, before);

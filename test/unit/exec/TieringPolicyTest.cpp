@@ -73,13 +73,18 @@ trace::Node node(core::OpKind op, const Shape& shape, std::initializer_list<uint
   return n;
 }
 
-// A training step of 24 ms and a 900 ms compile pay back in 75 runs: urgent
-// at once. A 50 us trace with a 50 ms compile needs 2000 runs: background
-// until the trace has run that often (expected to run as often again).
+// A step of 100 ms and a 900 ms compile pay back in 18 runs: urgent at
+// once. The transformer bench's 4.2 ms step and its 357 ms estimate need
+// 170 runs, and a 50 us trace with a 50 ms compile 2000: background until
+// the trace has run that often (expected to run as often again).
 TEST(TieringPolicy, CompilesThatPayBackSoonAreUrgentAndOthersWaitForTheirRuns) {
-  TraceCompileFacts step{2, 24.0, 900.0};
-  EXPECT_DOUBLE_EQ(paybackRuns(step), 900.0 / (24.0 * kExpectedSavedFraction));
+  TraceCompileFacts step{2, 100.0, 900.0};
+  EXPECT_DOUBLE_EQ(paybackRuns(step), 900.0 / (100.0 * kExpectedSavedFraction));
   EXPECT_EQ(decideCompilePriority(step), CompilePriority::Urgent);
+  TraceCompileFacts transformer{4, 4.2, 357.0};
+  EXPECT_EQ(decideCompilePriority(transformer), CompilePriority::Background);
+  transformer.runs = 170;
+  EXPECT_EQ(decideCompilePriority(transformer), CompilePriority::Urgent);
   TraceCompileFacts tiny{2, 0.05, 50.0};
   EXPECT_DOUBLE_EQ(paybackRuns(tiny), 2000.0);
   EXPECT_EQ(decideCompilePriority(tiny), CompilePriority::Background);
@@ -89,7 +94,7 @@ TEST(TieringPolicy, CompilesThatPayBackSoonAreUrgentAndOthersWaitForTheirRuns) {
   EXPECT_EQ(decideCompilePriority(tiny), CompilePriority::Urgent);
   TraceCompileFacts unmeasured{5000, 0.0, 50.0};
   EXPECT_EQ(decideCompilePriority(unmeasured), CompilePriority::Background) << "no interpreted time: no payback known";
-  // Right at the bound: 100 runs to pay back.
+  // Right at the bound: kUrgentPaybackRuns runs to pay back.
   TraceCompileFacts bound{2, 2.0, kUrgentPaybackRuns * 2.0 * kExpectedSavedFraction};
   EXPECT_EQ(decideCompilePriority(bound), CompilePriority::Urgent);
   bound.estimatedCompileMs *= 1.01;
@@ -112,15 +117,18 @@ TEST(TieringPolicy, CompileCostModelLearnsThePerOpCostFromCompiles) {
 }
 
 TEST(TieringPolicy, LargeBackgroundCompilesGetQuickCodegenFirst) {
-  // A compile estimated at seconds: codegen alone takes hundreds of ms.
+  // A compile estimated at a second: codegen alone takes hundreds of ms.
   EXPECT_EQ(chooseCodegenEffort(3000, true), CodegenEffort::Quick);
   EXPECT_EQ(chooseCodegenEffort(kQuickCodegenFromMs, true), CodegenEffort::Quick);
   // A small trace compiles fast either way: one Full kernel, no second compile.
   EXPECT_EQ(chooseCodegenEffort(kQuickCodegenFromMs * 0.99, true), CodegenEffort::Full);
   EXPECT_EQ(chooseCodegenEffort(30, true), CodegenEffort::Full);
-  // The transformer bench's step, estimated at 440 ms: Quick saved 27 ms of
-  // its compile and its kernel ran 18 % slower.
-  EXPECT_EQ(chooseCodegenEffort(440, true), CodegenEffort::Full);
+  // The transformer bench's step, estimated at 357 ms: Quick machine code
+  // took 34 ms of the compile thread instead of 112. A 200-op trace (110 ms):
+  // one Full kernel.
+  EXPECT_EQ(chooseCodegenEffort(357, true), CodegenEffort::Quick);
+  EXPECT_EQ(chooseCodegenEffort(CompileCostModel::kFixedMs + 200 * CompileCostModel::kPriorMsPerOp, true),
+            CodegenEffort::Full);
   // The user's thread waits for a sync compile: it gets the kernel it keeps.
   EXPECT_EQ(chooseCodegenEffort(900, false), CodegenEffort::Full);
   EXPECT_EQ(chooseCodegenEffort(30, true, 0), CodegenEffort::Quick);

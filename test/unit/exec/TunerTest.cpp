@@ -16,7 +16,10 @@
 #include <string>
 #include <vector>
 
+#include <tbb/global_control.h>
+
 #include "kiln/kiln.h"
+#include "runtime/exec/CompileQueue.h"
 #include "runtime/exec/Tuner.h"
 #include "runtime/interp/gemm/Bf16Gemm.h"
 #include "runtime/interp/gemm/BlockingTuner.h"
@@ -151,6 +154,33 @@ TEST_F(TunerTest, EveryBlockingGivesTheSameBitsAndTheChoiceIsStored) {
 /// A product too small for blockings to matter, but large enough that
 /// packing is a CPU- and shape-dependent share of its time, tries only the
 /// default blocking against the unpacked product; both give the same bits.
+// A background compile takes a core from the user's threads and gives it
+// back in spells (CompileQueue.h): a trial that spanned one timed its way
+// on another number of threads, so it is no sample, and a site whose every
+// trial did keeps its default.
+TEST_F(TunerTest, TrialsThatSawACompileTakeOrGiveBackACoreAreNotSamples) {
+  if (tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism) < 2)
+    GTEST_SKIP() << "one thread for TBB: no compile takes a core from it";
+  const std::vector<std::string> ways{"default", "faster"};
+  auto tune = [&](const std::string& site, bool spells) {
+    CompileQueue queue(1, 25);
+    for (int call = 0; call < 64; ++call) {
+      bool measure = false;
+      const size_t way = Tuner::instance().choose(site, ways, &measure);
+      if (!measure) continue;
+      if (spells) {  // a compile holds a core for the length of a job
+        queue.push([] {}, JobRank::Urgent);
+        queue.drain();
+      }
+      Tuner::instance().report(site, way, way == 1 ? 1e-3 : 1e-2);
+    }
+    bool measure = false;
+    return Tuner::instance().choose(site, ways, &measure);
+  };
+  EXPECT_EQ(tune("steady machine", false), 1u) << "ten times faster in every trial";
+  EXPECT_EQ(tune("spells", true), 0u) << "trials across a core taken and given back chose a way";
+}
+
 TEST_F(TunerTest, MidSizedProductsTryTheUnpackedProductAlone) {
   if (gemm::activeIsa() == gemm::Isa::scalar) GTEST_SKIP() << "the scalar kernel has no unpacked product";
   constexpr int64_t M = 512, N = 128, K = 128;  // a transformer layer's projection
