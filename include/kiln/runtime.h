@@ -160,8 +160,8 @@ struct Settings {
   /// when the user's threads keep every core busy (KILN_COMPILE_SHARE, 0-100).
   /// They run at the lowest priority and, in short spells while their share
   /// is below this, at normal priority with the process's TBB parallelism
-  /// lowered by one; 0 leaves them at the lowest priority only (a compile
-  /// may then wait as long as the cores stay busy).
+  /// lowered by their number; 0 leaves them at the lowest priority only (a
+  /// compile may then wait as long as the cores stay busy).
   int compile_share = 20;
   /// Shapes of one trace structure that get their own kernel; a structure
   /// seen with more shapes gets one dynamic-shape kernel for further ones

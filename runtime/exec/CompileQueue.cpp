@@ -1,11 +1,15 @@
 #include "runtime/exec/CompileQueue.h"
 
+#include "runtime/exec/CorePartition.h"
+
 #include "runtime/support/ProcessId.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 
 #include <pthread.h>
 
@@ -30,6 +34,26 @@ void lowerThisThreadsPriority() {
   param.sched_priority = 0;
   (void)sched_setscheduler(tid, SCHED_IDLE, &param);
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(tid), kCompileThreadNice);
+#endif
+}
+/// Whether thread `tid` of this process is runnable (running or waiting for
+/// a core) rather than blocked (a lock, a page read from disk). Linux reads
+/// its state from /proc; elsewhere, or unreadable, it counts as runnable.
+bool threadRunnable(pid_t tid) {
+#ifdef __linux__
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/task/%d/stat", static_cast<int>(tid));
+  FILE* f = std::fopen(path, "r");
+  if (!f) return true;
+  char buf[512];
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* close = std::strrchr(buf, ')');  // the name, in parentheses, may hold anything
+  return !close || close[1] != ' ' || close[2] == 'R';
+#else
+  (void)tid;
+  return true;
 #endif
 }
 }  // namespace
@@ -99,13 +123,8 @@ void CompileQueue::shutdown() {
   idle_.notify_all();
 }
 
-namespace {
-std::atomic<int> gPartitions{0};
-std::atomic<uint64_t> gPartitionChanges{0};
-}  // namespace
-
-bool compilePartitionActive() { return gPartitions.load(std::memory_order_relaxed) > 0; }
-uint64_t compilePartitionChanges() { return gPartitionChanges.load(std::memory_order_relaxed); }
+bool compilePartitionActive() { return CorePartition::active(); }
+uint64_t compilePartitionChanges() { return CorePartition::changes(); }
 
 bool CompileQueue::urgentNow() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -125,17 +144,12 @@ void CompileQueue::holdCore(bool hold) {
   if (hold == held_) return;
   held_ = hold;
   if (hold) {
+    ++holds_;
     if (canRaise_ && !raised_) setRaised(true);
     // One core per compile thread, taken from the user's threads (at least
     // one stays theirs).
-    const auto active = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
-    const auto compileThreads = workers_.size();
-    if (active > 1) {
-      const size_t left = active > compileThreads ? active - compileThreads : 1;
-      partition_ = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, left);
-      gPartitions.fetch_add(1, std::memory_order_relaxed);
-      gPartitionChanges.fetch_add(1, std::memory_order_relaxed);
-    }
+    coresTaken_ = workers_.size();
+    CorePartition::take(coresTaken_);
   } else {
     releasePartition();
     if (raised_) setRaised(false);
@@ -143,10 +157,9 @@ void CompileQueue::holdCore(bool hold) {
 }
 
 void CompileQueue::releasePartition() {
-  if (!partition_) return;
-  partition_.reset();
-  gPartitions.fetch_sub(1, std::memory_order_relaxed);
-  gPartitionChanges.fetch_add(1, std::memory_order_relaxed);
+  // A forked child's copy of its parent's queue took nothing in the child.
+  if (support::processId() == owner_) CorePartition::giveBack(coresTaken_);
+  coresTaken_ = 0;
 }
 
 void CompileQueue::escalateRunning() {
@@ -170,6 +183,21 @@ void CompileQueue::makeUrgent() {
 uint64_t CompileQueue::raises() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return raises_;
+}
+
+uint64_t CompileQueue::holds() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return holds_;
+}
+
+void CompileQueue::setSpellsForTesting(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  spells_ = on;
+}
+
+bool CompileQueue::holdingCore() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return held_;
 }
 
 bool CompileQueue::canRaise() const {
@@ -223,7 +251,8 @@ void CompileQueue::govern() {
     int64_t lastCpu = cpuNanos();
     Clock::time_point lastWall = Clock::now();
     while (!stopping_ && running_ > 0) {
-      if (governorWake_.wait_for(lock, kPeriod, [&] { return stopping_; })) break;
+      // Woken early by the last job's end: no spell for a queue with none.
+      if (governorWake_.wait_for(lock, kPeriod, [&] { return stopping_ || running_ == 0; })) break;
       const int64_t cpu = cpuNanos();
       const Clock::time_point wall = Clock::now();
       const auto wallNanos = std::chrono::duration_cast<std::chrono::nanoseconds>(wall - lastWall).count();
@@ -231,11 +260,19 @@ void CompileQueue::govern() {
       windowWall = kDecay * windowWall + static_cast<double>(wallNanos);
       lastCpu = cpu;
       lastWall = wall;
-      if (urgent_ || windowWall <= 0) continue;  // urgent: the core is held for the whole job
-      // A core for the next period while the share is below the target:
-      // the compile gets about the target over the window, and the user's
-      // threads lose it in whole spells, not in preempted TBB tasks.
-      holdCore(windowCpu < target * windowWall);
+      if (urgent_) {  // the core is held for the whole job, and its time is no share of a later one
+        windowCpu = windowWall = 0;
+        continue;
+      }
+      if (!spells_ || windowWall <= 0) continue;
+      // A core for the next period while the share is below the target and
+      // a compile thread waits for one: the compile gets about the target
+      // over the window, and the user's threads lose it in whole spells, not
+      // in preempted TBB tasks. A compile blocked (the compiler's libraries
+      // read from disk, a lock) would leave a held core idle.
+      holdCore(windowCpu < target * windowWall && std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) {
+                 return threadRunnable(w.tid);
+               }));
     }
     if (!urgent_) holdCore(false);
   }
@@ -299,6 +336,7 @@ void CompileQueue::serve(size_t w) {
       updateUrgency();
       if (running_ == 0) holdCore(false);  // a spell ends with the last job, not at the governor's next look
     }
+    governorWake_.notify_one();
     idle_.notify_all();
   }
 }

@@ -29,7 +29,6 @@
 #include <vector>
 
 #include <sys/types.h>
-#include <tbb/global_control.h>
 #include <time.h>
 
 namespace kiln::exec {
@@ -80,8 +79,17 @@ class CompileQueue {
   /// pushes are ignored.
   void shutdown();
 
-  /// Times the governor raised the compile threads (stats, tests).
+  /// Times the compile threads were raised to normal priority (a spell or
+  /// an urgent job; stats, tests).
   uint64_t raises() const;
+  /// Times a core was held for the compile threads (holdCore: an urgent job,
+  /// or a spell of a background job's share; tests).
+  uint64_t holds() const;
+  /// Whether a core is held for the compile threads now (tests).
+  bool holdingCore() const;
+  /// Off: the governor gives background jobs no spell (tests of what a job
+  /// sees, which a spell begun while its thread waited to start would change).
+  void setSpellsForTesting(bool on);
   /// False once raising a thread's priority was refused (no privilege).
   bool canRaise() const;
   /// Whether an urgent job is running (tests).
@@ -131,8 +139,11 @@ class CompileQueue {
   std::vector<int8_t> runningUrgent_;
   bool urgent_ = false;  ///< urgent mode: the core held for the whole job
   bool held_ = false;    ///< a core held (holdCore): urgent, or a spell of the share
-  /// While a core is held: the TBB parallelism left to the user's threads.
-  std::unique_ptr<tbb::global_control> partition_;
+  uint64_t holds_ = 0;
+  bool spells_ = true;
+  /// While a core is held: the cores taken from the user's TBB threads
+  /// (CorePartition).
+  size_t coresTaken_ = 0;
   bool stopping_ = false;
   const int minSharePercent_;
   const pid_t owner_;

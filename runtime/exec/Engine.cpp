@@ -731,11 +731,16 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
         if (urgent) c.urgentCompiles.fetch_add(1, std::memory_order_relaxed);
         effort = chooseCodegenEffort(compileCost_.estimateMs(profile->ops), true, quickCodegenFromMs_.load());
         const uint32_t timed = profile->interpretedSamples > kUntimedRuns ? profile->interpretedSamples - kUntimedRuns : 0;
-        log().info("trace {:016x} ({} ops): compiling in the background, {}, {} codegen (interpreted {:.2f} ms a "
-                   "run over {} timed run(s), compile estimated at {:.0f} ms)",
-                   tLastKey.hash, profile->ops,
-                   urgent ? "urgent (a core of its own)" : "at the lowest priority and a bounded share of a core",
-                   codegenEffortName(effort), profile->interpretedMs, timed, compileCost_.estimateMs(profile->ops));
+        const char* priority = urgent                           ? "urgent (a core of its own)"
+                               : settings().compile_share == 0 ? "at the lowest priority"
+                                                               : "at the lowest priority and a bounded share of a core";
+        log().info("trace {:016x} ({} ops): compiling in the background, {}, {} codegen ({}, compile estimated at "
+                   "{:.0f} ms)",
+                   tLastKey.hash, profile->ops, priority, codegenEffortName(effort),
+                   timed >= kTimedRunsForCostModel
+                       ? fmt::format("interpreted {:.2f} ms a run over {} timed runs", profile->interpretedMs, timed)
+                       : fmt::format("{} of the {} timed runs its payback needs", timed, kTimedRunsForCostModel),
+                   compileCost_.estimateMs(profile->ops));
       }
       compiles_.submit(
           CompileService::Lane::Traces, now,

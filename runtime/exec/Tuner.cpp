@@ -20,6 +20,10 @@ constexpr const char* kRecordHeader = "kiln-tuning 2";
 /// A record file is a line per tuned site: far below this.
 constexpr uint64_t kMaxRecordBytes = uint64_t{4} << 20;
 
+/// compilePartitionChanges() when this thread's trial was handed out (a
+/// tuned call chooses and reports on its own thread).
+thread_local uint64_t tTrialPartitionChanges = 0;
+
 /// The engine's tuner serves every GEMM from the moment libkiln is loaded.
 [[maybe_unused]] const bool gTunerInstalled = [] {
   interp::gemm::setBlockingTuner(&Tuner::instance());
@@ -138,7 +142,7 @@ size_t Tuner::choose(const std::string& site, const std::vector<std::string>& ca
     return it->second.session.winner();
   const TuningSession::Phase before = it->second.session.phase();
   const size_t chosen = it->second.session.next(measure);
-  if (*measure) it->second.trialPartitionChanges = compilePartitionChanges();
+  if (*measure) tTrialPartitionChanges = compilePartitionChanges();
   if (before == TuningSession::Phase::Warming && it->second.session.phase() == TuningSession::Phase::Trying)
     log().info("tuning: {} is hot; trying {} ways to run it", site, candidates.size());
   if (*measure) counters().tuneTrials++;
@@ -153,7 +157,10 @@ void Tuner::report(const std::string& site, size_t candidate, double seconds) {
   if (session.phase() != TuningSession::Phase::Trying) return;
   // A background compile's spells take and give back a core: a trial that
   // spans one counts (the session hands out no more) but times nothing.
-  if (compilePartitionChanges() != it->second.trialPartitionChanges) seconds = -1;
+  if (compilePartitionChanges() != tTrialPartitionChanges) {
+    seconds = -1;
+    it->second.droppedTrials = true;
+  }
   session.report(candidate, seconds);
   if (session.phase() != TuningSession::Phase::Decided) return;
   counters().tuneSitesSettled++;
@@ -165,7 +172,10 @@ void Tuner::report(const std::string& site, size_t candidate, double seconds) {
   else
     log().info("tuning: {} runs {}: {:.1f} % faster than the default {}", site, names[session.winner()],
                session.gain() * 100, names[0]);
-  storeRecordLocked(site, names[session.winner()]);
+  if (it->second.droppedTrials)
+    log().info("tuning: {}'s choice is not stored: some of its trials saw a compile take or give back a core", site);
+  else
+    storeRecordLocked(site, names[session.winner()]);
 }
 
 void Tuner::forget() {

@@ -43,9 +43,9 @@ class Tuner final : public interp::gemm::BlockingTuner {
   struct Site {
     TuningSession session;
     std::vector<std::string> candidates;
-    /// compilePartitionChanges() when its last trial was handed out: a
-    /// trial that saw a compile take or give back a core is not a sample.
-    uint64_t trialPartitionChanges = 0;
+    /// A trial saw a compile take or give back a core: no sample. A
+    /// decision made without all its samples is not stored.
+    bool droppedTrials = false;
   };
   static void uncount(const Site& site);
   void loadRecordsLocked();

@@ -2,6 +2,7 @@
 // so compiling never takes a core from the user's threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -10,7 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
@@ -64,8 +67,8 @@ std::chrono::nanoseconds threadCpuTime() {
 // Every core kept busy by normal-priority threads: at the lowest priority
 // alone a compile would wait until they stop; the governor gives it its
 // share of a core (25% asked; at least 10% checked, the machine being
-// shared), and no more than a bounded part of one (lowered at twice the
-// target: never the whole core the user's threads want).
+// shared), and no more than a bounded part of one (spells while its share
+// is below the target: never the whole core the user's threads want).
 TEST(CompileQueue, GovernorGivesCompilesTheirShareOfABusyMachine) {
   using Clock = std::chrono::steady_clock;
   std::atomic<bool> stop{false};
@@ -132,11 +135,92 @@ TEST(CompileQueue, GovernorTakesItsShareInSpellsOfACoreHeldBack) {
   user.join();
   const double share = std::chrono::duration<double>(jobCpu).count() / std::chrono::duration<double>(jobWall).count();
   EXPECT_EQ(heldParallelism, before - 1) << "the job never ran in a spell with a core held back";
+  EXPECT_GE(queue.holds(), 1u);
   EXPECT_GE(compilePartitionChanges() - changesBefore, 2u) << "no spell began and ended";
   EXPECT_FALSE(compilePartitionActive()) << "the core stays held after the job";
   EXPECT_EQ(parallelism(), before);
   EXPECT_GE(share, 0.10) << "the compile got " << share << " of a core";
   EXPECT_LE(share, 0.90) << "the compile held a core for the whole job";
+}
+
+// A compile that is blocked (its libraries read from disk, a lock) gets no
+// spell however far below its share it falls: a core held for it would idle
+// while the user's threads wait for it.
+TEST(CompileQueue, ABlockedCompileHoldsNoCore) {
+  using Clock = std::chrono::steady_clock;
+  if (parallelism() < 2) GTEST_SKIP() << "one thread for TBB: no core to hold back";
+  std::atomic<bool> stop{false};
+  std::thread user([&] {
+    while (!stop.load(std::memory_order_relaxed))
+      tbb::parallel_for(0, 64, [](int) {
+        const Clock::time_point until = Clock::now() + std::chrono::microseconds(200);
+        while (Clock::now() < until) {
+        }
+      });
+  });
+  CompileQueue queue(1, 25);
+  // Starved, the job gets spells to start in and to go on after its sleep
+  // (it is runnable then); none while it sleeps.
+  std::atomic<bool> started{false};
+  queue.push([&] {
+    started = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // asleep, and any spell over, by now
+  const uint64_t holdsAsleep = queue.holds();
+  int heldSamples = 0;
+  for (int i = 0; i < 30; ++i) {  // fifteen of the governor's periods
+    heldSamples += queue.holdingCore();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const uint64_t holdsAwake = queue.holds();
+  queue.drain();
+  stop = true;
+  user.join();
+  EXPECT_EQ(heldSamples, 0) << "a core was held for a sleeping compile";
+  EXPECT_EQ(holdsAwake, holdsAsleep);
+}
+
+/// Pushes an urgent job that holds the queue's thread (and so a core) until
+/// `release` is set, and waits until it runs.
+void holdACore(CompileQueue& queue, std::atomic<bool>& release) {
+  std::atomic<bool> started{false};
+  queue.push(
+      [&started, &release] {
+        started = true;
+        while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      },
+      JobRank::Urgent);
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// The queues of two lanes (whole traces, hot regions) hold a core each: the
+// user's TBB parallelism is lowered by both from what it was before either
+// (at least one thread stays the user's), and one queue's job ending leaves
+// the other's core held. A child forked meanwhile starts with none held.
+TEST(CompileQueue, QueuesOfTwoLanesShareOnePartition) {
+  const size_t before = parallelism();
+  if (before < 2) GTEST_SKIP() << "one thread for TBB: no core to hold back";
+  CompileQueue traces(1, 25), regions(1, 25);
+  std::atomic<bool> releaseTraces{false}, releaseRegions{false};
+  holdACore(traces, releaseTraces);
+  holdACore(regions, releaseRegions);
+  EXPECT_EQ(parallelism(), std::max<size_t>(1, before - 2));
+  const pid_t child = fork();
+  if (child == 0) _exit(compilePartitionActive() ? 1 : 0);
+  int status = -1;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child started with its parent's cores held";
+  EXPECT_EQ(parallelism(), std::max<size_t>(1, before - 2)) << "the fork gave the parent's cores back";
+  releaseTraces = true;
+  traces.drain();
+  EXPECT_TRUE(compilePartitionActive()) << "one lane's job ending gave back the other's core";
+  EXPECT_EQ(parallelism(), before - 1);
+  releaseRegions = true;
+  regions.drain();
+  EXPECT_FALSE(compilePartitionActive());
+  EXPECT_EQ(parallelism(), before);
 }
 
 /// What a job saw of its thread and of the process.
@@ -182,6 +266,7 @@ TEST(CompileQueue, UrgentJobsTakeACoreForAsLongAsTheyRun) {
   const size_t before = parallelism();
   const size_t during = before > 1 ? before - 1 : before;
   CompileQueue queue(1, 25);
+  queue.setSpellsForTesting(false);  // what each job sees, whatever the load
   JobSight urgent = runOneJob(queue, JobRank::Urgent);
   EXPECT_FALSE(queue.urgentNow());
   EXPECT_EQ(parallelism(), before) << "the user's parallelism comes back after the job";
@@ -280,6 +365,7 @@ TEST(CompileQueue, AJobRunningAheadOfAnUrgentOneBecomesUrgent) {
 TEST(CompileQueue, JobsBehindAnUrgentOneStayBackground) {
   const size_t before = parallelism();
   CompileQueue queue(1, 25);
+  queue.setSpellsForTesting(false);  // what each job sees, whatever the load
   std::atomic<bool> release{false};
   holdTheThread(queue, release);
   JobSight background, upgrade, later, urgent;
@@ -303,6 +389,7 @@ TEST(CompileQueue, JobsBehindAnUrgentOneStayBackground) {
 TEST(CompileQueue, MakeUrgentHurriesFirstCompilesNotUpgrades) {
   const size_t before = parallelism();
   CompileQueue queue(1, 25);
+  queue.setSpellsForTesting(false);  // what each job sees, whatever the load
   std::atomic<bool> release{false};
   std::atomic<bool> heldUrgent{false};
   holdTheThread(queue, release, [&] { heldUrgent = queue.urgentNow(); });

@@ -185,7 +185,6 @@ TEST(Tiering, CompilesThatPayBackSoonGetACoreOfTheirOwn) {
   tinyStep();
   for (uint32_t i = 0; i < 1 + exec::kTimedRunsForCostModel; ++i) tinyStep();  // hot, then timed
   EXPECT_EQ(stats().urgent_compiles, 0u) << "a tiny step's compile pays back only after thousands of runs";
-  EXPECT_FALSE(exec::compilePartitionActive());
   exec::Engine::instance().drainCompiles();
 
   Tensor a = rand({1536, 1536}, 4, DType::f32, -1, 1), b = rand({1536, 1536}, 5, DType::f32, -1, 1);

@@ -151,13 +151,10 @@ TEST_F(TunerTest, EveryBlockingGivesTheSameBitsAndTheChoiceIsStored) {
   EXPECT_TRUE(choice.rfind("mc=", 0) == 0 || choice == "direct") << choice;
 }
 
-/// A product too small for blockings to matter, but large enough that
-/// packing is a CPU- and shape-dependent share of its time, tries only the
-/// default blocking against the unpacked product; both give the same bits.
 // A background compile takes a core from the user's threads and gives it
 // back in spells (CompileQueue.h): a trial that spanned one timed its way
 // on another number of threads, so it is no sample, and a site whose every
-// trial did keeps its default.
+// trial did keeps its default, for this process only: no record is stored.
 TEST_F(TunerTest, TrialsThatSawACompileTakeOrGiveBackACoreAreNotSamples) {
   if (tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism) < 2)
     GTEST_SKIP() << "one thread for TBB: no compile takes a core from it";
@@ -179,8 +176,14 @@ TEST_F(TunerTest, TrialsThatSawACompileTakeOrGiveBackACoreAreNotSamples) {
   };
   EXPECT_EQ(tune("steady machine", false), 1u) << "ten times faster in every trial";
   EXPECT_EQ(tune("spells", true), 0u) << "trials across a core taken and given back chose a way";
+  const std::map<std::string, std::string> stored = records();
+  EXPECT_EQ(stored.count("steady machine"), 1u);
+  EXPECT_EQ(stored.count("spells"), 0u) << "a choice made without samples was stored";
 }
 
+/// A product too small for blockings to matter, but large enough that
+/// packing is a CPU- and shape-dependent share of its time, tries only the
+/// default blocking against the unpacked product; both give the same bits.
 TEST_F(TunerTest, MidSizedProductsTryTheUnpackedProductAlone) {
   if (gemm::activeIsa() == gemm::Isa::scalar) GTEST_SKIP() << "the scalar kernel has no unpacked product";
   constexpr int64_t M = 512, N = 128, K = 128;  // a transformer layer's projection
