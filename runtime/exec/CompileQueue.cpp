@@ -36,6 +36,7 @@ void lowerThisThreadsPriority() {
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(tid), kCompileThreadNice);
 #endif
 }
+
 /// Whether thread `tid` of this process is runnable (running or waiting for
 /// a core) rather than blocked (a lock, a page read from disk). Linux reads
 /// its state from /proc; elsewhere, or unreadable, it counts as runnable.

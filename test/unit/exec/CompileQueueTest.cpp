@@ -101,6 +101,20 @@ TEST(CompileQueue, GovernorGivesCompilesTheirShareOfABusyMachine) {
 
 size_t parallelism() { return tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism); }
 
+/// A user thread that keeps TBB's threads busy with parallel loops until
+/// `stop` is set.
+std::thread busyTbbUser(std::atomic<bool>& stop) {
+  return std::thread([&stop] {
+    using Clock = std::chrono::steady_clock;
+    while (!stop.load(std::memory_order_relaxed))
+      tbb::parallel_for(0, 64, [](int) {
+        const Clock::time_point until = Clock::now() + std::chrono::microseconds(200);
+        while (Clock::now() < until) {
+        }
+      });
+  });
+}
+
 // The user's threads are TBB's, busy with parallel loops on every core: the
 // governor takes the compile's share in spells during which the user's TBB
 // parallelism is one lower (a preempted TBB thread would stall the whole
@@ -110,14 +124,7 @@ TEST(CompileQueue, GovernorTakesItsShareInSpellsOfACoreHeldBack) {
   const size_t before = parallelism();
   if (before < 2) GTEST_SKIP() << "one thread for TBB: no core to hold back";
   std::atomic<bool> stop{false};
-  std::thread user([&] {
-    while (!stop.load(std::memory_order_relaxed))
-      tbb::parallel_for(0, 64, [](int) {
-        const Clock::time_point until = Clock::now() + std::chrono::microseconds(200);
-        while (Clock::now() < until) {
-        }
-      });
-  });
+  std::thread user = busyTbbUser(stop);
   const uint64_t changesBefore = compilePartitionChanges();
   CompileQueue queue(1, 25);
   std::chrono::nanoseconds jobCpu{0};
@@ -147,17 +154,9 @@ TEST(CompileQueue, GovernorTakesItsShareInSpellsOfACoreHeldBack) {
 // spell however far below its share it falls: a core held for it would idle
 // while the user's threads wait for it.
 TEST(CompileQueue, ABlockedCompileHoldsNoCore) {
-  using Clock = std::chrono::steady_clock;
   if (parallelism() < 2) GTEST_SKIP() << "one thread for TBB: no core to hold back";
   std::atomic<bool> stop{false};
-  std::thread user([&] {
-    while (!stop.load(std::memory_order_relaxed))
-      tbb::parallel_for(0, 64, [](int) {
-        const Clock::time_point until = Clock::now() + std::chrono::microseconds(200);
-        while (Clock::now() < until) {
-        }
-      });
-  });
+  std::thread user = busyTbbUser(stop);
   CompileQueue queue(1, 25);
   // Starved, the job gets spells to start in and to go on after its sleep
   // (it is runnable then); none while it sleeps.
