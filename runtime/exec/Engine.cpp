@@ -440,12 +440,19 @@ void Engine::recompileFull(const trace::Trace& trace, const std::vector<uint8_t>
       JobRank::Upgrade);
 }
 
+namespace {
+/// The interpreted runs of `profile` that its moving average holds (the
+/// untimed ones left out: TieringPolicy.h).
+uint32_t timedRuns(const TraceProfile& profile) {
+  return profile.interpretedSamples > kUntimedRuns ? profile.interpretedSamples - kUntimedRuns : 0;
+}
+}  // namespace
+
 CompilePriority Engine::compilePriorityLocked(const TraceProfile& profile) const {
   if (settings().compile_share == 0) return CompilePriority::Background;  // no compile ever takes a core
   TraceCompileFacts facts;
   facts.runs = profile.runs;
-  facts.interpretedMs =
-      profile.interpretedSamples >= kUntimedRuns + kTimedRunsForCostModel ? profile.interpretedMs : 0;
+  facts.interpretedMs = timedRuns(profile) >= kTimedRunsForCostModel ? profile.interpretedMs : 0;
   facts.estimatedCompileMs = compileCost_.estimateMs(profile.ops);
   return decideCompilePriority(facts);
 }
@@ -730,7 +737,7 @@ void Engine::run(const trace::Trace& trace, TraceResult& out, trace::TraceKey& t
         profile->urgentCompile = urgent;
         if (urgent) c.urgentCompiles.fetch_add(1, std::memory_order_relaxed);
         effort = chooseCodegenEffort(compileCost_.estimateMs(profile->ops), true, quickCodegenFromMs_.load());
-        const uint32_t timed = profile->interpretedSamples > kUntimedRuns ? profile->interpretedSamples - kUntimedRuns : 0;
+        const uint32_t timed = timedRuns(*profile);
         const char* priority = urgent                           ? "urgent (a core of its own)"
                                : settings().compile_share == 0 ? "at the lowest priority"
                                                                : "at the lowest priority and a bounded share of a core";
