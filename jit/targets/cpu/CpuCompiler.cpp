@@ -23,6 +23,7 @@
 #include "jit/targets/cpu/CodegenGate.h"
 #include "jit/targets/cpu/CpuTransforms.h"
 #include "jit/targets/cpu/DynamicKernel.h"
+#include "jit/targets/cpu/FirstLaneScalars.h"
 #include "jit/targets/cpu/HostTarget.h"
 #include "jit/targets/cpu/ModulePartition.h"
 #include "jit/targets/cpu/Passes.h"
@@ -544,6 +545,7 @@ class CpuCompiler final : public TargetPipeline {
     registerBoolBytesPasses(pb);
     registerStreamingStorePasses(pb);
     registerPrefetchPasses(pb);
+    registerFirstLaneScalarPasses(pb);
     registerX86VectorIdiomPasses(pb);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);

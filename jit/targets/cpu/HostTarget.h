@@ -104,14 +104,15 @@ inline constexpr int64_t kSerialPartOps = 400;
 /// StreamingStores.h; kiln-hide/restore-prefetches: NextRowPrefetch.h
 /// (hidden for the vectoriser only: the earlier passes know llvm.prefetch,
 /// while the marker, which may not return, would keep LICM from hoisting
-/// what follows it); kiln-x86-vector-idioms (after the vectoriser, which
-/// makes the vectors it rewrites): X86VectorIdioms.h; kiln-bool-bytes (bool
-/// elements as bytes, which the vectoriser widens): BoolBytes.h.
+/// what follows it); kiln-first-lane-scalars: FirstLaneScalars.h;
+/// kiln-x86-vector-idioms (after the vectoriser, which makes the vectors it
+/// rewrites): X86VectorIdioms.h; kiln-bool-bytes (bool elements as bytes,
+/// which the vectoriser widens): BoolBytes.h.
 inline constexpr const char *kKernelPassPipeline =
     "cgscc(inline,function(kiln-hide-nontemporal,sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
     "loop-mssa(licm),loop-rotate)),"
-    "function(kiln-bool-bytes,kiln-hide-prefetches,loop-vectorize,kiln-restore-prefetches,kiln-x86-vector-idioms,"
-    "instcombine<no-verify-fixpoint>,simplifycfg,kiln-restore-nontemporal),"
+    "function(kiln-bool-bytes,kiln-hide-prefetches,loop-vectorize,kiln-restore-prefetches,kiln-first-lane-scalars,"
+    "kiln-x86-vector-idioms,instcombine<no-verify-fixpoint>,simplifycfg,kiln-restore-nontemporal),"
     "kiln-align-streaming-stores,globaldce";
 
 /// Whether a CPU with `features` (LLVM's "+name,-name" list) has AVX-512F:

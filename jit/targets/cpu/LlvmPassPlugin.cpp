@@ -1,13 +1,14 @@
 //===- LlvmPassPlugin.cpp - Kiln's LLVM passes for LLVM's opt -------------===//
 //
 // Kiln's own LLVM IR passes (BoolBytes.h, StreamingStores.h, NextRowPrefetch.h,
-// X86VectorIdioms.h) as an `opt` pass plugin, so that their lit tests run them
+// FirstLaneScalars.h, X86VectorIdioms.h) as an `opt` pass plugin, so that their lit tests run them
 // alone on IR written for the test:
 //   opt -load-pass-plugin=libkiln_llvm_passes.so -passes=kiln-align-streaming-stores
 //
 //===----------------------------------------------------------------------===//
 
 #include "jit/targets/cpu/BoolBytes.h"
+#include "jit/targets/cpu/FirstLaneScalars.h"
 #include "jit/targets/cpu/NextRowPrefetch.h"
 #include "jit/targets/cpu/StreamingStores.h"
 #include "jit/targets/cpu/X86VectorIdioms.h"
@@ -21,6 +22,7 @@ extern "C" LLVM_ATTRIBUTE_WEAK llvm::PassPluginLibraryInfo llvmGetPassPluginInfo
             kiln::jit::cpu::registerBoolBytesPasses(pb);
             kiln::jit::cpu::registerStreamingStorePasses(pb);
             kiln::jit::cpu::registerPrefetchPasses(pb);
+            kiln::jit::cpu::registerFirstLaneScalarPasses(pb);
             kiln::jit::cpu::registerX86VectorIdiomPasses(pb);
           }};
 }

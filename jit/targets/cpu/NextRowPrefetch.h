@@ -11,6 +11,12 @@
 // made it slower (0.80-0.95 ms: they queue for fill buffers ahead of the
 // pass's own loads).
 //
+// On Zen 5 (EPYC, 2 threads, softmax [4096, 1024] in L3) the prefetch
+// paid only once the vectoriser's widened induction it indexes by was
+// computed in scalars (FirstLaneScalars.h): 0.44 ms without it, 0.49-0.51
+// with it and the vector induction, 0.43 with scalar first lanes; layer_norm
+// 0.27 ms without, 0.23-0.24 with.
+//
 // The kernel gets `memref.prefetch` ops here. LLVM's loop vectoriser does
 // not vectorise a loop with a call to llvm.prefetch, so the LLVM pipeline
 // hides each one behind a call to a marker with vector variants (one

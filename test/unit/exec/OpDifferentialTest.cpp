@@ -935,6 +935,26 @@ Tensor signedZeroRows(DType t, int64_t rows, int64_t cols) {
   return t == DType::f32 ? both : cast(both, t);
 }
 
+/// Rows of finite values with one NaN each, at a column that moves with the
+/// row (every vector lane, the interleaved accumulators and the scalar
+/// tail), but for every fourth row, which has none; and a row of -inf and
+/// one of +inf (last). The compiled max and min keep NaN out of the loop's
+/// vectors and put it back after (X86VectorIdioms.h): each place a NaN
+/// can be met must still give NaN.
+Tensor oneNaNRows(DType t, int64_t rows, int64_t cols) {
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      float x = static_cast<float>((r * 31 + c * 17) % 23) * 0.25f - 2.5f;
+      if (r % 4 != 3 && c == (r * 3) % cols) x = NAN;
+      if (r == rows - 2) x = -INFINITY;
+      if (r == rows - 1) x = INFINITY;
+      v[static_cast<size_t>(r * cols + c)] = x;
+    }
+  Tensor x = from_vector(v, {rows, cols});
+  return t == DType::f32 ? x : cast(x, t);
+}
+
 // Softmax and layer_norm rows run as one parallel loop whose temporaries are
 // row buffers on the stack, with vectorised IEEE max/min: rows longer than a
 // vector with tails, enough rows to run in parallel, special values (NaN and
@@ -948,7 +968,8 @@ TEST(OpDifferential, RowKernels) {
                                                   softmax(in.make(t, {24, 70})), softmax(in.make(t, {40, 6})),
                                                   log_softmax(in.make(t, {64, 33})),
                                                   // rows of >= 1 KiB: the next row prefetched (NextRowPrefetch.h)
-                                                  softmax(in.make(t, {40, 1030})), log_softmax(in.make(t, {9, 1100}))};
+                                                  softmax(in.make(t, {40, 1030})), log_softmax(in.make(t, {9, 1100})),
+                                                  softmax(oneNaNRows(t, 90, 300)), log_softmax(oneNaNRows(t, 20, 1030))};
                      }});
     cases.push_back({nameOf("layer_norm rows", {t}), kComposite, [=](InputMaker& in) {
                        return std::vector<Tensor>{layer_norm(in.make(t, {256, 300}, Values::Plain)),
@@ -961,8 +982,10 @@ TEST(OpDifferential, RowKernels) {
     cases.push_back({nameOf("max/min rows", {t}), kExactSigned, [=](InputMaker& in) {
                        Tensor x = in.make(t, {33, 70});
                        Tensor z = signedZeroRows(t, 12, 37);
-                       return std::vector<Tensor>{max(x, {1}), min(x, {1}, true), max(x, {0}),
-                                                  max(z, {1}), min(z, {1}), max(z, {0}), min(z)};
+                       Tensor n = oneNaNRows(t, 90, 300), m = oneNaNRows(t, 33, 83);
+                       return std::vector<Tensor>{max(x, {1}), min(x, {1}, true), max(x, {0}), max(z, {1}),
+                                                  min(z, {1}), max(z, {0}),       min(z),      max(n, {1}),
+                                                  min(n, {1}), max(n, {0}),       max(m, {1}), min(m)};
                      }});
     cases.push_back({nameOf("softmax/layer_norm empty", {t}), kComposite,
                      [=](InputMaker& in) {

@@ -69,7 +69,116 @@ define <8 x float> @avx2(<8 x float> %a, <8 x float> %b) #1 {
   ret <8 x float> %e
 }
 
+; A loop's max reduction: vrange alone on the carried chain, a mask of the
+; lanes that met no NaN (and-ed with each step's ordered compare), and NaN
+; put back after the loop, where the exit's LCSSA phi is read.
+; CHECK-LABEL: define <16 x float> @rowMax(
+; CHECK: body:
+; CHECK: %acc.ordered = phi <16 x i1> [ splat (i1 true), %entry ], [ %acc.ordered.next, %body ]
+; CHECK: %m = call <16 x float> @llvm.x86.avx512.mask.range.ps.512(<16 x float> %acc, <16 x float> %x, i32 5, <16 x float> poison, i16 -1, i32 4)
+; CHECK-NEXT: %[[O:.*]] = fcmp ord <16 x float> %x, %x
+; CHECK-NEXT: %acc.ordered.next = and <16 x i1> %acc.ordered, %[[O]]
+; CHECK-NOT: fadd
+; CHECK: exit:
+; CHECK-NEXT: %m.lcssa = phi <16 x float> [ %m, %body ]
+; CHECK-NEXT: %[[F:.*]] = select <16 x i1> %acc.ordered.next, <16 x float> %m.lcssa, <16 x float> splat (float 0x7FF8000000000000)
+; CHECK-NEXT: ret <16 x float> %[[F]]
+define <16 x float> @rowMax(ptr %p) #0 {
+entry:
+  br label %body
+body:
+  %i = phi i64 [ 0, %entry ], [ %i.next, %body ]
+  %acc = phi <16 x float> [ splat (float 0xFFF0000000000000), %entry ], [ %m, %body ]
+  %q = getelementptr float, ptr %p, i64 %i
+  %x = load <16 x float>, ptr %q, align 4
+  %m = call <16 x float> @llvm.maximum.v16f32(<16 x float> %acc, <16 x float> %x)
+  %i.next = add i64 %i, 16
+  %done = icmp eq i64 %i.next, 1024
+  br i1 %done, label %exit, label %body
+exit:
+  %m.lcssa = phi <16 x float> [ %m, %body ]
+  ret <16 x float> %m.lcssa
+}
+
+; A min reduction whose start may be NaN (an argument): the mask starts as
+; the start's ordered lanes; the use after the loop reads the step itself.
+; CHECK-LABEL: define <8 x double> @rowMin(
+; CHECK: %[[S:.*]] = fcmp ord <8 x double> %start, %start
+; CHECK: %acc.ordered = phi <8 x i1> [ %[[S]], %entry ], [ %acc.ordered.next, %body ]
+; CHECK: %m = call <8 x double> @llvm.x86.avx512.mask.range.pd.512(<8 x double> %acc, <8 x double> %x, i32 4,
+; CHECK: exit:
+; CHECK-NEXT: %m.fixed = select <8 x i1> %acc.ordered.next, <8 x double> %m, <8 x double> splat (double 0x7FF8000000000000)
+; CHECK-NEXT: ret <8 x double> %m.fixed
+define <8 x double> @rowMin(ptr %p, <8 x double> %start) #0 {
+entry:
+  br label %body
+body:
+  %i = phi i64 [ 0, %entry ], [ %i.next, %body ]
+  %acc = phi <8 x double> [ %start, %entry ], [ %m, %body ]
+  %q = getelementptr double, ptr %p, i64 %i
+  %x = load <8 x double>, ptr %q, align 8
+  %m = call <8 x double> @llvm.minimum.v8f64(<8 x double> %x, <8 x double> %acc)
+  %i.next = add i64 %i, 8
+  %done = icmp eq i64 %i.next, 1024
+  br i1 %done, label %exit, label %body
+exit:
+  ret <8 x double> %m
+}
+
+; The accumulator read elsewhere in the loop is no reduction of this form:
+; the step keeps its NaN select.
+; CHECK-LABEL: define <16 x float> @accReadInLoop(
+; CHECK: call <16 x float> @llvm.x86.avx512.mask.range.ps.512
+; CHECK: fcmp uno <16 x float> %acc, %x
+; CHECK-NOT: phi <16 x i1>
+define <16 x float> @accReadInLoop(ptr %p) #0 {
+entry:
+  br label %body
+body:
+  %i = phi i64 [ 0, %entry ], [ %i.next, %body ]
+  %acc = phi <16 x float> [ splat (float 0xFFF0000000000000), %entry ], [ %m, %body ]
+  %q = getelementptr float, ptr %p, i64 %i
+  %x = load <16 x float>, ptr %q, align 4
+  store <16 x float> %acc, ptr %q, align 4
+  %m = call <16 x float> @llvm.maximum.v16f32(<16 x float> %acc, <16 x float> %x)
+  %i.next = add i64 %i, 16
+  %done = icmp eq i64 %i.next, 1024
+  br i1 %done, label %exit, label %body
+exit:
+  ret <16 x float> %m
+}
+
+; The horizontal step: vrange of halves down to 128 bits, then of the
+; upper live lanes within them, and NaN where any lane is NaN.
+; CHECK-LABEL: define float @reduceMax(
+; CHECK: %[[U:.*]] = fcmp uno <16 x float> %v, %v
+; CHECK-NEXT: %[[ANY:.*]] = call i1 @llvm.vector.reduce.or.v16i1(<16 x i1> %[[U]])
+; CHECK: call <8 x float> @llvm.x86.avx512.mask.range.ps.256(<8 x float> %{{.*}}, <8 x float> %{{.*}}, i32 5, <8 x float> poison, i8 -1)
+; CHECK: call <4 x float> @llvm.x86.avx512.mask.range.ps.128(<4 x float> %{{.*}}, <4 x float> %{{.*}}, i32 5,
+; CHECK: shufflevector <4 x float> %{{.*}}, <4 x float> poison, <4 x i32> <i32 2, i32 3, i32 2, i32 3>
+; CHECK: shufflevector <4 x float> %{{.*}}, <4 x float> poison, <4 x i32> <i32 1, i32 1, i32 1, i32 1>
+; CHECK: %[[L:.*]] = extractelement <4 x float> %{{.*}}, i64 0
+; CHECK-NEXT: %r = select i1 %[[ANY]], float 0x7FF8000000000000, float %[[L]]
+; CHECK-NOT: llvm.vector.reduce.fmaximum
+define float @reduceMax(<16 x float> %v) #0 {
+  %r = call float @llvm.vector.reduce.fmaximum.v16f32(<16 x float> %v)
+  ret float %r
+}
+
+; f64 min of 4 lanes: one 256 -> 128 halving, then one in-register step.
+; CHECK-LABEL: define double @reduceMin4(
+; CHECK: call <2 x double> @llvm.x86.avx512.mask.range.pd.128(<2 x double> %{{.*}}, <2 x double> %{{.*}}, i32 4,
+; CHECK: shufflevector <2 x double> %{{.*}}, <2 x double> poison, <2 x i32> <i32 1, i32 1>
+; CHECK: select i1
+define double @reduceMin4(<4 x double> %v) #0 {
+  %r = call double @llvm.vector.reduce.fminimum.v4f64(<4 x double> %v)
+  ret double %r
+}
+
 declare <16 x float> @llvm.maximum.v16f32(<16 x float>, <16 x float>)
+declare <8 x double> @llvm.minimum.v8f64(<8 x double>, <8 x double>)
+declare float @llvm.vector.reduce.fmaximum.v16f32(<16 x float>)
+declare double @llvm.vector.reduce.fminimum.v4f64(<4 x double>)
 declare <8 x double> @llvm.maximum.v8f64(<8 x double>, <8 x double>)
 declare <4 x double> @llvm.minimum.v4f64(<4 x double>, <4 x double>)
 declare <8 x float> @llvm.maximum.v8f32(<8 x float>, <8 x float>)
