@@ -77,7 +77,13 @@ std::string_view verdictName(RegionVerdict verdict);
 // transformer bench's 2-thread step), but for a much shorter time. One
 // whose payback lies beyond the runs seen so far keeps its share until the
 // trace has run about as often as its payback needs: a trace seen n times
-// is expected to be seen about n more times.
+// is expected to be seen about n more times. That breaks the 1.1x bound on
+// a step for the steps the urgent compile then runs beside (the transformer
+// bench on a loaded 2-core Zen 5: urgent after ~135 steps, its ~15 steps
+// to the kernel at 1.4-1.7x), but a compile kept at its share to the end
+// did not finish within 200 steps there: the first 200 steps took 1.14-1.18x
+// their interpreted time, against 1.00-1.08x with the escalation (6
+// alternating rounds, 8d3c2b1's A/B).
 
 /// Interpreted runs of a trace the cost model ignores: the first is cold
 /// (its buffers' first touch, the GEMM's packing space, the tuner's first
