@@ -83,7 +83,7 @@ std::string_view verdictName(RegionVerdict verdict);
 // to the kernel at 1.4-1.7x), but a compile kept at its share to the end
 // did not finish within 200 steps there: the first 200 steps took 1.14-1.18x
 // their interpreted time, against 1.00-1.08x with the escalation (6
-// alternating rounds, 8d3c2b1's A/B).
+// alternating rounds at 8480412, the rule removed against kept).
 
 /// Interpreted runs of a trace the cost model ignores: the first is cold
 /// (its buffers' first touch, the GEMM's packing space, the tuner's first
