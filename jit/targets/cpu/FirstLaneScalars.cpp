@@ -4,11 +4,11 @@
 #include "jit/targets/cpu/LlvmPassRegistration.h"
 
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Analysis/VectorUtils.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/PassManager.h"
+#include "llvm/IR/ValueHandle.h"
 #include "llvm/Passes/PassBuilder.h"
 
 namespace kiln::jit::cpu {
@@ -18,24 +18,32 @@ namespace {
 /// after the vector it stands for (so it dominates whatever that vector
 /// dominates), from: constants, splats, phis of two such values (the
 /// inductions of loop headers), and adds, subtractions, multiplies, shifts
-/// left and GEPs of those.
+/// left and GEPs of those. Whether a value has such a lane 0 is decided for
+/// all it reads before anything is built (`computable`), so a value that
+/// has none leaves the IR as it was.
 class FirstLanes {
  public:
   /// The scalar of lane 0 of `value`, or null where it is not one of the
   /// above.
   llvm::Value *of(llvm::Value *value) {
-    if (auto it = known_.find(value); it != known_.end())
-      return it->second;
-    llvm::Value *lane = compute(value);
-    known_[value] = lane;
-    return lane;
+    if (llvm::Value *lane = memo(value))
+      return lane;
+    llvm::DenseMap<llvm::Value *, Visit> visits;
+    int budget = kMaxVisits;
+    if (!computable(value, visits, budget))
+      return nullptr;
+    return build(value);
   }
 
   /// Whether a scalar recurrence was made (a phi, whatever else changed).
   bool madeRecurrences() const { return madeRecurrences_; }
 
  private:
-  static constexpr int kMaxDepth = 16;
+  /// Values one decision may visit: a kernel's index arithmetic is a few
+  /// dozen; this bounds the work on anything else.
+  static constexpr int kMaxVisits = 256;
+
+  enum class Visit : uint8_t { InProgress, Yes, No };
 
   /// The integer operations built on lanes 0.
   static bool lanewise(const llvm::BinaryOperator *binary) {
@@ -57,87 +65,88 @@ class FirstLanes {
     return llvm::getSplatValue(value);
   }
 
-  llvm::Value *compute(llvm::Value *value) {
-    if (llvm::Value *lane = uniform(value))
-      return lane;
-    if (auto *phi = llvm::dyn_cast<llvm::PHINode>(value))
-      return recurrence(phi);
-    auto *inst = llvm::dyn_cast<llvm::Instruction>(value);
-    if (!inst || inst->isTerminator())
-      return nullptr;
-    if (auto *binary = llvm::dyn_cast<llvm::BinaryOperator>(inst)) {
-      if (!lanewise(binary))
-        return nullptr;
-      llvm::Value *lhs = of(binary->getOperand(0)), *rhs = of(binary->getOperand(1));
-      if (!lhs || !rhs)
-        return nullptr;
-      llvm::IRBuilder<> b(binary->getNextNode());
-      llvm::Value *lane = b.CreateBinOp(binary->getOpcode(), lhs, rhs, binary->getName() + ".lane0");
-      if (auto *laneInst = llvm::dyn_cast<llvm::Instruction>(lane))
-        laneInst->copyIRFlags(binary);
-      return lane;
-    }
-    if (auto *gep = llvm::dyn_cast<llvm::GetElementPtrInst>(inst)) {
-      auto scalarOf = [&](llvm::Value *operand) -> llvm::Value * {
-        return operand->getType()->isVectorTy() ? of(operand) : operand;
-      };
-      llvm::Value *base = scalarOf(gep->getPointerOperand());
-      llvm::SmallVector<llvm::Value *> indices;
-      for (llvm::Value *index : gep->indices())
-        indices.push_back(scalarOf(index));
-      if (!base || llvm::is_contained(indices, nullptr))
-        return nullptr;
-      llvm::IRBuilder<> b(gep->getNextNode());
-      return b.CreateGEP(gep->getSourceElementType(), base, indices, gep->getName() + ".lane0",
-                         gep->getNoWrapFlags());
-    }
-    return nullptr;
+  /// The lane already built for `value` (a handle: an extract replaced
+  /// since, say the scalar a splat was made of, is followed to its
+  /// replacement).
+  llvm::Value *memo(llvm::Value *value) const {
+    auto it = known_.find(value);
+    return it == known_.end() ? nullptr : static_cast<llvm::Value *>(it->second);
   }
 
-  /// Whether lane 0 of `value` is one of the forms `compute` builds, with
-  /// the phis of `assumed` taken as computable (a recurrence through them).
-  static bool computable(llvm::Value *value, llvm::SmallPtrSetImpl<llvm::PHINode *> &assumed, int depth = 0) {
-    if (depth > kMaxDepth)
-      return false;
-    if (uniform(value))
+  /// Whether lane 0 of `value` is one of the forms `build` makes. Each value
+  /// is visited once: a phi met again on a cycle counts as computable (its
+  /// lane is the recurrence being decided), any other value met again on a
+  /// cycle (only unreachable code has such) does not; at most `budget`
+  /// values in all.
+  bool computable(llvm::Value *value, llvm::DenseMap<llvm::Value *, Visit> &visits, int &budget) {
+    if (memo(value) || uniform(value))
       return true;
-    if (auto *phi = llvm::dyn_cast<llvm::PHINode>(value)) {
-      if (assumed.contains(phi))
-        return true;
-      if (phi->getNumIncomingValues() != 2)
-        return false;
-      assumed.insert(phi);
-      return computable(phi->getIncomingValue(0), assumed, depth + 1) &&
-             computable(phi->getIncomingValue(1), assumed, depth + 1);
-    }
-    if (auto *binary = llvm::dyn_cast<llvm::BinaryOperator>(value))
-      return lanewise(binary) && computable(binary->getOperand(0), assumed, depth + 1) &&
-             computable(binary->getOperand(1), assumed, depth + 1);
-    if (auto *gep = llvm::dyn_cast<llvm::GetElementPtrInst>(value))
-      return llvm::all_of(gep->operands(), [&](llvm::Value *operand) {
-        return !operand->getType()->isVectorTy() || computable(operand, assumed, depth + 1);
+    if (auto it = visits.find(value); it != visits.end())
+      return it->second == Visit::Yes || (it->second == Visit::InProgress && llvm::isa<llvm::PHINode>(value));
+    if (--budget < 0)
+      return false;
+    visits[value] = Visit::InProgress;
+    bool yes = false;
+    auto operandsComputable = [&](auto &&operands) {
+      return llvm::all_of(operands, [&](llvm::Value *operand) {
+        return !operand->getType()->isVectorTy() || computable(operand, visits, budget);
       });
-    return false;
+    };
+    if (auto *phi = llvm::dyn_cast<llvm::PHINode>(value))
+      yes = phi->getNumIncomingValues() == 2 && operandsComputable(phi->incoming_values());
+    else if (auto *binary = llvm::dyn_cast<llvm::BinaryOperator>(value))
+      yes = lanewise(binary) && computable(binary->getOperand(0), visits, budget) &&
+            computable(binary->getOperand(1), visits, budget);
+    else if (auto *gep = llvm::dyn_cast<llvm::GetElementPtrInst>(value))
+      yes = operandsComputable(gep->operands());
+    visits[value] = yes ? Visit::Yes : Visit::No;
+    return yes;
   }
 
-  /// A phi of two incoming vectors (a loop's induction, as the vectoriser
-  /// widens it: [<0, 1, ...>, preheader], [phi + steps, latch]): the scalar
-  /// phi of their lanes 0. Operations are lane by lane, so lane 0 of the
-  /// recurrence is the recurrence of lanes 0.
-  llvm::Value *recurrence(llvm::PHINode *phi) {
-    llvm::SmallPtrSet<llvm::PHINode *, 4> assumed;
-    if (!computable(phi, assumed))
-      return nullptr;
-    llvm::Type *laneType = llvm::cast<llvm::VectorType>(phi->getType())->getElementType();
-    auto *lane = llvm::PHINode::Create(laneType, 2, phi->getName() + ".lane0", phi->getIterator());
-    known_[phi] = lane;  // before the incoming values' lanes, which may read it
-    for (unsigned i = 0; i < 2; ++i)
-      lane->addIncoming(of(phi->getIncomingValue(i)), phi->getIncomingBlock(i));
-    madeRecurrences_ = true;
+  /// Lane 0 of a value `computable` accepted (or one that value reads).
+  llvm::Value *build(llvm::Value *value) {
+    if (llvm::Value *lane = memo(value))
+      return lane;
+    llvm::Value *lane = uniform(value);
+    if (!lane) {
+      if (auto *phi = llvm::dyn_cast<llvm::PHINode>(value)) {
+        // The phi of the incoming values' lanes 0; made first, so that the
+        // lanes of the values on its cycle read it.
+        auto *scalar = llvm::PHINode::Create(llvm::cast<llvm::VectorType>(phi->getType())->getElementType(), 2,
+                                             phi->getName() + ".lane0", phi->getIterator());
+        known_[phi] = scalar;
+        for (unsigned i = 0; i < 2; ++i)
+          scalar->addIncoming(build(phi->getIncomingValue(i)), phi->getIncomingBlock(i));
+        madeRecurrences_ = true;
+        return scalar;
+      }
+      auto *inst = llvm::cast<llvm::Instruction>(value);
+      llvm::IRBuilder<> b(inst->getNextNode());
+      if (auto *binary = llvm::dyn_cast<llvm::BinaryOperator>(inst)) {
+        llvm::Value *lhs = build(binary->getOperand(0)), *rhs = build(binary->getOperand(1));
+        b.SetInsertPoint(inst->getNextNode());
+        lane = b.CreateBinOp(binary->getOpcode(), lhs, rhs, binary->getName() + ".lane0");
+        if (auto *laneInst = llvm::dyn_cast<llvm::Instruction>(lane))
+          laneInst->copyIRFlags(binary);
+      } else {
+        auto *gep = llvm::cast<llvm::GetElementPtrInst>(inst);
+        auto scalarOf = [&](llvm::Value *operand) {
+          return operand->getType()->isVectorTy() ? build(operand) : operand;
+        };
+        llvm::Value *base = scalarOf(gep->getPointerOperand());
+        llvm::SmallVector<llvm::Value *> indices;
+        for (llvm::Value *index : gep->indices())
+          indices.push_back(scalarOf(index));
+        b.SetInsertPoint(inst->getNextNode());
+        lane = b.CreateGEP(gep->getSourceElementType(), base, indices, gep->getName() + ".lane0",
+                           gep->getNoWrapFlags());
+      }
+    }
+    known_[value] = lane;
     return lane;
   }
 
-  llvm::DenseMap<llvm::Value *, llvm::Value *> known_;
+  llvm::DenseMap<llvm::Value *, llvm::WeakTrackingVH> known_;
   bool madeRecurrences_ = false;
 };
 
@@ -154,16 +163,23 @@ struct FirstLaneScalars : llvm::PassInfoMixin<FirstLaneScalars> {
     for (llvm::Instruction &inst : llvm::instructions(fn))
       if (auto *extract = llvm::dyn_cast<llvm::ExtractElementInst>(&inst); extract && extractsFirstLane(extract))
         extracts.push_back(extract);
+    // Lanes first, then the replacements, through handles: a lane may be an
+    // extract replaced meanwhile (the scalar of a splat).
     FirstLanes lanes;
+    llvm::SmallVector<std::pair<llvm::ExtractElementInst *, llvm::WeakTrackingVH>> replacements;
+    for (llvm::ExtractElementInst *extract : extracts)
+      if (llvm::Value *lane = lanes.of(extract->getVectorOperand()))
+        replacements.emplace_back(extract, lane);
     bool changed = false;
-    for (llvm::ExtractElementInst *extract : extracts) {
-      llvm::Value *lane = lanes.of(extract->getVectorOperand());
-      if (!lane)
+    for (auto &[extract, lane] : replacements) {
+      if (!lane || lane == extract)
         continue;
       extract->replaceAllUsesWith(lane);
-      extract->eraseFromParent();
       changed = true;
     }
+    for (auto &[extract, lane] : replacements)
+      if (extract->use_empty())
+        extract->eraseFromParent();
     if (!changed && !lanes.madeRecurrences())
       return llvm::PreservedAnalyses::all();
     llvm::PreservedAnalyses kept;

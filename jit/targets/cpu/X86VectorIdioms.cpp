@@ -116,7 +116,7 @@ void rewriteMinMax(llvm::IntrinsicInst *call) {
 /// maximum(acc, x)` (or minimum, either operand order), where `acc` is a
 /// phi of the loop's header whose only user is the step, fed back from the
 /// latch, and the step's other users lie after the loop. The loop leaves
-/// through its latch into a block entered from there alone.
+/// through its latch into a block entered by that one edge alone.
 struct MinMaxReduction {
   llvm::Loop *loop;
   llvm::PHINode *acc;
@@ -129,8 +129,10 @@ bool matchReduction(llvm::IntrinsicInst *step, llvm::LoopInfo &loops, MinMaxRedu
   if (!loop)
     return false;
   llvm::BasicBlock *latch = loop->getLoopLatch(), *exit = loop->getUniqueExitBlock();
+  // One edge into the exit (a switch may have several to one block, each
+  // an incoming value of its phis), and a place to put the selects.
   if (!latch || !loop->getLoopPreheader() || !exit || loop->getExitingBlock() != latch ||
-      exit->getUniquePredecessor() != latch)
+      exit->getSinglePredecessor() != latch || exit->isEHPad() || exit->getFirstInsertionPt() == exit->end())
     return false;
   for (unsigned i : {0u, 1u}) {
     auto *acc = llvm::dyn_cast<llvm::PHINode>(step->getArgOperand(i));

@@ -936,9 +936,9 @@ Tensor signedZeroRows(DType t, int64_t rows, int64_t cols) {
 }
 
 /// Rows of finite values with one NaN each, at a column that moves with the
-/// row (every vector lane, the interleaved accumulators and the scalar
-/// tail), but for every fourth row, which has none; and a row of -inf and
-/// one of +inf (last). The compiled max and min keep NaN out of the loop's
+/// row over the whole row (every vector lane, the interleaved accumulators
+/// and the tail), but for every fourth row, which has none; and a row of
+/// -inf and one of +inf (last). The compiled max and min keep NaN out of the loop's
 /// vectors and put it back after (X86VectorIdioms.h): each place a NaN
 /// can be met must still give NaN.
 Tensor oneNaNRows(DType t, int64_t rows, int64_t cols) {
@@ -946,7 +946,7 @@ Tensor oneNaNRows(DType t, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
       float x = static_cast<float>((r * 31 + c * 17) % 23) * 0.25f - 2.5f;
-      if (r % 4 != 3 && c == (r * 3) % cols) x = NAN;
+      if (r % 4 != 3 && c == (r * 37 + 11) % cols) x = NAN;
       if (r == rows - 2) x = -INFINITY;
       if (r == rows - 1) x = INFINITY;
       v[static_cast<size_t>(r * cols + c)] = x;

@@ -148,6 +148,33 @@ exit:
   ret <16 x float> %m
 }
 
+; A loop that leaves by two edges of a switch into one block (its phi has
+; two incoming values from the latch): no reduction form, the step keeps its
+; NaN select.
+; CHECK-LABEL: define <16 x float> @twoExitEdges(
+; CHECK: fcmp uno <16 x float> %acc, %x
+; CHECK-NOT: phi <16 x i1>
+; CHECK: %m.lcssa = phi <16 x float> [ %m, %body ], [ %m, %body ]
+define <16 x float> @twoExitEdges(ptr %p) #0 {
+entry:
+  br label %body
+body:
+  %i = phi i64 [ 0, %entry ], [ %i.next, %body ]
+  %acc = phi <16 x float> [ splat (float 0xFFF0000000000000), %entry ], [ %m, %body ]
+  %q = getelementptr float, ptr %p, i64 %i
+  %x = load <16 x float>, ptr %q, align 4
+  %m = call <16 x float> @llvm.maximum.v16f32(<16 x float> %acc, <16 x float> %x)
+  %i.next = add i64 %i, 16
+  %t = trunc i64 %i.next to i32
+  switch i32 %t, label %body [
+    i32 1024, label %exit
+    i32 2048, label %exit
+  ]
+exit:
+  %m.lcssa = phi <16 x float> [ %m, %body ], [ %m, %body ]
+  ret <16 x float> %m.lcssa
+}
+
 ; The horizontal step: vrange of halves down to 128 bits, then of the
 ; upper live lanes within them, and NaN where any lane is NaN.
 ; CHECK-LABEL: define float @reduceMax(
