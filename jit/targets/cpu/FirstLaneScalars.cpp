@@ -35,8 +35,8 @@ class FirstLanes {
     return build(value);
   }
 
-  /// Whether a scalar recurrence was made (a phi, whatever else changed).
-  bool madeRecurrences() const { return madeRecurrences_; }
+  /// Whether any scalar was built (the IR changed, whatever was replaced).
+  bool builtAny() const { return builtAny_; }
 
  private:
   /// Values one decision may visit: a kernel's index arithmetic is a few
@@ -117,7 +117,7 @@ class FirstLanes {
         known_[phi] = scalar;
         for (unsigned i = 0; i < 2; ++i)
           scalar->addIncoming(build(phi->getIncomingValue(i)), phi->getIncomingBlock(i));
-        madeRecurrences_ = true;
+        builtAny_ = true;
         return scalar;
       }
       auto *inst = llvm::cast<llvm::Instruction>(value);
@@ -141,13 +141,14 @@ class FirstLanes {
         lane = b.CreateGEP(gep->getSourceElementType(), base, indices, gep->getName() + ".lane0",
                            gep->getNoWrapFlags());
       }
+      builtAny_ = true;
     }
     known_[value] = lane;
     return lane;
   }
 
   llvm::DenseMap<llvm::Value *, llvm::WeakTrackingVH> known_;
-  bool madeRecurrences_ = false;
+  bool builtAny_ = false;
 };
 
 /// Whether `extract` reads lane 0 of a vector of integers or pointers.
@@ -180,7 +181,7 @@ struct FirstLaneScalars : llvm::PassInfoMixin<FirstLaneScalars> {
     for (auto &[extract, lane] : replacements)
       if (extract->use_empty())
         extract->eraseFromParent();
-    if (!changed && !lanes.madeRecurrences())
+    if (!changed && !lanes.builtAny())
       return llvm::PreservedAnalyses::all();
     llvm::PreservedAnalyses kept;
     kept.preserveSet<llvm::CFGAnalyses>();
