@@ -175,6 +175,53 @@ exit:
   ret <16 x float> %m.lcssa
 }
 
+; A reduction step marked nnan needs no NaN mask: vrange alone, no phi.
+; CHECK-LABEL: define <16 x float> @rowMaxNoNaNs(
+; CHECK: %m = call <16 x float> @llvm.x86.avx512.mask.range.ps.512(<16 x float> %acc, <16 x float> %x, i32 5,
+; CHECK-NOT: phi <16 x i1>
+; CHECK-NOT: select
+; CHECK: ret <16 x float> %m
+define <16 x float> @rowMaxNoNaNs(ptr %p) #0 {
+entry:
+  br label %body
+body:
+  %i = phi i64 [ 0, %entry ], [ %i.next, %body ]
+  %acc = phi <16 x float> [ splat (float 0xFFF0000000000000), %entry ], [ %m, %body ]
+  %q = getelementptr float, ptr %p, i64 %i
+  %x = load <16 x float>, ptr %q, align 4
+  %m = call nnan <16 x float> @llvm.maximum.v16f32(<16 x float> %acc, <16 x float> %x)
+  %i.next = add i64 %i, 16
+  %done = icmp eq i64 %i.next, 1024
+  br i1 %done, label %exit, label %body
+exit:
+  ret <16 x float> %m
+}
+
+; A loop that may also leave before its latch (a second exiting block): no
+; single place after it, so the step keeps its NaN select.
+; CHECK-LABEL: define <16 x float> @twoExitingBlocks(
+; CHECK: fcmp uno <16 x float> %acc, %x
+; CHECK-NOT: phi <16 x i1>
+define <16 x float> @twoExitingBlocks(ptr %p, i64 %stop) #0 {
+entry:
+  br label %body
+body:
+  %i = phi i64 [ 0, %entry ], [ %i.next, %latch ]
+  %acc = phi <16 x float> [ splat (float 0xFFF0000000000000), %entry ], [ %m, %latch ]
+  %q = getelementptr float, ptr %p, i64 %i
+  %x = load <16 x float>, ptr %q, align 4
+  %m = call <16 x float> @llvm.maximum.v16f32(<16 x float> %acc, <16 x float> %x)
+  %early = icmp eq i64 %i, %stop
+  br i1 %early, label %exit, label %latch
+latch:
+  %i.next = add i64 %i, 16
+  %done = icmp eq i64 %i.next, 1024
+  br i1 %done, label %exit, label %body
+exit:
+  %r = phi <16 x float> [ %m, %body ], [ %m, %latch ]
+  ret <16 x float> %r
+}
+
 ; The horizontal step: vrange of halves down to 128 bits, then of the
 ; upper live lanes within them, and NaN where any lane is NaN.
 ; CHECK-LABEL: define float @reduceMax(
