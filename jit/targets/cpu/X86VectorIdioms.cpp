@@ -284,28 +284,27 @@ struct X86VectorIdioms : llvm::PassInfoMixin<X86VectorIdioms> {
     llvm::SmallVector<llvm::IntrinsicInst *> minMax, ldexp, reduceMinMax;
     for (llvm::Instruction &inst : llvm::instructions(fn)) {
       auto *call = llvm::dyn_cast<llvm::IntrinsicInst>(&inst);
-      if (!call || !supportedVector(call->getType(), has))
+      if (!call)
         continue;
       switch (call->getIntrinsicID()) {
       case llvm::Intrinsic::maximum:
       case llvm::Intrinsic::minimum:
-        if (has.dq)
+        if (has.dq && supportedVector(call->getType(), has))
           minMax.push_back(call);
         break;
       case llvm::Intrinsic::ldexp:
-        ldexp.push_back(call);
+        if (supportedVector(call->getType(), has))
+          ldexp.push_back(call);
+        break;
+      case llvm::Intrinsic::vector_reduce_fmaximum:
+      case llvm::Intrinsic::vector_reduce_fminimum:
+        // A scalar of a vector: the halves below 512 bits need AVX-512VL.
+        if (has.dq && has.vl && supportedVector(call->getArgOperand(0)->getType(), has))
+          reduceMinMax.push_back(call);
         break;
       default:
         break;
       }
-    }
-    for (llvm::Instruction &inst : llvm::instructions(fn)) {
-      auto *call = llvm::dyn_cast<llvm::IntrinsicInst>(&inst);
-      if (call && has.dq && has.vl &&
-          (call->getIntrinsicID() == llvm::Intrinsic::vector_reduce_fmaximum ||
-           call->getIntrinsicID() == llvm::Intrinsic::vector_reduce_fminimum) &&
-          supportedVector(call->getArgOperand(0)->getType(), has))
-        reduceMinMax.push_back(call);
     }
     bool changed = !minMax.empty() || !reduceMinMax.empty();
     llvm::LoopInfo *loops = minMax.empty() ? nullptr : &analyses.getResult<llvm::LoopAnalysis>(fn);
