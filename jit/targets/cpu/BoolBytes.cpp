@@ -45,9 +45,7 @@ struct BoolBytes : llvm::PassInfoMixin<BoolBytes> {
       }
       inst->eraseFromParent();
     }
-    llvm::PreservedAnalyses kept;
-    kept.preserveSet<llvm::CFGAnalyses>();
-    return kept;
+    return keptAnalyses(/*changed=*/true);
   }
 };
 

@@ -121,10 +121,9 @@ class FirstLanes {
         return scalar;
       }
       auto *inst = llvm::cast<llvm::Instruction>(value);
-      llvm::IRBuilder<> b(inst->getNextNode());
       if (auto *binary = llvm::dyn_cast<llvm::BinaryOperator>(inst)) {
         llvm::Value *lhs = build(binary->getOperand(0)), *rhs = build(binary->getOperand(1));
-        b.SetInsertPoint(inst->getNextNode());
+        llvm::IRBuilder<> b(inst->getNextNode());
         lane = b.CreateBinOp(binary->getOpcode(), lhs, rhs, binary->getName() + ".lane0");
         if (auto *laneInst = llvm::dyn_cast<llvm::Instruction>(lane))
           laneInst->copyIRFlags(binary);
@@ -137,7 +136,7 @@ class FirstLanes {
         llvm::SmallVector<llvm::Value *> indices;
         for (llvm::Value *index : gep->indices())
           indices.push_back(scalarOf(index));
-        b.SetInsertPoint(inst->getNextNode());
+        llvm::IRBuilder<> b(inst->getNextNode());
         lane = b.CreateGEP(gep->getSourceElementType(), base, indices, gep->getName() + ".lane0",
                            gep->getNoWrapFlags());
       }
@@ -181,11 +180,7 @@ struct FirstLaneScalars : llvm::PassInfoMixin<FirstLaneScalars> {
     for (auto &[extract, lane] : replacements)
       if (extract->use_empty())
         extract->eraseFromParent();
-    if (!changed && !lanes.builtAny())
-      return llvm::PreservedAnalyses::all();
-    llvm::PreservedAnalyses kept;
-    kept.preserveSet<llvm::CFGAnalyses>();
-    return kept;
+    return keptAnalyses(changed || lanes.builtAny());
   }
 };
 

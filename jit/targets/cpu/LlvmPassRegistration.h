@@ -2,7 +2,8 @@
 //
 // Kiln's own LLVM IR passes are run by name (kKernelPassPipeline, HostTarget.h,
 // and `opt` in their lit tests, LlvmPassPlugin.cpp): each is registered with a
-// PassBuilder's pipeline parser under its name.
+// PassBuilder's pipeline parser under its name. keptAnalyses: what those
+// that rewrite instructions but no branch report as kept.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +27,16 @@ void registerPass(llvm::PassBuilder &pb, llvm::StringRef name) {
         pm.addPass(Pass());
         return true;
       });
+}
+
+/// What a pass that rewrote instructions but no branch keeps: the CFG
+/// analyses (dominators, loops); all of them where it changed nothing.
+inline llvm::PreservedAnalyses keptAnalyses(bool changed) {
+  if (!changed)
+    return llvm::PreservedAnalyses::all();
+  llvm::PreservedAnalyses kept;
+  kept.preserveSet<llvm::CFGAnalyses>();
+  return kept;
 }
 
 } // namespace kiln::jit::cpu

@@ -178,9 +178,7 @@ struct HidePrefetches : llvm::PassInfoMixin<HidePrefetches> {
       call->addFnAttr(llvm::Attribute::get(f.getContext(), "vector-function-abi-variant", variants));
       prefetch->eraseFromParent();
     }
-    llvm::PreservedAnalyses kept;
-    kept.preserveSet<llvm::CFGAnalyses>();
-    return kept;
+    return keptAnalyses(/*changed=*/true);
   }
 };
 
@@ -211,9 +209,7 @@ struct RestorePrefetches : llvm::PassInfoMixin<RestorePrefetches> {
     for (unsigned lanes : kMarkerLanes)
       if (llvm::Function *variant = module.getFunction(variantName(lanes)); variant && variant->use_empty())
         variant->eraseFromParent();
-    llvm::PreservedAnalyses kept;
-    kept.preserveSet<llvm::CFGAnalyses>();
-    return kept;
+    return keptAnalyses(/*changed=*/true);
   }
 };
 

@@ -319,11 +319,7 @@ struct X86VectorIdioms : llvm::PassInfoMixin<X86VectorIdioms> {
       rewriteReduceMinMax(call);
     for (llvm::IntrinsicInst *call : ldexp)
       changed |= rewriteLdexp(call);
-    if (!changed)
-      return llvm::PreservedAnalyses::all();
-    llvm::PreservedAnalyses kept;
-    kept.preserveSet<llvm::CFGAnalyses>();
-    return kept;
+    return keptAnalyses(changed);
   }
 };
 
