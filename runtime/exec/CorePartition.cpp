@@ -23,7 +23,8 @@ struct Partition {
 
   /// Sets the TBB limit that `taken` asks for; called with `mutex` held.
   void apply() {
-    const size_t want = taken > 0 && baseline > 1 ? std::max<size_t>(1, baseline > taken ? baseline - taken : 1) : 0;
+    // At least one core stays the user's; 0: no limit.
+    const size_t want = taken > 0 && baseline > 1 ? (baseline > taken ? baseline - taken : 1) : 0;
     if (want == left) return;
     control.reset();
     if (want > 0) control = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, want);
